@@ -1,0 +1,148 @@
+#include "core/device.h"
+
+#include <cstdlib>
+#include <mutex>
+
+#include "core/error.h"
+
+#if MINITRAIN_WITH_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+#include <nccl.h>
+#endif
+
+namespace minitrain {
+
+Device Device::parse(const std::string& spec) {
+  if (spec == "cpu") return cpu();
+  if (spec == "auto") return cuda_device_count() > 0 ? cuda(0) : cpu();
+  if (spec == "cuda") return cuda(0);
+  const std::string prefix = "cuda:";
+  if (spec.compare(0, prefix.size(), prefix) == 0 && spec.size() > prefix.size()) {
+    const std::string digits = spec.substr(prefix.size());
+    bool all_digits = digits.size() <= 4;
+    for (char c : digits) all_digits = all_digits && c >= '0' && c <= '9';
+    if (all_digits) return cuda(std::atoi(digits.c_str()));
+  }
+  MT_THROW(DeviceError, "unknown device '", spec, "' (expected cpu, cuda, cuda:N or auto)");
+}
+
+std::string Device::str() const {
+  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index_);
+}
+
+std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+
+bool cuda_compiled() noexcept { return MINITRAIN_WITH_CUDA != 0; }
+
+namespace {
+struct Discovery {
+  int count = 0;
+  std::string reason;
+};
+
+// Asked once per process: the answer cannot change while it runs, and asking a missing driver
+// repeatedly costs time on every tensor creation.
+const Discovery& discovery() {
+  static Discovery d;
+  static std::once_flag once;
+  std::call_once(once, [] {
+#if MINITRAIN_WITH_CUDA
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaSuccess) {
+      d.count = n;
+      if (n == 0) d.reason = "no CUDA device found";
+    } else {
+      (void)cudaGetLastError();  // clear the error so later calls start clean
+      d.reason = std::string(e == cudaErrorInsufficientDriver ? "no usable CUDA driver"
+                             : e == cudaErrorNoDevice         ? "no CUDA device found"
+                                                              : "CUDA unavailable") +
+                 " (" + cudaGetErrorString(e) + ")";
+    }
+#else
+    d.reason = "CPU-only build (minitrain was compiled without CUDA)";
+#endif
+  });
+  return d;
+}
+}  // namespace
+
+int cuda_device_count() noexcept {
+  try {
+    return discovery().count;
+  } catch (...) {
+    return 0;
+  }
+}
+
+std::string cuda_unavailable_reason() { return discovery().reason; }
+
+void check_available(Device d) {
+  if (d.is_cpu()) return;
+  const int n = cuda_device_count();
+  if (n == 0)
+    MT_THROW(DeviceError, "device ", d, " requested but CUDA is not available: ",
+             cuda_unavailable_reason(), "; use --device cpu (or auto)");
+  MT_CHECK_AS(DeviceError, d.index() >= 0 && d.index() < n, "device ", d,
+              " requested but this machine has ", n, " CUDA device", n == 1 ? "" : "s",
+              " (cuda:0", n > 1 ? " .. cuda:" + std::to_string(n - 1) : std::string(), ")");
+}
+
+std::vector<CudaDeviceInfo> cuda_devices() {
+  std::vector<CudaDeviceInfo> out;
+#if MINITRAIN_WITH_CUDA
+  int previous = 0;
+  if (cuda_device_count() > 0 && cudaGetDevice(&previous) != cudaSuccess) previous = 0;
+  for (int i = 0; i < cuda_device_count(); ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    CudaDeviceInfo info;
+    info.index = i;
+    info.name = p.name;
+    info.compute_major = p.major;
+    info.compute_minor = p.minor;
+    info.multiprocessors = p.multiProcessorCount;
+    info.total_bytes = p.totalGlobalMem;
+    size_t free_b = 0, total_b = 0;
+    if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+      info.free_bytes = free_b;
+    out.push_back(info);
+  }
+  if (!out.empty()) (void)cudaSetDevice(previous);
+  (void)cudaGetLastError();
+#endif
+  return out;
+}
+
+namespace {
+[[maybe_unused]] std::string dotted(int major, int minor, int patch) {
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+}
+}  // namespace
+
+CudaVersions cuda_versions() {
+  CudaVersions v;
+#if MINITRAIN_WITH_CUDA
+  int rt = 0, drv = 0;
+  if (cudaRuntimeGetVersion(&rt) == cudaSuccess) v.runtime = dotted(rt / 1000, rt % 1000 / 10, 0);
+  if (cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0)
+    v.driver = dotted(drv / 1000, drv % 1000 / 10, 0);
+  else
+    v.driver = "none";
+  int ma = 0, mi = 0, pa = 0;
+  if (cublasGetProperty(MAJOR_VERSION, &ma) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(MINOR_VERSION, &mi) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(PATCH_LEVEL, &pa) == CUBLAS_STATUS_SUCCESS)
+    v.cublas = dotted(ma, mi, pa);
+  const size_t dnn = cudnnGetVersion();  // major*10000 + minor*100 + patch since cuDNN 9
+  v.cudnn = dotted(int(dnn / 10000), int(dnn % 10000 / 100), int(dnn % 100));
+  int nccl = 0;
+  if (ncclGetVersion(&nccl) == ncclSuccess)
+    v.nccl = dotted(nccl / 10000, nccl % 10000 / 100, nccl % 100);
+#endif
+  return v;
+}
+
+}  // namespace minitrain
