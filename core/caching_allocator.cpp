@@ -1,0 +1,123 @@
+#include "core/caching_allocator.h"
+
+#include "core/bytes.h"
+#include "core/error.h"
+
+namespace minitrain {
+
+namespace {
+constexpr std::size_t kSmallRound = 512;
+constexpr std::size_t kSmallLimit = 1 << 20;
+constexpr std::size_t kLargeRound = 2 << 20;
+}  // namespace
+
+CachingAllocator::CachingAllocator(std::string device_name, std::unique_ptr<RawMemory> raw)
+    : device_name_(std::move(device_name)), raw_(std::move(raw)) {}
+
+CachingAllocator::~CachingAllocator() {
+  // Process exit: the device may already be shutting down, so release without synchronising.
+  for (auto& [ptr, block] : cached_) raw_->raw_free(ptr);
+}
+
+std::size_t CachingAllocator::round_size(std::size_t bytes) noexcept {
+  if (bytes == 0) return kSmallRound;
+  if (bytes < kSmallLimit) return (bytes + kSmallRound - 1) / kSmallRound * kSmallRound;
+  return (bytes + kLargeRound - 1) / kLargeRound * kLargeRound;
+}
+
+void* CachingAllocator::allocate(std::size_t bytes) {
+  const std::size_t size = round_size(bytes);
+  const void* stream = raw_->current_stream();
+  std::lock_guard<std::mutex> lock(mutex_);
+
+  // Best fit among this stream's cached blocks, but never more than twice the request: a huge
+  // cached block serving a tiny tensor would pin memory the next large request needs.
+  auto it = free_.lower_bound({stream, size});
+  if (it != free_.end() && it->first.first == stream && it->first.second <= 2 * size) {
+    void* p = it->second;
+    const Block block = cached_.at(p);
+    free_.erase(it);
+    cached_.erase(p);
+    live_.emplace(p, block);
+    stats_.cached -= block.size;
+    stats_.in_use += block.size;
+    stats_.peak = std::max(stats_.peak, stats_.in_use);
+    ++stats_.live_blocks;
+    return p;
+  }
+
+  if (stats_.cap != 0 && stats_.in_use + stats_.cached + size > stats_.cap) {
+    release_cache_locked();
+    if (stats_.in_use + size > stats_.cap) throw_oom_locked(bytes, size, "the memory cap");
+  }
+  void* p = raw_->raw_alloc(size);
+  if (p == nullptr) {
+    release_cache_locked();
+    p = raw_->raw_alloc(size);
+    if (p == nullptr) throw_oom_locked(bytes, size, "the device's memory");
+  }
+  live_.emplace(p, Block{size, stream});
+  stats_.in_use += size;
+  stats_.peak = std::max(stats_.peak, stats_.in_use);
+  ++stats_.raw_allocs;
+  ++stats_.live_blocks;
+  return p;
+}
+
+void CachingAllocator::deallocate(void* p) noexcept {
+  if (p == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(p);
+  if (it == live_.end()) return;  // not ours: ignoring beats corrupting the pool
+  const Block block = it->second;
+  live_.erase(it);
+  cached_.emplace(p, block);
+  free_.emplace(std::make_pair(block.stream, block.size), p);
+  stats_.in_use -= block.size;
+  stats_.cached += block.size;
+  --stats_.live_blocks;
+}
+
+void CachingAllocator::release_cache_locked() {
+  if (cached_.empty()) return;
+  raw_->synchronize();  // queued kernels may still read blocks that their tensors freed
+  for (auto& [ptr, block] : cached_) raw_->raw_free(ptr);
+  cached_.clear();
+  free_.clear();
+  stats_.cached = 0;
+}
+
+void CachingAllocator::throw_oom_locked(std::size_t requested, std::size_t rounded, const char* why) {
+  const uint64_t cap = stats_.cap;
+  const uint64_t under_cap = cap == 0 ? 0 : (cap > stats_.in_use ? cap - stats_.in_use : 0);
+  MT_THROW(OutOfMemory, device_name_, ": out of memory allocating ", format_bytes(requested),
+           " (block ", format_bytes(rounded), ") beyond ", why, ": in use ",
+           format_bytes(stats_.in_use), ", device free ", format_bytes(raw_->device_free_bytes()),
+           cap == 0 ? std::string(", no cap")
+                    : ", free under cap " + format_bytes(under_cap) + ", cap " + format_bytes(cap),
+           "; reduce the batch size or the model",
+           cap == 0 ? "" : ", or raise the cap (MINITRAIN_CUDA_MEMORY_CAP)");
+}
+
+MemoryStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void CachingAllocator::set_cap(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.cap = bytes;
+  if (bytes != 0 && stats_.in_use + stats_.cached > bytes) release_cache_locked();
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_cache_locked();
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak = stats_.in_use;
+}
+
+}  // namespace minitrain

@@ -1,0 +1,69 @@
+#pragma once
+// A caching allocator: freed blocks go to a free list keyed by (stream, size) instead of back to
+// the device, and a later request of a similar size on the same stream takes one from there.
+// Bounded by the device's memory and an optional cap; when either would be exceeded it first
+// returns its whole cache to the device and retries, and only then throws OutOfMemory.
+//
+// Note [streams and the caching allocator]: a block is reused only on the stream it was
+// allocated on. Work on one stream runs in order, so a block freed (on the host) while kernels
+// that read it are still queued is safe to hand to the next kernel of the same stream. A tensor
+// used on another stream must be synchronised by its user before it is freed.
+//
+// The device side is behind RawMemory so that this logic is tested on the host as well.
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "core/allocator.h"
+
+namespace minitrain {
+
+class RawMemory {
+ public:
+  virtual ~RawMemory() = default;
+  virtual void* raw_alloc(std::size_t bytes) = 0;  ///< nullptr when the device is full
+  virtual void raw_free(void* p) = 0;
+  virtual uint64_t device_free_bytes() = 0;
+  virtual const void* current_stream() = 0;  ///< the key of the calling thread's stream
+  virtual void synchronize() = 0;            ///< waits for device work before blocks go back
+};
+
+class CachingAllocator final : public Allocator {
+ public:
+  CachingAllocator(std::string device_name, std::unique_ptr<RawMemory> raw);
+  ~CachingAllocator() override;
+
+  void* allocate(std::size_t bytes) override;
+  void deallocate(void* p) noexcept override;
+  MemoryStats stats() const override;
+  void set_cap(uint64_t bytes) override;
+  void empty_cache() override;
+  void reset_peak() override;
+
+  /// Block sizes: multiples of 512 B below 1 MiB, of 2 MiB above, so that similar requests
+  /// share blocks and the free list stays short.
+  static std::size_t round_size(std::size_t bytes) noexcept;
+
+ private:
+  struct Block {
+    std::size_t size;
+    const void* stream;
+  };
+  void release_cache_locked();
+  [[noreturn]] void throw_oom_locked(std::size_t requested, std::size_t rounded, const char* why);
+
+  std::string device_name_;
+  std::unique_ptr<RawMemory> raw_;
+  mutable std::mutex mutex_;
+  std::multimap<std::pair<const void*, std::size_t>, void*> free_;  // (stream, size) -> block
+  std::unordered_map<void*, Block> live_;
+  std::unordered_map<void*, Block> cached_;
+  MemoryStats stats_;
+};
+
+}  // namespace minitrain

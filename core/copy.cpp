@@ -1,0 +1,48 @@
+// Byte copies between devices. Host-to-host is memcpy; anything touching a GPU goes through
+// cudaMemcpyAsync on the current stream of the GPU involved, so it is ordered after the kernels
+// that produced the data, and waits only where the host needs the bytes.
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/stream.h"
+#include "core/tensor.h"
+
+#if MINITRAIN_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "core/cuda_check.h"
+#endif
+
+namespace minitrain {
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#if MINITRAIN_WITH_CUDA
+  if (dst_device.is_cuda() && src_device.is_cuda() && dst_device != src_device) {
+    // Between GPUs: queued on the destination's stream after the source's work is done.
+    synchronize(src_device);
+    DeviceGuard guard(dst_device);
+    CHECK_CUDA(cudaMemcpyPeerAsync(dst, dst_device.index(), src, src_device.index(), bytes,
+                                   current_stream(dst_device).native_handle()));
+    return;
+  }
+  const Device gpu = dst_device.is_cuda() ? dst_device : src_device;
+  DeviceGuard guard(gpu);
+  const Stream& s = current_stream(gpu);
+  CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s.native_handle()));
+  // To the host: the caller reads the bytes next. From the host: the source is pageable memory the
+  // caller may free or overwrite as soon as we return. Pinned, overlapped copies belong to the
+  // data loader, which manages its own buffers.
+  s.synchronize();
+#else
+  MT_THROW(DeviceError, "cannot copy between ", src_device, " and ", dst_device,
+           ": this is a CPU-only build");
+#endif
+}
+
+}  // namespace minitrain

@@ -1,0 +1,65 @@
+// The device side of the CUDA caching allocator: cudaMalloc/cudaFree on one device. Compiled only
+// in CUDA builds; the caching logic itself is device-independent (caching_allocator.cpp).
+
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <memory>
+
+#include "core/bytes.h"
+#include "core/caching_allocator.h"
+#include "core/cuda_check.h"
+#include "core/stream.h"
+
+namespace minitrain {
+
+namespace {
+class CudaRawMemory final : public RawMemory {
+ public:
+  explicit CudaRawMemory(int index) : device_(Device::cuda(index)) {}
+
+  void* raw_alloc(std::size_t bytes) override {
+    DeviceGuard guard(device_);
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // out of memory is not sticky: clear it and let the cache retry
+      return nullptr;
+    }
+    CHECK_CUDA(e);
+    return p;
+  }
+  void raw_free(void* p) override {
+    DeviceGuard guard(device_);
+    (void)cudaFree(p);  // cannot throw from here; a failure at exit is harmless
+  }
+  uint64_t device_free_bytes() override {
+    DeviceGuard guard(device_);
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return free_b;
+  }
+  const void* current_stream() override { return minitrain::current_stream(device_).native_handle(); }
+  void synchronize() override {
+    DeviceGuard guard(device_);
+    CHECK_CUDA(cudaDeviceSynchronize());
+  }
+
+ private:
+  Device device_;
+};
+}  // namespace
+
+std::unique_ptr<Allocator> make_cuda_allocator(int index) {
+  auto a = std::make_unique<CachingAllocator>(Device::cuda(index).str(),
+                                              std::make_unique<CudaRawMemory>(index));
+  // A per-process cap from the environment, so that several processes can share one GPU.
+  if (const char* cap = std::getenv("MINITRAIN_CUDA_MEMORY_CAP"); cap && *cap)
+    a->set_cap(parse_bytes(cap));
+  return a;
+}
+
+}  // namespace minitrain
