@@ -1,0 +1,180 @@
+// The caching logic of the CUDA allocator, run against host memory posing as a device of known
+// capacity, so reuse, statistics, the cap and out-of-memory errors are tested without a GPU.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <set>
+
+#include "core/caching_allocator.h"
+#include "core/error.h"
+
+namespace minitrain {
+namespace {
+
+struct FakeDeviceState {
+  uint64_t capacity = 0, used = 0;
+  int raw_allocs = 0, raw_frees = 0, syncs = 0;
+  const void* stream = nullptr;
+  std::set<void*> live;
+};
+
+class FakeDevice final : public RawMemory {
+ public:
+  explicit FakeDevice(FakeDeviceState* s) : s_(s) {}
+  void* raw_alloc(std::size_t bytes) override {
+    if (s_->used + bytes > s_->capacity) return nullptr;
+    void* p = std::malloc(bytes);
+    s_->used += bytes;
+    ++s_->raw_allocs;
+    s_->live.insert(p);
+    sizes_[p] = bytes;
+    return p;
+  }
+  void raw_free(void* p) override {
+    s_->used -= sizes_.at(p);
+    sizes_.erase(p);
+    s_->live.erase(p);
+    ++s_->raw_frees;
+    std::free(p);
+  }
+  uint64_t device_free_bytes() override { return s_->capacity - s_->used; }
+  const void* current_stream() override { return s_->stream; }
+  void synchronize() override { ++s_->syncs; }
+
+ private:
+  FakeDeviceState* s_;
+  std::map<void*, std::size_t> sizes_;
+};
+
+constexpr uint64_t kMiB = 1 << 20;
+
+class CachingAllocatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    state.capacity = 64 * kMiB;
+    alloc = std::make_unique<CachingAllocator>("fake:0", std::make_unique<FakeDevice>(&state));
+  }
+  FakeDeviceState state;
+  std::unique_ptr<CachingAllocator> alloc;
+};
+
+TEST_F(CachingAllocatorTest, RoundsSmallTo512AndLargeTo2MiB) {
+  EXPECT_EQ(CachingAllocator::round_size(0), 512u);
+  EXPECT_EQ(CachingAllocator::round_size(1), 512u);
+  EXPECT_EQ(CachingAllocator::round_size(513), 1024u);
+  EXPECT_EQ(CachingAllocator::round_size(kMiB), 2 * kMiB);
+  EXPECT_EQ(CachingAllocator::round_size(5 * kMiB + 1), 6 * kMiB);
+}
+
+TEST_F(CachingAllocatorTest, ReusesAFreedBlockWithoutTouchingTheDevice) {
+  void* a = alloc->allocate(1000);
+  alloc->deallocate(a);
+  void* b = alloc->allocate(900);  // same 1 KiB class
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(state.raw_allocs, 1);
+  alloc->deallocate(b);
+}
+
+TEST_F(CachingAllocatorTest, KeepsStatistics) {
+  void* a = alloc->allocate(3 * kMiB);   // 4 MiB block
+  void* b = alloc->allocate(100);        // 512 B block
+  MemoryStats s = alloc->stats();
+  EXPECT_EQ(s.in_use, 4 * kMiB + 512);
+  EXPECT_EQ(s.cached, 0u);
+  EXPECT_EQ(s.live_blocks, 2u);
+  alloc->deallocate(a);
+  s = alloc->stats();
+  EXPECT_EQ(s.in_use, 512u);
+  EXPECT_EQ(s.cached, 4 * kMiB);
+  EXPECT_EQ(s.peak, 4 * kMiB + 512);
+  alloc->reset_peak();
+  EXPECT_EQ(alloc->stats().peak, 512u);
+  alloc->empty_cache();
+  EXPECT_EQ(alloc->stats().cached, 0u);
+  EXPECT_EQ(state.used, 512u);
+  alloc->deallocate(b);
+}
+
+TEST_F(CachingAllocatorTest, DoesNotServeSmallRequestsFromHugeBlocks) {
+  void* big = alloc->allocate(16 * kMiB);
+  alloc->deallocate(big);
+  void* small = alloc->allocate(1000);
+  EXPECT_NE(small, big);
+  EXPECT_EQ(state.raw_allocs, 2);
+  alloc->deallocate(small);
+}
+
+TEST_F(CachingAllocatorTest, ReusesBlocksOnlyOnTheirOwnStream) {
+  int s1 = 0, s2 = 0;
+  state.stream = &s1;
+  void* a = alloc->allocate(4096);
+  alloc->deallocate(a);
+  state.stream = &s2;
+  void* b = alloc->allocate(4096);
+  EXPECT_NE(a, b);  // the first stream's kernels may still be reading `a`
+  alloc->deallocate(b);
+  state.stream = &s1;
+  EXPECT_EQ(alloc->allocate(4096), a);
+}
+
+TEST_F(CachingAllocatorTest, FreesTheCacheBeforeGivingUp) {
+  void* a = alloc->allocate(20 * kMiB);
+  alloc->deallocate(a);                  // 20 MiB cached (too small to serve 50), 44 MiB free
+  void* b = alloc->allocate(50 * kMiB);  // fits only once the cache is returned
+  EXPECT_NE(b, nullptr);
+  EXPECT_EQ(state.raw_frees, 1);
+  EXPECT_GE(state.syncs, 1);  // waited for queued work before returning blocks
+  alloc->deallocate(b);
+}
+
+TEST_F(CachingAllocatorTest, OutOfMemoryNamesRequestedFreeAndCap) {
+  void* a = alloc->allocate(40 * kMiB);
+  try {
+    alloc->allocate(30 * kMiB);
+    FAIL() << "no error";
+  } catch (const OutOfMemory& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("fake:0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("30.00 MiB"), std::string::npos) << msg;   // requested
+    EXPECT_NE(msg.find("in use 40.00 MiB"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("device free 24.00 MiB"), std::string::npos) << msg;
+  }
+  alloc->deallocate(a);
+}
+
+TEST_F(CachingAllocatorTest, EnforcesTheCap) {
+  alloc->set_cap(10 * kMiB);
+  void* a = alloc->allocate(6 * kMiB);
+  try {
+    alloc->allocate(6 * kMiB);
+    FAIL() << "the cap was not enforced";
+  } catch (const OutOfMemory& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("cap 10.00 MiB"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("free under cap 4.00 MiB"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(alloc->stats().cap, 10 * kMiB);
+  alloc->deallocate(a);
+  alloc->set_cap(0);
+  void* b = alloc->allocate(12 * kMiB);  // no cap: fits on the device
+  alloc->deallocate(b);
+}
+
+TEST_F(CachingAllocatorTest, IgnoresForeignPointers) {
+  int not_ours = 0;
+  alloc->deallocate(&not_ours);
+  alloc->deallocate(nullptr);
+  EXPECT_EQ(alloc->stats().live_blocks, 0u);
+}
+
+TEST_F(CachingAllocatorTest, ReturnsEverythingOnDestruction) {
+  void* a = alloc->allocate(kMiB);
+  alloc->deallocate(a);
+  alloc.reset();
+  EXPECT_TRUE(state.live.empty());
+}
+
+}  // namespace
+}  // namespace minitrain

@@ -1,0 +1,91 @@
+#include "tests/support/test_util.h"
+
+#include <cmath>
+#include <random>
+#include <sstream>
+
+namespace minitrain::testing {
+
+std::string device_param_name(const ::testing::TestParamInfo<Device>& info) {
+  return info.param.is_cpu() ? "cpu" : "cuda";
+}
+
+std::vector<float> random_floats(int64_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<double> random_doubles(int64_t n, uint32_t seed, double lo, double hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<float> random_small_ints(int64_t n, uint32_t seed, int lo, int hi) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = static_cast<float>(dist(rng));
+  return v;
+}
+
+Tensor random_tensor(const Shape& shape, uint32_t seed, Device device, DType dtype, double lo,
+                     double hi) {
+  if (dtype == DType::Float64)
+    return Tensor::from_vector(random_doubles(shape.numel(), seed, lo, hi), shape, device);
+  return Tensor::from_vector(random_floats(shape.numel(), seed, float(lo), float(hi)), shape, device);
+}
+
+std::vector<double> host_values(const Tensor& t) {
+  const Tensor h = t.to(Device::cpu());
+  if (h.dtype() == DType::Float64) return h.to_vector<double>();
+  const std::vector<float> f = h.to_vector<float>();
+  return std::vector<double>(f.begin(), f.end());
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (double v : host_values(t)) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+::testing::AssertionResult allclose(const std::vector<double>& got, const std::vector<double>& want,
+                                    double atol, double rtol) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure()
+           << "sizes differ: got " << got.size() << " values, want " << want.size();
+  size_t worst = 0, bad = 0;
+  double worst_excess = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = atol + rtol * std::fabs(want[i]);
+    const double err = std::fabs(got[i] - want[i]);
+    const bool ok = err <= tol || (std::isnan(got[i]) && std::isnan(want[i])) ||
+                    (std::isinf(got[i]) && got[i] == want[i]);
+    if (!ok) {
+      ++bad;
+      if (!(err - tol <= worst_excess) || bad == 1) {
+        worst_excess = err - tol;
+        worst = i;
+      }
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << bad << " of " << got.size() << " values differ beyond atol=" << atol
+         << " rtol=" << rtol << "; worst at index " << worst << ": got " << got[worst]
+         << ", want " << want[worst] << " (|diff| " << std::fabs(got[worst] - want[worst]) << ")";
+}
+
+::testing::AssertionResult allclose(const Tensor& got, const Tensor& want, double atol, double rtol) {
+  if (got.shape() != want.shape())
+    return ::testing::AssertionFailure()
+           << "shapes differ: got " << got.shape() << ", want " << want.shape();
+  return allclose(host_values(got), host_values(want), atol, rtol);
+}
+
+}  // namespace minitrain::testing

@@ -1,0 +1,66 @@
+#pragma once
+// Test support: device-parameterised fixtures, random inputs, and tensor comparisons.
+//
+// A test written against DeviceTest runs once per device: /cpu always, /cuda where a GPU exists;
+// elsewhere the /cuda instance reports GTEST_SKIP with the reason (see Note [gpu label] in
+// cmake/MinitrainHelpers.cmake for how ctest labels it).
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/tensor.h"
+
+namespace minitrain::testing {
+
+/// Skips the current test (GTEST_SKIP) when `d` is a CUDA device this machine cannot use.
+#define MT_SKIP_UNLESS_AVAILABLE(d)                                                       \
+  do {                                                                                     \
+    if ((d).is_cuda() && ::minitrain::cuda_device_count() == 0)                            \
+      GTEST_SKIP() << "no CUDA device: " << ::minitrain::cuda_unavailable_reason();        \
+  } while (0)
+
+class DeviceTest : public ::testing::TestWithParam<Device> {
+ protected:
+  void SetUp() override { MT_SKIP_UNLESS_AVAILABLE(GetParam()); }
+  Device device() const { return GetParam(); }
+};
+
+std::string device_param_name(const ::testing::TestParamInfo<Device>& info);
+
+/// Instantiates a DeviceTest-derived suite for cpu and cuda:0.
+#define MT_INSTANTIATE_DEVICE_TEST_SUITE(Suite)                                                \
+  INSTANTIATE_TEST_SUITE_P(Devices, Suite,                                                     \
+                           ::testing::Values(::minitrain::Device::cpu(),                        \
+                                             ::minitrain::Device::cuda(0)),                     \
+                           ::minitrain::testing::device_param_name)
+
+/// Host values drawn from U(lo, hi) with std::mt19937 (independent of minitrain's own RNG).
+std::vector<float> random_floats(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f);
+std::vector<double> random_doubles(int64_t n, uint32_t seed, double lo = -1.0, double hi = 1.0);
+/// Small integers in [lo, hi] as floats: sums and products of them are exact in float32.
+std::vector<float> random_small_ints(int64_t n, uint32_t seed, int lo = -4, int hi = 4);
+
+/// A tensor of U(lo, hi) values (float32 or float64) on `device`.
+Tensor random_tensor(const Shape& shape, uint32_t seed, Device device = Device::cpu(),
+                     DType dtype = DType::Float32, double lo = -1.0, double hi = 1.0);
+
+/// The tensor's values as doubles, on the host, whatever its device and dtype.
+std::vector<double> host_values(const Tensor& t);
+double max_abs(const Tensor& t);
+
+/// |got - want| <= atol + rtol * |want| elementwise, same shape; the message names the worst
+/// element. Use as EXPECT_TRUE(allclose(...)) or via EXPECT_ALLCLOSE.
+::testing::AssertionResult allclose(const Tensor& got, const Tensor& want, double atol, double rtol);
+::testing::AssertionResult allclose(const std::vector<double>& got, const std::vector<double>& want,
+                                    double atol, double rtol);
+
+}  // namespace minitrain::testing
+
+#define EXPECT_ALLCLOSE(got, want, atol, rtol) \
+  EXPECT_TRUE(::minitrain::testing::allclose((got), (want), (atol), (rtol)))
+#define ASSERT_ALLCLOSE(got, want, atol, rtol) \
+  ASSERT_TRUE(::minitrain::testing::allclose((got), (want), (atol), (rtol)))
