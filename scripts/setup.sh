@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks (only what is missing), then configures and
+# builds minitrain. With nvcc on PATH or in /usr/local/cuda the build compiles the CUDA code;
+# without it the same tree builds CPU-only.
+#
+#   scripts/setup.sh                  build the default preset (release)
+#   scripts/setup.sh release cpu      build several presets (release, debug, cpu)
+#   scripts/setup.sh --deps-only      install the packages and stop
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[setup] %s\n' "$*"; }
+
+# ---- packages ---------------------------------------------------------------------------------
+# Debian 12 package per need. GoogleTest, Google Benchmark and the CUDA toolkit are expected on
+# the machine already but are installed here too if missing (the toolkit is not: it comes from
+# NVIDIA, and without it the build is CPU-only).
+packages=(
+  cmake ninja-build g++ pkg-config
+  libgtest-dev libbenchmark-dev
+  libeigen3-dev libopenblas-dev
+  nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
+  libopenmpi-dev openmpi-bin
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  log "installing: ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  log "all packages present"
+fi
+
+presets=()
+for arg in "$@"; do
+  case "$arg" in
+    --deps-only) exit 0 ;;
+    release|debug|cpu) presets+=("$arg") ;;
+    *) echo "setup.sh: unknown argument '$arg' (expected release, debug, cpu or --deps-only)" >&2; exit 2 ;;
+  esac
+done
+((${#presets[@]})) || presets=(release)
+
+# ---- CUDA -------------------------------------------------------------------------------------
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+if command -v nvcc >/dev/null 2>&1; then
+  log "CUDA compiler: $(command -v nvcc) ($(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
+else
+  log "no CUDA compiler found: building CPU-only"
+fi
+
+# ---- configure and build ------------------------------------------------------------------------
+# nvcc and the Eigen-heavy sources each take about a GiB; one job per core fits the 2-core,
+# 24 GiB machines CI runs on.
+jobs=$(nproc)
+for preset in "${presets[@]}"; do
+  log "configuring preset '$preset'"
+  cmake --preset "$preset" >/dev/null
+  log "building preset '$preset' with $jobs jobs"
+  cmake --build --preset "$preset" --parallel "$jobs"
+done
+log "done: build/release/tools/minitrain info"

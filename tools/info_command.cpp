@@ -1,0 +1,41 @@
+#include "tools/info_command.h"
+
+#include <thread>
+
+#include "core/allocator.h"
+#include "core/bytes.h"
+#include "core/device.h"
+#include "core/parallel_for.h"
+
+#ifndef MINITRAIN_VERSION
+#define MINITRAIN_VERSION "unknown"
+#endif
+
+namespace minitrain::cli {
+
+int run_info(std::ostream& out) {
+  out << "minitrain " << MINITRAIN_VERSION << " ("
+      << (cuda_compiled() ? "CUDA build" : "CPU-only build") << ")\n";
+  out << "cpu: " << std::thread::hardware_concurrency() << " hardware threads, " << num_threads()
+      << " used by minitrain (OMP_NUM_THREADS sets it)\n";
+
+  if (cuda_compiled()) {
+    const CudaVersions v = cuda_versions();
+    out << "CUDA runtime " << v.runtime << ", driver " << v.driver << ", cuBLAS " << v.cublas
+        << ", cuDNN " << v.cudnn << ", NCCL " << v.nccl << "\n";
+  }
+  const int n = cuda_device_count();
+  if (n == 0) {
+    out << "GPUs: none (" << cuda_unavailable_reason() << "); everything runs on the CPU\n";
+    return 0;
+  }
+  out << "GPUs: " << n << "\n";
+  for (const CudaDeviceInfo& d : cuda_devices()) {
+    out << "  cuda:" << d.index << "  " << d.name << ", compute " << d.compute_major << "."
+        << d.compute_minor << ", " << d.multiprocessors << " SMs, " << format_bytes(d.total_bytes)
+        << " total, " << format_bytes(d.free_bytes) << " free\n";
+  }
+  return 0;
+}
+
+}  // namespace minitrain::cli

@@ -1,0 +1,34 @@
+// The minitrain command. Each subcommand lives in its own file; this one parses the command
+// line, runs it, and turns any minitrain::Error into one clear line and a non-zero exit.
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "core/error.h"
+#include "tools/info_command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"minitrain: a small C++/CUDA deep-learning framework"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", MINITRAIN_VERSION);
+
+  CLI::App* info = app.add_subcommand("info", "devices, memory, CUDA/cuBLAS/cuDNN/NCCL versions");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (info->parsed()) return minitrain::cli::run_info(std::cout);
+  } catch (const minitrain::Error& e) {
+    std::cerr << "minitrain: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "minitrain: internal error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
