@@ -1,0 +1,163 @@
+// Atomic replacement by write-temporary-then-rename: rename(2) within one directory is atomic
+// on POSIX file systems, so a reader (or a crash) sees either the old file or the whole new one.
+
+#include "core/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace minitrain {
+namespace {
+
+std::atomic<uint64_t> temp_counter{0};
+
+// The temporary lives in the target's directory: rename() is only atomic within one file system.
+std::string temp_path_for(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  return detail::concat(dir, ".", name, ".tmp.", ::getpid(), ".", temp_counter.fetch_add(1));
+}
+
+std::string directory_of(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(const std::string& path) : path_(path), temp_path_(temp_path_for(path)) {
+  MT_CHECK_AS(IoError, !path.empty() && path.back() != '/', "cannot write '", path,
+              "': not a file name");
+  // O_EXCL: never write through a stale temporary (or a link someone planted) of the same name.
+  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd_ < 0) {
+    const int err = errno;
+    MT_THROW(IoError, "cannot write '", path_, "': ", std::strerror(err),
+             " (while creating the temporary '", temp_path_, "')");
+  }
+}
+
+AtomicFile::AtomicFile(AtomicFile&& other) noexcept
+    : path_(std::move(other.path_)), temp_path_(std::move(other.temp_path_)), fd_(other.fd_) {
+  other.fd_ = -1;
+  other.temp_path_.clear();
+}
+
+AtomicFile::~AtomicFile() { discard(); }
+
+void AtomicFile::discard() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
+  temp_path_.clear();
+}
+
+void AtomicFile::fail(const char* what) {
+  const int err = errno;  // before discard() can change it
+  const std::string temp = temp_path_;
+  discard();
+  MT_THROW(IoError, "cannot write '", path_, "': ", std::strerror(err), " (", what, " '", temp,
+           "'; the existing file, if any, is unchanged)");
+}
+
+void AtomicFile::write(const void* data, std::size_t bytes) {
+  MT_CHECK_AS(IoError, fd_ >= 0, "cannot write '", path_, "': the file was already committed");
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd_, p, bytes);  // may write less than asked: loop
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("while writing");
+    }
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+}
+
+void AtomicFile::commit() {
+  MT_CHECK_AS(IoError, fd_ >= 0, "cannot write '", path_, "': the file was already committed");
+  // fsync before rename: otherwise a crash can leave the new name pointing at empty blocks.
+  if (::fsync(fd_) != 0) fail("while syncing");
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail("while closing");
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) fail("while renaming");
+  temp_path_.clear();
+  // Make the rename itself durable. Best effort: some file systems cannot fsync a directory,
+  // and the data is already complete under its new name.
+  const int dir = ::open(directory_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    (void)::fsync(dir);
+    ::close(dir);
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  AtomicFile file(path);
+  file.write(bytes);
+  file.commit();
+}
+
+// ---- reading ----
+
+InputFile::InputFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) {
+    const int err = errno;
+    MT_THROW(IoError, "cannot open '", path, "': ", std::strerror(err));
+  }
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || S_ISDIR(st.st_mode)) {
+    const int err = S_ISDIR(st.st_mode) ? EISDIR : errno;
+    ::close(fd_);
+    fd_ = -1;
+    MT_THROW(IoError, "cannot open '", path, "': ", std::strerror(err));
+  }
+  size_ = static_cast<uint64_t>(st.st_size);
+}
+
+InputFile::InputFile(InputFile&& other) noexcept
+    : path_(std::move(other.path_)), fd_(other.fd_), size_(other.size_), position_(other.position_) {
+  other.fd_ = -1;
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void InputFile::read(void* dst, std::size_t bytes) {
+  char* p = static_cast<char*>(dst);
+  while (bytes > 0) {
+    const ssize_t n = ::read(fd_, p, bytes);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      MT_THROW(IoError, "cannot read '", path_, "': ", std::strerror(err), " (at byte ", position_,
+               ")");
+    }
+    // The size was checked against the header; a file that ends early shrank under us.
+    MT_CHECK_AS(IoError, n > 0, "cannot read '", path_, "': the file ends at byte ", position_,
+                " but ", bytes, " more bytes were expected (was it truncated while being read?)");
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+    position_ += static_cast<uint64_t>(n);
+  }
+}
+
+std::string read_file_bytes(const std::string& path) {
+  InputFile file(path);
+  std::string bytes(static_cast<std::size_t>(file.size()), '\0');
+  file.read(bytes.data(), bytes.size());
+  return bytes;
+}
+
+}  // namespace minitrain

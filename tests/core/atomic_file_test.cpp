@@ -1,0 +1,87 @@
+// Atomic writes: a completed write replaces the target; any failure (missing directory, an
+// exception half-way through, a rename that cannot happen) leaves the old file byte-identical
+// and no temporary behind.
+
+#include "core/atomic_file.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "tests/core/io_test_util.h"
+
+namespace minitrain {
+namespace {
+
+using testing::expect_error;
+using testing::ScratchDir;
+
+TEST(AtomicFile, WritesThenReplacesWithoutLeavingTemporaries) {
+  ScratchDir dir;
+  const std::string p = dir.path("w.bin");
+  write_file_atomically(p, "first");
+  EXPECT_EQ(read_file_bytes(p), "first");
+  write_file_atomically(p, std::string("sec\0nd", 6));  // binary-safe
+  EXPECT_EQ(read_file_bytes(p), std::string("sec\0nd", 6));
+  EXPECT_EQ(dir.listing(), std::vector<std::string>{"w.bin"});
+}
+
+TEST(AtomicFile, TemporarySitsBesideTheTargetUntilCommit) {
+  ScratchDir dir;
+  const std::string p = dir.path("W.safetensors");
+  AtomicFile f(p);
+  EXPECT_EQ(f.temp_path().rfind(dir.path(".W.safetensors.tmp."), 0), 0u) << f.temp_path();
+  f.write("abc");
+  EXPECT_EQ(dir.listing().size(), 1u);
+  EXPECT_NE(dir.listing()[0], "W.safetensors");  // the target does not exist yet
+  f.commit();
+  EXPECT_EQ(dir.listing(), std::vector<std::string>{"W.safetensors"});
+  expect_error<IoError>([&] { f.write("more"); }, {"already committed"});
+}
+
+TEST(AtomicFile, AbandonedWriteLeavesTargetByteIdentical) {
+  ScratchDir dir;
+  const std::string p = dir.path("w.bin");
+  write_file_atomically(p, "old contents");
+  try {
+    AtomicFile f(p);
+    f.write("new contents, half");
+    throw std::runtime_error("the writer failed half-way");  // e.g. a device copy failing
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(read_file_bytes(p), "old contents");
+  EXPECT_EQ(dir.listing(), std::vector<std::string>{"w.bin"});
+}
+
+TEST(AtomicFile, MissingDirectoryThrowsIoErrorNamingThePath) {
+  ScratchDir dir;
+  const std::string p = dir.path("missing/w.bin");
+  expect_error<IoError>([&] { write_file_atomically(p, "x"); },
+                        {"cannot write '" + p + "'", "No such file or directory"});
+  EXPECT_TRUE(dir.listing().empty());
+}
+
+TEST(AtomicFile, FailedRenameRemovesTheTemporary) {
+  // A directory where the file should go: everything succeeds until rename(), which cannot
+  // replace a directory with a file.
+  ScratchDir dir;
+  const std::string p = dir.path("target");
+  std::filesystem::create_directory(p);
+  expect_error<IoError>([&] { write_file_atomically(p, "data"); },
+                        {"cannot write '" + p + "'", "renaming", "unchanged"});
+  EXPECT_EQ(dir.listing(), std::vector<std::string>{"target"});
+  EXPECT_TRUE(std::filesystem::is_directory(p));
+}
+
+TEST(AtomicFile, ReadingMissingOrDirectoryNamesPathAndReason) {
+  ScratchDir dir;
+  expect_error<IoError>([&] { read_file_bytes(dir.path("x.npy")); },
+                        {"cannot open '" + dir.path("x.npy") + "': No such file or directory"});
+  expect_error<IoError>([&] { read_file_bytes(dir.path("")); }, {"Is a directory"});
+}
+
+}  // namespace
+}  // namespace minitrain
