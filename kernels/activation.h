@@ -1,0 +1,56 @@
+#pragma once
+// Activation functions, forward and backward: relu, gelu (erf form), gelu_tanh, tanh, sigmoid.
+// Memory-bound: one read and one write per element (backward: two reads), with the scalar math
+// in kernels/activation_math.h shared by the CPU loops and the CUDA kernels.
+
+#include <cstdint>
+#include <string>
+
+#include "core/tensor.h"
+#include "kernels/activation_math.h"
+
+struct CUstream_st;
+
+namespace minitrain {
+
+enum class Activation { ReLU, GELU, GELUTanh, Tanh, Sigmoid };
+
+/// "relu" | "gelu" | "gelu_tanh" | "tanh" | "sigmoid"; throws ValueError listing them otherwise.
+Activation parse_activation(const std::string& name);
+/// The name parse_activation accepts: "relu", "gelu", ...
+const char* activation_name(Activation a);
+
+/// y = f(x); y may be x (in place).
+void activation_forward(Tensor& y, const Tensor& x, Activation a);
+/// grad_x = grad_y * f'(x), with x the forward INPUT; grad_x may be grad_y (in place).
+void activation_backward(Tensor& grad_x, const Tensor& grad_y, const Tensor& x, Activation a);
+/// The same into new tensors.
+Tensor activation_forward(const Tensor& x, Activation a);
+Tensor activation_backward(const Tensor& grad_y, const Tensor& x, Activation a);
+
+/// Calls f(M{}) with M the activation's math type (ReluMath, GeluMath, ...), so one templated
+/// loop or kernel serves every activation.
+template <typename F>
+decltype(auto) dispatch_activation(Activation a, F&& f) {
+  switch (a) {
+    case Activation::ReLU: return f(ReluMath{});
+    case Activation::GELU: return f(GeluMath{});
+    case Activation::GELUTanh: return f(GeluTanhMath{});
+    case Activation::Tanh: return f(TanhMath{});
+    case Activation::Sigmoid: return f(SigmoidMath{});
+  }
+  MT_THROW(ValueError, "unknown activation ", static_cast<int>(a));
+}
+
+// ---- implementations (float and double are instantiated) ----
+template <typename T>
+void activation_forward_cpu(Activation a, T* y, const T* x, int64_t n);
+template <typename T>
+void activation_backward_cpu(Activation a, T* grad_x, const T* grad_y, const T* x, int64_t n);
+template <typename T>
+void activation_forward_cuda(Activation a, T* y, const T* x, int64_t n, CUstream_st* stream);
+template <typename T>
+void activation_backward_cuda(Activation a, T* grad_x, const T* grad_y, const T* x, int64_t n,
+                              CUstream_st* stream);
+
+}  // namespace minitrain

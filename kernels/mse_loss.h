@@ -1,0 +1,62 @@
+#pragma once
+// Mean squared error, torch.nn.functional.mse_loss semantics: loss = reduce((pred - target)^2)
+// with reduction mean (the default), sum or none, and its gradient with respect to pred.
+// Memory-bound: two reads per element; mean and sum add a reduction to one number.
+
+#include <cstdint>
+#include <string>
+
+#include "core/tensor.h"
+
+struct CUstream_st;
+
+namespace minitrain {
+
+enum class Reduction { Mean, Sum, None };
+
+/// "mean" | "sum" | "none"; throws ValueError listing them otherwise.
+Reduction parse_reduction(const std::string& name);
+const char* reduction_name(Reduction r);
+
+/// pred and target of one shape. Mean/Sum: out is 0-d (shape []); None: out has pred's shape.
+/// Sums accumulate in double and combine in a fixed order: results are bit-identical run to run.
+/// The mean of zero elements is NaN, as in torch.
+void mse_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target,
+                      Reduction reduction = Reduction::Mean);
+/// grad_pred = norm * (pred - target) * g, norm = 2/n for Mean, 2 otherwise; g is the 0-d
+/// grad_out for Mean/Sum, grad_out[i] (pred's shape) for None. grad_pred may be pred.
+void mse_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& pred,
+                       const Tensor& target, Reduction reduction = Reduction::Mean);
+/// The same into new tensors.
+Tensor mse_loss_forward(const Tensor& pred, const Tensor& target,
+                        Reduction reduction = Reduction::Mean);
+Tensor mse_loss_backward(const Tensor& grad_out, const Tensor& pred, const Tensor& target,
+                         Reduction reduction = Reduction::Mean);
+
+// ---- implementations (float and double are instantiated) ----
+
+/// out[0] = sum((pred - target)^2) / divisor, accumulated in double.
+template <typename T>
+void mse_loss_reduce_cpu(T* out, const T* pred, const T* target, int64_t n, double divisor);
+/// out[i] = (pred[i] - target[i])^2.
+template <typename T>
+void mse_loss_elementwise_cpu(T* out, const T* pred, const T* target, int64_t n);
+/// grad_pred[i] = norm * (pred[i] - target[i]) * grad_out[per_element ? i : 0].
+template <typename T>
+void mse_loss_backward_cpu(T* grad_pred, const T* grad_out, const T* pred, const T* target,
+                           int64_t n, T norm, bool per_element);
+
+/// Partial sums the CUDA reduction leaves in its workspace (doubles), one per block of pass 1.
+inline constexpr int kMseReduceBlocks = 1024;
+/// `workspace` holds kMseReduceBlocks doubles on the same device.
+template <typename T>
+void mse_loss_reduce_cuda(T* out, const T* pred, const T* target, int64_t n, double divisor,
+                          double* workspace, CUstream_st* stream);
+template <typename T>
+void mse_loss_elementwise_cuda(T* out, const T* pred, const T* target, int64_t n,
+                               CUstream_st* stream);
+template <typename T>
+void mse_loss_backward_cuda(T* grad_pred, const T* grad_out, const T* pred, const T* target,
+                            int64_t n, T norm, bool per_element, CUstream_st* stream);
+
+}  // namespace minitrain
