@@ -1,0 +1,181 @@
+// Reductions: entry points and the CPU implementation. Memory-bound: one read per element.
+// The input is cut into fixed chunks of kReduceChunk elements whose partial results (in double)
+// are combined in chunk order, so the answer does not depend on how many threads ran them.
+
+#include "kernels/reduce.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "core/parallel_for.h"
+#include "core/stream.h"
+#include "kernels/check.h"
+#include "kernels/dispatch.h"
+
+namespace minitrain {
+
+namespace {
+
+// 8192 elements: 32 KiB of float32, one L1-sized piece; large enough that a chunk costs far more
+// than its bookkeeping, small enough that 2 to 64 threads all get chunks at 1M elements.
+constexpr int64_t kReduceChunk = 8192;
+
+// Four accumulators break the dependency chain of one running sum (a double add has a latency of
+// about four cycles), and are combined in a fixed order.
+template <typename Op, typename T>
+double reduce_chunk(const T* x, int64_t n) {
+  double acc[4] = {Op::identity(), Op::identity(), Op::identity(), Op::identity()};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int lane = 0; lane < 4; ++lane)
+      acc[lane] = Op::combine(acc[lane], Op::map(static_cast<double>(x[i + lane])));
+  for (; i < n; ++i) acc[0] = Op::combine(acc[0], Op::map(static_cast<double>(x[i])));
+  return Op::combine(Op::combine(acc[0], acc[1]), Op::combine(acc[2], acc[3]));
+}
+
+template <typename Op, typename T>
+double reduce_chunked(const T* x, int64_t n) {
+  const int64_t chunks = (n + kReduceChunk - 1) / kReduceChunk;
+  if (chunks <= 1) return reduce_chunk<Op>(x, n);
+  std::vector<double> partials(static_cast<std::size_t>(chunks));
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / kReduceChunk);
+  parallel_for(chunks, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      const int64_t start = c * kReduceChunk;
+      partials[c] = reduce_chunk<Op>(x + start, std::min(kReduceChunk, n - start));
+    }
+  });
+  double acc = Op::identity();
+  for (double p : partials) acc = Op::combine(acc, p);
+  return acc;
+}
+
+// mean divides by n (0/0 = NaN for an empty tensor, as torch); the others by 1.
+double divisor_for(ReduceOp op, int64_t n) {
+  return op == ReduceOp::Mean ? static_cast<double>(n) : 1.0;
+}
+
+const char* op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Mean: return "mean";
+    case ReduceOp::MaxAbs: return "max_abs";
+    case ReduceOp::SquaredNorm: return "squared_norm";
+  }
+  return "reduce";
+}
+
+void reduce_into(Tensor& out, const Tensor& x, ReduceOp op) {
+  const char* name = op_name(op);
+  check_compatible(name, {{"out", out}, {"x", x}});
+  check_ndim(name, {"out", out}, 0);
+  const int64_t n = x.numel();
+  if (x.device().is_cpu()) {
+    dispatch_float(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      reduce_cpu(out.data<T>(), x.data<T>(), n, op);
+    });
+    return;
+  }
+  MT_CUDA_ONLY({
+    DeviceGuard guard(x.device());
+    Tensor partials = Tensor::empty(Shape{reduce_cuda_partials(n)}, DType::Float64, x.device());
+    CUstream_st* stream = current_stream(x.device()).native_handle();
+    dispatch_float(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      reduce_cuda(out.data<T>(), x.data<T>(), n, op, partials.data<double>(), stream);
+    });
+  });
+}
+
+Tensor reduce_new(const Tensor& x, ReduceOp op) {
+  check_compatible(op_name(op), {{"x", x}});
+  Tensor out = Tensor::empty(Shape{}, x.dtype(), x.device());
+  reduce_into(out, x, op);
+  return out;
+}
+
+}  // namespace
+
+// ---- CPU ----
+
+template <typename T>
+void reduce_cpu(T* out, const T* x, int64_t n, ReduceOp op) {
+  using namespace reduce_detail;
+  double r = 0.0;
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Mean: r = reduce_chunked<SumOf>(x, n); break;
+    case ReduceOp::SquaredNorm: r = reduce_chunked<SquaresOf>(x, n); break;
+    case ReduceOp::MaxAbs: r = reduce_chunked<MaxAbsOf>(x, n); break;
+  }
+  *out = static_cast<T>(r / divisor_for(op, n));
+}
+
+template <typename T>
+void sum_rows_cpu(T* out, const T* x, int64_t rows, int64_t cols) {
+  // Threads take column ranges; each walks the rows in order, so every column is summed in the
+  // same order whatever the thread count, and reads stay sequential within a row.
+  const int64_t grain = std::max<int64_t>(64, kElementwiseGrain / std::max<int64_t>(rows, 1));
+  parallel_for(cols, grain, [&](int64_t begin, int64_t end) {
+    std::vector<double> acc(static_cast<std::size_t>(end - begin), 0.0);
+    for (int64_t i = 0; i < rows; ++i) {
+      const T* row = x + i * cols + begin;
+      for (int64_t j = 0; j < end - begin; ++j) acc[j] += static_cast<double>(row[j]);
+    }
+    for (int64_t j = 0; j < end - begin; ++j) out[begin + j] = static_cast<T>(acc[j]);
+  });
+}
+
+template void reduce_cpu<float>(float*, const float*, int64_t, ReduceOp);
+template void reduce_cpu<double>(double*, const double*, int64_t, ReduceOp);
+template void sum_rows_cpu<float>(float*, const float*, int64_t, int64_t);
+template void sum_rows_cpu<double>(double*, const double*, int64_t, int64_t);
+
+// ---- entry points ----
+
+void sum(Tensor& out, const Tensor& x) { reduce_into(out, x, ReduceOp::Sum); }
+void mean(Tensor& out, const Tensor& x) { reduce_into(out, x, ReduceOp::Mean); }
+void max_abs(Tensor& out, const Tensor& x) { reduce_into(out, x, ReduceOp::MaxAbs); }
+void squared_norm(Tensor& out, const Tensor& x) { reduce_into(out, x, ReduceOp::SquaredNorm); }
+
+Tensor sum(const Tensor& x) { return reduce_new(x, ReduceOp::Sum); }
+Tensor mean(const Tensor& x) { return reduce_new(x, ReduceOp::Mean); }
+Tensor max_abs(const Tensor& x) { return reduce_new(x, ReduceOp::MaxAbs); }
+Tensor squared_norm(const Tensor& x) { return reduce_new(x, ReduceOp::SquaredNorm); }
+
+void sum_rows(Tensor& out, const Tensor& x) {
+  check_compatible("sum_rows", {{"out", out}, {"x", x}});
+  check_ndim("sum_rows", {"x", x}, 2);
+  check_ndim("sum_rows", {"out", out}, 1);
+  const int64_t rows = x.size(0), cols = x.size(1);
+  MT_CHECK_AS(ShapeError, out.size(0) == cols, "sum_rows: out has ", out.size(0),
+              " entries but x has ", cols, " columns (out ", out.shape(), ", x ", x.shape(),
+              "); out must be [cols]");
+  if (x.device().is_cpu()) {
+    dispatch_float(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      sum_rows_cpu(out.data<T>(), x.data<T>(), rows, cols);
+    });
+    return;
+  }
+  MT_CUDA_ONLY({
+    DeviceGuard guard(x.device());
+    CUstream_st* stream = current_stream(x.device()).native_handle();
+    dispatch_float(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      sum_rows_cuda(out.data<T>(), x.data<T>(), rows, cols, stream);
+    });
+  });
+}
+
+Tensor sum_rows(const Tensor& x) {
+  check_compatible("sum_rows", {{"x", x}});
+  check_ndim("sum_rows", {"x", x}, 2);
+  Tensor out = Tensor::empty(Shape{x.size(1)}, x.dtype(), x.device());
+  sum_rows(out, x);
+  return out;
+}
+
+}  // namespace minitrain

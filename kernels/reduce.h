@@ -1,0 +1,73 @@
+#pragma once
+// Reductions: sum, mean, max |x|, sum of squares (the squared L2 norm, for gradient clipping),
+// and sum_rows (column sums of a matrix: the bias gradient of a linear layer).
+//
+// Results stay on the tensor's device as 0-d tensors (read them with .item()), so a training
+// step never waits for the GPU unless it asks. Accumulation is in double on both devices and in
+// a fixed order, so results are the same run after run and whatever the thread count.
+// Empty input, as in torch: sum = 0, squared_norm = 0, max_abs = 0, mean = NaN.
+
+#include <cstdint>
+
+#include "core/host_device.h"
+#include "core/tensor.h"
+
+struct CUstream_st;
+
+namespace minitrain {
+
+// ---- entry points: `out` is 0-d (sum_rows: 1-d), same device and dtype as `x` ----
+void sum(Tensor& out, const Tensor& x);
+void mean(Tensor& out, const Tensor& x);
+void max_abs(Tensor& out, const Tensor& x);
+void squared_norm(Tensor& out, const Tensor& x);
+/// x [rows, cols] -> out [cols], out[j] = sum_i x[i, j].
+void sum_rows(Tensor& out, const Tensor& x);
+
+// ---- convenience: a new tensor on x's device ----
+// (tests: minitrain::testing::max_abs(const Tensor&) returns a double; qualify one of the two.)
+Tensor sum(const Tensor& x);
+Tensor mean(const Tensor& x);
+Tensor max_abs(const Tensor& x);
+Tensor squared_norm(const Tensor& x);
+Tensor sum_rows(const Tensor& x);
+
+// ---- CPU and CUDA implementations (raw pointers, contiguous) ----
+enum class ReduceOp : uint8_t { Sum, Mean, MaxAbs, SquaredNorm };
+
+namespace reduce_detail {
+// What each reduction does to one element (map) and to two partial results (combine), shared by
+// the CPU loops and the CUDA kernels. Everything is accumulated in double.
+struct SumOf {
+  MT_HOST_DEVICE static double identity() { return 0.0; }
+  MT_HOST_DEVICE static double map(double v) { return v; }
+  MT_HOST_DEVICE static double combine(double a, double b) { return a + b; }
+};
+struct SquaresOf {
+  MT_HOST_DEVICE static double identity() { return 0.0; }
+  MT_HOST_DEVICE static double map(double v) { return v * v; }
+  MT_HOST_DEVICE static double combine(double a, double b) { return a + b; }
+};
+struct MaxAbsOf {
+  MT_HOST_DEVICE static double identity() { return 0.0; }
+  // v < 0 ? -v : v + 0.0 maps -0.0 to +0.0 and keeps NaN a NaN.
+  MT_HOST_DEVICE static double map(double v) { return v < 0.0 ? -v : v + 0.0; }
+  // NaN wins, as in torch (a != a is the portable isnan).
+  MT_HOST_DEVICE static double combine(double a, double b) { return (a != a || a > b) ? a : b; }
+};
+}  // namespace reduce_detail
+
+template <typename T>
+void reduce_cpu(T* out, const T* x, int64_t n, ReduceOp op);
+template <typename T>
+void sum_rows_cpu(T* out, const T* x, int64_t rows, int64_t cols);
+
+/// Per-block partials the CUDA reduction needs (doubles) for n elements; the caller allocates
+/// them on the device, on the stream `s` (see Note [streams and the caching allocator]).
+int64_t reduce_cuda_partials(int64_t n);
+template <typename T>
+void reduce_cuda(T* out, const T* x, int64_t n, ReduceOp op, double* partials, CUstream_st* s);
+template <typename T>
+void sum_rows_cuda(T* out, const T* x, int64_t rows, int64_t cols, CUstream_st* s);
+
+}  // namespace minitrain
