@@ -16,7 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::host_values;
-using testing::max_abs;
+using testing::host_max_abs;
 using testing::random_doubles;
 using testing::random_tensor;
 
@@ -83,7 +83,7 @@ TEST_P(ActivationTest, ForwardMatchesReferenceOnOddSizes) {
         for (double& v : want) v = ref_forward(a, v);
         Tensor y = activation_forward(x, a);
         // not silently zero (relu of a single negative input is legitimately zero)
-        ASSERT_EQ(max_abs(y) > 0, max_abs_of(want) > 0) << activation_name(a) << " n=" << n;
+        ASSERT_EQ(host_max_abs(y) > 0, max_abs_of(want) > 0) << activation_name(a) << " n=" << n;
         EXPECT_ALLCLOSE(host_values(y), want, atol_for(dtype), rtol_for(dtype))
             << activation_name(a) << " " << dtype << " n=" << n;
       }
@@ -99,7 +99,7 @@ TEST_P(ActivationTest, BackwardMatchesClosedFormOnOddSizes) {
         std::vector<double> want(xv.size());
         for (size_t i = 0; i < xv.size(); ++i) want[i] = gv[i] * ref_derivative(a, xv[i]);
         Tensor dx = activation_backward(g, x, a);
-        ASSERT_EQ(max_abs(dx) > 0, max_abs_of(want) > 0) << activation_name(a) << " n=" << n;
+        ASSERT_EQ(host_max_abs(dx) > 0, max_abs_of(want) > 0) << activation_name(a) << " n=" << n;
         EXPECT_ALLCLOSE(host_values(dx), want, atol_for(dtype), rtol_for(dtype))
             << activation_name(a) << " " << dtype << " n=" << n;
       }
@@ -127,7 +127,7 @@ TEST_P(ActivationTest, BackwardMatchesFiniteDifferencesInFloat64) {
     std::vector<double> want(xv.size());
     for (size_t i = 0; i < xv.size(); ++i) want[i] = gv[i] * (fp[i] - fm[i]) / (2 * h);
     Tensor dx = activation_backward(g, x, a);
-    ASSERT_GT(max_abs(dx), 0.0);
+    ASSERT_GT(host_max_abs(dx), 0.0);
     // central differences: truncation h^2 |f'''| / 6 ~ 1e-12, rounding eps |f| / h ~ 1e-9
     EXPECT_ALLCLOSE(host_values(dx), want, 1e-8, 1e-7) << activation_name(a);
   }
@@ -184,7 +184,7 @@ TEST_P(ActivationTest, InPlaceForwardAndBackward) {
   Tensor want_dx = activation_backward(g, x, Activation::GELU);
   activation_backward(g, g, x, Activation::GELU);  // grad_x is grad_y
   activation_forward(x, x, Activation::GELU);      // y is x
-  ASSERT_GT(max_abs(x), 0.0);
+  ASSERT_GT(host_max_abs(x), 0.0);
   EXPECT_ALLCLOSE(x, want_y, 0.0, 0.0);  // the same computation, so the same bits
   EXPECT_ALLCLOSE(g, want_dx, 0.0, 0.0);
 }

@@ -12,7 +12,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::host_values;
-using testing::max_abs;
+using testing::host_max_abs;
 using testing::random_tensor;
 
 class ElementwiseTest : public testing::DeviceTest {};
@@ -36,9 +36,9 @@ TEST_P(ElementwiseTest, AddSubMulMatchReferenceOnOddSizes) {
         prod[i] = av[i] * bv[i];
       }
       const Tensor got_sum = add(a, b), got_diff = sub(a, b), got_prod = mul(a, b);
-      ASSERT_GT(max_abs(got_sum), 0.0);
-      ASSERT_GT(max_abs(got_diff), 0.0);
-      ASSERT_GT(max_abs(got_prod), 0.0);
+      ASSERT_GT(host_max_abs(got_sum), 0.0);
+      ASSERT_GT(host_max_abs(got_diff), 0.0);
+      ASSERT_GT(host_max_abs(got_prod), 0.0);
       EXPECT_ALLCLOSE(host_values(got_sum), sum, 0.0, rtol_for(dtype)) << "add n=" << n;
       EXPECT_ALLCLOSE(host_values(got_diff), diff, 0.0, rtol_for(dtype)) << "sub n=" << n;
       EXPECT_ALLCLOSE(host_values(got_prod), prod, 0.0, rtol_for(dtype)) << "mul n=" << n;
@@ -54,7 +54,7 @@ TEST_P(ElementwiseTest, ScaleMatchesReferenceOnOddSizes) {
       for (double& v : want) v *= alpha;
       Tensor out = Tensor::zeros({n}, dtype, device());
       scale(out, x, alpha);
-      ASSERT_GT(max_abs(out), 0.0);
+      ASSERT_GT(host_max_abs(out), 0.0);
       // one product, rounded once; -1.75 x is exact in double, within half an ulp in float
       EXPECT_ALLCLOSE(host_values(out), want, 0.0, rtol_for(dtype)) << "n=" << n;
       EXPECT_ALLCLOSE(host_values(scale(x, alpha)), want, 0.0, rtol_for(dtype));
@@ -71,7 +71,7 @@ TEST_P(ElementwiseTest, AxpyMatchesReferenceOnOddSizes) {
       std::vector<double> want(yv.size());
       for (size_t i = 0; i < yv.size(); ++i) want[i] = yv[i] + alpha * xv[i];
       axpy(y, alpha, x);
-      ASSERT_GT(max_abs(y), 0.0);
+      ASSERT_GT(host_max_abs(y), 0.0);
       // float: 0.3 rounded to float (1.8e-8 on |x| <= 1), the product (1.8e-8) and the sum
       // (half an ulp of 1.3, 7.8e-8) add up to ~1.2e-7; double: one ulp at most (the GPU may
       // fuse the multiply-add); both bounds below leave a margin of ~5x
@@ -91,7 +91,7 @@ TEST_P(ElementwiseTest, OutputMayAliasAnInput) {
     twice[i] = 2 * want[i];
   }
   add(a, a, b);  // a += b
-  ASSERT_GT(max_abs(a), 0.0);
+  ASSERT_GT(host_max_abs(a), 0.0);
   EXPECT_ALLCLOSE(host_values(a), want, 0.0, 0.0);  // the same single rounding as the reference
   add(a, a, a);  // a = 2a, every operand the same tensor
   EXPECT_ALLCLOSE(host_values(a), twice, 0.0, 0.0);  // doubling is exact
@@ -102,7 +102,7 @@ TEST_P(ElementwiseTest, AxpyMayUseTheSameTensorTwice) {
   std::vector<double> want = host_values(y);
   for (double& v : want) v = v + 0.5 * v;
   axpy(y, 0.5, y);  // y += 0.5 y
-  ASSERT_GT(max_abs(y), 0.0);
+  ASSERT_GT(host_max_abs(y), 0.0);
   EXPECT_ALLCLOSE(host_values(y), want, 0.0, 0.0);  // same operations in the same order
 }
 

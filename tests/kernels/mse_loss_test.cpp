@@ -16,7 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::host_values;
-using testing::max_abs;
+using testing::host_max_abs;
 using testing::random_tensor;
 
 const int64_t kSizes[] = {1, 7, 1000, 1 << 20};
@@ -39,7 +39,7 @@ TEST_P(MseLossTest, ReducedForwardMatchesReferenceOnOddSizes) {
       Tensor sum = mse_loss_forward(p, t, Reduction::Sum);
       ASSERT_EQ(mean.ndim(), 0);
       ASSERT_EQ(sum.ndim(), 0);
-      ASSERT_GT(max_abs(sum), 0.0);
+      ASSERT_GT(host_max_abs(sum), 0.0);
       // accumulated in double, rounded once to the dtype: half an ulp (float 6e-8) plus the
       // double sum's own error (~n eps = 2e-10 at 1 << 20). A float32 running sum would be off
       // by ~5e-4 relative at 1 << 20 and fail the float bound.
@@ -59,7 +59,7 @@ TEST_P(MseLossTest, UnreducedForwardMatchesReferenceOnOddSizes) {
     for (size_t i = 0; i < pv.size(); ++i) want[i] = (pv[i] - tv[i]) * (pv[i] - tv[i]);
     Tensor out = mse_loss_forward(p, t, Reduction::None);
     ASSERT_EQ(out.shape(), p.shape());
-    ASSERT_GT(max_abs(out), 0.0);
+    ASSERT_GT(host_max_abs(out), 0.0);
     // float: the difference is exact (Sterbenz) or rounded once, then the square once: 2.5e-7
     EXPECT_ALLCLOSE(host_values(out), want, 1e-12, 2.5e-7) << "n=" << n;
   }
@@ -95,7 +95,7 @@ TEST_P(MseLossTest, BackwardMatchesTorchFormulaForEachReduction) {
         for (size_t i = 0; i < pv.size(); ++i)
           want[i] = norm * (pv[i] - tv[i]) * (r == Reduction::None ? gv[i] : 0.75);
         Tensor grad = mse_loss_backward(r == Reduction::None ? g_each : g_scalar, p, t, r);
-        ASSERT_GT(max_abs(grad), 0.0);
+        ASSERT_GT(host_max_abs(grad), 0.0);
         // four roundings in the dtype (norm, the difference, two products), each half an ulp
         // relative to its result, even where p - t cancels: 2.4e-7 (float); for double the
         // reference rounds as often, so twice that
@@ -124,7 +124,7 @@ TEST_P(MseLossTest, BackwardMatchesFiniteDifferencesInFloat64) {
       want[i] = (lp - lm) / (2 * h);
     }
     Tensor grad = mse_loss_backward(g, p, t, r);
-    ASSERT_GT(max_abs(grad), 0.0);
+    ASSERT_GT(host_max_abs(grad), 0.0);
     // the loss is quadratic, so central differences have no truncation error; rounding
     // eps * loss / h ~ 1e-9
     EXPECT_ALLCLOSE(host_values(grad), want, 1e-8, 1e-7) << reduction_name(r);

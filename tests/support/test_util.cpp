@@ -48,7 +48,7 @@ std::vector<double> host_values(const Tensor& t) {
   return std::vector<double>(f.begin(), f.end());
 }
 
-double max_abs(const Tensor& t) {
+double host_max_abs(const Tensor& t) {
   double m = 0;
   for (double v : host_values(t)) m = std::max(m, std::fabs(v));
   return m;

@@ -50,7 +50,8 @@ Tensor random_tensor(const Shape& shape, uint32_t seed, Device device = Device::
 
 /// The tensor's values as doubles, on the host, whatever its device and dtype.
 std::vector<double> host_values(const Tensor& t);
-double max_abs(const Tensor& t);
+/// The largest |value| of a tensor, on the host (named apart from kernels/reduce.h max_abs).
+double host_max_abs(const Tensor& t);
 
 /// |got - want| <= atol + rtol * |want| elementwise, same shape; the message names the worst
 /// element. Use as EXPECT_TRUE(allclose(...)) or via EXPECT_ALLCLOSE.
