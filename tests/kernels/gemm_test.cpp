@@ -85,14 +85,6 @@ void expect_exact(Problem p, bool ta, bool tb, double alpha, double beta, Device
   EXPECT_TRUE(testing::allclose(got, want, 0, 0));
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
 
 class GemmTest : public testing::DeviceTest {};
 
@@ -190,7 +182,7 @@ TEST_P(GemmTest, InnerMismatchNamesAllShapes) {
   const Tensor a = Tensor::zeros(Shape{32, 7}, DType::Float32, d);
   const Tensor b = Tensor::zeros(Shape{16, 8}, DType::Float32, d);
   EXPECT_THROW(gemm(c, a, false, b, true), ShapeError);
-  EXPECT_EQ(message_of([&] { gemm(c, a, false, b, true); }),
+  EXPECT_EQ(testing::error_message([&] { gemm(c, a, false, b, true); }),
             "gemm: inner dimensions differ: op(a) is [32, 7] (a [32, 7]), op(b) is [8, 16] "
             "(b [16, 8], transposed)");
   EXPECT_THROW(matmul(a, b, false, true), ShapeError);
@@ -201,7 +193,7 @@ TEST_P(GemmTest, WrongOutputShapeOrRankIsShapeError) {
   const Tensor a = Tensor::zeros(Shape{4, 6}, DType::Float32, d);
   const Tensor b = Tensor::zeros(Shape{6, 5}, DType::Float32, d);
   Tensor c = Tensor::zeros(Shape{5, 4}, DType::Float32, d);
-  const std::string msg = message_of([&] { gemm(c, a, false, b, false); });
+  const std::string msg = testing::error_message([&] { gemm(c, a, false, b, false); });
   EXPECT_NE(msg.find("c is [5, 4]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[4, 5]"), std::string::npos) << msg;
   EXPECT_THROW(gemm(c, a, false, b, false), ShapeError);
@@ -263,7 +255,7 @@ TEST(GemmCuda, DeviceMismatchIsDeviceError) {
   const Tensor a = Tensor::zeros(Shape{4, 6});
   const Tensor b = Tensor::zeros(Shape{6, 5}, DType::Float32, Device::cuda(0));
   EXPECT_THROW(gemm(c, a, false, b, false), DeviceError);
-  const std::string msg = message_of([&] { gemm(c, a, false, b, false); });
+  const std::string msg = testing::error_message([&] { gemm(c, a, false, b, false); });
   EXPECT_NE(msg.find("a on cpu"), std::string::npos) << msg;
 }
 

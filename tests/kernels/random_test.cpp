@@ -28,14 +28,6 @@ const DType kDTypes[] = {DType::Float32, DType::Float64};
 int64_t per_block(DType d) { return d == DType::Float32 ? 4 : 2; }
 int64_t counters_for(int64_t n, DType d) { return (n + per_block(d) - 1) / per_block(d); }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 struct Stats {
   double mean = 0, var = 0, min = INFINITY, max = -INFINITY;
@@ -254,26 +246,26 @@ TEST_P(RandomTest, BadArgumentsThrowValueErrorNamingTheValues) {
   Generator g(1);
   Tensor t = Tensor::empty({8}, DType::Float32, device());
   EXPECT_THROW(uniform_(t, 2, 1, g), ValueError);
-  std::string msg = message_of([&] { uniform_(t, 2, 1, g); });
+  std::string msg = testing::error_message([&] { uniform_(t, 2, 1, g); });
   EXPECT_NE(msg.find("lo=2"), std::string::npos) << msg;
   EXPECT_NE(msg.find("hi=1"), std::string::npos) << msg;
 
   EXPECT_THROW(normal_(t, 0, -1, g), ValueError);
-  msg = message_of([&] { normal_(t, 0.5, -1, g); });
+  msg = testing::error_message([&] { normal_(t, 0.5, -1, g); });
   EXPECT_NE(msg.find("std=-1"), std::string::npos) << msg;
 
   EXPECT_THROW(uniform_(t, 0, NAN, g), ValueError);
   EXPECT_THROW(normal_(t, INFINITY, 1, g), ValueError);
   // Finite in float64, but hi - lo overflows float32.
-  msg = message_of([&] { uniform_(t, -3e38, 3e38, g); });
+  msg = testing::error_message([&] { uniform_(t, -3e38, 3e38, g); });
   EXPECT_NE(msg.find("float32"), std::string::npos) << msg;
 
   EXPECT_THROW(linear_bias_uniform_(t, -3, g), ValueError);
-  msg = message_of([&] { linear_bias_uniform_(t, -3, g); });
+  msg = testing::error_message([&] { linear_bias_uniform_(t, -3, g); });
   EXPECT_NE(msg.find("fan_in=-3"), std::string::npos) << msg;
 
   EXPECT_THROW(kaiming_uniform_(t, g), ValueError);  // 1-D: no fans
-  msg = message_of([&] { kaiming_uniform_(t, g); });
+  msg = testing::error_message([&] { kaiming_uniform_(t, g); });
   EXPECT_NE(msg.find("[8]"), std::string::npos) << msg;
   EXPECT_THROW(xavier_uniform_(t, g), ValueError);
 
@@ -346,7 +338,7 @@ TEST(InitFans, FollowTorchRules) {
   EXPECT_EQ(f.fan_out, 200);
   EXPECT_THROW(fan_in_fan_out(Shape{5}), ValueError);
   EXPECT_THROW(fan_in_fan_out(Shape{}), ValueError);
-  const std::string msg = message_of([] { fan_in_fan_out(Shape{5}); });
+  const std::string msg = testing::error_message([] { fan_in_fan_out(Shape{5}); });
   EXPECT_NE(msg.find("[5]"), std::string::npos) << msg;
 }
 

@@ -54,6 +54,15 @@ double host_max_abs(const Tensor& t) {
   return m;
 }
 
+std::string error_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
 ::testing::AssertionResult allclose(const std::vector<double>& got, const std::vector<double>& want,
                                     double atol, double rtol) {
   if (got.size() != want.size())

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,10 @@ Tensor random_tensor(const Shape& shape, uint32_t seed, Device device = Device::
 std::vector<double> host_values(const Tensor& t);
 /// The largest |value| of a tensor, on the host (named apart from kernels/reduce.h max_abs).
 double host_max_abs(const Tensor& t);
+
+/// The what() of the minitrain::Error that f throws, or "(no exception)": for checking that a
+/// message names the values involved.
+std::string error_message(const std::function<void()>& f);
 
 /// |got - want| <= atol + rtol * |want| elementwise, same shape; the message names the worst
 /// element. Use as EXPECT_TRUE(allclose(...)) or via EXPECT_ALLCLOSE.
