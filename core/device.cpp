@@ -62,7 +62,7 @@ const Discovery& discovery() {
                  " (" + cudaGetErrorString(e) + ")";
     }
 #else
-    d.reason = "CPU-only build (minitrain was compiled without CUDA)";
+    d.reason = "minitrain was compiled without CUDA";
 #endif
   });
   return d;

@@ -18,6 +18,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // CLI11 reports an unknown command as "A subcommand is required"; name it instead.
+    if (argc > 1 && argv[1][0] != '-' && app.get_subcommands().empty()) {
+      std::cerr << "minitrain: unknown command '" << argv[1] << "' (commands: info); see minitrain --help\n";
+      return 2;
+    }
     return app.exit(e);
   }
 

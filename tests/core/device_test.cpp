@@ -17,10 +17,11 @@ TEST(DeviceParse, AcceptsTheDocumentedSpellings) {
 
 TEST(DeviceParse, AutoPicksTheFirstGpuElseTheCpu) {
   const Device d = Device::parse("auto");
-  if (cuda_device_count() > 0)
+  if (cuda_device_count() > 0) {
     EXPECT_EQ(d, Device::cuda(0));
-  else
+  } else {
     EXPECT_EQ(d, Device::cpu());
+  }
 }
 
 TEST(DeviceParse, RejectsUnknownSpellingsNamingThem) {
@@ -43,9 +44,13 @@ TEST(DeviceName, PrintsTorchStyle) {
 TEST(DeviceDiscovery, ReportsACountAndAReasonWhenZero) {
   const int n = cuda_device_count();
   EXPECT_GE(n, 0);
-  if (n == 0) EXPECT_FALSE(cuda_unavailable_reason().empty());
+  if (n == 0) {
+    EXPECT_FALSE(cuda_unavailable_reason().empty());
+  }
   EXPECT_EQ(static_cast<int>(cuda_devices().size()), n);
-  if (!cuda_compiled()) EXPECT_EQ(n, 0);
+  if (!cuda_compiled()) {
+    EXPECT_EQ(n, 0);
+  }
 }
 
 TEST(DeviceAvailability, MissingGpuIsAClearDeviceError) {
