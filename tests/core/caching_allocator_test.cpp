@@ -116,7 +116,9 @@ TEST_F(CachingAllocatorTest, ReusesBlocksOnlyOnTheirOwnStream) {
   EXPECT_NE(a, b);  // the first stream's kernels may still be reading `a`
   alloc->deallocate(b);
   state.stream = &s1;
-  EXPECT_EQ(alloc->allocate(4096), a);
+  void* c = alloc->allocate(4096);
+  EXPECT_EQ(c, a);
+  alloc->deallocate(c);
 }
 
 TEST_F(CachingAllocatorTest, FreesTheCacheBeforeGivingUp) {
