@@ -1,4 +1,4 @@
-// .npy: files written by real NumPy (tests/data/make_npy_fixtures.py) read correctly, minitrain's
+// .npy: files written by real NumPy (tests/fixtures/make_npy_fixtures.py) read correctly, minitrain's
 // files equal NumPy's byte for byte, round trips on every device, and every malformed header is
 // rejected with an IoError that names the file and the problem.
 

@@ -1,4 +1,4 @@
-// safetensors: the hand-built spec fixtures (tests/data/make_safetensors_fixtures.py) read
+// safetensors: the hand-built spec fixtures (tests/fixtures/make_safetensors_fixtures.py) read
 // correctly, minitrain writes the same bytes, round trips on every device keep order, bits and
 // metadata, F16/BF16 widen exactly, and every malformed header gets an IoError naming the problem.
 
