@@ -11,7 +11,19 @@ namespace minitrain {
 Allocator& cpu_allocator();                              // cpu_allocator.cpp
 #if MINITRAIN_WITH_CUDA
 std::unique_ptr<Allocator> make_cuda_allocator(int index);  // cuda_allocator.cpp
+std::unique_ptr<Allocator> make_pinned_allocator();         // cuda_allocator.cpp
 #endif
+
+Allocator& pinned_host_allocator() {
+#if MINITRAIN_WITH_CUDA
+  // Page-locking needs a driver; without a usable GPU there is nothing to copy to anyway.
+  if (cuda_device_count() > 0) {
+    static Allocator* pinned = make_pinned_allocator().release();  // lives for the process
+    return *pinned;
+  }
+#endif
+  return cpu_allocator();
+}
 
 Allocator& allocator_for(Device d) {
   if (d.is_cpu()) return cpu_allocator();

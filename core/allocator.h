@@ -35,6 +35,10 @@ class Allocator {
 /// The process-wide allocator of a device. Throws DeviceError for a device that does not exist.
 Allocator& allocator_for(Device d);
 
+/// Page-locked host memory for asynchronous host-to-GPU copies, cached like GPU memory
+/// (cudaHostAlloc is slow). Where CUDA is unusable it is the ordinary CPU allocator.
+Allocator& pinned_host_allocator();
+
 MemoryStats memory_stats(Device d);
 void set_memory_cap(Device d, uint64_t bytes);
 void empty_cache(Device d);

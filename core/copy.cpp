@@ -45,4 +45,25 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 #endif
 }
 
+void copy_bytes_async(void* dst, Device dst_device, const void* src, Device src_device,
+                      std::size_t bytes, const Stream& stream) {
+  if (bytes == 0 || dst == src) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  const Device gpu = dst_device.is_cuda() ? dst_device : src_device;
+  MT_CHECK_AS(DeviceError, stream.device() == gpu, "copy_bytes_async: stream on ", stream.device(),
+              " but the copy involves ", gpu);
+  MT_CHECK_AS(DeviceError, dst_device.is_cpu() || src_device.is_cpu() || dst_device == src_device,
+              "copy_bytes_async: ", src_device, " to ", dst_device, " is not supported; use copy_bytes");
+#if MINITRAIN_WITH_CUDA
+  DeviceGuard guard(gpu);
+  CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream.native_handle()));
+#else
+  MT_THROW(DeviceError, "cannot copy between ", src_device, " and ", dst_device,
+           ": this is a CPU-only build");
+#endif
+}
+
 }  // namespace minitrain

@@ -51,7 +51,30 @@ class CudaRawMemory final : public RawMemory {
  private:
   Device device_;
 };
+// Page-locked host memory. Blocks are not tied to a stream (key nullptr): the DataLoader, their
+// user, waits on an event before it reuses a buffer.
+class PinnedRawMemory final : public RawMemory {
+ public:
+  void* raw_alloc(std::size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    CHECK_CUDA(e);
+    return p;
+  }
+  void raw_free(void* p) override { (void)cudaFreeHost(p); }
+  uint64_t device_free_bytes() override { return 0; }
+  const void* current_stream() override { return nullptr; }
+  void synchronize() override { (void)cudaDeviceSynchronize(); }
+};
 }  // namespace
+
+std::unique_ptr<Allocator> make_pinned_allocator() {
+  return std::make_unique<CachingAllocator>("pinned host", std::make_unique<PinnedRawMemory>());
+}
 
 std::unique_ptr<Allocator> make_cuda_allocator(int index) {
   auto a = std::make_unique<CachingAllocator>(Device::cuda(index).str(),

@@ -5,11 +5,14 @@
 namespace minitrain {
 
 std::shared_ptr<Storage> Storage::allocate(std::size_t bytes, Device device) {
-  Allocator& a = allocator_for(device);
-  void* p = a.allocate(bytes);
-  return std::shared_ptr<Storage>(new Storage(p, bytes, device));
+  return allocate(bytes, device, allocator_for(device));
 }
 
-Storage::~Storage() { allocator_for(device_).deallocate(data_); }
+std::shared_ptr<Storage> Storage::allocate(std::size_t bytes, Device device, Allocator& allocator) {
+  void* p = allocator.allocate(bytes);
+  return std::shared_ptr<Storage>(new Storage(p, bytes, device, &allocator));
+}
+
+Storage::~Storage() { allocator_->deallocate(data_); }
 
 }  // namespace minitrain

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/allocator.h"
 #include "core/stream.h"
 
 #if MINITRAIN_WITH_CUDA
@@ -15,6 +16,11 @@ namespace minitrain {
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   const std::size_t bytes = static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);
   return Tensor(Storage::allocate(bytes, device), 0, shape, dtype);
+}
+
+Tensor Tensor::empty_pinned(const Shape& shape, DType dtype) {
+  const std::size_t bytes = static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);
+  return Tensor(Storage::allocate(bytes, Device::cpu(), pinned_host_allocator()), 0, shape, dtype);
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {

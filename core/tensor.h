@@ -24,6 +24,9 @@ class Tensor {
   /// Uninitialised memory. Throws DeviceError for an unavailable device, OutOfMemory when full.
   static Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
   static Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+  /// A CPU tensor in page-locked memory (pinned_host_allocator), the source of asynchronous
+  /// copies to a GPU; ordinary memory where CUDA is unusable.
+  static Tensor empty_pinned(const Shape& shape, DType dtype = DType::Float32);
   /// Copies `values` (numel of shape many) to a new tensor on `device`; throws ShapeError.
   static Tensor from_vector(const std::vector<float>& values, const Shape& shape,
                             Device device = Device::cpu());
@@ -88,5 +91,12 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 /// Byte copy between any two devices. A copy to the host returns when the data is there; a copy
 /// to a GPU is queued on the destination's current stream (the source may be reused at once).
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);
+
+class Stream;
+/// The same copy queued on `stream` (of the GPU involved) without waiting: the caller keeps the
+/// host side alive and untouched until the stream has passed the copy (record an Event).
+/// Asynchronous only from pinned host memory; from pageable memory CUDA copies synchronously.
+void copy_bytes_async(void* dst, Device dst_device, const void* src, Device src_device,
+                      std::size_t bytes, const Stream& stream);
 
 }  // namespace minitrain

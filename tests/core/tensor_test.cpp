@@ -4,6 +4,7 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/stream.h"
 #include "core/tensor.h"
 #include "tests/support/test_util.h"
 
@@ -68,7 +69,40 @@ TEST_P(TensorTest, NarrowIsAViewOfRows) {
   EXPECT_EQ(t.narrow(4, 0).numel(), 0);
 }
 
+TEST_P(TensorTest, AsyncCopyFromPinnedMemoryArrivesAfterTheStreamPassesIt) {
+  const std::vector<float> values = testing::random_floats(1001, 9);
+  Tensor pinned = Tensor::empty_pinned({1001});
+  std::copy(values.begin(), values.end(), pinned.data<float>());
+  Tensor there = Tensor::empty({1001}, DType::Float32, device());
+  const Stream& s = current_stream(device());
+  copy_bytes_async(there.raw_data(), device(), pinned.raw_data(), Device::cpu(), pinned.nbytes(), s);
+  Event done = Event::create(device());
+  done.record(s);
+  done.synchronize();
+  EXPECT_EQ(there.to_vector<float>(), values);
+}
+
 MT_INSTANTIATE_DEVICE_TEST_SUITE(TensorTest);
+
+TEST(TensorBasics, PinnedTensorsAreOrdinaryCpuTensors) {
+  Tensor t = Tensor::empty_pinned({7, 3}, DType::Float64);
+  EXPECT_EQ(t.device(), Device::cpu());
+  EXPECT_EQ(t.dtype(), DType::Float64);
+  t.copy_(Tensor::zeros({7, 3}, DType::Float64));
+  EXPECT_EQ(testing::host_max_abs(t), 0.0);
+  EXPECT_EQ(t.clone().to_vector<double>(), std::vector<double>(21, 0.0));
+}
+
+TEST(TensorBasics, AsyncCopyRejectsAStreamOfAnotherDevice) {
+  Tensor a = Tensor::zeros({4}), b = Tensor::zeros({4});
+  const Device beyond = Device::cuda(cuda_device_count());
+  // CPU to CPU needs no stream and completes at once.
+  copy_bytes_async(a.raw_data(), Device::cpu(), b.raw_data(), Device::cpu(), a.nbytes(),
+                   current_stream(Device::cpu()));
+  EXPECT_THROW(copy_bytes_async(a.raw_data(), beyond, b.raw_data(), Device::cpu(), a.nbytes(),
+                                current_stream(Device::cpu())),
+               DeviceError);
+}
 
 TEST(TensorBasics, ReshapeSharesStorageAndInfers) {
   Tensor t = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
