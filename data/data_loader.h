@@ -1,0 +1,55 @@
+#pragma once
+// Batches in training order. With shuffle, each epoch's order is a permutation drawn from
+// (seed, epoch) alone, so any position can be recomputed: a resumed run continues with exactly
+// the batches it would have seen. A background thread gathers the next batches while the current
+// one trains; on a GPU the host copy uses pinned memory and an asynchronous copy.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/device.h"
+#include "data/dataset.h"
+
+namespace minitrain {
+
+struct DataLoaderOptions {
+  int64_t batch_size = 32;
+  bool shuffle = true;
+  bool drop_last = false;   ///< drop a last partial batch (torch's drop_last)
+  uint64_t seed = 0;
+  Device device = Device::cpu();
+  int prefetch = 2;         ///< batches prepared ahead; 0 = prepare on the calling thread
+};
+
+struct Batch {
+  Tensor x, y;              ///< on options.device
+  int64_t epoch = 0;        ///< from 0
+  int64_t index = 0;        ///< batch index within the epoch, from 0
+};
+
+/// The epoch's row order: 0..n-1, or a seeded Fisher-Yates permutation (Philox-driven).
+std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch);
+
+class DataLoader {
+ public:
+  /// ValueError for batch_size < 1, an empty dataset, or drop_last leaving no batch.
+  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  int64_t batches_per_epoch() const noexcept;
+  /// The next batch, moving into the next epoch after the last one.
+  Batch next();
+  /// Positions the loader so that next() returns batch `index` of epoch `epoch` (for resume).
+  void seek(int64_t epoch, int64_t index);
+  const DataLoaderOptions& options() const noexcept { return options_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  DataLoaderOptions options_;
+};
+
+}  // namespace minitrain

@@ -1,0 +1,35 @@
+#pragma once
+// Modules applied in order, named "0", "1", ... as torch.nn.Sequential, so an MLP's parameters
+// are "0.weight", "0.bias", "2.weight", ... and its weights files load into PyTorch and back.
+
+#include <memory>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace minitrain {
+
+class Sequential final : public Module {
+ public:
+  Sequential() = default;
+  Sequential& add(std::unique_ptr<Module> m);
+
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_output) override;  ///< children in reverse order
+  NamedParameters named_parameters(const std::string& prefix = "") override;
+  void to(Device device) override;
+  void train(bool on = true) override;
+  /// false: the first layer skips dL/dx, and so does every layer up to the first with parameters.
+  void set_needs_input_grad(bool on) override;
+  std::string repr() const override;  ///< torch's multi-line repr
+
+  std::size_t size() const noexcept { return layers_.size(); }
+  Module& operator[](std::size_t i) { return *layers_.at(i); }
+
+ private:
+  void propagate_input_grad();
+
+  std::vector<std::unique_ptr<Module>> layers_;
+};
+
+}  // namespace minitrain

@@ -1,0 +1,119 @@
+#pragma once
+// The optimizer interface: torch.optim's update formulas over a module's named parameters.
+// State (momentum buffers, Adam moments) is created lazily at the first step, as in torch, and
+// can be saved to and restored from named tensors for checkpoints.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nn/parameter.h"
+
+namespace minitrain {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  /// One update of every parameter that has a gradient (parameters whose grad is undefined are
+  /// skipped, as torch skips grad=None).
+  virtual void step() = 0;
+  void zero_grad();
+
+  double lr() const noexcept { return lr_; }
+  void set_lr(double lr);              ///< ValueError for lr < 0 or non-finite
+  int64_t steps() const noexcept { return steps_; }
+  const NamedParameters& parameters() const noexcept { return params_; }
+  virtual std::string name() const = 0;  ///< "sgd", "adam", "adamw"
+
+  /// State tensors named "<param name>.<slot>" ("0.weight.exp_avg", "2.bias.momentum_buffer"),
+  /// on the CPU.
+  virtual std::vector<std::pair<std::string, Tensor>> state_tensors() const = 0;
+  /// Scalars ("steps", hyperparameters) as strings, for a checkpoint's metadata.
+  virtual std::map<std::string, std::string> state_scalars() const;
+  /// Restores what state_tensors()/state_scalars() gave; validates names and shapes first and
+  /// throws (ValueError / ShapeError naming the key) without changing anything on a mismatch.
+  virtual void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                          const std::map<std::string, std::string>& scalars) = 0;
+
+ protected:
+  Optimizer(NamedParameters params, double lr);
+  NamedParameters params_;
+  double lr_;
+  int64_t steps_ = 0;
+};
+
+struct SGDOptions {
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+/// torch.optim.SGD. With g = grad + weight_decay * p:
+///   momentum == 0: p -= lr * g
+///   else: buf = g at the first step, else buf = momentum * buf + (1 - dampening) * g;
+///         p -= lr * (nesterov ? g + momentum * buf : buf)
+/// ValueError (naming the value) for lr, momentum or weight_decay < 0, and for nesterov without
+/// momentum > 0 and dampening == 0 (torch's rule).
+class SGD final : public Optimizer {
+ public:
+  SGD(NamedParameters params, SGDOptions options);
+  void step() override;
+  std::string name() const override { return "sgd"; }
+  std::vector<std::pair<std::string, Tensor>> state_tensors() const override;
+  std::map<std::string, std::string> state_scalars() const override;
+  void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                  const std::map<std::string, std::string>& scalars) override;
+  const SGDOptions& options() const noexcept { return options_; }
+
+ private:
+  SGDOptions options_;
+  std::vector<Tensor> momentum_;  // one per parameter, undefined until the first step
+};
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;  ///< Adam: L2 added to the gradient; AdamW: decoupled decay
+  bool amsgrad = false;
+};
+
+/// torch.optim.Adam (decoupled = false) and torch.optim.AdamW (decoupled = true). At step t:
+///   Adam:  g = grad + weight_decay * p          AdamW: p *= 1 - lr * weight_decay; g = grad
+///   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
+///   v_hat = amsgrad ? (v_max = max(v_max, v)) : v
+///   p -= (lr / (1 - beta1^t)) * m / (sqrt(v_hat) / sqrt(1 - beta2^t) + eps)
+/// ValueError for lr < 0, eps < 0, betas outside [0, 1), weight_decay < 0.
+class Adam final : public Optimizer {
+ public:
+  Adam(NamedParameters params, AdamOptions options, bool decoupled_weight_decay = false);
+  void step() override;
+  std::string name() const override { return decoupled_ ? "adamw" : "adam"; }
+  std::vector<std::pair<std::string, Tensor>> state_tensors() const override;
+  std::map<std::string, std::string> state_scalars() const override;
+  void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                  const std::map<std::string, std::string>& scalars) override;
+  const AdamOptions& options() const noexcept { return options_; }
+
+ private:
+  AdamOptions options_;
+  bool decoupled_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_;
+};
+
+/// AdamW's defaults differ from Adam's only in weight_decay (0.01).
+inline AdamOptions adamw_defaults() {
+  AdamOptions o;
+  o.weight_decay = 0.01;
+  return o;
+}
+
+}  // namespace minitrain
