@@ -16,6 +16,10 @@ struct Parameter {
   Tensor grad;
 };
 
+/// p.grad, first allocated as zeros like p.value (and again if the value's shape, dtype or device
+/// has changed since). Layers call it in backward, Module::zero_grad through it.
+Tensor& ensure_grad(Parameter& p);
+
 /// Parameters with their PyTorch state_dict names ("0.weight", "0.bias", "2.weight", ...), in
 /// registration order. The pointers stay valid while the module lives.
 using NamedParameters = std::vector<std::pair<std::string, Parameter*>>;

@@ -1,0 +1,41 @@
+// Activation layers: forward writes a fresh output and keeps the input (a handle) for backward,
+// which is one element-wise pass, grad_x = grad_y * f'(x).
+
+#include "nn/activation_layer.h"
+
+namespace minitrain {
+
+Tensor ActivationLayer::forward(const Tensor& x) {
+  MT_CHECK(x.defined(), activation_name(kind_), ": input is an undefined tensor");
+  Tensor y = activation_forward(x, kind_);
+  input_ = training_ ? x : Tensor();
+  return y;
+}
+
+Tensor ActivationLayer::backward(const Tensor& grad_output) {
+  MT_CHECK(input_.defined(), repr(), ": backward called without a preceding training-mode "
+           "forward (call train() before forward; eval mode keeps nothing for backward)");
+  MT_CHECK(grad_output.defined(), repr(), ": grad_output is an undefined tensor");
+  MT_CHECK_AS(ShapeError, grad_output.shape() == input_.shape(), repr(), ": grad_output is ",
+              grad_output.shape(), " but the forward output was ", input_.shape());
+  if (!needs_input_grad_) return Tensor();
+  return activation_backward(grad_output, input_, kind_);
+}
+
+void ActivationLayer::to(Device device) {
+  Module::to(device);
+  input_ = Tensor();
+}
+
+std::string ActivationLayer::repr() const {
+  switch (kind_) {
+    case Activation::ReLU: return "ReLU()";
+    case Activation::GELU: return "GELU(approximate='none')";
+    case Activation::GELUTanh: return "GELU(approximate='tanh')";
+    case Activation::Tanh: return "Tanh()";
+    case Activation::Sigmoid: return "Sigmoid()";
+  }
+  MT_THROW(ValueError, "unknown activation ", static_cast<int>(kind_));
+}
+
+}  // namespace minitrain

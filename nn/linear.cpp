@@ -1,0 +1,101 @@
+// Linear: forward is one GEMM into a fresh output and an in-place bias add; backward is one GEMM
+// for dx (skipped when no input gradient is needed), one accumulating GEMM for dW (beta = 1) and
+// a column sum added into db. The input is cached by handle, never copied.
+
+#include "nn/linear.h"
+
+#include <sstream>
+
+#include "kernels/bias_add.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+#include "kernels/random.h"
+#include "kernels/reduce.h"
+
+namespace minitrain {
+
+Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias,
+               Device device, DType dtype)
+    : in_(in_features), out_(out_features) {
+  MT_CHECK_AS(ValueError, in_features >= 0 && out_features >= 0,
+              "linear: in_features and out_features must be non-negative, got in_features=",
+              in_features, ", out_features=", out_features);
+  // torch.nn.Linear.reset_parameters: the weight first, then the bias, from one generator.
+  weight_.value = Tensor::empty(Shape{out_, in_}, dtype, device);
+  kaiming_uniform_(weight_.value, gen);
+  if (bias) {
+    bias_.value = Tensor::empty(Shape{out_}, dtype, device);
+    linear_bias_uniform_(bias_.value, in_, gen);
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  const Tensor& w = weight_.value;
+  MT_CHECK(x.defined(), "linear: input is an undefined tensor");
+  MT_CHECK_AS(ShapeError, x.ndim() == 2, "linear: input must be 2-D [batch, ", in_, "], got ",
+              x.shape(), " (weight ", w.shape(), ")");
+  MT_CHECK_AS(ShapeError, x.size(1) == in_, "linear: input has ", x.size(1),
+              " features but weight expects ", in_, " (input ", x.shape(), ", weight ",
+              w.shape(), ")");
+  MT_CHECK_AS(DeviceError, x.device() == w.device(), "linear: input is on ", x.device(),
+              " but the layer's weight is on ", w.device(),
+              "; move the input or the model (to()) to one device");
+  MT_CHECK_AS(DTypeError, x.dtype() == w.dtype(), "linear: input is ", x.dtype(),
+              " but the layer's weight is ", w.dtype(), "; cast the input or build the layer with ",
+              x.dtype());
+
+  Tensor y = Tensor::empty(Shape{x.size(0), out_}, w.dtype(), w.device());
+  gemm(y, x, /*trans_a=*/false, w, /*trans_b=*/true);
+  if (bias_.value.defined()) bias_add(y, y, bias_.value);
+  input_ = training_ ? x : Tensor();  // eval mode keeps nothing (and forgets an older input)
+  return y;
+}
+
+Tensor Linear::backward(const Tensor& grad_output) {
+  MT_CHECK(input_.defined(), "linear: backward called without a preceding training-mode "
+           "forward (call train() before forward; eval mode keeps nothing for backward)");
+  const Tensor& x = input_;
+  const Tensor& dy = grad_output;
+  MT_CHECK(dy.defined(), "linear: grad_output is an undefined tensor");
+  MT_CHECK_AS(ShapeError, dy.ndim() == 2 && dy.size(0) == x.size(0) && dy.size(1) == out_,
+              "linear: grad_output is ", dy.shape(), " but the forward output was [",
+              x.size(0), ", ", out_, "]");
+
+  // dW += dy^T x: [out, batch] x [batch, in], accumulated by the GEMM itself.
+  gemm(ensure_grad(weight_), dy, /*trans_a=*/true, x, /*trans_b=*/false, 1.0, /*beta=*/1.0);
+  if (bias_.value.defined()) {
+    // db += sum_rows(dy): the column sum is deterministic (double accumulation), then one add.
+    Tensor& db = ensure_grad(bias_);
+    if (!bias_scratch_.defined() || bias_scratch_.device() != db.device() ||
+        bias_scratch_.dtype() != db.dtype())
+      bias_scratch_ = Tensor::empty(Shape{out_}, db.dtype(), db.device());
+    sum_rows(bias_scratch_, dy);
+    axpy(db, 1.0, bias_scratch_);
+  }
+  if (!needs_input_grad_) return Tensor();
+  // dx = dy W: [batch, out] x [out, in].
+  Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  gemm(dx, dy, /*trans_a=*/false, weight_.value, /*trans_b=*/false);
+  return dx;
+}
+
+NamedParameters Linear::named_parameters(const std::string& prefix) {
+  NamedParameters out{{prefix + "weight", &weight_}};
+  if (bias_.value.defined()) out.emplace_back(prefix + "bias", &bias_);
+  return out;
+}
+
+void Linear::to(Device device) {
+  Module::to(device);
+  input_ = Tensor();
+  bias_scratch_ = Tensor();
+}
+
+std::string Linear::repr() const {
+  std::ostringstream os;
+  os << "Linear(in_features=" << in_ << ", out_features=" << out_
+     << ", bias=" << (bias_.value.defined() ? "True" : "False") << ")";
+  return os.str();
+}
+
+}  // namespace minitrain

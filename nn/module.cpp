@@ -1,0 +1,39 @@
+// Module: the parameter walk shared by every layer (zero_grad, to, counting).
+
+#include "nn/module.h"
+
+#include "kernels/fill.h"
+
+namespace minitrain {
+
+Tensor& ensure_grad(Parameter& p) {
+  if (!p.grad.defined() || p.grad.device() != p.value.device() ||
+      p.grad.dtype() != p.value.dtype() || p.grad.shape() != p.value.shape())
+    p.grad = Tensor::zeros(p.value.shape(), p.value.dtype(), p.value.device());
+  return p.grad;
+}
+
+NamedParameters Module::named_parameters(const std::string& /*prefix*/) { return {}; }
+
+void Module::to(Device device) {
+  for (auto& [name, p] : named_parameters()) {
+    p->value = p->value.to(device);
+    if (p->grad.defined()) p->grad = p->grad.to(device);
+  }
+}
+
+void Module::zero_grad() {
+  for (auto& [name, p] : named_parameters()) {
+    const bool fresh = !p->grad.defined();
+    Tensor& g = ensure_grad(*p);
+    if (!fresh) zero_(g);  // a fresh buffer is zeros already (ensure_grad may have replaced it too)
+  }
+}
+
+int64_t Module::num_parameters() {
+  int64_t n = 0;
+  for (auto& [name, p] : named_parameters()) n += p->value.numel();
+  return n;
+}
+
+}  // namespace minitrain

@@ -1,0 +1,78 @@
+// Sequential: children named "0", "1", ... in order; backward walks them in reverse.
+
+#include "nn/sequential.h"
+
+#include <string>
+
+namespace minitrain {
+
+Sequential& Sequential::add(std::unique_ptr<Module> m) {
+  MT_CHECK_AS(ValueError, m != nullptr, "Sequential::add: the module is null");
+  m->train(training_);
+  layers_.push_back(std::move(m));
+  propagate_input_grad();
+  return *this;
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor h = x;
+  for (auto& layer : layers_) h = layer->forward(h);
+  return h;
+}
+
+Tensor Sequential::backward(const Tensor& grad_output) {
+  Tensor g = grad_output;
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) g = (*it)->backward(g);
+  return g;  // undefined when the first layers skip dL/dx (set_needs_input_grad(false))
+}
+
+NamedParameters Sequential::named_parameters(const std::string& prefix) {
+  NamedParameters out;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    NamedParameters child = layers_[i]->named_parameters(prefix + std::to_string(i) + ".");
+    out.insert(out.end(), child.begin(), child.end());
+  }
+  return out;
+}
+
+void Sequential::to(Device device) {
+  for (auto& layer : layers_) layer->to(device);
+}
+
+void Sequential::train(bool on) {
+  training_ = on;
+  for (auto& layer : layers_) layer->train(on);
+}
+
+void Sequential::set_needs_input_grad(bool on) {
+  needs_input_grad_ = on;
+  propagate_input_grad();
+}
+
+// Layer i needs dL/d(its input) when the Sequential's input needs it or when a layer before i
+// has parameters (their gradients flow through layer i's input).
+void Sequential::propagate_input_grad() {
+  bool needed = needs_input_grad_;
+  for (auto& layer : layers_) {
+    layer->set_needs_input_grad(needed);
+    if (!needed && layer->num_parameters() > 0) needed = true;
+  }
+}
+
+std::string Sequential::repr() const {
+  if (layers_.empty()) return "Sequential()";
+  std::string s = "Sequential(\n";
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    // torch's _addindent: a multi-line child repr is indented by two more spaces.
+    std::string child = layers_[i]->repr();
+    std::string indented;
+    for (char c : child) {
+      indented += c;
+      if (c == '\n') indented += "  ";
+    }
+    s += "  (" + std::to_string(i) + "): " + indented + "\n";
+  }
+  return s + ")";
+}
+
+}  // namespace minitrain

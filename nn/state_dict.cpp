@@ -1,0 +1,115 @@
+// state_dict / load_state_dict and their .safetensors forms. Loading is all-or-nothing: every
+// key, shape and conversion is checked and prepared before the first parameter is written.
+
+#include "nn/state_dict.h"
+
+#include <set>
+#include <sstream>
+
+#include "core/safetensors.h"
+#include "kernels/cast.h"
+
+namespace minitrain {
+
+namespace {
+std::string quoted_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (std::size_t i = 0; i < names.size(); ++i) s += (i ? ", \"" : "\"") + names[i] + "\"";
+  return s;
+}
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> state_dict(Module& m) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [name, p] : m.named_parameters()) {
+    const Tensor& v = p->value;
+    out.emplace_back(name, v.device().is_cpu() ? v.clone() : v.to(Device::cpu()));
+  }
+  return out;
+}
+
+void load_state_dict(Module& m, const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  NamedParameters params = m.named_parameters();
+  std::map<std::string, const Tensor*> given;
+  std::vector<std::string> duplicate, undefined;
+  for (const auto& [name, t] : tensors) {
+    if (!given.emplace(name, &t).second) duplicate.push_back(name);
+    if (!t.defined()) undefined.push_back(name);
+  }
+  std::set<std::string> expected;
+  std::vector<std::string> missing, unexpected, misshapen;
+  for (const auto& [name, p] : params) {
+    expected.insert(name);
+    auto it = given.find(name);
+    if (it == given.end()) {
+      missing.push_back(name);
+    } else if (it->second->defined() && it->second->shape() != p->value.shape()) {
+      std::ostringstream os;
+      os << '"' << name << "\" is " << it->second->shape() << " but the model has "
+         << p->value.shape();
+      misshapen.push_back(os.str());
+    }
+  }
+  for (const auto& [name, t] : tensors)
+    if (!expected.count(name)) unexpected.push_back(name);
+
+  std::ostringstream problems;
+  const char* sep = "";
+  auto report = [&](const char* what, const std::vector<std::string>& keys, bool quote) {
+    if (keys.empty()) return;
+    problems << sep << what << ' ';
+    if (quote) {
+      problems << quoted_list(keys);
+    } else {
+      for (std::size_t i = 0; i < keys.size(); ++i) problems << (i ? ", " : "") << keys[i];
+    }
+    sep = "; ";
+  };
+  report("missing keys", missing, true);
+  report("unexpected keys", unexpected, true);
+  report("duplicate keys", duplicate, true);
+  report("undefined tensors", undefined, true);
+  const bool key_errors = !missing.empty() || !unexpected.empty() || !duplicate.empty() ||
+                          !undefined.empty();
+  report("shape mismatch:", misshapen, false);
+  if (key_errors) {
+    std::vector<std::string> names;
+    for (const auto& [name, p] : params) names.push_back(name);
+    MT_THROW(ValueError, "load_state_dict: ", problems.str(), " (the model's keys are ",
+             quoted_list(names), ")");
+  }
+  if (!misshapen.empty()) MT_THROW(ShapeError, "load_state_dict: ", problems.str());
+
+  // Convert everything first (the step that can fail), then write.
+  std::vector<Tensor> sources;
+  sources.reserve(params.size());
+  for (const auto& [name, p] : params) {
+    const Tensor& src = *given.at(name);
+    sources.push_back(src.dtype() == p->value.dtype() ? src : cast(src, p->value.dtype()));
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    Tensor& dst = params[i].second->value;
+    if (sources[i].raw_data() == dst.raw_data() && sources[i].device() == dst.device()) continue;
+    dst.copy_(sources[i]);
+  }
+}
+
+void save_weights(const std::string& path, Module& m,
+                  const std::map<std::string, std::string>& metadata) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (auto& [name, p] : m.named_parameters()) tensors.emplace_back(name, p->value);
+  write_safetensors(path, tensors, metadata);
+}
+
+void load_weights(const std::string& path, Module& m) {
+  const SafetensorsFile file = read_safetensors(path, Device::cpu());
+  try {
+    load_state_dict(m, file.tensors);
+  } catch (const ShapeError& e) {
+    MT_THROW(ShapeError, "'", path, "': ", e.what());
+  } catch (const ValueError& e) {
+    MT_THROW(ValueError, "'", path, "': ", e.what());
+  }
+}
+
+}  // namespace minitrain

@@ -1,0 +1,68 @@
+// MSELoss: values for each reduction, the gradient it starts backward with, and its errors.
+
+#include "nn/mse_loss.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/support/test_util.h"
+
+namespace minitrain {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::error_message;
+using testing::host_values;
+
+class MseLossOnDevice : public testing::DeviceTest {};
+
+TEST_P(MseLossOnDevice, ValuesAndGradientsForEachReduction) {
+  // differences 1, 0, -2, 0.5: squares 1, 0, 4, 0.25 (exact in float32)
+  const Tensor pred = Tensor::from_vector(std::vector<float>{1, 2, 3, 4.5f}, Shape{2, 2}, device());
+  const Tensor target = Tensor::from_vector(std::vector<float>{0, 2, 5, 4}, Shape{2, 2}, device());
+
+  MSELoss mean_loss;  // the default, as torch's
+  EXPECT_EQ(mean_loss.reduction(), Reduction::Mean);
+  const Tensor m = mean_loss.forward(pred, target);
+  EXPECT_EQ(m.ndim(), 0);
+  EXPECT_EQ(m.item(), 5.25 / 4);
+  EXPECT_EQ(host_values(mean_loss.backward()), (std::vector<double>{0.5, 0, -1, 0.25}));
+
+  MSELoss sum_loss(Reduction::Sum);
+  EXPECT_EQ(sum_loss.forward(pred, target).item(), 5.25);
+  EXPECT_EQ(host_values(sum_loss.backward()), (std::vector<double>{2, 0, -4, 1}));
+
+  MSELoss none_loss(Reduction::None);
+  const Tensor per = none_loss.forward(pred, target);
+  EXPECT_EQ(per.shape(), pred.shape());
+  EXPECT_EQ(host_values(per), (std::vector<double>{1, 0, 4, 0.25}));
+  const Tensor g = none_loss.backward();
+  EXPECT_EQ(g.device(), device());
+  EXPECT_EQ(host_values(g), (std::vector<double>{2, 0, -4, 1}));
+  EXPECT_EQ(host_values(none_loss.backward()), host_values(g));  // repeatable
+}
+
+MT_INSTANTIATE_DEVICE_TEST_SUITE(MseLossOnDevice);
+
+TEST(MseLossErrors, ShapeMismatchAndBackwardBeforeForward) {
+  MSELoss loss;
+  EXPECT_THROW(loss.backward(), Error);
+  EXPECT_THAT(error_message([&] { loss.backward(); }), HasSubstr("backward called before forward"));
+  const Tensor a = Tensor::zeros(Shape{32, 2}), b = Tensor::zeros(Shape{32, 3});
+  EXPECT_THROW(loss.forward(a, b), ShapeError);
+  EXPECT_THAT(error_message([&] { loss.forward(a, b); }),
+              HasSubstr("mse_loss: pred [32, 2] and target [32, 3] differ in shape"));
+}
+
+TEST(MseLossErrors, BackwardFollowsTheLatestForward) {
+  MSELoss loss(Reduction::Sum);
+  loss.forward(Tensor::from_vector(std::vector<double>{3}, Shape{1, 1}),
+               Tensor::from_vector(std::vector<double>{1}, Shape{1, 1}));
+  EXPECT_EQ(host_values(loss.backward()), (std::vector<double>{4}));
+  loss.forward(Tensor::from_vector(std::vector<double>{1, 2}, Shape{2, 1}),
+               Tensor::from_vector(std::vector<double>{2, 2}, Shape{2, 1}));
+  EXPECT_EQ(host_values(loss.backward()), (std::vector<double>{-2, 0}));
+}
+
+}  // namespace
+}  // namespace minitrain
