@@ -16,18 +16,22 @@ class Dataset {
   virtual int64_t size() const = 0;
   virtual int64_t feature_dim() const = 0;
   virtual int64_t target_dim() const = 0;
-  /// Copies rows `indices` into x [k, in] and y [k, out] (CPU float32, preallocated).
+  /// Copies rows `indices` into x [k, in] and y [k, out] (CPU float32, preallocated). May be
+  /// called from the DataLoader's background thread: implementations must be safe to call
+  /// while no other thread calls them. An exception reaches the caller of DataLoader::next().
   virtual void gather(const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const = 0;
 };
 
 class TensorDataset final : public Dataset {
  public:
   /// x [N, in] and y [N, out] (a 1-D y becomes [N, 1]); float32 or float64, any device: stored as
-  /// float32 on the CPU. ShapeError when the row counts differ (naming both shapes).
+  /// float32 on the CPU (a float32 CPU tensor is shared, not copied, as torch's TensorDataset does).
+  /// ShapeError when the row counts differ (naming both shapes) or x is not 2-D.
   TensorDataset(Tensor x, Tensor y);
   int64_t size() const override;
   int64_t feature_dim() const override;
   int64_t target_dim() const override;
+  /// ValueError for an index outside [0, N); Shape/DType/DeviceError for wrong outputs.
   void gather(const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const override;
   const Tensor& features() const noexcept { return x_; }
   const Tensor& targets() const noexcept { return y_; }

@@ -11,17 +11,24 @@
 namespace minitrain {
 
 /// Features X.npy [N, in] and targets Y.npy [N, out] or [N]; ShapeError naming both files and
-/// shapes when N differs, IoError for a missing or malformed file.
+/// shapes when N differs or a file has the wrong rank, IoError for a missing or malformed file
+/// or N = 0.
 TensorDataset load_npy_dataset(const std::string& features_path, const std::string& targets_path);
 
-/// A CSV file with a header row. `target_columns` (by header name) are the targets; every other
-/// column is a feature. A cell that is not a number is an IoError naming file, line and column;
-/// so is a row with the wrong number of cells, an unknown or repeated target column, an empty
-/// table. Quoted cells ("1.5") and CRLF line ends are accepted.
+/// A CSV file with a header row. `target_columns` (by header name) are the targets, in that order;
+/// every other column is a feature, in file order. A cell that is not a number is an IoError
+/// naming file, line and column: "data.csv:17: column 'age' (3): 'abc' is not a number" (lines
+/// and columns count from 1, the header is line 1); empty cells, nan and inf are errors too. So
+/// is a row with the wrong number of cells, a repeated header name, an unknown or repeated
+/// target column, no feature column left, an empty file or one with no data rows. Quoted cells
+/// ("1.5"), spaces around cells, CRLF line ends, a UTF-8 BOM and blank lines are accepted.
+/// Values are parsed as float64 and rounded to float32. ValueError for no target columns.
 TensorDataset load_csv_dataset(const std::string& path, const std::vector<std::string>& target_columns);
 
 /// The built-in task: x ~ U(-1, 1)^in, y_j = sum_i sin((i + j + 1) x_i) / sqrt(in) + 0.1 * x_{j mod in}^2
 /// plus N(0, noise^2). A fixed smooth nonlinear function of the inputs, learnable by an MLP.
+/// Deterministic from `seed` (one Philox Generator: x drawn first, then the noise). ValueError for
+/// n < 1, in_dim < 1, out_dim < 1, or a negative or non-finite noise.
 TensorDataset make_synthetic_regression(int64_t n, int64_t in_dim, int64_t out_dim, uint64_t seed,
                                         double noise = 0.01);
 

@@ -1,0 +1,250 @@
+// CSV tables with a header row (RFC 4180 quoting, LF or CRLF line ends). The whole file is read
+// at once and scanned in place: no string per cell, numbers parsed straight from the buffer with
+// std::from_chars, rows written straight into the dataset's tensors. A million rows of ten
+// columns (~80 MB) parse in well under a second; the disk is the bound.
+//
+// Numbers are parsed as float64 and rounded to float32, as pandas.read_csv followed by
+// torch.tensor(..., dtype=torch.float32) would. Missing values ("", "nan", "inf") are errors,
+// not silent NaNs: a NaN in the data would only show up later as a non-finite loss.
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <system_error>
+#include <unordered_map>
+#include <vector>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "data/readers.h"
+
+namespace minitrain {
+
+namespace {
+
+struct Cell {
+  const char* begin;
+  const char* end;
+  bool quoted;
+};
+
+bool is_blank(char c) { return c == ' ' || c == '\t'; }
+
+// The text of a cell for a message: quotes undone, long cells cut short.
+std::string shown(const Cell& c) {
+  std::string s(c.begin, c.end);
+  if (c.quoted) {
+    for (std::size_t i = 0; (i = s.find("\"\"", i)) != std::string::npos; ++i) s.erase(i, 1);
+  }
+  constexpr std::size_t kMaxShown = 40;
+  if (s.size() > kMaxShown) s = s.substr(0, kMaxShown) + "...";
+  return s;
+}
+
+// Splits the buffer into records of cells. Blank lines (only spaces, tabs or '\r') are skipped;
+// spaces around a cell are not part of it; a quoted cell may hold commas, doubled quotes and
+// line breaks.
+class CsvScanner {
+ public:
+  CsvScanner(const std::string& path, const char* begin, const char* end)
+      : path_(path), p_(begin), end_(end) {
+    if (end_ - p_ >= 3 && std::memcmp(p_, "\xEF\xBB\xBF", 3) == 0) p_ += 3;  // a UTF-8 BOM (Excel)
+  }
+
+  /// The next record's cells; false at the end of the input. `line` is the record's first line.
+  bool next(std::vector<Cell>& cells, int64_t& line) {
+    if (!skip_blank_lines()) return false;
+    line = line_;
+    cells.clear();
+    for (;;) {
+      while (p_ < end_ && is_blank(*p_)) ++p_;
+      cells.push_back(p_ < end_ && *p_ == '"' ? quoted_cell(line) : plain_cell());
+      if (p_ == end_) return true;
+      if (*p_ == ',') {
+        ++p_;
+        continue;
+      }
+      if (*p_ == '\r' && (p_ + 1 == end_ || p_[1] == '\n')) ++p_;
+      if (p_ == end_) return true;
+      if (*p_ == '\n') {
+        ++p_;
+        ++line_;
+        return true;
+      }
+      MT_THROW(IoError, path_, ":", line_, ": unexpected '", std::string(1, *p_),
+               "' after the closing quote of cell ", cells.size(),
+               "; a quoted cell must end at a comma or the end of the line");
+    }
+  }
+
+ private:
+  bool skip_blank_lines() {
+    for (;;) {
+      const char* q = p_;
+      while (q < end_ && (is_blank(*q) || *q == '\r')) ++q;
+      if (q == end_) {
+        p_ = end_;
+        return false;
+      }
+      if (*q != '\n') return true;
+      p_ = q + 1;
+      ++line_;
+    }
+  }
+
+  Cell plain_cell() {
+    const char* b = p_;
+    while (p_ < end_ && *p_ != ',' && *p_ != '\n') ++p_;
+    const char* e = p_;
+    while (e > b && (is_blank(e[-1]) || e[-1] == '\r')) --e;
+    return Cell{b, e, false};
+  }
+
+  Cell quoted_cell(int64_t record_line) {
+    const char* b = ++p_;
+    for (;;) {
+      const char* q = static_cast<const char*>(std::memchr(p_, '"', static_cast<size_t>(end_ - p_)));
+      MT_CHECK_AS(IoError, q != nullptr, path_, ":", record_line,
+                  ": a quoted cell is never closed (missing '\"')");
+      for (const char* c = p_; c < q; ++c) line_ += *c == '\n';
+      if (q + 1 < end_ && q[1] == '"') {  // "" stands for one quote character
+        p_ = q + 2;
+        continue;
+      }
+      p_ = q + 1;
+      while (p_ < end_ && is_blank(*p_)) ++p_;
+      return Cell{b, q, true};
+    }
+  }
+
+  const std::string& path_;
+  const char* p_;
+  const char* end_;
+  int64_t line_ = 1;
+};
+
+// Why a cell is not a usable number, or nullptr when `out` holds its value.
+const char* parse_number(const Cell& cell, float& out) {
+  const char* b = cell.begin;
+  const char* e = cell.end;
+  if (cell.quoted) {  // spaces inside the quotes are as harmless as outside
+    while (b < e && is_blank(*b)) ++b;
+    while (e > b && is_blank(e[-1])) --e;
+  }
+  if (b == e) return "empty cell";
+  if (*b == '+' && e - b > 1 && (b[1] != '-' && b[1] != '+')) ++b;  // from_chars takes no '+'
+  double v = 0;
+  const auto [ptr, ec] = std::from_chars(b, e, v);
+  if (ec == std::errc::invalid_argument || ptr != e) return "is not a number";
+  if (ec == std::errc::result_out_of_range) {
+    // Overflow or underflow: strtod tells them apart (an underflow rounds to 0 or a subnormal).
+    v = std::strtod(std::string(b, e).c_str(), nullptr);
+    if (std::isinf(v)) return "is too large for float32";
+  }
+  if (!std::isfinite(v)) return "is not a finite number";
+  if (std::fabs(v) > std::numeric_limits<float>::max()) return "is too large for float32";
+  out = static_cast<float>(v);
+  return nullptr;
+}
+
+std::string header_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (std::size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + ("'" + names[i] + "'");
+  return s;
+}
+
+}  // namespace
+
+TensorDataset load_csv_dataset(const std::string& path, const std::vector<std::string>& target_columns) {
+  MT_CHECK_AS(ValueError, !target_columns.empty(), "load_csv_dataset('", path,
+              "'): no target columns given; name the columns to predict (--target-columns a,b)");
+  const std::string text = read_file_bytes(path);
+  CsvScanner scanner(path, text.data(), text.data() + text.size());
+
+  // ---- header ----
+  std::vector<Cell> cells;
+  int64_t line = 0;
+  MT_CHECK_AS(IoError, scanner.next(cells, line), path,
+              ": the file is empty; a CSV file needs a header row of column names and data rows");
+  const int64_t header_line = line;
+  std::vector<std::string> names;
+  std::unordered_map<std::string, int64_t> column_of;
+  for (const Cell& c : cells) {
+    std::string name(c.begin, c.end);
+    if (c.quoted) {
+      for (std::size_t i = 0; (i = name.find("\"\"", i)) != std::string::npos; ++i) name.erase(i, 1);
+    }
+    const int64_t col = static_cast<int64_t>(names.size());
+    const auto [it, inserted] = column_of.emplace(name, col);
+    MT_CHECK_AS(IoError, inserted, path, ":", header_line, ": column name '", name,
+                "' appears twice in the header (columns ", it->second + 1, " and ", col + 1,
+                "); column names must be unique");
+    names.push_back(std::move(name));
+  }
+  const int64_t ncols = static_cast<int64_t>(names.size());
+
+  // ---- which column goes where: role[c] >= 0 is a feature index, < 0 is -(target index) - 1 ----
+  std::vector<int64_t> role(static_cast<std::size_t>(ncols), 0);
+  std::vector<bool> is_target(static_cast<std::size_t>(ncols), false);
+  for (std::size_t j = 0; j < target_columns.size(); ++j) {
+    const auto it = column_of.find(target_columns[j]);
+    MT_CHECK_AS(IoError, it != column_of.end(), path, ": no column '", target_columns[j],
+                "' for the targets; the header (line ", header_line, ") has ", header_list(names));
+    MT_CHECK_AS(IoError, !is_target[static_cast<std::size_t>(it->second)], path, ": target column '",
+                target_columns[j], "' is named twice in the target columns");
+    is_target[static_cast<std::size_t>(it->second)] = true;
+    role[static_cast<std::size_t>(it->second)] = -static_cast<int64_t>(j) - 1;
+  }
+  const int64_t out_dim = static_cast<int64_t>(target_columns.size());
+  const int64_t in_dim = ncols - out_dim;
+  MT_CHECK_AS(IoError, in_dim > 0, path, ": every column (", header_list(names),
+              ") is a target, which leaves no features");
+  for (int64_t c = 0, f = 0; c < ncols; ++c)
+    if (!is_target[static_cast<std::size_t>(c)]) role[static_cast<std::size_t>(c)] = f++;
+
+  // ---- rows, written straight into X and Y; every line but the header is an upper bound ----
+  const int64_t capacity =
+      std::max<int64_t>(static_cast<int64_t>(std::count(text.begin(), text.end(), '\n')), 1);
+  Tensor x = Tensor::empty({capacity, in_dim});
+  Tensor y = Tensor::empty({capacity, out_dim});
+  float* xs = x.data<float>();
+  float* ys = y.data<float>();
+  int64_t rows = 0;
+  while (scanner.next(cells, line)) {
+    const int64_t found = static_cast<int64_t>(cells.size());
+    MT_CHECK_AS(IoError, found == ncols, path, ":", line, ": expected ", ncols,
+                " cells (as in the header) but found ", found);
+    float* xr = xs + rows * in_dim;
+    float* yr = ys + rows * out_dim;
+    for (int64_t c = 0; c < ncols; ++c) {
+      const Cell& cell = cells[static_cast<std::size_t>(c)];
+      float v = 0;
+      if (const char* why = parse_number(cell, v)) {
+        const std::string what =
+            std::strcmp(why, "empty cell") == 0 ? std::string(why) : "'" + shown(cell) + "' " + why;
+        MT_THROW(IoError, path, ":", line, ": column '", names[static_cast<std::size_t>(c)], "' (",
+                 c + 1, "): ", what);
+      }
+      const int64_t r = role[static_cast<std::size_t>(c)];
+      if (r >= 0) {
+        xr[r] = v;
+      } else {
+        yr[-r - 1] = v;
+      }
+    }
+    ++rows;
+  }
+  MT_CHECK_AS(IoError, rows > 0, path, ": the header (line ", header_line,
+              ") is followed by no data rows");
+  if (rows < capacity) {
+    x = x.narrow(0, rows);
+    y = y.narrow(0, rows);
+  }
+  return TensorDataset(std::move(x), std::move(y));
+}
+
+}  // namespace minitrain

@@ -1,0 +1,151 @@
+// load_csv_dataset: a well-formed file with quotes, CRLF and blank lines reads correctly, and each
+// kind of bad input fails with an IoError naming the file, the line and the column.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "data/readers.h"
+#include "tests/core/io_test_util.h"
+#include "tests/support/test_util.h"
+
+namespace minitrain {
+namespace {
+
+using testing::expect_error;
+using testing::host_values;
+using testing::ScratchDir;
+
+TEST(CsvReader, ReadsQuotesCrlfBlankLinesAndSpaces) {
+  ScratchDir dir;
+  const std::string path = dir.write_raw(
+      "good.csv",
+      "a,\"b\",target, c\r\n"
+      "1, 2.5,\"10\",-3\r\n"
+      "\r\n"
+      "  \n"
+      "\"4\",5e-1, 11 ,\" 6 \"\r\n"
+      "7,8,12,9\r\n");
+  const TensorDataset ds = load_csv_dataset(path, {"target"});
+  ASSERT_EQ(ds.size(), 3);
+  EXPECT_EQ(ds.feature_dim(), 3);
+  EXPECT_EQ(ds.target_dim(), 1);
+  // Features keep the file's column order (a, b, c) with the target column taken out.
+  EXPECT_EQ(host_values(ds.features()), (std::vector<double>{1, 2.5, -3, 4, 0.5, 6, 7, 8, 9}));
+  EXPECT_EQ(host_values(ds.targets()), (std::vector<double>{10, 11, 12}));
+}
+
+TEST(CsvReader, TargetsFollowTheGivenOrderAndTheLastNewlineIsOptional) {
+  ScratchDir dir;
+  const std::string path = dir.write_raw("t.csv", "t1,x,t2\n1,2,3\n4,5,6");
+  const TensorDataset ds = load_csv_dataset(path, {"t2", "t1"});
+  EXPECT_EQ(host_values(ds.features()), (std::vector<double>{2, 5}));
+  EXPECT_EQ(host_values(ds.targets()), (std::vector<double>{3, 1, 6, 4}));
+}
+
+TEST(CsvReader, AcceptsEveryPlainNumberForm) {
+  ScratchDir dir;
+  const std::string path =
+      dir.write_raw("n.csv", "x,y\n+1,.5\n5.,-0\n1e-3,1E+2\n1e-50,0.1\n");
+  const TensorDataset ds = load_csv_dataset(path, {"y"});
+  EXPECT_EQ(host_values(ds.features()),
+            (std::vector<double>{1, 5, double(1e-3f), 0}));  // 1e-50 underflows to 0 in float32
+  EXPECT_EQ(host_values(ds.targets()), (std::vector<double>{0.5, 0, 100, double(0.1f)}));
+}
+
+TEST(CsvReader, BadCellNamesFileLineAndColumn) {
+  ScratchDir dir;
+  // Line 3 is blank and still counted: the bad row is line 4 of the file.
+  const std::string path = dir.write_raw("data.csv", "id,height,age,y\n1,2,3,4\n\n5,6,abc,8\n");
+  expect_error<IoError>([&] { load_csv_dataset(path, {"y"}); },
+                        {path + ":4: column 'age' (3): 'abc' is not a number"});
+}
+
+TEST(CsvReader, RejectsMissingAndNonFiniteValues) {
+  ScratchDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"nan", "'nan' is not a finite number"}, {"inf", "'inf' is not a finite number"},
+      {"-inf", "'-inf' is not a finite number"}, {"", "empty cell"},
+      {"\"\"", "empty cell"},                   {"1e", "'1e' is not a number"},
+      {"1.5x", "'1.5x' is not a number"},       {"0x10", "'0x10' is not a number"},
+      {"1e39", "'1e39' is too large for float32"}, {"1e400", "'1e400' is too large for float32"},
+      {"--1", "'--1' is not a number"}};
+  for (const auto& [cell, message] : cases) {
+    SCOPED_TRACE("cell: " + cell);
+    const std::string path = dir.write_raw("bad.csv", "x,y\n1,2\n" + cell + ",3\n");
+    expect_error<IoError>([&] { load_csv_dataset(path, {"y"}); },
+                          {path + ":3: column 'x' (1): " + message});
+  }
+}
+
+TEST(CsvReader, WrongCellCountNamesExpectedAndFound) {
+  ScratchDir dir;
+  const std::string short_row = dir.write_raw("s.csv", "a,b,c,y\n1,2,3,4\n1,2,3\n");
+  expect_error<IoError>([&] { load_csv_dataset(short_row, {"y"}); },
+                        {short_row + ":3:", "expected 4 cells", "found 3"});
+  const std::string long_row = dir.write_raw("l.csv", "a,y\n1,2,3\n");
+  expect_error<IoError>([&] { load_csv_dataset(long_row, {"y"}); },
+                        {long_row + ":2:", "expected 2 cells", "found 3"});
+}
+
+TEST(CsvReader, UnknownTargetColumnListsTheHeader) {
+  ScratchDir dir;
+  const std::string path = dir.write_raw("h.csv", "alpha,beta,gamma\n1,2,3\n");
+  expect_error<IoError>([&] { load_csv_dataset(path, {"delta"}); },
+                        {path, "'delta'", "'alpha', 'beta', 'gamma'"});
+}
+
+TEST(CsvReader, RejectsDuplicateHeaderNamesAndRepeatedTargets) {
+  ScratchDir dir;
+  const std::string dup = dir.write_raw("d.csv", "a,b,a\n1,2,3\n");
+  expect_error<IoError>([&] { load_csv_dataset(dup, {"b"}); },
+                        {dup + ":1:", "'a' appears twice", "columns 1 and 3"});
+  const std::string ok = dir.write_raw("ok.csv", "a,b,c\n1,2,3\n");
+  expect_error<IoError>([&] { load_csv_dataset(ok, {"b", "b"}); }, {ok, "'b'", "twice"});
+  expect_error<IoError>([&] { load_csv_dataset(ok, {"a", "b", "c"}); }, {ok, "no features"});
+  expect_error<ValueError>([&] { load_csv_dataset(ok, {}); }, {"no target columns"});
+}
+
+TEST(CsvReader, RejectsEmptyFilesAndHeaderOnlyFiles) {
+  ScratchDir dir;
+  const std::string empty = dir.write_raw("e.csv", "");
+  expect_error<IoError>([&] { load_csv_dataset(empty, {"y"}); }, {empty, "empty"});
+  const std::string blank = dir.write_raw("b.csv", "\n \r\n\n");
+  expect_error<IoError>([&] { load_csv_dataset(blank, {"y"}); }, {blank, "empty"});
+  const std::string header_only = dir.write_raw("h.csv", "x,y\r\n\r\n");
+  expect_error<IoError>([&] { load_csv_dataset(header_only, {"y"}); },
+                        {header_only, "no data rows"});
+}
+
+TEST(CsvReader, MissingFileAndBrokenQuotesAreIoErrors) {
+  ScratchDir dir;
+  expect_error<IoError>([&] { load_csv_dataset(dir.path("absent.csv"), {"y"}); },
+                        {dir.path("absent.csv")});
+  const std::string open_quote = dir.write_raw("q.csv", "x,y\n1,2\n\"3,4\n");
+  expect_error<IoError>([&] { load_csv_dataset(open_quote, {"y"}); },
+                        {open_quote + ":3:", "never closed"});
+  const std::string after_quote = dir.write_raw("a.csv", "x,y\n\"1\"2,3\n");
+  expect_error<IoError>([&] { load_csv_dataset(after_quote, {"y"}); },
+                        {after_quote + ":2:", "closing quote"});
+}
+
+TEST(CsvReader, ReadsManyRowsExactly) {
+  ScratchDir dir;
+  const int64_t n = 50000;
+  std::string text = "i,half,y\n";
+  for (int64_t r = 0; r < n; ++r)
+    text += std::to_string(r) + "," + std::to_string(r) + ".5," + std::to_string(-r) + "\n";
+  const TensorDataset ds = load_csv_dataset(dir.write_raw("big.csv", text), {"y"});
+  ASSERT_EQ(ds.size(), n);
+  const std::vector<double> x = host_values(ds.features());
+  const std::vector<double> y = host_values(ds.targets());
+  for (int64_t r = 0; r < n; r += 997) {
+    EXPECT_EQ(x[2 * r], double(r));
+    EXPECT_EQ(x[2 * r + 1], double(float(r + 0.5)));
+    EXPECT_EQ(y[r], double(-r));
+  }
+}
+
+}  // namespace
+}  // namespace minitrain
