@@ -34,10 +34,16 @@ class Optimizer {
   /// State tensors named "<param name>.<slot>" ("0.weight.exp_avg", "2.bias.momentum_buffer"),
   /// on the CPU.
   virtual std::vector<std::pair<std::string, Tensor>> state_tensors() const = 0;
-  /// Scalars ("steps", hyperparameters) as strings, for a checkpoint's metadata.
+  /// Scalars as exact strings, for a checkpoint's metadata: "optimizer" (name()), "steps", "lr",
+  /// the hyperparameters ("momentum", "beta1", "amsgrad" = "true"/"false", ...) and for Adam each
+  /// stepped parameter's own step count "<param name>.step".
   virtual std::map<std::string, std::string> state_scalars() const;
   /// Restores what state_tensors()/state_scalars() gave; validates names and shapes first and
   /// throws (ValueError / ShapeError naming the key) without changing anything on a mismatch.
+  /// As torch's load_state_dict, it also restores lr and the hyperparameters found among the
+  /// scalars, so a loaded optimizer continues exactly as the saved one would have; the
+  /// "optimizer" scalar must be this optimizer's name(). Parameters without saved state start
+  /// afresh (state created at their next step).
   virtual void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
                           const std::map<std::string, std::string>& scalars) = 0;
 
@@ -60,8 +66,10 @@ struct SGDOptions {
 ///   momentum == 0: p -= lr * g
 ///   else: buf = g at the first step, else buf = momentum * buf + (1 - dampening) * g;
 ///         p -= lr * (nesterov ? g + momentum * buf : buf)
-/// ValueError (naming the value) for lr, momentum or weight_decay < 0, and for nesterov without
-/// momentum > 0 and dampening == 0 (torch's rule).
+/// ValueError (naming the value) for lr, momentum or weight_decay < 0 or non-finite, dampening
+/// outside [0, 1], and for nesterov without momentum > 0 and dampening == 0 (torch's rule).
+/// step() checks every gradient against its value (shape, dtype, device) before changing any.
+/// The current rate is lr() (set_lr); options().lr is the rate it was built (or loaded) with.
 class SGD final : public Optimizer {
  public:
   SGD(NamedParameters params, SGDOptions options);
@@ -91,7 +99,9 @@ struct AdamOptions {
 ///   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
 ///   v_hat = amsgrad ? (v_max = max(v_max, v)) : v
 ///   p -= (lr / (1 - beta1^t)) * m / (sqrt(v_hat) / sqrt(1 - beta2^t) + eps)
-/// ValueError for lr < 0, eps < 0, betas outside [0, 1), weight_decay < 0.
+/// ValueError for lr < 0, eps < 0, betas outside [0, 1), weight_decay < 0, non-finite values.
+/// Each parameter counts its own t (torch's state['step']): one skipped for lack of a gradient
+/// does not advance its bias corrections.
 class Adam final : public Optimizer {
  public:
   Adam(NamedParameters params, AdamOptions options, bool decoupled_weight_decay = false);
@@ -107,6 +117,7 @@ class Adam final : public Optimizer {
   AdamOptions options_;
   bool decoupled_;
   std::vector<Tensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_;
+  std::vector<int64_t> param_steps_;  // torch's per-parameter state['step'] (bias corrections)
 };
 
 /// AdamW's defaults differ from Adam's only in weight_decay (0.01).

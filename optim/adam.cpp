@@ -1,0 +1,157 @@
+// torch.optim.Adam and AdamW over the fused per-tensor kernel (kernels/adam_step.h). As in torch,
+// each parameter counts its own steps (a parameter skipped for lack of a gradient does not
+// advance its bias correction).
+
+#include <utility>
+
+#include "kernels/adam_step.h"
+#include "kernels/check.h"
+#include "optim/detail.h"
+#include "optim/optimizer.h"
+
+namespace minitrain {
+
+namespace {
+
+const char* const kExpAvg = "exp_avg";
+const char* const kExpAvgSq = "exp_avg_sq";
+const char* const kMaxExpAvgSq = "max_exp_avg_sq";
+const char* const kStep = "step";  // per-parameter step count, a scalar "<param>.step"
+
+// torch's checks (torch/optim/adam.py), plus finite values.
+const AdamOptions& validated(const AdamOptions& o, bool decoupled) {
+  using namespace optim_detail;
+  const std::string who = decoupled ? "adamw" : "adam";
+  check_non_negative(who, "lr", o.lr);
+  check_non_negative(who, "eps", o.eps);
+  check_in_range(who, "beta1", o.beta1, 0.0, 1.0, /*hi_inclusive=*/false);
+  check_in_range(who, "beta2", o.beta2, 0.0, 1.0, /*hi_inclusive=*/false);
+  check_non_negative(who, "weight_decay", o.weight_decay);
+  return o;
+}
+
+}  // namespace
+
+Adam::Adam(NamedParameters params, AdamOptions options, bool decoupled_weight_decay)
+    : Optimizer(std::move(params), validated(options, decoupled_weight_decay).lr),
+      options_(options),
+      decoupled_(decoupled_weight_decay) {
+  exp_avg_.resize(params_.size());
+  exp_avg_sq_.resize(params_.size());
+  max_exp_avg_sq_.resize(params_.size());
+  param_steps_.assign(params_.size(), 0);
+}
+
+void Adam::step() {
+  // Check every operand first, so that a bad parameter leaves all of them unchanged.
+  for (const auto& [pname, p] : params_) {
+    if (!p->grad.defined()) continue;
+    const std::string op = name() + ": parameter '" + pname + "'";
+    check_compatible(op.c_str(), {{"value", p->value}, {"grad", p->grad}});
+    check_same_shape(op.c_str(), {{"value", p->value}, {"grad", p->grad}});
+  }
+  ++steps_;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Parameter& p = *params_[i].second;
+    if (!p.grad.defined()) continue;  // torch skips grad=None
+    const Tensor& v = p.value;
+    if (!exp_avg_[i].defined()) {  // torch's lazy state init: zeros at the first step
+      exp_avg_[i] = Tensor::zeros(v.shape(), v.dtype(), v.device());
+      exp_avg_sq_[i] = Tensor::zeros(v.shape(), v.dtype(), v.device());
+      param_steps_[i] = 0;
+    }
+    if (options_.amsgrad && !max_exp_avg_sq_[i].defined())
+      max_exp_avg_sq_[i] = Tensor::zeros(v.shape(), v.dtype(), v.device());
+    const int64_t t = ++param_steps_[i];
+    const AdamStepArgs args =
+        adam_step_args(lr_, options_.beta1, options_.beta2, options_.eps, options_.weight_decay,
+                       decoupled_, options_.amsgrad, t);
+    adam_step(p.value, p.grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i], args);
+  }
+}
+
+std::vector<std::pair<std::string, Tensor>> Adam::state_tensors() const {
+  using optim_detail::host_copy;
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (!exp_avg_[i].defined()) continue;
+    const std::string& pname = params_[i].first;
+    out.emplace_back(pname + "." + kExpAvg, host_copy(exp_avg_[i]));
+    out.emplace_back(pname + "." + kExpAvgSq, host_copy(exp_avg_sq_[i]));
+    if (max_exp_avg_sq_[i].defined())
+      out.emplace_back(pname + "." + kMaxExpAvgSq, host_copy(max_exp_avg_sq_[i]));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> Adam::state_scalars() const {
+  using namespace optim_detail;
+  auto s = Optimizer::state_scalars();
+  s["beta1"] = format_double(options_.beta1);
+  s["beta2"] = format_double(options_.beta2);
+  s["eps"] = format_double(options_.eps);
+  s["weight_decay"] = format_double(options_.weight_decay);
+  s["amsgrad"] = format_bool(options_.amsgrad);
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    if (exp_avg_[i].defined()) s[params_[i].first + "." + kStep] = format_int(param_steps_[i]);
+  return s;
+}
+
+void Adam::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& scalars) {
+  using namespace optim_detail;
+  const std::string who = name();
+  // Everything is read and checked into locals first; members change only at the end.
+  const auto [steps, lr] = read_common_scalars(who, scalars, lr_);
+  AdamOptions o = options_;
+  o.lr = lr;
+  read_double(who, scalars, "beta1", &o.beta1);
+  read_double(who, scalars, "beta2", &o.beta2);
+  read_double(who, scalars, "eps", &o.eps);
+  read_double(who, scalars, "weight_decay", &o.weight_decay);
+  read_bool(who, scalars, "amsgrad", &o.amsgrad);
+  validated(o, decoupled_);
+
+  const std::size_t n = params_.size();
+  std::vector<Tensor> slots[3] = {std::vector<Tensor>(n), std::vector<Tensor>(n),
+                                  std::vector<Tensor>(n)};
+  const std::vector<std::string> slot_names = {kExpAvg, kExpAvgSq, kMaxExpAvgSq};
+  for (const auto& [key, t] : tensors) {
+    const auto [i, s] = match_state_name(who, key, params_, slot_names);
+    MT_CHECK_AS(ValueError, !slots[s][i].defined(), who, ": optimizer state '", key,
+                "' appears twice");
+    slots[s][i] = load_state_tensor(who, key, t, params_[i].second->value);
+  }
+  std::vector<int64_t> param_steps(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string& pname = params_[i].first;
+    const bool m = slots[0][i].defined(), v = slots[1][i].defined(), vmax = slots[2][i].defined();
+    if (!m && !v && !vmax) continue;
+    if (!m || !v)
+      MT_THROW(ValueError, who, ": optimizer state for '", pname, "' has ", m ? kExpAvg : kExpAvgSq,
+               " but not ", m ? kExpAvgSq : kExpAvg);
+    if (o.amsgrad && !vmax)
+      MT_THROW(ValueError, who, ": amsgrad is on but the optimizer state has no '", pname, ".",
+               kMaxExpAvgSq, "' (was it saved without amsgrad?)");
+    if (!o.amsgrad && vmax)
+      MT_THROW(ValueError, who, ": the optimizer state has '", pname, ".", kMaxExpAvgSq,
+               "' but amsgrad is off (was it saved with amsgrad?)");
+    // Per-parameter steps; a state without them had every parameter step every time.
+    int64_t t = steps;
+    read_int(who, scalars, pname + "." + kStep, &t);
+    if (t < 1)
+      MT_THROW(ValueError, who, ": optimizer state scalar '", pname, ".", kStep, "' = ", t,
+               " but a parameter with moments has taken at least one step");
+    param_steps[i] = t;
+  }
+
+  options_ = o;
+  lr_ = lr;
+  steps_ = steps;
+  exp_avg_ = std::move(slots[0]);
+  exp_avg_sq_ = std::move(slots[1]);
+  max_exp_avg_sq_ = std::move(slots[2]);
+  param_steps_ = std::move(param_steps);
+}
+
+}  // namespace minitrain

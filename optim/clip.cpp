@@ -1,0 +1,54 @@
+// Global-norm gradient clipping (torch.nn.utils.clip_grad_norm_ with norm_type 2). The squared
+// norms are summed on each gradient's device in float64, so a GPU run waits for the device once
+// (one .item() per device), not once per parameter.
+
+#include "optim/clip.h"
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "kernels/cast.h"
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
+
+namespace minitrain {
+
+double clip_grad_norm_(const NamedParameters& params, double max_norm) {
+  if (!(std::isfinite(max_norm) && max_norm > 0.0))
+    MT_THROW(ValueError, "clip_grad_norm_: max_norm must be finite and > 0, got ", max_norm);
+
+  // Per device: a 0-d float64 running sum of squares, on that device.
+  std::vector<std::pair<Device, Tensor>> totals;
+  std::vector<Tensor*> grads;
+  for (const auto& [name, p] : params) {
+    MT_CHECK_AS(ValueError, p != nullptr, "clip_grad_norm_: parameter '", name, "' is null");
+    if (!p->grad.defined()) continue;  // torch skips grad=None
+    Tensor& g = p->grad;
+    grads.push_back(&g);
+    Tensor sq = squared_norm(g);
+    if (sq.dtype() != DType::Float64) sq = cast(sq, DType::Float64);
+    auto it = totals.begin();
+    while (it != totals.end() && it->first != g.device()) ++it;
+    if (it == totals.end()) {
+      totals.emplace_back(g.device(), sq);
+    } else {
+      add(it->second, it->second, sq);
+    }
+  }
+  if (grads.empty()) return 0.0;
+
+  double sum_sq = 0.0;
+  for (const auto& [device, total] : totals) sum_sq += total.item();
+  const double total_norm = std::sqrt(sum_sq);
+
+  // torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to 1; multiplying by 1 changes
+  // nothing, so only a coefficient below 1 (or NaN, from a non-finite norm, which torch also
+  // spreads into the gradients) scales them.
+  const double clip_coef = max_norm / (total_norm + 1e-6);
+  if (!(clip_coef >= 1.0))
+    for (Tensor* g : grads) scale(*g, *g, clip_coef);
+  return total_norm;
+}
+
+}  // namespace minitrain

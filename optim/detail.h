@@ -1,0 +1,56 @@
+#pragma once
+// Internal helpers of the optimizers (not part of the public API): hyperparameter checks and the
+// (de)serialisation of state scalars and state tensor names, shared by sgd.cpp and adam.cpp.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/parameter.h"
+
+namespace minitrain::optim_detail {
+
+/// ValueError "<who>: <what> must be finite and >= 0, got <value>".
+void check_non_negative(const std::string& who, const char* what, double value);
+/// ValueError "<who>: <what> must be in [lo, hi), got <value>".
+void check_in_range(const std::string& who, const char* what, double value, double lo, double hi,
+                    bool hi_inclusive);
+
+/// Exact round-trip text for a double ("%.17g", C locale), and for bools and integers.
+std::string format_double(double v);
+std::string format_bool(bool v);
+std::string format_int(int64_t v);
+
+/// Reads scalars[key] if present into *out (returns false if absent); ValueError naming the key
+/// for text that is not a number / bool / integer.
+bool read_double(const std::string& who, const std::map<std::string, std::string>& scalars,
+                 const std::string& key, double* out);
+bool read_bool(const std::string& who, const std::map<std::string, std::string>& scalars,
+               const std::string& key, bool* out);
+bool read_int(const std::string& who, const std::map<std::string, std::string>& scalars,
+              const std::string& key, int64_t* out);
+
+/// The common part of load_state: the "optimizer" scalar must equal `kind`, "steps" must be an
+/// integer >= 0 and "lr" (if present) valid. Returns {steps, lr} (lr = current_lr if absent).
+std::pair<int64_t, double> read_common_scalars(const std::string& kind,
+                                               const std::map<std::string, std::string>& scalars,
+                                               double current_lr);
+
+/// Matches a state tensor name "<param>.<slot>" against the parameters and slots: returns the
+/// parameter index and slot index, or throws ValueError naming the key and the expected names.
+std::pair<std::size_t, std::size_t> match_state_name(const std::string& who, const std::string& key,
+                                                     const NamedParameters& params,
+                                                     const std::vector<std::string>& slots);
+
+/// A state tensor checked against its parameter (ShapeError / DTypeError naming the key) and
+/// copied onto the parameter's device (new memory, never shared with `src`).
+Tensor load_state_tensor(const std::string& who, const std::string& key, const Tensor& src,
+                         const Tensor& param);
+
+/// A host copy that shares nothing with `t` (t.to(cpu) shares a CPU tensor).
+Tensor host_copy(const Tensor& t);
+
+}  // namespace minitrain::optim_detail

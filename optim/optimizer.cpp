@@ -1,0 +1,184 @@
+// The Optimizer base class and the helpers shared by SGD and Adam (optim/detail.h).
+
+#include "optim/optimizer.h"
+
+#include <cmath>
+#include <locale>
+#include <set>
+#include <sstream>
+
+#include "kernels/fill.h"
+#include "optim/detail.h"
+
+namespace minitrain {
+
+namespace optim_detail {
+
+void check_non_negative(const std::string& who, const char* what, double value) {
+  if (!(std::isfinite(value) && value >= 0.0))
+    MT_THROW(ValueError, who, ": ", what, " must be finite and >= 0, got ", value);
+}
+
+void check_in_range(const std::string& who, const char* what, double value, double lo, double hi,
+                    bool hi_inclusive) {
+  const bool ok = std::isfinite(value) && value >= lo && (hi_inclusive ? value <= hi : value < hi);
+  if (!ok)
+    MT_THROW(ValueError, who, ": ", what, " must be in [", lo, ", ", hi, hi_inclusive ? "]" : ")",
+             ", got ", value);
+}
+
+std::string format_double(double v) {
+  std::ostringstream os;
+  os.imbue(std::locale::classic());
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+std::string format_bool(bool v) { return v ? "true" : "false"; }
+
+std::string format_int(int64_t v) { return std::to_string(v); }
+
+namespace {
+template <typename T>
+bool parse_exact(const std::string& text, T* out) {
+  std::istringstream is(text);
+  is.imbue(std::locale::classic());
+  T v{};
+  is >> v;
+  if (is.fail() || !is.eof()) return false;
+  *out = v;
+  return true;
+}
+}  // namespace
+
+bool read_double(const std::string& who, const std::map<std::string, std::string>& scalars,
+                 const std::string& key, double* out) {
+  auto it = scalars.find(key);
+  if (it == scalars.end()) return false;
+  if (!parse_exact(it->second, out))
+    MT_THROW(ValueError, who, ": optimizer state scalar '", key, "' = '", it->second,
+             "' is not a number");
+  return true;
+}
+
+bool read_bool(const std::string& who, const std::map<std::string, std::string>& scalars,
+               const std::string& key, bool* out) {
+  auto it = scalars.find(key);
+  if (it == scalars.end()) return false;
+  if (it->second == "true" || it->second == "1") {
+    *out = true;
+  } else if (it->second == "false" || it->second == "0") {
+    *out = false;
+  } else {
+    MT_THROW(ValueError, who, ": optimizer state scalar '", key, "' = '", it->second,
+             "' is not true or false");
+  }
+  return true;
+}
+
+bool read_int(const std::string& who, const std::map<std::string, std::string>& scalars,
+              const std::string& key, int64_t* out) {
+  auto it = scalars.find(key);
+  if (it == scalars.end()) return false;
+  long long v = 0;
+  if (!parse_exact(it->second, &v))
+    MT_THROW(ValueError, who, ": optimizer state scalar '", key, "' = '", it->second,
+             "' is not an integer");
+  *out = static_cast<int64_t>(v);
+  return true;
+}
+
+std::pair<int64_t, double> read_common_scalars(const std::string& kind,
+                                               const std::map<std::string, std::string>& scalars,
+                                               double current_lr) {
+  auto it = scalars.find("optimizer");
+  if (it == scalars.end())
+    MT_THROW(ValueError, kind,
+             ": optimizer state has no 'optimizer' scalar; was it saved by "
+             "Optimizer::state_scalars()?");
+  if (it->second != kind)
+    MT_THROW(ValueError, kind, ": optimizer state was saved by '", it->second,
+             "' and cannot be loaded into '", kind, "'; use --optimizer ", it->second,
+             " or start without the state");
+  int64_t steps = 0;
+  if (!read_int(kind, scalars, "steps", &steps))
+    MT_THROW(ValueError, kind, ": optimizer state has no 'steps' scalar");
+  if (steps < 0) MT_THROW(ValueError, kind, ": optimizer state 'steps' = ", steps, " is negative");
+  double lr = current_lr;
+  if (read_double(kind, scalars, "lr", &lr)) check_non_negative(kind, "lr", lr);
+  return {steps, lr};
+}
+
+std::pair<std::size_t, std::size_t> match_state_name(const std::string& who, const std::string& key,
+                                                     const NamedParameters& params,
+                                                     const std::vector<std::string>& slots) {
+  for (std::size_t s = 0; s < slots.size(); ++s) {
+    const std::string suffix = "." + slots[s];
+    if (key.size() <= suffix.size() ||
+        key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string param = key.substr(0, key.size() - suffix.size());
+    for (std::size_t i = 0; i < params.size(); ++i)
+      if (params[i].first == param) return {i, s};
+    MT_THROW(ValueError, who, ": optimizer state '", key, "' names parameter '", param,
+             "', which this model does not have (", params.size(), " parameters",
+             params.empty() ? std::string() : ", the first '" + params.front().first + "'", ")");
+  }
+  std::string expected;
+  for (std::size_t s = 0; s < slots.size(); ++s) expected += (s ? ", " : "") + slots[s];
+  MT_THROW(ValueError, who, ": unknown optimizer state '", key,
+           "'; expected '<parameter>.<slot>' with slot one of: ", expected);
+}
+
+Tensor load_state_tensor(const std::string& who, const std::string& key, const Tensor& src,
+                         const Tensor& param) {
+  MT_CHECK_AS(ValueError, src.defined(), who, ": optimizer state '", key, "' is undefined");
+  if (src.shape() != param.shape())
+    MT_THROW(ShapeError, who, ": optimizer state '", key, "' has shape ", src.shape(),
+             " but the parameter has shape ", param.shape());
+  if (src.dtype() != param.dtype())
+    MT_THROW(DTypeError, who, ": optimizer state '", key, "' is ", src.dtype(),
+             " but the parameter is ", param.dtype());
+  Tensor dst = Tensor::empty(param.shape(), param.dtype(), param.device());
+  dst.copy_(src);
+  return dst;
+}
+
+Tensor host_copy(const Tensor& t) { return t.device().is_cpu() ? t.clone() : t.to(Device::cpu()); }
+
+}  // namespace optim_detail
+
+Optimizer::Optimizer(NamedParameters params, double lr) : params_(std::move(params)), lr_(lr) {
+  optim_detail::check_non_negative("optimizer", "lr", lr);
+  std::set<std::string> names;
+  std::set<const Parameter*> seen;
+  for (const auto& [name, p] : params_) {
+    MT_CHECK_AS(ValueError, p != nullptr, "optimizer: parameter '", name, "' is a null pointer");
+    MT_CHECK_AS(ValueError, p->value.defined(), "optimizer: parameter '", name,
+                "' has no value tensor");
+    MT_CHECK_AS(ValueError, names.insert(name).second, "optimizer: parameter name '", name,
+                "' appears twice; state names '<parameter>.<slot>' must be unique");
+    MT_CHECK_AS(ValueError, seen.insert(p).second, "optimizer: parameter '", name,
+                "' is the same Parameter as an earlier one (torch: some parameters appear in "
+                "more than one parameter group)");
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (auto& [name, p] : params_)
+    if (p->grad.defined()) zero_(p->grad);
+}
+
+void Optimizer::set_lr(double lr) {
+  optim_detail::check_non_negative(name(), "lr", lr);
+  lr_ = lr;
+}
+
+std::map<std::string, std::string> Optimizer::state_scalars() const {
+  return {{"optimizer", name()},
+          {"steps", optim_detail::format_int(steps_)},
+          {"lr", optim_detail::format_double(lr_)}};
+}
+
+}  // namespace minitrain

@@ -1,0 +1,113 @@
+// torch.optim.SGD over the fused per-tensor kernel (kernels/sgd_step.h).
+
+#include <utility>
+
+#include "kernels/check.h"
+#include "kernels/sgd_step.h"
+#include "optim/detail.h"
+#include "optim/optimizer.h"
+
+namespace minitrain {
+
+namespace {
+
+const char* const kMomentumSlot = "momentum_buffer";
+
+// torch's checks (torch/optim/sgd.py), plus dampening in [0, 1] and finite values.
+const SGDOptions& validated(const SGDOptions& o) {
+  using namespace optim_detail;
+  check_non_negative("sgd", "lr", o.lr);
+  check_non_negative("sgd", "momentum", o.momentum);
+  check_in_range("sgd", "dampening", o.dampening, 0.0, 1.0, /*hi_inclusive=*/true);
+  check_non_negative("sgd", "weight_decay", o.weight_decay);
+  if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0))
+    MT_THROW(ValueError,
+             "sgd: nesterov momentum requires momentum > 0 and dampening = 0, got "
+             "momentum = ",
+             o.momentum, " and dampening = ", o.dampening);
+  return o;
+}
+
+}  // namespace
+
+SGD::SGD(NamedParameters params, SGDOptions options)
+    : Optimizer(std::move(params), validated(options).lr), options_(options) {
+  momentum_.resize(params_.size());
+}
+
+void SGD::step() {
+  // Check every operand first, so that a bad parameter leaves all of them unchanged.
+  for (const auto& [name, p] : params_) {
+    if (!p->grad.defined()) continue;
+    const std::string op = "sgd: parameter '" + name + "'";
+    check_compatible(op.c_str(), {{"value", p->value}, {"grad", p->grad}});
+    check_same_shape(op.c_str(), {{"value", p->value}, {"grad", p->grad}});
+  }
+  ++steps_;
+  const bool momentum = options_.momentum != 0.0;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Parameter& p = *params_[i].second;
+    if (!p.grad.defined()) continue;  // torch skips grad=None
+    SGDStepArgs args;
+    args.lr = lr_;
+    args.momentum = options_.momentum;
+    args.dampening = options_.dampening;
+    args.weight_decay = options_.weight_decay;
+    args.nesterov = options_.nesterov;
+    if (momentum && !momentum_[i].defined()) {
+      // torch: buf = clone(g) at the parameter's first step; the kernel writes it in the pass.
+      momentum_[i] = Tensor::empty(p.value.shape(), p.value.dtype(), p.value.device());
+      args.first_step = true;
+    }
+    sgd_step(p.value, p.grad, momentum_[i], args);
+  }
+}
+
+std::vector<std::pair<std::string, Tensor>> SGD::state_tensors() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    if (momentum_[i].defined())
+      out.emplace_back(params_[i].first + "." + kMomentumSlot,
+                       optim_detail::host_copy(momentum_[i]));
+  return out;
+}
+
+std::map<std::string, std::string> SGD::state_scalars() const {
+  using namespace optim_detail;
+  auto s = Optimizer::state_scalars();
+  s["momentum"] = format_double(options_.momentum);
+  s["dampening"] = format_double(options_.dampening);
+  s["weight_decay"] = format_double(options_.weight_decay);
+  s["nesterov"] = format_bool(options_.nesterov);
+  return s;
+}
+
+void SGD::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                     const std::map<std::string, std::string>& scalars) {
+  using namespace optim_detail;
+  // Everything is read and checked into locals first; members change only at the end.
+  const auto [steps, lr] = read_common_scalars(name(), scalars, lr_);
+  SGDOptions o = options_;
+  o.lr = lr;
+  read_double(name(), scalars, "momentum", &o.momentum);
+  read_double(name(), scalars, "dampening", &o.dampening);
+  read_double(name(), scalars, "weight_decay", &o.weight_decay);
+  read_bool(name(), scalars, "nesterov", &o.nesterov);
+  validated(o);
+
+  std::vector<Tensor> buffers(params_.size());
+  for (const auto& [key, t] : tensors) {
+    const auto [i, slot] = match_state_name(name(), key, params_, {kMomentumSlot});
+    (void)slot;
+    MT_CHECK_AS(ValueError, !buffers[i].defined(), name(), ": optimizer state '", key,
+                "' appears twice");
+    buffers[i] = load_state_tensor(name(), key, t, params_[i].second->value);
+  }
+
+  options_ = o;
+  lr_ = lr;
+  steps_ = steps;
+  momentum_ = std::move(buffers);
+}
+
+}  // namespace minitrain
