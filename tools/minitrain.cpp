@@ -1,5 +1,5 @@
 // The minitrain command. Each subcommand lives in its own file; this one parses the command
-// line, runs it, and turns any minitrain::Error into one clear line and a non-zero exit.
+// line, runs it, and turns any error into one clear line and a non-zero exit.
 
 #include <CLI/CLI.hpp>
 
@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "tools/info_command.h"
+#include "tools/predict_command.h"
+#include "tools/train_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"minitrain: a small C++/CUDA deep-learning framework"};
@@ -14,20 +16,34 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", MINITRAIN_VERSION);
 
   CLI::App* info = app.add_subcommand("info", "devices, memory, CUDA/cuBLAS/cuDNN/NCCL versions");
+  minitrain::cli::TrainCommand train(app);
+  minitrain::cli::PredictCommand predict(app);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // CLI11 reports an unknown command as "A subcommand is required"; name it instead.
     if (argc > 1 && argv[1][0] != '-' && app.get_subcommands().empty()) {
-      std::cerr << "minitrain: unknown command '" << argv[1] << "' (commands: info); see minitrain --help\n";
+      std::cerr << "minitrain: unknown command '" << argv[1]
+                << "' (commands: info, train, predict); see minitrain --help\n";
       return 2;
     }
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // One line: what was wrong, and where to look.
+    const std::string command = app.get_subcommands().empty() ? "" : " " + app.get_subcommands().front()->get_name();
+    std::string what = e.what();
+    if (train.parsed() || command == " train") {
+      const std::string unknown = train.unknown_flag_message(argc, argv);
+      if (!unknown.empty()) what = unknown;
+    }
+    std::cerr << "minitrain" << command << ": error: " << what << "; see minitrain" << command << " --help\n";
+    return 2;
   }
 
   try {
     if (info->parsed()) return minitrain::cli::run_info(std::cout);
+    if (train.parsed()) return train.run(std::cout, std::cerr);
+    if (predict.parsed()) return predict.run(std::cout);
   } catch (const minitrain::Error& e) {
     std::cerr << "minitrain: error: " << e.what() << "\n";
     return 1;

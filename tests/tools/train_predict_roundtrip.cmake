@@ -1,0 +1,42 @@
+# `minitrain train` on a CSV with --config (and a flag over it), --save and --log, then
+# `minitrain predict` with the saved weights: both succeed, the log has one line per step, and
+# the prediction is a .npy file. Run with -DMINITRAIN=... -DFIXTURES=... -DWORK=...
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}")
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  if(NOT code EQUAL 0)
+    message(FATAL_ERROR "'${ARGN}' failed with ${code}\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+  set(err "${err}" PARENT_SCOPE)
+endfunction()
+
+run("${MINITRAIN}" train --config "${FIXTURES}/train_small.toml" --steps 12
+    --save "${WORK}/w.safetensors" --log "${WORK}/metrics.jsonl")
+if(NOT out MATCHES "training mlp:3,16,1 \\(tanh, [0-9]+ parameters\\) on cpu: .*train_small.csv \\(40 rows\\), sgd lr 0.05, batch 8, 12 steps")
+  message(FATAL_ERROR "the config file's keys (or --steps over its 'epochs') were not used:\n${out}")
+endif()
+if(NOT err MATCHES "step 12/12 \\(100%\\)  epoch 3  loss ")
+  message(FATAL_ERROR "no plain progress lines off a terminal:\n${err}")
+endif()
+file(STRINGS "${WORK}/metrics.jsonl" lines)
+list(LENGTH lines n)
+if(NOT n EQUAL 12)
+  message(FATAL_ERROR "metrics.jsonl has ${n} lines, want 12")
+endif()
+list(GET lines 11 last)
+if(NOT last MATCHES "^\\{\"step\":12,\"epoch\":3,\"loss\":[0-9]")
+  message(FATAL_ERROR "unexpected last metrics line: ${last}")
+endif()
+
+run("${MINITRAIN}" predict --weights "${WORK}/w.safetensors" --model mlp:3,16,1 --activation tanh
+    --input "${FIXTURES}/f32_2x3.npy" --output "${WORK}/y.npy" --device cpu)
+if(NOT out MATCHES "predicted 2 rows")
+  message(FATAL_ERROR "unexpected predict output: ${out}")
+endif()
+file(READ "${WORK}/y.npy" header LIMIT 6 HEX)
+if(NOT header STREQUAL "934e554d5059")  # \x93NUMPY
+  message(FATAL_ERROR "y.npy is not a .npy file (starts ${header})")
+endif()
+message(STATUS "train -> predict round trip ok")

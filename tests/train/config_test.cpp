@@ -1,0 +1,190 @@
+// The run configuration: command-line text, TOML files (flags override them), and the checks of
+// impossible values, each with a message that names the flag (and, for files, file and line).
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "tests/core/io_test_util.h"
+#include "tests/support/test_util.h"
+#include "train/config.h"
+
+namespace minitrain {
+namespace {
+
+using testing::error_message;
+
+TEST(TrainConfig, DefaultsAreValid) {
+  TrainConfig c;
+  EXPECT_NO_THROW(validate(c));
+  EXPECT_EQ(c.model, "mlp:4,64,64,1");
+  EXPECT_EQ(c.data, "synthetic");
+  EXPECT_EQ(c.device, "auto");
+  EXPECT_FALSE(c.epochs.has_value());
+  EXPECT_FALSE(c.steps.has_value());
+}
+
+TEST(TrainConfig, SetsEveryKindFromCommandLineText) {
+  TrainConfig c;
+  set_config_value(c, "lr", "3e-4");
+  set_config_value(c, "betas", "0.8,0.99");
+  set_config_value(c, "target-columns", "y1,y2");
+  set_config_value(c, "steps", "120");
+  set_config_value(c, "amsgrad", "true");
+  set_config_value(c, "batch_size", "16");  // '_' reads as '-'
+  set_config_value(c, "seed", "7");
+  EXPECT_DOUBLE_EQ(c.lr, 3e-4);
+  EXPECT_DOUBLE_EQ(c.beta1, 0.8);
+  EXPECT_DOUBLE_EQ(c.beta2, 0.99);
+  EXPECT_EQ(c.target_columns, (std::vector<std::string>{"y1", "y2"}));
+  EXPECT_EQ(c.steps, 120);
+  EXPECT_TRUE(c.amsgrad);
+  EXPECT_EQ(c.batch_size, 16);
+  EXPECT_EQ(c.seed, 7u);
+}
+
+TEST(TrainConfig, BadCommandLineTextNamesFlagAndText) {
+  TrainConfig c;
+  EXPECT_NE(error_message([&] { set_config_value(c, "lr", "fast"); }).find("--lr expects a number, got 'fast'"),
+            std::string::npos);
+  EXPECT_NE(error_message([&] { set_config_value(c, "epochs", "2.5"); }).find("--epochs expects an integer"),
+            std::string::npos);
+  EXPECT_NE(error_message([&] { set_config_value(c, "betas", "0.9"); }).find("--betas expects two numbers"),
+            std::string::npos);
+  EXPECT_NE(error_message([&] { set_config_value(c, "seed", "-1"); }).find("--seed must be >= 0"), std::string::npos);
+  EXPECT_NE(error_message([&] { set_config_value(c, "lerning-rate", "1"); }).find("unknown option --lerning-rate"),
+            std::string::npos);
+}
+
+TEST(TrainConfig, TomlSetsKeysAndLaterFlagsOverrideThem) {
+  TrainConfig c;
+  apply_toml_config(c,
+                    "model = 'mlp:3,16,2'\n"
+                    "lr = 1\n"  // an integer is a fine number
+                    "batch-size = 32\n"
+                    "shuffle = false\n"
+                    "betas = [0.5, 0.75]\n"
+                    "target_columns = ['a', 'b']\n"
+                    "data = 'table.csv'\n",
+                    "run.toml");
+  EXPECT_EQ(c.model, "mlp:3,16,2");
+  EXPECT_DOUBLE_EQ(c.lr, 1.0);
+  EXPECT_EQ(c.batch_size, 32);
+  EXPECT_FALSE(c.shuffle);
+  EXPECT_DOUBLE_EQ(c.beta2, 0.75);
+  EXPECT_EQ(c.target_columns, (std::vector<std::string>{"a", "b"}));
+  set_config_value(c, "batch-size", "8");  // what the command line does after the file
+  EXPECT_EQ(c.batch_size, 8);
+  EXPECT_EQ(c.model, "mlp:3,16,2");
+  EXPECT_NO_THROW(validate(c));
+}
+
+TEST(TrainConfig, TomlUnknownKeyNamesFileLineAndKey) {
+  TrainConfig c;
+  const std::string msg =
+      error_message([&] { apply_toml_config(c, "lr = 0.1\n\nlerning-rate = 0.1\n", "run.toml"); });
+  EXPECT_NE(msg.find("run.toml:3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unknown key 'lerning-rate'"), std::string::npos) << msg;
+  EXPECT_DOUBLE_EQ(c.lr, TrainConfig{}.lr) << "a bad file must change nothing";
+}
+
+TEST(TrainConfig, TomlWrongTypeNamesKeyLineAndBothTypes) {
+  TrainConfig c;
+  const std::string msg = error_message([&] { apply_toml_config(c, "model = 'mlp:2,1'\nsteps = 1.5\n", "r.toml"); });
+  EXPECT_NE(msg.find("r.toml:2: key 'steps' must be an integer, got a floating-point number"), std::string::npos)
+      << msg;
+  EXPECT_EQ(c.model, TrainConfig{}.model);
+  EXPECT_NE(error_message([&] { apply_toml_config(c, "lr = 'fast'\n", "r.toml"); }).find("'lr' must be a number"),
+            std::string::npos);
+}
+
+TEST(TrainConfig, TomlSyntaxErrorNamesFileAndLine) {
+  TrainConfig c;
+  const std::string msg = error_message([&] { apply_toml_config(c, "lr = 0.1\nsteps = = 3\n", "bad.toml"); });
+  EXPECT_NE(msg.find("bad.toml:2: invalid TOML"), std::string::npos) << msg;
+}
+
+TEST(TrainConfig, MissingConfigFileIsAnIoErrorNamingIt) {
+  TrainConfig c;
+  testing::expect_error<IoError>([&] { apply_toml_config_file(c, "/nonexistent/run.toml"); },
+                                 {"/nonexistent/run.toml"});
+}
+
+TEST(TrainConfig, TomlFilePathsAreRelativeToTheFile) {
+  testing::ScratchDir dir;
+  const std::string path = dir.write_raw("run.toml",
+                                         "data = 'x.npy'\ntargets = '/abs/y.npy'\nsave = 'out/w.safetensors'\n"
+                                         "model = 'mlp:2,1'\n");
+  TrainConfig c;
+  apply_toml_config_file(c, path);
+  EXPECT_EQ(c.data, dir.path("x.npy"));
+  EXPECT_EQ(c.targets, "/abs/y.npy");
+  EXPECT_EQ(c.save, dir.path("out/w.safetensors"));
+  EXPECT_EQ(c.model, "mlp:2,1");
+
+  TrainConfig synthetic;
+  apply_toml_config(synthetic, "data = 'synthetic:100'\n", "s.toml", "/some/dir");
+  EXPECT_EQ(synthetic.data, "synthetic:100");
+}
+
+struct BadConfigCase {
+  const char* what;
+  std::function<void(TrainConfig&)> change;
+  const char* message;
+};
+
+TEST(TrainConfig, ValidateRejectsImpossibleValuesWithOneClearMessageEach) {
+  const std::vector<BadConfigCase> cases = {
+      {"batch size 0", [](TrainConfig& c) { c.batch_size = 0; }, "--batch-size must be >= 1, got 0"},
+      {"negative lr", [](TrainConfig& c) { c.lr = -0.1; }, "--lr must be >= 0, got -0.1"},
+      {"epochs and steps", [](TrainConfig& c) { c.epochs = 2, c.steps = 10; }, "--epochs and --steps both given"},
+      {"zero epochs", [](TrainConfig& c) { c.epochs = 0; }, "--epochs must be >= 1"},
+      {"targets without npy", [](TrainConfig& c) { c.targets = "y.npy"; }, "--targets is for .npy data"},
+      {"npy without targets", [](TrainConfig& c) { c.data = "x.npy"; }, "needs --targets Y.npy"},
+      {"csv without columns", [](TrainConfig& c) { c.data = "t.csv"; }, "needs --target-columns"},
+      {"unknown data", [](TrainConfig& c) { c.data = "data.parquet"; }, "--data 'data.parquet'"},
+      {"bad synthetic rows", [](TrainConfig& c) { c.data = "synthetic:-5"; }, "positive integer"},
+      {"unknown optimizer", [](TrainConfig& c) { c.optimizer = "lion"; }, "--optimizer: unknown value 'lion'"},
+      {"nesterov without momentum", [](TrainConfig& c) { c.optimizer = "sgd", c.nesterov = true; },
+       "--nesterov needs --momentum > 0"},
+      {"momentum with adam", [](TrainConfig& c) { c.momentum = 0.9; }, "--momentum and --nesterov apply to"},
+      {"beta of 1", [](TrainConfig& c) { c.beta2 = 1.0; }, "--betas must each be in [0, 1)"},
+      {"step schedule without step size", [](TrainConfig& c) { c.schedule = "step"; }, "--step-size"},
+      {"negative clip", [](TrainConfig& c) { c.clip_grad_norm = -1; }, "--clip-grad-norm must be > 0"},
+      {"grad accum 0", [](TrainConfig& c) { c.grad_accum = 0; }, "--grad-accum must be >= 1"},
+      {"checkpoint-every without dir", [](TrainConfig& c) { c.checkpoint_every = 5; }, "needs --checkpoint-dir"},
+      {"resume without dir", [](TrainConfig& c) { c.resume = true; }, "--resume needs --checkpoint-dir"},
+      {"save not safetensors", [](TrainConfig& c) { c.save = "w.bin"; }, "*.safetensors"},
+      {"parallel dp", [](TrainConfig& c) { c.parallel = "dp"; }, "--parallel dp is not yet supported"},
+      {"parallel nonsense", [](TrainConfig& c) { c.parallel = "zz"; }, "--parallel: unknown value 'zz'"},
+      {"replicas", [](TrainConfig& c) { c.replicas = 2; }, "not yet supported"},
+      {"activation", [](TrainConfig& c) { c.activation = "swish"; }, "--activation: unknown value 'swish'"},
+      {"model", [](TrainConfig& c) { c.model = "resnet50"; }, "--model 'resnet50'"},
+  };
+  for (const BadConfigCase& bad : cases) {
+    TrainConfig c;
+    bad.change(c);
+    std::string msg;
+    try {
+      validate(c);
+    } catch (const ValueError& e) {
+      msg = e.what();
+    }
+    EXPECT_NE(msg.find(bad.message), std::string::npos) << bad.what << ": got '" << msg << "'";
+  }
+}
+
+TEST(TrainConfig, JsonNamesEveryKey) {
+  TrainConfig c;
+  c.steps = 5;
+  const std::string json = config_to_json(c);
+  for (const ConfigKey& k : config_keys())
+    EXPECT_NE(json.find(std::string("\"") + k.name + "\""), std::string::npos) << k.name;
+  EXPECT_NE(json.find("\"steps\":5"), std::string::npos) << json;
+}
+
+}  // namespace
+}  // namespace minitrain

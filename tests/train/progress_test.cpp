@@ -1,0 +1,86 @@
+// The progress display: plain lines off a terminal (about every tenth of the run, and the first
+// and last step), a single redrawn line on one.
+
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "train/progress.h"
+
+namespace minitrain {
+namespace {
+
+StepStats stats(int64_t step) {
+  StepStats s;
+  s.step = step;
+  s.epoch = 1 + (step - 1) / 10;
+  s.loss = 1.0 / static_cast<double>(step);
+  s.lr = 0.003;
+  s.samples_per_s = 12345.4;
+  return s;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+TEST(Progress, PlainLinesComeEveryTenthOfTheRunWithStepLossRateAndEta) {
+  std::ostringstream out;
+  Progress p(out, ProgressMode::Lines, 1, 100);
+  for (int64_t s = 1; s <= 100; ++s) p.update(stats(s));
+  p.finish();
+  const std::vector<std::string> lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 11u) << out.str();  // step 1, then 10, 20, ..., 100
+  EXPECT_EQ(lines[0].rfind("step 1/100 (1%)  epoch 1  loss 1  lr 0.003  12345 samples/s  ETA ", 0), 0u) << lines[0];
+  const std::regex format(R"(step \d+/100 \(\d+%\)  epoch \d+  loss [0-9.e+-]+  lr 0\.003  12345 samples/s  ETA \d+:\d\d)");
+  for (const std::string& l : lines) EXPECT_TRUE(std::regex_match(l, format)) << l;
+  EXPECT_EQ(lines[1].rfind("step 10/100 (10%)  epoch 1  loss 0.1  ", 0), 0u) << lines[1];
+  EXPECT_EQ(lines.back().rfind("step 100/100 (100%)  epoch 10  loss 0.01  ", 0), 0u) << lines.back();
+  EXPECT_EQ(out.str().find('\r'), std::string::npos);
+}
+
+TEST(Progress, ResumedRunCountsFromItsFirstStep) {
+  std::ostringstream out;
+  Progress p(out, ProgressMode::Lines, 51, 60);
+  for (int64_t s = 51; s <= 60; ++s) p.update(stats(s));
+  const std::vector<std::string> lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 10u);  // 10 steps: every one is a tenth
+  EXPECT_EQ(lines[0].rfind("step 51/60 (85%)", 0), 0u) << lines[0];
+}
+
+TEST(Progress, BarRedrawsOneLineAndEndsIt) {
+  std::ostringstream out;
+  Progress p(out, ProgressMode::Bar, 1, 4);
+  for (int64_t s = 1; s <= 4; ++s) p.update(stats(s));
+  p.finish();
+  const std::string text = out.str();
+  EXPECT_EQ(text.front(), '\r');
+  EXPECT_EQ(lines_of(text).size(), 1u) << "a bar is one line";
+  EXPECT_NE(text.find("[########################] 4/4  loss 0.25  "), std::string::npos) << text;
+  EXPECT_NE(text.find(" steps/s  ETA 0:00"), std::string::npos) << text;
+  EXPECT_EQ(text.back(), '\n');
+}
+
+TEST(Progress, NoneWritesNothing) {
+  std::ostringstream out;
+  Progress p(out, ProgressMode::None, 1, 3);
+  p.update(stats(1));
+  p.finish();
+  EXPECT_TRUE(out.str().empty());
+}
+
+TEST(Progress, DurationsReadAsClockTimes) {
+  EXPECT_EQ(format_duration(2.4), "0:02");
+  EXPECT_EQ(format_duration(65), "1:05");
+  EXPECT_EQ(format_duration(7384), "2:03:04");
+  EXPECT_EQ(format_duration(-1), "?");
+}
+
+}  // namespace
+}  // namespace minitrain

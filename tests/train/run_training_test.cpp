@@ -1,0 +1,187 @@
+// `minitrain train` as a library call: the default run learns, a resumed run equals an
+// uninterrupted one, and bad input fails before anything is written.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/npy.h"
+#include "core/safetensors.h"
+#include "tests/core/io_test_util.h"
+#include "tests/support/test_util.h"
+#include "train/run_training.h"
+
+namespace minitrain {
+namespace {
+
+using testing::ScratchDir;
+
+TrainReport train(TrainConfig c, std::string* info_text = nullptr) {
+  c.progress = "none";
+  c.device = "cpu";
+  std::ostringstream info, progress;
+  TrainReport r = run_training(c, info, progress);
+  if (info_text != nullptr) *info_text = info.str();
+  return r;
+}
+
+std::vector<double> logged_losses(const std::string& path) {
+  std::istringstream in(read_file_bytes(path));
+  std::vector<double> losses;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto at = line.find("\"loss\":");
+    losses.push_back(std::stod(line.substr(at + 7)));
+  }
+  return losses;
+}
+
+// The promise: with no flags, a loss at least 10x below where it started. The library
+// default is also what `minitrain train` runs (the CLI test runs the binary itself).
+TEST(RunTraining, DefaultRunEndsTenTimesLowerThanItStarts) {
+  std::string info;
+  const TrainReport r = train(TrainConfig{}, &info);
+  EXPECT_NE(info.find("training mlp:4,64,64,1 (relu"), std::string::npos) << info;
+  EXPECT_EQ(r.summary.first_step, 1);
+  EXPECT_EQ(r.summary.last_step, r.total_steps);
+  EXPECT_LE(r.summary.last_loss * 10, r.summary.first_loss)
+      << "first " << r.summary.first_loss << ", last " << r.summary.last_loss;
+}
+
+TrainConfig small_config(const ScratchDir& dir) {
+  TrainConfig c;
+  c.model = "mlp:4,16,2";
+  c.data = "synthetic:90";
+  c.batch_size = 16;
+  c.seed = 3;
+  c.log = dir.path("log.jsonl");
+  c.save = dir.path("w.safetensors");
+  return c;
+}
+
+// 20 steps straight vs 10, then --resume to 20 (as a user would: same flags, more --steps):
+// identical weights files and identical logged losses.
+TEST(RunTraining, ResumeGivesTheSameWeightsAndLossesAsOneRun) {
+  ScratchDir straight_dir, split_dir;
+  TrainConfig straight = small_config(straight_dir);
+  straight.steps = 20;
+  train(straight);
+
+  TrainConfig split = small_config(split_dir);
+  split.checkpoint_dir = split_dir.path("ckpt");
+  split.checkpoint_every = 5;
+  split.steps = 10;
+  train(split);
+  split.steps = 20;
+  split.resume = true;
+  std::string info;
+  const TrainReport r = train(split, &info);
+  EXPECT_EQ(r.resumed_from_step, 10);
+  EXPECT_NE(info.find("resuming after step 10"), std::string::npos) << info;
+
+  const std::vector<double> a = logged_losses(straight.log), b = logged_losses(split.log);
+  ASSERT_EQ(a.size(), 20u);
+  EXPECT_EQ(a, b);
+  const SafetensorsFile wa = read_safetensors(straight.save), wb = read_safetensors(split.save);
+  ASSERT_EQ(wa.tensors.size(), 4u);
+  for (std::size_t i = 0; i < wa.tensors.size(); ++i) {
+    EXPECT_EQ(wa.tensors[i].first, wb.tensors[i].first);
+    EXPECT_EQ(testing::tensor_bytes(wa.tensors[i].second), testing::tensor_bytes(wb.tensors[i].second))
+        << wa.tensors[i].first;
+  }
+}
+
+TEST(RunTraining, ResumeWithOtherDataOrderSettingsIsRefused) {
+  ScratchDir dir;
+  TrainConfig c = small_config(dir);
+  c.checkpoint_dir = dir.path("ckpt");
+  c.steps = 2;
+  train(c);
+  c.resume = true;
+  c.steps = 4;
+  c.batch_size = 8;
+  testing::expect_error<ValueError>([&] { train(c); }, {"batch-size 16", "this run has 8"});
+}
+
+TEST(RunTraining, ResumeWithoutACheckpointSaysSo) {
+  ScratchDir dir;
+  TrainConfig c = small_config(dir);
+  c.checkpoint_dir = dir.path("empty");
+  c.resume = true;
+  testing::expect_error<IoError>([&] { train(c); }, {"--resume: no checkpoint in", "empty"});
+}
+
+// A data file whose columns do not fit the model fails before training, names both numbers and
+// the fix, and leaves an existing --save file (and --log file) exactly as they were.
+TEST(RunTraining, DataThatDoesNotFitTheModelFailsAndKeepsExistingFiles) {
+  ScratchDir dir;
+  write_npy(dir.path("x.npy"), testing::random_tensor({10, 5}, 1));
+  write_npy(dir.path("y.npy"), testing::random_tensor({10, 1}, 2));
+  TrainConfig c;
+  c.model = "mlp:8,16,1";
+  c.data = dir.path("x.npy");
+  c.targets = dir.path("y.npy");
+  c.save = dir.write_raw("w.safetensors", "precious weights");
+  c.log = dir.write_raw("m.jsonl", "precious log\n");
+  testing::expect_error<ShapeError>([&] { train(c); },
+                                    {"5 feature column(s)", "expects 8 inputs", "--model mlp:5,16,1"});
+  EXPECT_EQ(read_file_bytes(c.save), "precious weights");
+  EXPECT_EQ(read_file_bytes(c.log), "precious log\n");
+}
+
+TEST(RunTraining, TargetsThatDoNotFitTheOutputsNameTheFix) {
+  ScratchDir dir;
+  TrainConfig c;
+  c.model = "mlp:8,16,3";
+  write_npy(dir.path("x.npy"), testing::random_tensor({10, 8}, 1));
+  write_npy(dir.path("y.npy"), testing::random_tensor({10, 2}, 2));
+  c.data = dir.path("x.npy");
+  c.targets = dir.path("y.npy");
+  testing::expect_error<ShapeError>([&] { train(c); }, {"2 target(s)", "3 outputs", "mlp:8,16,2"});
+}
+
+// A diverging run stops with the step named, and --save is not written: an existing file stays.
+TEST(RunTraining, NonFiniteLossDoesNotWriteSave) {
+  ScratchDir dir;
+  TrainConfig c = small_config(dir);
+  c.optimizer = "sgd";
+  c.lr = 1e4;
+  c.steps = 300;
+  c.checkpoint_dir = dir.path("ckpt");
+  c.checkpoint_every = 1;
+  dir.write_raw("w.safetensors", "precious weights");
+  testing::expect_error<NonFiniteError>([&] { train(c); }, {"step ", "try a lower --lr"});
+  EXPECT_EQ(read_file_bytes(c.save), "precious weights");
+  EXPECT_NO_THROW(read_safetensors(checkpoint_path(c.checkpoint_dir)));
+}
+
+TEST(RunTraining, MissingDataFileIsAnIoErrorNamingIt) {
+  TrainConfig c;
+  c.data = "/nonexistent/x.npy";
+  c.targets = "/nonexistent/y.npy";
+  testing::expect_error<IoError>([&] { train(c); }, {"/nonexistent/x.npy"});
+}
+
+TEST(RunTraining, SaveIntoAMissingDirectoryFailsBeforeTraining) {
+  TrainConfig c;
+  c.save = "/nonexistent/dir/w.safetensors";
+  testing::expect_error<IoError>([&] { train(c); }, {"/nonexistent/dir", "does not exist"});
+}
+
+TEST(RunTraining, EpochsSetTheStepCountAndGradAccumDividesIt) {
+  ScratchDir dir;
+  TrainConfig c = small_config(dir);
+  c.epochs = 3;       // 90 rows / 16 = 6 batches an epoch: 18 batches
+  c.grad_accum = 4;   // 4 steps of 4 batches, then one of 2
+  const TrainReport r = train(c);
+  EXPECT_EQ(r.total_steps, 5);
+  EXPECT_EQ(logged_losses(c.log).size(), 5u);
+}
+
+}  // namespace
+}  // namespace minitrain

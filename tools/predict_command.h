@@ -1,0 +1,25 @@
+#pragma once
+// `minitrain predict --weights W.safetensors --model mlp:... --input X.npy --output Y.npy`.
+
+#include <ostream>
+
+#include "train/predict.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace minitrain::cli {
+
+class PredictCommand {
+ public:
+  explicit PredictCommand(CLI::App& parent);
+  bool parsed() const;
+  int run(std::ostream& out);  ///< throws minitrain errors
+
+ private:
+  CLI::App* app_;
+  PredictConfig config_;
+};
+
+}  // namespace minitrain::cli

@@ -1,0 +1,113 @@
+// `minitrain train`: flag parsing only; the work is train/run_training.cpp.
+
+#include "tools/train_command.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "core/error.h"
+#include "train/config.h"
+#include "train/progress.h"
+#include "train/run_training.h"
+
+namespace minitrain::cli {
+namespace {
+
+const char* value_name(ConfigValueKind kind) {
+  switch (kind) {
+    case ConfigValueKind::Int: return "INT";
+    case ConfigValueKind::Float: return "NUM";
+    case ConfigValueKind::FloatPair: return "B1,B2";
+    case ConfigValueKind::StringList: return "NAME,...";
+    default: return "TEXT";
+  }
+}
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+TrainCommand::TrainCommand(CLI::App& parent) {
+  app_ = parent.add_subcommand(
+      "train", "train a model; with no flags, an MLP on the built-in synthetic regression on the best device");
+  app_->add_option("--config", config_path_, "TOML file of training keys (the long flags); flags override it")
+      ->option_text("FILE");
+  for (const ConfigKey& key : config_keys()) {
+    const std::string flag = std::string("--") + key.name;
+    if (key.kind == ConfigValueKind::Bool) {
+      flags_[key.name] = false;
+      app_->add_flag(flag, flags_[key.name], key.help);
+    } else {
+      values_[key.name];
+      app_->add_option(flag, values_[key.name], key.help)->type_name(value_name(key.kind));
+    }
+  }
+  app_->add_flag("--no-shuffle", no_shuffle_, "batches are consecutive rows in file order");
+  const TrainConfig d;
+  app_->footer("Defaults: --model " + d.model + " --activation " + d.activation + " --data " + d.data + ":" +
+               std::to_string(kDefaultSyntheticRows) + " --optimizer " + d.optimizer + " --lr " + number(d.lr) +
+               " --batch-size " + std::to_string(d.batch_size) + " --epochs " + std::to_string(kDefaultEpochs) +
+               " --device " + d.device + ".\nA --config file holds the same keys (lr = 0.01, batch-size = 32, "
+               "target-columns = [\"y\"]); flags given here override it.");
+}
+
+std::string TrainCommand::unknown_flag_message(int argc, char** argv) const {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0 || arg == "--") continue;
+    arg = arg.substr(0, arg.find('='));
+    if (arg == "--help" || arg == "--config" || arg == "--no-shuffle" || find_config_key(arg.substr(2))) continue;
+    const std::string hint = closest_config_key(arg.substr(2));
+    return "unknown option " + arg + (hint.empty() ? std::string() : " (did you mean --" + hint + "?)");
+  }
+  return "";
+}
+
+bool TrainCommand::parsed() const { return app_->parsed(); }
+
+int TrainCommand::run(std::ostream& out, std::ostream& progress) {
+  TrainConfig config;
+  if (!config_path_.empty()) apply_toml_config_file(config, config_path_);
+
+  const auto given = [&](const std::string& key) { return app_->count("--" + key) > 0; };
+  // The run length on the command line replaces the file's, of either kind.
+  if (given("epochs") && !given("steps")) config.steps.reset();
+  if (given("steps") && !given("epochs")) config.epochs.reset();
+  for (const auto& [key, text] : values_)
+    if (given(key)) set_config_value(config, key, text);
+  for (const auto& [key, on] : flags_)
+    if (given(key)) set_config_value(config, key, on ? "true" : "false");
+  if (no_shuffle_) {
+    if (given("shuffle")) MT_THROW(ValueError, "--shuffle and --no-shuffle both given; give one");
+    config.shuffle = false;
+  }
+
+  const TrainReport r = run_training(config, out, progress);
+  const TrainSummary& s = r.summary;
+  char line[256];
+  if (s.last_step >= s.first_step) {
+    std::snprintf(line, sizeof line, "done: steps %lld-%lld of %lld in %.2f s (%.0f samples/s); loss %.6g -> %.6g",
+                  static_cast<long long>(s.first_step), static_cast<long long>(s.last_step),
+                  static_cast<long long>(r.total_steps), s.seconds, s.seconds > 0 ? s.samples / s.seconds : 0.0,
+                  s.first_loss, s.last_loss);
+    out << line;
+    if (s.last_loss > 0 && s.last_loss < s.first_loss) {
+      std::snprintf(line, sizeof line, " (%.1fx lower)", s.first_loss / s.last_loss);
+      out << line;
+    }
+    out << "\n";
+  } else {
+    out << "done: the checkpoint is already at step " << r.total_steps << "; nothing to train\n";
+  }
+  if (!s.last_checkpoint.empty()) out << "checkpoint: " << s.last_checkpoint << "\n";
+  if (!r.saved.empty()) out << "weights: " << r.saved << "\n";
+  if (!config.log.empty()) out << "metrics: " << config.log << "\n";
+  return 0;
+}
+
+}  // namespace minitrain::cli

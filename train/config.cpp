@@ -1,0 +1,267 @@
+// The table of training keys, and setting them from command-line text.
+
+#include "train/config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "core/error.h"
+#include "train/config_keys.h"
+
+namespace minitrain {
+namespace config_detail {
+namespace {
+
+using K = ConfigValueKind;
+
+template <typename T>
+KeyEntry member(const char* name, K kind, T TrainConfig::*field, const char* help) {
+  return {{name, kind, help},
+          [field, name](TrainConfig& c, const Value& v) {
+            if constexpr (std::is_same_v<T, uint64_t>) {
+              const int64_t i = std::get<int64_t>(v);
+              if (i < 0) MT_THROW(ValueError, "--", name, " must be >= 0, got ", i);
+              c.*field = static_cast<uint64_t>(i);
+            } else {
+              c.*field = std::get<T>(v);
+            }
+          },
+          [field](const TrainConfig& c) { return nlohmann::json(c.*field); }};
+}
+
+template <typename T>
+KeyEntry optional_member(const char* name, K kind, std::optional<T> TrainConfig::*field, const char* help) {
+  return {{name, kind, help},
+          [field](TrainConfig& c, const Value& v) { c.*field = std::get<T>(v); },
+          [field](const TrainConfig& c) {
+            return (c.*field).has_value() ? nlohmann::json(*(c.*field)) : nlohmann::json(nullptr);
+          }};
+}
+
+std::vector<KeyEntry> make_table() {
+  std::vector<KeyEntry> t;
+  t.push_back(member("model", K::String, &TrainConfig::model, "mlp:IN,H1,...,OUT"));
+  t.push_back(member("activation", K::String, &TrainConfig::activation,
+                     "relu | gelu | gelu_tanh | tanh | sigmoid"));
+  t.push_back(member("data", K::String, &TrainConfig::data, "synthetic[:N] | X.npy | T.csv"));
+  t.push_back(member("targets", K::String, &TrainConfig::targets, "Y.npy (with --data X.npy)"));
+  t.push_back(member("target-columns", K::StringList, &TrainConfig::target_columns,
+                     "a,b: target columns of a CSV (every other column is a feature)"));
+  t.push_back(member("optimizer", K::String, &TrainConfig::optimizer, "sgd | adam | adamw"));
+  t.push_back(member("lr", K::Float, &TrainConfig::lr, "learning rate"));
+  t.push_back(member("momentum", K::Float, &TrainConfig::momentum, "sgd momentum"));
+  t.push_back(member("nesterov", K::Bool, &TrainConfig::nesterov, "sgd: Nesterov momentum"));
+  t.push_back(optional_member("weight-decay", K::Float, &TrainConfig::weight_decay,
+                     "L2 (sgd, adam) or decoupled (adamw) decay; default 0, adamw 0.01"));
+  t.push_back({{"betas", K::FloatPair, "B1,B2 (adam, adamw)"},
+               [](TrainConfig& c, const Value& v) {
+                 std::tie(c.beta1, c.beta2) = std::get<std::pair<double, double>>(v);
+               },
+               [](const TrainConfig& c) { return nlohmann::json::array({c.beta1, c.beta2}); }});
+  t.push_back(member("eps", K::Float, &TrainConfig::eps, "adam, adamw: added to sqrt(v)"));
+  t.push_back(member("amsgrad", K::Bool, &TrainConfig::amsgrad, "adam, adamw: AMSGrad"));
+  t.push_back(member("schedule", K::String, &TrainConfig::schedule, "none | step | cosine"));
+  t.push_back(member("warmup-steps", K::Int, &TrainConfig::warmup_steps, "linear lr warm-up"));
+  t.push_back(member("step-size", K::Int, &TrainConfig::step_size, "step schedule: steps per decay"));
+  t.push_back(member("gamma", K::Float, &TrainConfig::gamma, "step schedule: decay factor"));
+  t.push_back(member("clip-grad-norm", K::Float, &TrainConfig::clip_grad_norm,
+                     "clip the global gradient norm (0: off)"));
+  t.push_back(member("grad-accum", K::Int, &TrainConfig::grad_accum, "batches per optimizer step"));
+  t.push_back(member("batch-size", K::Int, &TrainConfig::batch_size, "rows per batch"));
+  t.push_back(optional_member("epochs", K::Int, &TrainConfig::epochs, "passes over the data"));
+  t.push_back(optional_member("steps", K::Int, &TrainConfig::steps, "optimizer steps (instead of --epochs)"));
+  t.push_back(member("shuffle", K::Bool, &TrainConfig::shuffle, "shuffle rows every epoch"));
+  t.push_back(member("seed", K::Int, &TrainConfig::seed, "seeds init, data and shuffling"));
+  t.push_back(member("device", K::String, &TrainConfig::device, "auto | cpu | cuda | cuda:N"));
+  t.push_back(member("threads", K::Int, &TrainConfig::threads, "CPU threads (0: all cores)"));
+  t.push_back(member("init", K::String, &TrainConfig::init, "initial weights (.safetensors)"));
+  t.push_back(member("save", K::String, &TrainConfig::save, "final weights (.safetensors)"));
+  t.push_back(member("checkpoint-dir", K::String, &TrainConfig::checkpoint_dir,
+                     "where checkpoint.safetensors is kept"));
+  t.push_back(member("checkpoint-every", K::Int, &TrainConfig::checkpoint_every,
+                     "steps between checkpoints (0: only at the end)"));
+  t.push_back(member("resume", K::Bool, &TrainConfig::resume, "continue from --checkpoint-dir"));
+  t.push_back(member("log", K::String, &TrainConfig::log, "metrics.jsonl: one JSON line per step"));
+  t.push_back(member("progress", K::String, &TrainConfig::progress,
+                     "auto | bar | lines | none (auto: a bar on a terminal, else lines)"));
+  t.push_back(member("parallel", K::String, &TrainConfig::parallel,
+                     "none (dp, ddp, mp: not yet supported)"));
+  t.push_back(member("replicas", K::Int, &TrainConfig::replicas, "with --parallel (not yet supported)"));
+  t.push_back(member("devices", K::String, &TrainConfig::devices, "with --parallel (not yet supported)"));
+  t.push_back(member("stages", K::Int, &TrainConfig::stages, "with --parallel mp (not yet supported)"));
+  t.push_back(member("micro-batches", K::Int, &TrainConfig::micro_batches,
+                     "with --parallel mp (not yet supported)"));
+  return t;
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string normalise(std::string name) {
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
+}  // namespace
+
+const std::vector<KeyEntry>& key_table() {
+  static const std::vector<KeyEntry> table = make_table();
+  return table;
+}
+
+const KeyEntry* find_key(const std::string& name) {
+  const std::string n = normalise(name);
+  for (const KeyEntry& e : key_table())
+    if (n == e.key.name) return &e;
+  return nullptr;
+}
+
+std::string closest_key(const std::string& name) {
+  // Names people reach for first (torch's argument names, other trainers' flags) and the key
+  // they mean; misspellings of them are caught by the edit distance too.
+  static const std::vector<std::pair<std::string, std::string>> aliases = {
+      {"learning-rate", "lr"},   {"batch", "batch-size"},    {"epoch", "epochs"},
+      {"max-steps", "steps"},    {"optim", "optimizer"},     {"act", "activation"},
+      {"max-grad-norm", "clip-grad-norm"}, {"accumulate", "grad-accum"}, {"weights", "init"},
+      {"output", "save"},        {"num-threads", "threads"}, {"warmup", "warmup-steps"}};
+  const std::string n = normalise(name);
+  std::string best;
+  std::size_t best_d = 3;  // farther than this is no hint
+  for (const KeyEntry& e : key_table()) {
+    const std::size_t d = edit_distance(n, e.key.name);
+    if (d < best_d) best_d = d, best = e.key.name;
+  }
+  for (const auto& [alias, key] : aliases) {
+    const std::size_t d = edit_distance(n, alias);
+    if (d < best_d) best_d = d, best = key;
+  }
+  return best;
+}
+
+const char* kind_name(ConfigValueKind kind) {
+  switch (kind) {
+    case K::Bool: return "true or false";
+    case K::Int: return "an integer";
+    case K::Float: return "a number";
+    case K::String: return "a string";
+    case K::FloatPair: return "two numbers (B1,B2)";
+    case K::StringList: return "a list of names";
+  }
+  return "?";
+}
+
+}  // namespace config_detail
+
+namespace {
+
+using config_detail::Value;
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) parts.push_back(item);
+  if (!text.empty() && text.back() == ',') parts.push_back("");
+  return parts;
+}
+
+bool parse_double(const std::string& s, double& out) {
+  if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) return false;
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size() && errno != ERANGE;
+}
+
+bool parse_int(const std::string& s, int64_t& out) {
+  if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) return false;
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  out = v;
+  return end == s.c_str() + s.size() && errno != ERANGE;
+}
+
+Value parse_text(const config_detail::KeyEntry& e, const std::string& text) {
+  const auto bad = [&]() -> Value {
+    MT_THROW(ValueError, "--", e.key.name, " expects ", config_detail::kind_name(e.key.kind), ", got '",
+             text, "'");
+  };
+  switch (e.key.kind) {
+    case ConfigValueKind::Bool:
+      if (text == "true" || text == "1" || text == "on" || text.empty()) return true;
+      if (text == "false" || text == "0" || text == "off") return false;
+      return bad();
+    case ConfigValueKind::Int: {
+      int64_t v = 0;
+      if (!parse_int(text, v)) return bad();
+      return v;
+    }
+    case ConfigValueKind::Float: {
+      double v = 0;
+      if (!parse_double(text, v)) return bad();
+      return v;
+    }
+    case ConfigValueKind::String: return text;
+    case ConfigValueKind::FloatPair: {
+      const std::vector<std::string> parts = split_commas(text);
+      double a = 0, b = 0;
+      if (parts.size() != 2 || !parse_double(parts[0], a) || !parse_double(parts[1], b)) return bad();
+      return std::make_pair(a, b);
+    }
+    case ConfigValueKind::StringList: {
+      std::vector<std::string> parts = split_commas(text);
+      for (const std::string& p : parts)
+        if (p.empty())
+          MT_THROW(ValueError, "--", e.key.name, ": empty name in '", text, "' (expected a,b,...)");
+      return parts;
+    }
+  }
+  return bad();
+}
+
+}  // namespace
+
+const std::vector<ConfigKey>& config_keys() {
+  static const std::vector<ConfigKey> keys = [] {
+    std::vector<ConfigKey> k;
+    for (const auto& e : config_detail::key_table()) k.push_back(e.key);
+    return k;
+  }();
+  return keys;
+}
+
+bool find_config_key(const std::string& name) { return config_detail::find_key(name) != nullptr; }
+std::string closest_config_key(const std::string& name) { return config_detail::closest_key(name); }
+
+void set_config_value(TrainConfig& config, const std::string& key, const std::string& text) {
+  const config_detail::KeyEntry* e = config_detail::find_key(key);
+  if (e == nullptr) {
+    const std::string hint = config_detail::closest_key(key);
+    MT_THROW(ValueError, "unknown option --", key, hint.empty() ? "" : " (did you mean --" + hint + "?)");
+  }
+  e->set(config, parse_text(*e, text));
+}
+
+std::string config_to_json(const TrainConfig& config) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& e : config_detail::key_table()) j[e.key.name] = e.get(config);
+  return j.dump();
+}
+
+}  // namespace minitrain

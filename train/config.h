@@ -1,0 +1,101 @@
+#pragma once
+// The settings of one training run: every flag of `minitrain train`, with the defaults that make
+// a bare `minitrain train` learn the built-in synthetic regression in a few seconds. A TOML file
+// (`--config FILE`) sets the same keys as the command line (the long flag names, "batch-size"),
+// and flags given on the command line override it.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace minitrain {
+
+struct TrainConfig {
+  // ---- model ----
+  std::string model = "mlp:4,64,64,1";   ///< mlp:IN,H1,...,OUT
+  std::string activation = "relu";       ///< relu | gelu | gelu_tanh | tanh | sigmoid
+  // ---- data ----
+  std::string data = "synthetic";        ///< synthetic[:N] | X.npy (with targets) | T.csv
+  std::string targets;                   ///< Y.npy, with an X.npy data file
+  std::vector<std::string> target_columns;  ///< with a .csv data file
+  // ---- optimizer ----
+  std::string optimizer = "adam";        ///< sgd | adam | adamw
+  double lr = 3e-3;
+  double momentum = 0.0;                 ///< sgd
+  bool nesterov = false;                 ///< sgd
+  std::optional<double> weight_decay;    ///< unset: the optimizer's default (0; adamw 0.01)
+  double beta1 = 0.9, beta2 = 0.999;     ///< adam, adamw ("betas")
+  double eps = 1e-8;                     ///< adam, adamw
+  bool amsgrad = false;                  ///< adam, adamw
+  // ---- schedule, clipping, accumulation ----
+  std::string schedule = "none";         ///< none | step | cosine
+  int64_t warmup_steps = 0;              ///< linear warm-up before the schedule
+  int64_t step_size = 0;                 ///< step: decay every step_size steps (required)
+  double gamma = 0.1;                    ///< step: the decay factor
+  double clip_grad_norm = 0.0;           ///< 0: no clipping
+  int64_t grad_accum = 1;                ///< batches per optimizer step
+  // ---- loop ----
+  int64_t batch_size = 64;
+  std::optional<int64_t> epochs;         ///< neither epochs nor steps: kDefaultEpochs
+  std::optional<int64_t> steps;          ///< optimizer steps
+  bool shuffle = true;
+  uint64_t seed = 0;
+  std::string device = "auto";           ///< auto | cpu | cuda | cuda:N
+  int64_t threads = 0;                   ///< CPU threads; 0: the default (cores)
+  // ---- files ----
+  std::string init;                      ///< initial weights (.safetensors)
+  std::string save;                      ///< final weights (.safetensors), written at the end
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;          ///< steps; 0: only at the end of the run
+  bool resume = false;                   ///< continue from checkpoint_dir's checkpoint
+  std::string log;                       ///< metrics, one JSON object per line per step
+  std::string progress = "auto";         ///< auto | bar | lines | none
+  // ---- parallelism (a later issue: only "none" for now) ----
+  std::string parallel = "none";
+  int64_t replicas = 0, stages = 0, micro_batches = 0;
+  std::string devices;
+};
+
+/// Epochs when neither --epochs nor --steps is given.
+inline constexpr int64_t kDefaultEpochs = 8;
+
+/// One settable key: its name (the long flag without dashes) and the type of its value.
+enum class ConfigValueKind { Bool, Int, Float, String, FloatPair, StringList };
+struct ConfigKey {
+  const char* name;      ///< "batch-size"
+  ConfigValueKind kind;
+  const char* help;      ///< one line for --help
+};
+/// Every key, in the order --help lists them. "no-shuffle" is the command line's negation of
+/// "shuffle" and is not a key of its own.
+const std::vector<ConfigKey>& config_keys();
+
+/// Whether `name` ('_' read as '-') is a key; the known key closest to it ("lr" for
+/// "lerning-rate"), or "" when none is close: for "did you mean" hints.
+bool find_config_key(const std::string& name);
+std::string closest_config_key(const std::string& name);
+
+/// Sets `key` from its command-line text ("3e-4", "0.9,0.999", "a,b"; booleans "true"/"false").
+/// ValueError naming the flag and the text when it does not parse or the key does not exist.
+void set_config_value(TrainConfig& config, const std::string& key, const std::string& text);
+
+/// Sets the keys a TOML document gives. Keys may be spelled with '-' or '_'. An unknown key, a
+/// value of the wrong type or a TOML syntax error is a ValueError naming `source` (the file
+/// name), the line and the key; nothing is set then. Relative paths in file keys (data, targets,
+/// init, save, checkpoint-dir, log) are taken relative to `base_dir` when it is not empty.
+void apply_toml_config(TrainConfig& config, const std::string& toml_text, const std::string& source,
+                       const std::string& base_dir = "");
+/// The same for a file, with paths relative to the file's directory (so a config file and its
+/// data move together); IoError when it cannot be read.
+void apply_toml_config_file(TrainConfig& config, const std::string& path);
+
+/// Checks every value and every combination (epochs and steps both given, targets without .npy
+/// data, an lr < 0, ...); the first problem is a ValueError naming the flag and what to do.
+/// Does not touch the file system.
+void validate(const TrainConfig& config);
+
+/// The config as a JSON object (keys as in TOML), stored in checkpoints.
+std::string config_to_json(const TrainConfig& config);
+
+}  // namespace minitrain

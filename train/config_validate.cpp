@@ -1,0 +1,145 @@
+// The checks a run's settings must pass before anything is read or written: one message per
+// problem, naming the flag and what to do about it.
+
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "train/config.h"
+
+namespace minitrain {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void check_finite(const char* flag, double v) {
+  if (!std::isfinite(v)) MT_THROW(ValueError, "--", flag, " must be a finite number, got ", v);
+}
+
+void check_at_least(const char* flag, int64_t v, int64_t lo) {
+  if (v < lo) MT_THROW(ValueError, "--", flag, " must be >= ", lo, ", got ", v);
+}
+
+void check_one_of(const char* flag, const std::string& v, std::initializer_list<const char*> names) {
+  std::string list;
+  for (const char* n : names) {
+    if (v == n) return;
+    list += list.empty() ? n : std::string(", ") + n;
+  }
+  MT_THROW(ValueError, "--", flag, ": unknown value '", v, "' (choose one of: ", list, ")");
+}
+
+void validate_data(const TrainConfig& c) {
+  const bool synthetic = c.data == "synthetic" || c.data.rfind("synthetic:", 0) == 0;
+  const bool npy = ends_with(c.data, ".npy");
+  const bool csv = ends_with(c.data, ".csv");
+  if (!synthetic && !npy && !csv)
+    MT_THROW(ValueError, "--data '", c.data,
+             "': expected synthetic[:N], a features file X.npy (with --targets Y.npy), or a table T.csv "
+             "(with --target-columns)");
+  if (synthetic && c.data != "synthetic") {
+    const std::string n = c.data.substr(10);
+    char* end = nullptr;
+    const long long rows = std::strtoll(n.c_str(), &end, 10);
+    if (n.empty() || end != n.c_str() + n.size() || rows < 1)
+      MT_THROW(ValueError, "--data '", c.data, "': the row count after 'synthetic:' must be a positive integer");
+  }
+  if (!c.targets.empty() && !npy)
+    MT_THROW(ValueError, "--targets is for .npy data (--data X.npy --targets Y.npy), but --data is '", c.data, "'");
+  if (npy && c.targets.empty())
+    MT_THROW(ValueError, "--data ", c.data, " needs --targets Y.npy (the targets, one row per row of ", c.data, ")");
+  if (!c.target_columns.empty() && !csv)
+    MT_THROW(ValueError, "--target-columns is for .csv data, but --data is '", c.data, "'");
+  if (csv && c.target_columns.empty())
+    MT_THROW(ValueError, "--data ", c.data, " needs --target-columns NAME[,NAME...] (the columns to predict)");
+}
+
+void validate_optimizer(const TrainConfig& c) {
+  check_one_of("optimizer", c.optimizer, {"sgd", "adam", "adamw"});
+  check_finite("lr", c.lr);
+  if (c.lr < 0) MT_THROW(ValueError, "--lr must be >= 0, got ", c.lr);
+  check_finite("momentum", c.momentum);
+  if (c.weight_decay) {
+    check_finite("weight-decay", *c.weight_decay);
+    if (*c.weight_decay < 0) MT_THROW(ValueError, "--weight-decay must be >= 0, got ", *c.weight_decay);
+  }
+  check_finite("eps", c.eps);
+  const bool sgd = c.optimizer == "sgd";
+  if (sgd) {
+    if (c.momentum < 0) MT_THROW(ValueError, "--momentum must be >= 0, got ", c.momentum);
+    if (c.nesterov && c.momentum <= 0)
+      MT_THROW(ValueError, "--nesterov needs --momentum > 0 (as torch.optim.SGD requires)");
+    if (c.beta1 != 0.9 || c.beta2 != 0.999 || c.eps != 1e-8 || c.amsgrad)
+      MT_THROW(ValueError, "--betas, --eps and --amsgrad apply to adam and adamw, not to --optimizer sgd");
+  } else {
+    if (c.momentum != 0 || c.nesterov)
+      MT_THROW(ValueError, "--momentum and --nesterov apply to --optimizer sgd, not to ", c.optimizer,
+               " (adam's momentum is --betas B1,B2)");
+    for (double b : {c.beta1, c.beta2})
+      if (!(b >= 0 && b < 1)) MT_THROW(ValueError, "--betas must each be in [0, 1), got ", c.beta1, ",", c.beta2);
+    if (c.eps < 0) MT_THROW(ValueError, "--eps must be >= 0, got ", c.eps);
+  }
+}
+
+void validate_schedule(const TrainConfig& c) {
+  check_one_of("schedule", c.schedule, {"none", "step", "cosine"});
+  check_at_least("warmup-steps", c.warmup_steps, 0);
+  if (c.schedule == "step") {
+    if (c.step_size < 1)
+      MT_THROW(ValueError, "--schedule step needs --step-size N >= 1 (decay the lr every N steps), got ",
+               c.step_size);
+    check_finite("gamma", c.gamma);
+    if (c.gamma <= 0) MT_THROW(ValueError, "--gamma must be > 0, got ", c.gamma);
+  }
+  check_finite("clip-grad-norm", c.clip_grad_norm);
+  if (c.clip_grad_norm < 0)
+    MT_THROW(ValueError, "--clip-grad-norm must be > 0 (or 0 for no clipping), got ", c.clip_grad_norm);
+  check_at_least("grad-accum", c.grad_accum, 1);
+}
+
+void validate_loop_and_files(const TrainConfig& c) {
+  check_at_least("batch-size", c.batch_size, 1);
+  if (c.epochs && c.steps)
+    MT_THROW(ValueError, "--epochs and --steps both given (", *c.epochs, " and ", *c.steps,
+             "): give one, the run length is either");
+  if (c.epochs) check_at_least("epochs", *c.epochs, 1);
+  if (c.steps) check_at_least("steps", *c.steps, 1);
+  check_at_least("threads", c.threads, 0);
+  check_at_least("checkpoint-every", c.checkpoint_every, 0);
+  if (c.checkpoint_every > 0 && c.checkpoint_dir.empty())
+    MT_THROW(ValueError, "--checkpoint-every needs --checkpoint-dir DIR (where to keep the checkpoint)");
+  if (c.resume && c.checkpoint_dir.empty())
+    MT_THROW(ValueError, "--resume needs --checkpoint-dir DIR (the directory of the run to continue)");
+  if (!c.save.empty() && !ends_with(c.save, ".safetensors"))
+    MT_THROW(ValueError, "--save '", c.save, "': weights are written as .safetensors; name the file *.safetensors");
+  check_one_of("progress", c.progress, {"auto", "bar", "lines", "none"});
+}
+
+void validate_parallel(const TrainConfig& c) {
+  if (c.parallel != "none") {
+    check_one_of("parallel", c.parallel, {"none", "dp", "ddp", "mp"});
+    MT_THROW(ValueError, "--parallel ", c.parallel,
+             " is not yet supported in this version of minitrain (only --parallel none)");
+  }
+  if (c.replicas != 0 || c.stages != 0 || c.micro_batches != 0 || !c.devices.empty())
+    MT_THROW(ValueError,
+             "--replicas, --devices, --stages and --micro-batches go with --parallel dp|ddp|mp, which is not "
+             "yet supported in this version of minitrain");
+}
+
+}  // namespace
+
+void validate(const TrainConfig& c) {
+  if (c.model.rfind("mlp:", 0) != 0)
+    MT_THROW(ValueError, "--model '", c.model, "': expected mlp:IN,H1,...,OUT (e.g. mlp:8,64,64,1)");
+  check_one_of("activation", c.activation, {"relu", "gelu", "gelu_tanh", "tanh", "sigmoid"});
+  validate_data(c);
+  validate_optimizer(c);
+  validate_schedule(c);
+  validate_loop_and_files(c);
+  validate_parallel(c);
+}
+
+}  // namespace minitrain

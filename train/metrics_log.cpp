@@ -1,0 +1,70 @@
+// JSON-lines metrics. A resumed run first drops the lines of steps the checkpoint does not cover
+// (a run that died after its last checkpoint logged them), so the log reads as one run.
+
+#include "train/metrics_log.h"
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+
+namespace minitrain {
+namespace {
+
+bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
+
+// The existing log's lines for steps <= last_step; IoError naming the line if one is not JSON.
+std::string kept_lines(const std::string& path, int64_t last_step) {
+  std::istringstream in(read_file_bytes(path));
+  std::string line, kept;
+  int64_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer())
+      MT_THROW(IoError, "--log ", path, ":", number,
+               ": not a metrics line (no integer \"step\"); give a new --log file to resume with");
+    if (j["step"].get<int64_t>() <= last_step) kept += line + "\n";
+  }
+  return kept;
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& path, int64_t continue_after_step) : path_(path) {
+  std::ios::openmode mode = std::ios::out | std::ios::trunc;
+  if (continue_after_step >= 0 && file_exists(path)) {
+    write_file_atomically(path, kept_lines(path, continue_after_step));
+    mode = std::ios::out | std::ios::app;
+  }
+  out_.open(path, mode);
+  if (!out_) MT_THROW(IoError, "cannot write the metrics log '", path, "': ", std::strerror(errno));
+}
+
+std::string metrics_json_line(const StepStats& s) {
+  nlohmann::ordered_json j;
+  j["step"] = s.step;
+  j["epoch"] = s.epoch;
+  j["loss"] = s.loss;
+  j["lr"] = s.lr;
+  j["step_ms"] = s.step_ms;
+  j["samples_per_s"] = s.samples_per_s;
+  if (s.grad_norm >= 0) j["grad_norm"] = s.grad_norm;
+  j["device"] = s.device;
+  j["memory_in_use_bytes"] = s.memory_in_use;
+  j["memory_peak_bytes"] = s.memory_peak;
+  return j.dump();
+}
+
+void MetricsLog::write(const StepStats& stats) {
+  out_ << metrics_json_line(stats) << '\n';
+  out_.flush();
+  if (!out_) MT_THROW(IoError, "cannot write the metrics log '", path_, "' (disk full?)");
+}
+
+}  // namespace minitrain

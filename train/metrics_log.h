@@ -1,0 +1,31 @@
+#pragma once
+// Metrics as JSON lines: one object per optimizer step,
+//   {"step":1,"epoch":1,"loss":0.52,"lr":0.003,"step_ms":0.41,"samples_per_s":156000,
+//    "device":"cpu","memory_in_use_bytes":123456,"memory_peak_bytes":234567}
+// flushed line by line, so a run that stops keeps every step it finished.
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "train/step_stats.h"
+
+namespace minitrain {
+
+class MetricsLog {
+ public:
+  /// Starts `path` afresh, or (continue_after_step >= 0, for a resumed run) keeps its lines up to
+  /// and including that step and appends after them. IoError when the file cannot be written.
+  explicit MetricsLog(const std::string& path, int64_t continue_after_step = -1);
+  void write(const StepStats& stats);
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+/// One log line (without the newline).
+std::string metrics_json_line(const StepStats& stats);
+
+}  // namespace minitrain

@@ -1,0 +1,115 @@
+// The progress bar and its plain-line fallback. Rates are averages since the run started, so
+// the ETA settles instead of jumping with each step's time.
+
+#include "train/progress.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace minitrain {
+namespace {
+
+constexpr int kBarWidth = 24;
+constexpr double kRedrawSeconds = 0.1;  // a terminal redrawn more often only flickers
+constexpr int64_t kLinesPerRun = 10;
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string general(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+ProgressMode parse_progress_mode(const std::string& name) {
+  if (name == "bar") return ProgressMode::Bar;
+  if (name == "lines") return ProgressMode::Lines;
+  if (name == "none") return ProgressMode::None;
+  if (name == "auto") return isatty(STDERR_FILENO) ? ProgressMode::Bar : ProgressMode::Lines;
+  MT_THROW(ValueError, "--progress: unknown value '", name, "' (choose one of: auto, bar, lines, none)");
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const int64_t s = static_cast<int64_t>(std::llround(seconds));
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
+                  static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
+  return buf;
+}
+
+Progress::Progress(std::ostream& out, ProgressMode mode, int64_t first_step, int64_t total_steps)
+    : out_(out),
+      mode_(mode),
+      first_step_(first_step),
+      total_steps_(total_steps),
+      every_(std::max<int64_t>(1, (total_steps - first_step + 1) / kLinesPerRun)),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
+
+bool Progress::due(int64_t step) const {
+  return step == first_step_ || step == total_steps_ || (step - first_step_ + 1) % every_ == 0;
+}
+
+std::string Progress::eta(int64_t step) const {
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double done = static_cast<double>(step - first_step_ + 1);
+  return format_duration(elapsed / done * static_cast<double>(total_steps_ - step));
+}
+
+void Progress::update(const StepStats& s) {
+  if (mode_ == ProgressMode::None) return;
+  const auto now = std::chrono::steady_clock::now();
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  const double steps_per_s = elapsed > 0 ? static_cast<double>(s.step - first_step_ + 1) / elapsed : 0.0;
+
+  if (mode_ == ProgressMode::Lines) {
+    if (!due(s.step)) return;
+    const int64_t percent = total_steps_ > 0 ? s.step * 100 / total_steps_ : 100;
+    out_ << "step " << s.step << "/" << total_steps_ << " (" << percent << "%)  epoch " << s.epoch
+         << "  loss " << general(s.loss, 6) << "  lr " << general(s.lr, 4) << "  "
+         << fixed(s.samples_per_s, 0) << " samples/s  ETA " << eta(s.step) << "\n";
+    out_.flush();
+    return;
+  }
+
+  // Bar: redraw at most every kRedrawSeconds, and always for the last step.
+  if (s.step != total_steps_ && std::chrono::duration<double>(now - last_draw_).count() < kRedrawSeconds &&
+      open_line_)
+    return;
+  last_draw_ = now;
+  const double fraction = total_steps_ > 0 ? static_cast<double>(s.step) / total_steps_ : 1.0;
+  const int filled = static_cast<int>(fraction * kBarWidth);
+  std::ostringstream line;
+  line << "\r[" << std::string(filled, '#') << std::string(kBarWidth - filled, '.') << "] " << s.step << "/"
+       << total_steps_ << "  loss " << general(s.loss, 5) << "  " << fixed(steps_per_s, 0) << " steps/s  ETA "
+       << eta(s.step) << "\x1b[K";  // erase what a longer previous line left
+  out_ << line.str();
+  out_.flush();
+  open_line_ = true;
+}
+
+void Progress::finish() {
+  if (open_line_) {
+    out_ << "\n";
+    out_.flush();
+    open_line_ = false;
+  }
+}
+
+}  // namespace minitrain

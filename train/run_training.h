@@ -1,0 +1,32 @@
+#pragma once
+// Everything `minitrain train` does once its flags are parsed: check the settings, read the data,
+// build model and optimizer, train, write the final weights. Every input is checked before the
+// first step, and the files a run writes at its end (--save) are written only by a run that
+// finished, atomically: a failed run never replaces them.
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "train/config.h"
+#include "train/trainer.h"
+
+namespace minitrain {
+
+struct TrainReport {
+  TrainSummary summary;
+  int64_t total_steps = 0;
+  int64_t resumed_from_step = -1;  ///< -1: a fresh run
+  std::string device;
+  std::string saved;               ///< --save, when written
+};
+
+/// `info` gets a line on what is trained where, and where results went; `progress` the progress
+/// display (a bar or lines, per config.progress). Throws the library's typed errors.
+TrainReport run_training(const TrainConfig& config, std::ostream& info, std::ostream& progress);
+
+/// Rows of "synthetic[:N]" (8192 when N is not given).
+int64_t synthetic_rows(const std::string& data_spec);
+inline constexpr int64_t kDefaultSyntheticRows = 8192;
+
+}  // namespace minitrain

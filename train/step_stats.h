@@ -1,0 +1,24 @@
+#pragma once
+// What one optimizer step reports: to the metrics log, the progress display and callbacks.
+
+#include <cstdint>
+#include <string>
+
+namespace minitrain {
+
+struct StepStats {
+  int64_t step = 0;            ///< from 1
+  int64_t total_steps = 0;     ///< the step the run ends at
+  int64_t epoch = 0;           ///< from 1: the epoch of the step's first batch
+  double loss = 0.0;           ///< mean loss of the step's batches, before the update
+  double lr = 0.0;             ///< the rate this step used
+  double step_ms = 0.0;        ///< wall time of the step (forward, backward, update)
+  int64_t samples = 0;         ///< rows in the step's batches
+  double samples_per_s = 0.0;  ///< samples / step time
+  double grad_norm = -1.0;     ///< before clipping; < 0 when not clipping
+  std::string device;          ///< "cpu", "cuda:0"
+  uint64_t memory_in_use = 0;  ///< device allocator bytes after the step
+  uint64_t memory_peak = 0;
+};
+
+}  // namespace minitrain

@@ -1,0 +1,115 @@
+#pragma once
+// The training loop, for the `minitrain train` command and for programs that use the library:
+//
+//   auto model = make_mlp({8, 64, 1}, Activation::ReLU, gen);
+//   auto opt = make_optimizer({"adam", 1e-3}, model->named_parameters());
+//   DataLoader loader(dataset, {/*batch_size=*/64});
+//   TrainerOptions o;  o.total_steps = 1000;
+//   Trainer(*model, *opt, loader, o).run();
+//
+// One step: set the scheduled lr, zero the gradients, then for each of grad_accum batches
+// forward, MSE loss, backward (the loss gradient scaled by 1/batches, as dividing the loss in
+// torch), then clip, check the loss is finite, and update. The loss reported for a step is the
+// mean of its batches' losses, computed before the update. Steps count from 1.
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/error.h"
+#include "core/generator.h"
+#include "data/data_loader.h"
+#include "nn/module.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "train/checkpoint.h"
+#include "train/metrics_log.h"
+#include "train/progress.h"
+#include "train/step_stats.h"
+
+namespace minitrain {
+
+/// The loss (or, at a checkpoint, a weight) stopped being finite: the run stops there.
+class NonFiniteError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct TrainerOptions {
+  int64_t total_steps = 0;        ///< the run ends after this step (>= 1)
+  int64_t grad_accum = 1;         ///< batches per optimizer step
+  /// The data ends after this many batches (an --epochs run whose last step has fewer than
+  /// grad_accum batches left); 0: total_steps * grad_accum.
+  int64_t total_batches = 0;
+  double clip_grad_norm = 0.0;    ///< 0: no clipping
+  std::shared_ptr<const LRSchedule> schedule;  ///< null: the optimizer's lr throughout
+  std::string checkpoint_dir;     ///< empty: no checkpoints
+  int64_t checkpoint_every = 0;   ///< steps; the run's last step is always checkpointed
+  std::map<std::string, std::string> checkpoint_metadata;  ///< extra, e.g. {"config": json}
+  Generator* generator = nullptr; ///< its state is saved in and restored from checkpoints
+  MetricsLog* log = nullptr;
+  Progress* progress = nullptr;
+  std::function<void(const StepStats&)> on_step;  ///< after each step (and its log line)
+};
+
+struct TrainSummary {
+  int64_t first_step = 0, last_step = 0;  ///< the steps this run() took; first > last: none
+  double first_loss = std::numeric_limits<double>::quiet_NaN();
+  double last_loss = std::numeric_limits<double>::quiet_NaN();
+  double seconds = 0.0;
+  int64_t samples = 0;
+  std::string last_checkpoint;            ///< the checkpoint written last, if any
+};
+
+/// Steps for `epochs` passes over the data: ceil(epochs * batches_per_epoch / grad_accum).
+int64_t steps_for_epochs(int64_t epochs, int64_t batches_per_epoch, int64_t grad_accum);
+
+class Trainer {
+ public:
+  /// The model, optimizer and loader must outlive the trainer; the model is on the loader's device.
+  Trainer(Module& model, Optimizer& optimizer, DataLoader& loader, TrainerOptions options);
+
+  /// Restores model, optimizer, RNG and data position from a checkpoint; run() then continues
+  /// from the step after it, with the batches an uninterrupted run would have seen.
+  void resume(const std::string& checkpoint_path);
+
+  /// Trains from the current step to options.total_steps. Throws NonFiniteError when the loss
+  /// (or a weight at a checkpoint) is not finite, after logging the step; the last checkpoint
+  /// written is then the last good one.
+  TrainSummary run();
+
+  /// Writes a checkpoint of the current state now (atomically); NonFiniteError when a weight is
+  /// not finite, without writing.
+  void save_checkpoint(const std::string& path);
+
+  /// Where steps are reported from the next run() on (null: nowhere). Lets a caller open the log
+  /// only once resume() has said which step the run continues after.
+  void set_log(MetricsLog* log) noexcept { options_.log = log; }
+  void set_progress(Progress* progress) noexcept { options_.progress = progress; }
+
+  int64_t step() const noexcept { return step_; }  ///< steps completed
+  int64_t batches_seen() const noexcept { return batches_seen_; }
+  const TrainerOptions& options() const noexcept { return options_; }
+
+ private:
+  StepStats train_step();
+  int64_t batches_for_step(int64_t step) const;
+  CheckpointPosition position() const;
+
+  Module& model_;
+  Optimizer& optimizer_;
+  DataLoader& loader_;
+  TrainerOptions options_;
+  Device device_;
+  int64_t step_ = 0;
+  int64_t batches_seen_ = 0;
+  std::string last_checkpoint_;
+};
+
+/// Throws NonFiniteError naming the first parameter with a NaN or infinite value.
+void check_parameters_finite(Module& model, const std::string& when);
+
+}  // namespace minitrain
