@@ -67,4 +67,4 @@ for preset in "${presets[@]}"; do
   log "building preset '$preset' with $jobs jobs"
   cmake --build --preset "$preset" --parallel "$jobs"
 done
-log "done: build/release/tools/minitrain info"
+log "done: build/release/tools/minitrain train  (or: info, predict, --help)"
