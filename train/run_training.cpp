@@ -148,6 +148,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
 
   Generator gen(c.seed);
   std::unique_ptr<Sequential> model = make_mlp(sizes, activation, gen, device);
+  model->set_needs_input_grad(false);  // the input is data: skip the first layer's dx GEMM, as torch does
   if (!c.init.empty()) with_flag_context("--init", [&] { load_weights(c.init, *model); });
 
   OptimizerConfig oc;
