@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CPU training step, minitrain vs PyTorch, same models, same threads, same machine, one run:
-# for each case (optimizer, batch, width) runs build/bench/minitrain_train_step_bench (median of
+# for each case (optimizer, batch, width) runs BUILD_DIR/bench/minitrain_train_step_bench (median of
 # repetitions, JSON) and then bench/torch_train_step.py (median of repeats) back to back, so both
 # sides of a ratio see the same machine conditions, and prints minitrain time / torch time as a
 # markdown table (below 1 = minitrain faster).
@@ -16,12 +16,12 @@
 # script's children) and reruns the case, up to 3 times, when that exceeds 5% of the machine. The
 # table shows the share that remained ("others").
 #
-#   bench/compare_train_step.sh [BUILD_DIR (default build)] [THREADS (default 2)] [REPS (default 5)]
+#   bench/compare_train_step.sh [BUILD_DIR (default build/release)] [THREADS (default 2)] [REPS (default 5)]
 #   PYTHON=/usr/bin/python3 (a Python with torch); CASES="sgd/w64/b256 ..." to run a subset;
 #   MAX_WAIT_S=1200 (total time to wait for idle CPUs)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-build="${1:-build}"
+build="${1:-build/release}"
 threads="${2:-2}"
 reps="${3:-5}"
 python="${PYTHON:-/usr/bin/python3}"

@@ -10,6 +10,8 @@
 
 #include <Eigen/Core>
 #include <benchmark/benchmark.h>
+
+#include "bench/bench_threads.h"
 #include <cblas.h>
 
 #include <algorithm>
@@ -192,15 +194,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
 
 int main(int argc, char** argv) {
   // --threads=N sets both libraries' thread count (default: minitrain's default, the cores).
-  int threads = minitrain::num_threads();
-  std::vector<char*> args;
-  for (int i = 0; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--threads=", 10) == 0)
-      threads = std::atoi(argv[i] + 10);
-    else
-      args.push_back(argv[i]);
-  }
-  minitrain::set_num_threads(threads);
+  const int threads = minitrain::bench::take_threads_flag(argc, argv, minitrain::num_threads());
   g_threads = threads;
   benchmark::AddCustomContext("threads (minitrain and OpenBLAS)", std::to_string(threads));
   benchmark::AddCustomContext("OpenBLAS", openblas_get_config());
@@ -220,9 +214,8 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMicrosecond);
   }
 
-  int n = static_cast<int>(args.size());
-  benchmark::Initialize(&n, args.data());
-  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();

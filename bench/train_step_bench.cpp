@@ -9,6 +9,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench/bench_threads.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -80,15 +82,7 @@ void train_step(benchmark::State& state, const std::string& opt_name, int64_t wi
 
 int main(int argc, char** argv) {
   // --threads=N: minitrain's CPU threads (default 2, the setting PyTorch gets in the comparison).
-  int threads = 2;
-  std::vector<char*> args;
-  for (int i = 0; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--threads=", 10) == 0)
-      threads = std::atoi(argv[i] + 10);
-    else
-      args.push_back(argv[i]);
-  }
-  minitrain::set_num_threads(threads);
+  const int threads = minitrain::bench::take_threads_flag(argc, argv, 2);
   benchmark::AddCustomContext("threads", std::to_string(threads));
   benchmark::AddCustomContext("model", "mlp:64,W,W,16 relu, float32, MSE mean");
 
@@ -105,9 +99,8 @@ int main(int argc, char** argv) {
             ->Unit(benchmark::kMicrosecond);
       }
 
-  int n = static_cast<int>(args.size());
-  benchmark::Initialize(&n, args.data());
-  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
