@@ -28,6 +28,8 @@ template <typename T>
 void sub_cpu(T* out, const T* a, const T* b, int64_t n) { binary_loop(out, a, b, n, SubOp{}); }
 template <typename T>
 void mul_cpu(T* out, const T* a, const T* b, int64_t n) { binary_loop(out, a, b, n, MulOp{}); }
+template <typename T>
+void max_cpu(T* out, const T* a, const T* b, int64_t n) { binary_loop(out, a, b, n, MaxOp{}); }
 
 template <typename T>
 void scale_cpu(T* out, const T* x, T alpha, int64_t n) {
@@ -47,6 +49,7 @@ void axpy_cpu(T* y, T alpha, const T* x, int64_t n) {
   template void add_cpu<T>(T*, const T*, const T*, int64_t);            \
   template void sub_cpu<T>(T*, const T*, const T*, int64_t);            \
   template void mul_cpu<T>(T*, const T*, const T*, int64_t);            \
+  template void max_cpu<T>(T*, const T*, const T*, int64_t);            \
   template void scale_cpu<T>(T*, const T*, T, int64_t);                 \
   template void axpy_cpu<T>(T*, T, const T*, int64_t);
 MT_INSTANTIATE_ELEMENTWISE_CPU(float)
@@ -56,7 +59,7 @@ MT_INSTANTIATE_ELEMENTWISE_CPU(double)
 // ---- entry points ----
 
 namespace {
-enum class Binary { Add, Sub, Mul };
+enum class Binary { Add, Sub, Mul, Max };
 
 template <typename T>
 void binary_on_cpu(Binary kind, T* out, const T* a, const T* b, int64_t n) {
@@ -64,6 +67,7 @@ void binary_on_cpu(Binary kind, T* out, const T* a, const T* b, int64_t n) {
     case Binary::Add: return add_cpu<T>(out, a, b, n);
     case Binary::Sub: return sub_cpu<T>(out, a, b, n);
     case Binary::Mul: return mul_cpu<T>(out, a, b, n);
+    case Binary::Max: return max_cpu<T>(out, a, b, n);
   }
 }
 
@@ -74,6 +78,7 @@ void binary_on_cuda(Binary kind, T* out, const T* a, const T* b, int64_t n, CUst
     case Binary::Add: return add_cuda<T>(out, a, b, n, s);
     case Binary::Sub: return sub_cuda<T>(out, a, b, n, s);
     case Binary::Mul: return mul_cuda<T>(out, a, b, n, s);
+    case Binary::Max: return max_cuda<T>(out, a, b, n, s);
   }
 }
 #endif
@@ -111,9 +116,13 @@ Tensor binary_new(const char* op, Binary kind, const Tensor& a, const Tensor& b)
 void add(Tensor& out, const Tensor& a, const Tensor& b) { binary("add", Binary::Add, out, a, b); }
 void sub(Tensor& out, const Tensor& a, const Tensor& b) { binary("sub", Binary::Sub, out, a, b); }
 void mul(Tensor& out, const Tensor& a, const Tensor& b) { binary("mul", Binary::Mul, out, a, b); }
+void maximum(Tensor& out, const Tensor& a, const Tensor& b) {
+  binary("maximum", Binary::Max, out, a, b);
+}
 Tensor add(const Tensor& a, const Tensor& b) { return binary_new("add", Binary::Add, a, b); }
 Tensor sub(const Tensor& a, const Tensor& b) { return binary_new("sub", Binary::Sub, a, b); }
 Tensor mul(const Tensor& a, const Tensor& b) { return binary_new("mul", Binary::Mul, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary_new("maximum", Binary::Max, a, b); }
 
 void scale(Tensor& out, const Tensor& x, double alpha) {
   check_compatible("scale", {{"out", out}, {"x", x}});

@@ -55,6 +55,11 @@ void mul_cuda(T* out, const T* a, const T* b, int64_t n, CUstream_st* stream) {
 }
 
 template <typename T>
+void max_cuda(T* out, const T* a, const T* b, int64_t n, CUstream_st* stream) {
+  launch_binary(out, a, b, n, MaxOp{}, stream);
+}
+
+template <typename T>
 void scale_cuda(T* out, const T* x, T alpha, int64_t n, CUstream_st* stream) {
   if (n == 0) return;
   scale_kernel<T><<<grid_for(n), kBlock, 0, as_cuda(stream)>>>(out, x, alpha, n);
@@ -72,6 +77,7 @@ void axpy_cuda(T* y, T alpha, const T* x, int64_t n, CUstream_st* stream) {
   template void add_cuda<T>(T*, const T*, const T*, int64_t, CUstream_st*);      \
   template void sub_cuda<T>(T*, const T*, const T*, int64_t, CUstream_st*);      \
   template void mul_cuda<T>(T*, const T*, const T*, int64_t, CUstream_st*);      \
+  template void max_cuda<T>(T*, const T*, const T*, int64_t, CUstream_st*);      \
   template void scale_cuda<T>(T*, const T*, T, int64_t, CUstream_st*);           \
   template void axpy_cuda<T>(T*, T, const T*, int64_t, CUstream_st*);
 MT_INSTANTIATE_ELEMENTWISE_CUDA(float)

@@ -2,6 +2,10 @@
 
 #include "kernels/elementwise.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -130,6 +134,27 @@ TEST_P(ElementwiseTest, RejectsDTypeMismatchAndUndefined) {
   EXPECT_THROW(add(a, Tensor()), Error);
   Tensor undefined;
   EXPECT_THROW(axpy(undefined, 1.0, a), Error);
+}
+
+TEST_P(ElementwiseTest, MaximumIsExactAndPropagatesNaN) {
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (int64_t n : kSizes) {
+      Tensor a = random_tensor({n}, 3, device(), dtype);
+      Tensor b = random_tensor({n}, 4, device(), dtype);
+      const std::vector<double> av = host_values(a), bv = host_values(b);
+      std::vector<double> want(av.size());
+      for (size_t i = 0; i < av.size(); ++i) want[i] = std::max(av[i], bv[i]);
+      const Tensor got = maximum(a, b);
+      ASSERT_GT(host_max_abs(got), 0.0);
+      EXPECT_ALLCLOSE(host_values(got), want, 0.0, 0.0) << "maximum n=" << n;  // a selection: exact
+    }
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor a = Tensor::from_vector(std::vector<double>{nan, 1.0, 2.0}, {3}).to(device());
+  Tensor b = Tensor::from_vector(std::vector<double>{0.0, nan, 3.0}, {3}).to(device());
+  const std::vector<double> got = host_values(maximum(a, b));
+  EXPECT_TRUE(std::isnan(got[0]));
+  EXPECT_TRUE(std::isnan(got[1]));
+  EXPECT_EQ(got[2], 3.0);
 }
 
 MT_INSTANTIATE_DEVICE_TEST_SUITE(ElementwiseTest);
