@@ -1,0 +1,34 @@
+// Communicator: the reduce-op names and the all_reduce dispatch between the backend's own
+// collective and minitrain's ring (parallel/ring.h).
+
+#include "parallel/communicator.h"
+
+#include "core/error.h"
+#include "parallel/ring.h"
+
+namespace minitrain {
+
+ReduceOp parse_reduce_op(const std::string& name) {
+  if (name == "sum") return ReduceOp::Sum;
+  if (name == "avg") return ReduceOp::Avg;
+  if (name == "max") return ReduceOp::Max;
+  MT_THROW(ValueError, "unknown reduce op '", name, "'; expected sum, avg or max");
+}
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Avg: return "avg";
+    case ReduceOp::Max: return "max";
+  }
+  return "?";
+}
+
+void Communicator::all_reduce(Tensor& t, ReduceOp op) {
+  switch (options_.all_reduce) {
+    case AllReduceAlgorithm::Native: return native_all_reduce(t, op);
+    case AllReduceAlgorithm::Ring: return ring_all_reduce(*this, t, op);
+  }
+}
+
+}  // namespace minitrain

@@ -1,0 +1,85 @@
+#pragma once
+// The MPI backend: one rank per process (mpirun -n N), CPU tensors, Open MPI's own collectives.
+// Across processes and machines without GPUs, and the bootstrap transport for NCCL (issue 6).
+//
+// Note [MPI timeouts]: MPI's blocking calls have no deadline. Every operation here is issued as its
+// non-blocking form (MPI_Iallreduce, MPI_Isend, ...) and completed by polling MPI_Test against
+// CommOptions::timeout, so a rank that never comes gives CommError ("all_reduce: rank 0 waited
+// 0.3 s ...") instead of a hang. The library never calls MPI_Abort: the caller decides whether to
+// abort the job (MPI_Abort, or exit non-zero and let mpirun tear the job down) or carry on.
+// After a timed-out collective the ranks disagree about the sequence of operations, so the
+// communicator refuses further work (CommError "... unusable ..."); the request that never
+// completed is kept, with its buffer, until the communicator is destroyed. A timed-out recv is
+// cancelled and leaves the communicator usable.
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "parallel/communicator.h"
+
+namespace minitrain {
+
+/// MPI_Init_thread on first use (MPI_THREAD_MULTIPLE where the library provides it, else
+/// MPI_THREAD_SERIALIZED) and MPI_Finalize at process exit, unless someone else initialised MPI
+/// first (then they finalise). With SERIALIZED, no two threads may call into MPI at once.
+class MpiRuntime {
+ public:
+  static MpiRuntime& instance();  ///< initialises MPI on the first call
+  int thread_level() const noexcept { return thread_level_; }  ///< MPI_THREAD_*
+  ~MpiRuntime();
+  MpiRuntime(const MpiRuntime&) = delete;
+  MpiRuntime& operator=(const MpiRuntime&) = delete;
+
+ private:
+  MpiRuntime();
+  int thread_level_ = MPI_THREAD_SINGLE;
+  bool owns_ = false;  // we called MPI_Init_thread, so we call MPI_Finalize
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  /// All processes of the job (a duplicate of MPI_COMM_WORLD, so minitrain's traffic and error
+  /// handler stay apart from the application's). Collective over MPI_COMM_WORLD.
+  static std::unique_ptr<MpiCommunicator> world(CommOptions options = {});
+  /// A duplicate of `comm` (collective over `comm`, which the caller keeps owning).
+  MpiCommunicator(MPI_Comm comm, CommOptions options);
+  ~MpiCommunicator() override;
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  Device device() const noexcept override { return Device::cpu(); }
+  std::string backend() const override { return "mpi"; }
+  MPI_Comm native_handle() const noexcept { return comm_; }
+
+  void native_all_reduce(Tensor& t, ReduceOp op) override;
+  void broadcast(Tensor& t, int root) override;
+  void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override;
+  void all_gather(Tensor& out, const Tensor& in) override;
+  void send(const Tensor& t, int peer) override;
+  void recv(Tensor& t, int peer) override;
+  void send_recv(const Tensor& send_t, int send_peer, Tensor& recv_t, int recv_peer) override;
+  void barrier() override;
+
+ private:
+  struct Pending {  // a request given up on at a timeout, and the buffers it may still touch
+    MPI_Request request;
+    std::vector<Tensor> buffers;
+  };
+  void check_usable(const char* op) const;
+  void check_tensor(const Tensor& t, const char* op, const char* what) const;
+  void check_peer(int peer, const char* op) const;
+  /// Polls the requests to completion (returns their statuses) or to the deadline; at the deadline cancels the recvs in
+  /// `cancellable` (indices into requests), keeps the rest as Pending, and throws CommError.
+  std::vector<MPI_Status> wait_all(std::vector<MPI_Request>& requests, const char* op, const std::string& waiting_for,
+                std::vector<Tensor> buffers, const std::vector<int>& cancellable = {});
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  std::string broken_;  // why the communicator is unusable; empty while it is fine
+  std::vector<Pending> abandoned_;
+};
+
+}  // namespace minitrain
