@@ -26,6 +26,12 @@ Tensor Sequential::backward(const Tensor& grad_output) {
   return g;  // undefined when the first layers skip dL/dx (set_needs_input_grad(false))
 }
 
+std::vector<std::unique_ptr<Module>> Sequential::release_layers() {
+  std::vector<std::unique_ptr<Module>> out = std::move(layers_);
+  layers_.clear();  // a moved-from vector is valid but unspecified: make it empty
+  return out;
+}
+
 NamedParameters Sequential::named_parameters(const std::string& prefix) {
   NamedParameters out;
   for (std::size_t i = 0; i < layers_.size(); ++i) {

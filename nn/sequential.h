@@ -25,6 +25,9 @@ class Sequential final : public Module {
 
   std::size_t size() const noexcept { return layers_.size(); }
   Module& operator[](std::size_t i) { return *layers_.at(i); }
+  /// Hands the layers over, in order, and leaves this Sequential empty (ModelParallel splits a
+  /// model into stages this way; the layers keep their training mode and input-grad settings).
+  std::vector<std::unique_ptr<Module>> release_layers();
 
  private:
   void propagate_input_grad();
