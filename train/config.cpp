@@ -88,12 +88,13 @@ std::vector<KeyEntry> make_table() {
   t.push_back(member("progress", K::String, &TrainConfig::progress,
                      "auto | bar | lines | none (auto: a bar on a terminal, else lines)"));
   t.push_back(member("parallel", K::String, &TrainConfig::parallel,
-                     "none (dp, ddp, mp: not yet supported)"));
-  t.push_back(member("replicas", K::Int, &TrainConfig::replicas, "with --parallel (not yet supported)"));
-  t.push_back(member("devices", K::String, &TrainConfig::devices, "with --parallel (not yet supported)"));
-  t.push_back(member("stages", K::Int, &TrainConfig::stages, "with --parallel mp (not yet supported)"));
+                     "none | dp (replicas, one thread each) | mp (layer-split stages, micro-batched); ddp: not yet"));
+  t.push_back(member("replicas", K::Int, &TrainConfig::replicas, "--parallel dp: replicas (default: one per --devices entry)"));
+  t.push_back(member("devices", K::String, &TrainConfig::devices,
+                     "--parallel dp|mp: devices, e.g. cpu,cpu or cuda:0,cuda:1 (default: --device repeated)"));
+  t.push_back(member("stages", K::Int, &TrainConfig::stages, "--parallel mp: pipeline stages (default 2)"));
   t.push_back(member("micro-batches", K::Int, &TrainConfig::micro_batches,
-                     "with --parallel mp (not yet supported)"));
+                     "--parallel mp: micro-batches per batch (default 1)"));
   return t;
 }
 

@@ -51,7 +51,7 @@ struct TrainConfig {
   bool resume = false;                   ///< continue from checkpoint_dir's checkpoint
   std::string log;                       ///< metrics, one JSON object per line per step
   std::string progress = "auto";         ///< auto | bar | lines | none
-  // ---- parallelism (a later issue: only "none" for now) ----
+  // ---- parallelism: none | dp | mp (ddp: a later issue); 0 / "" = not given ----
   std::string parallel = "none";
   int64_t replicas = 0, stages = 0, micro_batches = 0;
   std::string devices;

@@ -117,16 +117,76 @@ void validate_loop_and_files(const TrainConfig& c) {
   check_one_of("progress", c.progress, {"auto", "bar", "lines", "none"});
 }
 
+// Note: 0 means "not given" for replicas, stages and micro-batches (see parallel_devices()).
 void validate_parallel(const TrainConfig& c) {
-  if (c.parallel != "none") {
-    check_one_of("parallel", c.parallel, {"none", "dp", "ddp", "mp"});
-    MT_THROW(ValueError, "--parallel ", c.parallel,
-             " is not yet supported in this version of minitrain (only --parallel none)");
+  check_one_of("parallel", c.parallel, {"none", "dp", "ddp", "mp"});
+  if (c.parallel == "ddp")
+    MT_THROW(ValueError, "--parallel ddp is not yet supported in this version of minitrain (use --parallel dp: "
+                         "replicas in one process)");
+  const bool dp = c.parallel == "dp", mp = c.parallel == "mp";
+  std::string misplaced;
+  auto misplace = [&](bool given, const char* flag) {
+    if (given) misplaced += (misplaced.empty() ? "--" : ", --") + std::string(flag);
+  };
+  if (!dp && !mp) {
+    misplace(c.replicas != 0, "replicas");
+    misplace(!c.devices.empty(), "devices");
+    misplace(c.stages != 0, "stages");
+    misplace(c.micro_batches != 0, "micro-batches");
+    if (!misplaced.empty())
+      MT_THROW(ValueError, misplaced, " given without --parallel: --replicas goes with --parallel dp, --stages and "
+                           "--micro-batches with --parallel mp, --devices with either");
+    return;
   }
-  if (c.replicas != 0 || c.stages != 0 || c.micro_batches != 0 || !c.devices.empty())
-    MT_THROW(ValueError,
-             "--replicas, --devices, --stages and --micro-batches go with --parallel dp|ddp|mp, which is not "
-             "yet supported in this version of minitrain");
+  if (dp) {
+    misplace(c.stages != 0, "stages");
+    misplace(c.micro_batches != 0, "micro-batches");
+    if (!misplaced.empty())
+      MT_THROW(ValueError, misplaced, " go(es) with --parallel mp, not --parallel dp; drop it or use --parallel mp");
+  } else {
+    misplace(c.replicas != 0, "replicas");
+    if (!misplaced.empty())
+      MT_THROW(ValueError, "--replicas goes with --parallel dp, not --parallel mp; use --stages N (and --devices)");
+  }
+  // --devices: a comma-separated list of device names, none empty.
+  int64_t n_devices = 0;
+  if (!c.devices.empty()) {
+    std::size_t begin = 0;
+    for (;;) {
+      const std::size_t comma = c.devices.find(',', begin);
+      const std::string d = c.devices.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+      if (d.empty())
+        MT_THROW(ValueError, "--devices '", c.devices, "': an empty entry; give a list like cpu,cpu or cuda:0,cuda:1");
+      if (d == "auto")
+        MT_THROW(ValueError, "--devices '", c.devices, "': name each device (cpu, cuda:N), not auto");
+      ++n_devices;
+      if (comma == std::string::npos) break;
+      begin = comma + 1;
+    }
+  }
+  if (dp) {
+    if (c.replicas == 0 && n_devices == 0)
+      MT_THROW(ValueError, "--parallel dp needs --replicas N (>= 1) or --devices LIST (one replica per device)");
+    if (c.replicas != 0) check_at_least("replicas", c.replicas, 1);
+    if (c.replicas != 0 && n_devices != 0 && c.replicas != n_devices)
+      MT_THROW(ValueError, "--replicas ", c.replicas, " but --devices '", c.devices, "' names ", n_devices,
+               " device(s); give one device per replica (or drop --replicas)");
+    return;
+  }
+  if (c.stages != 0) check_at_least("stages", c.stages, 1);
+  if (c.micro_batches != 0) check_at_least("micro-batches", c.micro_batches, 1);
+  const int64_t stages = c.stages != 0 ? c.stages : 2;
+  if (c.micro_batches > c.batch_size)
+    MT_THROW(ValueError, "--micro-batches ", c.micro_batches, " is more than --batch-size ", c.batch_size,
+             "; a micro-batch needs at least one row");
+  if (c.model.rfind("mlp:", 0) == 0) {
+    std::size_t sizes = 1;
+    for (char ch : c.model) sizes += ch == ',';
+    const int64_t layers = 2 * static_cast<int64_t>(sizes - 1) - 1;  // Linear, act, ..., Linear
+    if (sizes >= 2 && stages > layers)
+      MT_THROW(ValueError, "--stages ", stages, " is more than the ", layers, " layer(s) of --model ", c.model,
+               " (Linear and activation layers count one each); use --stages <= ", layers);
+  }
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include "nn/state_dict.h"
 #include "optim/make_optimizer.h"
 #include "optim/schedule.h"
+#include "parallel/data_parallel.h"
+#include "parallel/model_parallel.h"
 #include "train/flag_context.h"
 
 namespace minitrain {
@@ -99,6 +101,40 @@ void check_resume_config(const std::string& path, const TrainConfig& c) {
   }
 }
 
+// --parallel dp|mp: the devices of the replicas or stages (--devices, else --device repeated).
+std::vector<Device> parallel_devices(const TrainConfig& c, Device device) {
+  std::vector<Device> out;
+  if (!c.devices.empty()) {
+    std::size_t begin = 0;
+    for (;;) {
+      const std::size_t comma = c.devices.find(',', begin);
+      out.push_back(Device::parse(c.devices.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin)));
+      if (comma == std::string::npos) break;
+      begin = comma + 1;
+    }
+  } else {
+    const int64_t n = c.parallel == "dp" ? c.replicas : 1;
+    out.assign(static_cast<std::size_t>(n), device);
+  }
+  for (const Device& d : out) check_available(d);
+  return out;
+}
+
+// After weights were loaded into replica 0 (--init, --resume), the other replicas take them.
+void copy_replica0_weights(DataParallel& dp) {
+  NamedParameters src = dp.replica(0).named_parameters();
+  for (int r = 1; r < dp.replicas(); ++r) {
+    NamedParameters dst = dp.replica(r).named_parameters();
+    for (std::size_t i = 0; i < dst.size(); ++i) dst[i].second->value.copy_(src[i].second->value);
+  }
+}
+
+std::string join_devices(const std::vector<Device>& devices) {
+  std::string s;
+  for (const Device& d : devices) s += (s.empty() ? "" : ",") + d.str();
+  return s;
+}
+
 }  // namespace
 
 int64_t synthetic_rows(const std::string& spec) {
@@ -120,8 +156,14 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   // ---- check everything before the first step ----
   validate(c);
   if (c.threads > 0) set_num_threads(static_cast<int>(c.threads));
-  const Device device = Device::parse(c.device);
+  Device device = Device::parse(c.device);
   check_available(device);
+  const bool dp = c.parallel == "dp", mp = c.parallel == "mp";
+  std::vector<Device> devices;
+  if (dp || mp) {
+    devices = parallel_devices(c, device);
+    device = devices.front();  // batches arrive, and the loss is computed, on the first replica/stage
+  }
   const std::vector<int64_t> sizes = parse_mlp_spec(c.model);
   const Activation activation = parse_activation(c.activation);
   const ProgressMode progress_mode = parse_progress_mode(c.progress);
@@ -147,9 +189,40 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   }
 
   Generator gen(c.seed);
-  std::unique_ptr<Sequential> model = make_mlp(sizes, activation, gen, device);
-  model->set_needs_input_grad(false);  // the input is data: skip the first layer's dx GEMM, as torch does
-  if (!c.init.empty()) with_flag_context("--init", [&] { load_weights(c.init, *model); });
+  std::unique_ptr<Module> model;
+  DataParallel* data_parallel = nullptr;
+  ModelParallel* model_parallel = nullptr;
+  if (dp) {
+    // Every replica is built from the same seed, so replica 0's initial weights are the one-device
+    // run's; DataParallel then broadcasts replica 0's weights anyway.
+    auto dpm = std::make_unique<DataParallel>(
+        [&](Device d) {
+          Generator replica_gen(c.seed);
+          std::unique_ptr<Sequential> m = make_mlp(sizes, activation, replica_gen, d);
+          m->set_needs_input_grad(false);
+          return std::unique_ptr<Module>(std::move(m));
+        },
+        devices);
+    make_mlp(sizes, activation, gen, device);  // advance `gen` as the one-device run does
+    data_parallel = dpm.get();
+    model = std::move(dpm);
+  } else {
+    std::unique_ptr<Sequential> seq = make_mlp(sizes, activation, gen, device);
+    seq->set_needs_input_grad(false);  // the input is data: skip the first layer's dx GEMM, as torch does
+    if (mp) {
+      auto mpm = std::make_unique<ModelParallel>(std::move(seq), static_cast<int>(c.stages != 0 ? c.stages : 2),
+                                                 static_cast<int>(c.micro_batches != 0 ? c.micro_batches : 1),
+                                                 devices);
+      model_parallel = mpm.get();
+      model = std::move(mpm);
+    } else {
+      model = std::move(seq);
+    }
+  }
+  if (!c.init.empty()) {
+    with_flag_context("--init", [&] { load_weights(c.init, *model); });
+    if (data_parallel) copy_replica0_weights(*data_parallel);
+  }
 
   OptimizerConfig oc;
   oc.name = c.optimizer;
@@ -161,7 +234,8 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   oc.beta2 = c.beta2;
   oc.eps = c.eps;
   oc.amsgrad = c.amsgrad;
-  std::unique_ptr<Optimizer> optimizer = make_optimizer(oc, model->named_parameters());
+  std::unique_ptr<Optimizer> optimizer =
+      data_parallel ? data_parallel->make_optimizer(oc) : make_optimizer(oc, model->named_parameters());
 
   DataLoaderOptions lo;
   lo.batch_size = c.batch_size;
@@ -186,9 +260,10 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
 
   TrainReport report;
   report.total_steps = to.total_steps;
-  report.device = device.str();
+  report.device = devices.empty() ? device.str() : join_devices(devices);
   if (!resume_path.empty()) {
     trainer.resume(resume_path);
+    if (data_parallel) copy_replica0_weights(*data_parallel);
     report.resumed_from_step = trainer.step();
   }
 
@@ -199,8 +274,13 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
 
   std::ostringstream what;
   what << "training " << c.model << " (" << c.activation << ", " << model->num_parameters() << " parameters) on "
-       << device.str() << ": " << c.data << " (" << data->size() << " rows), " << c.optimizer << " lr " << c.lr
+       << report.device << ": " << c.data << " (" << data->size() << " rows), " << c.optimizer << " lr " << c.lr
        << ", batch " << c.batch_size << ", " << to.total_steps << " steps";
+  if (data_parallel) what << ", data parallel: " << data_parallel->replicas() << " replicas";
+  if (model_parallel) {
+    what << ", model parallel: " << model_parallel->stages() << " stages, " << model_parallel->micro_batches()
+         << " micro-batches, bubble " << static_cast<int>(model_parallel->bubble_fraction() * 100 + 0.5) << "%";
+  }
   if (epochs > 0) what << " (" << epochs << (epochs == 1 ? " epoch)" : " epochs)");
   if (report.resumed_from_step >= 0) what << ", resuming after step " << report.resumed_from_step;
   info << what.str() << "\n";

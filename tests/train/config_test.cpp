@@ -158,9 +158,9 @@ TEST(TrainConfig, ValidateRejectsImpossibleValuesWithOneClearMessageEach) {
       {"checkpoint-every without dir", [](TrainConfig& c) { c.checkpoint_every = 5; }, "needs --checkpoint-dir"},
       {"resume without dir", [](TrainConfig& c) { c.resume = true; }, "--resume needs --checkpoint-dir"},
       {"save not safetensors", [](TrainConfig& c) { c.save = "w.bin"; }, "*.safetensors"},
-      {"parallel dp", [](TrainConfig& c) { c.parallel = "dp"; }, "--parallel dp is not yet supported"},
+      {"parallel dp", [](TrainConfig& c) { c.parallel = "dp"; }, "--parallel dp needs --replicas N"},
       {"parallel nonsense", [](TrainConfig& c) { c.parallel = "zz"; }, "--parallel: unknown value 'zz'"},
-      {"replicas", [](TrainConfig& c) { c.replicas = 2; }, "not yet supported"},
+      {"replicas", [](TrainConfig& c) { c.replicas = 2; }, "--replicas given without --parallel"},
       {"activation", [](TrainConfig& c) { c.activation = "swish"; }, "--activation: unknown value 'swish'"},
       {"model", [](TrainConfig& c) { c.model = "resnet50"; }, "--model 'resnet50'"},
   };
