@@ -9,6 +9,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench/bench_inputs.h"
 #include "bench/bench_threads.h"
 
 #include <cstdlib>
@@ -30,30 +31,8 @@ using minitrain::Tensor;
 
 constexpr int64_t kIn = 64, kOut = 16;
 
-// Values in [-1, 1) from a fixed LCG: the timing does not depend on them.
-Tensor filled(int64_t rows, int64_t cols, uint32_t seed) {
-  std::vector<float> v(static_cast<size_t>(rows * cols));
-  uint32_t x = seed;
-  for (float& f : v) {
-    x = x * 1664525u + 1013904223u;
-    f = static_cast<float>(x >> 8) / float(1 << 24) * 2.f - 1.f;
-  }
-  return Tensor::from_vector(v, minitrain::Shape{rows, cols});
-}
-
-// SGD with momentum 0.9 (one state buffer), Adam with torch's defaults (two); the same as the
-// PyTorch script.
-minitrain::OptimizerConfig optimizer_config(const std::string& name) {
-  minitrain::OptimizerConfig c;
-  c.name = name;
-  if (name == "sgd") {
-    c.lr = 0.01;
-    c.momentum = 0.9;
-  } else {
-    c.lr = 1e-3;
-  }
-  return c;
-}
+using minitrain::bench::filled;
+using minitrain::bench::optimizer_config;
 
 void train_step(benchmark::State& state, const std::string& opt_name, int64_t width,
                 int64_t batch) {
