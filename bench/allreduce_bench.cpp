@@ -5,17 +5,19 @@
 // On the CPU both are bound by memory bandwidth: native reads n tensors per rank (n^2 per op),
 // the ring moves 2(n-1)/n per rank but copies each message twice (send deposits a copy).
 //
-//   minitrain_allreduce_bench [--threads=1] [--benchmark_filter=ring/4]
+//   minitrain_allreduce_bench [--threads=1] [--max-bytes=1GiB] [--benchmark_filter=ring/4]
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench/bench_threads.h"
+#include "core/bytes.h"
 #include "core/tensor.h"
 #include "parallel/communicator.h"
 #include "parallel/thread_communicator.h"
@@ -64,22 +66,36 @@ void all_reduce_bench(benchmark::State& state, AllReduceAlgorithm algorithm) {
   state.counters["bytes"] = static_cast<double>(bytes);
 }
 
-void sizes(benchmark::internal::Benchmark* b) {
-  for (int ranks : {2, 4})
-    for (int64_t bytes = 4 << 10; bytes <= (64 << 20); bytes *= 16)  // 4K 64K 1M 16M
-      b->Args({ranks, bytes});
-  for (int ranks : {2, 4}) b->Args({ranks, int64_t(64) << 20});
+// 4 KiB, 64 KiB, 1 MiB, 16 MiB, then x4 up to max_bytes (64 MiB by default; 1 GiB with 4 ranks
+// needs about 12 GiB of memory: each rank's tensor and its scratch).
+void register_sizes(const char* name, AllReduceAlgorithm algorithm, int64_t max_bytes) {
+  auto* b = benchmark::RegisterBenchmark(name, [algorithm](benchmark::State& s) {
+    all_reduce_bench(s, algorithm);
+  });
+  for (int ranks : {2, 4}) {
+    int64_t bytes = 4 << 10;
+    for (; bytes <= std::min<int64_t>(max_bytes, 16 << 20); bytes *= 16) b->Args({ranks, bytes});
+    for (bytes = int64_t(64) << 20; bytes <= max_bytes; bytes *= 4) b->Args({ranks, bytes});
+  }
   b->ArgNames({"ranks", "bytes"})->Iterations(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
 }
-
-BENCHMARK_CAPTURE(all_reduce_bench, native, AllReduceAlgorithm::Native)->Apply(sizes);
-BENCHMARK_CAPTURE(all_reduce_bench, ring, AllReduceAlgorithm::Ring)->Apply(sizes);
 
 }  // namespace
 
 int main(int argc, char** argv) {
   // The ranks are the threads: minitrain's own loops stay single-threaded unless asked.
   minitrain::bench::take_threads_flag(argc, argv, 1);
+  int64_t max_bytes = int64_t(64) << 20;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--max-bytes=", 12) == 0)
+      max_bytes = static_cast<int64_t>(minitrain::parse_bytes(argv[i] + 12));
+    else
+      argv[kept++] = argv[i];
+  }
+  argc = kept;
+  register_sizes("all_reduce_bench/native", AllReduceAlgorithm::Native, max_bytes);
+  register_sizes("all_reduce_bench/ring", AllReduceAlgorithm::Ring, max_bytes);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
