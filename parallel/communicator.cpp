@@ -31,4 +31,15 @@ void Communicator::all_reduce(Tensor& t, ReduceOp op) {
   }
 }
 
+void Communicator::check_chunks(const char* op, const Tensor& whole, const char* whole_name,
+                                const Tensor& part, const char* part_name) const {
+  const int64_t m = part.numel();
+  MT_CHECK_AS(ShapeError, whole.numel() == size() * m, op, ": `", whole_name, "` has ",
+              whole.numel(), " elements but needs size() * ", part_name, ".numel() = ", size(),
+              " * ", m, " = ", size() * m, " (", whole_name, " ", whole.shape(), ", ", part_name,
+              " ", part.shape(), ")");
+  MT_CHECK_AS(DTypeError, whole.dtype() == part.dtype(), op, ": ", whole_name, " is ",
+              whole.dtype(), " but ", part_name, " is ", part.dtype());
+}
+
 }  // namespace minitrain

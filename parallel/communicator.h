@@ -66,6 +66,10 @@ class Communicator {
 
  protected:
   explicit Communicator(CommOptions options) : options_(options) {}
+  /// The shape rule of reduce_scatter and all_gather: `whole` holds size() chunks of `part`'s
+  /// numel, of `part`'s dtype. ShapeError / DTypeError naming both otherwise.
+  void check_chunks(const char* op, const Tensor& whole, const char* whole_name, const Tensor& part,
+                    const char* part_name) const;
   CommOptions options_;
 };
 

@@ -4,6 +4,8 @@
 
 #include "parallel/mpi_communicator.h"
 
+#include "kernels/elementwise.h"
+
 #include <chrono>
 #include <climits>
 #include <thread>
@@ -41,16 +43,6 @@ int mpi_count(const Tensor& t, const char* op) {
   MT_CHECK_AS(ValueError, t.numel() <= INT_MAX, op, ": ", t.numel(),
               " elements exceed MPI's int count (", INT_MAX, "); split the tensor");
   return static_cast<int>(t.numel());
-}
-
-void scale_in_place(Tensor& t, double factor) {
-  if (t.dtype() == DType::Float32) {
-    float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>(p[i] * factor);
-  } else {
-    double* p = t.data<double>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] *= factor;
-  }
 }
 
 std::string describe(const Tensor& t) { return detail::concat(t.numel(), " ", dtype_name(t.dtype())); }
@@ -201,7 +193,7 @@ void MpiCommunicator::native_all_reduce(Tensor& t, ReduceOp op) {
   wait_all(req, name, detail::concat("the other ", size_ - 1, " ranks (MPI_Iallreduce of ",
                                      describe(t), ")"),
            {t});
-  if (op == ReduceOp::Avg) scale_in_place(t, 1.0 / size_);
+  if (op == ReduceOp::Avg) scale(t, t, 1.0 / size_);
 }
 
 void MpiCommunicator::broadcast(Tensor& t, int root) {
@@ -223,9 +215,7 @@ void MpiCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op)
   check_usable(name);
   check_tensor(out, name, "out");
   check_tensor(in, name, "in");
-  MT_CHECK_AS(ShapeError, in.numel() == size_ * out.numel() && in.dtype() == out.dtype(), name,
-              ": in must hold size() = ", size_, " chunks of out's ", out.numel(), " elements (in ",
-              describe(in), ", out ", describe(out), ")");
+  check_chunks(name, in, "in", out, "out");
   std::vector<MPI_Request> req(1);
   check_mpi(MPI_Ireduce_scatter_block(in.raw_data(), out.raw_data(), mpi_count(out, name),
                                       mpi_type(out.dtype()), mpi_op(op), comm_, &req[0]),
@@ -233,7 +223,7 @@ void MpiCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op)
   wait_all(req, name, detail::concat("the other ", size_ - 1, " ranks (MPI_Ireduce_scatter_block of ",
                                      describe(in), ")"),
            {out, in});
-  if (op == ReduceOp::Avg) scale_in_place(out, 1.0 / size_);
+  if (op == ReduceOp::Avg) scale(out, out, 1.0 / size_);
 }
 
 void MpiCommunicator::all_gather(Tensor& out, const Tensor& in) {
@@ -241,9 +231,7 @@ void MpiCommunicator::all_gather(Tensor& out, const Tensor& in) {
   check_usable(name);
   check_tensor(out, name, "out");
   check_tensor(in, name, "in");
-  MT_CHECK_AS(ShapeError, out.numel() == size_ * in.numel() && in.dtype() == out.dtype(), name,
-              ": out must hold size() = ", size_, " chunks of in's ", in.numel(), " elements (in ",
-              describe(in), ", out ", describe(out), ")");
+  check_chunks(name, out, "out", in, "in");
   std::vector<MPI_Request> req(1);
   check_mpi(MPI_Iallgather(in.raw_data(), mpi_count(in, name), mpi_type(in.dtype()), out.raw_data(),
                            mpi_count(in, name), mpi_type(out.dtype()), comm_, &req[0]),

@@ -189,9 +189,7 @@ void NcclCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op
   check_usable(name);
   check_tensor(out, name, "out");
   check_tensor(in, name, "in");
-  MT_CHECK_AS(ShapeError, in.numel() == size_ * out.numel() && in.dtype() == out.dtype(), name,
-              ": in must hold size() = ", size_, " chunks of out's ", out.numel(), " elements (in ",
-              describe(in), ", out ", describe(out), ")");
+  check_chunks(name, in, "in", out, "out");
   if (out.numel() == 0) return;
   DeviceGuard guard(device_);
   CHECK_NCCL(ncclReduceScatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()),
@@ -204,9 +202,7 @@ void NcclCommunicator::all_gather(Tensor& out, const Tensor& in) {
   check_usable(name);
   check_tensor(out, name, "out");
   check_tensor(in, name, "in");
-  MT_CHECK_AS(ShapeError, out.numel() == size_ * in.numel() && in.dtype() == out.dtype(), name,
-              ": out must hold size() = ", size_, " chunks of in's ", in.numel(), " elements (in ",
-              describe(in), ", out ", describe(out), ")");
+  check_chunks(name, out, "out", in, "in");
   if (in.numel() == 0) return;
   DeviceGuard guard(device_);
   CHECK_NCCL(ncclAllGather(in.raw_data(), out.raw_data(), static_cast<size_t>(in.numel()),

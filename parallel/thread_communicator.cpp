@@ -204,11 +204,7 @@ class ThreadCommunicator final : public Communicator {
     check_tensor("reduce_scatter", out, "out");
     check_tensor("reduce_scatter", in, "in");
     const int64_t m = out.numel();
-    MT_CHECK_AS(ShapeError, in.numel() == size() * m, "reduce_scatter: `in` has ", in.numel(),
-                " elements but needs size() * out.numel() = ", size(), " * ", m, " = ",
-                size() * m, " (in ", in.shape(), ", out ", out.shape(), ")");
-    MT_CHECK_AS(DTypeError, in.dtype() == out.dtype(), "reduce_scatter: in is ", in.dtype(),
-                " but out is ", out.dtype());
+    check_chunks("reduce_scatter", in, "in", out, "out");
     const std::string signature = detail::concat("reduce_scatter(", reduce_op_name(op), ") ",
                                                  describe(in), " -> ", describe(out));
     Tensor flat_out = out.flatten();
@@ -232,11 +228,7 @@ class ThreadCommunicator final : public Communicator {
     check_tensor("all_gather", out, "out");
     check_tensor("all_gather", in, "in");
     const int64_t m = in.numel();
-    MT_CHECK_AS(ShapeError, out.numel() == size() * m, "all_gather: `out` has ", out.numel(),
-                " elements but needs size() * in.numel() = ", size(), " * ", m, " = ",
-                size() * m, " (in ", in.shape(), ", out ", out.shape(), ")");
-    MT_CHECK_AS(DTypeError, in.dtype() == out.dtype(), "all_gather: in is ", in.dtype(),
-                " but out is ", out.dtype());
+    check_chunks("all_gather", out, "out", in, "in");
     Tensor flat_out = out.flatten();
     collective("all_gather", detail::concat("all_gather ", describe(in)), in, [&] {
       for (int r = 0; r < size(); ++r)
