@@ -31,6 +31,11 @@ void Communicator::all_reduce(Tensor& t, ReduceOp op) {
   }
 }
 
+void Communicator::check_peer(const char* op, int peer, const char* role) const {
+  MT_CHECK_AS(ValueError, peer >= 0 && peer < size(), op, ": ", role, " ", peer,
+              " is not a rank of this group of ", size(), " (rank ", rank(), ")");
+}
+
 void Communicator::check_chunks(const char* op, const Tensor& whole, const char* whole_name,
                                 const Tensor& part, const char* part_name) const {
   const int64_t m = part.numel();

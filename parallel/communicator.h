@@ -68,6 +68,8 @@ class Communicator {
   explicit Communicator(CommOptions options) : options_(options) {}
   /// The shape rule of reduce_scatter and all_gather: `whole` holds size() chunks of `part`'s
   /// numel, of `part`'s dtype. ShapeError / DTypeError naming both otherwise.
+  /// ValueError unless `peer` (a "peer" or "root") is a rank of this communicator.
+  void check_peer(const char* op, int peer, const char* role = "peer") const;
   void check_chunks(const char* op, const Tensor& whole, const char* whole_name, const Tensor& part,
                     const char* part_name) const;
   CommOptions options_;

@@ -133,11 +133,6 @@ void MpiCommunicator::check_tensor(const Tensor& t, const char* op, const char* 
               what, " is on ", t.device(), "; copy it with .to(Device::cpu()) or use NCCL for GPUs");
 }
 
-void MpiCommunicator::check_peer(int peer, const char* op) const {
-  MT_CHECK_AS(ValueError, peer >= 0 && peer < size_, op, ": peer ", peer, " is not a rank of this ",
-              size_, "-rank communicator");
-}
-
 std::vector<MPI_Status> MpiCommunicator::wait_all(std::vector<MPI_Request>& requests, const char* op,
                                const std::string& waiting_for, std::vector<Tensor> buffers,
                                const std::vector<int>& cancellable) {
@@ -200,7 +195,7 @@ void MpiCommunicator::broadcast(Tensor& t, int root) {
   const char* name = "broadcast";
   check_usable(name);
   check_tensor(t, name, "the tensor");
-  check_peer(root, name);
+  check_peer(name, root, "root");
   std::vector<MPI_Request> req(1);
   check_mpi(MPI_Ibcast(t.raw_data(), mpi_count(t, name), mpi_type(t.dtype()), root, comm_, &req[0]),
             name, "MPI_Ibcast");
@@ -245,7 +240,7 @@ void MpiCommunicator::send(const Tensor& t, int peer) {
   const char* name = "send";
   check_usable(name);
   check_tensor(t, name, "the tensor");
-  check_peer(peer, name);
+  check_peer(name, peer);
   std::vector<MPI_Request> req(1);
   check_mpi(MPI_Isend(t.raw_data(), mpi_count(t, name), mpi_type(t.dtype()), peer, kPointToPointTag,
                       comm_, &req[0]),
@@ -257,7 +252,7 @@ void MpiCommunicator::recv(Tensor& t, int peer) {
   const char* name = "recv";
   check_usable(name);
   check_tensor(t, name, "the tensor");
-  check_peer(peer, name);
+  check_peer(name, peer);
   std::vector<MPI_Request> req(1);
   check_mpi(MPI_Irecv(t.raw_data(), mpi_count(t, name), mpi_type(t.dtype()), peer, kPointToPointTag,
                       comm_, &req[0]),
@@ -273,8 +268,8 @@ void MpiCommunicator::send_recv(const Tensor& send_t, int send_peer, Tensor& rec
   check_usable(name);
   check_tensor(send_t, name, "send_t");
   check_tensor(recv_t, name, "recv_t");
-  check_peer(send_peer, name);
-  check_peer(recv_peer, name);
+  check_peer(name, send_peer);
+  check_peer(name, recv_peer);
   // MPI_Sendrecv as its two non-blocking halves: the recv is posted first, so no rank of a ring
   // waits on a send that nobody has yet posted a recv for.
   std::vector<MPI_Request> req(2);

@@ -69,7 +69,6 @@ class MpiCommunicator final : public Communicator {
   };
   void check_usable(const char* op) const;
   void check_tensor(const Tensor& t, const char* op, const char* what) const;
-  void check_peer(int peer, const char* op) const;
   /// Polls the requests to completion (returns their statuses) or to the deadline; at the deadline cancels the recvs in
   /// `cancellable` (indices into requests), keeps the rest as Pending, and throws CommError.
   std::vector<MPI_Status> wait_all(std::vector<MPI_Request>& requests, const char* op, const std::string& waiting_for,

@@ -111,11 +111,6 @@ void NcclCommunicator::check_tensor(const Tensor& t, const char* op, const char*
               " but NCCL rank ", rank_, " lives on ", device_, "; move it with .to(", device_, ")");
 }
 
-void NcclCommunicator::check_peer(int peer, const char* op) const {
-  MT_CHECK_AS(ValueError, peer >= 0 && peer < size_, op, ": peer ", peer, " is not a rank of this ",
-              size_, "-rank communicator");
-}
-
 void NcclCommunicator::abort_and_throw(const std::string& message) {
   ncclCommAbort(comm_);  // also ends this rank's kernels still waiting for peers
   comm_ = nullptr;
@@ -175,7 +170,7 @@ void NcclCommunicator::broadcast(Tensor& t, int root) {
   const char* name = "broadcast";
   check_usable(name);
   check_tensor(t, name, "the tensor");
-  check_peer(root, name);
+  check_peer(name, root, "root");
   if (t.numel() == 0) return;
   DeviceGuard guard(device_);
   CHECK_NCCL(ncclBroadcast(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()),
@@ -214,7 +209,7 @@ void NcclCommunicator::send(const Tensor& t, int peer) {
   const char* name = "send";
   check_usable(name);
   check_tensor(t, name, "the tensor");
-  check_peer(peer, name);
+  check_peer(name, peer);
   if (t.numel() == 0) return;
   DeviceGuard guard(device_);
   CHECK_NCCL(ncclSend(t.raw_data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), peer, comm_,
@@ -226,7 +221,7 @@ void NcclCommunicator::recv(Tensor& t, int peer) {
   const char* name = "recv";
   check_usable(name);
   check_tensor(t, name, "the tensor");
-  check_peer(peer, name);
+  check_peer(name, peer);
   if (t.numel() == 0) return;
   DeviceGuard guard(device_);
   CHECK_NCCL(ncclRecv(t.raw_data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), peer, comm_,
@@ -239,8 +234,8 @@ void NcclCommunicator::send_recv(const Tensor& send_t, int send_peer, Tensor& re
   check_usable(name);
   check_tensor(send_t, name, "send_t");
   check_tensor(recv_t, name, "recv_t");
-  check_peer(send_peer, name);
-  check_peer(recv_peer, name);
+  check_peer(name, send_peer);
+  check_peer(name, recv_peer);
   DeviceGuard guard(device_);
   cudaStream_t stream = caller_stream(device_);
   // One group: NCCL starts both together, so a ring of ranks all sending at once cannot deadlock.

@@ -56,7 +56,6 @@ class NcclCommunicator final : public Communicator {
  private:
   void check_usable(const char* op) const;
   void check_tensor(const Tensor& t, const char* op, const char* what) const;
-  void check_peer(int peer, const char* op) const;
   /// Waits for the caller's current stream (Note [NCCL timeouts]); aborts and throws on timeout
   /// or an asynchronous error.
   void wait(const char* op, const std::string& waiting_for);

@@ -277,10 +277,6 @@ class ThreadCommunicator final : public Communicator {
     MT_CHECK_AS(DTypeError, t.dtype() == DType::Float32 || t.dtype() == DType::Float64, op,
                 ": `", name, "` is ", t.dtype(), "; collectives take float32 or float64");
   }
-  void check_peer(const char* op, int peer, const char* name) const {
-    MT_CHECK_AS(ValueError, peer >= 0 && peer < size(), op, ": ", name, " ", peer,
-                " is not a rank of this group of ", size(), " (rank ", rank_, ")");
-  }
 
   std::shared_ptr<ThreadGroup> group_;
   const int rank_;
