@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "tests/support/test_util.h"
+
 namespace minitrain {
 namespace {
 
@@ -97,22 +99,8 @@ TEST(Philox, UniformInExcludesTheUpperBound) {
   EXPECT_LT(philox::uniform_in(ud, -1.0, 2.0, 1.0), 1.0);
 }
 
-// Mean and variance of n values, accumulated in double.
-struct Moments {
-  double mean = 0, var = 0, min = INFINITY, max = -INFINITY;
-};
-Moments moments(const std::vector<double>& v) {
-  Moments m;
-  for (double x : v) {
-    m.mean += x;
-    m.min = std::fmin(m.min, x);
-    m.max = std::fmax(m.max, x);
-  }
-  m.mean /= double(v.size());
-  for (double x : v) m.var += (x - m.mean) * (x - m.mean);
-  m.var /= double(v.size());
-  return m;
-}
+using testing::Moments;
+using testing::moments;
 
 constexpr int64_t kSamples = int64_t(1) << 20;
 

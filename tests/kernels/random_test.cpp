@@ -29,21 +29,6 @@ int64_t per_block(DType d) { return d == DType::Float32 ? 4 : 2; }
 int64_t counters_for(int64_t n, DType d) { return (n + per_block(d) - 1) / per_block(d); }
 
 
-struct Stats {
-  double mean = 0, var = 0, min = INFINITY, max = -INFINITY;
-};
-Stats stats(const std::vector<double>& v) {
-  Stats s;
-  for (double x : v) {
-    s.mean += x;
-    s.min = std::fmin(s.min, x);
-    s.max = std::fmax(s.max, x);
-  }
-  s.mean /= double(v.size());
-  for (double x : v) s.var += (x - s.mean) * (x - s.mean);
-  s.var /= double(v.size());
-  return s;
-}
 
 // What element i of a uniform / normal draw at `offset` must be, from core/philox.h on the host.
 std::vector<double> reference_uniform(int64_t n, DType d, double lo, double hi, uint64_t seed,
@@ -171,7 +156,7 @@ TEST_P(RandomTest, UniformStaysInBoundsWithUniformMoments) {
     Generator g(5);
     Tensor t = Tensor::empty({1 << 20}, d, device());
     uniform_(t, lo, hi, g);
-    const Stats s = stats(host_values(t));
+    const testing::Moments s = testing::moments(host_values(t));
     EXPECT_GE(s.min, lo) << dtype_name(d);
     EXPECT_LT(s.max, hi) << dtype_name(d);
     EXPECT_LT(s.min, lo + 1e-4 * (hi - lo)) << dtype_name(d);  // fills the whole range
@@ -190,7 +175,7 @@ TEST_P(RandomTest, NormalHasTheRequestedMeanAndStd) {
     Generator g(11);
     Tensor t = Tensor::empty({1 << 20}, d, device());
     normal_(t, mean, stddev, g);
-    const Stats s = stats(host_values(t));
+    const testing::Moments s = testing::moments(host_values(t));
     EXPECT_NEAR(s.mean, mean, 5 * stddev / std::sqrt(n)) << dtype_name(d);
     EXPECT_NEAR(s.var, stddev * stddev, 5 * stddev * stddev * std::sqrt(2 / n)) << dtype_name(d);
   }

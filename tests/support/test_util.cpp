@@ -54,6 +54,21 @@ double host_max_abs(const Tensor& t) {
   return m;
 }
 
+Moments moments(const std::vector<double>& v) {
+  Moments m;
+  m.min = INFINITY;
+  m.max = -INFINITY;
+  for (double x : v) {
+    m.mean += x;
+    m.min = std::fmin(m.min, x);
+    m.max = std::fmax(m.max, x);
+  }
+  m.mean /= double(v.size());
+  for (double x : v) m.var += (x - m.mean) * (x - m.mean);
+  m.var /= double(v.size());
+  return m;
+}
+
 std::string error_message(const std::function<void()>& f) {
   try {
     f();

@@ -54,6 +54,13 @@ std::vector<double> host_values(const Tensor& t);
 /// The largest |value| of a tensor, on the host (named apart from kernels/reduce.h max_abs).
 double host_max_abs(const Tensor& t);
 
+/// Mean, (population) variance, min and max of `v`, accumulated in double: for checking the
+/// distribution of random draws.
+struct Moments {
+  double mean = 0, var = 0, min = 0, max = 0;
+};
+Moments moments(const std::vector<double>& v);
+
 /// The what() of the minitrain::Error that f throws, or "(no exception)": for checking that a
 /// message names the values involved.
 std::string error_message(const std::function<void()>& f);
