@@ -88,13 +88,25 @@ std::vector<KeyEntry> make_table() {
   t.push_back(member("progress", K::String, &TrainConfig::progress,
                      "auto | bar | lines | none (auto: a bar on a terminal, else lines)"));
   t.push_back(member("parallel", K::String, &TrainConfig::parallel,
-                     "none | dp (replicas, one thread each) | mp (layer-split stages, micro-batched); ddp: not yet"));
+                     "none | dp (replicas, one thread each) | ddp (one process per rank) | mp (layer-split stages)"));
   t.push_back(member("replicas", K::Int, &TrainConfig::replicas, "--parallel dp: replicas (default: one per --devices entry)"));
   t.push_back(member("devices", K::String, &TrainConfig::devices,
                      "--parallel dp|mp: devices, e.g. cpu,cpu or cuda:0,cuda:1 (default: --device repeated)"));
   t.push_back(member("stages", K::Int, &TrainConfig::stages, "--parallel mp: pipeline stages (default 2)"));
   t.push_back(member("micro-batches", K::Int, &TrainConfig::micro_batches,
                      "--parallel mp: micro-batches per batch (default 1)"));
+  t.push_back(member("bucket-size", K::String, &TrainConfig::bucket_size,
+                     "--parallel ddp: gradient bucket size (default 25MiB)"));
+  t.push_back(member("all-reduce", K::String, &TrainConfig::all_reduce,
+                     "native | ring: the all-reduce of --parallel dp/ddp"));
+  t.push_back(member("comm-timeout", K::Float, &TrainConfig::comm_timeout,
+                     "seconds a collective waits for a peer before failing (default 300)"));
+  t.push_back(member("sample-weights", K::String, &TrainConfig::sample_weights,
+                     "W.npy: a weight per row; rows drawn with replacement (imbalanced data)"));
+  t.push_back(member("gemm", K::String, &TrainConfig::gemm,
+                     "GEMM backend of the Linear layers: auto | a registered name (minitrain bench --list)"));
+  t.push_back(member("memory-cap", K::String, &TrainConfig::memory_cap,
+                     "cap on the device memory this run may hold, e.g. 4GiB"));
   return t;
 }
 

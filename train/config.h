@@ -51,10 +51,19 @@ struct TrainConfig {
   bool resume = false;                   ///< continue from checkpoint_dir's checkpoint
   std::string log;                       ///< metrics, one JSON object per line per step
   std::string progress = "auto";         ///< auto | bar | lines | none
-  // ---- parallelism: none | dp | mp (ddp: a later issue); 0 / "" = not given ----
+  // ---- parallelism: none | dp | ddp | mp; 0 / "" = not given ----
   std::string parallel = "none";
   int64_t replicas = 0, stages = 0, micro_batches = 0;
   std::string devices;
+  // ---- distributed data parallel (--parallel ddp) ----
+  std::string bucket_size = "25MiB";     ///< gradient bucket size (bytes, "25MiB")
+  std::string all_reduce = "native";     ///< native | ring
+  double comm_timeout = 300.0;           ///< seconds a collective may wait for a peer
+  // ---- sampling ----
+  std::string sample_weights;            ///< W.npy: one weight per row; rows drawn with replacement
+  // ---- kernels and memory ----
+  std::string gemm = "auto";             ///< GEMM backend by registry name (kernels/gemm_registry.h)
+  std::string memory_cap;                ///< device memory cap ("4GiB"); "": none
 };
 
 /// Epochs when neither --epochs nor --steps is given.

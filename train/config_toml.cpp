@@ -111,7 +111,7 @@ std::optional<Value> convert(const KeyEntry& e, const toml::node& node) {
 }
 
 bool is_path_key(const std::string& name) {
-  for (const char* k : {"data", "targets", "init", "save", "checkpoint-dir", "log"})
+  for (const char* k : {"data", "targets", "init", "save", "checkpoint-dir", "log", "sample-weights"})
     if (name == k) return true;
   return false;
 }

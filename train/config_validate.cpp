@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "train/config.h"
 
@@ -189,6 +190,27 @@ void validate_parallel(const TrainConfig& c) {
   }
 }
 
+void check_bytes(const char* flag, const std::string& text) {
+  uint64_t bytes = 0;
+  try {
+    bytes = parse_bytes(text);
+  } catch (const ValueError& e) {
+    MT_THROW(ValueError, "--", flag, " '", text, "': ", e.what());
+  }
+  if (bytes == 0) MT_THROW(ValueError, "--", flag, " '", text, "' must be more than 0 bytes");
+}
+
+void validate_communication_and_memory(const TrainConfig& c) {
+  check_bytes("bucket-size", c.bucket_size);
+  check_one_of("all-reduce", c.all_reduce, {"native", "ring"});
+  if (!std::isfinite(c.comm_timeout) || c.comm_timeout <= 0)
+    MT_THROW(ValueError, "--comm-timeout must be a positive number of seconds, got ", c.comm_timeout);
+  if (!c.sample_weights.empty() && !ends_with(c.sample_weights, ".npy"))
+    MT_THROW(ValueError, "--sample-weights '", c.sample_weights, "': expected a .npy file with one weight per row");
+  if (!c.memory_cap.empty()) check_bytes("memory-cap", c.memory_cap);
+  if (c.gemm.empty()) MT_THROW(ValueError, "--gemm: give a backend name, or auto");
+}
+
 }  // namespace
 
 void validate(const TrainConfig& c) {
@@ -200,6 +222,7 @@ void validate(const TrainConfig& c) {
   validate_schedule(c);
   validate_loop_and_files(c);
   validate_parallel(c);
+  validate_communication_and_memory(c);
 }
 
 }  // namespace minitrain

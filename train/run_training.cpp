@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/allocator.h"
+#include "core/bytes.h"
 #include "core/device.h"
 #include "core/parallel_for.h"
 #include "data/readers.h"
@@ -163,6 +165,10 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   if (dp || mp) {
     devices = parallel_devices(c, device);
     device = devices.front();  // batches arrive, and the loss is computed, on the first replica/stage
+  }
+  if (!c.memory_cap.empty()) {
+    const uint64_t cap = parse_bytes(c.memory_cap);
+    for (const Device& d : devices.empty() ? std::vector<Device>{device} : devices) set_memory_cap(d, cap);
   }
   const std::vector<int64_t> sizes = parse_mlp_spec(c.model);
   const Activation activation = parse_activation(c.activation);

@@ -1,0 +1,79 @@
+#pragma once
+// DistributedDataParallel: one replica per process (rank), torch.nn.parallel.DistributedDataParallel's
+// scheme. The constructor broadcasts rank 0's parameters, so every rank starts from the same weights.
+// backward runs the wrapped module's backward; parameter gradients are grouped into buckets (about
+// DdpOptions::bucket_bytes each) in reverse layer order, the order backward produces them, and a
+// bucket is all-reduced (averaged over ranks) as soon as its last gradient is ready, while backward
+// goes on with the layers before it (a communication thread; on GPUs a side stream ordered after
+// the gradients by events). backward returns when every bucket is reduced, so each rank then holds
+// the average of the ranks' gradients: with the loss a mean over each rank's batch of b rows, that
+// is the gradient of one device on the N*b rows together.
+//
+// Gradient accumulation: inside no_sync() (or with set_require_gradient_sync(false)), backward only
+// accumulates local gradients; the first backward with sync on all-reduces the accumulated sums.
+//
+// Every rank must call forward/backward the same number of times with the same parameter shapes.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+#include "parallel/communicator.h"
+
+namespace minitrain {
+
+struct DdpOptions {
+  int64_t bucket_bytes = int64_t(25) << 20;  ///< torch's default bucket_cap_mb = 25
+  /// false: all buckets are reduced after backward (no overlap), for comparison in benchmarks.
+  bool overlap = true;
+};
+
+class DistributedDataParallel final : public Module {
+ public:
+  /// `module` is this rank's replica, its parameters on comm.device(); `comm` outlives this object.
+  /// Broadcasts rank 0's parameters (collective: every rank constructs at once).
+  /// ValueError for bucket_bytes < 1; DeviceError for a parameter on another device than comm's.
+  DistributedDataParallel(std::unique_ptr<Module> module, Communicator& comm, DdpOptions options = {});
+  ~DistributedDataParallel() override;
+
+  Tensor forward(const Tensor& x) override;
+  /// The module's backward, then (with sync on) every bucket all-reduced; rethrows a CommError of
+  /// the communication thread.
+  Tensor backward(const Tensor& grad_output) override;
+  /// The wrapped module's names ("0.weight", ...): checkpoints are those of one device.
+  NamedParameters named_parameters(const std::string& prefix = "") override;
+  void to(Device device) override;  ///< DeviceError: a rank stays on its communicator's device
+  void train(bool on = true) override;
+  void set_needs_input_grad(bool on) override;
+  std::string repr() const override;
+
+  /// torch's no_sync(): while off, backward keeps gradients local.
+  void set_require_gradient_sync(bool on) noexcept { sync_ = on; }
+  bool require_gradient_sync() const noexcept { return sync_; }
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp) : ddp_(ddp), was_(ddp.require_gradient_sync()) {
+      ddp_.set_require_gradient_sync(false);
+    }
+    ~NoSync() { ddp_.set_require_gradient_sync(was_); }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+   private:
+    DistributedDataParallel& ddp_;
+    bool was_;
+  };
+  NoSync no_sync() { return NoSync(*this); }
+
+  /// Parameter names per bucket, in the order the buckets are all-reduced.
+  std::vector<std::vector<std::string>> bucket_names() const;
+  Module& module() noexcept;
+  Communicator& communicator() noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  bool sync_ = true;
+};
+
+}  // namespace minitrain
