@@ -1,0 +1,73 @@
+#pragma once
+// Child processes for `minitrain launch` (one per rank) and `minitrain pipelines` (one per run):
+// start with extra environment variables, read their output line by line without blocking, see
+// whether they ended and how, signal them, stop them. POSIX (fork/exec, process groups).
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace minitrain {
+
+/// How a child ended: an exit code, or the signal that killed it.
+struct ExitStatus {
+  int code = 0;    ///< exit code when signal == 0
+  int signal = 0;  ///< the terminating signal, 0 when the child exited
+  bool ok() const noexcept { return signal == 0 && code == 0; }
+  std::string str() const;  ///< "exit status 3", "signal 9 (Killed)"
+};
+
+struct SubprocessOptions {
+  std::vector<std::string> argv;  ///< argv[0] looked up in PATH when it has no '/'
+  std::vector<std::pair<std::string, std::string>> env;  ///< set on top of this process's environment
+  std::string working_dir;        ///< "": this process's
+  /// "": stdout and stderr together through a pipe (read_lines); else both appended to this file.
+  std::string output_path;
+  /// The child leads a process group of its own, so signal() reaches the processes it starts too.
+  bool new_process_group = true;
+};
+
+/// A running (or ended) child. Move-only; the destructor kills (SIGKILL) and reaps a child still running.
+class Subprocess {
+ public:
+  /// IoError when the program cannot be started, with the reason ("cannot run 'x': No such file or directory").
+  static Subprocess start(const SubprocessOptions& options);
+  Subprocess(Subprocess&& o) noexcept;
+  Subprocess& operator=(Subprocess&& o) noexcept;
+  Subprocess(const Subprocess&) = delete;
+  Subprocess& operator=(const Subprocess&) = delete;
+  ~Subprocess();
+
+  int pid() const noexcept { return pid_; }
+  /// The pipe of captured output (for poll()), -1 when output goes to a file or the pipe is closed.
+  int output_fd() const noexcept { return out_fd_; }
+  /// Complete lines (without '\n') read so far, without blocking; a last line without '\n' comes
+  /// once the child has closed its output.
+  std::vector<std::string> read_lines();
+  /// The exit status when the child has ended (reaps it), without blocking.
+  std::optional<ExitStatus> poll();
+  /// Blocks until the child ends, or `timeout` passes (nullopt then).
+  std::optional<ExitStatus> wait_for(std::chrono::milliseconds timeout);
+  ExitStatus wait();
+  /// Sends `sig` to the child (its process group with new_process_group); nothing once it ended.
+  void signal(int sig);
+  /// SIGTERM, then SIGKILL if it still runs after `grace`; returns how it ended.
+  ExitStatus terminate(std::chrono::milliseconds grace);
+
+ private:
+  Subprocess() = default;
+  int pid_ = -1;
+  int out_fd_ = -1;
+  bool group_ = false;
+  std::string partial_;  // output after the last '\n'
+  std::optional<ExitStatus> status_;
+};
+
+/// This program's own path (/proc/self/exe), to start copies of minitrain.
+std::string self_executable();
+/// Resident set size of process `pid` in bytes (/proc/PID/status VmRSS); 0 when it is gone.
+uint64_t process_rss_bytes(int pid);
+
+}  // namespace minitrain
