@@ -1,0 +1,29 @@
+// Global-memory coalescing: the naive kernel with its threads re-ordered so a warp covers 32
+// consecutive COLUMNS of one C row. B's loads and C's stores become one 128-byte transaction per
+// warp and A's load a broadcast; still bound by global-memory (L1/L2) bandwidth, as every
+// multiply-add fetches two operands and nothing is reused from on-chip storage.
+
+#include "core/cuda_check.h"
+#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
+#include "kernels/gemm_ladder/gemm_launch.cuh"
+
+namespace minitrain::gemm_ladder {
+
+__global__ void __launch_bounds__(CoalescedTiling::kThreads) gemm_coalesced_kernel(GemmArgs g) {
+  using T = CoalescedTiling;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t row = block_row0<T>(blockIdx.x, blockIdx.y) + T::local_row(tid, 0);
+  const int64_t col = block_col0<T>(blockIdx.x, blockIdx.y) + T::local_col(tid, 0);
+  if (!in_c(row, col, g.m, g.n)) return;
+  float acc = 0.f;
+  for (int64_t q = 0; q < g.k; ++q) acc += g.a.at(row, q) * g.b.at(q, col);
+  store_c(g.c, g.n, row, col, acc, g.alpha, g.beta);
+}
+
+void gemm_coalesced_cuda(const GemmArgs& g, CUstream_st* stream) {
+  const dim3 grid = launch_grid<CoalescedTiling>(g, "coalesced");
+  gemm_coalesced_kernel<<<grid, CoalescedTiling::kThreads, 0, stream>>>(g);
+  CHECK_CUDA_LAUNCH();
+}
+
+}  // namespace minitrain::gemm_ladder

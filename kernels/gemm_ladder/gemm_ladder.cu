@@ -1,0 +1,75 @@
+// The ladder as registry entries: each wraps one launcher in the GemmFloatFn signature, checking
+// the device and sizes on the host and launching on the calling thread's current stream.
+
+#include "kernels/gemm_ladder/gemm_ladder.h"
+
+#include <cstdint>
+
+#include "core/error.h"
+#include "core/stream.h"
+#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
+
+namespace minitrain {
+
+namespace {
+
+using Launcher = void (*)(const gemm_ladder::GemmArgs&, CUstream_st*);
+
+// float4 loads of op(X)'s stored rows need every row to start on a 16-byte boundary.
+bool rows_16b_aligned(const float* p, int64_t ld) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && ld % 4 == 0;
+}
+
+GemmBackend ladder_entry(const char* name, const char* technique, bool reduced_precision, Launcher launch) {
+  const std::string backend = name;
+  GemmFloatFn fn = [backend, launch](Device device, float* c, const float* a, bool trans_a, const float* b,
+                                     bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, float beta) {
+    MT_CHECK_AS(DeviceError, device.is_cuda(), "gemm backend '", backend, "' runs on CUDA devices, got ",
+                device.str(), "; move the tensors to a GPU or pick a CPU backend (openblas, eigen)");
+    MT_CHECK_AS(ValueError, m >= 0 && n >= 0 && k >= 0, "gemm backend '", backend, "': sizes must be >= 0, got m = ",
+                m, ", n = ", n, ", k = ", k);
+    if (m == 0 || n == 0) return;
+    MT_CHECK_AS(ValueError, c != nullptr && (k == 0 || (a != nullptr && b != nullptr)), "gemm backend '", backend,
+                "': null pointer for a non-empty product (c = ", static_cast<const void*>(c), ", a = ",
+                static_cast<const void*>(a), ", b = ", static_cast<const void*>(b), ")");
+    gemm_ladder::GemmArgs g{};
+    g.c = c;
+    g.a = gemm_ladder::operand_a(a, trans_a, m, k);
+    g.b = gemm_ladder::operand_b(b, trans_b, k, n);
+    g.m = m, g.n = n, g.k = k;
+    g.alpha = alpha, g.beta = beta;
+    g.vec_a = rows_16b_aligned(a, g.a.ld);
+    g.vec_b = rows_16b_aligned(b, g.b.ld);
+    DeviceGuard guard(device);
+    launch(g, current_stream(device).native_handle());
+  };
+  return GemmBackend{name, DeviceType::CUDA, technique, reduced_precision, std::move(fn), nullptr};
+}
+
+}  // namespace
+
+std::vector<GemmBackend> cuda_gemm_ladder_backends() {
+  using namespace gemm_ladder;
+  return {
+      ladder_entry("naive", "one thread per C element, threads along rows: uncoalesced, memory-transaction bound",
+                   false, &gemm_naive_cuda),
+      ladder_entry("coalesced", "one thread per C element, warps along columns: coalesced, global-bandwidth bound",
+                   false, &gemm_coalesced_cuda),
+      ladder_entry("smem_tiled", "32x32 shared-memory tiles: operands reused 32x, shared-memory bandwidth bound",
+                   false, &gemm_smem_tiled_cuda),
+      ladder_entry("blocktile_1d", "64x64 tiles, 8 results per thread in registers: shared-memory bandwidth bound",
+                   false, &gemm_blocktile_1d_cuda),
+      ladder_entry("blocktile_2d", "128x128 tiles, 8x8 register tile per thread: bound by bank conflicts and issue",
+                   false, &gemm_blocktile_2d_cuda),
+      ladder_entry("vectorized", "blocktile_2d with float4 loads and k-major A in shared memory: issue/latency bound",
+                   false, &gemm_vectorized_cuda),
+      ladder_entry("warptile", "128x128 block, 64x32 warp tiles, 8x4 thread tiles: FP32 issue-rate bound", false,
+                   &gemm_warptile_cuda),
+      ladder_entry("tc_tf32", "WMMA tensor cores, TF32 inputs, FP32 accumulate: bound by operand feed (smem, latency)",
+                   true, &gemm_tc_tf32_cuda),
+      ladder_entry("tc_bf16", "WMMA tensor cores, BF16 inputs, FP32 accumulate: bound by operand feed (smem, latency)",
+                   true, &gemm_tc_bf16_cuda),
+  };
+}
+
+}  // namespace minitrain

@@ -1,0 +1,71 @@
+// Warp tiling: the block's 128 x 128 C tile is split into 64 x 32 warp tiles and each warp sweeps
+// its tile in 64 x 16 sub-tiles, one 8 x 4 thread tile per lane. A warp's shared-memory reads
+// then touch only its own rows and columns (4 distinct B float4s, 8 distinct A pairs: broadcast,
+// no conflicts), and the schedule mirrors the tensor-core hierarchy. Bound by FP32 issue rate
+// and, at small sizes, by the number of blocks (wave quantisation).
+
+#include "core/cuda_check.h"
+#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
+#include "kernels/gemm_ladder/gemm_launch.cuh"
+#include "kernels/gemm_ladder/gemm_tile_load.cuh"
+
+namespace minitrain::gemm_ladder {
+
+constexpr int kWarpLdA = WarptileTiling::kBlockM + 4;  // see gemm_vectorized.cu on the padding
+constexpr int kWarpLdB = WarptileTiling::kBlockN + 4;
+
+__global__ void __launch_bounds__(WarptileTiling::kThreads) gemm_warptile_kernel(GemmArgs g) {
+  using T = WarptileTiling;
+  static_assert(T::kTM % 4 == 0 && T::kTN % 4 == 0, "thread tiles are read as float4");
+  __shared__ __align__(16) float as_t[T::kBlockK * kWarpLdA];  // op(A) tile transposed: [BK][BM]
+  __shared__ __align__(16) float bs[T::kBlockK * kWarpLdB];    // op(B) tile [BK][BN]
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t row0 = block_row0<T>(blockIdx.x, blockIdx.y), col0 = block_col0<T>(blockIdx.x, blockIdx.y);
+  float acc[T::kRowsPerThread][T::kColsPerThread] = {};
+  float a_frag[T::kRowsPerThread], b_frag[T::kColsPerThread];
+  for (int64_t k0 = 0; k0 < g.k; k0 += T::kBlockK) {
+    if (g.vec_a)
+      load_tile_vec4<T::kBlockM, T::kBlockK, T::kThreads, true>(as_t, kWarpLdA, g.a, row0, k0, tid);
+    else
+      load_tile<T::kBlockM, T::kBlockK, T::kThreads, true>(as_t, kWarpLdA, g.a, row0, k0, tid);
+    if (g.vec_b)
+      load_tile_vec4<T::kBlockK, T::kBlockN, T::kThreads, false>(bs, kWarpLdB, g.b, k0, col0, tid);
+    else
+      load_tile<T::kBlockK, T::kBlockN, T::kThreads, false>(bs, kWarpLdB, g.b, k0, col0, tid);
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < T::kBlockK; ++q) {
+      // Each sub-tile's TM (TN) values are contiguous in shared memory: float4 reads.
+#pragma unroll
+      for (int i = 0; i < T::kRowsPerThread; i += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(&as_t[q * kWarpLdA + T::local_row(tid, i)]);
+        a_frag[i] = v.x, a_frag[i + 1] = v.y, a_frag[i + 2] = v.z, a_frag[i + 3] = v.w;
+      }
+#pragma unroll
+      for (int j = 0; j < T::kColsPerThread; j += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(&bs[q * kWarpLdB + T::local_col(tid, j)]);
+        b_frag[j] = v.x, b_frag[j + 1] = v.y, b_frag[j + 2] = v.z, b_frag[j + 3] = v.w;
+      }
+#pragma unroll
+      for (int i = 0; i < T::kRowsPerThread; ++i)
+#pragma unroll
+        for (int j = 0; j < T::kColsPerThread; ++j) acc[i][j] += a_frag[i] * b_frag[j];
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < T::kRowsPerThread; ++i)
+#pragma unroll
+    for (int j = 0; j < T::kColsPerThread; ++j) {
+      const int64_t row = row0 + T::local_row(tid, i), col = col0 + T::local_col(tid, j);
+      if (in_c(row, col, g.m, g.n)) store_c(g.c, g.n, row, col, acc[i][j], g.alpha, g.beta);
+    }
+}
+
+void gemm_warptile_cuda(const GemmArgs& g, CUstream_st* stream) {
+  const dim3 grid = launch_grid<WarptileTiling>(g, "warptile");
+  gemm_warptile_kernel<<<grid, WarptileTiling::kThreads, 0, stream>>>(g);
+  CHECK_CUDA_LAUNCH();
+}
+
+}  // namespace minitrain::gemm_ladder
