@@ -1,14 +1,17 @@
 // Linear: forward is one GEMM into a fresh output and an in-place bias add; backward is one GEMM
 // for dx (skipped when no input gradient is needed), one accumulating GEMM for dW (beta = 1) and
-// a column sum added into db. The input is cached by handle, never copied.
+// a column sum added into db. The input is cached by handle, never copied. Every GEMM goes
+// through the layer's named backend; "auto" resolves to gemm()'s own path (OpenBLAS on the CPU,
+// cuBLAS on a GPU), so a default layer computes exactly what it did before backends existed.
 
 #include "nn/linear.h"
 
 #include <sstream>
+#include <utility>
 
-#include "kernels/bias_add.h"
 #include "kernels/elementwise.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm_registry.h"
+#include "kernels/linear_forward.h"
 #include "kernels/random.h"
 #include "kernels/reduce.h"
 
@@ -45,8 +48,7 @@ Tensor Linear::forward(const Tensor& x) {
               x.dtype());
 
   Tensor y = Tensor::empty(Shape{x.size(0), out_}, w.dtype(), w.device());
-  gemm(y, x, /*trans_a=*/false, w, /*trans_b=*/true);
-  if (bias_.value.defined()) bias_add(y, y, bias_.value);
+  linear_forward_with(gemm_backend_, y, x, w, bias_.value);  // x W^T, then + b (fused for cublaslt)
   input_ = training_ ? x : Tensor();  // eval mode keeps nothing (and forgets an older input)
   return y;
 }
@@ -62,7 +64,8 @@ Tensor Linear::backward(const Tensor& grad_output) {
               x.size(0), ", ", out_, "]");
 
   // dW += dy^T x: [out, batch] x [batch, in], accumulated by the GEMM itself.
-  gemm(ensure_grad(weight_), dy, /*trans_a=*/true, x, /*trans_b=*/false, 1.0, /*beta=*/1.0);
+  gemm_with(gemm_backend_, ensure_grad(weight_), dy, /*trans_a=*/true, x, /*trans_b=*/false, 1.0,
+            /*beta=*/1.0);
   if (bias_.value.defined()) {
     // db += sum_rows(dy): the column sum is deterministic (double accumulation), then one add.
     Tensor& db = ensure_grad(bias_);
@@ -75,8 +78,13 @@ Tensor Linear::backward(const Tensor& grad_output) {
   if (!needs_input_grad_) return Tensor();
   // dx = dy W: [batch, out] x [out, in].
   Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  gemm(dx, dy, /*trans_a=*/false, weight_.value, /*trans_b=*/false);
+  gemm_with(gemm_backend_, dx, dy, /*trans_a=*/false, weight_.value, /*trans_b=*/false);
   return dx;
+}
+
+void Linear::set_gemm_backend(std::string name) {
+  if (name != "auto") (void)minitrain::gemm_backend(name);  // ValueError listing the names
+  gemm_backend_ = std::move(name);
 }
 
 NamedParameters Linear::named_parameters(const std::string& prefix) {

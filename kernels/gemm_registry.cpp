@@ -1,0 +1,164 @@
+// The GEMM registry: one process-wide table of named backends behind a mutex. Built-ins are added
+// when the table is first touched (by a lookup or by a user's registration, whichever comes
+// first), so a user's MINITRAIN_REGISTER_GEMM at static-initialisation time finds them there and
+// cannot take their names. Entries are never removed, so references handed out stay valid.
+
+#include "kernels/gemm_registry.h"
+
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <utility>
+
+#include "core/error.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_builtin.h"
+#include "kernels/gemm_check.h"
+
+#if MINITRAIN_WITH_CUDA
+#include "kernels/gemm_ladder/gemm_ladder.h"
+#endif
+
+namespace minitrain {
+
+GemmBackend openblas_gemm_backend() {
+  GemmBackend g;
+  g.name = "openblas";
+  g.device = DeviceType::CPU;
+  g.technique =
+      "OpenBLAS single-threaded AVX2/AVX-512 kernels, one per tile of C, on OpenMP threads "
+      "(compute-bound)";
+  g.float32 = [](Device, float* c, const float* a, bool ta, const float* b, bool tb, int64_t m,
+                 int64_t n, int64_t k, float alpha,
+                 float beta) { gemm_cpu<float>(c, a, ta, b, tb, m, n, k, alpha, beta); };
+  g.float64 = [](Device, double* c, const double* a, bool ta, const double* b, bool tb, int64_t m,
+                 int64_t n, int64_t k, double alpha,
+                 double beta) { gemm_cpu<double>(c, a, ta, b, tb, m, n, k, alpha, beta); };
+  return g;
+}
+
+namespace {
+
+class Registry {
+ public:
+  Registry() {
+    add(openblas_gemm_backend());
+    add(eigen_gemm_backend());
+#if MINITRAIN_WITH_CUDA
+    add(cublas_gemm_backend());
+    add(cublas_tf32_gemm_backend());
+    add(cublaslt_gemm_backend());
+    for (GemmBackend& g : cuda_gemm_ladder_backends()) add(std::move(g));
+#endif
+  }
+
+  void add(GemmBackend backend) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    MT_CHECK_AS(ValueError, !backend.name.empty(),
+                "register_gemm_backend: the backend has an empty name");
+    MT_CHECK_AS(ValueError, backend.name != "auto",
+                "register_gemm_backend: 'auto' is reserved (it means ",
+                "the device's default backend); choose another name");
+    MT_CHECK_AS(ValueError, find(backend.name) == nullptr,
+                "register_gemm_backend: a backend named '", backend.name,
+                "' is already registered (", names_locked(), "); choose another name");
+    MT_CHECK_AS(ValueError, static_cast<bool>(backend.float32), "register_gemm_backend: backend '",
+                backend.name, "' has no float32 function; float32 is required");
+    backends_.push_back(std::make_unique<GemmBackend>(std::move(backend)));
+  }
+
+  const GemmBackend& get(const std::string& name) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const GemmBackend* g = find(name);
+    MT_CHECK_AS(ValueError, g != nullptr, "unknown GEMM backend '", name,
+                "'; registered: ", names_locked(), " (or 'auto' for the device's default)");
+    return *g;
+  }
+
+  bool has(const std::string& name) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return find(name) != nullptr;
+  }
+
+  std::vector<std::string> names(DeviceType device) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::string> out;
+    for (const auto& g : backends_)
+      if (g->device == device) out.push_back(g->name);
+    return out;
+  }
+
+ private:
+  const GemmBackend* find(const std::string& name) const {
+    for (const auto& g : backends_)
+      if (g->name == name) return g.get();
+    return nullptr;
+  }
+
+  // "openblas, eigen, cublas, ..." in registration order.
+  std::string names_locked() const {
+    std::ostringstream os;
+    for (size_t i = 0; i < backends_.size(); ++i) os << (i ? ", " : "") << backends_[i]->name;
+    return os.str();
+  }
+
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<GemmBackend>> backends_;  // unique_ptr: references outlive growth
+};
+
+// A function-local static: constructed on first use, whichever translation unit's static
+// initialiser gets here first, and thread-safe from C++11 on.
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+void register_gemm_backend(GemmBackend backend) {
+  registry().add(std::move(backend));
+}
+
+const GemmBackend& gemm_backend(const std::string& name) {
+  return registry().get(name);
+}
+
+bool has_gemm_backend(const std::string& name) {
+  return registry().has(name);
+}
+
+std::vector<std::string> gemm_backend_names(DeviceType device) {
+  return registry().names(device);
+}
+
+std::string default_gemm_backend(Device device) {
+  // CUDA: cuBLAS in full FP32, the fastest FP32 GEMM until the hand-written ladder is measured on a
+  // GPU (bench/gemm_bench.cpp), and the one whose results match the CPU within float32 rounding.
+  // CPU: OpenBLAS, measured faster than Eigen at every shape bench/gemm_bench.cpp runs.
+  return device.is_cuda() ? "cublas" : "openblas";
+}
+
+void gemm_with(const std::string& backend, Tensor& c, const Tensor& a, bool trans_a,
+               const Tensor& b, bool trans_b, double alpha, double beta) {
+  const GemmDims d = check_gemm_operands("gemm_with", c, a, trans_a, b, trans_b);
+  const Device device = c.device();
+  const GemmBackend& g = gemm_backend(backend == "auto" ? default_gemm_backend(device) : backend);
+  MT_CHECK_AS(ValueError, g.device == device.type(), "gemm_with: backend '", g.name, "' runs on ",
+              g.device == DeviceType::CUDA ? "cuda" : "cpu", " devices but the tensors are on ",
+              device, "; use 'auto' or one of the ", device.is_cuda() ? "cuda" : "cpu",
+              " backends");
+  if (d.m == 0 || d.n == 0) return;
+  if (c.dtype() == DType::Float64) {
+    MT_CHECK_AS(ValueError, static_cast<bool>(g.float64), "gemm_with: backend '", g.name,
+                "' has no float64 path (tensors on ", device, ", dtype ", c.dtype(),
+                "); use float32, or a backend with float64 such as '", default_gemm_backend(device),
+                "'");
+    g.float64(device, c.data<double>(), a.data<double>(), trans_a, b.data<double>(), trans_b, d.m,
+              d.n, d.k, alpha, beta);
+    return;
+  }
+  g.float32(device, c.data<float>(), a.data<float>(), trans_a, b.data<float>(), trans_b, d.m, d.n,
+            d.k, float(alpha), float(beta));
+}
+
+}  // namespace minitrain

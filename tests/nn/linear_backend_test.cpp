@@ -1,0 +1,197 @@
+// Linear's GEMM backend by name: a user's backend registered in this binary with
+// MINITRAIN_REGISTER_GEMM really runs a Linear's three GEMMs and gives OpenBLAS's results; Eigen
+// agrees within float32 rounding; set_gemm_backend reaches every Linear of a nested Sequential;
+// unknown names and wrong-device backends are refused with the names. On a GPU: Linear through
+// cuBLASLt (fused bias epilogue) against cuBLAS, exactly, on integer values.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_registry.h"
+#include "nn/activation_layer.h"
+#include "nn/gemm_backend.h"
+#include "nn/linear.h"
+#include "nn/mlp.h"
+#include "nn/sequential.h"
+#include "tests/support/test_util.h"
+
+namespace minitrain {
+namespace {
+
+using testing::error_message;
+using testing::host_values;
+using testing::random_tensor;
+
+// The user's kernel: OpenBLAS behind a call counter, float32 only.
+std::atomic<int> g_calls{0};
+void counting_sgemm(Device, float* c, const float* a, bool ta, const float* b, bool tb, int64_t m,
+                    int64_t n, int64_t k, float alpha, float beta) {
+  ++g_calls;
+  gemm_cpu<float>(c, a, ta, b, tb, m, n, k, alpha, beta);
+}
+GemmBackend counting_backend() {
+  return GemmBackend{"nn_test_counting_sgemm",
+                     DeviceType::CPU,
+                     "test: OpenBLAS behind a call counter",
+                     false,
+                     &counting_sgemm,
+                     {}};
+}
+MINITRAIN_REGISTER_GEMM(nn_test_counting_sgemm, counting_backend())
+
+struct Pass {
+  std::vector<double> y, dx, dw, db;
+};
+
+// One forward and backward of a fresh Linear(37, 19) (seed fixed) through `backend`.
+Pass run_linear(const std::string& backend, Device device = Device::cpu()) {
+  Generator gen(7);
+  Linear layer(37, 19, gen, true, device);
+  layer.set_gemm_backend(backend);
+  Tensor x = random_tensor(Shape{23, 37}, 1, device), dy = random_tensor(Shape{23, 19}, 2, device);
+  layer.zero_grad();
+  Tensor y = layer.forward(x);
+  Tensor dx = layer.backward(dy);
+  return {host_values(y), host_values(dx), host_values(layer.weight().grad),
+          host_values(layer.bias().grad)};
+}
+
+TEST(LinearGemmBackend, DefaultIsAuto) {
+  Generator gen(1);
+  Linear layer(3, 2, gen);
+  EXPECT_EQ(layer.gemm_backend(), "auto");
+}
+
+TEST(LinearGemmBackend, UserBackendRunsAllThreeGemmsWithOpenBlasResults) {
+  const Pass want = run_linear("openblas");
+  const int before = g_calls.load();
+  const Pass got = run_linear("nn_test_counting_sgemm");
+  EXPECT_EQ(g_calls.load() - before, 3) << "forward x W^T, backward dy^T x and dy W";
+  ASSERT_GT(testing::host_max_abs(Tensor::from_vector(got.y, Shape{int64_t(got.y.size())})), 0.0);
+  EXPECT_EQ(got.y, want.y);
+  EXPECT_EQ(got.dx, want.dx);
+  EXPECT_EQ(got.dw, want.dw);
+  EXPECT_EQ(got.db, want.db);
+}
+
+TEST(LinearGemmBackend, AutoIsOpenBlasBitForBitOnTheCpu) {
+  const Pass a = run_linear("auto"), o = run_linear("openblas");
+  EXPECT_EQ(a.y, o.y);
+  EXPECT_EQ(a.dx, o.dx);
+  EXPECT_EQ(a.dw, o.dw);
+}
+
+TEST(LinearGemmBackend, EigenAgreesWithOpenBlas) {
+  const Pass e = run_linear("eigen"), o = run_linear("openblas");
+  EXPECT_ALLCLOSE(e.y, o.y, 1e-5, 1e-5);  // float32 sums of 37 (23 for dW) products, other orders
+  EXPECT_ALLCLOSE(e.dx, o.dx, 1e-5, 1e-5);
+  EXPECT_ALLCLOSE(e.dw, o.dw, 1e-5, 1e-5);
+  EXPECT_EQ(e.db, o.db);  // the bias gradient is no GEMM
+}
+
+TEST(LinearGemmBackend, UnknownNameIsRefusedAndNothingChanges) {
+  Generator gen(1);
+  Linear layer(3, 2, gen);
+  layer.set_gemm_backend("eigen");
+  EXPECT_THROW(layer.set_gemm_backend("no_such_gemm"), ValueError);
+  const std::string msg = error_message([&] { layer.set_gemm_backend("no_such_gemm"); });
+  EXPECT_NE(msg.find("'no_such_gemm'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("openblas, eigen"), std::string::npos) << msg;
+  EXPECT_EQ(layer.gemm_backend(), "eigen");
+}
+
+TEST(LinearGemmBackend, BackendOfAnotherDeviceTypeFailsAtForwardNamingIt) {
+  register_gemm_backend(
+      GemmBackend{"nn_test_fake_cuda",
+                  DeviceType::CUDA,
+                  "test: never runs",
+                  false,
+                  [](Device, float*, const float*, bool, const float*, bool, int64_t, int64_t,
+                     int64_t, float, float) { FAIL() << "must not run"; },
+                  {}});
+  Generator gen(1);
+  Linear layer(3, 2, gen);
+  layer.set_gemm_backend("nn_test_fake_cuda");
+  Tensor x = random_tensor(Shape{4, 3}, 1);
+  EXPECT_THROW(layer.forward(x), ValueError);
+  const std::string msg = error_message([&] { layer.forward(x); });
+  EXPECT_NE(msg.find("'nn_test_fake_cuda' runs on cuda devices but the tensors are on cpu"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(SetGemmBackend, ReachesEveryLinearOfNestedSequentials) {
+  Generator gen(3);
+  std::unique_ptr<Sequential> mlp = make_mlp({5, 8, 8, 2}, Activation::ReLU, gen);
+  auto outer = std::make_unique<Sequential>();
+  Sequential& model = *outer;
+  model.add(std::move(mlp));
+  model.add(std::make_unique<ActivationLayer>(Activation::Tanh));
+  model.add(std::make_unique<Linear>(2, 3, gen));
+  EXPECT_EQ(set_gemm_backend(model, "nn_test_counting_sgemm"), 4);
+  auto& inner = dynamic_cast<Sequential&>(model[0]);
+  for (std::size_t i : {0u, 2u, 4u})
+    EXPECT_EQ(dynamic_cast<Linear&>(inner[i]).gemm_backend(), "nn_test_counting_sgemm");
+  EXPECT_EQ(dynamic_cast<Linear&>(model[2]).gemm_backend(), "nn_test_counting_sgemm");
+
+  Tensor x = random_tensor(Shape{6, 5}, 4);
+  const int before = g_calls.load();
+  Tensor y_counted = model.forward(x);
+  EXPECT_EQ(g_calls.load() - before, 4);
+  set_gemm_backend(model, "auto");
+  Tensor y_auto = model.forward(x);
+  EXPECT_EQ(g_calls.load() - before, 4) << "auto must not go through the user's backend";
+  EXPECT_EQ(host_values(y_counted), host_values(y_auto));
+}
+
+TEST(SetGemmBackend, UnknownNameLeavesTheModelUntouched) {
+  Generator gen(3);
+  std::unique_ptr<Sequential> model = make_mlp({4, 4, 2}, Activation::ReLU, gen);
+  set_gemm_backend(*model, "eigen");
+  EXPECT_THROW(set_gemm_backend(*model, "nope"), ValueError);
+  EXPECT_EQ(dynamic_cast<Linear&>((*model)[0]).gemm_backend(), "eigen");
+  EXPECT_EQ(dynamic_cast<Linear&>((*model)[2]).gemm_backend(), "eigen");
+}
+
+// ---- CUDA: Linear through cuBLASLt's fused bias epilogue against cuBLAS ----
+
+Tensor small_ints(const Shape& s, uint32_t seed, Device d) {
+  return Tensor::from_vector(testing::random_small_ints(s.numel(), seed), s, d);
+}
+
+TEST(LinearGemmBackendCuda, CublasLtFusedBiasMatchesCublasExactly) {
+  MT_SKIP_UNLESS_AVAILABLE(Device::cuda(0));
+  const Device d = Device::cuda(0);
+  for (auto [batch, in, out] : {std::tuple{1, 1, 1}, {17, 33, 65}, {256, 129, 127}}) {
+    SCOPED_TRACE(::testing::Message() << "batch=" << batch << " in=" << in << " out=" << out);
+    std::vector<double> ys[2], dxs[2], dws[2];
+    const char* backends[2] = {"cublaslt", "cublas"};
+    for (int i = 0; i < 2; ++i) {
+      Generator gen(1);
+      Linear layer(in, out, gen, true, d);
+      layer.weight().value = small_ints(Shape{out, in}, 1, d);  // integers: every sum exact
+      layer.bias().value = small_ints(Shape{out}, 2, d);
+      layer.set_gemm_backend(backends[i]);
+      layer.zero_grad();
+      Tensor y = layer.forward(small_ints(Shape{batch, in}, 3, d));
+      Tensor dx = layer.backward(small_ints(Shape{batch, out}, 4, d));
+      ys[i] = host_values(y);
+      dxs[i] = host_values(dx);
+      dws[i] = host_values(layer.weight().grad);
+    }
+    ASSERT_GT(testing::host_max_abs(Tensor::from_vector(ys[1], Shape{int64_t(ys[1].size())})), 0.0);
+    EXPECT_EQ(ys[0], ys[1]);
+    EXPECT_EQ(dxs[0], dxs[1]);
+    EXPECT_EQ(dws[0], dws[1]);
+  }
+}
+
+}  // namespace
+}  // namespace minitrain
