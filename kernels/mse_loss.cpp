@@ -35,37 +35,71 @@ namespace {
 // Elements per partial sum. Fixed, not derived from the thread count, for determinism.
 constexpr int64_t kReduceChunk = 1 << 14;
 
-template <typename T>
-double squared_error_sum(const T* pred, const T* target, int64_t begin, int64_t end) {
+// With kGrad, also grad[i] = norm * (pred[i] - target[i]) * 1 (mse_loss_backward's expression
+// with grad_out = 1), each element read before its gradient is stored (grad may be pred).
+template <bool kGrad, typename T>
+double squared_error_sum_impl(const T* pred, const T* target, int64_t begin, int64_t end,
+                              T* grad, T norm) {
   // Four independent accumulators break the add dependency chain (a fixed order all the same).
   double acc[4] = {0, 0, 0, 0};
   int64_t i = begin;
   for (; i + 4 <= end; i += 4)
     for (int k = 0; k < 4; ++k) {
-      const double d = double(pred[i + k]) - double(target[i + k]);
+      const T p = pred[i + k], t = target[i + k];
+      const double d = double(p) - double(t);
       acc[k] += d * d;
+      if constexpr (kGrad) grad[i + k] = norm * (p - t) * T(1);
     }
   for (; i < end; ++i) {
-    const double d = double(pred[i]) - double(target[i]);
+    const T p = pred[i], t = target[i];
+    const double d = double(p) - double(t);
     acc[0] += d * d;
+    if constexpr (kGrad) grad[i] = norm * (p - t) * T(1);
   }
   return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
-}  // namespace
 
-template <typename T>
-void mse_loss_reduce_cpu(T* out, const T* pred, const T* target, int64_t n, double divisor) {
+// Chunks of kReduceChunk, partials combined in chunk order: the one summation order of the CPU
+// loss, fused or not.
+template <bool kGrad, typename T>
+double chunked_squared_error_sum(const T* pred, const T* target, int64_t n, T* grad, T norm) {
   const int64_t chunks = (n + kReduceChunk - 1) / kReduceChunk;
   std::vector<double> partial(static_cast<size_t>(chunks), 0.0);
   parallel_for(chunks, std::max<int64_t>(1, kElementwiseGrain / kReduceChunk),
                [&](int64_t begin, int64_t end) {
                  for (int64_t c = begin; c < end; ++c)
-                   partial[size_t(c)] = squared_error_sum(pred, target, c * kReduceChunk,
-                                                          std::min(n, (c + 1) * kReduceChunk));
+                   partial[size_t(c)] = squared_error_sum_impl<kGrad, T>(
+                       pred, target, c * kReduceChunk, std::min(n, (c + 1) * kReduceChunk), grad,
+                       norm);
                });
   double sum = 0;
   for (double p : partial) sum += p;
+  return sum;
+}
+}  // namespace
+
+template <typename T>
+void mse_loss_reduce_cpu(T* out, const T* pred, const T* target, int64_t n, double divisor) {
+  const double sum = chunked_squared_error_sum<false, T>(pred, target, n, nullptr, T(0));
   out[0] = static_cast<T>(sum / divisor);
+}
+
+template <typename T>
+void mse_loss_forward_backward_cpu(T* out, T* grad_pred, const T* pred, const T* target,
+                                   int64_t n, double divisor, T norm, bool per_element) {
+  if (!per_element) {
+    const double sum = chunked_squared_error_sum<true, T>(pred, target, n, grad_pred, norm);
+    out[0] = static_cast<T>(sum / divisor);
+    return;
+  }
+  parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const T p = pred[i], t = target[i];
+      const T d = p - t;
+      out[i] = d * d;
+      grad_pred[i] = norm * (p - t) * T(1);
+    }
+  });
 }
 
 template <typename T>
@@ -95,7 +129,9 @@ void mse_loss_backward_cpu(T* grad_pred, const T* grad_out, const T* pred, const
 #define MT_INSTANTIATE_MSE_CPU(T)                                                          \
   template void mse_loss_reduce_cpu<T>(T*, const T*, const T*, int64_t, double);           \
   template void mse_loss_elementwise_cpu<T>(T*, const T*, const T*, int64_t);              \
-  template void mse_loss_backward_cpu<T>(T*, const T*, const T*, const T*, int64_t, T, bool);
+  template void mse_loss_backward_cpu<T>(T*, const T*, const T*, const T*, int64_t, T, bool); \
+  template void mse_loss_forward_backward_cpu<T>(T*, T*, const T*, const T*, int64_t, double, T, \
+                                                 bool);
 MT_INSTANTIATE_MSE_CPU(float)
 MT_INSTANTIATE_MSE_CPU(double)
 #undef MT_INSTANTIATE_MSE_CPU
@@ -175,6 +211,48 @@ void mse_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& 
         mse_loss_backward_cuda<T>(grad_pred.data<T>(), grad_out.data<T>(), pred.data<T>(),
                                   target.data<T>(), n, static_cast<T>(norm), per_element,
                                   stream);
+      }));
+  }
+}
+
+void mse_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
+                               const Tensor& target, Reduction reduction) {
+  const char* op = "mse_loss_forward_backward";
+  check_compatible(op,
+                   {{"out", out}, {"grad_pred", grad_pred}, {"pred", pred}, {"target", target}});
+  check_same_shape(op, {{"grad_pred", grad_pred}, {"pred", pred}, {"target", target}});
+  const bool per_element = reduction == Reduction::None;
+  if (per_element)
+    check_same_shape(op, {{"out", out}, {"pred", pred}});
+  else
+    MT_CHECK_AS(ShapeError, out.ndim() == 0, op, ": with reduction '", reduction_name(reduction),
+                "' out must be 0-d (shape []) but has shape ", out.shape());
+  const int64_t n = pred.numel();
+  // The divisor of mse_loss_forward and the norm of mse_loss_backward, computed the same way.
+  const double divisor = reduction == Reduction::Mean ? double(n) : 1.0;
+  const double norm = reduction == Reduction::Mean ? 2.0 / double(n) : 2.0;
+  if (pred.device().is_cpu()) {
+    dispatch_float(pred.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      mse_loss_forward_backward_cpu<T>(out.data<T>(), grad_pred.data<T>(), pred.data<T>(),
+                                       target.data<T>(), n, divisor, static_cast<T>(norm),
+                                       per_element);
+    });
+  } else {
+    MT_CUDA_ONLY(
+      DeviceGuard guard(pred.device());
+      CUstream_st* stream = current_stream(pred.device()).native_handle();
+      // Freed on return while the kernels may still run: see mse_loss_forward.
+      Tensor workspace;
+      if (!per_element)
+        workspace = Tensor::empty({kMseReduceBlocks}, DType::Float64, pred.device());
+      dispatch_float(pred.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        mse_loss_forward_backward_cuda<T>(out.data<T>(), grad_pred.data<T>(), pred.data<T>(),
+                                          target.data<T>(), n, divisor, static_cast<T>(norm),
+                                          per_element,
+                                          per_element ? nullptr : workspace.data<double>(),
+                                          stream);
       }));
   }
 }

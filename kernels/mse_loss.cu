@@ -1,12 +1,15 @@
-// MSE loss on the GPU. The elementwise parts are grid-stride loops; mean/sum is a deterministic
-// two-pass reduction: pass 1 gives each of at most kMseReduceBlocks blocks a grid-stride share,
+// MSE loss on the GPU. The elementwise parts use the shared vectorized map (16-byte packs when
+// aligned); mean/sum is a deterministic two-pass reduction: pass 1 gives each of at most
+// kMseReduceBlocks blocks a grid-stride share (in packs when pred and target are aligned),
 // reduced in registers, then across the warp with shuffles and across warps in shared memory, to
 // one double per block; pass 2 (one block) reduces those partials in a fixed order. No atomics,
-// so the same input gives the same bits every run. Memory-bound: pass 1 reads each input once;
+// so the same input gives the same bits every run. The fused forward + backward is pass 1 with
+// the gradient stored on the way: the same code, hence the same summation order and loss.
+// Memory-bound: pass 1 reads each input once (and the fused one writes the gradient once);
 // pass 2 touches 8 KiB.
 
-#include "kernels/cuda_launch.cuh"
 #include "kernels/mse_loss.h"
+#include "kernels/vectorized.cuh"
 
 namespace minitrain {
 
@@ -33,19 +36,51 @@ __device__ double block_sum(double v) {
   }
   return v;
 }
+
+// One element of pass 1: its square added to acc, and with kGrad its gradient (mse_loss_backward's
+// expression with grad_out = 1) returned for storing.
+template <typename T>
+__device__ __forceinline__ T squared_error_step(double& acc, T p, T t, T norm) {
+  const double d = double(p) - double(t);
+  acc += d * d;
+  return norm * (p - t) * T(1);
+}
 }  // namespace
 
 // ---- CUDA kernels ----
 
-// Pass 1: partials[blockIdx.x] = sum of (pred - target)^2 over this block's grid-stride share.
-template <typename T>
-__global__ void mse_loss_partial_sums_kernel(double* partials, const T* pred, const T* target,
-                                             int64_t n) {
+// Pass 1: partials[blockIdx.x] = sum of (pred - target)^2 over this block's grid-stride share;
+// with kGrad also grad[i] = norm * (pred[i] - target[i]). vec: pred and target 16-byte aligned
+// (the summation order depends on it and on n only); grad_vec: grad aligned too.
+template <bool kGrad, typename T>
+__global__ void mse_loss_partial_sums_kernel(double* partials, T* grad, const T* pred,
+                                             const T* target, int64_t n, T norm, bool vec,
+                                             bool grad_vec) {
+  constexpr int W = Pack<T>::kSize;
+  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   double acc = 0;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const double d = double(pred[i]) - double(target[i]);
-    acc += d * d;
+  int64_t scalar_begin = 0;
+  if (vec) {
+    for (int64_t p = tid; p < n / W; p += stride) {
+      const Pack<T> pv = load_pack(pred + p * W), tv = load_pack(target + p * W);
+      Pack<T> g;
+#pragma unroll
+      for (int j = 0; j < W; ++j) g.v[j] = squared_error_step(acc, pv.v[j], tv.v[j], norm);
+      if constexpr (kGrad) {
+        if (grad_vec) {
+          store_pack(grad + p * W, g);
+        } else {
+#pragma unroll
+          for (int j = 0; j < W; ++j) grad[p * W + j] = g.v[j];
+        }
+      }
+    }
+    scalar_begin = n / W * W;
+  }
+  for (int64_t i = scalar_begin + tid; i < n; i += stride) {
+    const T g = squared_error_step(acc, pred[i], target[i], norm);
+    if constexpr (kGrad) grad[i] = g;
   }
   acc = block_sum(acc);
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
@@ -61,21 +96,52 @@ __global__ void mse_loss_finish_kernel(T* out, const double* partials, int num_p
   if (threadIdx.x == 0) out[0] = static_cast<T>(acc / divisor);
 }
 
+namespace {
 template <typename T>
-__global__ void mse_loss_elementwise_kernel(T* out, const T* pred, const T* target, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const T d = pred[i] - target[i];
-    out[i] = d * d;
+struct SquaredError {
+  MT_HOST_DEVICE T operator()(T p, T t) const {
+    const T d = p - t;
+    return d * d;
   }
+};
+template <typename T>
+struct MseGradPerElement {
+  T norm;
+  MT_HOST_DEVICE T operator()(T g, T p, T t) const { return norm * (p - t) * g; }
+};
+// The 0-d grad_out is read on the device (no host round trip); it stays in cache.
+template <typename T>
+struct MseGradScalar {
+  T norm;
+  const T* grad_out;
+  __device__ T operator()(T p, T t) const { return norm * (p - t) * grad_out[0]; }
+};
+template <bool kGrad, typename T>
+void launch_partial_sums(double* workspace, T* grad, const T* pred, const T* target, int64_t n,
+                         T norm, int blocks, cudaStream_t stream) {
+  mse_loss_partial_sums_kernel<kGrad, T><<<blocks, kBlock, 0, stream>>>(
+      workspace, grad, pred, target, n, norm, all_aligned16(pred, target),
+      grad != nullptr && is_aligned16(grad));
+  CHECK_CUDA_LAUNCH();
 }
 
+// The grid depends only on n, so the summation order (and the result) is fixed for a given n.
+int reduce_blocks(int64_t n) {
+  return static_cast<int>(
+      std::min<int64_t>(kMseReduceBlocks, std::max<int64_t>(1, (n + kBlock - 1) / kBlock)));
+}
+}  // namespace
+
 template <typename T>
-__global__ void mse_loss_backward_kernel(T* grad_pred, const T* grad_out, const T* pred,
-                                         const T* target, int64_t n, T norm, bool per_element) {
+__global__ void mse_loss_none_fused_kernel(T* out, T* grad, const T* pred, const T* target,
+                                           int64_t n, T norm) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    grad_pred[i] = norm * (pred[i] - target[i]) * grad_out[per_element ? i : 0];
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const T p = pred[i], t = target[i];
+    const T d = p - t;
+    out[i] = d * d;
+    grad[i] = norm * (p - t) * T(1);
+  }
 }
 
 // ---- launchers ----
@@ -83,12 +149,28 @@ __global__ void mse_loss_backward_kernel(T* grad_pred, const T* grad_out, const 
 template <typename T>
 void mse_loss_reduce_cuda(T* out, const T* pred, const T* target, int64_t n, double divisor,
                           double* workspace, CUstream_st* stream) {
-  // The grid depends only on n, so the summation order (and the result) is fixed for a given n.
-  const int blocks = static_cast<int>(
-      std::min<int64_t>(kMseReduceBlocks, std::max<int64_t>(1, (n + kBlock - 1) / kBlock)));
-  mse_loss_partial_sums_kernel<T>
-      <<<blocks, kBlock, 0, as_cuda(stream)>>>(workspace, pred, target, n);
+  const int blocks = reduce_blocks(n);
+  launch_partial_sums<false, T>(workspace, nullptr, pred, target, n, T(0), blocks,
+                                as_cuda(stream));
+  mse_loss_finish_kernel<T><<<1, kBlock, 0, as_cuda(stream)>>>(out, workspace, blocks, divisor);
   CHECK_CUDA_LAUNCH();
+}
+
+template <typename T>
+void mse_loss_forward_backward_cuda(T* out, T* grad_pred, const T* pred, const T* target,
+                                    int64_t n, double divisor, T norm, bool per_element,
+                                    double* workspace, CUstream_st* stream) {
+  if (per_element) {
+    // Rare in training (a loss per element); one scalar pass, two writes.
+    if (n == 0) return;
+    mse_loss_none_fused_kernel<T>
+        <<<grid_for(n), kBlock, 0, as_cuda(stream)>>>(out, grad_pred, pred, target, n, norm);
+    CHECK_CUDA_LAUNCH();
+    return;
+  }
+  const int blocks = reduce_blocks(n);
+  launch_partial_sums<true, T>(workspace, grad_pred, pred, target, n, norm, blocks,
+                               as_cuda(stream));
   mse_loss_finish_kernel<T><<<1, kBlock, 0, as_cuda(stream)>>>(out, workspace, blocks, divisor);
   CHECK_CUDA_LAUNCH();
 }
@@ -96,23 +178,23 @@ void mse_loss_reduce_cuda(T* out, const T* pred, const T* target, int64_t n, dou
 template <typename T>
 void mse_loss_elementwise_cuda(T* out, const T* pred, const T* target, int64_t n,
                                CUstream_st* stream) {
-  if (n == 0) return;
-  mse_loss_elementwise_kernel<T><<<grid_for(n), kBlock, 0, as_cuda(stream)>>>(out, pred, target, n);
-  CHECK_CUDA_LAUNCH();
+  map_cuda(out, n, as_cuda(stream), SquaredError<T>{}, pred, target);
 }
 
 template <typename T>
 void mse_loss_backward_cuda(T* grad_pred, const T* grad_out, const T* pred, const T* target,
                             int64_t n, T norm, bool per_element, CUstream_st* stream) {
-  if (n == 0) return;
-  mse_loss_backward_kernel<T><<<grid_for(n), kBlock, 0, as_cuda(stream)>>>(
-      grad_pred, grad_out, pred, target, n, norm, per_element);
-  CHECK_CUDA_LAUNCH();
+  if (per_element)
+    map_cuda(grad_pred, n, as_cuda(stream), MseGradPerElement<T>{norm}, grad_out, pred, target);
+  else
+    map_cuda(grad_pred, n, as_cuda(stream), MseGradScalar<T>{norm, grad_out}, pred, target);
 }
 
 #define MT_INSTANTIATE_MSE_CUDA(T)                                                            \
   template void mse_loss_reduce_cuda<T>(T*, const T*, const T*, int64_t, double, double*,     \
                                         CUstream_st*);                                        \
+  template void mse_loss_forward_backward_cuda<T>(T*, T*, const T*, const T*, int64_t, double, \
+                                                  T, bool, double*, CUstream_st*);            \
   template void mse_loss_elementwise_cuda<T>(T*, const T*, const T*, int64_t, CUstream_st*);  \
   template void mse_loss_backward_cuda<T>(T*, const T*, const T*, const T*, int64_t, T, bool, \
                                           CUstream_st*);

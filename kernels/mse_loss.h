@@ -27,6 +27,12 @@ void mse_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target,
 /// grad_out for Mean/Sum, grad_out[i] (pred's shape) for None. grad_pred may be pred.
 void mse_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& pred,
                        const Tensor& target, Reduction reduction = Reduction::Mean);
+/// Loss and gradient from one read of pred and target (the training step's pair of calls fused):
+/// out as mse_loss_forward(out, pred, target, reduction) and grad_pred as mse_loss_backward with
+/// a grad_out of ones, bit for bit (same per-element math, same summation order).
+/// grad_pred has pred's shape and may be pred.
+void mse_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
+                               const Tensor& target, Reduction reduction = Reduction::Mean);
 /// The same into new tensors.
 Tensor mse_loss_forward(const Tensor& pred, const Tensor& target,
                         Reduction reduction = Reduction::Mean);
@@ -46,12 +52,23 @@ template <typename T>
 void mse_loss_backward_cpu(T* grad_pred, const T* grad_out, const T* pred, const T* target,
                            int64_t n, T norm, bool per_element);
 
+/// Mean/Sum (per_element false): out[0] = sum((pred - target)^2) / divisor and
+/// grad_pred[i] = norm * (pred[i] - target[i]) * 1; None: out[i] = (pred[i] - target[i])^2 too.
+template <typename T>
+void mse_loss_forward_backward_cpu(T* out, T* grad_pred, const T* pred, const T* target,
+                                   int64_t n, double divisor, T norm, bool per_element);
+
 /// Partial sums the CUDA reduction leaves in its workspace (doubles), one per block of pass 1.
 inline constexpr int kMseReduceBlocks = 1024;
 /// `workspace` holds kMseReduceBlocks doubles on the same device.
 template <typename T>
 void mse_loss_reduce_cuda(T* out, const T* pred, const T* target, int64_t n, double divisor,
                           double* workspace, CUstream_st* stream);
+/// `workspace` as for mse_loss_reduce_cuda when !per_element (unused otherwise).
+template <typename T>
+void mse_loss_forward_backward_cuda(T* out, T* grad_pred, const T* pred, const T* target,
+                                    int64_t n, double divisor, T norm, bool per_element,
+                                    double* workspace, CUstream_st* stream);
 template <typename T>
 void mse_loss_elementwise_cuda(T* out, const T* pred, const T* target, int64_t n,
                                CUstream_st* stream);

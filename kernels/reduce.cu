@@ -1,14 +1,17 @@
-// Reductions on the GPU: each thread folds a grid-stride slice in double, warps combine with
-// shuffles, warps' results meet in shared memory; pass 1 leaves one partial per block, pass 2
-// (one block) folds those. Memory-bound; the grid depends only on n, so results are bit-identical
-// run to run (no atomics). sum_rows: one thread per column walking the rows (coalesced reads).
+// Reductions on the GPU: each thread folds a grid-stride slice in double (16-byte packs when the
+// input is aligned, kernels/vectorized.cuh), warps combine with shuffles (__shfl_down_sync),
+// warps' results meet in shared memory; pass 1 leaves one partial per block, pass 2 (one block)
+// folds those. Memory-bound; the grid depends only on n and the pack path only on the pointer's
+// alignment, so results for a given tensor are bit-identical run to run (no atomics).
+// sum_rows: kernels/column_reduce.cuh (32 columns x 16 row slices a block, coalesced reads).
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
-#include "kernels/cuda_launch.cuh"
+#include "kernels/column_reduce.cuh"
 #include "kernels/reduce.h"
+#include "kernels/vectorized.cuh"
 
 namespace minitrain {
 
@@ -41,10 +44,21 @@ __device__ double block_reduce(double v) {
 // ---- CUDA kernels ----
 
 template <typename T, typename Op>
-__global__ void reduce_partials_kernel(double* partials, const T* x, int64_t n) {
+__global__ void reduce_partials_kernel(double* partials, const T* x, int64_t n, bool vec) {
+  constexpr int W = Pack<T>::kSize;
+  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   double acc = Op::identity();
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
+  int64_t scalar_begin = 0;
+  if (vec) {  // uniform over the grid
+    for (int64_t p = tid; p < n / W; p += stride) {
+      const Pack<T> v = load_pack(x + p * W);
+#pragma unroll
+      for (int j = 0; j < W; ++j) acc = Op::combine(acc, Op::map(static_cast<double>(v.v[j])));
+    }
+    scalar_begin = n / W * W;
+  }
+  for (int64_t i = scalar_begin + tid; i < n; i += stride)
     acc = Op::combine(acc, Op::map(static_cast<double>(x[i])));
   acc = block_reduce<Op>(acc);
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
@@ -60,21 +74,18 @@ __global__ void reduce_final_kernel(T* out, const double* partials, int64_t coun
 }
 
 template <typename T>
-__global__ void sum_rows_column_kernel(T* out, const T* x, int64_t rows, int64_t cols) {
-  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < cols;
-       j += int64_t(gridDim.x) * blockDim.x) {
-    double acc = 0.0;
-    for (int64_t i = 0; i < rows; ++i) acc += static_cast<double>(x[i * cols + j]);
-    out[j] = static_cast<T>(acc);
-  }
-}
+struct ReadAt {
+  const T* x;
+  __device__ T operator()(int64_t i) const { return x[i]; }
+};
 
 template <typename T, typename Op>
 void reduce_two_pass(T* out, const T* x, int64_t n, double divisor, double* partials,
                      cudaStream_t s) {
   const int64_t blocks = n == 0 ? 0 : reduce_cuda_partials(n);
   if (blocks > 0) {
-    reduce_partials_kernel<T, Op><<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(partials, x, n);
+    reduce_partials_kernel<T, Op>
+        <<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(partials, x, n, is_aligned16(x));
     CHECK_CUDA_LAUNCH();
   }
   // With n == 0 pass 2 folds nothing: identity / divisor (0, or NaN for mean).
@@ -109,9 +120,7 @@ void reduce_cuda(T* out, const T* x, int64_t n, ReduceOp op, double* partials, C
 
 template <typename T>
 void sum_rows_cuda(T* out, const T* x, int64_t rows, int64_t cols, CUstream_st* s) {
-  if (cols == 0) return;
-  sum_rows_column_kernel<T><<<grid_for(cols), kBlock, 0, as_cuda(s)>>>(out, x, rows, cols);
-  CHECK_CUDA_LAUNCH();
+  column_sum_cuda(out, rows, cols, ReadAt<T>{x}, as_cuda(s));
 }
 
 template void reduce_cuda<float>(float*, const float*, int64_t, ReduceOp, double*, CUstream_st*);

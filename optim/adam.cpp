@@ -1,11 +1,13 @@
-// torch.optim.Adam and AdamW over the fused per-tensor kernel (kernels/adam_step.h). As in torch,
-// each parameter counts its own steps (a parameter skipped for lack of a gradient does not
-// advance its bias correction).
+// torch.optim.Adam and AdamW over the fused kernels: one multi-tensor step per device, dtype and
+// step count (kernels/multi_tensor_optim.h), the one-tensor kernel (kernels/adam_step.h) for a
+// lone parameter. As in torch, each parameter counts its own steps (a parameter skipped for lack
+// of a gradient does not advance its bias correction).
 
 #include <utility>
 
 #include "kernels/adam_step.h"
 #include "kernels/check.h"
+#include "kernels/multi_tensor_optim.h"
 #include "optim/detail.h"
 #include "optim/optimizer.h"
 
@@ -51,6 +53,8 @@ void Adam::step() {
     check_same_shape(op.c_str(), {{"value", p->value}, {"grad", p->grad}});
   }
   ++steps_;
+  std::vector<std::size_t> stepped;
+  std::vector<int64_t> t_of;  // each parameter's own step t: its bias corrections
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Parameter& p = *params_[i].second;
     if (!p.grad.defined()) continue;  // torch skips grad=None
@@ -62,11 +66,32 @@ void Adam::step() {
     }
     if (options_.amsgrad && !max_exp_avg_sq_[i].defined())
       max_exp_avg_sq_[i] = Tensor::zeros(v.shape(), v.dtype(), v.device());
-    const int64_t t = ++param_steps_[i];
+    stepped.push_back(i);
+    t_of.push_back(++param_steps_[i]);
+  }
+  // Parameters on one device with one dtype and one step count take one multi-tensor step (one
+  // launch on a GPU for up to 30-36 tensors); the factors are computed once per group exactly as
+  // per tensor, so the result is that of one adam_step per tensor, bit for bit.
+  for (const auto& group : optim_detail::group_for_multi_tensor(params_, stepped, t_of)) {
+    const int64_t t = param_steps_[group.front()];
     const AdamStepArgs args =
         adam_step_args(lr_, options_.beta1, options_.beta2, options_.eps, options_.weight_decay,
                        decoupled_, options_.amsgrad, t);
-    adam_step(p.value, p.grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i], args);
+    if (group.size() == 1) {
+      const std::size_t i = group.front();
+      Parameter& p = *params_[i].second;
+      adam_step(p.value, p.grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i], args);
+      continue;
+    }
+    std::vector<Tensor> values, grads, m, v, vmax;
+    for (std::size_t i : group) {
+      values.push_back(params_[i].second->value);
+      grads.push_back(params_[i].second->grad);
+      m.push_back(exp_avg_[i]);
+      v.push_back(exp_avg_sq_[i]);
+      if (options_.amsgrad) vmax.push_back(max_exp_avg_sq_[i]);
+    }
+    adam_step_multi(values, grads, m, v, vmax, args);
   }
 }
 

@@ -53,4 +53,11 @@ Tensor load_state_tensor(const std::string& who, const std::string& key, const T
 /// A host copy that shares nothing with `t` (t.to(cpu) shares a CPU tensor).
 Tensor host_copy(const Tensor& t);
 
+/// The parameters `indices` grouped by (device, dtype, keys[i]) in first-seen order: each group
+/// can take one multi-tensor step (kernels/multi_tensor_optim.h), the key holding what must be
+/// equal within a step (SGD: first step or not; Adam: the parameter's step count t).
+std::vector<std::vector<std::size_t>> group_for_multi_tensor(
+    const NamedParameters& params, const std::vector<std::size_t>& indices,
+    const std::vector<int64_t>& keys);
+
 }  // namespace minitrain::optim_detail

@@ -147,6 +147,27 @@ Tensor load_state_tensor(const std::string& who, const std::string& key, const T
 
 Tensor host_copy(const Tensor& t) { return t.device().is_cpu() ? t.clone() : t.to(Device::cpu()); }
 
+std::vector<std::vector<std::size_t>> group_for_multi_tensor(
+    const NamedParameters& params, const std::vector<std::size_t>& indices,
+    const std::vector<int64_t>& keys) {
+  std::vector<std::vector<std::size_t>> groups;
+  std::vector<int64_t> group_keys;  // the key of groups[g]
+  for (std::size_t j = 0; j < indices.size(); ++j) {
+    const Tensor& v = params[indices[j]].second->value;
+    std::size_t g = 0;
+    for (; g < groups.size(); ++g) {
+      const Tensor& w = params[groups[g].front()].second->value;
+      if (w.device() == v.device() && w.dtype() == v.dtype() && group_keys[g] == keys[j]) break;
+    }
+    if (g == groups.size()) {
+      groups.emplace_back();
+      group_keys.push_back(keys[j]);
+    }
+    groups[g].push_back(indices[j]);
+  }
+  return groups;
+}
+
 }  // namespace optim_detail
 
 Optimizer::Optimizer(NamedParameters params, double lr) : params_(std::move(params)), lr_(lr) {

@@ -1,8 +1,11 @@
-// torch.optim.SGD over the fused per-tensor kernel (kernels/sgd_step.h).
+// torch.optim.SGD over the fused kernels: one multi-tensor step per device and dtype
+// (kernels/multi_tensor_optim.h), the one-tensor kernel (kernels/sgd_step.h) for a lone parameter.
 
+#include <algorithm>
 #include <utility>
 
 #include "kernels/check.h"
+#include "kernels/multi_tensor_optim.h"
 #include "kernels/sgd_step.h"
 #include "optim/detail.h"
 #include "optim/optimizer.h"
@@ -45,21 +48,41 @@ void SGD::step() {
   }
   ++steps_;
   const bool momentum = options_.momentum != 0.0;
+  SGDStepArgs args;
+  args.lr = lr_;
+  args.momentum = options_.momentum;
+  args.dampening = options_.dampening;
+  args.weight_decay = options_.weight_decay;
+  args.nesterov = options_.nesterov;
+  std::vector<std::size_t> stepped;
+  std::vector<int64_t> first_step;  // the buffer's first step takes another kernel variant
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Parameter& p = *params_[i].second;
     if (!p.grad.defined()) continue;  // torch skips grad=None
-    SGDStepArgs args;
-    args.lr = lr_;
-    args.momentum = options_.momentum;
-    args.dampening = options_.dampening;
-    args.weight_decay = options_.weight_decay;
-    args.nesterov = options_.nesterov;
-    if (momentum && !momentum_[i].defined()) {
+    stepped.push_back(i);
+    first_step.push_back(momentum && !momentum_[i].defined());
+    if (first_step.back()) {
       // torch: buf = clone(g) at the parameter's first step; the kernel writes it in the pass.
       momentum_[i] = Tensor::empty(p.value.shape(), p.value.dtype(), p.value.device());
-      args.first_step = true;
     }
-    sgd_step(p.value, p.grad, momentum_[i], args);
+  }
+  // Parameters on one device with one dtype take one multi-tensor step (one launch on a GPU for
+  // up to 48 tensors); the arithmetic, and so the result, is that of one sgd_step per tensor.
+  for (const auto& group : optim_detail::group_for_multi_tensor(params_, stepped, first_step)) {
+    args.first_step = momentum && first_step[std::find(stepped.begin(), stepped.end(),
+                                                       group.front()) - stepped.begin()] != 0;
+    if (group.size() == 1) {
+      Parameter& p = *params_[group.front()].second;
+      sgd_step(p.value, p.grad, momentum_[group.front()], args);
+      continue;
+    }
+    std::vector<Tensor> values, grads, buffers;
+    for (std::size_t i : group) {
+      values.push_back(params_[i].second->value);
+      grads.push_back(params_[i].second->grad);
+      if (momentum) buffers.push_back(momentum_[i]);
+    }
+    sgd_step_multi(values, grads, buffers, args);
   }
 }
 
