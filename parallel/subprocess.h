@@ -25,6 +25,7 @@ struct SubprocessOptions {
   std::string working_dir;        ///< "": this process's
   /// "": stdout and stderr together through a pipe (read_lines); else both appended to this file.
   std::string output_path;
+  // The child's standard input is /dev/null.
   /// The child leads a process group of its own, so signal() reaches the processes it starts too.
   bool new_process_group = true;
 };

@@ -1,0 +1,332 @@
+// Child processes with fork + execvpe. Everything the child needs (argv, envp, the output file) is
+// prepared before fork, because between fork and exec a child of a multi-threaded parent may only
+// call async-signal-safe functions. An exec failure travels back to the parent as an errno through
+// a close-on-exec pipe: end-of-file on that pipe means exec succeeded.
+
+#include "parallel/subprocess.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+
+extern char** environ;
+
+namespace minitrain {
+namespace {
+
+// What the child reports through the exec-error pipe before it gives up.
+enum class ChildStage : int { Chdir = 1, Exec = 2 };
+struct ChildFailure {
+  int stage;
+  int error;
+};
+
+std::string join_argv(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const std::string& a : argv) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+// Closes a descriptor, keeping errno (the callers report the errno of what failed before).
+void close_quietly(int fd) {
+  if (fd < 0) return;
+  const int saved = errno;
+  ::close(fd);
+  errno = saved;
+}
+
+ExitStatus decode(int wstatus) {
+  ExitStatus s;
+  if (WIFSIGNALED(wstatus))
+    s.signal = WTERMSIG(wstatus);
+  else if (WIFEXITED(wstatus))
+    s.code = WEXITSTATUS(wstatus);
+  return s;
+}
+
+// Runs in the child between fork and exec: async-signal-safe calls only.
+[[noreturn]] void child_exec(const SubprocessOptions& o, char* const* argv, char* const* envp, int out_fd,
+                             int err_fd, const char* dir) {
+  if (o.new_process_group) ::setpgid(0, 0);
+  // A parent's ignored or blocked signals survive exec; the child starts with the defaults.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) ::signal(sig, SIG_DFL);
+  // No input: a child in a process group of its own that read from the terminal would be stopped
+  // (SIGTTIN) and hang the job.
+  const int devnull = ::open("/dev/null", O_RDONLY);
+  if (devnull >= 0 && devnull != STDIN_FILENO) {
+    ::dup2(devnull, STDIN_FILENO);
+    ::close(devnull);
+  }
+  if (out_fd >= 0) {
+    ::dup2(out_fd, STDOUT_FILENO);  // dup2 clears close-on-exec on the copies
+    ::dup2(out_fd, STDERR_FILENO);
+  }
+  ChildFailure f{0, 0};
+  if (dir != nullptr && ::chdir(dir) != 0) {
+    f = {static_cast<int>(ChildStage::Chdir), errno};
+  } else {
+    ::execvpe(argv[0], argv, envp);
+    f = {static_cast<int>(ChildStage::Exec), errno};
+  }
+  ssize_t ignored = ::write(err_fd, &f, sizeof f);
+  (void)ignored;
+  ::_exit(127);
+}
+
+}  // namespace
+
+std::string ExitStatus::str() const {
+  if (signal != 0) {
+    const char* name = ::strsignal(signal);
+    return detail::concat("signal ", signal, " (", name ? name : "unknown", ")");
+  }
+  return detail::concat("exit status ", code);
+}
+
+Subprocess Subprocess::start(const SubprocessOptions& options) {
+  MT_CHECK_AS(ValueError, !options.argv.empty() && !options.argv[0].empty(),
+              "subprocess: no program given (argv is empty)");
+  const std::string& program = options.argv[0];
+
+  // argv and envp as C arrays, built before fork.
+  std::vector<char*> argv;
+  for (const std::string& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::set<std::string> overridden;
+  std::vector<std::string> env_strings;
+  for (const auto& [name, value] : options.env) {
+    MT_CHECK_AS(ValueError, !name.empty() && name.find('=') == std::string::npos,
+                "subprocess: environment variable name '", name, "' is empty or contains '='");
+    overridden.insert(name);
+  }
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    const std::string name = eq ? std::string(*e, static_cast<size_t>(eq - *e)) : std::string(*e);
+    if (!overridden.count(name)) env_strings.emplace_back(*e);
+  }
+  // Later entries of options.env win over earlier ones with the same name.
+  std::set<std::string> placed;
+  for (auto it = options.env.rbegin(); it != options.env.rend(); ++it)
+    if (placed.insert(it->first).second) env_strings.push_back(it->first + "=" + it->second);
+  std::vector<char*> envp;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  int out_read = -1, out_write = -1;
+  if (options.output_path.empty()) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0)
+      MT_THROW(IoError, "cannot run '", program, "': cannot create an output pipe: ", std::strerror(errno));
+    out_read = fds[0];
+    out_write = fds[1];
+  } else {
+    out_write = ::open(options.output_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (out_write < 0)
+      MT_THROW(IoError, "cannot run '", program, "': cannot open its output file '", options.output_path,
+               "': ", std::strerror(errno));
+  }
+  int err_pipe[2];
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    close_quietly(out_read);
+    close_quietly(out_write);
+    MT_THROW(IoError, "cannot run '", program, "': cannot create a pipe: ", std::strerror(errno));
+  }
+
+  const char* dir = options.working_dir.empty() ? nullptr : options.working_dir.c_str();
+  const pid_t pid = ::fork();
+  if (pid == 0) child_exec(options, argv.data(), envp.data(), out_write, err_pipe[1], dir);
+  const int fork_errno = errno;
+  ::close(err_pipe[1]);
+  ::close(out_write);
+  if (pid < 0) {
+    close_quietly(out_read);
+    ::close(err_pipe[0]);
+    MT_THROW(IoError, "cannot run '", program, "': fork failed: ", std::strerror(fork_errno));
+  }
+  // Also set here: whichever of parent and child runs first, the group exists before signal().
+  if (options.new_process_group) ::setpgid(pid, pid);
+
+  ChildFailure failure{0, 0};
+  ssize_t got;
+  do {
+    got = ::read(err_pipe[0], &failure, sizeof failure);
+  } while (got < 0 && errno == EINTR);
+  ::close(err_pipe[0]);
+  if (got == static_cast<ssize_t>(sizeof failure)) {
+    int ignored;
+    while (::waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
+    }
+    close_quietly(out_read);
+    if (failure.stage == static_cast<int>(ChildStage::Chdir))
+      MT_THROW(IoError, "cannot run '", program, "': cannot enter the working directory '", options.working_dir,
+               "': ", std::strerror(failure.error));
+    MT_THROW(IoError, "cannot run '", program, "': ", std::strerror(failure.error),
+             (failure.error == ENOENT && program.find('/') == std::string::npos
+                  ? " (not found in PATH; give its full path)"
+                  : ""),
+             " (command: ", join_argv(options.argv), ")");
+  }
+
+  if (out_read >= 0) ::fcntl(out_read, F_SETFL, ::fcntl(out_read, F_GETFL) | O_NONBLOCK);
+  Subprocess p;
+  p.pid_ = pid;
+  p.out_fd_ = out_read;
+  p.group_ = options.new_process_group;
+  return p;
+}
+
+Subprocess::Subprocess(Subprocess&& o) noexcept
+    : pid_(o.pid_), out_fd_(o.out_fd_), group_(o.group_), partial_(std::move(o.partial_)), status_(o.status_) {
+  o.pid_ = -1;
+  o.out_fd_ = -1;
+  o.status_.reset();
+}
+
+Subprocess& Subprocess::operator=(Subprocess&& o) noexcept {
+  if (this != &o) {
+    // The child this object held (if any) moves into `old`, whose destructor kills and reaps it.
+    Subprocess old(std::move(*this));
+    pid_ = o.pid_;
+    out_fd_ = o.out_fd_;
+    group_ = o.group_;
+    partial_ = std::move(o.partial_);
+    status_ = o.status_;
+    o.pid_ = -1;
+    o.out_fd_ = -1;
+    o.status_.reset();
+  }
+  return *this;
+}
+
+Subprocess::~Subprocess() {
+  if (pid_ > 0 && !status_) {
+    ::kill(group_ ? -pid_ : pid_, SIGKILL);
+    int ignored;
+    while (::waitpid(pid_, &ignored, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (out_fd_ >= 0) ::close(out_fd_);
+  pid_ = -1;
+  out_fd_ = -1;
+}
+
+std::vector<std::string> Subprocess::read_lines() {
+  std::vector<std::string> lines;
+  if (out_fd_ < 0) return lines;
+  char buf[4096];
+  bool closed = false;
+  for (;;) {
+    const ssize_t n = ::read(out_fd_, buf, sizeof buf);
+    if (n > 0) {
+      partial_.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) {
+      closed = true;  // every writer (the child and anything it started) has closed the pipe
+      break;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    closed = true;  // an unexpected read error: treat the output as ended rather than spin on it
+    break;
+  }
+  size_t start = 0;
+  for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1)
+    lines.push_back(partial_.substr(start, nl - start));
+  partial_.erase(0, start);
+  if (closed) {
+    ::close(out_fd_);
+    out_fd_ = -1;
+    if (!partial_.empty()) lines.push_back(std::move(partial_));
+    partial_.clear();
+  }
+  return lines;
+}
+
+std::optional<ExitStatus> Subprocess::poll() {
+  if (status_ || pid_ <= 0) return status_;
+  int wstatus = 0;
+  pid_t r;
+  do {
+    r = ::waitpid(pid_, &wstatus, WNOHANG);
+  } while (r < 0 && errno == EINTR);
+  if (r == pid_) status_ = decode(wstatus);
+  else if (r < 0)  // ECHILD: someone else reaped it (a SIGCHLD handler set to SIG_IGN); report what we know
+    status_ = ExitStatus{-1, 0};
+  return status_;
+}
+
+std::optional<ExitStatus> Subprocess::wait_for(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Polling with a short, growing sleep: waitpid has no timeout, and a SIGCHLD handler would be
+  // process-wide state that a library must not take over.
+  auto nap = std::chrono::microseconds(200);
+  for (;;) {
+    if (auto s = poll()) return s;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(nap, deadline - now));
+    nap = std::min(nap * 2, std::chrono::microseconds(10000));
+  }
+}
+
+ExitStatus Subprocess::wait() {
+  if (status_ || pid_ <= 0) return status_.value_or(ExitStatus{});
+  int wstatus = 0;
+  pid_t r;
+  do {
+    r = ::waitpid(pid_, &wstatus, 0);
+  } while (r < 0 && errno == EINTR);
+  status_ = r == pid_ ? decode(wstatus) : ExitStatus{-1, 0};
+  return *status_;
+}
+
+void Subprocess::signal(int sig) {
+  if (pid_ <= 0 || status_) return;
+  ::kill(group_ ? -pid_ : pid_, sig);
+}
+
+ExitStatus Subprocess::terminate(std::chrono::milliseconds grace) {
+  if (auto s = poll()) return *s;
+  signal(SIGTERM);
+  if (auto s = wait_for(grace)) return *s;
+  signal(SIGKILL);
+  return wait();
+}
+
+std::string self_executable() {
+  std::vector<char> buf(PATH_MAX + 1);
+  const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  if (n < 0) MT_THROW(IoError, "cannot read /proc/self/exe (this program's path): ", std::strerror(errno));
+  return std::string(buf.data(), static_cast<size_t>(n));
+}
+
+uint64_t process_rss_bytes(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) != 0) continue;
+    std::istringstream fields(line.substr(6));
+    uint64_t kib = 0;
+    fields >> kib;  // the kernel always reports it in kB
+    return kib * 1024;
+  }
+  return 0;  // gone, or a zombie (no VmRSS line)
+}
+
+}  // namespace minitrain
