@@ -1,4 +1,5 @@
-// Sequential: children named "0", "1", ... in order; backward walks them in reverse.
+// Sequential: children named "0", "1", ... in order; backward walks them in reverse, calling the
+// backward hook (if any) after each child.
 
 #include "nn/sequential.h"
 
@@ -22,7 +23,10 @@ Tensor Sequential::forward(const Tensor& x) {
 
 Tensor Sequential::backward(const Tensor& grad_output) {
   Tensor g = grad_output;
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) g = (*it)->backward(g);
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    g = layers_[i]->backward(g);
+    if (backward_hook_) backward_hook_(i);
+  }
   return g;  // undefined when the first layers skip dL/dx (set_needs_input_grad(false))
 }
 

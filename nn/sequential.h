@@ -2,7 +2,10 @@
 // Modules applied in order, named "0", "1", ... as torch.nn.Sequential, so an MLP's parameters
 // are "0.weight", "0.bias", "2.weight", ... and its weights files load into PyTorch and back.
 
+#include <cstddef>
+#include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "nn/module.h"
@@ -11,11 +14,21 @@ namespace minitrain {
 
 class Sequential final : public Module {
  public:
+  /// Called after child `index`'s backward has returned: that child's parameter gradients are
+  /// final for this backward (on a GPU: enqueued on the caller's current stream), while the
+  /// children before it are still to run. DistributedDataParallel starts a gradient bucket's
+  /// all-reduce from here, overlapping communication with the rest of backward (torch's
+  /// autograd hooks play this part).
+  using BackwardHook = std::function<void(std::size_t index)>;
+
   Sequential() = default;
   Sequential& add(std::unique_ptr<Module> m);
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_output) override;  ///< children in reverse order
+  /// Replaces the backward hook (an empty function removes it). An exception thrown by the hook
+  /// ends backward and propagates to its caller.
+  void set_backward_hook(BackwardHook hook) { backward_hook_ = std::move(hook); }
   NamedParameters named_parameters(const std::string& prefix = "") override;
   void to(Device device) override;
   void train(bool on = true) override;
@@ -33,6 +46,7 @@ class Sequential final : public Module {
   void propagate_input_grad();
 
   std::vector<std::unique_ptr<Module>> layers_;
+  BackwardHook backward_hook_;
 };
 
 }  // namespace minitrain

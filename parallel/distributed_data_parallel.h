@@ -26,6 +26,8 @@ namespace minitrain {
 struct DdpOptions {
   int64_t bucket_bytes = int64_t(25) << 20;  ///< torch's default bucket_cap_mb = 25
   /// false: all buckets are reduced after backward (no overlap), for comparison in benchmarks.
+  /// The overlap needs a Sequential module (its backward hook says when a layer's gradients are
+  /// final); with any other module (a ModelParallel: the hybrid) buckets go after backward too.
   bool overlap = true;
 };
 
@@ -44,6 +46,7 @@ class DistributedDataParallel final : public Module {
   /// The wrapped module's names ("0.weight", ...): checkpoints are those of one device.
   NamedParameters named_parameters(const std::string& prefix = "") override;
   void to(Device device) override;  ///< DeviceError: a rank stays on its communicator's device
+                                    ///< (to() that device itself is a no-op)
   void train(bool on = true) override;
   void set_needs_input_grad(bool on) override;
   std::string repr() const override;

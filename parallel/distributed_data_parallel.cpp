@@ -1,0 +1,411 @@
+// DistributedDataParallel: gradient buckets all-reduced by one communication thread per instance
+// while backward goes on (torch's Reducer, without autograd: a Sequential's backward hook says
+// when a layer's gradients are final). Bounded by the slower of backward and the bucket
+// all-reduces; the overlap hides the communication of every bucket but the last.
+//
+// Note [DDP communication thread]: every collective of an instance (the construction's checks
+// and broadcast, every bucket's all-reduce) runs on its communication thread, in the order it was
+// posted, which is the same on every rank. The caller's thread makes no collective call while a
+// backward is in flight, so MPI built with MPI_THREAD_SERIALIZED is enough, and the ranks can
+// never interleave two DDP collectives differently. On a GPU the thread works on its own side
+// stream: each bucket's task first makes the side stream wait for an event recorded on the
+// caller's stream when the bucket became ready (its gradients are enqueued before it), and at the
+// end of backward the caller's stream waits for an event recorded after the last copy back.
+//
+// Note [DDP bucket order]: buckets hold parameters in reverse registration order, the order in
+// which a Sequential's backward finishes them. A layer's parameters are contiguous in that order
+// and layers finish from last to first, so bucket k is complete no later than bucket k + 1;
+// buckets are still launched strictly by index (a bucket complete before an earlier one waits
+// for it) so that every rank issues the same sequence of all-reduces.
+
+#include "parallel/distributed_data_parallel.h"
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "core/error.h"
+#include "core/stream.h"
+#include "nn/sequential.h"
+
+namespace minitrain {
+namespace {
+
+// One persistent thread that runs posted tasks in order on its device's side stream. After a
+// task throws, the tasks after it are skipped (the communicator is broken, or the ranks disagree
+// about what comes next) until the caller has taken the error.
+class CommWorker {
+ public:
+  CommWorker(Device device, const Stream& side) : device_(device), side_(side) {
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~CommWorker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  CommWorker(const CommWorker&) = delete;
+  CommWorker& operator=(const CommWorker&) = delete;
+
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back(std::move(task));
+      ++outstanding_;
+    }
+    cv_.notify_all();
+  }
+
+  /// Waits until every posted task has run (or been skipped); returns and clears the first error.
+  std::exception_ptr wait_idle() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return outstanding_ == 0; });
+    std::exception_ptr e = error_;
+    error_ = nullptr;
+    return e;
+  }
+
+  /// The same, rethrowing the error in the caller.
+  void finish() {
+    if (std::exception_ptr e = wait_idle()) std::rethrow_exception(e);
+  }
+
+ private:
+  void loop() {
+    DeviceGuard device_guard(device_);
+    StreamGuard stream_guard(side_);  // collectives and copies of this thread go to the side stream
+    for (;;) {
+      std::function<void()> task;
+      bool skip = false;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;  // stop_, nothing left
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+        skip = error_ != nullptr;
+      }
+      std::exception_ptr error;
+      if (!skip) {
+        try {
+          task();
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (error && !error_) error_ = error;
+        --outstanding_;
+      }
+      cv_.notify_all();
+    }
+  }
+
+  Device device_;
+  const Stream& side_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  int64_t outstanding_ = 0;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after every member above exists
+};
+
+std::string bytes_str(int64_t bytes) {
+  std::ostringstream s;
+  if (bytes >= (int64_t(1) << 20) && bytes % (int64_t(1) << 20) == 0)
+    s << (bytes >> 20) << " MiB";
+  else if (bytes >= 1024 && bytes % 1024 == 0)
+    s << (bytes >> 10) << " KiB";
+  else
+    s << bytes << " B";
+  return s.str();
+}
+
+}  // namespace
+
+struct DistributedDataParallel::Impl {
+  struct Bucket {
+    Bucket(DType d, Event e) : dtype(d), ready(std::move(e)) {}
+    std::vector<int> params;  // indices into `params`, in reverse registration order
+    int64_t numel = 0;
+    DType dtype;
+    Tensor flat;              // the bucket's contiguous buffer on the communicator's device
+    Event ready;              // recorded on the caller's stream when the bucket's gradients are final
+    int pending = 0;          // parameters not yet ready in the backward in flight
+  };
+
+  Impl(std::unique_ptr<Module> m, Communicator& c, DdpOptions o)
+      : module(std::move(m)), comm(c), options(o), side(Stream::create(c.device())),
+        done(Event::create(c.device())) {}
+
+  std::unique_ptr<Module> module;
+  Communicator& comm;
+  DdpOptions options;
+  NamedParameters params;               // the module's, in registration order
+  std::vector<Bucket> buckets;
+  std::vector<int> bucket_of;           // parameter index -> bucket
+  Sequential* sequential = nullptr;     // the module, when it is one: its hook drives the overlap
+  std::vector<std::vector<int>> layer_params;  // Sequential child -> its parameter indices
+  std::vector<bool> ready;              // per parameter, in the backward in flight
+  std::size_t next_bucket = 0;          // the next bucket to hand to the worker
+  bool in_flight = false;               // a synced, overlapped backward is running
+  Stream side;                          // the worker's stream (an empty handle on the CPU)
+  Event done;                           // recorded by the worker after the last bucket's copy back
+  std::unique_ptr<CommWorker> worker;   // last: joined before the streams and buffers go
+
+  Device device() const { return comm.device(); }
+
+  void build_buckets() {
+    const int n = static_cast<int>(params.size());
+    bucket_of.assign(n, -1);
+    int64_t bytes = 0;
+    for (int i = n - 1; i >= 0; --i) {  // Note [DDP bucket order]
+      const Tensor& v = params[i].second->value;
+      const int64_t p_bytes = static_cast<int64_t>(v.nbytes());
+      // A new bucket when this one would overflow (never splitting a parameter, so a parameter
+      // larger than a bucket gets one of its own) or when the dtype changes (one flat buffer).
+      const bool fits = !buckets.empty() && bytes + p_bytes <= options.bucket_bytes &&
+                        buckets.back().dtype == v.dtype();
+      if (!fits) {
+        buckets.emplace_back(v.dtype(), Event::create(device()));
+        bytes = 0;
+      }
+      Bucket& b = buckets.back();
+      b.params.push_back(i);
+      b.numel += v.numel();
+      bytes += p_bytes;
+      bucket_of[i] = static_cast<int>(buckets.size()) - 1;
+    }
+    for (Bucket& b : buckets) b.flat = Tensor::empty(Shape({b.numel}), b.dtype, device());
+  }
+
+  void map_layers() {
+    sequential = dynamic_cast<Sequential*>(module.get());
+    if (sequential == nullptr) return;
+    std::unordered_map<const Parameter*, int> index;
+    for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) index[params[i].second] = i;
+    layer_params.assign(sequential->size(), {});
+    for (std::size_t l = 0; l < sequential->size(); ++l)
+      for (auto& [name, p] : (*sequential)[l].named_parameters()) {
+        auto it = index.find(p);
+        if (it != index.end()) layer_params[l].push_back(it->second);
+      }
+    Impl* self = this;
+    sequential->set_backward_hook([self](std::size_t layer) {
+      if (self->in_flight) self->layer_done(layer);
+    });
+  }
+
+  // Rank 0's values into every rank's parameters, a bucket at a time (the same flat buffers).
+  void broadcast_parameters() {
+    for (Bucket& b : buckets) {
+      int64_t offset = 0;
+      for (int i : b.params) {
+        const Tensor& v = params[i].second->value;
+        b.flat.narrow(offset, v.numel()).copy_(v.reshape({v.numel()}));
+        offset += v.numel();
+      }
+      comm.broadcast(b.flat, 0);
+      offset = 0;
+      for (int i : b.params) {
+        Tensor& v = params[i].second->value;
+        v.reshape({v.numel()}).copy_(b.flat.narrow(offset, v.numel()));
+        offset += v.numel();
+      }
+    }
+  }
+
+  // Every rank must hold the same parameters; a mismatch would otherwise pair unrelated buffers
+  // (or hang MPI on different sizes). Max of (count, numel) and of their negations gives every
+  // rank the largest and smallest, so all ranks see a mismatch alike and throw together.
+  void check_same_model() {
+    int64_t total = 0;
+    for (auto& [name, p] : params) total += p->value.numel();
+    const double n = static_cast<double>(params.size()), t = static_cast<double>(total);
+    const double nb = static_cast<double>(buckets.size());
+    Tensor meta = Tensor::from_vector(std::vector<double>{n, t, nb, -n, -t, -nb}, {6}).to(device());
+    comm.all_reduce(meta, ReduceOp::Max);
+    const std::vector<double> m = meta.to_vector<double>();
+    MT_CHECK_AS(ValueError, m[0] == -m[3] && m[1] == -m[4] && m[2] == -m[5],
+                "DistributedDataParallel: the ranks hold different models: rank ", comm.rank(), " has ",
+                params.size(), " parameters of ", total, " elements in ", buckets.size(),
+                " buckets, while the ranks range over ", -m[3], "..", m[0], " parameters, ", -m[4], "..",
+                m[1], " elements and ", -m[5], "..", m[2],
+                " buckets; build the same model with the same bucket_bytes on every rank");
+  }
+
+  // Worker task: the bucket's gradients, averaged over the ranks, back into every parameter.
+  void reduce_bucket(Bucket& b) {
+    side.wait_for(b.ready);  // the caller's stream has produced these gradients
+    int64_t offset = 0;
+    for (int i : b.params) {
+      const Tensor& g = params[i].second->grad;  // allocated by launch()
+      b.flat.narrow(offset, g.numel()).copy_(g.reshape({g.numel()}));
+      offset += g.numel();
+    }
+    // Communicator::all_reduce dispatches native vs ring from the communicator's options.
+    comm.all_reduce(b.flat, ReduceOp::Avg);
+    offset = 0;
+    for (int i : b.params) {
+      Tensor& g = params[i].second->grad;
+      g.reshape({g.numel()}).copy_(b.flat.narrow(offset, g.numel()));
+      offset += g.numel();
+    }
+  }
+
+  // On the caller's thread: the bucket's gradients are final on the caller's stream.
+  void launch(std::size_t k) {
+    Bucket& b = buckets[k];
+    // Allocated here, on the caller's thread, so the worker never races the layers over a grad
+    // that is still undefined (a parameter whose layer got no gradient this backward).
+    for (int i : b.params) ensure_grad(*params[i].second);
+    b.ready.record(current_stream(device()));
+    worker->post([this, &b] { reduce_bucket(b); });
+  }
+
+  void launch_ready() {
+    while (next_bucket < buckets.size() && buckets[next_bucket].pending == 0) launch(next_bucket++);
+  }
+
+  void layer_done(std::size_t layer) {
+    if (layer >= layer_params.size()) return;
+    for (int i : layer_params[layer]) {
+      if (ready[i]) continue;
+      ready[i] = true;
+      --buckets[bucket_of[i]].pending;
+    }
+    launch_ready();
+  }
+
+  void begin_sync(bool overlap) {
+    ready.assign(params.size(), false);
+    for (Bucket& b : buckets) b.pending = static_cast<int>(b.params.size());
+    next_bucket = 0;
+    in_flight = overlap;
+  }
+
+  // After the module's backward: every bucket not yet launched, in order; then wait for all.
+  void finish_sync() {
+    in_flight = false;
+    for (Bucket& b : buckets) b.pending = 0;
+    launch_ready();
+    worker->post([this] { done.record(side); });
+    worker->finish();  // rethrows a CommError of the worker
+    current_stream(device()).wait_for(done);  // the optimizer reads the gradients next
+  }
+};
+
+DistributedDataParallel::DistributedDataParallel(std::unique_ptr<Module> module, Communicator& comm,
+                                                 DdpOptions options) {
+  MT_CHECK_AS(ValueError, module != nullptr, "DistributedDataParallel: the module is null");
+  MT_CHECK_AS(ValueError, options.bucket_bytes >= 1, "DistributedDataParallel: bucket_bytes must be at least 1, got ",
+              options.bucket_bytes, "; torch's default is 25 MiB (", int64_t(25) << 20, ")");
+  const Device device = comm.device();
+  for (auto& [name, p] : module->named_parameters())
+    MT_CHECK_AS(DeviceError, p->value.device() == device, "DistributedDataParallel: parameter '", name, "' is on ",
+                p->value.device(), " but rank ", comm.rank(), "'s communicator is on ", device,
+                "; move the module to ", device, " before wrapping it");
+  impl_ = std::make_unique<Impl>(std::move(module), comm, options);
+  Impl& im = *impl_;
+  im.params = im.module->named_parameters();
+  im.build_buckets();
+  im.worker = std::make_unique<CommWorker>(device, im.side);
+  // The caller's initialisation of the values is done before the worker copies them.
+  im.done.record(current_stream(device));
+  im.worker->post([&im] {
+    im.side.wait_for(im.done);
+    im.check_same_model();
+    im.broadcast_parameters();
+    im.done.record(im.side);
+  });
+  im.worker->finish();
+  current_stream(device).wait_for(im.done);
+  im.map_layers();
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  if (impl_ && impl_->sequential) impl_->sequential->set_backward_hook(nullptr);
+}
+
+Tensor DistributedDataParallel::forward(const Tensor& x) { return impl_->module->forward(x); }
+
+Tensor DistributedDataParallel::backward(const Tensor& grad_output) {
+  Impl& im = *impl_;
+  if (!sync_) return im.module->backward(grad_output);  // no_sync: local accumulation only
+  im.begin_sync(im.options.overlap && im.sequential != nullptr);
+  Tensor dx;
+  try {
+    dx = im.module->backward(grad_output);
+  } catch (...) {
+    // Buckets already handed over may still be in the worker; they use this object's buffers,
+    // so wait for them (their own errors are dropped: the module's error is the cause).
+    im.in_flight = false;
+    im.worker->wait_idle();
+    throw;
+  }
+  im.finish_sync();
+  return dx;
+}
+
+NamedParameters DistributedDataParallel::named_parameters(const std::string& prefix) {
+  return impl_->module->named_parameters(prefix);
+}
+
+void DistributedDataParallel::to(Device device) {
+  if (device == impl_->device()) return;  // already there
+  MT_THROW(DeviceError, "DistributedDataParallel::to(", device, "): rank ", impl_->comm.rank(),
+           " stays on its communicator's device ", impl_->device(),
+           "; build the module on the device wanted and a communicator for it instead");
+}
+
+void DistributedDataParallel::train(bool on) {
+  Module::train(on);
+  impl_->module->train(on);
+}
+
+void DistributedDataParallel::set_needs_input_grad(bool on) {
+  Module::set_needs_input_grad(on);
+  impl_->module->set_needs_input_grad(on);
+}
+
+std::string DistributedDataParallel::repr() const {
+  const Impl& im = *impl_;
+  std::ostringstream s;
+  s << "DistributedDataParallel(rank=" << im.comm.rank() << ", world_size=" << im.comm.size()
+    << ", backend=" << im.comm.backend() << ", device=" << im.device().str() << ", buckets=" << im.buckets.size()
+    << ", bucket_bytes=" << bytes_str(im.options.bucket_bytes) << ", overlap=" << (im.options.overlap ? "True" : "False")
+    << ")(\n  (module): ";
+  for (char c : im.module->repr()) {
+    s << c;
+    if (c == '\n') s << "  ";
+  }
+  s << "\n)";
+  return s.str();
+}
+
+std::vector<std::vector<std::string>> DistributedDataParallel::bucket_names() const {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& b : impl_->buckets) {
+    out.emplace_back();
+    for (int i : b.params) out.back().push_back(impl_->params[i].first);
+  }
+  return out;
+}
+
+Module& DistributedDataParallel::module() noexcept { return *impl_->module; }
+
+Communicator& DistributedDataParallel::communicator() noexcept { return impl_->comm; }
+
+}  // namespace minitrain
