@@ -92,6 +92,7 @@ struct DataLoader::Impl {
   std::shared_ptr<const Dataset> dataset;
   DataLoaderOptions options;
   int64_t n = 0, in_dim = 0, out_dim = 0, per_epoch = 0;
+  int64_t epoch_rows = 0;  // indices per epoch: n, or the sampler's size()
   const Stream* consumer_stream = nullptr;  // GPU only (Note [data loader streams])
 
   // ---- touched only by the thread that prepares batches (the worker, or next() without one) ----
@@ -139,11 +140,14 @@ struct DataLoader::Impl {
 
   Batch make_batch(int64_t e, int64_t i) {
     if (order_epoch != e) {
-      order = epoch_order(n, options.shuffle, options.seed, e);
+      order = options.sampler ? options.sampler->indices(e) : epoch_order(n, options.shuffle, options.seed, e);
+      MT_CHECK_AS(ValueError, static_cast<int64_t>(order.size()) == epoch_rows, "DataLoader: the sampler gave ",
+                  order.size(), " indices for epoch ", e, " but says an epoch has ", epoch_rows,
+                  "; its indices() and size() must agree");
       order_epoch = e;
     }
     const int64_t begin = i * options.batch_size;
-    const int64_t k = std::min(options.batch_size, n - begin);
+    const int64_t k = std::min(options.batch_size, epoch_rows - begin);
     const std::vector<int64_t> rows(order.begin() + begin, order.begin() + begin + k);
     Batch b;
     b.epoch = e;
@@ -225,16 +229,22 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
               options.prefetch);
   const int64_t n = dataset->size();
   MT_CHECK_AS(ValueError, n >= 1, "DataLoader: the dataset is empty");
-  MT_CHECK_AS(ValueError, !options.drop_last || n >= options.batch_size, "DataLoader: drop_last with ",
-              n, " samples and batch size ", options.batch_size,
-              " leaves no batch; use a batch size of at most ", n, " or keep the partial batch");
+  if (options.sampler)
+    MT_CHECK_AS(ValueError, options.sampler->source_size() == n, "DataLoader: the sampler draws from ",
+                options.sampler->source_size(), " rows but the dataset has ", n,
+                "; build the sampler for this dataset (one weight per row)");
+  const int64_t rows = options.sampler ? options.sampler->size() : n;
+  MT_CHECK_AS(ValueError, !options.drop_last || rows >= options.batch_size, "DataLoader: drop_last with ",
+              rows, " samples and batch size ", options.batch_size,
+              " leaves no batch; use a batch size of at most ", rows, " or keep the partial batch");
   check_available(options.device);
   impl_ = std::make_unique<Impl>(std::move(dataset), options);
   impl_->n = n;
+  impl_->epoch_rows = rows;
   impl_->in_dim = impl_->dataset->feature_dim();
   impl_->out_dim = impl_->dataset->target_dim();
-  impl_->per_epoch = options.drop_last ? n / options.batch_size
-                                       : (n + options.batch_size - 1) / options.batch_size;
+  impl_->per_epoch = options.drop_last ? rows / options.batch_size
+                                       : (rows + options.batch_size - 1) / options.batch_size;
   if (options.device.is_cuda()) impl_->consumer_stream = &current_stream(options.device);
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/device.h"
 #include "data/dataset.h"
+#include "data/sampler.h"
 
 namespace minitrain {
 
@@ -20,6 +21,10 @@ struct DataLoaderOptions {
   uint64_t seed = 0;
   Device device = Device::cpu();
   int prefetch = 2;         ///< batches prepared ahead; 0 = prepare on the calling thread
+  /// The rows of each epoch and their order (data/sampler.h), in place of epoch_order(n, shuffle,
+  /// seed, epoch); `shuffle` and `seed` are then the sampler's business. null: every row, by
+  /// epoch_order. Batches are consecutive runs of the sampler's indices.
+  std::shared_ptr<const Sampler> sampler;
 };
 
 struct Batch {
@@ -39,8 +44,8 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t
 /// it alive (a thread's default stream lives as long as the thread) while the loader exists.
 class DataLoader {
  public:
-  /// ValueError for a null dataset, batch_size < 1, prefetch < 0, an empty dataset, or drop_last
-  /// leaving no batch; DeviceError for an unusable device. The background thread starts with the
+  /// ValueError for a null dataset, batch_size < 1, prefetch < 0, an empty dataset, a sampler
+  /// drawing from another number of rows than the dataset has, or drop_last leaving no batch; DeviceError for an unusable device. The background thread starts with the
   /// first next(); the destructor stops it after at most the batch it is preparing.
   DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options);
   ~DataLoader();

@@ -5,8 +5,10 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <iostream>
 
 #include "core/error.h"
+#include "parallel/process_env.h"
 #include "train/config.h"
 #include "train/progress.h"
 #include "train/run_training.h"
@@ -87,7 +89,23 @@ int TrainCommand::run(std::ostream& out, std::ostream& progress) {
     config.shuffle = false;
   }
 
-  const TrainReport r = run_training(config, out, progress);
+  // --parallel ddp: every rank runs this command. Rank 0 alone reports; an error says whose it is,
+  // since the launcher interleaves the ranks' output.
+  int rank = 0, world = 1;
+  if (config.parallel == "ddp") {
+    const ProcessEnv env = detect_process_env();
+    rank = env.rank;
+    world = env.world_size;
+  }
+  TrainReport r;
+  try {
+    r = run_training(config, out, progress);
+  } catch (const Error& e) {
+    if (world <= 1) throw;
+    std::cerr << "rank " << rank << ": minitrain: error: " << e.what() << "\n";
+    return 1;
+  }
+  if (r.rank != 0) return 0;
   const TrainSummary& s = r.summary;
   char line[256];
   if (s.last_step >= s.first_step) {
@@ -106,7 +124,9 @@ int TrainCommand::run(std::ostream& out, std::ostream& progress) {
   }
   if (!s.last_checkpoint.empty()) out << "checkpoint: " << s.last_checkpoint << "\n";
   if (!r.saved.empty()) out << "weights: " << r.saved << "\n";
-  if (!config.log.empty()) out << "metrics: " << config.log << "\n";
+  if (!config.log.empty())
+    out << "metrics: " << config.log << (r.world_size > 1 ? " (rank 0; rank r: .rank<r> before the extension)" : "")
+        << "\n";
   return 0;
 }
 

@@ -34,6 +34,12 @@ int64_t int_field(const std::map<std::string, std::string>& meta, const std::str
            "', not a non-negative integer");
 }
 
+// A field later versions added: `fallback` when the checkpoint predates it.
+int64_t int_field_or(const std::map<std::string, std::string>& meta, const std::string& key, int64_t fallback,
+                     const std::string& path) {
+  return meta.count(key) != 0 ? int_field(meta, key, path) : fallback;
+}
+
 }  // namespace
 
 std::string checkpoint_path(const std::string& dir) {
@@ -56,6 +62,10 @@ void save_checkpoint(const std::string& path, Module& model, const Optimizer& op
   meta["batch_index"] = std::to_string(position.batch_index);
   meta["rng_seed"] = std::to_string(position.rng_seed);
   meta["rng_offset"] = std::to_string(position.rng_offset);
+  meta["world_size"] = std::to_string(position.world_size);
+  meta["global_batch"] = std::to_string(position.global_batch);
+  meta["samples_seen"] = std::to_string(position.samples_seen);
+  meta["epoch_samples"] = std::to_string(position.epoch_samples);
   meta["optimizer"] = optimizer.name();
   for (const auto& [key, value] : optimizer.state_scalars()) meta[kOptimPrefix + key] = value;
   write_safetensors(path, tensors, meta);
@@ -83,6 +93,10 @@ CheckpointPosition load_checkpoint(const std::string& path, Module& model, Optim
   pos.batch_index = int_field(meta, "batch_index", path);
   pos.rng_seed = static_cast<uint64_t>(int_field(meta, "rng_seed", path));
   pos.rng_offset = static_cast<uint64_t>(int_field(meta, "rng_offset", path));
+  pos.world_size = int_field_or(meta, "world_size", 1, path);
+  pos.global_batch = int_field_or(meta, "global_batch", 0, path);
+  pos.samples_seen = int_field_or(meta, "samples_seen", 0, path);
+  pos.epoch_samples = int_field_or(meta, "epoch_samples", 0, path);
 
   std::vector<std::pair<std::string, Tensor>> model_tensors, optim_tensors;
   for (auto& [name, t] : file.tensors) {

@@ -21,6 +21,13 @@ struct CheckpointPosition {
   int64_t batch_index = 0;    ///< batches_seen % batches_per_epoch
   uint64_t rng_seed = 0;      ///< the run's Generator (seed, offset)
   uint64_t rng_offset = 0;
+  // The layout of the run that wrote it (ddp: ranks x batch size), and where it stands in the data
+  // in rows over all ranks, so that a run on another number of ranks can find the same place.
+  // Checkpoints from before these fields read as one rank, global_batch 0 (unknown).
+  int64_t world_size = 1;
+  int64_t global_batch = 0;   ///< rows per batch over all ranks
+  int64_t samples_seen = 0;   ///< rows consumed by all ranks together
+  int64_t epoch_samples = 0;  ///< of which in the current epoch: batch_index * global_batch
 };
 
 /// The checkpoint file kept in a checkpoint directory: DIR/checkpoint.safetensors.

@@ -121,23 +121,31 @@ void validate_loop_and_files(const TrainConfig& c) {
 // Note: 0 means "not given" for replicas, stages and micro-batches (see parallel_devices()).
 void validate_parallel(const TrainConfig& c) {
   check_one_of("parallel", c.parallel, {"none", "dp", "ddp", "mp"});
-  if (c.parallel == "ddp")
-    MT_THROW(ValueError, "--parallel ddp is not yet supported in this version of minitrain (use --parallel dp: "
-                         "replicas in one process)");
-  const bool dp = c.parallel == "dp", mp = c.parallel == "mp";
+  const bool dp = c.parallel == "dp", mp = c.parallel == "mp", ddp = c.parallel == "ddp";
   std::string misplaced;
   auto misplace = [&](bool given, const char* flag) {
     if (given) misplaced += (misplaced.empty() ? "--" : ", --") + std::string(flag);
   };
-  if (!dp && !mp) {
+  if (!dp && !mp && !ddp) {
     misplace(c.replicas != 0, "replicas");
     misplace(!c.devices.empty(), "devices");
     misplace(c.stages != 0, "stages");
     misplace(c.micro_batches != 0, "micro-batches");
     if (!misplaced.empty())
       MT_THROW(ValueError, misplaced, " given without --parallel: --replicas goes with --parallel dp, --stages and "
-                           "--micro-batches with --parallel mp, --devices with either");
+                           "--micro-batches with --parallel mp (or ddp), --devices with any of them");
     return;
+  }
+  if (ddp) {
+    // Hybrid: --stages makes each rank a ModelParallel pipeline; --devices then lists its stages.
+    if (c.replicas != 0)
+      MT_THROW(ValueError, "--replicas does not go with --parallel ddp: the ranks come from the launcher, one process "
+                           "per rank (mpirun -n N, or minitrain launch -n N); drop --replicas");
+    if (c.stages == 0 && c.micro_batches != 0)
+      MT_THROW(ValueError, "--micro-batches with --parallel ddp needs --stages S (each rank a pipeline of S stages)");
+    if (c.stages == 0 && !c.devices.empty())
+      MT_THROW(ValueError, "--devices with --parallel ddp lists the devices of one rank's --stages; without --stages "
+                           "each rank runs on --device (cuda becomes cuda:LOCAL_RANK): drop --devices or give --stages");
   }
   if (dp) {
     misplace(c.stages != 0, "stages");
@@ -174,6 +182,7 @@ void validate_parallel(const TrainConfig& c) {
                " device(s); give one device per replica (or drop --replicas)");
     return;
   }
+  if (ddp && c.stages == 0) return;  // plain ddp: one model per rank, nothing more to check
   if (c.stages != 0) check_at_least("stages", c.stages, 1);
   if (c.micro_batches != 0) check_at_least("micro-batches", c.micro_batches, 1);
   const int64_t stages = c.stages != 0 ? c.stages : 2;

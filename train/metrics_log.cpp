@@ -61,6 +61,17 @@ std::string metrics_json_line(const StepStats& s) {
   return j.dump();
 }
 
+std::string rank_log_path(const std::string& path, int rank, int world_size) {
+  if (world_size <= 1 || rank == 0) return path;
+  const std::size_t slash = path.find_last_of('/');
+  const std::size_t dot = path.find_last_of('.');
+  const std::size_t name = slash == std::string::npos ? 0 : slash + 1;
+  // A dot that starts the name (".log") or sits in a directory is no extension.
+  const bool has_ext = dot != std::string::npos && dot > name;
+  const std::string tag = ".rank" + std::to_string(rank);
+  return has_ext ? path.substr(0, dot) + tag + path.substr(dot) : path + tag;
+}
+
 void MetricsLog::write(const StepStats& stats) {
   out_ << metrics_json_line(stats) << '\n';
   out_.flush();

@@ -28,4 +28,9 @@ class MetricsLog {
 /// One log line (without the newline).
 std::string metrics_json_line(const StepStats& stats);
 
+/// The log file of rank `rank` in a job of `world_size` ranks: `path` itself for rank 0 (and for a
+/// single process), else ".rank<r>" before the extension, so every rank writes its own file:
+/// runs/metrics.jsonl -> runs/metrics.rank1.jsonl; a name without extension gets it at the end.
+std::string rank_log_path(const std::string& path, int rank, int world_size);
+
 }  // namespace minitrain

@@ -2,6 +2,7 @@
 
 #include "train/run_training.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -11,14 +12,21 @@
 #include "core/allocator.h"
 #include "core/bytes.h"
 #include "core/device.h"
+#include "core/npy.h"
 #include "core/parallel_for.h"
 #include "data/readers.h"
+#include "data/sampler.h"
+#include "kernels/gemm_registry.h"
+#include "nn/gemm_backend.h"
 #include "nn/mlp.h"
 #include "nn/state_dict.h"
 #include "optim/make_optimizer.h"
 #include "optim/schedule.h"
 #include "parallel/data_parallel.h"
+#include "parallel/distributed_data_parallel.h"
 #include "parallel/model_parallel.h"
+#include "parallel/process_env.h"
+#include "parallel/process_group.h"
 #include "train/flag_context.h"
 
 namespace minitrain {
@@ -87,15 +95,47 @@ std::shared_ptr<const LRSchedule> make_schedule(const TrainConfig& c, int64_t to
 }
 
 // A resumed run continues bit-identically only with the data order and model of the original.
-void check_resume_config(const std::string& path, const TrainConfig& c) {
+// Under ddp what must stay is the global batch (ranks x --batch-size), not --batch-size: a run of
+// 2 ranks x 32 resumes on 1 rank x 64 (the Trainer finds the same global sample).
+void check_resume_config(const std::string& path, const TrainConfig& c, int world_size) {
   const auto meta = read_checkpoint_metadata(path);
   const auto it = meta.find("config");
   if (it == meta.end()) return;
   const nlohmann::json saved = nlohmann::json::parse(it->second, nullptr, false);
   if (!saved.is_object()) return;
   const nlohmann::json now = nlohmann::json::parse(config_to_json(c));
-  for (const char* key : {"model", "activation", "data", "targets", "target-columns", "optimizer", "batch-size",
-                          "shuffle", "seed", "grad-accum"}) {
+  if (saved.contains("batch-size") && saved["batch-size"].is_number_integer()) {
+    int64_t saved_world = 1;  // checkpoints from before ddp: one process
+    const auto w = meta.find("world_size");
+    if (w != meta.end()) {
+      try {
+        saved_world = std::max<int64_t>(1, std::stoll(w->second));
+      } catch (const std::exception&) {
+        MT_THROW(IoError, "--resume: checkpoint ", path, ": metadata 'world_size' is '", w->second,
+                 "', not a number of ranks");
+      }
+    }
+    const int64_t saved_batch = saved["batch-size"].get<int64_t>();
+    const int64_t saved_global = saved_batch * saved_world, global = c.batch_size * world_size;
+    if (saved_world == 1 && world_size == 1 && saved_batch != c.batch_size)
+      MT_THROW(ValueError, "--resume: the checkpoint in ", c.checkpoint_dir, " was written with batch-size ",
+               saved_batch, ", this run has ", c.batch_size,
+               "; resume with the settings of the original run (or start a new --checkpoint-dir)");
+    if (saved_global != global) {
+      std::ostringstream fix;
+      if (saved_global % world_size == 0)
+        fix << "use --batch-size " << saved_global / world_size << " on " << world_size << " rank(s)";
+      else
+        fix << "use a number of ranks that divides " << saved_global;
+      MT_THROW(ValueError, "--resume: the checkpoint in ", c.checkpoint_dir, " was written by ", saved_world,
+               " rank(s) x --batch-size ", saved_batch, " (global batch ", saved_global, "), this run has ", world_size,
+               " rank(s) x --batch-size ", c.batch_size, " (global batch ", global,
+               "); the global batch (ranks x --batch-size) must stay the same: ", fix.str(),
+               " (or start a new --checkpoint-dir)");
+    }
+  }
+  for (const char* key : {"model", "activation", "data", "targets", "target-columns", "optimizer", "shuffle",
+                          "seed", "grad-accum"}) {
     if (saved.contains(key) && saved[key] != now[key])
       MT_THROW(ValueError, "--resume: the checkpoint in ", c.checkpoint_dir, " was written with ", key, " ",
                saved[key].dump(), ", this run has ", now[key].dump(),
@@ -103,7 +143,8 @@ void check_resume_config(const std::string& path, const TrainConfig& c) {
   }
 }
 
-// --parallel dp|mp: the devices of the replicas or stages (--devices, else --device repeated).
+// --parallel dp|mp|ddp with --stages: the devices of the replicas or stages (--devices, else
+// --device repeated; under ddp --device is already this rank's device).
 std::vector<Device> parallel_devices(const TrainConfig& c, Device device) {
   std::vector<Device> out;
   if (!c.devices.empty()) {
@@ -115,7 +156,7 @@ std::vector<Device> parallel_devices(const TrainConfig& c, Device device) {
       begin = comma + 1;
     }
   } else {
-    const int64_t n = c.parallel == "dp" ? c.replicas : 1;
+    const int64_t n = c.parallel == "dp" ? c.replicas : c.parallel == "ddp" ? c.stages : 1;
     out.assign(static_cast<std::size_t>(n), device);
   }
   for (const Device& d : out) check_available(d);
@@ -131,10 +172,51 @@ void copy_replica0_weights(DataParallel& dp) {
   }
 }
 
+// --sample-weights W.npy: one weight per row of the data, [rows] or [rows, 1].
+std::vector<double> read_sample_weights(const std::string& path, int64_t rows) {
+  const Tensor w = read_npy(path);  // an IoError names the file
+  const bool column = w.ndim() == 1 || (w.ndim() == 2 && w.size(1) == 1);
+  if (!column || w.numel() != rows)
+    MT_THROW(ShapeError, "--sample-weights ", path, " holds an array of shape ", w.shape(), " but the data has ",
+             rows, " rows; give one weight per row (shape [", rows, "])");
+  std::vector<double> values;
+  if (w.dtype() == DType::Float64) {
+    values = w.to_vector<double>();
+  } else {
+    const std::vector<float> f = w.to_vector<float>();
+    values.assign(f.begin(), f.end());
+  }
+  // Bad weights (negative, NaN, all zero) are refused now, before anything is written.
+  with_flag_context("--sample-weights " + path, [&] { WeightedRandomSampler(values, rows); });
+  return values;
+}
+
+// The communicator settings of --all-reduce and --comm-timeout.
+ProcessGroupOptions process_group_options(const TrainConfig& c) {
+  ProcessGroupOptions o;
+  o.backend = "auto";
+  o.comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout * 1000.0));
+  o.comm.all_reduce = c.all_reduce == "ring" ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::Native;
+  return o;
+}
+
 std::string join_devices(const std::vector<Device>& devices) {
   std::string s;
   for (const Device& d : devices) s += (s.empty() ? "" : ",") + d.str();
   return s;
+}
+
+// --gemm: a registered backend for the run's device type, found out before any data is read.
+void check_gemm_backend(const std::string& name, Device device) {
+  if (name == "auto") return;
+  const GemmBackend* b = nullptr;
+  with_flag_context("--gemm", [&] { b = &gemm_backend(name); });
+  if (b->device != device.type()) {
+    std::string names;
+    for (const std::string& n : gemm_backend_names(device.type())) names += (names.empty() ? "" : ", ") + n;
+    MT_THROW(ValueError, "--gemm ", name, " runs on ", b->device == DeviceType::CUDA ? "CUDA" : "CPU",
+             " tensors, but this run is on ", device.str(), "; for ", device.str(), " choose auto or one of: ", names);
+  }
 }
 
 }  // namespace
@@ -159,10 +241,16 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   validate(c);
   if (c.threads > 0) set_num_threads(static_cast<int>(c.threads));
   Device device = Device::parse(c.device);
+  const bool dp = c.parallel == "dp", mp = c.parallel == "mp", ddp = c.parallel == "ddp";
+  ProcessEnv env;  // a single process unless ddp
+  if (ddp) {
+    env = detect_process_env();
+    device = rank_device(device, env);  // "cuda": this rank's GPU, cuda:LOCAL_RANK
+  }
   check_available(device);
-  const bool dp = c.parallel == "dp", mp = c.parallel == "mp";
+  check_gemm_backend(c.gemm, device);
   std::vector<Device> devices;
-  if (dp || mp) {
+  if (dp || mp || (ddp && c.stages != 0)) {
     devices = parallel_devices(c, device);
     device = devices.front();  // batches arrive, and the loss is computed, on the first replica/stage
   }
@@ -184,8 +272,10 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     if (!fs::exists(resume_path))
       MT_THROW(IoError, "--resume: no checkpoint in '", c.checkpoint_dir, "' (expected ", resume_path,
                "); run without --resume to start afresh");
-    check_resume_config(resume_path, c);
+    check_resume_config(resume_path, c, env.world_size);
   }
+  std::vector<double> sample_weights;
+  if (!c.sample_weights.empty()) sample_weights = read_sample_weights(c.sample_weights, data->size());
   if (!c.checkpoint_dir.empty()) {
     std::error_code ec;
     fs::create_directories(c.checkpoint_dir, ec);
@@ -194,10 +284,16 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
                ec ? ": " + ec.message() : std::string());
   }
 
+  // Declared before the model: the DDP wrapper uses it until it is destroyed.
+  std::unique_ptr<Communicator> comm;
+  if (ddp) comm = init_process_group(env, device, process_group_options(c));
+  const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
+
   Generator gen(c.seed);
   std::unique_ptr<Module> model;
   DataParallel* data_parallel = nullptr;
   ModelParallel* model_parallel = nullptr;
+  DistributedDataParallel* distributed = nullptr;
   if (dp) {
     // Every replica is built from the same seed, so replica 0's initial weights are the one-device
     // run's; DataParallel then broadcasts replica 0's weights anyway.
@@ -206,15 +302,37 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
           Generator replica_gen(c.seed);
           std::unique_ptr<Sequential> m = make_mlp(sizes, activation, replica_gen, d);
           m->set_needs_input_grad(false);
+          set_gemm_backend(*m, c.gemm);
           return std::unique_ptr<Module>(std::move(m));
         },
         devices);
     make_mlp(sizes, activation, gen, device);  // advance `gen` as the one-device run does
     data_parallel = dpm.get();
     model = std::move(dpm);
+  } else if (ddp) {
+    // Every rank builds the model from --seed, so all start from the one-device run's weights
+    // (and `gen` advances as there); the wrapper broadcasts rank 0's anyway.
+    std::unique_ptr<Sequential> seq = make_mlp(sizes, activation, gen, device);
+    seq->set_needs_input_grad(false);
+    set_gemm_backend(*seq, c.gemm);
+    std::unique_ptr<Module> local;
+    if (c.stages != 0) {  // hybrid: each rank a pipeline of --stages stages
+      auto mpm = std::make_unique<ModelParallel>(std::move(seq), static_cast<int>(c.stages),
+                                                 static_cast<int>(c.micro_batches != 0 ? c.micro_batches : 1), devices);
+      model_parallel = mpm.get();
+      local = std::move(mpm);
+    } else {
+      local = std::move(seq);
+    }
+    DdpOptions ddp_options;
+    ddp_options.bucket_bytes = static_cast<int64_t>(parse_bytes(c.bucket_size));
+    auto ddpm = std::make_unique<DistributedDataParallel>(std::move(local), *comm, ddp_options);
+    distributed = ddpm.get();
+    model = std::move(ddpm);
   } else {
     std::unique_ptr<Sequential> seq = make_mlp(sizes, activation, gen, device);
     seq->set_needs_input_grad(false);  // the input is data: skip the first layer's dx GEMM, as torch does
+    set_gemm_backend(*seq, c.gemm);
     if (mp) {
       auto mpm = std::make_unique<ModelParallel>(std::move(seq), static_cast<int>(c.stages != 0 ? c.stages : 2),
                                                  static_cast<int>(c.micro_batches != 0 ? c.micro_batches : 1),
@@ -248,6 +366,12 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   lo.shuffle = c.shuffle;
   lo.seed = c.seed;
   lo.device = device;
+  // --batch-size is per rank (as in torch): each rank takes its share of every epoch's order, or
+  // of the epoch's weighted draw (made alike on every rank).
+  if (!sample_weights.empty())
+    lo.sampler = std::make_shared<WeightedRandomSampler>(sample_weights, data->size(), c.seed, world, rank);
+  else if (ddp)
+    lo.sampler = std::make_shared<DistributedSampler>(data->size(), world, rank, c.shuffle, c.seed);
   DataLoader loader(data, lo);
 
   TrainerOptions to;
@@ -262,9 +386,26 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   to.checkpoint_every = c.checkpoint_every;
   to.checkpoint_metadata = {{"config", config_to_json(c)}, {"model", c.model}, {"activation", c.activation}};
   to.generator = &gen;
+  if (distributed) {
+    to.world_size = world;
+    // Only the step's last batch all-reduces; the others accumulate locally (torch's no_sync).
+    to.before_backward = [distributed](bool sync) { distributed->set_require_gradient_sync(sync); };
+    // The mean of the ranks' batch means is the global batch's mean: every rank's batch has the
+    // same number of rows. Called after the step's last backward, when no bucket is in flight.
+    Communicator* cm = comm.get();
+    to.reduce_loss = [cm](double loss) {
+      Tensor t = Tensor::from_vector(std::vector<double>{loss}, {1}, cm->device());
+      cm->all_reduce(t, ReduceOp::Avg);
+      return t.item();
+    };
+    to.write_checkpoints = rank == 0;
+    to.after_checkpoint = [cm] { cm->barrier(); };  // nobody goes on (or reads it) half-written
+  }
   Trainer trainer(*model, *optimizer, loader, to);
 
   TrainReport report;
+  report.rank = rank;
+  report.world_size = world;
   report.total_steps = to.total_steps;
   report.device = devices.empty() ? device.str() : join_devices(devices);
   if (!resume_path.empty()) {
@@ -275,33 +416,45 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
 
   // ---- inputs are good: from here on, files are written ----
   std::unique_ptr<MetricsLog> log;
-  if (!c.log.empty()) log = std::make_unique<MetricsLog>(c.log, report.resumed_from_step);
+  if (!c.log.empty()) log = std::make_unique<MetricsLog>(rank_log_path(c.log, rank, world), report.resumed_from_step);
   Progress progress(progress_out, progress_mode, trainer.step() + 1, to.total_steps);
 
   std::ostringstream what;
   what << "training " << c.model << " (" << c.activation << ", " << model->num_parameters() << " parameters) on "
        << report.device << ": " << c.data << " (" << data->size() << " rows), " << c.optimizer << " lr " << c.lr
-       << ", batch " << c.batch_size << ", " << to.total_steps << " steps";
+       << ", batch " << c.batch_size << (distributed ? " per rank" : "") << ", " << to.total_steps << " steps";
   if (data_parallel) what << ", data parallel: " << data_parallel->replicas() << " replicas";
+  if (distributed) {
+    what << ", distributed data parallel: " << world << (world == 1 ? " rank" : " ranks") << " (" << comm->backend()
+         << ", " << c.all_reduce << " all-reduce, buckets of " << c.bucket_size << ", global batch "
+         << c.batch_size * world << ")";
+  }
+  if (!sample_weights.empty()) what << ", rows drawn by --sample-weights";
   if (model_parallel) {
     what << ", model parallel: " << model_parallel->stages() << " stages, " << model_parallel->micro_batches()
          << " micro-batches, bubble " << static_cast<int>(model_parallel->bubble_fraction() * 100 + 0.5) << "%";
   }
   if (epochs > 0) what << " (" << epochs << (epochs == 1 ? " epoch)" : " epochs)");
   if (report.resumed_from_step >= 0) what << ", resuming after step " << report.resumed_from_step;
-  info << what.str() << "\n";
-  info.flush();
+  // With several ranks only rank 0 talks to the console; the others keep their own logs.
+  if (rank == 0) {
+    info << what.str() << "\n";
+    info.flush();
+  }
 
   trainer.set_log(log.get());
-  trainer.set_progress(&progress);
+  trainer.set_progress(rank == 0 ? &progress : nullptr);
   report.summary = trainer.run();
 
   if (!c.save.empty()) {
-    check_parameters_finite(*model, "--save");
-    save_weights(c.save, *model, {{"model", c.model}, {"activation", c.activation},
-                                  {"step", std::to_string(trainer.step())}});
+    check_parameters_finite(*model, "--save");  // on every rank: the weights are the same on all
+    if (rank == 0)
+      save_weights(c.save, *model, {{"model", c.model}, {"activation", c.activation},
+                                    {"step", std::to_string(trainer.step())}});
     report.saved = c.save;
   }
+  // No rank leaves before the weights are written: a script started after any rank returns finds them.
+  if (comm) comm->barrier();
   return report;
 }
 

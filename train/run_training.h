@@ -19,10 +19,13 @@ struct TrainReport {
   int64_t resumed_from_step = -1;  ///< -1: a fresh run
   std::string device;
   std::string saved;               ///< --save, when written
+  int rank = 0, world_size = 1;    ///< --parallel ddp: this process's rank and the job's ranks
 };
 
 /// `info` gets a line on what is trained where, and where results went; `progress` the progress
 /// display (a bar or lines, per config.progress). Throws the library's typed errors.
+/// --parallel ddp: one call per rank (mpirun, minitrain launch); rank 0 alone writes to `info`,
+/// `progress`, --save and checkpoints, and rank r > 0 logs to --log with ".rank<r>" inserted.
 TrainReport run_training(const TrainConfig& config, std::ostream& info, std::ostream& progress);
 
 /// Rows of "synthetic[:N]" (8192 when N is not given).

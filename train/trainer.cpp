@@ -20,6 +20,17 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// A non-negative integer of a checkpoint's metadata, or `fallback` when the checkpoint lacks it.
+int64_t meta_int(const std::map<std::string, std::string>& meta, const char* key, int64_t fallback) {
+  const auto it = meta.find(key);
+  if (it == meta.end()) return fallback;
+  try {
+    return std::stoll(it->second);
+  } catch (const std::exception&) {
+    return fallback;  // load_checkpoint names the malformed field
+  }
+}
+
 }  // namespace
 
 int64_t steps_for_epochs(int64_t epochs, int64_t batches_per_epoch, int64_t grad_accum) {
@@ -47,6 +58,7 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, DataLoader& loader, Traine
               options_.grad_accum);
   MT_CHECK_AS(ValueError, options_.checkpoint_every >= 0, "Trainer: checkpoint_every must be >= 0, got ",
               options_.checkpoint_every);
+  MT_CHECK_AS(ValueError, options_.world_size >= 1, "Trainer: world_size must be >= 1, got ", options_.world_size);
   if (options_.total_batches == 0) options_.total_batches = options_.total_steps * options_.grad_accum;
   MT_CHECK_AS(ValueError, options_.total_batches > (options_.total_steps - 1) * options_.grad_accum,
               "Trainer: ", options_.total_batches, " batches leave nothing for step ", options_.total_steps,
@@ -67,35 +79,70 @@ CheckpointPosition Trainer::position() const {
     p.rng_seed = options_.generator->seed();
     p.rng_offset = options_.generator->offset();
   }
+  p.world_size = options_.world_size;
+  p.global_batch = global_batch();
+  p.samples_seen = samples_seen_;
+  p.epoch_samples = p.batch_index * p.global_batch;  // only an epoch's last batch is partial
   return p;
 }
 
+int64_t Trainer::map_batch_index(const std::string& path, const std::map<std::string, std::string>& meta) const {
+  const int64_t world = meta_int(meta, "world_size", 1), batch = meta_int(meta, "global_batch", 0);
+  const int64_t epoch = meta_int(meta, "epoch", 0), index = meta_int(meta, "batch_index", 0);
+  if (batch <= 0)
+    MT_THROW(ValueError, "cannot resume from '", path, "' on ", options_.world_size,
+             " ranks: it does not record its batch layout (written by an older minitrain); resume it on ", world,
+             " rank(s) with its original --batch-size");
+  const int64_t offset = index * batch;  // rows of the epoch consumed, over all ranks
+  const int64_t mine = global_batch();
+  if (offset % mine != 0 || offset / mine >= loader_.batches_per_epoch())
+    MT_THROW(ValueError, "cannot resume from '", path, "': it was written by ", world, " rank(s) x batch size ",
+             batch / world, " (global batch ", batch, ") after ", offset, " rows of epoch ", epoch,
+             " (from 0), which is not a batch boundary of this run's ", options_.world_size,
+             " rank(s) x batch size ", loader_.options().batch_size, " (global batch ", mine,
+             "); resume with a global batch (ranks x --batch-size) that divides ", offset, ", such as the original ",
+             batch);
+  return offset / mine;
+}
+
 void Trainer::save_checkpoint(const std::string& path) {
+  // Every rank checks: the weights are the same on all, so all stop together on a bad one.
   check_parameters_finite(model_, "step " + std::to_string(step_));
-  std::map<std::string, std::string> meta = options_.checkpoint_metadata;
-  meta["batches_per_epoch"] = std::to_string(loader_.batches_per_epoch());
-  meta["grad_accum"] = std::to_string(options_.grad_accum);
-  minitrain::save_checkpoint(path, model_, optimizer_, position(), meta);
+  if (options_.write_checkpoints) {
+    std::map<std::string, std::string> meta = options_.checkpoint_metadata;
+    meta["batches_per_epoch"] = std::to_string(loader_.batches_per_epoch());
+    meta["grad_accum"] = std::to_string(options_.grad_accum);
+    minitrain::save_checkpoint(path, model_, optimizer_, position(), meta);
+  }
+  if (options_.after_checkpoint) options_.after_checkpoint();
   last_checkpoint_ = path;
 }
 
 void Trainer::resume(const std::string& path) {
   const auto meta = read_checkpoint_metadata(path);
-  for (const auto& [key, want] : {std::pair<const char*, int64_t>{"batches_per_epoch", loader_.batches_per_epoch()},
+  // On another number of ranks the batches are counted differently: the position is then found
+  // by global sample instead of by batch count. On the same number of ranks the batch size must
+  // stay (batches_per_epoch below), as it always had to.
+  const bool same_layout = meta_int(meta, "world_size", 1) == options_.world_size;
+  const int64_t bpe = loader_.batches_per_epoch();
+  for (const auto& [key, want] : {std::pair<const char*, int64_t>{"batches_per_epoch", bpe},
                                   {"grad_accum", options_.grad_accum}}) {
+    if (!same_layout && std::string(key) == "batches_per_epoch") continue;
     const auto it = meta.find(key);
     if (it != meta.end() && it->second != std::to_string(want))
       MT_THROW(ValueError, "cannot resume from '", path, "': it was written with ", key, " ", it->second,
                ", this run has ", want, " (resume with the settings of the original run)");
   }
+  const int64_t mapped_index = same_layout ? -1 : map_batch_index(path, meta);  // before anything changes
   const CheckpointPosition p = load_checkpoint(path, model_, optimizer_);
   if (p.step > options_.total_steps)
     MT_THROW(ValueError, "cannot resume from '", path, "': it is at step ", p.step, ", past this run's last step ",
              options_.total_steps, " (give more --steps or --epochs)");
   step_ = p.step;
-  batches_seen_ = p.batches_seen;
+  batches_seen_ = same_layout ? p.batches_seen : p.epoch * bpe + mapped_index;
+  samples_seen_ = p.samples_seen;
   if (options_.generator != nullptr) options_.generator->set_state(p.rng_seed, p.rng_offset);
-  loader_.seek(batches_seen_ / loader_.batches_per_epoch(), batches_seen_ % loader_.batches_per_epoch());
+  loader_.seek(batches_seen_ / bpe, batches_seen_ % bpe);
   last_checkpoint_ = path;
 }
 
@@ -119,15 +166,22 @@ StepStats Trainer::train_step() {
     const Tensor loss = loss_fn.forward(pred, batch.y);
     Tensor grad = loss_fn.backward();
     if (batches > 1) scale(grad, grad, 1.0 / static_cast<double>(batches));
+    if (options_.before_backward) options_.before_backward(b == batches - 1);
     model_.backward(grad);
     loss_sum += loss.item();  // waits for the device: the step's loss is reported per step anyway
-    s.samples += batch.x.size(0);
+    // Every rank's batch has this many rows (the sampler gives each rank the same count).
+    const int64_t rows = batch.x.size(0) * options_.world_size;
+    s.samples += rows;
+    samples_seen_ += rows;
     ++batches_seen_;
   }
   s.loss = loss_sum / static_cast<double>(batches);
+  if (options_.reduce_loss) s.loss = options_.reduce_loss(s.loss);
   s.device = device_.str();
 
   if (std::isfinite(s.loss)) {
+    // With ddp the gradients were all-reduced, so they are the same on every rank: the local norm
+    // is already the global one, and every rank clips by the same factor.
     if (options_.clip_grad_norm > 0) s.grad_norm = clip_grad_norm_(model_.named_parameters(), options_.clip_grad_norm);
     optimizer_.step();
     synchronize(device_);

@@ -53,6 +53,23 @@ struct TrainerOptions {
   MetricsLog* log = nullptr;
   Progress* progress = nullptr;
   std::function<void(const StepStats&)> on_step;  ///< after each step (and its log line)
+
+  // ---- multi-rank runs (ddp); the defaults are one process ----
+  /// Before each backward of a step, with sync = whether it is the step's last batch: ddp turns
+  /// the all-reduce off for the others (no_sync), so the step's gradients are reduced once.
+  std::function<void(bool sync)> before_backward;
+  /// This rank's step loss -> the loss of the step's global batch (ddp: the mean over ranks, an
+  /// all-reduce). Called on every rank once the step's last backward has returned, so no gradient
+  /// all-reduce is in flight; the result decides, alike on every rank, whether the step is finite.
+  std::function<double(double)> reduce_loss;
+  /// Ranks that each train a batch like this one: samples and samples/s count them all, and a
+  /// checkpoint records the layout (ranks x batch size) and the data position in global samples.
+  int world_size = 1;
+  /// false (ddp ranks > 0): save_checkpoint checks the weights but leaves the writing to rank 0.
+  bool write_checkpoints = true;
+  /// After each checkpoint, written or not (ddp: a barrier, so that no rank goes on, or reads the
+  /// file, before rank 0 has committed it).
+  std::function<void()> after_checkpoint;
 };
 
 struct TrainSummary {
@@ -73,7 +90,9 @@ class Trainer {
   Trainer(Module& model, Optimizer& optimizer, DataLoader& loader, TrainerOptions options);
 
   /// Restores model, optimizer, RNG and data position from a checkpoint; run() then continues
-  /// from the step after it, with the batches an uninterrupted run would have seen.
+  /// from the step after it, with the batches an uninterrupted run would have seen. A checkpoint
+  /// of another layout (ranks x batch size) continues at the same global sample when that sample
+  /// is at a batch boundary of this layout; otherwise a ValueError names both layouts.
   void resume(const std::string& checkpoint_path);
 
   /// Trains from the current step to options.total_steps. Throws NonFiniteError when the loss
@@ -82,7 +101,7 @@ class Trainer {
   TrainSummary run();
 
   /// Writes a checkpoint of the current state now (atomically); NonFiniteError when a weight is
-  /// not finite, without writing.
+  /// not finite, without writing. With options.after_checkpoint set every rank must call it.
   void save_checkpoint(const std::string& path);
 
   /// Where steps are reported from the next run() on (null: nowhere). Lets a caller open the log
@@ -92,12 +111,16 @@ class Trainer {
 
   int64_t step() const noexcept { return step_; }  ///< steps completed
   int64_t batches_seen() const noexcept { return batches_seen_; }
+  int64_t samples_seen() const noexcept { return samples_seen_; }  ///< over all ranks
   const TrainerOptions& options() const noexcept { return options_; }
 
  private:
   StepStats train_step();
   int64_t batches_for_step(int64_t step) const;
   CheckpointPosition position() const;
+  int64_t global_batch() const noexcept { return loader_.options().batch_size * options_.world_size; }
+  // The batch index of this layout where a checkpoint of another layout stands; ValueError if none.
+  int64_t map_batch_index(const std::string& path, const std::map<std::string, std::string>& meta) const;
 
   Module& model_;
   Optimizer& optimizer_;
@@ -106,6 +129,7 @@ class Trainer {
   Device device_;
   int64_t step_ = 0;
   int64_t batches_seen_ = 0;
+  int64_t samples_seen_ = 0;  // rows consumed by all ranks together
   std::string last_checkpoint_;
 };
 

@@ -111,7 +111,8 @@ TEST(ParallelCli, BadParallelSettingsAreRefusedNamingTheFlags) {
        "--stages 6 is more than the 5 layer(s)"},
       {"none with devices", [](TrainConfig& c) { c.devices = "cpu"; }, "--devices given without --parallel"},
       {"empty device entry", [](TrainConfig& c) { c.parallel = "dp", c.devices = "cpu,,cpu"; }, "an empty entry"},
-      {"ddp", [](TrainConfig& c) { c.parallel = "ddp"; }, "--parallel ddp is not yet supported"},
+      {"ddp with replicas", [](TrainConfig& c) { c.parallel = "ddp", c.replicas = 2; },
+       "--replicas does not go with --parallel ddp: the ranks come from the launcher"},
   };
   for (const Case& k : cases) {
     TrainConfig c = small_run("");

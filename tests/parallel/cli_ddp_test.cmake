@@ -1,0 +1,191 @@
+# `minitrain train --parallel ddp` as a user runs it, under mpirun, against one device. Usage:
+#   cmake -DMINITRAIN=... -DTOOL=ddp_test_tool -DMPIEXEC=mpirun -DWORK=dir -DCASE=name [-DNP=N] -P cli_ddp_test.cmake
+# CASE:
+#   equal    NP ranks x batch 4 save the weights of one device with batch NP*4 (no shuffle).
+#   accum    the same with --grad-accum 2 on both sides (all but a step's last batch under no_sync).
+#   hybrid   NP ranks, each a pipeline of 2 stages (--stages 2 --micro-batches 2), vs one device.
+#   weighted --sample-weights: NP ranks split the weighted draw; equals one device's global batch.
+#   files    rank 0 alone prints, writes --save and the checkpoint (with world_size in it); each
+#            rank writes its own log (rank r: .rank<r> before the extension).
+#   resume   2 ranks x 4 stop at step 6; 1 rank x 8 resumes and ends equal to the uninterrupted
+#            2-rank run; 1 rank x 4 (another global batch) is refused naming both layouts.
+#   errors   a failing rank's error line names the rank.
+#   cuda     (label gpu) one NCCL rank per GPU vs one GPU; reports SKIP without a GPU.
+# The data (synthetic:96) is a multiple of NP*4 for NP = 2 and 3, so every batch is full on
+# both sides and the sums differ only in float32 rounding.
+
+set(quiet --progress none)
+set(common --model mlp:4,16,16,2 --data synthetic:96 --no-shuffle --device cpu --optimizer adam --lr 0.01 --seed 3)
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}")
+if(NOT NP)
+  set(NP 2)
+endif()
+math(EXPR global_batch "${NP} * 4")
+
+# run(NAME OUT args...): runs a command, fails the test on a non-zero exit; OUT gets its output.
+function(run out_var)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+  if(NOT code EQUAL 0)
+    string(REPLACE ";" " " line "${ARGN}")
+    message(FATAL_ERROR "exit ${code}: ${line}\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  set(${out_var} "${out}${err}" PARENT_SCOPE)
+endfunction()
+
+function(ddp_run out_var np)
+  run(out ${MPIEXEC} -n ${np} ${MINITRAIN} train --parallel ddp ${common} ${ARGN})
+  set(${out_var} "${out}" PARENT_SCOPE)
+endfunction()
+
+# Weights within float32 rounding: sums over ranks vs one GEMM, over 24 Adam steps (as
+# tests/parallel/cli_parallel_test.cpp compares --parallel dp).
+function(same_weights got want)
+  run(out ${TOOL} compare ${got} ${want} 1e-6 1e-5)
+  message(STATUS "${out}")
+endfunction()
+
+if(CASE STREQUAL "equal")
+  run(one ${MINITRAIN} train ${common} ${quiet} --epochs 2 --batch-size ${global_batch} --save ${WORK}/one.safetensors)
+  ddp_run(out ${NP} --epochs 2 --batch-size 4 --save ${WORK}/ddp.safetensors)
+  if(NOT out MATCHES "distributed data parallel: ${NP} ranks \\(mpi, native all-reduce.*global batch ${global_batch}\\)")
+    message(FATAL_ERROR "no ddp info line for ${NP} ranks:\n${out}")
+  endif()
+  same_weights(${WORK}/ddp.safetensors ${WORK}/one.safetensors)
+  # With --shuffle too: every rank shuffles alike and takes every N-th row of the epoch's order,
+  # so a global batch holds the rows of the one-device batch of the same index.
+  string(REPLACE "--no-shuffle" "--shuffle" shuffled "${common}")
+  run(one ${MINITRAIN} train ${shuffled} ${quiet} --epochs 2 --batch-size ${global_batch}
+      --save ${WORK}/one_shuffled.safetensors)
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${shuffled} ${quiet} --epochs 2 --batch-size 4
+      --save ${WORK}/ddp_shuffled.safetensors)
+  same_weights(${WORK}/ddp_shuffled.safetensors ${WORK}/one_shuffled.safetensors)
+  # The ring all-reduce gives the same weights too.
+  ddp_run(out ${NP} --epochs 2 --batch-size 4 --all-reduce ring --bucket-size 1KiB --save ${WORK}/ring.safetensors)
+  same_weights(${WORK}/ring.safetensors ${WORK}/one.safetensors)
+elseif(CASE STREQUAL "accum")
+  run(one ${MINITRAIN} train ${common} ${quiet} --epochs 2 --grad-accum 2 --batch-size ${global_batch}
+      --save ${WORK}/one.safetensors)
+  ddp_run(out ${NP} --epochs 2 --grad-accum 2 --batch-size 4 --save ${WORK}/ddp.safetensors)
+  same_weights(${WORK}/ddp.safetensors ${WORK}/one.safetensors)
+elseif(CASE STREQUAL "hybrid")
+  run(one ${MINITRAIN} train ${common} ${quiet} --epochs 2 --batch-size ${global_batch} --save ${WORK}/one.safetensors)
+  ddp_run(out ${NP} --stages 2 --micro-batches 2 --epochs 2 --batch-size 4 --save ${WORK}/hybrid.safetensors)
+  if(NOT out MATCHES "on cpu,cpu: .*distributed data parallel: ${NP} ranks")
+    message(FATAL_ERROR "no hybrid info line:\n${out}")
+  endif()
+  same_weights(${WORK}/hybrid.safetensors ${WORK}/one.safetensors)
+elseif(CASE STREQUAL "weighted")
+  run(out ${TOOL} weights ${WORK}/w.npy 96)
+  run(one ${MINITRAIN} train ${common} ${quiet} --epochs 2 --batch-size ${global_batch} --sample-weights ${WORK}/w.npy
+      --save ${WORK}/one.safetensors)
+  ddp_run(out ${NP} --epochs 2 --batch-size 4 --sample-weights ${WORK}/w.npy --save ${WORK}/ddp.safetensors)
+  same_weights(${WORK}/ddp.safetensors ${WORK}/one.safetensors)
+  # Not the unweighted run's weights: the weights changed which rows were trained on.
+  run(plain ${MINITRAIN} train ${common} ${quiet} --epochs 2 --batch-size ${global_batch} --save ${WORK}/plain.safetensors)
+  execute_process(COMMAND ${TOOL} compare ${WORK}/ddp.safetensors ${WORK}/plain.safetensors 1e-6 1e-5
+                  RESULT_VARIABLE code OUTPUT_QUIET)
+  if(code EQUAL 0)
+    message(FATAL_ERROR "--sample-weights made no difference to the weights")
+  endif()
+elseif(CASE STREQUAL "files")
+  ddp_run(out ${NP} --steps 7 --batch-size 4 --progress lines --checkpoint-dir ${WORK}/ckpt --checkpoint-every 3
+          --log ${WORK}/metrics.jsonl --save ${WORK}/w.safetensors)
+  string(REGEX MATCHALL "training mlp" info_lines "${out}")
+  string(REGEX MATCHALL "step 1/7" progress_lines "${out}")
+  string(REGEX MATCHALL "done: steps 1-7" done_lines "${out}")
+  list(LENGTH info_lines n_info)
+  list(LENGTH progress_lines n_progress)
+  list(LENGTH done_lines n_done)
+  if(NOT n_info EQUAL 1 OR NOT n_progress EQUAL 1 OR NOT n_done EQUAL 1)
+    message(FATAL_ERROR "expected one info line, one progress line for step 1 and one done line (rank 0 only), "
+                        "got ${n_info}, ${n_progress}, ${n_done}:\n${out}")
+  endif()
+  foreach(f ckpt/checkpoint.safetensors w.safetensors metrics.jsonl)
+    if(NOT EXISTS ${WORK}/${f})
+      message(FATAL_ERROR "${f} was not written")
+    endif()
+  endforeach()
+  math(EXPR last "${NP} - 1")
+  foreach(r RANGE 1 ${last})
+    file(STRINGS ${WORK}/metrics.rank${r}.jsonl lines)
+    list(LENGTH lines n)
+    if(NOT n EQUAL 7)
+      message(FATAL_ERROR "metrics.rank${r}.jsonl has ${n} lines, expected 7")
+    endif()
+  endforeach()
+  file(STRINGS ${WORK}/metrics.jsonl lines)
+  list(GET lines 0 first)
+  if(NOT first MATCHES "\"step\":1,")
+    message(FATAL_ERROR "metrics.jsonl does not start at step 1: ${first}")
+  endif()
+  # Every rank logs the global batch's loss (the all-reduced mean), the same number on all.
+  foreach(r RANGE 1 ${last})
+    file(STRINGS ${WORK}/metrics.rank${r}.jsonl rank_lines)
+    foreach(i 0 6)
+      list(GET lines ${i} a)
+      list(GET rank_lines ${i} b)
+      string(REGEX MATCH "\"loss\":[^,]*" loss_a "${a}")
+      string(REGEX MATCH "\"loss\":[^,]*" loss_b "${b}")
+      if(NOT loss_a OR NOT loss_a STREQUAL loss_b)
+        message(FATAL_ERROR "line ${i}: rank 0 logged ${loss_a}, rank ${r} ${loss_b}")
+      endif()
+    endforeach()
+  endforeach()
+  file(GLOB leftovers ${WORK}/ckpt/.* ${WORK}/ckpt/*.tmp*)
+  if(leftovers)
+    message(FATAL_ERROR "temporary files left beside the checkpoint: ${leftovers}")
+  endif()
+  run(world ${TOOL} metadata ${WORK}/ckpt/checkpoint.safetensors world_size)
+  run(samples ${TOOL} metadata ${WORK}/ckpt/checkpoint.safetensors samples_seen)
+  math(EXPR want_samples "7 * ${global_batch}")
+  if(NOT world MATCHES "^${NP}\n" OR NOT samples MATCHES "^${want_samples}\n")
+    message(FATAL_ERROR "checkpoint metadata: world_size '${world}', samples_seen '${samples}'; expected ${NP} "
+                        "and ${want_samples}")
+  endif()
+elseif(CASE STREQUAL "resume")
+  ddp_run(out 2 --steps 12 --batch-size 4 --save ${WORK}/full.safetensors)
+  ddp_run(out 2 --steps 6 --batch-size 4 --checkpoint-dir ${WORK}/ckpt --log ${WORK}/m.jsonl)
+  # Another global batch (1 rank x 4 instead of 2 x 4) is refused, naming both layouts.
+  execute_process(COMMAND ${MINITRAIN} train ${common} ${quiet} --steps 12 --batch-size 4 --resume
+                          --checkpoint-dir ${WORK}/ckpt
+                  RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  if(code EQUAL 0 OR NOT err MATCHES "written by 2 rank\\(s\\) x --batch-size 4 \\(global batch 8\\), this run has 1 rank\\(s\\) x --batch-size 4 \\(global batch 4\\).*use --batch-size 8 on 1 rank")
+    message(FATAL_ERROR "a resume with another global batch was not refused as expected (exit ${code}):\n${err}")
+  endif()
+  # The same global batch on 1 rank continues where the 2 ranks stopped.
+  run(out ${MINITRAIN} train ${common} ${quiet} --steps 12 --batch-size 8 --resume --checkpoint-dir ${WORK}/ckpt
+      --save ${WORK}/resumed.safetensors)
+  if(NOT out MATCHES "resuming after step 6")
+    message(FATAL_ERROR "the 1-rank run did not resume:\n${out}")
+  endif()
+  same_weights(${WORK}/resumed.safetensors ${WORK}/full.safetensors)
+elseif(CASE STREQUAL "cuda")
+  # NCCL: one rank per GPU (mpirun carries the NCCL id), against one GPU with the global batch.
+  run(info ${MINITRAIN} info)
+  if(NOT info MATCHES "GPUs: ([0-9]+)\n")
+    message(STATUS "SKIP: no CUDA device (${info})")
+    return()
+  endif()
+  set(gpus ${CMAKE_MATCH_1})
+  string(REPLACE "--device cpu" "--device cuda" on_gpu "${common}")
+  math(EXPR gpu_batch "${gpus} * 4")
+  run(one ${MINITRAIN} train ${on_gpu} ${quiet} --epochs 2 --batch-size ${gpu_batch} --save ${WORK}/one.safetensors)
+  run(out ${MPIEXEC} -n ${gpus} ${MINITRAIN} train --parallel ddp ${on_gpu} ${quiet} --epochs 2 --batch-size 4
+      --save ${WORK}/ddp.safetensors)
+  if(NOT out MATCHES "distributed data parallel: ${gpus} rank.* \\(nccl")
+    message(FATAL_ERROR "not an NCCL run:\n${out}")
+  endif()
+  same_weights(${WORK}/ddp.safetensors ${WORK}/one.safetensors)
+elseif(CASE STREQUAL "errors")
+  execute_process(COMMAND ${MPIEXEC} -n 2 ${MINITRAIN} train --parallel ddp ${common} --steps 2
+                          --log ${WORK}/no/such/dir/m.jsonl
+                  RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  # Every rank fails the same check, but mpirun may stop the job after the first one reports it,
+  # so any rank's line will do.
+  if(code EQUAL 0 OR NOT "${out}${err}" MATCHES "rank [01]: minitrain: error: --log .*no/such/dir")
+    message(FATAL_ERROR "expected each rank's error prefixed with its rank (exit ${code}):\n${out}${err}")
+  endif()
+else()
+  message(FATAL_ERROR "unknown CASE '${CASE}'")
+endif()

@@ -1,0 +1,101 @@
+// A helper of the `minitrain train --parallel ddp` tests (cli_ddp_test.cmake), run as a program:
+//   ddp_test_tool compare GOT.safetensors WANT.safetensors ATOL RTOL
+//       exit 0 when both files name the same tensors in the same order, none all zero, and every
+//       value satisfies |got - want| <= atol + rtol * |want|; else exit 1 naming the worst value.
+//   ddp_test_tool weights PATH.npy N
+//       writes N float32 sample weights (row i: i % 4, so every fourth row has weight 0).
+//   ddp_test_tool metadata CHECKPOINT.safetensors KEY
+//       prints the value of KEY in the file's metadata (exit 1 when it is missing).
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "core/npy.h"
+#include "core/safetensors.h"
+#include "core/tensor.h"
+
+namespace {
+
+using minitrain::SafetensorsFile;
+using minitrain::Tensor;
+
+std::vector<double> values(const Tensor& t) {
+  if (t.dtype() == minitrain::DType::Float64) return t.to_vector<double>();
+  const std::vector<float> f = t.to_vector<float>();
+  return std::vector<double>(f.begin(), f.end());
+}
+
+int compare(const std::string& got_path, const std::string& want_path, double atol, double rtol) {
+  const SafetensorsFile got = minitrain::read_safetensors(got_path), want = minitrain::read_safetensors(want_path);
+  if (got.tensors.size() != want.tensors.size()) {
+    std::printf("%s has %zu tensors, %s has %zu\n", got_path.c_str(), got.tensors.size(), want_path.c_str(),
+                want.tensors.size());
+    return 1;
+  }
+  int bad = 0;
+  for (std::size_t i = 0; i < got.tensors.size(); ++i) {
+    const std::string& name = got.tensors[i].first;
+    if (name != want.tensors[i].first) {
+      std::printf("tensor %zu: '%s' vs '%s'\n", i, name.c_str(), want.tensors[i].first.c_str());
+      return 1;
+    }
+    const std::vector<double> g = values(got.tensors[i].second), w = values(want.tensors[i].second);
+    if (g.size() != w.size()) {
+      std::printf("%s: %zu vs %zu values\n", name.c_str(), g.size(), w.size());
+      return 1;
+    }
+    double largest = 0, worst = -1;
+    std::size_t at = 0;
+    for (std::size_t k = 0; k < g.size(); ++k) {
+      largest = std::fmax(largest, std::fabs(g[k]));
+      const double excess = std::fabs(g[k] - w[k]) - (atol + rtol * std::fabs(w[k]));
+      if (!(excess <= worst) || std::isnan(g[k])) {
+        worst = std::isnan(g[k]) ? INFINITY : excess;
+        at = k;
+      }
+    }
+    const bool ok = largest > 0 && worst <= 0;
+    std::printf("%s %s: %zu values, max |got| %.6g, worst [%zu] got %.9g want %.9g\n", ok ? "ok " : "BAD",
+                name.c_str(), g.size(), largest, at, g[at], w[at]);
+    bad += ok ? 0 : 1;
+  }
+  return bad == 0 ? 0 : 1;
+}
+
+int write_weights(const std::string& path, long long n) {
+  std::vector<float> w(static_cast<std::size_t>(n));
+  for (long long i = 0; i < n; ++i) w[static_cast<std::size_t>(i)] = static_cast<float>(i % 4);
+  minitrain::write_npy(path, Tensor::from_vector(w, {n}));
+  return 0;
+}
+
+int metadata(const std::string& path, const std::string& key) {
+  const SafetensorsFile f = minitrain::read_safetensors(path);
+  const auto it = f.metadata.find(key);
+  if (it == f.metadata.end()) {
+    std::printf("%s: no metadata '%s'\n", path.c_str(), key.c_str());
+    return 1;
+  }
+  std::printf("%s\n", it->second.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string what = argc > 1 ? argv[1] : "";
+    if (what == "compare" && argc == 6) return compare(argv[2], argv[3], std::atof(argv[4]), std::atof(argv[5]));
+    if (what == "weights" && argc == 4) return write_weights(argv[2], std::atoll(argv[3]));
+    if (what == "metadata" && argc == 4) return metadata(argv[2], argv[3]);
+  } catch (const std::exception& e) {
+    std::printf("error: %s\n", e.what());
+    return 1;
+  }
+  std::printf("usage: %s compare GOT WANT ATOL RTOL | weights PATH N | metadata FILE KEY\n", argv[0]);
+  return 2;
+}
