@@ -1,0 +1,154 @@
+// runs.toml for `minitrain pipelines`: defaults, per-run keys, paths, and which problems reject
+// the whole file (with file:line) versus fail only their run.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "tests/support/test_util.h"
+#include "train/config.h"
+#include "train/pipelines_config.h"
+
+namespace minitrain {
+namespace {
+
+using testing::error_message;
+
+PipelinesFile parse(const std::string& text) { return parse_pipelines_config(text, "runs.toml", "/data/dir"); }
+
+TEST(PipelinesConfig, RunKeysOverrideDefaultsAndPathsResolveAgainstTheFile) {
+  const PipelinesFile f = parse(R"(
+[defaults]
+data = "train.csv"
+target-columns = ["y"]
+lr = 0.5
+steps = 7
+
+[[run]]
+name = "a"
+device = "cpu"
+
+[[run]]
+name = "b.2"
+lr = 0.25
+data = "/abs/other.csv"
+log = "logs/b.jsonl"
+memory-cap = "4GiB"
+)");
+  ASSERT_EQ(f.runs.size(), 2u);
+  const PipelineRunConfig& a = f.runs[0];
+  EXPECT_EQ(a.name, "a");
+  EXPECT_EQ(a.error, "");
+  EXPECT_EQ(a.line, 8);  // the raw string starts with a newline
+  EXPECT_EQ(a.config.device, "cpu");
+  EXPECT_EQ(a.config.data, "/data/dir/train.csv");
+  EXPECT_EQ(a.config.target_columns, std::vector<std::string>{"y"});
+  EXPECT_DOUBLE_EQ(a.config.lr, 0.5);
+  EXPECT_EQ(a.config.steps, 7);
+  const PipelineRunConfig& b = f.runs[1];
+  EXPECT_EQ(b.name, "b.2");
+  EXPECT_EQ(b.error, "");
+  EXPECT_EQ(b.config.device, "auto");  // the built-in default, untouched by [defaults]
+  EXPECT_DOUBLE_EQ(b.config.lr, 0.25);
+  EXPECT_EQ(b.config.data, "/abs/other.csv");
+  EXPECT_EQ(b.config.log, "/data/dir/logs/b.jsonl");
+  EXPECT_EQ(b.config.memory_cap, "4GiB");
+  EXPECT_EQ(b.config.steps, 7);
+}
+
+TEST(PipelinesConfig, RelativeBaseDirBecomesAbsolute) {
+  const PipelinesFile f = parse_pipelines_config("[[run]]\nname = \"a\"\ndata = \"x.csv\"\ntarget-columns = \"y\"\n",
+                                                 "runs.toml", "sub");
+  ASSERT_EQ(f.runs.size(), 1u);
+  EXPECT_EQ(f.runs[0].config.data, (std::filesystem::current_path() / "sub" / "x.csv").string());
+}
+
+TEST(PipelinesConfig, AnUnknownKeyFailsOnlyItsRunNamingKeyAndLine) {
+  const PipelinesFile f = parse(R"([[run]]
+name = "good"
+device = "cpu"
+
+[[run]]
+name = "typo"
+lerning-rate = 0.1
+
+[[run]]
+name = "negative"
+lr = -1.0
+)");
+  ASSERT_EQ(f.runs.size(), 3u);
+  EXPECT_EQ(f.runs[0].error, "");
+  EXPECT_EQ(f.runs[1].error, "run 'typo': runs.toml:7: unknown key 'lerning-rate' (did you mean 'lr'?)");
+  EXPECT_NE(f.runs[2].error.find("run 'negative': runs.toml:9: "), std::string::npos) << f.runs[2].error;
+  EXPECT_NE(f.runs[2].error.find("--lr must be >= 0, got -1"), std::string::npos) << f.runs[2].error;
+}
+
+TEST(PipelinesConfig, AWrongTypeAndABadDeviceAndParallelFailTheirRun) {
+  const PipelinesFile f = parse(R"([[run]]
+name = "type"
+batch-size = "lots"
+[[run]]
+name = "dev"
+device = "tpu"
+[[run]]
+name = "dp"
+parallel = "dp"
+replicas = 2
+)");
+  ASSERT_EQ(f.runs.size(), 3u);
+  EXPECT_EQ(f.runs[0].error, "run 'type': runs.toml:3: key 'batch-size' must be an integer, got a string");
+  EXPECT_NE(f.runs[1].error.find("run 'dev': runs.toml:4: "), std::string::npos) << f.runs[1].error;
+  EXPECT_NE(f.runs[1].error.find("tpu"), std::string::npos) << f.runs[1].error;
+  EXPECT_NE(f.runs[2].error.find("parallel = 'dp': a pipelines run is one process on one device"),
+            std::string::npos)
+      << f.runs[2].error;
+}
+
+TEST(PipelinesConfig, FileLevelProblemsRejectTheWholeFile) {
+  EXPECT_EQ(error_message([] { parse("[defaults]\nlr = 0.1\n"); }),
+            "runs.toml: no runs; add one [[run]] table per run with a name and training keys (name = \"a\", lr = 0.01)");
+  EXPECT_EQ(error_message([] { parse("[[run]]\nname = \"a\"\n[[run]]\nname = \"a\"\n"); }),
+            "runs.toml:4: run name 'a' is used twice; give each [[run]] its own name");
+  EXPECT_EQ(error_message([] { parse("[[run]]\nname = \"a\"\n[[run]]\nlr = 0.1\n"); }),
+            "runs.toml:3: [[run]] #2 has no name; give it name = \"...\" (its output directory)");
+  EXPECT_NE(error_message([] { parse("[[run]]\nname = \"../up\"\n"); })
+                .find("runs.toml:2: run name '../up' is not a safe directory name"),
+            std::string::npos);
+  EXPECT_NE(error_message([] { parse("[[run]]\nname = \"a\"\nlr = = 3\n"); }).find("runs.toml:3: invalid TOML"),
+            std::string::npos);
+  EXPECT_NE(error_message([] { parse("lr = 0.1\n[[run]]\nname = \"a\"\n"); })
+                .find("runs.toml:1: unknown top-level key 'lr'"),
+            std::string::npos);
+  EXPECT_EQ(error_message([] { parse("[defaults]\nbatchsize = 3\n[[run]]\nname = \"a\"\n"); }),
+            "runs.toml:2: unknown key 'batchsize' (did you mean 'batch-size'?)");
+  EXPECT_THROW(parse("[[run]]\nname = 3\n"), ValueError);
+}
+
+TEST(PipelinesConfig, ReadingAMissingFileIsAnIoError) {
+  EXPECT_THROW(read_pipelines_config("/nonexistent/runs.toml"), IoError);
+}
+
+TEST(PipelinesConfig, ConfigToTomlReadsBackToTheSameConfig) {
+  TrainConfig c;
+  c.model = "mlp:3,5,1";
+  c.data = "/tmp/with \"quotes\".csv";
+  c.target_columns = {"y", "z"};
+  c.lr = 1.0 / 3.0;  // needs every digit to come back equal
+  c.beta1 = 0.85;
+  c.beta2 = 0.995;
+  c.weight_decay = 0.0125;
+  c.steps = 17;
+  c.seed = 123456789012345ull;
+  c.shuffle = false;
+  c.memory_cap = "2GiB";
+  c.threads = 3;
+  const std::string text = config_to_toml(c);
+  TrainConfig back;
+  apply_toml_config(back, text, "config.toml");
+  EXPECT_EQ(config_to_json(back), config_to_json(c)) << text;
+  EXPECT_FALSE(back.epochs.has_value());  // unset optional keys stay unset
+}
+
+}  // namespace
+}  // namespace minitrain

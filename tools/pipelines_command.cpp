@@ -1,0 +1,165 @@
+// `minitrain pipelines`: turns each run of runs.toml into a directory, a config file and a
+// `minitrain train` command line, then hands them to the scheduler (parallel/pipelines.h).
+
+#include "tools/pipelines_command.h"
+
+#include <CLI/CLI.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "core/atomic_file.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "parallel/pipelines.h"
+#include "parallel/subprocess.h"
+#include "train/pipelines_config.h"
+
+namespace fs = std::filesystem;
+
+namespace minitrain::cli {
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// SIGINT and SIGTERM set a flag while it lives, so the scheduler can stop the runs it started
+// (they lead process groups of their own, so a terminal's Ctrl-C does not reach them itself).
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+void make_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) MT_THROW(IoError, "pipelines: cannot create the directory '", dir.string(), "': ", ec.message(),
+                   "; choose another --out DIR");
+}
+
+fs::path default_out_dir(const std::string& config_path) {
+  const fs::path p(config_path);
+  const fs::path parent = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  return parent / ("pipelines-" + p.stem().string());
+}
+
+// The device the scheduler queues the run for: "auto" becomes a GPU when there is one.
+std::string scheduled_device(const std::string& device, int gpus) {
+  if (device == "auto") return gpus > 0 ? "cuda" : "cpu";
+  return device;
+}
+
+}  // namespace
+
+PipelinesCommand::PipelinesCommand(CLI::App& parent) {
+  app_ = parent.add_subcommand("pipelines",
+                               "independent training runs, each its own process on its own device, queued "
+                               "when the devices are busy");
+  app_->add_option("--config", config_path_, "TOML file: optional [defaults], one [[run]] table per run (name, "
+                                             "device, and any minitrain train key)")
+      ->option_text("FILE")
+      ->required();
+  app_->add_option("--out", out_dir_, "directory of the runs' outputs (default: pipelines-<file stem> beside the file)")
+      ->option_text("DIR");
+  app_->add_option("--cpu-slots", cpu_slots_, "CPU runs at once (default 1); each gets cores/slots threads")
+      ->option_text("N");
+  app_->add_option("--status-every", status_every_, "seconds between status updates (default 2)")
+      ->option_text("SECONDS");
+  app_->footer(
+      "Each run gets DIR/NAME/ with config.toml, output.log and metrics.jsonl; DIR/summary.json holds every "
+      "run's status, final loss and time. The exit status is 1 when any run failed.");
+}
+
+bool PipelinesCommand::parsed() const { return app_->parsed(); }
+
+int PipelinesCommand::run(std::ostream& out, std::ostream& status) {
+  MT_CHECK_AS(ValueError, cpu_slots_ >= 1, "--cpu-slots must be >= 1, got ", cpu_slots_);
+  MT_CHECK_AS(ValueError, status_every_ > 0, "--status-every must be > 0 seconds, got ", status_every_);
+  PipelinesFile file = read_pipelines_config(config_path_);
+  const fs::path out_dir = out_dir_.empty() ? default_out_dir(config_path_) : fs::path(out_dir_);
+  make_dir(out_dir);
+
+  const int gpus = cuda_device_count();
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int64_t cpu_threads = std::max(1, cores / cpu_slots_);
+  const std::string self = self_executable();
+
+  std::vector<PipelineJob> jobs;
+  for (PipelineRunConfig& run : file.runs) {
+    const fs::path dir = fs::absolute(out_dir / run.name).lexically_normal();
+    make_dir(dir);
+    PipelineJob job;
+    job.name = run.name;
+    job.output_path = (dir / "output.log").string();
+    TrainConfig& c = run.config;
+    job.device = scheduled_device(c.device, gpus);
+    if (!run.error.empty()) {
+      job.setup_error = run.error;
+      write_file_atomically(job.output_path, "minitrain pipelines: error: " + run.error + "\n");
+      jobs.push_back(std::move(job));
+      continue;
+    }
+    write_file_atomically(job.output_path, "");  // the child appends; start each invocation afresh
+    const bool gpu = job.device != "cpu";
+    c.device = gpu ? "cuda:0" : "cpu";  // a GPU run sees only its GPU (CUDA_VISIBLE_DEVICES)
+    if (!gpu && c.threads == 0) c.threads = cpu_threads;
+    if (c.log.empty()) {
+      c.log = (dir / "metrics.jsonl").string();
+      // A stale log of an earlier invocation would show as this run's progress until it starts.
+      if (!c.resume) fs::remove(c.log);
+    }
+    c.progress = "lines";
+    job.metrics_path = c.log;
+    const std::string config_file = (dir / "config.toml").string();
+    write_file_atomically(config_file, config_to_toml(c));
+    job.argv = {self, "train", "--config", config_file, "--progress", "lines"};
+    jobs.push_back(std::move(job));
+  }
+
+  status << "pipelines: " << jobs.size() << " run(s) from " << config_path_ << " into " << out_dir.string()
+         << "; " << cpu_slots_ << " CPU slot(s) of " << cpu_threads << " thread(s), " << gpus << " GPU(s)\n"
+         << std::flush;
+
+  PipelineOptions options;
+  options.cpu_slots = cpu_slots_;
+  options.gpu_count = gpus;
+  options.status_every = std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(status_every_ * 1000)));
+  options.redraw = isatty(STDERR_FILENO) != 0 && &status == &std::cerr;
+
+  std::vector<PipelineResult> results;
+  {
+    StopSignals signals;
+    results = run_pipelines(jobs, options, subprocess_starter(), status, [] { return g_stop_signal != 0; });
+  }
+  const std::string summary = (out_dir / "summary.json").string();
+  write_pipelines_summary(summary, results);
+  out << pipelines_summary_table(results) << "summary: " << summary << "\n";
+  const bool all_ok = std::all_of(results.begin(), results.end(), [](const PipelineResult& r) { return r.ok(); });
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace minitrain::cli

@@ -1,0 +1,184 @@
+// runs.toml: split into [defaults] and [[run]] tables with toml++, then every key goes through
+// apply_toml_config one at a time, so a key sets the config exactly as in `minitrain train
+// --config` and a message names the key's own line in runs.toml.
+
+#include "train/pipelines_config.h"
+
+#include <toml++/toml.h>
+
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "train/config_keys.h"
+
+namespace minitrain {
+namespace {
+
+int line_of(const toml::node& node) { return static_cast<int>(node.source().begin.line); }
+
+bool safe_name(const std::string& name) {
+  if (name.empty() || name.size() > 100 || name[0] == '.') return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// Sets one key through apply_toml_config. That reads a one-key document, so its messages say
+// "SOURCE:1: ..."; the line is replaced by the key's line in the real file.
+void apply_key(TrainConfig& config, const std::string& key, const toml::node& node, const std::string& source,
+               const std::string& base_dir) {
+  toml::table one;
+  one.insert(key, node);
+  std::ostringstream text;
+  text << one;
+  try {
+    apply_toml_config(config, text.str(), source, base_dir);
+  } catch (const ValueError& e) {
+    std::string what = e.what();
+    const std::string prefix = source + ":1";
+    if (what.rfind(prefix, 0) == 0) what = what.substr(prefix.size());
+    else what = ": " + what;
+    throw ValueError(source + ":" + std::to_string(line_of(node)) + what);
+  }
+}
+
+void make_paths_absolute(TrainConfig& c) {
+  const auto absolute = [](std::string& p) {
+    if (p.empty() || p == "synthetic" || p.rfind("synthetic:", 0) == 0) return;
+    p = std::filesystem::absolute(p).lexically_normal().string();
+  };
+  for (std::string* p : {&c.data, &c.targets, &c.init, &c.save, &c.checkpoint_dir, &c.log, &c.sample_weights})
+    absolute(*p);
+}
+
+// Checks a run can be one independent process on one device; ValueError otherwise.
+void check_run(const TrainConfig& c) {
+  validate(c);
+  Device::parse(c.device);  // DeviceError for a name that is no device
+  if (c.parallel != "none")
+    MT_THROW(ValueError, "parallel = '", c.parallel,
+             "': a pipelines run is one process on one device; drop the key (or use minitrain train --parallel)");
+}
+
+}  // namespace
+
+PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::string& source,
+                                     const std::string& base_dir) {
+  toml::table table;
+  try {
+    table = toml::parse(toml_text, source);
+  } catch (const toml::parse_error& e) {
+    MT_THROW(ValueError, source, ":", e.source().begin.line, ": invalid TOML: ", e.description());
+  }
+
+  TrainConfig defaults;
+  const toml::array* runs = nullptr;
+  for (const auto& [key, node] : table) {
+    const std::string name(key.str());
+    if (name == "defaults") {
+      const toml::table* d = node.as_table();
+      MT_CHECK_AS(ValueError, d != nullptr, source, ":", line_of(node),
+                  ": 'defaults' must be a table ([defaults] with training keys)");
+      for (const auto& [k, v] : *d) {
+        const std::string kname(k.str());
+        MT_CHECK_AS(ValueError, kname != "name", source, ":", line_of(v),
+                    ": [defaults] cannot set 'name'; each [[run]] names itself");
+        apply_key(defaults, kname, v, source, base_dir);
+      }
+    } else if (name == "run") {
+      runs = node.as_array();
+      MT_CHECK_AS(ValueError, runs != nullptr && runs->is_array_of_tables(), source, ":", line_of(node),
+                  ": 'run' must be an array of tables: write each run as a [[run]] table");
+    } else {
+      MT_THROW(ValueError, source, ":", line_of(node), ": unknown top-level key '", name,
+               "'; runs.toml holds an optional [defaults] table and [[run]] tables (put training keys in them)");
+    }
+  }
+  MT_CHECK_AS(ValueError, runs != nullptr && !runs->empty(), source,
+              ": no runs; add one [[run]] table per run with a name and training keys (name = \"a\", lr = 0.01)");
+
+  PipelinesFile file;
+  file.path = source;
+  std::set<std::string> names;
+  int index = 0;
+  for (const toml::node& run_node : *runs) {
+    ++index;
+    const toml::table& run = *run_node.as_table();
+    PipelineRunConfig r;
+    r.line = line_of(run_node);
+    const toml::node* name_node = run.get("name");
+    MT_CHECK_AS(ValueError, name_node != nullptr, source, ":", r.line, ": [[run]] #", index,
+                " has no name; give it name = \"...\" (its output directory)");
+    const std::optional<std::string> name = name_node->value_exact<std::string>();
+    MT_CHECK_AS(ValueError, name.has_value(), source, ":", line_of(*name_node), ": [[run]] #", index,
+                ": name must be a string");
+    MT_CHECK_AS(ValueError, safe_name(*name), source, ":", line_of(*name_node), ": run name '", *name,
+                "' is not a safe directory name; use letters, digits, '.', '_' and '-' (not starting with '.')");
+    MT_CHECK_AS(ValueError, names.insert(*name).second, source, ":", line_of(*name_node), ": run name '", *name,
+                "' is used twice; give each [[run]] its own name");
+    r.name = *name;
+    r.config = defaults;
+    try {
+      for (const auto& [k, v] : run) {
+        const std::string kname(k.str());
+        if (kname != "name") apply_key(r.config, kname, v, source, base_dir);
+      }
+      check_run(r.config);
+    } catch (const Error& e) {
+      // Key errors already name their line; a combination that does not check names the run's.
+      const std::string what = e.what();
+      r.error = "run '" + r.name + "': " +
+                (what.rfind(source + ":", 0) == 0 ? what : source + ":" + std::to_string(r.line) + ": " + what);
+    }
+    make_paths_absolute(r.config);
+    file.runs.push_back(std::move(r));
+  }
+  return file;
+}
+
+PipelinesFile read_pipelines_config(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  return parse_pipelines_config(read_file_bytes(path), path, dir);
+}
+
+std::string config_to_toml(const TrainConfig& config) {
+  toml::table t;
+  for (const auto& e : config_detail::key_table()) {
+    const nlohmann::json v = e.get(config);
+    const char* name = e.key.name;
+    if (v.is_null()) continue;
+    if (v.is_boolean()) {
+      t.insert(name, v.get<bool>());
+    } else if (v.is_number_integer()) {
+      t.insert(name, v.get<int64_t>());
+    } else if (v.is_number_float()) {
+      t.insert(name, v.get<double>());
+    } else if (v.is_string()) {
+      t.insert(name, v.get<std::string>());
+    } else if (v.is_array()) {
+      toml::array a;
+      for (const nlohmann::json& item : v) {
+        if (item.is_string()) a.push_back(item.get<std::string>());
+        else a.push_back(item.get<double>());
+      }
+      t.insert(name, std::move(a));
+    } else {
+      MT_THROW(Error, "config_to_toml: key '", name, "' has a value of no TOML kind: ", v.dump());
+    }
+  }
+  std::ostringstream os;
+  os << "# The resolved training keys of this run (minitrain train --config this file).\n" << t << "\n";
+  return os.str();
+}
+
+}  // namespace minitrain

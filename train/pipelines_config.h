@@ -1,0 +1,52 @@
+#pragma once
+// The runs of `minitrain pipelines --config runs.toml`: an optional [defaults] table of training
+// keys, then one [[run]] table per run with its `name` and any training key (device, memory-cap,
+// lr, ...). Each run becomes a full TrainConfig: built-in defaults < [defaults] < the run's keys,
+// with relative paths taken relative to the file's directory (made absolute, so the run's own
+// config file can live anywhere).
+//
+//   [defaults]
+//   data = "train.csv"
+//   target-columns = ["y"]
+//   steps = 200
+//
+//   [[run]]
+//   name = "sgd"
+//   device = "cpu"
+//   optimizer = "sgd"
+//
+// A file that cannot be read as a whole (TOML syntax, no runs, a run without a name or with a
+// name used twice, a bad [defaults] key) is a ValueError naming file:line. A run whose own keys
+// do not check (an unknown key, a bad value) is kept with its error: it is reported as failed
+// and the other runs go on.
+
+#include <string>
+#include <vector>
+
+#include "train/config.h"
+
+namespace minitrain {
+
+struct PipelineRunConfig {
+  std::string name;    ///< unique; a directory name ([A-Za-z0-9._-], not starting with '.')
+  int line = 0;        ///< where its [[run]] table starts in the file
+  TrainConfig config;  ///< defaults + its keys; `device` as written (cpu | cuda | cuda:N | auto)
+  std::string error;   ///< non-empty: its keys did not check; the run fails with this message
+};
+
+struct PipelinesFile {
+  std::string path;
+  std::vector<PipelineRunConfig> runs;  ///< in file order
+};
+
+/// Reads `path` (IoError when it cannot be read; ValueError for a file-level problem).
+PipelinesFile read_pipelines_config(const std::string& path);
+/// The same for text; `source` names it in messages, relative paths resolve against `base_dir`.
+PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::string& source,
+                                     const std::string& base_dir);
+
+/// The config as a TOML document of every set key (unset optional keys left out), which
+/// apply_toml_config reads back to the same config: the `config.toml` each run is started with.
+std::string config_to_toml(const TrainConfig& config);
+
+}  // namespace minitrain
