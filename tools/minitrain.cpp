@@ -6,7 +6,10 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "tools/bench_command.h"
 #include "tools/info_command.h"
+#include "tools/launch_command.h"
+#include "tools/pipelines_command.h"
 #include "tools/predict_command.h"
 #include "tools/train_command.h"
 
@@ -18,6 +21,9 @@ int main(int argc, char** argv) {
   CLI::App* info = app.add_subcommand("info", "devices, memory, CUDA/cuBLAS/cuDNN/NCCL versions");
   minitrain::cli::TrainCommand train(app);
   minitrain::cli::PredictCommand predict(app);
+  minitrain::cli::LaunchCommand launch(app);
+  minitrain::cli::PipelinesCommand pipelines(app);
+  minitrain::cli::BenchCommand bench(app);
 
   try {
     app.parse(argc, argv);
@@ -25,7 +31,7 @@ int main(int argc, char** argv) {
     // CLI11 reports an unknown command as "A subcommand is required"; name it instead.
     if (argc > 1 && argv[1][0] != '-' && app.get_subcommands().empty()) {
       std::cerr << "minitrain: unknown command '" << argv[1]
-                << "' (commands: info, train, predict); see minitrain --help\n";
+                << "' (commands: info, train, predict, launch, pipelines, bench); see minitrain --help\n";
       return 2;
     }
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
@@ -44,6 +50,9 @@ int main(int argc, char** argv) {
     if (info->parsed()) return minitrain::cli::run_info(std::cout);
     if (train.parsed()) return train.run(std::cout, std::cerr);
     if (predict.parsed()) return predict.run(std::cout);
+    if (launch.parsed()) return launch.run(std::cout, std::cerr);
+    if (pipelines.parsed()) return pipelines.run(std::cout, std::cerr);
+    if (bench.parsed()) return bench.run(std::cout, std::cerr);
   } catch (const minitrain::Error& e) {
     std::cerr << "minitrain: error: " << e.what() << "\n";
     return 1;
