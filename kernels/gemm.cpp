@@ -21,33 +21,12 @@
 
 #include "core/parallel_for.h"
 #include "kernels/check.h"
+#include "kernels/gemm_check.h"
 #include "kernels/dispatch.h"
 
 namespace minitrain {
 
 namespace {
-
-struct Dims {
-  int64_t rows, cols;
-};
-
-Dims op_dims(const Tensor& t, bool trans) {
-  return trans ? Dims{t.size(1), t.size(0)} : Dims{t.size(0), t.size(1)};
-}
-
-// "op(b) is [8, 16] (b [16, 8], transposed)"
-std::string describe(const char* name, const Tensor& t, bool trans) {
-  const Dims d = op_dims(t, trans);
-  return detail::concat("op(", name, ") is [", d.rows, ", ", d.cols, "] (", name, " ", t.shape(),
-                        trans ? ", transposed)" : ")");
-}
-
-bool overlaps(const Tensor& x, const Tensor& y) {
-  if (x.nbytes() == 0 || y.nbytes() == 0) return false;
-  const auto x0 = reinterpret_cast<std::uintptr_t>(x.raw_data());
-  const auto y0 = reinterpret_cast<std::uintptr_t>(y.raw_data());
-  return x0 < y0 + y.nbytes() && y0 < x0 + x.nbytes();
-}
 
 // Note [GEMM tiles]: C is cut into a grid of tiles whose sizes depend on the shape only, never
 // on the thread count; threads take runs of tiles, and each tile is one single-threaded BLAS
@@ -145,20 +124,8 @@ template void gemm_cpu<double>(double*, const double*, bool, const double*, bool
 
 void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha,
           double beta) {
-  check_compatible("gemm", {{"c", c}, {"a", a}, {"b", b}});
-  check_ndim("gemm", {"a", a}, 2);
-  check_ndim("gemm", {"b", b}, 2);
-  check_ndim("gemm", {"c", c}, 2);
-  const Dims op_a = op_dims(a, trans_a), op_b = op_dims(b, trans_b);
-  MT_CHECK_AS(ShapeError, op_a.cols == op_b.rows, "gemm: inner dimensions differ: ",
-              describe("a", a, trans_a), ", ", describe("b", b, trans_b));
-  const int64_t m = op_a.rows, n = op_b.cols, k = op_a.cols;
-  MT_CHECK_AS(ShapeError, c.size(0) == m && c.size(1) == n, "gemm: c is ", c.shape(),
-              " but op(a) op(b) is [", m, ", ", n, "]: ", describe("a", a, trans_a), ", ",
-              describe("b", b, trans_b));
-  MT_CHECK_AS(ValueError, !overlaps(c, a) && !overlaps(c, b),
-              "gemm: c shares memory with ", overlaps(c, a) ? "a" : "b",
-              "; write the product into a separate tensor");
+  const GemmDims d = check_gemm_operands("gemm", c, a, trans_a, b, trans_b);
+  const int64_t m = d.m, n = d.n, k = d.k;
   if (m == 0 || n == 0) return;
   if (c.device().is_cpu()) {
     dispatch_float(c.dtype(), [&](auto zero) {
@@ -176,13 +143,8 @@ void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
-  check_compatible("matmul", {{"a", a}, {"b", b}});
-  check_ndim("matmul", {"a", a}, 2);
-  check_ndim("matmul", {"b", b}, 2);
-  const Dims op_a = op_dims(a, trans_a), op_b = op_dims(b, trans_b);
-  MT_CHECK_AS(ShapeError, op_a.cols == op_b.rows, "matmul: inner dimensions differ: ",
-              describe("a", a, trans_a), ", ", describe("b", b, trans_b));
-  Tensor c = Tensor::empty(Shape{op_a.rows, op_b.cols}, a.dtype(), a.device());
+  const GemmDims d = check_gemm_inputs("matmul", a, trans_a, b, trans_b);
+  Tensor c = Tensor::empty(Shape{d.m, d.n}, a.dtype(), a.device());
   gemm(c, a, trans_a, b, trans_b);
   return c;
 }

@@ -1,5 +1,5 @@
 // GEMM operand checks: what gemm() checks, as one function so that every GEMM entry point
-// (gemm_with, the fused Linear forward) rejects the same input with the same words.
+// (gemm, matmul, gemm_with, the fused Linear forward) rejects the same input with the same words.
 
 #include "kernels/gemm_check.h"
 
@@ -37,23 +37,28 @@ bool overlaps(const Tensor& x, const Tensor& y) {
 
 }  // namespace
 
-GemmDims check_gemm_operands(const char* op, const Tensor& c, const Tensor& a, bool trans_a,
-                             const Tensor& b, bool trans_b) {
-  check_compatible(op, {{"c", c}, {"a", a}, {"b", b}});
+GemmDims check_gemm_inputs(const char* op, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b) {
+  check_compatible(op, {{"a", a}, {"b", b}});
   check_ndim(op, {"a", a}, 2);
   check_ndim(op, {"b", b}, 2);
-  check_ndim(op, {"c", c}, 2);
   const Dims op_a = op_dims(a, trans_a), op_b = op_dims(b, trans_b);
   MT_CHECK_AS(ShapeError, op_a.cols == op_b.rows, op,
               ": inner dimensions differ: ", describe("a", a, trans_a), ", ",
               describe("b", b, trans_b));
-  const int64_t m = op_a.rows, n = op_b.cols, k = op_a.cols;
-  MT_CHECK_AS(ShapeError, c.size(0) == m && c.size(1) == n, op, ": c is ", c.shape(),
-              " but op(a) op(b) is [", m, ", ", n, "]: ", describe("a", a, trans_a), ", ",
+  return {op_a.rows, op_b.cols, op_a.cols};
+}
+
+GemmDims check_gemm_operands(const char* op, const Tensor& c, const Tensor& a, bool trans_a,
+                             const Tensor& b, bool trans_b) {
+  check_compatible(op, {{"c", c}, {"a", a}, {"b", b}});
+  check_ndim(op, {"c", c}, 2);
+  const GemmDims d = check_gemm_inputs(op, a, trans_a, b, trans_b);
+  MT_CHECK_AS(ShapeError, c.size(0) == d.m && c.size(1) == d.n, op, ": c is ", c.shape(),
+              " but op(a) op(b) is [", d.m, ", ", d.n, "]: ", describe("a", a, trans_a), ", ",
               describe("b", b, trans_b));
   MT_CHECK_AS(ValueError, !overlaps(c, a) && !overlaps(c, b), op, ": c shares memory with ",
               overlaps(c, a) ? "a" : "b", "; write the product into a separate tensor");
-  return {m, n, k};
+  return d;
 }
 
 }  // namespace minitrain
