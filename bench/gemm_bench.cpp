@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "bench/bench_inputs.h"
+#include "bench/bench_device.h"
 #include "bench/bench_threads.h"
 #include "bench/gpu_timing.h"
 #include "core/device.h"
@@ -142,33 +143,13 @@ void run(benchmark::State& state, const GemmBackend& backend, const std::string&
   state.SetLabel("ref " + reference);
 }
 
-// Picks the device: --device=cpu|cuda|auto (default auto: the GPU when there is one).
-Device take_device_flag(int& argc, char** argv) {
-  std::string spec = "auto";
-  int out = 0;
-  for (int i = 0; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--device=", 9) == 0)
-      spec = argv[i] + 9;
-    else
-      argv[out++] = argv[i];
-  }
-  argc = out;
-  const Device d = Device::parse(spec);
-  minitrain::check_available(d);
-  return d;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    const Device device = take_device_flag(argc, argv);
+    const Device device = minitrain::bench::take_device_flag(argc, argv);
     const int threads = minitrain::bench::take_threads_flag(argc, argv, minitrain::num_threads());
-    benchmark::AddCustomContext("device", device.str());
-    if (device.is_cpu()) benchmark::AddCustomContext("threads", std::to_string(threads));
-    for (const minitrain::CudaDeviceInfo& info : minitrain::cuda_devices())
-      if (device.is_cuda() && info.index == device.index())
-        benchmark::AddCustomContext("gpu", info.name);
+    minitrain::bench::add_device_context(device, threads);
 
     const std::vector<std::string> names = minitrain::gemm_backend_names(device.type());
     const std::string fp32_ref = device.is_cuda() ? "cublas" : "openblas";

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "bench/bench_inputs.h"
+#include "bench/bench_device.h"
 #include "bench/bench_threads.h"
 #include "bench/gpu_timing.h"
 #include "core/generator.h"
@@ -147,29 +148,13 @@ void run_linear(benchmark::State& state, const Case& c, Device d, const std::str
   }
 }
 
-Device take_device_flag(int& argc, char** argv) {
-  std::string spec = "auto";
-  int out = 0;
-  for (int i = 0; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--device=", 9) == 0)
-      spec = argv[i] + 9;
-    else
-      argv[out++] = argv[i];
-  }
-  argc = out;
-  const Device d = Device::parse(spec);
-  minitrain::check_available(d);
-  return d;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    const Device d = take_device_flag(argc, argv);
+    const Device d = minitrain::bench::take_device_flag(argc, argv);
     const int threads = minitrain::bench::take_threads_flag(argc, argv, minitrain::num_threads());
-    benchmark::AddCustomContext("device", d.str());
-    if (d.is_cpu()) benchmark::AddCustomContext("threads", std::to_string(threads));
+    minitrain::bench::add_device_context(d, threads);
     const char* bare_name = d.is_cuda() ? "bare_cublasSgemm_bias" : "bare_gemm_cpu_bias";
     for (int64_t batch : {64, 256})
       for (int64_t width : {64, 128, 256, 512, 1024}) {

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_device.h"
 #include "bench/bench_threads.h"
 #include "bench/gpu_timing.h"
 #include "core/device.h"
@@ -244,27 +245,12 @@ void run(benchmark::State& state, const Op& op, Device d, int64_t n) {
   state.counters["pct_of_copy"] = 100.0 * gbps / copy_gbps;
 }
 
-Device take_device_flag(int& argc, char** argv) {
-  std::string name = "auto";
-  int out = 0;
-  for (int i = 0; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--device=", 9) == 0)
-      name = argv[i] + 9;
-    else
-      argv[out++] = argv[i];
-  }
-  argc = out;
-  return Device::parse(name);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Device device = take_device_flag(argc, argv);
+  const Device device = minitrain::bench::take_device_flag(argc, argv);
   const int threads = minitrain::bench::take_threads_flag(argc, argv, 2);
-  benchmark::AddCustomContext("device", device.str());
-  if (device.is_cpu()) benchmark::AddCustomContext("threads", std::to_string(threads));
-  else benchmark::AddCustomContext("gpu", minitrain::cuda_devices().at(device.index()).name);
+  minitrain::bench::add_device_context(device, threads);
 
   // 4 KiB (1024 floats) .. 1 GiB on a GPU, .. 256 MiB on the CPU, by factors of 4.
   const int64_t max_bytes = device.is_cuda() ? int64_t(1) << 30 : int64_t(256) << 20;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_device.h"
 #include "bench/bench_threads.h"
 #include "bench/gpu_timing.h"
 #include "core/device.h"
@@ -93,27 +94,12 @@ void optimizer_step(benchmark::State& state, Device d, const std::string& model,
   state.counters["params"] = double(params);
 }
 
-Device take_device_flag(int& argc, char** argv) {
-  std::string name = "auto";
-  int out = 0;
-  for (int i = 0; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--device=", 9) == 0)
-      name = argv[i] + 9;
-    else
-      argv[out++] = argv[i];
-  }
-  argc = out;
-  return Device::parse(name);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Device device = take_device_flag(argc, argv);
+  const Device device = minitrain::bench::take_device_flag(argc, argv);
   const int threads = minitrain::bench::take_threads_flag(argc, argv, 2);
-  benchmark::AddCustomContext("device", device.str());
-  if (device.is_cpu()) benchmark::AddCustomContext("threads", std::to_string(threads));
-  else benchmark::AddCustomContext("gpu", minitrain::cuda_devices().at(device.index()).name);
+  minitrain::bench::add_device_context(device, threads);
 
   for (const char* model : {"mlp8x1024", "100_tensors"})
     for (const char* opt : {"sgd", "adam", "adamw"})
