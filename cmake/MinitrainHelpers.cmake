@@ -1,30 +1,81 @@
 # Small helpers shared by every folder's CMakeLists.txt.
 
 # Warnings and (optionally) sanitizers for host C++ code of one target. CUDA sources keep nvcc's
-# defaults: host sanitizers do not apply to device code.
+# defaults: host sanitizers do not apply to device code. In emulated builds the kernels are host
+# C++, so the sanitizers check them too: address = AddressSanitizer + UBSan (out-of-bounds,
+# use-after-free, misaligned vector loads; any report stops the program), thread =
+# ThreadSanitizer (races between GPU threads, blocks and streams; cuda_emu/src/sanitizer.h).
 function(minitrain_target_defaults target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-unknown-pragmas>)
-  if(MINITRAIN_SANITIZE)
-    target_compile_options(${target} PRIVATE
-      $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined -fno-omit-frame-pointer>)
-    target_link_options(${target} PUBLIC -fsanitize=address,undefined)
+  minitrain_target_sanitizer(${target})
+endfunction()
+
+function(minitrain_target_sanitizer target)
+  set(flags)
+  if(MINITRAIN_SANITIZER STREQUAL "address" OR MINITRAIN_SANITIZE)
+    set(flags -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  elseif(MINITRAIN_SANITIZER STREQUAL "thread")
+    set(flags -fsanitize=thread -fno-omit-frame-pointer)
+  elseif(NOT MINITRAIN_SANITIZER STREQUAL "")
+    message(FATAL_ERROR "MINITRAIN_SANITIZER is '${MINITRAIN_SANITIZER}'; expected address, thread or empty")
+  endif()
+  if(flags)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${flags}>)
+    target_link_options(${target} PUBLIC ${flags})
   endif()
 endfunction()
 
-# minitrain_add_library(NAME SOURCES a.cpp ... CUDA_SOURCES k.cu ... LIBS dep ...)
+# Emulated builds: each .cu file is rewritten into host C++ (cuda_emu/rewrite_cuda.py: the launch
+# syntax and __shared__ declarations) under the build tree, then compiled like any .cpp with
+# <cuda_runtime.h> force-included, as nvcc does. The mirror folder comes first on the include
+# path so that rewritten .cuh headers shadow the originals.
+function(minitrain_emulated_sources out_var)
+  set(out)
+  set(mirror ${PROJECT_BINARY_DIR}/cuda_emu_src)
+  foreach(src IN LISTS ARGN)
+    if(src MATCHES "\\.cu$")
+      file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/${src})
+      set(generated ${mirror}/${rel}.cpp)
+      string(MAKE_C_IDENTIFIER ${rel} dep_name)
+      add_custom_command(
+        OUTPUT ${generated}
+        COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/cuda_emu/rewrite_cuda.py
+                ${PROJECT_SOURCE_DIR} ${rel} ${mirror} ${mirror}/${dep_name}.d ${generated}
+        DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${src} ${PROJECT_SOURCE_DIR}/cuda_emu/rewrite_cuda.py
+        DEPFILE ${mirror}/${dep_name}.d
+        COMMENT "Rewriting ${rel} for the emulated GPU"
+        VERBATIM)
+      set_source_files_properties(${generated} PROPERTIES COMPILE_OPTIONS "-include;cuda_runtime.h")
+      list(APPEND out ${generated})
+    else()
+      list(APPEND out ${src})
+    endif()
+  endforeach()
+  set(${out_var} ${out} PARENT_SCOPE)
+endfunction()
+
+# minitrain_add_library(NAME SOURCES a.cpp ... CUDA_SOURCES k.cu ... VENDOR_SOURCES v.cpp ... LIBS dep ...)
 # One library per folder; LIBS encodes the layering (a folder links only the folders below it).
+# CUDA_SOURCES: the CUDA runtime and kernels, built for real GPUs and for the emulated ones.
+# VENDOR_SOURCES: code on cuBLAS, cuBLASLt, cuDNN or NCCL, built for real GPUs only.
 function(minitrain_add_library name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;CUDA_SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;CUDA_SOURCES;VENDOR_SOURCES;LIBS" ${ARGN})
   set(sources ${ARG_SOURCES})
-  if(MINITRAIN_WITH_CUDA)
-    list(APPEND sources ${ARG_CUDA_SOURCES})
+  if(MINITRAIN_CUDA_EMULATED)
+    minitrain_emulated_sources(emulated ${ARG_CUDA_SOURCES})
+    list(APPEND sources ${emulated})
+  elseif(MINITRAIN_WITH_CUDA)
+    list(APPEND sources ${ARG_CUDA_SOURCES} ${ARG_VENDOR_SOURCES})
   endif()
   add_library(${name} STATIC ${sources})
+  if(MINITRAIN_CUDA_EMULATED)
+    target_include_directories(${name} BEFORE PUBLIC ${PROJECT_BINARY_DIR}/cuda_emu_src)
+  endif()
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PUBLIC ${ARG_LIBS})
   minitrain_target_defaults(${name})
-  if(MINITRAIN_WITH_CUDA)
+  if(MINITRAIN_WITH_CUDA AND NOT MINITRAIN_CUDA_EMULATED)
     set_target_properties(${name} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF
                                              POSITION_INDEPENDENT_CODE ON)
   endif()
@@ -36,7 +87,11 @@ endfunction()
 # label `gpu` and report GTEST_SKIP (counted as skipped, never as passed) on a machine without one.
 function(minitrain_add_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
-  add_executable(${name} ${ARG_SOURCES})
+  set(sources ${ARG_SOURCES})
+  if(MINITRAIN_CUDA_EMULATED)
+    minitrain_emulated_sources(sources ${ARG_SOURCES})
+  endif()
+  add_executable(${name} ${sources})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} minitrain_test_support GTest::gtest_main)
   minitrain_target_defaults(${name})
   gtest_discover_tests(${name}

@@ -1,0 +1,195 @@
+#pragma once
+// The device side of the emulated CUDA language: function qualifiers, the built-in index
+// variables, barriers, warp intrinsics and atomics, as seen by kernel source compiled as host
+// C++. Each emulated GPU thread is a fiber (cuda_emu/src/fiber.h); a block's fibers take turns on
+// one host thread, so threadIdx and friends read the running fiber's context, and a barrier or a
+// warp collective suspends the fiber until the threads it waits for arrive. Threads are
+// independent (no lock-step warps, as on Volta and later): a collective meets only the lanes its
+// mask names, and a lane that never comes is reported, not waited for.
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "cuda_emu/vector_types.h"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __align__(n) __attribute__((aligned(n)))
+// The bound is read at the launch site by the build-time rewrite (cuda_emu/rewrite_cuda.py),
+// which checks each launch against it as the GPU does.
+#define __launch_bounds__(...)
+
+namespace mtemu::detail {
+
+struct BlockRun;
+
+/// What one emulated GPU thread sees: its indices and its block.
+struct ThreadCtx {
+  uint3 thread_idx;
+  uint3 block_idx;
+  dim3 block_dim;
+  dim3 grid_dim;
+  int linear;  ///< threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)
+  BlockRun* block;
+};
+
+extern thread_local ThreadCtx* tls_thread;  // set by the block scheduler before each switch
+[[noreturn]] void outside_kernel(const char* what);
+
+inline ThreadCtx& current(const char* what) {
+  ThreadCtx* t = tls_thread;
+  if (t == nullptr) outside_kernel(what);
+  return *t;
+}
+
+// ---- runtime entry points (cuda_emu/src/block.cpp) ----
+void syncthreads(const void* site);
+void syncwarp(unsigned mask);
+unsigned activemask();
+enum class Shfl : int { Idx, Up, Down, Xor };
+void shuffle(unsigned mask, Shfl kind, int arg, int width, const void* in, void* out, std::size_t size);
+unsigned ballot(unsigned mask, bool predicate);
+/// Claims `bytes` of static shared memory for the declaration `tag` in the running block (the
+/// first thread to get there allocates; every thread of the block gets the same storage).
+void* block_shared(const void* tag, std::size_t bytes, std::size_t align, const char* name);
+void* dynamic_shared(std::size_t align);
+[[noreturn]] void device_trap(const char* what);
+
+}  // namespace mtemu::detail
+
+#define threadIdx (::mtemu::detail::current("threadIdx").thread_idx)
+#define blockIdx (::mtemu::detail::current("blockIdx").block_idx)
+#define blockDim (::mtemu::detail::current("blockDim").block_dim)
+#define gridDim (::mtemu::detail::current("gridDim").grid_dim)
+constexpr int warpSize = 32;
+
+namespace mtemu {
+/// `__shared__ T name[N];` becomes `auto& name = ::mtemu::shared_var<T[N], align>(&tag, "name");`
+/// (rewrite_cuda.py): storage per block, allocated apart so the memory checks see its bounds.
+template <class T, std::size_t kAlign>
+T& shared_var(const void* tag, const char* name) {
+  static_assert(std::is_trivially_default_constructible<T>::value, "__shared__ variables cannot have initialisers");
+  return *static_cast<T*>(detail::block_shared(tag, sizeof(T), kAlign < alignof(T) ? alignof(T) : kAlign, name));
+}
+/// `extern __shared__ T name[];`: the launch's dynamic shared memory.
+template <class T>
+T* dynamic_shared_var(std::size_t align) {
+  return static_cast<T*>(detail::dynamic_shared(align < alignof(T) ? alignof(T) : align));
+}
+}  // namespace mtemu
+
+// ---- barriers and warp intrinsics ----
+
+// Not inlined away from the call site: the return address names the barrier, so threads of one
+// block that wait at different __syncthreads() calls are reported.
+__attribute__((noinline)) inline void __syncthreads() { ::mtemu::detail::syncthreads(__builtin_return_address(0)); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) { ::mtemu::detail::syncwarp(mask); }
+inline unsigned __activemask() { return ::mtemu::detail::activemask(); }
+inline unsigned __ballot_sync(unsigned mask, int predicate) { return ::mtemu::detail::ballot(mask, predicate != 0); }
+inline int __all_sync(unsigned mask, int predicate) {
+  return ::mtemu::detail::ballot(mask, predicate != 0) == mask;
+}
+inline int __any_sync(unsigned mask, int predicate) { return ::mtemu::detail::ballot(mask, predicate != 0) != 0; }
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+[[noreturn]] inline void __trap() { ::mtemu::detail::device_trap("__trap()"); }
+
+namespace mtemu::detail {
+template <class T>
+T shuffle_as(unsigned mask, T v, Shfl kind, int arg, int width) {
+  static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 16, "shuffles move up to 16 bytes");
+  T out;
+  shuffle(mask, kind, arg, width, &v, &out, sizeof(T));
+  return out;
+}
+}  // namespace mtemu::detail
+
+template <class T>
+T __shfl_sync(unsigned mask, T v, int src_lane, int width = warpSize) {
+  return ::mtemu::detail::shuffle_as(mask, v, ::mtemu::detail::Shfl::Idx, src_lane, width);
+}
+template <class T>
+T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = warpSize) {
+  return ::mtemu::detail::shuffle_as(mask, v, ::mtemu::detail::Shfl::Up, int(delta), width);
+}
+template <class T>
+T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = warpSize) {
+  return ::mtemu::detail::shuffle_as(mask, v, ::mtemu::detail::Shfl::Down, int(delta), width);
+}
+template <class T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = warpSize) {
+  return ::mtemu::detail::shuffle_as(mask, v, ::mtemu::detail::Shfl::Xor, lane_mask, width);
+}
+
+// ---- atomics: blocks run on several host threads at once, so these are real atomics ----
+
+namespace mtemu::detail {
+template <class T, class F>
+T atomic_update(T* address, F f) {  // compare-and-swap loop for the floating-point forms
+  T old = __atomic_load_n(address, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(address, &old, f(old), true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+  }
+  return old;
+}
+template <class T>
+T atomic_update_fp(T* address, T (*f)(T, T), T v) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "32- or 64-bit floating point");
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  Bits* bits = reinterpret_cast<Bits*>(address);
+  Bits old_bits = __atomic_load_n(bits, __ATOMIC_RELAXED);
+  for (;;) {
+    T old_value;
+    std::memcpy(&old_value, &old_bits, sizeof(T));
+    const T new_value = f(old_value, v);
+    Bits new_bits;
+    std::memcpy(&new_bits, &new_value, sizeof(T));
+    if (__atomic_compare_exchange_n(bits, &old_bits, new_bits, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+      return old_value;
+  }
+}
+}  // namespace mtemu::detail
+
+#define MTEMU_INTEGER_ATOMICS(T)                                                                       \
+  inline T atomicAdd(T* a, T v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }                  \
+  inline T atomicSub(T* a, T v) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }                  \
+  inline T atomicExch(T* a, T v) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }                \
+  inline T atomicAnd(T* a, T v) { return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); }                  \
+  inline T atomicOr(T* a, T v) { return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); }                    \
+  inline T atomicXor(T* a, T v) { return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); }                  \
+  inline T atomicMax(T* a, T v) {                                                                      \
+    return ::mtemu::detail::atomic_update(a, [v](T o) { return o < v ? v : o; });                       \
+  }                                                                                                    \
+  inline T atomicMin(T* a, T v) {                                                                      \
+    return ::mtemu::detail::atomic_update(a, [v](T o) { return v < o ? v : o; });                       \
+  }                                                                                                    \
+  inline T atomicCAS(T* a, T compare, T v) {                                                           \
+    __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);             \
+    return compare;                                                                                    \
+  }
+MTEMU_INTEGER_ATOMICS(int)
+MTEMU_INTEGER_ATOMICS(unsigned int)
+MTEMU_INTEGER_ATOMICS(unsigned long long)
+#undef MTEMU_INTEGER_ATOMICS
+
+inline float atomicAdd(float* a, float v) {
+  return ::mtemu::detail::atomic_update_fp<float>(a, [](float o, float x) { return o + x; }, v);
+}
+inline double atomicAdd(double* a, double v) {
+  return ::mtemu::detail::atomic_update_fp<double>(a, [](double o, double x) { return o + x; }, v);
+}
+inline float atomicExch(float* a, float v) {
+  return ::mtemu::detail::atomic_update_fp<float>(a, [](float, float x) { return x; }, v);
+}
+
+// ---- device math that CUDA has and C++ spells differently ----
+inline float rsqrtf(float x) { return 1.0f / __builtin_sqrtf(x); }
+inline double rsqrt(double x) { return 1.0 / __builtin_sqrt(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __saturatef(float x) { return x < 0.f ? 0.f : (x > 1.f ? 1.f : x); }
+template <class T>
+inline T __ldg(const T* p) {
+  return *p;
+}

@@ -1,0 +1,363 @@
+// Devices, the current device, errors and kernel launches of the emulated runtime.
+//   MINITRAIN_EMU_DEVICES        number of emulated GPUs (default 2; 0 = none)
+//   MINITRAIN_EMU_DEVICE_MEMORY  bytes of memory per device (default 2 GiB; K/M/G suffixes)
+
+#include <sanitizer/common_interface_defs.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include "block.h"
+#include "cuda_emu/testing.h"
+#include "grid.h"
+#include "runtime.h"
+#include "sanitizer.h"
+
+namespace mtemu::detail {
+
+namespace {
+
+constexpr int kDefaultDevices = 2;
+constexpr std::size_t kDefaultMemory = std::size_t(2) << 30;
+constexpr std::size_t kSharedPerBlockDefault = 48 * 1024;
+constexpr std::size_t kSharedPerBlockOptin = 227 * 1024;  // H100: 227 KiB per block with opt-in
+
+std::size_t parse_size(const char* v, std::size_t fallback) {
+  if (v == nullptr || *v == 0) return fallback;
+  char* end = nullptr;
+  double x = std::strtod(v, &end);
+  switch (end && *end ? *end : 0) {
+    case 'k': case 'K': x *= 1024; break;
+    case 'm': case 'M': x *= 1024.0 * 1024; break;
+    case 'g': case 'G': x *= 1024.0 * 1024 * 1024; break;
+    default: break;
+  }
+  return x > 0 ? std::size_t(x) : fallback;
+}
+
+void on_sanitizer_death();
+
+struct Devices {
+  std::vector<std::unique_ptr<DeviceState>> list;
+  Devices() {
+    const char* n = std::getenv("MINITRAIN_EMU_DEVICES");
+    const int count = n && *n ? std::atoi(n) : kDefaultDevices;
+    const std::size_t capacity = parse_size(std::getenv("MINITRAIN_EMU_DEVICE_MEMORY"), kDefaultMemory);
+    for (int i = 0; i < count; ++i) {
+      auto d = std::make_unique<DeviceState>();
+      d->index = i;
+      d->capacity = capacity;
+      d->peer_enabled.assign(count, false);
+      list.push_back(std::move(d));
+    }
+    __sanitizer_set_death_callback(&on_sanitizer_death);
+  }
+};
+Devices& devices() {
+  static Devices* d = new Devices();  // never destroyed: stream threads may outlive static destructors
+  return *d;
+}
+
+thread_local int tl_device = 0;
+thread_local cudaError_t tl_last = cudaSuccess;
+// The emulator's explanation of this thread's latest failure, for cudaGetErrorString of that code.
+// Kept when cudaGetLastError clears the error: check macros clear first, then ask for the words.
+// Heap strings behind plain pointers: thread_local objects with destructors die before other
+// thread-exit code (core/stream.cpp's stream cleanup) has made its last runtime call.
+thread_local cudaError_t tl_detail_code = cudaSuccess;
+thread_local std::string* tl_detail_storage = nullptr;
+thread_local std::string* tl_message_storage = nullptr;
+std::string& tl_detail_ref() {
+  if (tl_detail_storage == nullptr) tl_detail_storage = new std::string();
+  return *tl_detail_storage;
+}
+std::string& tl_message_ref() {
+  if (tl_message_storage == nullptr) tl_message_storage = new std::string();
+  return *tl_message_storage;
+}
+#define tl_detail tl_detail_ref()
+#define tl_message tl_message_ref()
+
+// Sanitizer reports name the code; this names the GPU thread that ran it.
+void on_sanitizer_death() {
+  if (ThreadCtx* t = tls_thread) {
+    const uint3 b = t->block_idx, th = t->thread_idx;
+    std::fprintf(stderr, "cuda-emu: the report above comes from %s block (%u,%u,%u) thread (%u,%u,%u)\n",
+                 describe(t->block->grid->site).c_str(), b.x, b.y, b.z, th.x, th.y, th.z);
+  }
+}
+
+std::mutex attributes_mutex;
+std::unordered_map<const void*, std::size_t> max_dynamic_shared;  // by kernel address
+
+cudaError_t check_device(int index) {
+  if (index < 0 || index >= device_count())
+    return fail(cudaErrorInvalidDevice, "device " + std::to_string(index) + " does not exist (" +
+                                            std::to_string(device_count()) + " emulated devices; " +
+                                            "MINITRAIN_EMU_DEVICES sets how many)");
+  return cudaSuccess;
+}
+
+}  // namespace
+
+int device_count() { return int(devices().list.size()); }
+DeviceState& device(int index) { return *devices().list[index]; }
+int current_device() { return tl_device; }
+
+cudaError_t sticky_error(int index) {
+  if (index < 0 || index >= device_count()) return cudaSuccess;
+  const int e = device(index).sticky.load();
+  if (e != cudaSuccess) {
+    DeviceState& d = device(index);
+    std::lock_guard<std::mutex> lock(d.m);
+    tl_last = tl_detail_code = cudaError_t(e);
+    tl_detail = "an earlier kernel fault on cuda:" + std::to_string(index) + " ended its context: " + d.fault_text;
+  }
+  return cudaError_t(e);
+}
+
+void device_fault(int index, cudaError_t code, const std::string& text) {
+  DeviceState& d = device(index);
+  {
+    std::lock_guard<std::mutex> lock(d.m);
+    if (d.sticky.load() != cudaSuccess) return;
+    d.fault_text = text;
+    d.sticky.store(code);
+  }
+  std::fprintf(stderr, "cuda-emu: device fault on cuda:%d (%s): %s\n", index, cudaGetErrorName(code), text.c_str());
+}
+
+cudaError_t fail(cudaError_t code, const std::string& detail) {
+  tl_last = tl_detail_code = code;
+  tl_detail = detail;
+  return code;
+}
+
+cudaError_t enqueue_launch(const LaunchSite& site, const LaunchConfig& config, const void* kernel,
+                           std::function<void()> body) {
+  const int dev = current_device();
+  if (cudaError_t e = check_device(dev); e != cudaSuccess) return e;
+  if (cudaError_t e = sticky_error(dev); e != cudaSuccess) return e;
+  const dim3 b = config.block, g = config.grid;
+  const std::string what = "launch of " + describe(site) + " with grid (" + std::to_string(g.x) + "," +
+                           std::to_string(g.y) + "," + std::to_string(g.z) + ") and block (" + std::to_string(b.x) +
+                           "," + std::to_string(b.y) + "," + std::to_string(b.z) + ")";
+  const uint64_t threads = uint64_t(b.x) * b.y * b.z;
+  if (b.x == 0 || b.y == 0 || b.z == 0 || g.x == 0 || g.y == 0 || g.z == 0)
+    return fail(cudaErrorInvalidConfiguration, what + ": every dimension must be at least 1");
+  if (b.x > 1024 || b.y > 1024 || b.z > 64 || threads > 1024)
+    return fail(cudaErrorInvalidConfiguration,
+                what + ": " + std::to_string(threads) + " threads per block; the limit is 1024 (x, y <= 1024, z <= 64)");
+  if (g.x > 2147483647u || g.y > 65535 || g.z > 65535)
+    return fail(cudaErrorInvalidConfiguration, what + ": the grid limits are 2^31-1 x 65535 x 65535 blocks");
+  if (site.max_threads > 0 && threads > uint64_t(site.max_threads))
+    return fail(cudaErrorLaunchOutOfResources, what + ": " + std::to_string(threads) +
+                                                   " threads per block, but the kernel's __launch_bounds__ allow " +
+                                                   std::to_string(site.max_threads));
+  std::size_t smem_limit = kSharedPerBlockDefault;
+  {
+    std::lock_guard<std::mutex> lock(attributes_mutex);
+    if (auto it = max_dynamic_shared.find(kernel); it != max_dynamic_shared.end()) smem_limit = it->second;
+  }
+  if (config.dynamic_smem > smem_limit)
+    return fail(cudaErrorInvalidValue,
+                what + ": " + std::to_string(config.dynamic_smem) + " bytes of dynamic shared memory; without " +
+                    "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n) the limit is " +
+                    std::to_string(smem_limit));
+  std::shared_ptr<CUstream_st> stream = resolve_stream(config.stream, dev);
+  if (!stream) return fail(cudaErrorInvalidResourceHandle, what + ": the stream was destroyed or is not a stream");
+  if (stream->device != dev)
+    return fail(cudaErrorInvalidResourceHandle, what + ": the stream belongs to cuda:" +
+                                                    std::to_string(stream->device) + " but the current device is cuda:" +
+                                                    std::to_string(dev) + " (a missing DeviceGuard)");
+  auto grid = std::make_shared<Grid>();
+  grid->site = site;
+  grid->config = config;
+  grid->body = std::move(body);
+  grid->device = dev;
+  enqueue(*stream, [grid] {
+    run_grid(*grid);
+    if (grid->faulted) device_fault(grid->device, grid->fault_code, grid->fault_text);
+  });
+  return cudaSuccess;
+}
+
+}  // namespace mtemu::detail
+
+void mtemu::clear_device_fault(int index) {
+  if (index < 0 || index >= detail::device_count()) return;
+  detail::DeviceState& d = detail::device(index);
+  std::lock_guard<std::mutex> lock(d.m);
+  d.fault_text.clear();
+  d.sticky.store(cudaSuccess);
+}
+
+using namespace mtemu::detail;
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = device_count();
+  if (*count == 0) return fail(cudaErrorNoDevice, "MINITRAIN_EMU_DEVICES=0");
+  return ok();
+}
+
+cudaError_t cudaGetDevice(int* index) {
+  *index = tl_device;
+  return ok();
+}
+
+cudaError_t cudaSetDevice(int index) {
+  if (cudaError_t e = check_device(index); e != cudaSuccess) return e;
+  tl_device = index;
+  return ok();
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int index) {
+  if (cudaError_t e = check_device(index); e != cudaSuccess) return e;
+  std::memset(p, 0, sizeof *p);
+  std::snprintf(p->name, sizeof p->name, "minitrain emulated GPU (CPU threads)");
+  p->totalGlobalMem = device(index).capacity;
+  p->sharedMemPerBlock = kSharedPerBlockDefault;
+  p->sharedMemPerBlockOptin = kSharedPerBlockOptin;
+  p->regsPerBlock = 65536;
+  p->warpSize = 32;
+  p->maxThreadsPerBlock = 1024;
+  p->maxThreadsDim[0] = 1024, p->maxThreadsDim[1] = 1024, p->maxThreadsDim[2] = 64;
+  p->maxGridSize[0] = 2147483647, p->maxGridSize[1] = 65535, p->maxGridSize[2] = 65535;
+  p->major = 9, p->minor = 0;  // what the kernels are written for: tensor cores, bf16, tf32
+  p->multiProcessorCount = 2;
+  p->maxThreadsPerMultiProcessor = 2048;
+  p->unifiedAddressing = 1;
+  return ok();
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+  const int dev = tl_device;
+  if (cudaError_t e = check_device(dev); e != cudaSuccess) return e;
+  synchronize_device(dev);
+  if (cudaError_t e = sticky_error(dev); e != cudaSuccess) return e;
+  return ok();
+}
+
+cudaError_t cudaDeviceCanAccessPeer(int* can, int index, int peer) {
+  if (cudaError_t e = check_device(index); e != cudaSuccess) return e;
+  if (cudaError_t e = check_device(peer); e != cudaSuccess) return e;
+  *can = index != peer ? 1 : 0;
+  return ok();
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
+  const int dev = tl_device;
+  if (cudaError_t e = check_device(peer); e != cudaSuccess) return e;
+  if (flags != 0) return fail(cudaErrorInvalidValue, "cudaDeviceEnablePeerAccess: flags must be 0");
+  if (peer == dev) return fail(cudaErrorInvalidDevice, "cudaDeviceEnablePeerAccess: a device is not its own peer");
+  DeviceState& d = device(dev);
+  std::lock_guard<std::mutex> lock(d.m);
+  if (d.peer_enabled[peer])
+    return fail(cudaErrorPeerAccessAlreadyEnabled, "peer access from cuda:" + std::to_string(dev) + " to cuda:" +
+                                                       std::to_string(peer) + " is already enabled");
+  d.peer_enabled[peer] = true;
+  return ok();
+}
+
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  *version = 0;  // no NVIDIA runtime: `minitrain info` says "emulated"
+  return ok();
+}
+
+cudaError_t cudaDriverGetVersion(int* version) {
+  *version = 0;
+  return ok();
+}
+
+cudaError_t cudaGetLastError(void) {
+  if (cudaError_t e = sticky_error(tl_device); e != cudaSuccess) return e;
+  const cudaError_t e = tl_last;
+  tl_last = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) {
+  if (cudaError_t e = sticky_error(tl_device); e != cudaSuccess) return e;
+  return tl_last;
+}
+
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+#define MTEMU_NAME(x) \
+  case x: return #x;
+    MTEMU_NAME(cudaSuccess)
+    MTEMU_NAME(cudaErrorInvalidValue)
+    MTEMU_NAME(cudaErrorMemoryAllocation)
+    MTEMU_NAME(cudaErrorInitializationError)
+    MTEMU_NAME(cudaErrorInvalidConfiguration)
+    MTEMU_NAME(cudaErrorInvalidMemcpyDirection)
+    MTEMU_NAME(cudaErrorInsufficientDriver)
+    MTEMU_NAME(cudaErrorInvalidDeviceFunction)
+    MTEMU_NAME(cudaErrorNoDevice)
+    MTEMU_NAME(cudaErrorInvalidDevice)
+    MTEMU_NAME(cudaErrorInvalidResourceHandle)
+    MTEMU_NAME(cudaErrorNotReady)
+    MTEMU_NAME(cudaErrorIllegalAddress)
+    MTEMU_NAME(cudaErrorLaunchOutOfResources)
+    MTEMU_NAME(cudaErrorPeerAccessAlreadyEnabled)
+    MTEMU_NAME(cudaErrorPeerAccessNotEnabled)
+    MTEMU_NAME(cudaErrorIllegalInstruction)
+    MTEMU_NAME(cudaErrorMisalignedAddress)
+    MTEMU_NAME(cudaErrorLaunchFailure)
+    MTEMU_NAME(cudaErrorNotSupported)
+    MTEMU_NAME(cudaErrorUnknown)
+#undef MTEMU_NAME
+  }
+  return "cudaErrorUnknown";
+}
+
+// The runtime's sentence, plus the emulator's detail when this thread's last failure had one.
+const char* cudaGetErrorString(cudaError_t e) {
+  const char* base = "unknown error";
+  switch (e) {
+    case cudaSuccess: base = "no error"; break;
+    case cudaErrorInvalidValue: base = "invalid argument"; break;
+    case cudaErrorMemoryAllocation: base = "out of memory"; break;
+    case cudaErrorInitializationError: base = "initialization error"; break;
+    case cudaErrorInvalidConfiguration: base = "invalid configuration argument"; break;
+    case cudaErrorInvalidMemcpyDirection: base = "invalid copy direction for memcpy"; break;
+    case cudaErrorInsufficientDriver: base = "CUDA driver version is insufficient for CUDA runtime version"; break;
+    case cudaErrorInvalidDeviceFunction: base = "invalid device function"; break;
+    case cudaErrorNoDevice: base = "no CUDA-capable device is detected"; break;
+    case cudaErrorInvalidDevice: base = "invalid device ordinal"; break;
+    case cudaErrorInvalidResourceHandle: base = "invalid resource handle"; break;
+    case cudaErrorNotReady: base = "device not ready"; break;
+    case cudaErrorIllegalAddress: base = "an illegal memory access was encountered"; break;
+    case cudaErrorLaunchOutOfResources: base = "too many resources requested for launch"; break;
+    case cudaErrorPeerAccessAlreadyEnabled: base = "peer access is already enabled"; break;
+    case cudaErrorPeerAccessNotEnabled: base = "peer access has not been enabled"; break;
+    case cudaErrorIllegalInstruction: base = "an illegal instruction was encountered"; break;
+    case cudaErrorMisalignedAddress: base = "misaligned address"; break;
+    case cudaErrorLaunchFailure: base = "unspecified launch failure"; break;
+    case cudaErrorNotSupported: base = "operation not supported"; break;
+    case cudaErrorUnknown: break;
+  }
+  if (e == tl_detail_code && !tl_detail.empty()) {
+    tl_message = std::string(base) + " [emulated: " + tl_detail + "]";
+    return tl_message.c_str();
+  }
+  return base;
+}
+
+cudaError_t mtemu_func_set_attribute(const void* func, cudaFuncAttribute attr, int value) {
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
+    return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: the emulator knows MaxDynamicSharedMemorySize only");
+  if (value < 0 || std::size_t(value) > kSharedPerBlockOptin)
+    return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: " + std::to_string(value) +
+                                           " bytes of dynamic shared memory; at most " +
+                                           std::to_string(kSharedPerBlockOptin));
+  std::lock_guard<std::mutex> lock(attributes_mutex);
+  max_dynamic_shared[func] = std::size_t(value);
+  return ok();
+}
+
+}  // extern "C"

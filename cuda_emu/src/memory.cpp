@@ -1,0 +1,191 @@
+// Device and pinned memory, and copies. An allocation is host memory of exactly the requested
+// size (so AddressSanitizer's redzone starts at its end), 256-byte aligned as cudaMalloc's is,
+// filled with 0xff (NaN floats: a kernel reading memory nobody wrote shows), and counted against
+// the device's fixed capacity so that out-of-memory happens where it would on a card that size.
+// Copies are checked against the allocations they touch, then run on the stream's thread.
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "runtime.h"
+#include "sanitizer.h"
+
+namespace mtemu::detail {
+
+namespace {
+
+constexpr std::size_t kDeviceAlignment = 256;
+constexpr unsigned char kUninitialisedByte = 0xff;
+
+struct Allocation {
+  Space space;
+  int device;
+  std::size_t bytes;
+};
+std::mutex table_mutex;
+std::map<uintptr_t, Allocation>& table() {
+  static auto* t = new std::map<uintptr_t, Allocation>();
+  return *t;
+}
+
+std::string where(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+cudaError_t allocate(void** ptr, std::size_t bytes, Space space, int dev) {
+  if (ptr == nullptr) return fail(cudaErrorInvalidValue, "null result pointer");
+  *ptr = nullptr;
+  if (bytes == 0) return ok();
+  if (space == Space::Device) {
+    DeviceState& d = device(dev);
+    std::size_t used = d.used.load();
+    do {
+      if (used + bytes > d.capacity)
+        return fail(cudaErrorMemoryAllocation,
+                    "cudaMalloc of " + std::to_string(bytes) + " bytes on cuda:" + std::to_string(dev) + ": " +
+                        std::to_string(d.capacity - used) + " of " + std::to_string(d.capacity) +
+                        " bytes free (MINITRAIN_EMU_DEVICE_MEMORY sets the capacity)");
+    } while (!d.used.compare_exchange_weak(used, used + bytes));
+  }
+  void* p = nullptr;
+  if (posix_memalign(&p, kDeviceAlignment, bytes) != 0) {
+    if (space == Space::Device) device(dev).used -= bytes;
+    return fail(cudaErrorMemoryAllocation, "the host is out of memory for " + std::to_string(bytes) + " bytes");
+  }
+  std::memset(p, kUninitialisedByte, bytes);
+  std::lock_guard<std::mutex> lock(table_mutex);
+  table()[reinterpret_cast<uintptr_t>(p)] = Allocation{space, dev, bytes};
+  *ptr = p;
+  return ok();
+}
+
+cudaError_t release(void* p, Space space, const char* call) {
+  if (p == nullptr) return ok();
+  Allocation a;
+  {
+    std::lock_guard<std::mutex> lock(table_mutex);
+    auto it = table().find(reinterpret_cast<uintptr_t>(p));
+    if (it == table().end() || it->second.space != space)
+      return fail(cudaErrorInvalidValue, std::string(call) + "(" + where(p) + "): not the start of a live " +
+                                             (space == Space::Device ? "device" : "pinned") + " allocation");
+    a = it->second;
+    table().erase(it);
+  }
+  // cudaFree waits for the device: work still queued may use the memory.
+  if (space == Space::Device) {
+    synchronize_device(a.device);
+    device(a.device).used -= a.bytes;
+  }
+  std::free(p);
+  return ok();
+}
+
+cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaStream_t stream, const char* call) {
+  const int dev = current_device();
+  if (dev >= device_count()) return fail(cudaErrorInvalidDevice, call);
+  if (bytes == 0) return ok();
+  if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue, std::string(call) + ": null pointer");
+  for (const std::string& problem : {check_range(dst, bytes, "destination"), check_range(src, bytes, "source")})
+    if (!problem.empty()) return fail(cudaErrorInvalidValue, std::string(call) + ": " + problem);
+  auto s = resolve_stream(stream, dev);
+  if (!s) return fail(cudaErrorInvalidResourceHandle, std::string(call) + ": not a live stream");
+  if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
+  enqueue(*s, [dst, src, bytes] { std::memmove(dst, src, bytes); });
+  return ok();
+}
+
+}  // namespace
+
+Region find_region(const void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(table_mutex);
+  auto it = table().upper_bound(a);
+  if (it == table().begin()) return {};
+  --it;
+  if (a >= it->first + it->second.bytes) return {};
+  return Region{it->second.space, it->second.device, reinterpret_cast<const char*>(it->first), it->second.bytes};
+}
+
+std::string check_range(const void* p, std::size_t bytes, const char* what) {
+  const Region r = find_region(p);
+  if (r.space == Space::Pageable) return {};
+  const std::size_t offset = static_cast<const char*>(p) - r.base;
+  if (offset + bytes <= r.bytes) return {};
+  return std::string(what) + " " + where(p) + " + " + std::to_string(bytes) + " bytes runs " +
+         std::to_string(offset + bytes - r.bytes) + " bytes past the end of its " + std::to_string(r.bytes) +
+         "-byte allocation" + (r.space == Space::Device ? " on cuda:" + std::to_string(r.device) : std::string());
+}
+
+}  // namespace mtemu::detail
+
+using namespace mtemu::detail;
+
+extern "C" {
+
+cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
+  const int dev = current_device();
+  if (dev >= device_count()) return fail(cudaErrorInvalidDevice, "cudaMalloc: no such device");
+  if (cudaError_t e = sticky_error(dev); e != cudaSuccess) return e;
+  return allocate(ptr, bytes, Space::Device, dev);
+}
+
+cudaError_t cudaFree(void* ptr) { return release(ptr, Space::Device, "cudaFree"); }
+
+cudaError_t cudaHostAlloc(void** ptr, std::size_t bytes, unsigned int) {
+  return allocate(ptr, bytes, Space::Pinned, -1);
+}
+cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) { return allocate(ptr, bytes, Space::Pinned, -1); }
+cudaError_t cudaFreeHost(void* ptr) { return release(ptr, Space::Pinned, "cudaFreeHost"); }
+
+cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
+  const int dev = current_device();
+  if (dev >= device_count()) return fail(cudaErrorInvalidDevice, "cudaMemGetInfo: no such device");
+  DeviceState& d = device(dev);
+  *total_bytes = d.capacity;
+  *free_bytes = d.capacity - d.used.load();
+  return ok();
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind, cudaStream_t stream) {
+  return copy(dst, src, bytes, stream, "cudaMemcpyAsync");
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, nullptr); e != cudaSuccess) return e;
+  return cudaStreamSynchronize(nullptr);
+}
+
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes,
+                                cudaStream_t stream) {
+  if (bytes == 0) return ok();
+  const Region d = find_region(dst), s = find_region(src);
+  if (d.space != Space::Device || d.device != dst_device || s.space != Space::Device || s.device != src_device)
+    return fail(cudaErrorInvalidValue, "cudaMemcpyPeerAsync: destination " + where(dst) + " is not memory of cuda:" +
+                                           std::to_string(dst_device) + " or source " + where(src) +
+                                           " is not memory of cuda:" + std::to_string(src_device));
+  return copy(dst, src, bytes, stream, "cudaMemcpyPeerAsync");
+}
+
+cudaError_t cudaMemsetAsync(void* ptr, int value, std::size_t bytes, cudaStream_t stream) {
+  const int dev = current_device();
+  if (dev >= device_count()) return fail(cudaErrorInvalidDevice, "cudaMemsetAsync");
+  if (bytes == 0) return ok();
+  if (std::string problem = check_range(ptr, bytes, "destination"); !problem.empty())
+    return fail(cudaErrorInvalidValue, "cudaMemsetAsync: " + problem);
+  auto s = resolve_stream(stream, dev);
+  if (!s) return fail(cudaErrorInvalidResourceHandle, "cudaMemsetAsync: not a live stream");
+  if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
+  enqueue(*s, [ptr, value, bytes] { std::memset(ptr, value, bytes); });
+  return ok();
+}
+
+cudaError_t cudaMemset(void* ptr, int value, std::size_t bytes) {
+  if (cudaError_t e = cudaMemsetAsync(ptr, value, bytes, nullptr); e != cudaSuccess) return e;
+  return cudaStreamSynchronize(nullptr);
+}
+
+}  // extern "C"

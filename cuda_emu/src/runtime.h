@@ -1,0 +1,88 @@
+#pragma once
+// The emulated runtime's state, shared by its API files: the devices, the calling thread's
+// current device and last error, and the device faults that poison a device for good (as a
+// sticky error ends a CUDA context).
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda_runtime_api.h"
+
+namespace mtemu::detail {
+
+struct DeviceState {
+  int index = 0;
+  std::size_t capacity = 0;
+  std::atomic<std::size_t> used{0};
+  std::atomic<int> sticky{cudaSuccess};  // a device fault: every later call on the device fails
+  std::mutex m;                          // guards what follows
+  std::string fault_text;
+  std::vector<std::weak_ptr<CUstream_st>> streams;
+  std::shared_ptr<CUstream_st> null_stream;
+  std::vector<bool> peer_enabled;
+};
+
+int device_count();
+DeviceState& device(int index);  ///< index already checked
+int current_device();
+/// The error a call on `index` returns because of an earlier fault, or cudaSuccess.
+cudaError_t sticky_error(int index);
+/// Marks device `index` faulted (first fault wins) and prints the report.
+void device_fault(int index, cudaError_t code, const std::string& text);
+
+/// Sets the calling thread's last error (with a detail for cudaGetErrorString) and returns it.
+cudaError_t fail(cudaError_t code, const std::string& detail);
+inline cudaError_t ok() { return cudaSuccess; }
+
+/// The stream a call with `s` means: the device's legacy default stream for nullptr.
+std::shared_ptr<CUstream_st> resolve_stream(cudaStream_t s, int device_for_null);
+/// Queues `op` on `s` (honouring the legacy default stream's implicit ordering).
+void enqueue(CUstream_st& s, std::function<void()> op);
+/// Waits until every stream of the device has drained.
+void synchronize_device(int index);
+
+// ---- memory ----
+enum class Space { Pageable, Pinned, Device };
+struct Region {
+  Space space = Space::Pageable;
+  int device = -1;
+  const char* base = nullptr;  ///< the allocation's start (null for pageable memory)
+  std::size_t bytes = 0;       ///< the allocation's size
+};
+Region find_region(const void* p);
+/// Checks that [p, p + bytes) lies in one allocation if it starts in one; "" or the problem.
+std::string check_range(const void* p, std::size_t bytes, const char* what);
+
+}  // namespace mtemu::detail
+
+struct CUstream_st {
+  int device = 0;
+  unsigned flags = 0;
+  bool legacy_default = false;
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  uint64_t enqueued = 0, completed = 0;
+  bool destroyed = false;
+  std::atomic<long> delay_us{0};  // sleep before each operation (mtemu::set_stream_delay)
+};
+
+struct CUevent_st {
+  int device = 0;
+  unsigned flags = 0;
+  std::mutex m;
+  std::shared_ptr<CUstream_st> stream;  // where it was last recorded
+  uint64_t target = 0;                  // complete once stream->completed >= target
+  uint64_t generation = 0;              // of the latest record
+  std::chrono::steady_clock::time_point when{};
+  uint64_t when_generation = 0;         // the record whose time `when` is
+};
