@@ -24,6 +24,7 @@ void check_cuda(cudaError_t e, const char* expr, const char* file, int line) {
   throw DeviceError(msg);
 }
 
+#if MINITRAIN_WITH_CUDA_LIBS
 void check_cublas(cublasStatus_t s, const char* expr, const char* file, int line) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
   const std::string msg =
@@ -46,5 +47,6 @@ void check_nccl(ncclResult_t r, const char* expr, const char* file, int line) {
     msg += "; a peer may have died: check the other ranks' logs (NCCL_DEBUG=INFO says more)";
   throw CommError(msg);
 }
+#endif  // MINITRAIN_WITH_CUDA_LIBS
 
 }  // namespace minitrain::detail

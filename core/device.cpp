@@ -6,8 +6,10 @@
 #include "core/error.h"
 
 #if MINITRAIN_WITH_CUDA
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#endif
+#if MINITRAIN_WITH_CUDA_LIBS
+#include <cublas_v2.h>
 #include <cudnn.h>
 #include <nccl.h>
 #endif
@@ -35,6 +37,7 @@ std::string Device::str() const {
 std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
 
 bool cuda_compiled() noexcept { return MINITRAIN_WITH_CUDA != 0; }
+bool cuda_emulated() noexcept { return MINITRAIN_CUDA_EMULATED != 0; }
 
 namespace {
 struct Discovery {
@@ -124,7 +127,11 @@ namespace {
 
 CudaVersions cuda_versions() {
   CudaVersions v;
-#if MINITRAIN_WITH_CUDA
+#if MINITRAIN_CUDA_EMULATED
+  v.runtime = "emulated (cuda_emu: CPU threads)";
+  v.driver = "none needed";
+  v.cublas = v.cudnn = v.nccl = "absent on emulated GPUs";
+#elif MINITRAIN_WITH_CUDA
   int rt = 0, drv = 0;
   if (cudaRuntimeGetVersion(&rt) == cudaSuccess) v.runtime = dotted(rt / 1000, rt % 1000 / 10, 0);
   if (cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0)

@@ -42,6 +42,9 @@ std::ostream& operator<<(std::ostream& os, const Device& d);
 
 /// True when this build compiled the CUDA code in.
 bool cuda_compiled() noexcept;
+/// True when the CUDA devices are minitrain's emulated GPUs (cuda_emu/), not real ones: the
+/// kernels run on CPU threads, and cuBLAS, cuDNN and NCCL are absent.
+bool cuda_emulated() noexcept;
 /// Number of usable CUDA devices: 0 in a CPU-only build, without a driver, or without a GPU.
 int cuda_device_count() noexcept;
 /// Why cuda_device_count() is 0 ("CPU-only build", "no CUDA driver", ...); empty when it is not.

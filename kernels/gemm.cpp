@@ -22,6 +22,7 @@
 #include "core/parallel_for.h"
 #include "kernels/check.h"
 #include "kernels/gemm_check.h"
+#include "kernels/gemm_registry.h"
 #include "kernels/dispatch.h"
 
 namespace minitrain {
@@ -135,11 +136,17 @@ void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_
     });
     return;
   }
-  MT_CUDA_ONLY(dispatch_float(c.dtype(), [&](auto zero) {
+#if MINITRAIN_WITH_CUDA_LIBS
+  dispatch_float(c.dtype(), [&](auto zero) {
     using T = decltype(zero);
     gemm_cublas<T>(c.device(), c.data<T>(), a.data<T>(), trans_a, b.data<T>(), trans_b, m, n, k,
                    T(alpha), T(beta));
-  }));
+  });
+#else
+  // Emulated GPUs (no cuBLAS) and CPU-only builds: the registry's default names the error where
+  // there is no backend (float64 on an emulated GPU, any CUDA tensor in a CPU-only build).
+  MT_CUDA_ONLY(gemm_with("auto", c, a, trans_a, b, trans_b, alpha, beta));
+#endif
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {

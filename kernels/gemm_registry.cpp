@@ -44,10 +44,12 @@ class Registry {
   Registry() {
     add(openblas_gemm_backend());
     add(eigen_gemm_backend());
-#if MINITRAIN_WITH_CUDA
+#if MINITRAIN_WITH_CUDA_LIBS
     add(cublas_gemm_backend());
     add(cublas_tf32_gemm_backend());
     add(cublaslt_gemm_backend());
+#endif
+#if MINITRAIN_WITH_CUDA
     for (GemmBackend& g : cuda_gemm_ladder_backends()) add(std::move(g));
 #endif
   }
@@ -135,7 +137,9 @@ std::string default_gemm_backend(Device device) {
   // CUDA: cuBLAS in full FP32, the fastest FP32 GEMM until the hand-written ladder is measured on a
   // GPU (bench/gemm_bench.cpp), and the one whose results match the CPU within float32 rounding.
   // CPU: OpenBLAS, measured faster than Eigen at every shape bench/gemm_bench.cpp runs.
-  return device.is_cuda() ? "cublas" : "openblas";
+  // Emulated GPUs have no cuBLAS: the top of the FP32 ladder, which also runs fastest there.
+  if (device.is_cuda()) return cuda_emulated() ? "warptile" : "cublas";
+  return "openblas";
 }
 
 void gemm_with(const std::string& backend, Tensor& c, const Tensor& a, bool trans_a,

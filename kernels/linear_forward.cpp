@@ -7,7 +7,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/gemm_registry.h"
 
-#if MINITRAIN_WITH_CUDA
+#if MINITRAIN_WITH_CUDA_LIBS
 #include "kernels/gemm_cublaslt.h"
 #endif
 
@@ -17,8 +17,10 @@ void linear_forward_with(const std::string& backend, Tensor& y, const Tensor& x,
                          const Tensor& b) {
   if (backend == "cublaslt" && b.defined() && y.defined() && y.device().is_cuda() &&
       y.dtype() == DType::Float32) {
-    MT_CUDA_ONLY(linear_forward_cublaslt(y, x, w, b));
+#if MINITRAIN_WITH_CUDA_LIBS
+    linear_forward_cublaslt(y, x, w, b);
     return;
+#endif
   }
   // Anything else, including "cublaslt" with the wrong device or dtype: gemm_with names the error.
   gemm_with(backend, y, x, /*trans_a=*/false, w, /*trans_b=*/true);
