@@ -17,7 +17,7 @@
 #include "kernels/gemm.h"
 #include "tests/support/test_util.h"
 
-#if MINITRAIN_WITH_CUDA
+#if MINITRAIN_WITH_CUDA_LIBS
 #include "core/blas_handle.h"
 #include "core/stream.h"
 #endif
@@ -266,10 +266,17 @@ TEST(GemmCuda, MatchesCpuOnRandomFloatsInFullFp32) {
   const Tensor b = testing::random_tensor(Shape{80, 1024}, 41);
   const Tensor want = matmul(a, b, false, true);
   const Tensor got = matmul(a.to(Device::cuda(0)), b.to(Device::cuda(0)), false, true);
-  EXPECT_ALLCLOSE(got, want, 1e-5, 1e-5);
+  // cuBLAS sums in blocks; the emulated GPUs' default (the warptile ladder kernel) sums each
+  // 1024-long dot product in one float32 chain, which the emulator measured 2.1e-5 off at worst.
+  const double tol = cuda_emulated() ? 1e-4 : 1e-5;
+  EXPECT_ALLCLOSE(got, want, tol, tol);
 }
 
-#if MINITRAIN_WITH_CUDA
+#if MINITRAIN_CUDA_EMULATED
+TEST(GemmCuda, EachThreadHasItsOwnHandleBoundToItsStream) {
+  GTEST_SKIP() << "needs cuBLAS on a real GPU (the emulated GPUs have none)";
+}
+#elif MINITRAIN_WITH_CUDA_LIBS
 TEST(GemmCuda, EachThreadHasItsOwnHandleBoundToItsStream) {
   MT_SKIP_UNLESS_AVAILABLE(Device::cuda(0));
   const Device d = Device::cuda(0);

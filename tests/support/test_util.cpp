@@ -1,6 +1,9 @@
 #include "tests/support/test_util.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <random>
 #include <sstream>
 
@@ -112,4 +115,39 @@ std::string error_message(const std::function<void()>& f) {
   return allclose(host_values(got), host_values(want), atol, rtol);
 }
 
+}  // namespace minitrain::testing
+
+// ---- MINITRAIN_REQUIRE_GPU ----
+// On a machine meant to have a GPU, a GPU case that skips for want of one is a failure, not a
+// skip: a CUDA 13 runtime on an old driver, or a container without the device, must not make a
+// "GPU run" that tested nothing look green. ctest runs one case per process, so the listener
+// turns the process's exit code.
+namespace minitrain::testing {
+namespace {
+class RequireGpuListener : public ::testing::EmptyTestEventListener {
+ public:
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (r.type() != ::testing::TestPartResult::kSkip || r.message() == nullptr) return;
+    const std::string m = r.message();
+    if (m.find("CUDA device") != std::string::npos || m.find("GPUs") != std::string::npos)
+      missing_ += m + "\n";
+  }
+  void OnTestProgramEnd(const ::testing::UnitTest&) override {
+    if (missing_.empty()) return;
+    std::fprintf(stderr, "MINITRAIN_REQUIRE_GPU=1, but a GPU case skipped for want of a GPU:\n%s", missing_.c_str());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+
+ private:
+  std::string missing_;
+};
+
+const bool require_gpu_installed = [] {
+  const char* v = std::getenv("MINITRAIN_REQUIRE_GPU");
+  if (v != nullptr && std::string(v) == "1")
+    ::testing::UnitTest::GetInstance()->listeners().Append(new RequireGpuListener);
+  return true;
+}();
+}  // namespace
 }  // namespace minitrain::testing

@@ -1,0 +1,130 @@
+// The emulated GPU's memory and race checks, each proved by a kernel with the bug it is for. The
+// memory checks are the emu preset's AddressSanitizer and UBSan, the race checks the emu-tsan
+// preset's ThreadSanitizer (cuda_emu/src/sanitizer.h): a report stops the program, so each case
+// runs in a child process (a gtest death test) and expects the report and the kernel's name.
+
+#include <cuda_runtime.h>
+
+#include "emu_test_util.h"
+
+namespace minitrain::emu_testing {
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressChecks = true;
+#else
+constexpr bool kAddressChecks = false;
+#endif
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kRaceChecks = true;
+#else
+constexpr bool kRaceChecks = false;
+#endif
+
+class CudaEmuChecks : public ::testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+#define SKIP_UNLESS(flag, preset) \
+  if (!(flag)) GTEST_SKIP() << "this check needs the " preset " preset's sanitizer"
+
+// ---- memory ----
+
+__global__ void read_one_past_the_end_kernel(float* out, const float* in, int n) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i <= n) out[0] += in[i];  // `<=`: thread n reads one past the end
+}
+
+void read_one_past_the_end() {
+  DeviceBuffer<float> in(std::vector<float>(100, 1.f)), out(1);
+  read_one_past_the_end_kernel<<<1, 128>>>(out.get(), in.get(), 100);
+  cudaDeviceSynchronize();
+}
+
+TEST_F(CudaEmuChecks, AReadOnePastTheEndOfDeviceMemoryIsReported) {
+  SKIP_UNLESS(kAddressChecks, "emu");
+  EXPECT_DEATH(read_one_past_the_end(), "heap-buffer-overflow.*read_one_past_the_end_kernel");
+}
+
+__global__ void shared_overrun_kernel(float* out) {
+  __shared__ float tile[64];
+  tile[threadIdx.x] = 1.f;  // launched with 65 threads
+  __syncthreads();
+  out[threadIdx.x] = tile[threadIdx.x];
+}
+
+void shared_overrun() {
+  DeviceBuffer<float> out(65);
+  shared_overrun_kernel<<<1, 65>>>(out.get());
+  cudaDeviceSynchronize();
+}
+
+TEST_F(CudaEmuChecks, AWritePastASharedArrayIsReported) {
+  SKIP_UNLESS(kAddressChecks, "emu");
+  EXPECT_DEATH(shared_overrun(), "heap-buffer-overflow.*shared_overrun_kernel");
+}
+
+__global__ void misaligned_float4_kernel(float* out, const float* in) {
+  const float4 v = *reinterpret_cast<const float4*>(in + 1);  // 4 bytes past a 256-byte boundary
+  out[0] = v.x + v.y + v.z + v.w;
+}
+
+void misaligned_float4() {
+  DeviceBuffer<float> in(std::vector<float>(16, 1.f)), out(1);
+  misaligned_float4_kernel<<<1, 1>>>(out.get(), in.get());
+  cudaDeviceSynchronize();
+}
+
+TEST_F(CudaEmuChecks, AMisalignedVectorLoadIsReported) {
+  SKIP_UNLESS(kAddressChecks, "emu");
+  EXPECT_DEATH(misaligned_float4(), "misaligned address.*misaligned_float4_kernel");
+}
+
+// ---- races ----
+
+// Each thread writes its slot and reads its neighbour's, with the barrier between them missing.
+__global__ void missing_syncthreads_kernel(int* out) {
+  __shared__ int slots[64];
+  slots[threadIdx.x] = int(threadIdx.x);
+  out[threadIdx.x] = slots[(threadIdx.x + 1) % 64];
+}
+
+void missing_syncthreads() {
+  DeviceBuffer<int> out(64);
+  missing_syncthreads_kernel<<<1, 64>>>(out.get());
+  cudaDeviceSynchronize();
+}
+
+TEST_F(CudaEmuChecks, AMissingSyncthreadsIsAReportedRace) {
+  SKIP_UNLESS(kRaceChecks, "emu-tsan");
+  EXPECT_DEATH(missing_syncthreads(), "data race.*missing_syncthreads_kernel");
+}
+
+__global__ void scale_kernel(float* dst, const float* src, int n) {
+  for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += int(gridDim.x * blockDim.x))
+    dst[i] = 2.f * src[i];
+}
+
+// A copy on s1 into `staged`, read by a kernel on s2 without waiting for s1's event.
+void copy_without_event_wait() {
+  constexpr int n = 64;
+  cudaStream_t s1, s2;
+  cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking);
+  DeviceBuffer<float> src(std::vector<float>(n, 1.f)), staged(n), out(n);
+  cudaDeviceSynchronize();
+  mtemu::set_stream_delay(s1, 20000);
+  cudaMemcpyAsync(staged.get(), src.get(), n * sizeof(float), cudaMemcpyDeviceToDevice, s1);
+  scale_kernel<<<1, 64, 0, s2>>>(out.get(), staged.get(), n);  // no cudaStreamWaitEvent
+  cudaStreamSynchronize(s2);
+  cudaStreamSynchronize(s1);
+}
+
+TEST_F(CudaEmuChecks, ACopyWhoseEventWaitIsRemovedIsAReportedRace) {
+  SKIP_UNLESS(kRaceChecks, "emu-tsan");
+  EXPECT_DEATH(copy_without_event_wait(), "data race.*scale_kernel");
+}
+
+}  // namespace
+}  // namespace minitrain::emu_testing
