@@ -4,7 +4,7 @@
 # without it the same tree builds CPU-only.
 #
 #   scripts/setup.sh                  build the default preset (release)
-#   scripts/setup.sh release cpu      build several presets (release, debug, cpu)
+#   scripts/setup.sh release cpu      build several presets (release, debug, cpu, emu, emu-tsan)
 #   scripts/setup.sh --deps-only      install the packages and stop
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +21,7 @@ packages=(
   libeigen3-dev libopenblas-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
   libopenmpi-dev openmpi-bin
+  libboost-context-dev python3
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -41,8 +42,8 @@ presets=()
 for arg in "$@"; do
   case "$arg" in
     --deps-only) exit 0 ;;
-    release|debug|cpu) presets+=("$arg") ;;
-    *) echo "setup.sh: unknown argument '$arg' (expected release, debug, cpu or --deps-only)" >&2; exit 2 ;;
+    release|debug|cpu|emu|emu-tsan) presets+=("$arg") ;;
+    *) echo "setup.sh: unknown argument '$arg' (expected release, debug, cpu, emu, emu-tsan or --deps-only)" >&2; exit 2 ;;
   esac
 done
 ((${#presets[@]})) || presets=(release)
