@@ -62,7 +62,8 @@ void shared_overrun() {
 
 TEST_F(CudaEmuChecks, AWritePastASharedArrayIsReported) {
   SKIP_UNLESS(kAddressChecks, "emu");
-  EXPECT_DEATH(shared_overrun(), "heap-buffer-overflow.*shared_overrun_kernel");
+  // UBSan sees the constant bound first; ASan the heap block behind it where UBSan cannot.
+  EXPECT_DEATH(shared_overrun(), "(heap-buffer-overflow|out of bounds).*shared_overrun_kernel");
 }
 
 __global__ void misaligned_float4_kernel(float* out, const float* in) {
