@@ -143,6 +143,12 @@ void mtemu::set_stream_delay(cudaStream_t stream, long microseconds) {
 using namespace mtemu::detail;
 
 namespace {
+// Where an event's latest record sits: its stream, and the count that stream must complete.
+std::pair<std::shared_ptr<CUstream_st>, uint64_t> recorded_point(CUevent_st& e) {
+  std::lock_guard<std::mutex> lock(e.m);
+  return {e.stream, e.target};
+}
+
 cudaError_t stream_arg(cudaStream_t s, std::shared_ptr<CUstream_st>* out, const char* call) {
   const int dev = current_device();
   if (dev >= device_count()) return fail(cudaErrorInvalidDevice, call);
@@ -268,13 +274,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: null event");
-  std::shared_ptr<CUstream_st> s;
-  uint64_t target;
-  {
-    std::lock_guard<std::mutex> lock(event->m);
-    s = event->stream;
-    target = event->target;
-  }
+  const auto [s, target] = recorded_point(*event);
   if (!s) return ok();
   if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lock(s->m);
@@ -283,13 +283,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: null event");
-  std::shared_ptr<CUstream_st> s;
-  uint64_t target;
-  {
-    std::lock_guard<std::mutex> lock(event->m);
-    s = event->stream;
-    target = event->target;
-  }
+  const auto [s, target] = recorded_point(*event);
   if (!s) return ok();
   wait_until(*s, target);
   if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
