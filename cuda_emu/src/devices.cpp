@@ -4,10 +4,12 @@
 
 #include <sanitizer/common_interface_defs.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
+#include <vector>
 
 #include "block.h"
 #include "cuda_emu/testing.h"
@@ -39,11 +41,32 @@ std::size_t parse_size(const char* v, std::size_t fallback) {
 
 void on_sanitizer_death();
 
+// CUDA_VISIBLE_DEVICES as the driver reads it: a comma list of indices, read up to the first one
+// that is not a device, the visible ones renumbered from 0 (so `minitrain pipelines` can pin a run
+// to one emulated GPU). Each process has its own emulated devices, so only the count matters.
+int visible_count(int machine_devices) {
+  const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (v == nullptr) return machine_devices;
+  int count = 0;
+  std::vector<bool> seen(std::size_t(std::max(machine_devices, 0)), false);
+  for (const char* p = v; *p;) {
+    char* end = nullptr;
+    const long i = std::strtol(p, &end, 10);
+    if (end == p || i < 0 || i >= machine_devices || seen[std::size_t(i)]) break;
+    seen[std::size_t(i)] = true;
+    ++count;
+    p = end;
+    if (*p == ',') ++p;
+    else if (*p) break;
+  }
+  return count;
+}
+
 struct Devices {
   std::vector<std::unique_ptr<DeviceState>> list;
   Devices() {
     const char* n = std::getenv("MINITRAIN_EMU_DEVICES");
-    const int count = n && *n ? std::atoi(n) : kDefaultDevices;
+    const int count = visible_count(n && *n ? std::atoi(n) : kDefaultDevices);
     const std::size_t capacity = parse_size(std::getenv("MINITRAIN_EMU_DEVICE_MEMORY"), kDefaultMemory);
     for (int i = 0; i < count; ++i) {
       auto d = std::make_unique<DeviceState>();
@@ -186,6 +209,18 @@ cudaError_t enqueue_launch(const LaunchSite& site, const LaunchConfig& config, c
 
 }  // namespace mtemu::detail
 
+void mtemu::inject_device_fault(int index, const char* what) {
+  if (index < 0 || index >= detail::device_count()) return;
+  detail::device_fault(index, cudaErrorLaunchFailure, std::string("injected by a test: ") + what);
+}
+
+bool mtemu::peer_access_enabled(int index, int peer) {
+  if (index < 0 || index >= detail::device_count() || peer < 0 || peer >= detail::device_count()) return false;
+  detail::DeviceState& d = detail::device(index);
+  std::lock_guard<std::mutex> lock(d.m);
+  return d.peer_enabled[peer];
+}
+
 void mtemu::clear_device_fault(int index) {
   if (index < 0 || index >= detail::device_count()) return;
   detail::DeviceState& d = detail::device(index);
@@ -200,7 +235,7 @@ extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
   *count = device_count();
-  if (*count == 0) return fail(cudaErrorNoDevice, "MINITRAIN_EMU_DEVICES=0");
+  if (*count == 0) return fail(cudaErrorNoDevice, "no emulated device is visible (MINITRAIN_EMU_DEVICES, CUDA_VISIBLE_DEVICES)");
   return ok();
 }
 
@@ -212,6 +247,9 @@ cudaError_t cudaGetDevice(int* index) {
 cudaError_t cudaSetDevice(int index) {
   if (cudaError_t e = check_device(index); e != cudaSuccess) return e;
   tl_device = index;
+  // As the runtime documents: an error of an earlier asynchronous launch may come back here (the
+  // device switches all the same).
+  if (cudaError_t e = sticky_error(index); e != cudaSuccess) return e;
   return ok();
 }
 
