@@ -45,8 +45,12 @@ Stream& Stream::operator=(Stream&& o) noexcept {
 Stream::~Stream() {
 #if MINITRAIN_WITH_CUDA
   if (handle_ != nullptr) {
-    DeviceGuard guard(device_);
-    (void)cudaStreamDestroy(handle_);  // queued work still completes; nothing waits here
+    DeviceGuard guard(device_, std::nothrow);
+    // Wait for the queued work first: the caching allocator's blocks and the cuBLASLt workspaces
+    // are keyed by the handle, and a stream created later may get the same address. Errors (a
+    // fault) have nobody to go to here; the next checked call reports them.
+    (void)cudaStreamSynchronize(handle_);
+    (void)cudaStreamDestroy(handle_);
   }
 #endif
 }
@@ -210,6 +214,18 @@ DeviceGuard::DeviceGuard(Device device) {
   }
 #else
   MT_THROW(DeviceError, "cannot use ", device, ": this is a CPU-only build");
+#endif
+}
+
+DeviceGuard::DeviceGuard(Device device, std::nothrow_t) noexcept {
+  if (device.is_cpu()) return;
+#if MINITRAIN_WITH_CUDA
+  int prev = 0;
+  if (cudaGetDevice(&prev) == cudaSuccess && prev != device.index()) {
+    (void)cudaSetDevice(device.index());  // may report an earlier fault; the caller tears down anyway
+    previous_ = prev;
+  }
+  (void)cudaGetLastError();
 #endif
 }
 

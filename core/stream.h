@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <new>
 
 #include "core/device.h"
 
@@ -21,7 +22,8 @@ namespace minitrain {
 
 class Event;
 
-/// An ordered queue of device work. Move-only; destroying it waits for nothing.
+/// An ordered queue of device work. Move-only; destroying it waits for its queued work (a new
+/// stream may reuse the handle, which keys cached memory blocks and workspaces).
 class Stream {
  public:
   static Stream create(Device device);  ///< throws DeviceError where the device is unavailable
@@ -86,7 +88,10 @@ class StreamGuard {
 /// launches, cuBLAS calls and cudaMalloc act on the current device.
 class DeviceGuard {
  public:
-  explicit DeviceGuard(Device device);
+  explicit DeviceGuard(Device device);  ///< DeviceError when the switch fails (e.g. after a fault)
+  /// For destructors and teardown: switches where it can and never throws, so that cleaning up
+  /// after a device fault does not terminate the process before the fault is reported.
+  DeviceGuard(Device device, std::nothrow_t) noexcept;
   ~DeviceGuard();
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;

@@ -95,7 +95,7 @@ NcclCommunicator::NcclCommunicator(ncclComm* comm, int rank, int size, Device de
 
 NcclCommunicator::~NcclCommunicator() {
   if (comm_ == nullptr) return;
-  DeviceGuard guard(device_);
+  DeviceGuard guard(device_, std::nothrow);  // a destructor: after a device fault, still no throw
   ncclCommDestroy(comm_);  // errors at teardown have nobody to go to
 }
 

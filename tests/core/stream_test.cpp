@@ -1,11 +1,17 @@
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "core/error.h"
 #include "core/stream.h"
 #include "core/tensor.h"
 #include "tests/support/test_util.h"
+
+#if MINITRAIN_CUDA_EMULATED
+#include "cuda_emu/testing.h"
+#endif
 
 namespace minitrain {
 namespace {
@@ -75,6 +81,25 @@ TEST(StreamErrors, MismatchedDevicesAreRejected) {
   EXPECT_THROW(Event::create(beyond), DeviceError);
   EXPECT_THROW(DeviceGuard{beyond}, DeviceError);
 }
+
+#if MINITRAIN_CUDA_EMULATED
+// After a device fault the runtime's calls return the fault, cudaSetDevice included. Destroying a
+// stream of the faulted device from another current device must not throw (which would end the
+// process in a destructor); the fault is reported by the next call that checks.
+TEST(StreamCuda, DestroyingAStreamAfterADeviceFaultReportsTheFaultInsteadOfTerminating) {
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count();
+  DeviceGuard on0(Device::cuda(0));
+  {
+    Stream s = Stream::create(Device::cuda(1));
+    mtemu::inject_device_fault(1, "a kernel read out of bounds");
+    Stream other = Stream::create(Device::cuda(0));
+    s = std::move(other);  // move-assignment destroys the faulted device's stream first
+  }
+  const std::string msg = testing::error_message([] { DeviceGuard on1(Device::cuda(1)); });
+  mtemu::clear_device_fault(1);
+  EXPECT_NE(msg.find("a kernel read out of bounds"), std::string::npos) << msg;
+}
+#endif
 
 }  // namespace
 }  // namespace minitrain
