@@ -7,7 +7,30 @@
 #include <random>
 #include <sstream>
 
+#include "core/stream.h"
+
+#if MINITRAIN_CUDA_EMULATED
+#include "cuda_emu/testing.h"
+#endif
+
 namespace minitrain::testing {
+
+SlowCallerStreams::SlowCallerStreams(std::vector<Device> devices, long microseconds)
+    : devices_(std::move(devices)) {
+#if MINITRAIN_CUDA_EMULATED
+  for (const Device& d : devices_)
+    if (d.is_cuda()) mtemu::set_stream_delay(current_stream(d).native_handle(), microseconds);
+#else
+  (void)microseconds;
+#endif
+}
+
+SlowCallerStreams::~SlowCallerStreams() {
+#if MINITRAIN_CUDA_EMULATED
+  for (const Device& d : devices_)
+    if (d.is_cuda()) mtemu::set_stream_delay(current_stream(d).native_handle(), 0);
+#endif
+}
 
 std::string device_param_name(const ::testing::TestParamInfo<Device>& info) {
   return info.param.is_cpu() ? "cpu" : "cuda";

@@ -39,6 +39,27 @@ std::string device_param_name(const ::testing::TestParamInfo<Device>& info);
                                              ::minitrain::Device::cuda(0)),                     \
                            ::minitrain::testing::device_param_name)
 
+/// For a scope, the calling thread's current stream on each of `devices` sleeps `microseconds`
+/// before every operation (emulated GPUs only; elsewhere it does nothing), so that work another
+/// thread queues on its own stream overtakes this thread's unless something orders the two: a
+/// missing wait then gives a wrong result instead of a lucky right one.
+class SlowCallerStreams {
+ public:
+  SlowCallerStreams(std::vector<Device> devices, long microseconds);
+  ~SlowCallerStreams();
+  SlowCallerStreams(const SlowCallerStreams&) = delete;
+  SlowCallerStreams& operator=(const SlowCallerStreams&) = delete;
+
+ private:
+  std::vector<Device> devices_;
+};
+
+/// The "large" size of the kernel tests (many blocks, several waves of a vectorized loop): 1 << 20
+/// elements, and 1 << 14 where the CUDA kernels run on emulated GPUs, thousands of times slower
+/// (still 64 blocks of 256 threads). Emulated builds test their CPU cases at this size too; the
+/// release and cpu presets test the CPU at full size.
+inline constexpr int64_t kLargeSize = MINITRAIN_CUDA_EMULATED ? int64_t{1} << 14 : int64_t{1} << 20;
+
 /// Host values drawn from U(lo, hi) with std::mt19937 (independent of minitrain's own RNG).
 std::vector<float> random_floats(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f);
 std::vector<double> random_doubles(int64_t n, uint32_t seed, double lo = -1.0, double hi = 1.0);
