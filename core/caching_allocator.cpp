@@ -1,5 +1,7 @@
 #include "core/caching_allocator.h"
 
+#include <exception>
+
 #include "core/bytes.h"
 #include "core/error.h"
 
@@ -43,6 +45,7 @@ void* CachingAllocator::allocate(std::size_t bytes) {
     stats_.in_use += block.size;
     stats_.peak = std::max(stats_.peak, stats_.in_use);
     ++stats_.live_blocks;
+    raw_->on_handout(p, bytes, block.size, stream);
     return p;
   }
 
@@ -61,6 +64,7 @@ void* CachingAllocator::allocate(std::size_t bytes) {
   stats_.peak = std::max(stats_.peak, stats_.in_use);
   ++stats_.raw_allocs;
   ++stats_.live_blocks;
+  raw_->on_handout(p, bytes, size, stream);
   return p;
 }
 
@@ -76,15 +80,28 @@ void CachingAllocator::deallocate(void* p) noexcept {
   stats_.in_use -= block.size;
   stats_.cached += block.size;
   --stats_.live_blocks;
+  raw_->on_handout(p, 0, block.size, block.stream);
 }
 
 void CachingAllocator::release_cache_locked() {
   if (cached_.empty()) return;
-  raw_->synchronize();  // queued kernels may still read blocks that their tensors freed
-  for (auto& [ptr, block] : cached_) raw_->raw_free(ptr);
-  cached_.clear();
+  // Queued kernels may still read blocks that their tensors freed. If waiting fails (a device
+  // fault), nothing has changed yet: the cache stays whole and consistent.
+  raw_->synchronize();
+  std::unordered_map<void*, Block> released;
+  released.swap(cached_);
   free_.clear();
   stats_.cached = 0;
+  // Every block is given back even when one free fails; the first failure is reported after.
+  std::exception_ptr first_failure;
+  for (auto& [ptr, block] : released) {
+    try {
+      raw_->raw_free(ptr);
+    } catch (...) {
+      if (!first_failure) first_failure = std::current_exception();
+    }
+  }
+  if (first_failure) std::rethrow_exception(first_failure);
 }
 
 void CachingAllocator::throw_oom_locked(std::size_t requested, std::size_t rounded, const char* why) {

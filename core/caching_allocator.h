@@ -27,10 +27,15 @@ class RawMemory {
  public:
   virtual ~RawMemory() = default;
   virtual void* raw_alloc(std::size_t bytes) = 0;  ///< nullptr when the device is full
-  virtual void raw_free(void* p) = 0;
+  virtual void raw_free(void* p) = 0;  ///< may throw (a device fault); the block counts as gone
   virtual uint64_t device_free_bytes() = 0;
   virtual const void* current_stream() = 0;  ///< the key of the calling thread's stream
   virtual void synchronize() = 0;            ///< waits for device work before blocks go back
+  /// A block of `block_bytes` goes to a tensor of `requested` bytes on `stream`, or (requested
+  /// 0) back to the cache. For checking tools; does nothing by default, must not throw.
+  virtual void on_handout(void* p, std::size_t requested, std::size_t block_bytes, const void* stream) noexcept {
+    (void)p, (void)requested, (void)block_bytes, (void)stream;
+  }
 };
 
 class CachingAllocator final : public Allocator {

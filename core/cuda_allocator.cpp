@@ -11,6 +11,10 @@
 #include "core/cuda_check.h"
 #include "core/stream.h"
 
+#if MINITRAIN_CUDA_EMULATED
+#include "cuda_emu/allocator_hooks.h"
+#endif
+
 namespace minitrain {
 
 namespace {
@@ -30,7 +34,7 @@ class CudaRawMemory final : public RawMemory {
     return p;
   }
   void raw_free(void* p) override {
-    DeviceGuard guard(device_);
+    DeviceGuard guard(device_, std::nothrow);
     (void)cudaFree(p);  // cannot throw from here; a failure at exit is harmless
   }
   uint64_t device_free_bytes() override {
@@ -47,6 +51,14 @@ class CudaRawMemory final : public RawMemory {
     DeviceGuard guard(device_);
     CHECK_CUDA(cudaDeviceSynchronize());
   }
+#if MINITRAIN_CUDA_EMULATED
+  // On emulated GPUs AddressSanitizer guards a block's rounding slack and the whole of a cached
+  // block, in the order of the block's stream (see cuda_emu/allocator_hooks.h).
+  void on_handout(void* p, std::size_t requested, std::size_t, const void* stream) noexcept override {
+    cudaStream_t s = const_cast<cudaStream_t>(static_cast<const CUstream_st*>(stream));
+    if (mtemu::limit_access(p, requested, s) != cudaSuccess) (void)cudaGetLastError();
+  }
+#endif
 
  private:
   Device device_;

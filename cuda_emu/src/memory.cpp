@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 
+#include "cuda_emu/allocator_hooks.h"
 #include "runtime.h"
 #include "sanitizer.h"
 
@@ -80,6 +81,7 @@ cudaError_t release(void* p, Space space, const char* call) {
     synchronize_device(a.device);
     device(a.device).used -= a.bytes;
   }
+  san::unpoison(p, a.bytes);  // limit_access may have poisoned parts of it
   std::free(p);
   return ok();
 }
@@ -121,6 +123,21 @@ std::string check_range(const void* p, std::size_t bytes, const char* what) {
 }
 
 }  // namespace mtemu::detail
+
+cudaError_t mtemu::limit_access(void* block, std::size_t usable, cudaStream_t stream) {
+  using namespace mtemu::detail;
+  const Region r = find_region(block);
+  if (r.space != Space::Device || r.base != block || usable > r.bytes)
+    return fail(cudaErrorInvalidValue, "limit_access(" + where(block) + ", " + std::to_string(usable) +
+                                           "): not the start of a live device allocation that large");
+  auto s = resolve_stream(stream, r.device);
+  if (!s) return fail(cudaErrorInvalidResourceHandle, "limit_access: not a live stream");
+  enqueue(*s, [base = r.base, bytes = r.bytes, usable] {
+    san::unpoison(base, bytes);
+    san::poison(base + usable, bytes - usable);
+  });
+  return ok();
+}
 
 using namespace mtemu::detail;
 

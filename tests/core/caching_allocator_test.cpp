@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <memory>
 #include <set>
+#include <stdexcept>
 
 #include "core/caching_allocator.h"
 #include "core/error.h"
@@ -16,6 +17,7 @@ namespace {
 struct FakeDeviceState {
   uint64_t capacity = 0, used = 0;
   int raw_allocs = 0, raw_frees = 0, syncs = 0;
+  bool fail_next_free = false;
   const void* stream = nullptr;
   std::set<void*> live;
 };
@@ -33,11 +35,14 @@ class FakeDevice final : public RawMemory {
     return p;
   }
   void raw_free(void* p) override {
+    const bool fail = s_->fail_next_free;  // as cudaFree after a fault: the block is gone, and it says so
+    s_->fail_next_free = false;
     s_->used -= sizes_.at(p);
     sizes_.erase(p);
     s_->live.erase(p);
     ++s_->raw_frees;
     std::free(p);
+    if (fail) throw std::runtime_error("raw_free failed");
   }
   uint64_t device_free_bytes() override { return s_->capacity - s_->used; }
   const void* current_stream() override { return s_->stream; }
@@ -175,6 +180,23 @@ TEST_F(CachingAllocatorTest, ReturnsEverythingOnDestruction) {
   void* a = alloc->allocate(kMiB);
   alloc->deallocate(a);
   alloc.reset();
+  EXPECT_TRUE(state.live.empty());
+}
+
+// A free that fails while the cache is returned (a fault reported by cudaFree) leaves the books
+// consistent: every block is still given back, none stays listed as cached, so a later release
+// never frees one twice; the failure reaches the caller.
+TEST_F(CachingAllocatorTest, AFreeThatFailsMidReleaseLeavesTheCacheConsistent) {
+  void* a = alloc->allocate(1000);
+  void* b = alloc->allocate(3000);
+  alloc->deallocate(a);
+  alloc->deallocate(b);
+  ASSERT_EQ(state.raw_frees, 0);
+  state.fail_next_free = true;
+  EXPECT_THROW(alloc->empty_cache(), std::runtime_error);
+  EXPECT_EQ(alloc->stats().cached, 0u);
+  EXPECT_NO_THROW(alloc->empty_cache());
+  EXPECT_EQ(state.raw_frees, 2);
   EXPECT_TRUE(state.live.empty());
 }
 

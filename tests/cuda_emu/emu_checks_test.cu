@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include "core/stream.h"
+#include "core/tensor.h"
 #include "emu_test_util.h"
 
 namespace minitrain::emu_testing {
@@ -80,6 +82,39 @@ void misaligned_float4() {
 TEST_F(CudaEmuChecks, AMisalignedVectorLoadIsReported) {
   SKIP_UNLESS(kAddressChecks, "emu");
   EXPECT_DEATH(misaligned_float4(), "misaligned address.*misaligned_float4_kernel");
+}
+
+// minitrain's caching allocator rounds a 100-float tensor (400 bytes) up to a 512-byte block: a
+// read one past the tensor's end lands in the block's slack, which the allocator marks in the
+// order of its stream. A block back in the cache is marked whole, so a late read is caught too.
+void read_past_a_tensor_in_its_blocks_slack() {
+  const Device gpu = Device::cuda(0);
+  DeviceGuard on(gpu);
+  Tensor in = Tensor::from_vector(std::vector<float>(100, 1.f), Shape({100}), gpu);
+  Tensor out = Tensor::zeros(Shape({1}), DType::Float32, gpu);
+  read_one_past_the_end_kernel<<<1, 128, 0, current_stream(gpu).native_handle()>>>(out.data<float>(), in.data<float>(), 100);
+  synchronize(gpu);
+}
+
+void read_a_tensor_after_it_went_back_to_the_cache() {
+  const Device gpu = Device::cuda(0);
+  DeviceGuard on(gpu);
+  Tensor in = Tensor::from_vector(std::vector<float>(64, 1.f), Shape({64}), gpu);
+  Tensor out = Tensor::zeros(Shape({1}), DType::Float32, gpu);
+  const float* stale = in.data<float>();
+  in = Tensor();  // its block is cached, not freed: without the mark a read would succeed
+  read_one_past_the_end_kernel<<<1, 128, 0, current_stream(gpu).native_handle()>>>(out.data<float>(), stale, 10);
+  synchronize(gpu);
+}
+
+TEST_F(CudaEmuChecks, AReadIntoTheCachingAllocatorsRoundingSlackIsReported) {
+  SKIP_UNLESS(kAddressChecks, "emu");
+  EXPECT_DEATH(read_past_a_tensor_in_its_blocks_slack(), "use-after-poison.*read_one_past_the_end_kernel");
+}
+
+TEST_F(CudaEmuChecks, AReadOfATensorWhoseBlockWentBackToTheCacheIsReported) {
+  SKIP_UNLESS(kAddressChecks, "emu");
+  EXPECT_DEATH(read_a_tensor_after_it_went_back_to_the_cache(), "use-after-poison.*read_one_past_the_end_kernel");
 }
 
 // ---- races ----
