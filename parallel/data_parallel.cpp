@@ -62,7 +62,6 @@ class ReplicaWorker {
 
  private:
   void loop() {
-    DeviceGuard guard(device_);  // this thread's kernels, copies and allocations go to its device
     for (;;) {
       std::function<void()> task;
       {
@@ -74,6 +73,9 @@ class ReplicaWorker {
       }
       std::exception_ptr error;
       try {
+        // This thread's kernels, copies and allocations go to its device. Per task, inside the
+        // try: after a device fault the switch throws, and that must reach the caller.
+        DeviceGuard guard(device_);
         task();
         synchronize(device_);  // the caller reads the results next
       } catch (...) {
@@ -120,6 +122,9 @@ struct DataParallel::Impl {
 
   /// Runs task(r) on every replica's thread at once and waits for all; rethrows the first error.
   void run_all(const std::function<void(int)>& task) {
+    // The workers use their own streams: what the caller queued on its streams for these devices
+    // (building the replicas, zero_grad on replica 0, loading weights) is done before they start.
+    for (const Device& d : devices) synchronize(d);
     for (int r = 0; r < size(); ++r) workers[r]->post([&task, r] { task(r); });
     std::exception_ptr first;
     for (int r = 0; r < size(); ++r) {
@@ -183,6 +188,10 @@ DataParallel::DataParallel(const ReplicaFactory& make_replica, std::vector<Devic
                 "DataParallel: replica ", r, " has ", impl_->workers[r]->module().named_parameters().size(),
                 " parameters but replica 0 has ", n_params, "; the factory must build the same model each time");
   // Every replica starts from replica 0's weights, whatever the factory's initialisation did.
+  broadcast_replica0_parameters();
+}
+
+void DataParallel::broadcast_replica0_parameters() {
   impl_->run_all([this](int r) {
     for (auto& [name, p] : impl_->workers[r]->module().named_parameters())
       impl_->workers[r]->comm().broadcast(p->value, 0);

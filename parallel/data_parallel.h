@@ -43,6 +43,10 @@ class DataParallel final : public Module {
   /// run in the replicas' threads), so the replicas stay identical. Its state is replica 0's.
   std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config);
 
+  /// Gives every replica replica 0's parameter values (after loading weights into
+  /// named_parameters(), which are replica 0's), in the replicas' threads and streams.
+  void broadcast_replica0_parameters();
+
   int replicas() const noexcept;
   Module& replica(int i);
   const std::vector<Device>& devices() const noexcept;

@@ -93,10 +93,10 @@ struct Pass {
     failed = true;
   }
   void finish_one() {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      --remaining;
-    }
+    // Notify under the lock: the waiter owns this Pass and destroys it as soon as it sees
+    // remaining == 0, which it can do between an unlock and a notify that follows it.
+    std::lock_guard<std::mutex> lock(mu);
+    --remaining;
     cv.notify_all();
   }
   void wait_and_rethrow() {
@@ -154,6 +154,14 @@ struct ModelParallel::Impl {
   std::vector<std::vector<Tensor>> inputs;                   // [stage][micro-batch], training only
   int64_t forward_rows = -1;                                 // rows of the last training forward
   std::vector<std::unique_ptr<StageWorker>> workers;         // last: stopped first on destruction
+
+  // The stage workers run on their own streams. Whatever the caller queued on its streams for
+  // these devices (the input, zero_grad's fills, the last optimizer step's updates of the stages'
+  // weights) must be done before a worker reads or accumulates into those tensors.
+  void wait_for_caller(Device input_device) const {
+    synchronize(input_device);
+    for (const Device& d : devices) synchronize(d);
+  }
 
   Tensor stage_forward(int s, Tensor h) {
     for (auto& layer : layers[s]) h = layer->forward(h);
@@ -268,7 +276,7 @@ Tensor ModelParallel::forward(const Tensor& x) {
   const int S = im.stages, M = im.micro_batches;
   for (auto& per_stage : im.inputs) std::fill(per_stage.begin(), per_stage.end(), Tensor());
   im.forward_rows = -1;
-  synchronize(x.device());  // x may come from the caller's stream; the workers use their own
+  im.wait_for_caller(x.device());
 
   std::vector<Tensor> outputs(M);
   Pass pass;
@@ -331,7 +339,7 @@ Tensor ModelParallel::backward(const Tensor& grad_output) {
               " rows");
   const int64_t rows = im.forward_rows;
   const int S = im.stages, M = im.micro_batches;
-  synchronize(grad_output.device());
+  im.wait_for_caller(grad_output.device());
 
   std::vector<Tensor> dxs(M);
   Pass pass;

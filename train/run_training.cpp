@@ -163,15 +163,6 @@ std::vector<Device> parallel_devices(const TrainConfig& c, Device device) {
   return out;
 }
 
-// After weights were loaded into replica 0 (--init, --resume), the other replicas take them.
-void copy_replica0_weights(DataParallel& dp) {
-  NamedParameters src = dp.replica(0).named_parameters();
-  for (int r = 1; r < dp.replicas(); ++r) {
-    NamedParameters dst = dp.replica(r).named_parameters();
-    for (std::size_t i = 0; i < dst.size(); ++i) dst[i].second->value.copy_(src[i].second->value);
-  }
-}
-
 // --sample-weights W.npy: one weight per row of the data, [rows] or [rows, 1].
 std::vector<double> read_sample_weights(const std::string& path, int64_t rows) {
   const Tensor w = read_npy(path);  // an IoError names the file
@@ -345,7 +336,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   }
   if (!c.init.empty()) {
     with_flag_context("--init", [&] { load_weights(c.init, *model); });
-    if (data_parallel) copy_replica0_weights(*data_parallel);
+    if (data_parallel) data_parallel->broadcast_replica0_parameters();
   }
 
   OptimizerConfig oc;
@@ -410,7 +401,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   report.device = devices.empty() ? device.str() : join_devices(devices);
   if (!resume_path.empty()) {
     trainer.resume(resume_path);
-    if (data_parallel) copy_replica0_weights(*data_parallel);
+    if (data_parallel) data_parallel->broadcast_replica0_parameters();
     report.resumed_from_step = trainer.step();
   }
 

@@ -8,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -214,6 +216,53 @@ TEST(DataParallelCuda, TwoGpusMatchOneDevice) {
   }
   expect_same_weights(dp, *ref, 1e-5, 1e-4);  // cuBLAS sums in another order than one GEMM
   expect_replicas_identical(dp);
+}
+
+// 2 and 3 GPUs against one CPU model. Weights loaded into replica 0 are then copied to the other
+// replicas on this thread (as `--init` and `--resume` once did), with this thread's streams on
+// those GPUs slowed down: the replicas must train from the copied weights, not from what their
+// memory held before, so the copy and the replicas' own streams must be ordered.
+TEST(DataParallelCuda, TwoAndThreeGpusTrainFromWeightsCopiedIntoTheReplicas) {
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count();
+  for (int gpus = 2; gpus <= std::min(3, cuda_device_count()); ++gpus) {
+    SCOPED_TRACE(std::to_string(gpus) + " GPUs");
+    std::vector<Device> devices;
+    for (int i = 0; i < gpus; ++i) devices.push_back(Device::cuda(i));
+    DataParallel dp(factory(42), devices);
+    auto ref = mlp(77, Device::cpu(), false);
+    NamedParameters want = ref->named_parameters(), p0 = dp.named_parameters();
+    for (std::size_t i = 0; i < p0.size(); ++i) p0[i].second->value.copy_(want[i].second->value);
+    {
+      testing::SlowCallerStreams slow(std::vector<Device>(devices.begin() + 1, devices.end()), 20000);
+      for (int r = 1; r < gpus; ++r) {
+        NamedParameters pr = dp.replica(r).named_parameters();
+        for (std::size_t i = 0; i < pr.size(); ++i) pr[i].second->value.copy_(p0[i].second->value);
+      }
+      std::unique_ptr<Optimizer> dp_opt = dp.make_optimizer(sgd_momentum());
+      std::unique_ptr<Optimizer> ref_opt = make_optimizer(sgd_momentum(), ref->named_parameters());
+      uint32_t seed = 1;
+      for (int64_t n : {10, 7, 2}) {
+        const Tensor x = testing::random_tensor(Shape({n, kSizes.front()}), seed++);
+        const Tensor y = testing::random_tensor(Shape({n, kSizes.back()}), seed++);
+        step(dp, *dp_opt, x.to(devices[0]), y.to(devices[0]));
+        step(*ref, *ref_opt, x, y);
+      }
+    }
+    expect_same_weights(dp, *ref, 1e-5, 1e-4);
+    expect_replicas_identical(dp);
+  }
+}
+
+// broadcast_replica0_parameters: what --init and --resume use now, in the replicas' own threads.
+TEST(DataParallelCuda, BroadcastGivesEveryReplicaReplicaZerosWeights) {
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count();
+  DataParallel dp(factory(42), {Device::cuda(0), Device::cuda(1)});
+  auto other = mlp(77, Device::cpu(), false);
+  NamedParameters src = other->named_parameters(), dst = dp.named_parameters();
+  for (std::size_t i = 0; i < dst.size(); ++i) dst[i].second->value.copy_(src[i].second->value);
+  dp.broadcast_replica0_parameters();
+  expect_replicas_identical(dp);
+  expect_same_weights(dp.replica(1), *other, 0, 0);
 }
 
 }  // namespace
