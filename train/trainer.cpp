@@ -163,7 +163,9 @@ StepStats Trainer::train_step() {
     Batch batch = loader_.next();
     if (b == 0) s.epoch = batch.epoch + 1;
     const Tensor pred = model_.forward(batch.x);
-    const Tensor loss = loss_fn.forward(pred, batch.y);
+    // Under model parallelism the batch arrives on the first stage's device and the prediction
+    // leaves the last stage's: the targets follow the prediction (a no-op on one device).
+    const Tensor loss = loss_fn.forward(pred, batch.y.to(pred.device()));
     Tensor grad = loss_fn.backward();
     if (batches > 1) scale(grad, grad, 1.0 / static_cast<double>(batches));
     if (options_.before_backward) options_.before_backward(b == batches - 1);

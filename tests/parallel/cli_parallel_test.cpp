@@ -126,5 +126,33 @@ TEST(ParallelCli, BadParallelSettingsAreRefusedNamingTheFlags) {
   EXPECT_THROW(train(c), DeviceError);
 }
 
+// The same runs with the replicas or stages on two GPUs, against the CPU's one-device run: the
+// GPU GEMM sums in another order than the CPU's, so float32 rounding over 15 Adam steps (1e-4).
+void expect_gpu_run_saves_the_cpu_weights(const std::string& parallel) {
+  if (cuda_device_count() < 2)
+    GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count() << " " << cuda_unavailable_reason();
+  ScratchDir dir;
+  train(small_run(dir.path("one.safetensors")));
+  TrainConfig c = small_run(dir.path("gpu.safetensors"));
+  c.parallel = parallel;
+  c.devices = "cuda:0,cuda:1";
+  if (parallel == "dp") c.replicas = 2;
+  if (parallel == "mp") c.micro_batches = 4;
+  const std::string info = train(c);
+  EXPECT_NE(info.find("cuda:0,cuda:1"), std::string::npos) << info;
+  const SafetensorsFile g = read_safetensors(dir.path("gpu.safetensors")),
+                        w = read_safetensors(dir.path("one.safetensors"));
+  ASSERT_EQ(g.tensors.size(), w.tensors.size());
+  for (std::size_t i = 0; i < g.tensors.size(); ++i)
+    EXPECT_ALLCLOSE(g.tensors[i].second, w.tensors[i].second, 1e-5, 1e-4) << g.tensors[i].first;
+}
+
+TEST(ParallelCliCuda, DataParallelOnTwoGpusSavesTheCpuRunsWeights) { expect_gpu_run_saves_the_cpu_weights("dp"); }
+
+// The targets arrive on the first stage's GPU and the prediction leaves the last stage's.
+TEST(ParallelCliCuda, ModelParallelOnTwoGpusFourMicroBatchesSavesTheCpuRunsWeights) {
+  expect_gpu_run_saves_the_cpu_weights("mp");
+}
+
 }  // namespace
 }  // namespace minitrain
