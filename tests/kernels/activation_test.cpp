@@ -22,7 +22,7 @@ using testing::random_tensor;
 
 const Activation kAll[] = {Activation::ReLU, Activation::GELU, Activation::GELUTanh,
                            Activation::Tanh, Activation::Sigmoid};
-const int64_t kSizes[] = {1, 7, 1000, 1 << 20};
+const int64_t kSizes[] = {1, 7, 1000, testing::kLargeSize};
 
 // ---- double references, written from the textbook formulas (not from activation_math.h) ----
 

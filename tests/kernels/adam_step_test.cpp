@@ -17,7 +17,7 @@ namespace {
 
 using testing::host_values;
 
-const int64_t kSizes[] = {1, 7, 1000, 1 << 17};
+const int64_t kSizes[] = {1, 7, 1000, testing::kLargeSize / 8};
 
 Tensor make(const std::vector<double>& v, DType dtype, Device d) {
   if (dtype == DType::Float64) return Tensor::from_vector(v, Shape{int64_t(v.size())}, d);

@@ -19,7 +19,7 @@ using testing::random_floats;
 class CastTest : public testing::DeviceTest {};
 
 TEST_P(CastTest, FloatToDoubleIsExactOnOddSizes) {
-  for (int64_t n : {1, 7, 1000, 1 << 20}) {
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, testing::kLargeSize}) {
     const std::vector<float> v = random_floats(n, 3);
     Tensor in = Tensor::from_vector(v, {n}, device());
     Tensor out = cast(in, DType::Float64);
@@ -32,7 +32,7 @@ TEST_P(CastTest, FloatToDoubleIsExactOnOddSizes) {
 }
 
 TEST_P(CastTest, DoubleToFloatRoundsToNearestOnOddSizes) {
-  for (int64_t n : {1, 7, 1000, 1 << 20}) {
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, testing::kLargeSize}) {
     const std::vector<double> v = random_doubles(n, 4);
     std::vector<double> want(v.size());
     for (size_t i = 0; i < v.size(); ++i) want[i] = double(static_cast<float>(v[i]));

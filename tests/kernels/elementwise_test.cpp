@@ -21,7 +21,7 @@ using testing::random_tensor;
 
 class ElementwiseTest : public testing::DeviceTest {};
 
-const int64_t kSizes[] = {1, 7, 1000, 1 << 20};  // odd sizes hit the tails of every loop split
+const int64_t kSizes[] = {1, 7, 1000, testing::kLargeSize};  // odd sizes hit the tails of every loop split
 
 // Each result is one correctly rounded operation on exactly representable inputs, so the only
 // error is that rounding: half an ulp of the dtype, i.e. rtol 6e-8 (float) / 1.2e-16 (double).

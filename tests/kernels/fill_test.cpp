@@ -20,7 +20,7 @@ class FillTest : public testing::DeviceTest {};
 
 TEST_P(FillTest, SetsEveryElementOnOddSizes) {
   for (DType dtype : {DType::Float32, DType::Float64})
-    for (int64_t n : {1, 7, 1000, 1 << 20}) {  // odd sizes hit the grid-stride tails
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, testing::kLargeSize}) {  // odd sizes hit the grid-stride tails
       Tensor t = Tensor::zeros({n}, dtype, device());
       fill(t, 2.5);
       ASSERT_GT(host_max_abs(t), 0.0);
@@ -38,7 +38,7 @@ TEST_P(FillTest, ConvertsValueToTheTensorType) {
 }
 
 TEST_P(FillTest, ZeroClearsEveryElement) {
-  for (int64_t n : {1, 7, 1000, 1 << 20}) {
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, testing::kLargeSize}) {
     Tensor t = random_tensor({n}, 11, device(), DType::Float32, 1.0, 2.0);
     ASSERT_GT(host_max_abs(t), 0.0);  // so that a no-op zero_ fails
     zero_(t);
@@ -48,7 +48,7 @@ TEST_P(FillTest, ZeroClearsEveryElement) {
 
 TEST_P(FillTest, CopyMatchesSourceOnOddSizes) {
   for (DType dtype : {DType::Float32, DType::Float64})
-    for (int64_t n : {1, 7, 1000, 1 << 20}) {
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, testing::kLargeSize}) {
       Tensor in = random_tensor({n}, 5, device(), dtype);
       Tensor out = Tensor::zeros({n}, dtype, device());
       copy(out, in);

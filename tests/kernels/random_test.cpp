@@ -22,7 +22,7 @@ namespace {
 
 using testing::host_values;
 
-const int64_t kSizes[] = {1, 7, 1000, 1 << 20};  // odd sizes hit partial last blocks
+const int64_t kSizes[] = {1, 7, 1000, testing::kLargeSize};  // odd sizes hit partial last blocks
 const DType kDTypes[] = {DType::Float32, DType::Float64};
 
 int64_t per_block(DType d) { return d == DType::Float32 ? 4 : 2; }

@@ -176,7 +176,7 @@ TEST(ReduceCpu, SameBitsForAnyThreadCount) {
 // GPU only: two host threads reducing on one device at once, each on its own stream.
 TEST(ReduceCuda, ConcurrentThreadsGetTheSameAnswer) {
   MT_SKIP_UNLESS_AVAILABLE(Device::cuda(0));
-  const Tensor x = testing::random_tensor(Shape{1 << 22}, 10, Device::cuda(0));
+  const Tensor x = testing::random_tensor(Shape{testing::kLargeSize * 4}, 10, Device::cuda(0));
   const double want = sum(x).item();
   double got[2] = {0, 0};
   std::vector<std::thread> threads;
