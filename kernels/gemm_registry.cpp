@@ -153,10 +153,17 @@ void gemm_with(const std::string& backend, Tensor& c, const Tensor& a, bool tran
               " backends");
   if (d.m == 0 || d.n == 0) return;
   if (c.dtype() == DType::Float64) {
-    MT_CHECK_AS(ValueError, static_cast<bool>(g.float64), "gemm_with: backend '", g.name,
-                "' has no float64 path (tensors on ", device, ", dtype ", c.dtype(),
-                "); use float32, or a backend with float64 such as '", default_gemm_backend(device),
-                "'");
+    if (!g.float64) {
+      std::string with_float64;
+      for (const std::string& name : gemm_backend_names(device.type()))
+        if (gemm_backend(name).float64) with_float64 += (with_float64.empty() ? "'" : ", '") + name + "'";
+      MT_THROW(ValueError, "gemm_with: backend '", g.name, "' has no float64 path (tensors on ", device,
+               ", dtype float64); use float32",
+               with_float64.empty()
+                   ? std::string(" (no ") + (device.is_cuda() ? "cuda" : "cpu") + " backend in this build has float64" +
+                         (device.is_cuda() && cuda_emulated() ? ": cuBLAS, which has, is absent on emulated GPUs)" : ")")
+                   : ", or a backend with float64: " + with_float64);
+    }
     g.float64(device, c.data<double>(), a.data<double>(), trans_a, b.data<double>(), trans_b, d.m,
               d.n, d.k, alpha, beta);
     return;

@@ -86,6 +86,7 @@ TEST(ProcessGroupMpi, NcclWithoutAGpuPerRankIsADeviceError) {
 // The NCCL id made by rank 0 reaches the others by MPI broadcast (no rendezvous file), then an
 // all-reduce on each rank's own GPU. Needs one GPU per rank of this machine.
 TEST(ProcessGroupMpiCuda, NcclIdTravelsByMpiBroadcast) {
+  if (cuda_emulated()) GTEST_SKIP() << "needs NCCL on real GPUs (the emulated GPUs have none)";
   const ProcessEnv env = detect_process_env();
   const int gpus = cuda_device_count();
   if (gpus < env.local_world_size)
