@@ -17,7 +17,7 @@
 
 namespace mtemu::detail {
 
-thread_local ThreadCtx* tls_thread = nullptr;
+thread_local std::atomic<ThreadCtx*> tls_thread{nullptr};
 
 namespace {
 
@@ -388,6 +388,11 @@ void* dynamic_shared(std::size_t align) {
 }
 
 void run_block(const Grid& g, uint64_t linear, WorkerSlots& slots, cudaError_t* fault_code, std::string* fault_text) {
+  // All of this runs on the worker's own TSan state and is the emulator's bookkeeping (the fibers,
+  // the threads' state, the shared arrays), never user memory: invisible to race detection. The
+  // GPU threads run on their fibers' TSan states, which this does not cover. Synchronisation
+  // still counts: a fiber created here inherits the launch's history.
+  san::IgnoreAccesses bookkeeping;
   const dim3 bd = g.config.block;
   const int n = int(bd.x * bd.y * bd.z);
   BlockRun b;
@@ -439,9 +444,9 @@ void run_block(const Grid& g, uint64_t linear, WorkerSlots& slots, cudaError_t* 
       if (w != Wait::Done) all_done = false;
       if (w != Wait::Runnable) continue;
       b.running = t;
-      tls_thread = &b.threads[t].ctx;
+      tls_thread.store(&b.threads[t].ctx, std::memory_order_relaxed);
       fibers[t]->resume();
-      tls_thread = nullptr;
+      tls_thread.store(nullptr, std::memory_order_relaxed);
       ran = true;
     }
     san::IgnoreAll ignore;
@@ -454,6 +459,8 @@ void run_block(const Grid& g, uint64_t linear, WorkerSlots& slots, cudaError_t* 
     }
   }
 
+  for (int t = 0; t < n; ++t)
+    if (!fibers[t]->finished()) fibers[t]->release_as_if_finished(const_cast<char*>(&g.done_token));
   san::IgnoreAll ignore;
   for (const SharedVar& v : b.shared) std::free(v.storage);
   if (g.config.dynamic_smem == 0) san::unpoison(b.dynamic_shared, 1);

@@ -105,7 +105,7 @@ std::string& tl_message_ref() {
 
 // Sanitizer reports name the code; this names the GPU thread that ran it.
 void on_sanitizer_death() {
-  if (ThreadCtx* t = tls_thread) {
+  if (ThreadCtx* t = tls_thread.load(std::memory_order_relaxed)) {
     const uint3 b = t->block_idx, th = t->thread_idx;
     std::fprintf(stderr, "cuda-emu: the report above comes from %s block (%u,%u,%u) thread (%u,%u,%u)\n",
                  describe(t->block->grid->site).c_str(), b.x, b.y, b.z, th.x, th.y, th.z);

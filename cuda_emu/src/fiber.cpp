@@ -66,9 +66,10 @@ Fiber::~Fiber() {
 void Fiber::start(Entry entry, void* arg, const char* name) {
   entry_ = entry;
   arg_ = arg;
-  finished_ = false;
+  finished_.store(false, std::memory_order_relaxed);
   // A fiber abandoned mid-way (a faulting block) left its frames' redzones poisoned.
   san::unpoison(stack_, size_);
+  san::fresh_memory(stack_, size_);  // the last GPU thread on this stack is not this one's past
   context_ = ctx::make_fcontext(static_cast<char*>(stack_) + size_, size_, &Fiber::trampoline);
 #if MTEMU_TSAN
   // A new TSan fiber per run: it inherits the host thread's history (the grid's launch), not
@@ -83,7 +84,7 @@ void Fiber::start(Entry entry, void* arg, const char* name) {
 
 void Fiber::resume() {
 #if MTEMU_TSAN
-  tsan_host_ = __tsan_get_current_fiber();
+  tsan_host_.store(__tsan_get_current_fiber(), std::memory_order_relaxed);
 #endif
   asan_leave(&host_fake_stack_, stack_, size_);
   tsan_switch(tsan_fiber_);
@@ -94,21 +95,32 @@ void Fiber::resume() {
 
 void Fiber::yield() {
   asan_leave(&fake_stack_, host_bottom_, host_size_);
-  tsan_switch(tsan_host_);
-  const ctx::transfer_t t = ctx::jump_fcontext(host_, nullptr);
-  host_ = t.fctx;
+  tsan_switch(tsan_host_.load(std::memory_order_relaxed));
+  const ctx::transfer_t t = ctx::jump_fcontext(host_.load(std::memory_order_relaxed), nullptr);
+  host_.store(t.fctx, std::memory_order_relaxed);
   asan_arrive(fake_stack_, &host_bottom_, &host_size_);
+}
+
+void Fiber::release_as_if_finished(void* token) {
+#if MTEMU_TSAN
+  void* const host = __tsan_get_current_fiber();
+  __tsan_switch_to_fiber(tsan_fiber_, __tsan_switch_to_fiber_no_sync);  // TSan's view only: no jump
+  __tsan_release(token);
+  __tsan_switch_to_fiber(host, __tsan_switch_to_fiber_no_sync);
+#else
+  (void)token;
+#endif
 }
 
 void Fiber::trampoline(ctx::transfer_t t) {
   Fiber* self = static_cast<Fiber*>(t.data);
-  self->host_ = t.fctx;
+  self->host_.store(t.fctx, std::memory_order_relaxed);
   asan_arrive(nullptr, &self->host_bottom_, &self->host_size_);
   self->entry_(self->arg_);
-  self->finished_ = true;
+  self->finished_.store(true, std::memory_order_relaxed);
   asan_leave(nullptr, self->host_bottom_, self->host_size_);
-  tsan_switch(self->tsan_host_);
-  ctx::jump_fcontext(self->host_, nullptr);  // never resumed
+  tsan_switch(self->tsan_host_.load(std::memory_order_relaxed));
+  ctx::jump_fcontext(self->host_.load(std::memory_order_relaxed), nullptr);  // never resumed
   std::abort();
 }
 

@@ -4,6 +4,7 @@
 // thread of a block one, so a thread can stop at a barrier and let the others catch up. Stacks
 // are mmap'd with a guard page below, so a runaway kernel faults instead of overwriting memory.
 
+#include <atomic>
 #include <cstddef>
 
 #include <boost/context/detail/fcontext.hpp>
@@ -26,7 +27,10 @@ class Fiber {
   void resume();
   /// From inside the fiber: back to the host thread, until the next resume().
   void yield();
-  bool finished() const noexcept { return finished_; }
+  /// For a fiber abandoned mid-way (its block faulted): a ThreadSanitizer release of `token` as
+  /// if the fiber had run to its end, so what it did is ordered before the grid's end.
+  void release_as_if_finished(void* token);
+  bool finished() const noexcept { return finished_.load(std::memory_order_relaxed); }
 
  private:
   static void trampoline(boost::context::detail::transfer_t t);
@@ -34,10 +38,13 @@ class Fiber {
   void* stack_ = nullptr;     // lowest usable address (the guard page lies below it)
   std::size_t size_ = 0;      // usable bytes
   boost::context::detail::fcontext_t context_ = nullptr;  // the fiber's, while suspended
-  boost::context::detail::fcontext_t host_ = nullptr;     // the host thread's, while the fiber runs
+  std::atomic<boost::context::detail::fcontext_t> host_{nullptr};  // the host thread's, while the fiber runs
   Entry entry_ = nullptr;
   void* arg_ = nullptr;
-  bool finished_ = true;
+  // Written by one side of a switch and read by the other. Switches carry no ordering under TSan
+  // (user memory must be ordered by barriers), so the emulator's own fields shared across a
+  // switch are atomics: a switch is a plain jump on one host thread, so relaxed is enough.
+  std::atomic<bool> finished_{true};
   // AddressSanitizer: the host's stack bounds and both sides' fake stacks.
   const void* host_bottom_ = nullptr;
   std::size_t host_size_ = 0;
@@ -45,7 +52,7 @@ class Fiber {
   void* fake_stack_ = nullptr;
   // ThreadSanitizer: this fiber and the host thread's own.
   void* tsan_fiber_ = nullptr;
-  void* tsan_host_ = nullptr;
+  std::atomic<void*> tsan_host_{nullptr};
 };
 
 }  // namespace mtemu::detail

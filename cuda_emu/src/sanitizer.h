@@ -25,6 +25,7 @@ void AnnotateIgnoreWritesBegin(const char* file, int line);
 void AnnotateIgnoreWritesEnd(const char* file, int line);
 void AnnotateIgnoreSyncBegin(const char* file, int line);
 void AnnotateIgnoreSyncEnd(const char* file, int line);
+void AnnotateNewMemory(const char* file, int line, const volatile void* mem, unsigned long size);
 }
 #else
 #define MTEMU_TSAN 0
@@ -54,6 +55,27 @@ class IgnoreAll {
   IgnoreAll& operator=(const IgnoreAll&) = delete;
 };
 
+/// Reads and writes in this scope are invisible to ThreadSanitizer; synchronisation (creating a
+/// fiber, release/acquire) still counts.
+class IgnoreAccesses {
+ public:
+#if MTEMU_TSAN
+  IgnoreAccesses() {
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+  }
+  ~IgnoreAccesses() {
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+  }
+#else
+  IgnoreAccesses() {}
+  ~IgnoreAccesses() {}
+#endif
+  IgnoreAccesses(const IgnoreAccesses&) = delete;
+  IgnoreAccesses& operator=(const IgnoreAccesses&) = delete;
+};
+
 inline void release(void* addr) {
 #if MTEMU_TSAN
   __tsan_release(addr);
@@ -66,6 +88,16 @@ inline void acquire(void* addr) {
   __tsan_acquire(addr);
 #else
   (void)addr;
+#endif
+}
+
+/// [p, p + n) starts a new life (a fiber stack reused by the next GPU thread): what earlier
+/// threads did there orders nothing and races with nothing.
+inline void fresh_memory(const void* p, std::size_t n) {
+#if MTEMU_TSAN
+  AnnotateNewMemory(__FILE__, __LINE__, p, n);
+#else
+  (void)p, (void)n;
 #endif
 }
 

@@ -364,6 +364,9 @@ __global__ void copy_kernel(float* dst, const float* src, int n) {
 // copy; without it (and with s1 slow), the kernel reads the old values: the emulator shows a
 // missing wait as a GPU would, by a wrong result.
 TEST(CudaEmuStreams, AMissingEventWaitGivesAWrongResult) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "under emu-tsan this bug is a reported race (CudaEmuChecks.ACopyWhoseEventWaitIsRemovedIsAReportedRace)";
+#endif
   constexpr int n = 256;
   for (bool wait : {true, false}) {
     cudaStream_t s1, s2;

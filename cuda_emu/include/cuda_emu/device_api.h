@@ -7,6 +7,7 @@
 // independent (no lock-step warps, as on Volta and later): a collective meets only the lanes its
 // mask names, and a lane that never comes is reported, not waited for.
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -36,11 +37,13 @@ struct ThreadCtx {
   BlockRun* block;
 };
 
-extern thread_local ThreadCtx* tls_thread;  // set by the block scheduler before each switch
+// Set by the block scheduler before each switch. Atomic (relaxed: one host thread) because the
+// GPU threads read it from their own TSan fibers, which the scheduler's writes do not order.
+extern thread_local std::atomic<ThreadCtx*> tls_thread;
 [[noreturn]] void outside_kernel(const char* what);
 
 inline ThreadCtx& current(const char* what) {
-  ThreadCtx* t = tls_thread;
+  ThreadCtx* t = tls_thread.load(std::memory_order_relaxed);
   if (t == nullptr) outside_kernel(what);
   return *t;
 }
