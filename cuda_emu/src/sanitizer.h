@@ -33,28 +33,6 @@ void AnnotateNewMemory(const char* file, int line, const volatile void* mem, uns
 
 namespace mtemu::san {
 
-/// Accesses and synchronisation in this scope are invisible to ThreadSanitizer.
-class IgnoreAll {
- public:
-#if MTEMU_TSAN
-  IgnoreAll() {
-    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
-    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
-    AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
-  }
-  ~IgnoreAll() {
-    AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
-    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
-    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
-  }
-#else
-  IgnoreAll() {}  // user-provided, so that an unused guard is not a warning
-  ~IgnoreAll() {}
-#endif
-  IgnoreAll(const IgnoreAll&) = delete;
-  IgnoreAll& operator=(const IgnoreAll&) = delete;
-};
-
 /// Reads and writes in this scope are invisible to ThreadSanitizer; synchronisation (creating a
 /// fiber, release/acquire) still counts.
 class IgnoreAccesses {
@@ -69,11 +47,28 @@ class IgnoreAccesses {
     AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
   }
 #else
-  IgnoreAccesses() {}
+  IgnoreAccesses() {}  // user-provided, so that an unused guard is not a warning
   ~IgnoreAccesses() {}
 #endif
   IgnoreAccesses(const IgnoreAccesses&) = delete;
   IgnoreAccesses& operator=(const IgnoreAccesses&) = delete;
+};
+
+/// Accesses and synchronisation in this scope are invisible to ThreadSanitizer.
+class IgnoreAll {
+ public:
+#if MTEMU_TSAN
+  IgnoreAll() { AnnotateIgnoreSyncBegin(__FILE__, __LINE__); }
+  ~IgnoreAll() { AnnotateIgnoreSyncEnd(__FILE__, __LINE__); }
+#else
+  IgnoreAll() {}
+  ~IgnoreAll() {}
+#endif
+  IgnoreAll(const IgnoreAll&) = delete;
+  IgnoreAll& operator=(const IgnoreAll&) = delete;
+
+ private:
+  IgnoreAccesses accesses_;
 };
 
 inline void release(void* addr) {
