@@ -4,7 +4,7 @@
 # without it the same tree builds CPU-only.
 #
 #   scripts/setup.sh                  build the default preset (release)
-#   scripts/setup.sh release cpu      build several presets (release, debug, cpu, emu, emu-tsan)
+#   scripts/setup.sh release cpu      build several presets (release, debug, cpu, emu, emu-tsan, fuzz)
 #   scripts/setup.sh --deps-only      install the packages and stop
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,8 @@ log() { printf '[setup] %s\n' "$*"; }
 # ---- packages ---------------------------------------------------------------------------------
 # Debian 12 package per need. GoogleTest, Google Benchmark and the CUDA toolkit are expected on
 # the machine already but are installed here too if missing (the toolkit is not: it comes from
-# NVIDIA, and without it the build is CPU-only).
+# NVIDIA, and without it the build is CPU-only). clang with its sanitizer and libFuzzer runtimes
+# (libclang-rt-14-dev) and its OpenMP (libomp-14-dev) build the fuzz preset.
 packages=(
   cmake ninja-build g++ pkg-config
   libgtest-dev libbenchmark-dev
@@ -22,6 +23,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
   libopenmpi-dev openmpi-bin
   libboost-context-dev python3
+  clang libclang-rt-14-dev libomp-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -42,8 +44,8 @@ presets=()
 for arg in "$@"; do
   case "$arg" in
     --deps-only) exit 0 ;;
-    release|debug|cpu|emu|emu-tsan) presets+=("$arg") ;;
-    *) echo "setup.sh: unknown argument '$arg' (expected release, debug, cpu, emu, emu-tsan or --deps-only)" >&2; exit 2 ;;
+    release|debug|cpu|emu|emu-tsan|fuzz) presets+=("$arg") ;;
+    *) echo "setup.sh: unknown argument '$arg' (expected release, debug, cpu, emu, emu-tsan, fuzz or --deps-only)" >&2; exit 2 ;;
   esac
 done
 ((${#presets[@]})) || presets=(release)

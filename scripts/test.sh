@@ -2,7 +2,8 @@
 # The test command: installs what is missing, builds, and runs the whole suite. Where a CUDA
 # compiler exists it tests the CUDA build (GPU cases run where a GPU exists and report skipped
 # where not); then a CPU-only build of the same tree; then every GPU case again on emulated GPUs
-# (the emu preset: the CUDA code on CPU threads with AddressSanitizer and UBSan, no toolkit needed).
+# (the emu preset: the CUDA code on CPU threads with AddressSanitizer and UBSan, no toolkit needed);
+# then the file readers' fuzz targets (the fuzz preset: clang, libFuzzer, ASan and UBSan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,4 +24,11 @@ done
 echo "[test] emulated GPUs: ctest --preset emu (${SECONDS} s since the start)"
 scripts/setup.sh emu
 ctest --preset emu
+
+# The readers' libFuzzer targets (tests/fuzz/): every known reproducer and seed, then a bounded
+# fuzzing run per target (MINITRAIN_FUZZ_SECONDS, 30 s each, two at a time). scripts/fuzz.sh runs
+# them longer by hand.
+echo "[test] fuzzing: ctest --preset fuzz (${SECONDS} s since the start)"
+scripts/setup.sh fuzz
+ctest --preset fuzz
 echo "[test] all suites passed in ${SECONDS} s"
