@@ -1,7 +1,11 @@
 // The launcher's loop: wait (poll) on every rank's output pipe for up to kTick, print what came,
 // act on a signal the launcher got, reap ranks that ended. The first rank to fail stops the rest:
-// SIGTERM to each one's process group at once, SIGKILL to whatever still runs after the grace.
-// A job whose rank dies therefore ends within grace + kTick, however long the others would run.
+// SIGTERM to each one's process group at once (with SIGCONT: a stopped rank acts on nothing else),
+// SIGKILL to whatever still runs after the grace. The failed rank's group gets the same, so the
+// processes it started go too. A job whose rank dies therefore ends within grace + kTick, however
+// long the others would run. When launch returns, each rank's group is killed (the Subprocess
+// destructor), so nothing a rank left behind outlives the launcher; if the launcher itself is
+// killed, the kernel kills the ranks (Note [child lifetime] in subprocess.cpp).
 
 #include "parallel/launcher.h"
 
@@ -191,16 +195,17 @@ int launch(const LaunchOptions& o, std::ostream& out, std::ostream& err) {
       ranks[i].status = ranks[i].process.poll();
       if (!ranks[i].status || ranks[i].status->ok() || failed >= 0 || interrupted) continue;
       failed = static_cast<int>(i);
-      for (int j : running()) {
-        ranks[j].process.signal(SIGTERM);
-        stopped.push_back(ranks[j].rank);
+      for (int j : running()) stopped.push_back(ranks[j].rank);
+      for (Rank& r : ranks) {  // every group, the failed rank's too: what it started still runs there
+        r.process.signal(SIGTERM);
+        r.process.signal(SIGCONT);
       }
       kill_at = std::chrono::steady_clock::now() + o.grace;
     }
 
     if (running().empty()) break;
     if (kill_at && !killed && std::chrono::steady_clock::now() >= *kill_at) {
-      for (int j : running()) ranks[j].process.signal(SIGKILL);
+      for (Rank& r : ranks) r.process.signal(SIGKILL);
       killed = true;
     }
   }

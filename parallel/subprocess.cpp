@@ -2,11 +2,27 @@
 // prepared before fork, because between fork and exec a child of a multi-threaded parent may only
 // call async-signal-safe functions. An exec failure travels back to the parent as an errno through
 // a close-on-exec pipe: end-of-file on that pipe means exec succeeded.
+//
+// Note [child lifetime]: no child outlives the one who started it.
+//  - Its own process group (setpgid): signal(), terminate() and the destructor reach the processes
+//    the child starts too, even after the child itself has ended.
+//  - The ended child stays a zombie (waitid with WNOWAIT) until this object reaps it in its
+//    destructor: while the zombie exists its pid, which is also the group's id, cannot be reused,
+//    so signalling the group can never hit a stranger's processes.
+//  - PR_SET_PDEATHSIG(SIGKILL): the kernel kills the child when its parent dies, SIGKILL included,
+//    where no destructor runs. The parent's pid is taken before fork and compared with getppid()
+//    after the prctl, in case the parent died in between (the child would then already belong to
+//    init and never get the signal). The signal follows the parent *thread* that forked, so the
+//    thread that starts a child must outlive it (the launcher and the pipelines scheduler start
+//    and wait for theirs on one thread). A child's own children are not covered by it: they die
+//    with the group (the destructor) while the parent lives, or by the same setting when they are
+//    minitrain's own children.
 
 #include "parallel/subprocess.h"
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,19 +63,42 @@ void close_quietly(int fd) {
   errno = saved;
 }
 
-ExitStatus decode(int wstatus) {
+ExitStatus decode(const siginfo_t& info) {
   ExitStatus s;
-  if (WIFSIGNALED(wstatus))
-    s.signal = WTERMSIG(wstatus);
-  else if (WIFEXITED(wstatus))
-    s.code = WEXITSTATUS(wstatus);
+  if (info.si_code == CLD_EXITED)
+    s.code = info.si_status;
+  else  // CLD_KILLED, CLD_DUMPED
+    s.signal = info.si_status;
   return s;
+}
+
+// The child's exit status without reaping it (Note [child lifetime]); nullopt while it runs.
+// `block`: wait for it. ECHILD (someone else reaped it: SIGCHLD set to SIG_IGN) gives code -1.
+std::optional<ExitStatus> peek_exit(pid_t pid, bool block) {
+  for (;;) {
+    siginfo_t info{};
+    const int r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return ExitStatus{-1, 0};
+    if (info.si_pid == 0) return std::nullopt;  // WNOHANG and still running
+    return decode(info);
+  }
+}
+
+void reap(pid_t pid) {
+  int ignored;
+  while (::waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
+  }
 }
 
 // Runs in the child between fork and exec: async-signal-safe calls only.
 [[noreturn]] void child_exec(const SubprocessOptions& o, char* const* argv, char* const* envp, int out_fd,
-                             int err_fd, const char* dir) {
+                             int err_fd, const char* dir, pid_t parent) {
   if (o.new_process_group) ::setpgid(0, 0);
+  if (o.die_with_parent) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before the prctl: nobody waits for us
+  }
   // A parent's ignored or blocked signals survive exec; the child starts with the defaults.
   sigset_t none;
   sigemptyset(&none);
@@ -148,8 +187,9 @@ Subprocess Subprocess::start(const SubprocessOptions& options) {
   }
 
   const char* dir = options.working_dir.empty() ? nullptr : options.working_dir.c_str();
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  if (pid == 0) child_exec(options, argv.data(), envp.data(), out_write, err_pipe[1], dir);
+  if (pid == 0) child_exec(options, argv.data(), envp.data(), out_write, err_pipe[1], dir, parent);
   const int fork_errno = errno;
   ::close(err_pipe[1]);
   ::close(out_write);
@@ -214,11 +254,10 @@ Subprocess& Subprocess::operator=(Subprocess&& o) noexcept {
 }
 
 Subprocess::~Subprocess() {
-  if (pid_ > 0 && !status_) {
-    ::kill(group_ ? -pid_ : pid_, SIGKILL);
-    int ignored;
-    while (::waitpid(pid_, &ignored, 0) < 0 && errno == EINTR) {
-    }
+  if (pid_ > 0) {
+    // The child if it still runs, and with a group whatever it left running (Note [child lifetime]).
+    if (group_ || !status_) ::kill(group_ ? -pid_ : pid_, SIGKILL);
+    reap(pid_);
   }
   if (out_fd_ >= 0) ::close(out_fd_);
   pid_ = -1;
@@ -260,14 +299,8 @@ std::vector<std::string> Subprocess::read_lines() {
 
 std::optional<ExitStatus> Subprocess::poll() {
   if (status_ || pid_ <= 0) return status_;
-  int wstatus = 0;
-  pid_t r;
-  do {
-    r = ::waitpid(pid_, &wstatus, WNOHANG);
-  } while (r < 0 && errno == EINTR);
-  if (r == pid_) status_ = decode(wstatus);
-  else if (r < 0)  // ECHILD: someone else reaped it (a SIGCHLD handler set to SIG_IGN); report what we know
-    status_ = ExitStatus{-1, 0};
+  status_ = peek_exit(pid_, /*block=*/false);
+  if (status_ && status_->code == -1) group_ = false;  // reaped by someone else: the group id may be reused
   return status_;
 }
 
@@ -287,26 +320,47 @@ std::optional<ExitStatus> Subprocess::wait_for(std::chrono::milliseconds timeout
 
 ExitStatus Subprocess::wait() {
   if (status_ || pid_ <= 0) return status_.value_or(ExitStatus{});
-  int wstatus = 0;
-  pid_t r;
-  do {
-    r = ::waitpid(pid_, &wstatus, 0);
-  } while (r < 0 && errno == EINTR);
-  status_ = r == pid_ ? decode(wstatus) : ExitStatus{-1, 0};
+  status_ = peek_exit(pid_, /*block=*/true);
+  if (status_->code == -1) group_ = false;  // as in poll()
   return *status_;
 }
 
 void Subprocess::signal(int sig) {
-  if (pid_ <= 0 || status_) return;
-  ::kill(group_ ? -pid_ : pid_, sig);
+  if (pid_ <= 0) return;
+  if (group_)
+    ::kill(-pid_, sig);  // safe after the child ended: its zombie holds the group's id
+  else if (!status_)
+    ::kill(pid_, sig);
 }
 
 ExitStatus Subprocess::terminate(std::chrono::milliseconds grace) {
-  if (auto s = poll()) return *s;
-  signal(SIGTERM);
-  if (auto s = wait_for(grace)) return *s;
-  signal(SIGKILL);
-  return wait();
+  if (!poll()) {
+    signal(SIGTERM);
+    signal(SIGCONT);  // a stopped child acts on SIGTERM only once it runs again
+    if (!wait_for(grace)) {
+      signal(SIGKILL);
+      wait();
+    }
+  }
+  if (group_) signal(SIGKILL);  // what the child left running in its group
+  return *status_;
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+#define MT_SIGNAL_NAME(s) \
+  case s:                 \
+    return #s;
+    MT_SIGNAL_NAME(SIGHUP) MT_SIGNAL_NAME(SIGINT) MT_SIGNAL_NAME(SIGQUIT) MT_SIGNAL_NAME(SIGILL)
+    MT_SIGNAL_NAME(SIGTRAP) MT_SIGNAL_NAME(SIGABRT) MT_SIGNAL_NAME(SIGBUS) MT_SIGNAL_NAME(SIGFPE)
+    MT_SIGNAL_NAME(SIGKILL) MT_SIGNAL_NAME(SIGUSR1) MT_SIGNAL_NAME(SIGSEGV) MT_SIGNAL_NAME(SIGUSR2)
+    MT_SIGNAL_NAME(SIGPIPE) MT_SIGNAL_NAME(SIGALRM) MT_SIGNAL_NAME(SIGTERM) MT_SIGNAL_NAME(SIGCHLD)
+    MT_SIGNAL_NAME(SIGCONT) MT_SIGNAL_NAME(SIGSTOP) MT_SIGNAL_NAME(SIGTSTP) MT_SIGNAL_NAME(SIGTTIN)
+    MT_SIGNAL_NAME(SIGTTOU) MT_SIGNAL_NAME(SIGURG) MT_SIGNAL_NAME(SIGXCPU) MT_SIGNAL_NAME(SIGXFSZ)
+    MT_SIGNAL_NAME(SIGVTALRM) MT_SIGNAL_NAME(SIGPROF) MT_SIGNAL_NAME(SIGSYS)
+#undef MT_SIGNAL_NAME
+  }
+  return detail::concat("signal ", sig);
 }
 
 std::string self_executable() {

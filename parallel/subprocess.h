@@ -28,9 +28,14 @@ struct SubprocessOptions {
   // The child's standard input is /dev/null.
   /// The child leads a process group of its own, so signal() reaches the processes it starts too.
   bool new_process_group = true;
+  /// The kernel kills the child (SIGKILL) when this process, or rather the thread that started the
+  /// child, ends, however it ends (Note [child lifetime] in subprocess.cpp).
+  bool die_with_parent = true;
 };
 
-/// A running (or ended) child. Move-only; the destructor kills (SIGKILL) and reaps a child still running.
+/// A running (or ended) child. Move-only. The destructor kills (SIGKILL) the child if it still runs
+/// and, with new_process_group, everything else in its group, then reaps it. An ended child stays
+/// a zombie until then, so that its group id cannot be reused while this object may signal it.
 class Subprocess {
  public:
   /// IoError when the program cannot be started, with the reason ("cannot run 'x': No such file or directory").
@@ -47,14 +52,16 @@ class Subprocess {
   /// Complete lines (without '\n') read so far, without blocking; a last line without '\n' comes
   /// once the child has closed its output.
   std::vector<std::string> read_lines();
-  /// The exit status when the child has ended (reaps it), without blocking.
+  /// The exit status when the child has ended, without blocking (the destructor reaps it).
   std::optional<ExitStatus> poll();
   /// Blocks until the child ends, or `timeout` passes (nullopt then).
   std::optional<ExitStatus> wait_for(std::chrono::milliseconds timeout);
   ExitStatus wait();
-  /// Sends `sig` to the child (its process group with new_process_group); nothing once it ended.
+  /// Sends `sig` to the child's process group with new_process_group, also after the child ended
+  /// (what it left running); else to the child, nothing once it ended.
   void signal(int sig);
-  /// SIGTERM, then SIGKILL if it still runs after `grace`; returns how it ended.
+  /// SIGTERM (and SIGCONT, for a stopped child), then SIGKILL if it still runs after `grace`; with
+  /// new_process_group, SIGKILL to the rest of its group once it ended. Returns how the child ended.
   ExitStatus terminate(std::chrono::milliseconds grace);
 
  private:
@@ -65,6 +72,9 @@ class Subprocess {
   std::string partial_;  // output after the last '\n'
   std::optional<ExitStatus> status_;
 };
+
+/// The signal's name: "SIGKILL", "SIGTERM", ...; "signal N" for one without a standard name.
+std::string signal_name(int sig);
 
 /// This program's own path (/proc/self/exe), to start copies of minitrain.
 std::string self_executable();

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <future>
 #include <sstream>
 #include <thread>
@@ -121,6 +122,69 @@ TEST(Launcher, ARankThatIgnoresSigtermIsKilledAfterTheGrace) {
   EXPECT_GE(r.seconds, 0.3);  // rank 1 had its grace
   EXPECT_LT(r.seconds, 10.0);
   EXPECT_NE(r.err.find("failed: exit status 1; stopped rank 1\n"), std::string::npos) << r.err;
+}
+
+// True when `pid` no longer runs: gone, or a zombie (this container's init may not reap orphans).
+bool process_gone(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return true;
+  const auto close_paren = text.rfind(')');
+  return close_paren != std::string::npos && close_paren + 2 < text.size() && text[close_paren + 2] == 'Z';
+}
+
+bool becomes_gone(int pid, std::chrono::milliseconds within = 5s) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (!process_gone(pid)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+int read_pid(const std::string& path) {
+  std::ifstream in(path);
+  int pid = -1;
+  in >> pid;
+  return pid;
+}
+
+// The failed rank's own children are stopped with the job, not only the other ranks.
+TEST(Launcher, AFailingRankTakesTheProcessesItStartedWithIt) {
+  const std::string file = ::testing::TempDir() + "launcher_grandchild_" + std::to_string(::getpid());
+  std::remove(file.c_str());
+  LaunchOptions o = sh_job(2, "if [ $RANK = 0 ]; then sleep 60 >/dev/null 2>&1 & echo $! > " + file +
+                                  "; sleep 0.3; exit 3; fi; sleep 60");
+  o.grace = 2s;
+  const JobResult r = run(o);
+  const int grandchild = read_pid(file);
+  std::remove(file.c_str());
+  EXPECT_EQ(r.code, 3) << r.err;
+  ASSERT_GT(grandchild, 0) << "rank 0 did not start its child";
+  EXPECT_TRUE(becomes_gone(grandchild)) << "rank 0's child (pid " << grandchild << ") outlived the job";
+}
+
+// A rank that succeeds but leaves a process behind: the job still ends with nothing running.
+TEST(Launcher, ProcessesLeftBehindByASucceedingRankEndWithTheJob) {
+  const std::string file = ::testing::TempDir() + "launcher_leftover_" + std::to_string(::getpid());
+  std::remove(file.c_str());
+  const JobResult r = run(sh_job(1, "sleep 60 >/dev/null 2>&1 & echo $! > " + file));
+  const int leftover = read_pid(file);
+  std::remove(file.c_str());
+  EXPECT_EQ(r.code, 0) << r.err;
+  ASSERT_GT(leftover, 0);
+  EXPECT_TRUE(becomes_gone(leftover)) << "pid " << leftover << " outlived the job";
+}
+
+// A stopped rank cannot act on SIGTERM; the launcher continues it so that it can, instead of
+// waiting out the grace for SIGKILL.
+TEST(Launcher, AStoppedRankIsEndedWhenTheJobStops) {
+  LaunchOptions o = sh_job(2, "if [ $RANK = 0 ]; then sleep 0.5; exit 3; fi; kill -STOP $$; sleep 60");
+  o.grace = 30s;
+  const JobResult r = run(o);
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_LT(r.seconds, 20.0) << "the stopped rank sat out the grace";
+  EXPECT_NE(r.err.find("failed: exit status 3; stopped rank 1\n"), std::string::npos) << r.err;
 }
 
 TEST(Launcher, NamesARankKilledByASignal) {

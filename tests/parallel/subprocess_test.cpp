@@ -174,6 +174,44 @@ TEST(Subprocess, TerminateKillsAChildThatIgnoresSigtermAndItsChildren) {
   EXPECT_TRUE(becomes_gone(grandchild_pid)) << "pid " << grandchild_pid << " survived the process group's SIGKILL";
 }
 
+// A stopped child acts on SIGTERM only once continued: without the SIGCONT it would hold out for the
+// whole grace and need SIGKILL.
+TEST(Subprocess, TerminateEndsAStoppedChildWithSigterm) {
+  Subprocess p = sh("echo ready; kill -STOP $$; sleep 60");
+  ASSERT_EQ(first_line(p), "ready");
+  const auto t0 = std::chrono::steady_clock::now();
+  const ExitStatus s = p.terminate(30s);
+  EXPECT_EQ(s.signal, SIGTERM) << s.str();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s) << "the stopped child sat out its grace";
+}
+
+// What a child leaves running in its process group goes when the child has ended too: through
+// signal() (the group outlives its leader) and the destructor.
+TEST(Subprocess, WhatAnEndedChildLeftInItsGroupIsKilled) {
+  int signalled = -1, destroyed = -1;
+  {
+    Subprocess p = sh("sleep 60 & echo $!; exec sleep 60 >/dev/null 2>&1 </dev/null");
+    Subprocess q = sh("sleep 60 >/dev/null 2>&1 </dev/null & echo $!");
+    signalled = std::stoi(first_line(p));
+    destroyed = std::stoi(first_line(q));
+    ASSERT_TRUE(q.wait_for(20s).has_value());  // q ended, its sleep runs on
+    EXPECT_FALSE(process_gone(destroyed));
+    ::kill(p.pid(), SIGKILL);  // the leader alone
+    ASSERT_TRUE(p.wait_for(20s).has_value());
+    EXPECT_FALSE(process_gone(signalled));
+    p.signal(SIGKILL);  // to the group, after its leader ended
+    EXPECT_TRUE(becomes_gone(signalled)) << "pid " << signalled << " survived a signal to its group";
+  }
+  EXPECT_TRUE(becomes_gone(destroyed)) << "pid " << destroyed << " survived the destructor of its group's Subprocess";
+}
+
+TEST(Subprocess, NamesSignals) {
+  EXPECT_EQ(signal_name(SIGKILL), "SIGKILL");
+  EXPECT_EQ(signal_name(SIGTERM), "SIGTERM");
+  EXPECT_EQ(signal_name(SIGSEGV), "SIGSEGV");
+  EXPECT_EQ(signal_name(0), "signal 0");
+}
+
 TEST(Subprocess, TerminateEndsACooperativeChildWithSigterm) {
   Subprocess p = sh("echo ready; sleep 60");
   ASSERT_EQ(first_line(p), "ready");
