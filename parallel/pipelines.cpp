@@ -279,8 +279,7 @@ class Scheduler {
       r.result.state = RunState::Done;
     } else {
       r.result.state = RunState::Failed;
-      r.result.reason = failure_reason(job.output_path);
-      if (r.result.reason.empty()) r.result.reason = st.str();
+      r.result.reason = failure_reason(job.output_path, st);
     }
     release_slot(r);
     r.process.reset();
@@ -405,13 +404,33 @@ RunProgress read_run_progress(const std::string& metrics_path, const std::string
   return p;
 }
 
-std::string failure_reason(const std::string& output_path) {
-  const std::vector<std::string> lines = split_lines(file_tail(output_path, 16384), /*complete_only=*/false);
+namespace {
+std::string last_error_line(const std::vector<std::string>& lines) {
   for (auto it = lines.rbegin(); it != lines.rend(); ++it)
     if (lower(*it).find("error") != std::string::npos) return *it;
+  return "";
+}
+}  // namespace
+
+std::string failure_reason(const std::string& output_path) {
+  const std::vector<std::string> lines = split_lines(file_tail(output_path, 16384), /*complete_only=*/false);
+  std::string error = last_error_line(lines);
+  if (!error.empty()) return error;
   for (auto it = lines.rbegin(); it != lines.rend(); ++it)
     if (it->find_first_not_of(" \t") != std::string::npos) return *it;
   return "";
+}
+
+std::string failure_reason(const std::string& output_path, const ExitStatus& status) {
+  if (status.signal == 0) {
+    std::string reason = failure_reason(output_path);
+    return reason.empty() ? status.str() : reason;
+  }
+  std::string reason = detail::concat("killed by signal ", status.signal, " (", signal_name(status.signal), ")");
+  const std::string error =
+      last_error_line(split_lines(file_tail(output_path, 16384), /*complete_only=*/false));
+  if (!error.empty()) reason += "; its last error line: " + error;
+  return reason;
 }
 
 std::vector<PipelineResult> run_pipelines(const std::vector<PipelineJob>& jobs, const PipelineOptions& options,

@@ -73,6 +73,11 @@ RunProgress read_run_progress(const std::string& metrics_path, const std::string
 /// The line of `output_path` that best says why a run failed: the last one naming an error,
 /// else the last non-empty one; "" when there is none.
 std::string failure_reason(const std::string& output_path);
+/// Why a run that ended with `status` (not ok) failed. A signal is the reason itself ("killed by
+/// signal 9 (SIGKILL)"), followed by the last line of its output naming an error if there is one
+/// ("...; its last error line: ..."): its last line is then mere progress, no explanation.
+/// Otherwise failure_reason(output_path), or status.str() when the output says nothing.
+std::string failure_reason(const std::string& output_path, const ExitStatus& status);
 
 struct PipelineResult {
   std::string name;

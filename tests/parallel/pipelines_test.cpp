@@ -270,6 +270,20 @@ TEST(PipelinesRunFiles, FailureReasonIsTheLastErrorLine) {
   EXPECT_EQ(failure_reason(t.file("none.log")), "");
 }
 
+// A run killed from outside (the OOM killer, a user's kill -9) last printed progress, which says
+// nothing of why it ended: the signal is the reason, and an error line it printed is kept after it.
+TEST(PipelinesRunFiles, ARunKilledByASignalIsReportedAsKilledByIt) {
+  TempDir t;
+  write(t.file("progress.log"), "training mlp\nstep 3/10 loss 0.5\n");
+  EXPECT_EQ(failure_reason(t.file("progress.log"), ExitStatus{0, SIGKILL}), "killed by signal 9 (SIGKILL)");
+  write(t.file("error.log"), "minitrain: error: out of host memory\nstep 3/10 loss 0.5\n");
+  EXPECT_EQ(failure_reason(t.file("error.log"), ExitStatus{0, SIGSEGV}),
+            "killed by signal 11 (SIGSEGV); its last error line: minitrain: error: out of host memory");
+  // An exit code keeps the plain rule, and the status when the output is silent.
+  EXPECT_EQ(failure_reason(t.file("progress.log"), ExitStatus{3, 0}), "step 3/10 loss 0.5");
+  EXPECT_EQ(failure_reason(t.file("none.log"), ExitStatus{3, 0}), "exit status 3");
+}
+
 TEST(PipelinesSummary, JsonAndTableNameEveryRunAndTheFailures) {
   PipelineResult ok;
   ok.name = "good";
@@ -374,6 +388,16 @@ TEST(PipelinesProcesses, AFailingChildIsReportedWithItsErrorLineAndTheOthersFini
   std::getline(log, line);
   EXPECT_EQ(line, "fine");  // stdout went to the run's own file
   EXPECT_NE(status.str().find("[bad] failed (exit status 3) after"), std::string::npos) << status.str();
+}
+
+TEST(PipelinesProcesses, ARealChildKilledByASignalIsReportedAsKilled) {
+  TempDir t;
+  std::ostringstream status;
+  const auto r = run_sh({sh_job(t, "killed", "echo 'step 3/10 loss 0.5'; kill -9 $$")}, 1, status);
+  EXPECT_EQ(r[0].state, RunState::Failed);
+  EXPECT_EQ(r[0].exit_status, "signal 9 (Killed)");
+  EXPECT_EQ(r[0].reason, "killed by signal 9 (SIGKILL)");
+  EXPECT_NE(status.str().find("[killed] failed (signal 9 (Killed)) after"), std::string::npos) << status.str();
 }
 
 TEST(PipelinesProcesses, AStopRequestTerminatesARealChild) {
