@@ -26,7 +26,7 @@ echo "[fuzz] ${#targets[@]} targets, ${seconds} s each, $(nproc) at a time; find
 run_one() {
   local t=$1
   tests/fuzz/run_fuzzer.sh "build/fuzz/tests/fuzz/fuzz_$t" "$seconds" "$out/$t" "tests/fuzz/corpus/$t" \
-    -- -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 >"$out/$t.log" 2>&1 || true
+    -- -dict="tests/fuzz/dict/$t.dict" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 >"$out/$t.log" 2>&1 || true
   echo "[fuzz] $t done: $(find "$out/$t/crashes" -type f | wc -l) finding(s)"
 }
 
