@@ -8,6 +8,9 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
 #include <thread>
 
 #include "core/error.h"
@@ -87,6 +90,21 @@ MpiRuntime::~MpiRuntime() {
 MpiRuntime& MpiRuntime::instance() {
   static MpiRuntime runtime;
   return runtime;
+}
+
+void MpiRuntime::abort_job(int exit_code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return;
+  int size = 1;
+  if (MPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS || size <= 1) return;
+  // The error line the caller just printed must reach the terminal before the job is torn down.
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  MPI_Abort(MPI_COMM_WORLD, exit_code == 0 ? 1 : exit_code);
+  std::_Exit(exit_code == 0 ? 1 : exit_code);  // MPI_Abort returned (it should not): still end now
 }
 
 // ---- MpiCommunicator ----

@@ -5,8 +5,13 @@
 // Note [MPI timeouts]: MPI's blocking calls have no deadline. Every operation here is issued as its
 // non-blocking form (MPI_Iallreduce, MPI_Isend, ...) and completed by polling MPI_Test against
 // CommOptions::timeout, so a rank that never comes gives CommError ("all_reduce: rank 0 waited
-// 0.3 s ...") instead of a hang. The library never calls MPI_Abort: the caller decides whether to
-// abort the job (MPI_Abort, or exit non-zero and let mpirun tear the job down) or carry on.
+// 0.3 s ...") instead of a hang. A communicator never aborts the job on its own: a program may
+// catch CommError and carry on (the job goes on when the late rank was only late). A program that
+// gives up calls MpiRuntime::abort_job, and must not simply return from main: Open MPI's
+// MPI_Finalize is collective, so a rank whose peer is stopped, dead, or still waiting in a
+// collective would hang in it for ever after printing its error. The minitrain binary aborts this
+// way whenever a command fails in a job of more than one rank (tools/minitrain.cpp); mpirun then
+// ends every rank, the stopped one included.
 // After a timed-out collective the ranks disagree about the sequence of operations, so the
 // communicator refuses further work (CommError "... unusable ..."); the request that never
 // completed is kept, with its buffer, until the communicator is destroyed. A timed-out recv is
@@ -27,6 +32,11 @@ namespace minitrain {
 class MpiRuntime {
  public:
   static MpiRuntime& instance();  ///< initialises MPI on the first call
+  /// Ends the whole job now (MPI_Abort on MPI_COMM_WORLD with `exit_code`; does not return) when
+  /// MPI is initialised, not yet finalised, and the job has more than one rank; else returns at
+  /// once, and MPI_Finalize at exit has no peer to wait for. Flushes stdout and stderr first, since
+  /// MPI_Abort does not unwind. For a process that gives up after an error (Note [MPI timeouts]).
+  static void abort_job(int exit_code);
   int thread_level() const noexcept { return thread_level_; }  ///< MPI_THREAD_*
   ~MpiRuntime();
   MpiRuntime(const MpiRuntime&) = delete;

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <set>
 #include <thread>
 
@@ -91,12 +92,22 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(const std::ve
 
 NcclCommunicator::NcclCommunicator(ncclComm* comm, int rank, int size, Device device,
                                    CommOptions options)
-    : Communicator(options), comm_(comm), rank_(rank), size_(size), device_(device) {}
+    : Communicator(options),
+      comm_(comm),
+      rank_(rank),
+      size_(size),
+      device_(device),
+      uncaught_at_creation_(std::uncaught_exceptions()) {}
 
 NcclCommunicator::~NcclCommunicator() {
   if (comm_ == nullptr) return;
   DeviceGuard guard(device_, std::nothrow);  // a destructor: after a device fault, still no throw
-  ncclCommDestroy(comm_);  // errors at teardown have nobody to go to
+  // Unwinding: this rank is giving up while its peers may still be in a collective (or stopped),
+  // and ncclCommDestroy would wait for them (Note [NCCL timeouts]); abort is local.
+  if (std::uncaught_exceptions() > uncaught_at_creation_)
+    ncclCommAbort(comm_);
+  else
+    ncclCommDestroy(comm_);  // errors at teardown have nobody to go to
 }
 
 void NcclCommunicator::check_usable(const char* op) const {

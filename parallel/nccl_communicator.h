@@ -13,6 +13,10 @@
 // broken network), aborts the communicator (ncclCommAbort, which also ends the kernels waiting in
 // it) and throws CommError; an aborted communicator refuses further work. Initialisation
 // (ncclCommInitAll / ncclCommInitRank) blocks without a deadline.
+// Teardown: ncclCommDestroy is an intra-node collective (NCCL 2.18 and later), so a rank that
+// leaves by an exception while its peers go on (or are stopped) would hang in it at the end of the
+// communicator's scope. A communicator destroyed during stack unwinding is therefore aborted
+// (ncclCommAbort, local) instead; one destroyed in the normal course of a program is destroyed.
 
 #include <array>
 #include <memory>
@@ -68,6 +72,7 @@ class NcclCommunicator final : public Communicator {
   Device device_;
   std::string broken_;  // why the communicator was aborted; empty while it is fine
   Tensor barrier_scratch_;
+  int uncaught_at_creation_ = 0;  // std::uncaught_exceptions() then: more at destruction = unwinding
 };
 
 /// One communicator per GPU of this process, all of one group (ncclCommInitAll): hand

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "parallel/mpi_communicator.h"
 #include "tools/bench_command.h"
 #include "tools/info_command.h"
 #include "tools/launch_command.h"
@@ -46,19 +47,25 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  int code = 0;
   try {
-    if (info->parsed()) return minitrain::cli::run_info(std::cout);
-    if (train.parsed()) return train.run(std::cout, std::cerr);
-    if (predict.parsed()) return predict.run(std::cout);
-    if (launch.parsed()) return launch.run(std::cout, std::cerr);
-    if (pipelines.parsed()) return pipelines.run(std::cout, std::cerr);
-    if (bench.parsed()) return bench.run(std::cout, std::cerr);
+    if (info->parsed()) code = minitrain::cli::run_info(std::cout);
+    else if (train.parsed()) code = train.run(std::cout, std::cerr);
+    else if (predict.parsed()) code = predict.run(std::cout);
+    else if (launch.parsed()) code = launch.run(std::cout, std::cerr);
+    else if (pipelines.parsed()) code = pipelines.run(std::cout, std::cerr);
+    else if (bench.parsed()) code = bench.run(std::cout, std::cerr);
   } catch (const minitrain::Error& e) {
     std::cerr << "minitrain: error: " << e.what() << "\n";
-    return 1;
+    code = 1;
   } catch (const std::exception& e) {
     std::cerr << "minitrain: internal error: " << e.what() << "\n";
-    return 2;
+    code = 2;
   }
-  return 0;
+  // A failed rank of an MPI job (mpirun ... minitrain train --parallel ddp) ends the job here
+  // instead of returning into MPI_Finalize, which waits for every peer: one that is stopped or
+  // dead, or still inside the collective this rank gave up on, would keep it there for ever
+  // (Note [MPI timeouts]). Nothing happens outside an MPI job of two or more ranks.
+  if (code != 0) minitrain::MpiRuntime::abort_job(code);
+  return code;
 }
