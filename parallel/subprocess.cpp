@@ -14,15 +14,24 @@
 //    after the prctl, in case the parent died in between (the child would then already belong to
 //    init and never get the signal). The signal follows the parent *thread* that forked, so the
 //    thread that starts a child must outlive it (the launcher and the pipelines scheduler start
-//    and wait for theirs on one thread). A child's own children are not covered by it: they die
-//    with the group (the destructor) while the parent lives, or by the same setting when they are
-//    minitrain's own children.
+//    and wait for theirs on one thread).
+//  - The group reaper, for the child's own children, which PR_SET_PDEATHSIG does not reach (they
+//    would go on under init after a SIGKILL of this process): the first child started with a
+//    group of its own and die_with_parent also starts one small helper process, forked (no exec)
+//    and left running for this process's life. It is told the id of every such group while the
+//    group may hold processes, over a socket whose other end only this process holds; when this
+//    process dies, however it dies, the helper reads end-of-file, SIGKILLs every group it was
+//    told of, and exits. A group is struck off before its leader is reaped (the destructor), so
+//    the helper never signals a reused id. Between fork and exit the helper makes only
+//    async-signal-safe calls, since this process may have other threads.
 
 #include "parallel/subprocess.h"
 
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,7 +39,9 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <cstdint>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -84,6 +95,85 @@ std::optional<ExitStatus> peek_exit(pid_t pid, bool block) {
     return decode(info);
   }
 }
+
+// ---- the group reaper (Note [child lifetime]) ----
+
+constexpr int kReaperGroups = 4096;  // groups it can hold at once; beyond that, PR_SET_PDEATHSIG only
+
+// The helper process: async-signal-safe calls only (it is a fork of a possibly threaded process).
+[[noreturn]] void group_reaper_main(int fd, int max_fd) {
+  ::setpgid(0, 0);  // out of this process's group: a Ctrl-C or a kill of that group must not end it first
+  ::prctl(PR_SET_NAME, "mt-group-reaper");  // what ps shows (15 characters at most)
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) ::sigaction(sig, &ignore, nullptr);
+  // Hold none of the parent's files: a reader of its output or of a rank's pipe must see
+  // end-of-file when they end, not when this helper does.
+  const int devnull = ::open("/dev/null", O_RDWR);
+  for (int std_fd = 0; std_fd <= 2; ++std_fd)
+    if (devnull >= 0 && devnull != std_fd && std_fd != fd) ::dup2(devnull, std_fd);
+  for (int f = 3; f < max_fd; ++f)
+    if (f != fd) ::close(f);
+  static pid_t groups[kReaperGroups];
+  int n = 0;
+  for (;;) {
+    int32_t message = 0;  // +pgid: a group to watch; -pgid: strike it off
+    const ssize_t got = ::recv(fd, &message, sizeof message, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got != static_cast<ssize_t>(sizeof message)) break;  // 0: the parent is gone (or an error)
+    if (message > 0) {
+      if (n < kReaperGroups) groups[n++] = message;
+    } else {
+      for (int i = 0; i < n; ++i)
+        if (groups[i] == -message) {
+          groups[i] = groups[--n];
+          break;
+        }
+    }
+  }
+  for (int i = 0; i < n; ++i) ::kill(-groups[i], SIGKILL);
+  ::_exit(0);
+}
+
+class GroupReaper {
+ public:
+  static GroupReaper& instance() {
+    static GroupReaper* reaper = new GroupReaper();  // never destroyed: its socket closes at exit
+    return *reaper;
+  }
+  void watch(pid_t pgid) { tell(static_cast<int32_t>(pgid)); }
+  void forget(pid_t pgid) { tell(-static_cast<int32_t>(pgid)); }
+
+ private:
+  GroupReaper() {
+    int fds[2];
+    // SEQPACKET: one message per send, and end-of-file when this process's end closes.
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) return;
+    struct rlimit limit {};
+    const int max_fd = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < 65536
+                           ? static_cast<int>(limit.rlim_cur)
+                           : 65536;
+    const pid_t pid = ::fork();
+    if (pid == 0) group_reaper_main(fds[1], max_fd);
+    ::close(fds[1]);
+    if (pid < 0) {
+      ::close(fds[0]);
+      return;  // no helper: children still die with us (PR_SET_PDEATHSIG), their own children may not
+    }
+    fd_ = fds[0];
+  }
+  void tell(int32_t message) {
+    if (fd_ < 0) return;
+    std::lock_guard<std::mutex> lock(mu_);  // Subprocesses may be started and ended on several threads
+    ssize_t r;
+    do {
+      r = ::send(fd_, &message, sizeof message, MSG_NOSIGNAL);  // a dead helper: EPIPE, not SIGPIPE
+    } while (r < 0 && errno == EINTR);
+  }
+
+  int fd_ = -1;
+  std::mutex mu_;
+};
 
 void reap(pid_t pid) {
   int ignored;
@@ -187,6 +277,9 @@ Subprocess Subprocess::start(const SubprocessOptions& options) {
   }
 
   const char* dir = options.working_dir.empty() ? nullptr : options.working_dir.c_str();
+  // Started before the child, so that the helper holds none of the child's descriptors.
+  const bool reaped = options.new_process_group && options.die_with_parent;
+  if (reaped) GroupReaper::instance();
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) child_exec(options, argv.data(), envp.data(), out_write, err_pipe[1], dir, parent);
@@ -200,6 +293,7 @@ Subprocess Subprocess::start(const SubprocessOptions& options) {
   }
   // Also set here: whichever of parent and child runs first, the group exists before signal().
   if (options.new_process_group) ::setpgid(pid, pid);
+  if (reaped) GroupReaper::instance().watch(pid);
 
   ChildFailure failure{0, 0};
   ssize_t got;
@@ -208,6 +302,7 @@ Subprocess Subprocess::start(const SubprocessOptions& options) {
   } while (got < 0 && errno == EINTR);
   ::close(err_pipe[0]);
   if (got == static_cast<ssize_t>(sizeof failure)) {
+    if (reaped) GroupReaper::instance().forget(pid);
     int ignored;
     while (::waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
     }
@@ -227,11 +322,17 @@ Subprocess Subprocess::start(const SubprocessOptions& options) {
   p.pid_ = pid;
   p.out_fd_ = out_read;
   p.group_ = options.new_process_group;
+  p.reaped_ = reaped;
   return p;
 }
 
 Subprocess::Subprocess(Subprocess&& o) noexcept
-    : pid_(o.pid_), out_fd_(o.out_fd_), group_(o.group_), partial_(std::move(o.partial_)), status_(o.status_) {
+    : pid_(o.pid_),
+      out_fd_(o.out_fd_),
+      group_(o.group_),
+      reaped_(o.reaped_),
+      partial_(std::move(o.partial_)),
+      status_(o.status_) {
   o.pid_ = -1;
   o.out_fd_ = -1;
   o.status_.reset();
@@ -244,6 +345,7 @@ Subprocess& Subprocess::operator=(Subprocess&& o) noexcept {
     pid_ = o.pid_;
     out_fd_ = o.out_fd_;
     group_ = o.group_;
+    reaped_ = o.reaped_;
     partial_ = std::move(o.partial_);
     status_ = o.status_;
     o.pid_ = -1;
@@ -257,6 +359,7 @@ Subprocess::~Subprocess() {
   if (pid_ > 0) {
     // The child if it still runs, and with a group whatever it left running (Note [child lifetime]).
     if (group_ || !status_) ::kill(group_ ? -pid_ : pid_, SIGKILL);
+    if (reaped_) GroupReaper::instance().forget(pid_);  // before the reap frees the id
     reap(pid_);
   }
   if (out_fd_ >= 0) ::close(out_fd_);
@@ -300,7 +403,7 @@ std::vector<std::string> Subprocess::read_lines() {
 std::optional<ExitStatus> Subprocess::poll() {
   if (status_ || pid_ <= 0) return status_;
   status_ = peek_exit(pid_, /*block=*/false);
-  if (status_ && status_->code == -1) group_ = false;  // reaped by someone else: the group id may be reused
+  if (status_ && status_->code == -1) forget_group();  // reaped by someone else: the group id may be reused
   return status_;
 }
 
@@ -321,8 +424,14 @@ std::optional<ExitStatus> Subprocess::wait_for(std::chrono::milliseconds timeout
 ExitStatus Subprocess::wait() {
   if (status_ || pid_ <= 0) return status_.value_or(ExitStatus{});
   status_ = peek_exit(pid_, /*block=*/true);
-  if (status_->code == -1) group_ = false;  // as in poll()
+  if (status_->code == -1) forget_group();  // as in poll()
   return *status_;
+}
+
+void Subprocess::forget_group() {
+  if (reaped_) GroupReaper::instance().forget(pid_);
+  reaped_ = false;
+  group_ = false;
 }
 
 void Subprocess::signal(int sig) {

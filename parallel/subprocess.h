@@ -29,7 +29,8 @@ struct SubprocessOptions {
   /// The child leads a process group of its own, so signal() reaches the processes it starts too.
   bool new_process_group = true;
   /// The kernel kills the child (SIGKILL) when this process, or rather the thread that started the
-  /// child, ends, however it ends (Note [child lifetime] in subprocess.cpp).
+  /// child, ends, however it ends; with new_process_group, a helper process then kills the rest of
+  /// the child's group too (Note [child lifetime] in subprocess.cpp).
   bool die_with_parent = true;
 };
 
@@ -66,9 +67,12 @@ class Subprocess {
 
  private:
   Subprocess() = default;
+  void forget_group();  // the group id can no longer be trusted: signal the child alone from now on
+
   int pid_ = -1;
   int out_fd_ = -1;
   bool group_ = false;
+  bool reaped_ = false;  // the group reaper watches our group (Note [child lifetime])
   std::string partial_;  // output after the last '\n'
   std::optional<ExitStatus> status_;
 };
