@@ -4,10 +4,21 @@
 
 namespace minitrain {
 
+std::string dims_str(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
 namespace {
+// Every extent is non-negative and their product fits in int64, so numel() can never wrap.
 void check_dims(const std::vector<int64_t>& dims) {
   for (size_t i = 0; i < dims.size(); ++i)
     MT_CHECK_AS(ShapeError, dims[i] >= 0, "shape: dimension ", i, " has negative extent ", dims[i]);
+  int64_t n = 1;
+  for (int64_t d : dims)
+    if (__builtin_mul_overflow(n, d, &n))
+      MT_THROW(ValueError, "shape ", dims_str(dims), " has more elements than fit in 64 bits");
 }
 }  // namespace
 
@@ -27,14 +38,7 @@ int64_t Shape::operator[](int64_t i) const {
   return dims_[static_cast<size_t>(j)];
 }
 
-std::string Shape::str() const {
-  std::string s = "[";
-  for (size_t i = 0; i < dims_.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(dims_[i]);
-  }
-  return s + "]";
-}
+std::string Shape::str() const { return dims_str(dims_); }
 
 std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << s.str(); }
 

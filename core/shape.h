@@ -30,4 +30,8 @@ class Shape {
 
 std::ostream& operator<<(std::ostream& os, const Shape& s);
 
+/// "[32, 7]" for extents that need not form a valid Shape (negative, or too many elements): what
+/// a reader's error message quotes from a bad file.
+std::string dims_str(const std::vector<int64_t>& dims);
+
 }  // namespace minitrain

@@ -1,6 +1,9 @@
 #include "core/storage.h"
 
 #include "core/allocator.h"
+#include "core/bytes.h"
+#include "core/checked_math.h"
+#include "core/error.h"
 
 namespace minitrain {
 
@@ -9,6 +12,9 @@ std::shared_ptr<Storage> Storage::allocate(std::size_t bytes, Device device) {
 }
 
 std::shared_ptr<Storage> Storage::allocate(std::size_t bytes, Device device, Allocator& allocator) {
+  // The one door to every allocator: past this bound their rounding could wrap.
+  MT_CHECK_AS(ValueError, bytes <= kMaxAllocationBytes, device, ": cannot allocate ",
+              format_bytes(bytes), " (", bytes, " bytes); no machine has that much memory");
   void* p = allocator.allocate(bytes);
   return std::shared_ptr<Storage>(new Storage(p, bytes, device, &allocator));
 }

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/allocator.h"
+#include "core/checked_math.h"
 #include "core/stream.h"
 
 #if MINITRAIN_WITH_CUDA
@@ -13,14 +14,20 @@
 
 namespace minitrain {
 
+namespace {
+std::size_t tensor_bytes(const Shape& shape, DType dtype) {
+  return static_cast<std::size_t>(checked_mul(shape.numel(), static_cast<int64_t>(dtype_size(dtype)),
+                                              "tensor ", shape, " of ", dtype, ": its byte count"));
+}
+}  // namespace
+
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  const std::size_t bytes = static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);
-  return Tensor(Storage::allocate(bytes, device), 0, shape, dtype);
+  return Tensor(Storage::allocate(tensor_bytes(shape, dtype), device), 0, shape, dtype);
 }
 
 Tensor Tensor::empty_pinned(const Shape& shape, DType dtype) {
-  const std::size_t bytes = static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);
-  return Tensor(Storage::allocate(bytes, Device::cpu(), pinned_host_allocator()), 0, shape, dtype);
+  return Tensor(Storage::allocate(tensor_bytes(shape, dtype), Device::cpu(), pinned_host_allocator()),
+                0, shape, dtype);
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {

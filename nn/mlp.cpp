@@ -33,9 +33,11 @@ std::vector<int64_t> parse_mlp_spec(const std::string& spec) {
       if (c < '0' || c > '9')
         MT_THROW(ValueError, "invalid model '", spec, "': size '", item,
                  "' is not a positive integer (", kSpecHelp, ")");
-      if (v > (std::numeric_limits<int64_t>::max() - (c - '0')) / 10)
-        MT_THROW(ValueError, "invalid model '", spec, "': size '", item, "' is too large");
+      // A width is a GEMM dimension, which cuBLAS takes as an int.
       v = v * 10 + (c - '0');
+      if (v > std::numeric_limits<int32_t>::max())
+        MT_THROW(ValueError, "invalid model '", excerpt(spec), "': size '", excerpt(item, 24),
+                 "' is too large (at most ", std::numeric_limits<int32_t>::max(), ")");
     }
     if (v == 0)
       MT_THROW(ValueError, "invalid model '", spec, "': size '", item,

@@ -1,7 +1,9 @@
 // The checks a run's settings must pass before anything is read or written: one message per
 // problem, naming the flag and what to do about it.
 
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "core/bytes.h"
@@ -23,6 +25,17 @@ void check_at_least(const char* flag, int64_t v, int64_t lo) {
   if (v < lo) MT_THROW(ValueError, "--", flag, " must be >= ", lo, ", got ", v);
 }
 
+void check_at_most(const char* flag, int64_t v, int64_t hi) {
+  if (v > hi) MT_THROW(ValueError, "--", flag, " must be <= ", hi, ", got ", v);
+}
+
+// Upper bounds that keep every product of counts (rows x width, epochs x batches, ...) inside
+// int64 and every count that becomes an int (threads, replicas, a GEMM dimension) inside int32.
+constexpr int64_t kMaxInt32 = 2147483647;     // batch rows are a GEMM dimension: an int in cuBLAS
+constexpr int64_t kMaxSteps = int64_t{1} << 40;  // a trillion steps; keeps step arithmetic exact
+constexpr int64_t kMaxWorkers = 4096;          // threads, replicas, stages
+constexpr double kMaxCommTimeoutSeconds = 1e6; // 11.6 days; a deadline beyond it would overflow the clock
+
 void check_one_of(const char* flag, const std::string& v, std::initializer_list<const char*> names) {
   std::string list;
   for (const char* n : names) {
@@ -43,9 +56,13 @@ void validate_data(const TrainConfig& c) {
   if (synthetic && c.data != "synthetic") {
     const std::string n = c.data.substr(10);
     char* end = nullptr;
+    errno = 0;
     const long long rows = std::strtoll(n.c_str(), &end, 10);
-    if (n.empty() || end != n.c_str() + n.size() || rows < 1)
-      MT_THROW(ValueError, "--data '", c.data, "': the row count after 'synthetic:' must be a positive integer");
+    if (n.empty() || end != n.c_str() + n.size() || rows < 1 || errno == ERANGE)
+      MT_THROW(ValueError, "--data '", excerpt(c.data), "': the row count after 'synthetic:' must be a positive integer");
+    if (rows > kMaxSteps)
+      MT_THROW(ValueError, "--data '", c.data, "': ", rows, " rows is more than the ", kMaxSteps,
+               " synthetic rows minitrain makes");
   }
   if (!c.targets.empty() && !npy)
     MT_THROW(ValueError, "--targets is for .npy data (--data X.npy --targets Y.npy), but --data is '", c.data, "'");
@@ -98,17 +115,25 @@ void validate_schedule(const TrainConfig& c) {
   if (c.clip_grad_norm < 0)
     MT_THROW(ValueError, "--clip-grad-norm must be > 0 (or 0 for no clipping), got ", c.clip_grad_norm);
   check_at_least("grad-accum", c.grad_accum, 1);
+  check_at_most("grad-accum", c.grad_accum, kMaxInt32);
+  check_at_most("warmup-steps", c.warmup_steps, kMaxSteps);
+  check_at_most("step-size", c.step_size, kMaxSteps);
 }
 
 void validate_loop_and_files(const TrainConfig& c) {
   check_at_least("batch-size", c.batch_size, 1);
+  check_at_most("batch-size", c.batch_size, kMaxInt32);
   if (c.epochs && c.steps)
     MT_THROW(ValueError, "--epochs and --steps both given (", *c.epochs, " and ", *c.steps,
              "): give one, the run length is either");
   if (c.epochs) check_at_least("epochs", *c.epochs, 1);
+  if (c.epochs) check_at_most("epochs", *c.epochs, kMaxInt32);
   if (c.steps) check_at_least("steps", *c.steps, 1);
+  if (c.steps) check_at_most("steps", *c.steps, kMaxSteps);
   check_at_least("threads", c.threads, 0);
+  check_at_most("threads", c.threads, kMaxWorkers);
   check_at_least("checkpoint-every", c.checkpoint_every, 0);
+  check_at_most("checkpoint-every", c.checkpoint_every, kMaxSteps);
   if (c.checkpoint_every > 0 && c.checkpoint_dir.empty())
     MT_THROW(ValueError, "--checkpoint-every needs --checkpoint-dir DIR (where to keep the checkpoint)");
   if (c.resume && c.checkpoint_dir.empty())
@@ -177,6 +202,7 @@ void validate_parallel(const TrainConfig& c) {
     if (c.replicas == 0 && n_devices == 0)
       MT_THROW(ValueError, "--parallel dp needs --replicas N (>= 1) or --devices LIST (one replica per device)");
     if (c.replicas != 0) check_at_least("replicas", c.replicas, 1);
+    check_at_most("replicas", c.replicas, kMaxWorkers);
     if (c.replicas != 0 && n_devices != 0 && c.replicas != n_devices)
       MT_THROW(ValueError, "--replicas ", c.replicas, " but --devices '", c.devices, "' names ", n_devices,
                " device(s); give one device per replica (or drop --replicas)");
@@ -184,6 +210,7 @@ void validate_parallel(const TrainConfig& c) {
   }
   if (ddp && c.stages == 0) return;  // plain ddp: one model per rank, nothing more to check
   if (c.stages != 0) check_at_least("stages", c.stages, 1);
+  check_at_most("stages", c.stages, kMaxWorkers);
   if (c.micro_batches != 0) check_at_least("micro-batches", c.micro_batches, 1);
   const int64_t stages = c.stages != 0 ? c.stages : 2;
   if (c.micro_batches > c.batch_size)
@@ -212,8 +239,9 @@ void check_bytes(const char* flag, const std::string& text) {
 void validate_communication_and_memory(const TrainConfig& c) {
   check_bytes("bucket-size", c.bucket_size);
   check_one_of("all-reduce", c.all_reduce, {"native", "ring"});
-  if (!std::isfinite(c.comm_timeout) || c.comm_timeout <= 0)
-    MT_THROW(ValueError, "--comm-timeout must be a positive number of seconds, got ", c.comm_timeout);
+  if (!std::isfinite(c.comm_timeout) || c.comm_timeout <= 0 || c.comm_timeout > kMaxCommTimeoutSeconds)
+    MT_THROW(ValueError, "--comm-timeout must be a positive number of seconds up to ", kMaxCommTimeoutSeconds,
+             ", got ", c.comm_timeout);
   if (!c.sample_weights.empty() && !ends_with(c.sample_weights, ".npy"))
     MT_THROW(ValueError, "--sample-weights '", c.sample_weights, "': expected a .npy file with one weight per row");
   if (!c.memory_cap.empty()) check_bytes("memory-cap", c.memory_cap);

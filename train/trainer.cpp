@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/allocator.h"
+#include "core/checked_math.h"
 #include "core/stream.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
@@ -37,7 +38,8 @@ int64_t steps_for_epochs(int64_t epochs, int64_t batches_per_epoch, int64_t grad
   MT_CHECK_AS(ValueError, epochs >= 1 && batches_per_epoch >= 1 && grad_accum >= 1,
               "steps_for_epochs: epochs ", epochs, ", batches per epoch ", batches_per_epoch,
               " and grad_accum ", grad_accum, " must each be >= 1");
-  return (epochs * batches_per_epoch + grad_accum - 1) / grad_accum;
+  const int64_t batches = checked_mul(epochs, batches_per_epoch, "steps_for_epochs: epochs x batches per epoch");
+  return batches / grad_accum + (batches % grad_accum != 0);
 }
 
 void check_parameters_finite(Module& model, const std::string& when) {

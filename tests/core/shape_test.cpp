@@ -23,6 +23,19 @@ TEST(Shape, IndexesFromBothEnds) {
   EXPECT_THROW(s[-4], ShapeError);
 }
 
+TEST(Shape, AnElementCountBeyond64BitsIsAValueErrorNamingTheShape) {
+  // 4 x 2^62 wrapped to 0 before: a tiny block the initialiser then overran.
+  try {
+    Shape({4, int64_t{1} << 62, 1});
+    FAIL() << "no error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("[4, 4611686018427387904, 1]"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(Shape({int64_t{1} << 62, 0}).numel(), 0);            // a zero extent: no overflow
+  EXPECT_EQ(Shape({int64_t{1} << 31, int64_t{1} << 31}).numel(), int64_t{1} << 62);
+  EXPECT_EQ(dims_str({-1, int64_t{1} << 62}), "[-1, 4611686018427387904]");  // no validation
+}
+
 TEST(Shape, PrintsLikeAList) {
   EXPECT_EQ(Shape({32, 7}).str(), "[32, 7]");
   EXPECT_EQ(Shape({}).str(), "[]");

@@ -15,6 +15,13 @@ using testing::DeviceTest;
 
 class TensorTest : public DeviceTest {};
 
+TEST(TensorSizes, AByteCountBeyond64BitsIsAValueError) {
+  // 2^62 float64 elements is a valid Shape, but 2^65 bytes: it used to wrap to a 0-byte block.
+  EXPECT_THROW(Tensor::empty({int64_t{1} << 62}, DType::Float64), ValueError);
+  // Beyond kMaxAllocationBytes (2^62): refused before any allocator rounds it up.
+  EXPECT_THROW(Tensor::empty({int64_t{1} << 61}, DType::Float32), ValueError);
+}
+
 TEST_P(TensorTest, RoundTripsHostValuesOnOddSizes) {
   for (int64_t n : {1, 7, 1000, 1 << 20}) {
     const std::vector<float> values = testing::random_floats(n, 11);
