@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace minitrain {
 
@@ -41,6 +42,16 @@ class ValueError : public Error {      ///< an argument outside its allowed rang
  public:
   using Error::Error;
 };
+
+/// Text from a file or the command line as an error message quotes it: at most `max` bytes, cut
+/// at a UTF-8 character boundary and marked with "...", so an 80 KB line cannot flood the
+/// terminal.
+inline std::string excerpt(std::string_view text, std::size_t max = 80) {
+  if (text.size() <= max) return std::string(text);
+  std::size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // continuation byte
+  return std::string(text.substr(0, cut)) + "...";
+}
 
 namespace detail {
 template <typename... Args>

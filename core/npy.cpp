@@ -22,6 +22,9 @@ constexpr std::size_t kMagicLen = 6;
 constexpr std::size_t kAlign = 64;                 // NumPy's ARRAY_ALIGN: data starts on 64 bytes
 constexpr std::size_t kGrowthAxisMaxDigits = 21;   // NumPy's spare room to grow the first axis
 constexpr std::size_t kMaxShownHeader = 200;       // header text quoted in error messages
+// NumPy's headers nest at most a few levels (a structured descr's list of tuples); a bound keeps a
+// hostile "[[[[..." from recursing until the stack overflows.
+constexpr int kMaxHeaderNesting = 32;
 
 bool host_is_little_endian() {
   const uint16_t one = 1;
@@ -112,7 +115,7 @@ class HeaderParser {
              pos_, " in \"", shown(text_), "\"");
   }
 
-  PyValue parse_value() {
+  PyValue parse_value(int depth = 0) {
     const char c = peek();
     if (c == '\'' || c == '"') {
       PyValue v;
@@ -120,7 +123,7 @@ class HeaderParser {
       v.str = parse_string();
       return v;
     }
-    if (c == '(' || c == '[') return parse_sequence();
+    if (c == '(' || c == '[') return parse_sequence(depth + 1);
     if (c == '-' || c == '+' || (c >= '0' && c <= '9')) return parse_int();
     for (const char* word : {"True", "False", "None"}) {
       const std::size_t n = std::strlen(word);
@@ -167,7 +170,9 @@ class HeaderParser {
 
   // In Python "(3)" is the integer 3, and "(3,)" a one-element tuple: a tuple needs a comma
   // unless it is empty. Lists have no such rule.
-  PyValue parse_sequence() {
+  PyValue parse_sequence(int depth) {
+    if (depth > kMaxHeaderNesting)
+      fail(detail::concat("tuples and lists nested more than ", kMaxHeaderNesting, " deep"));
     const char open = text_[pos_++];
     const char close = open == '(' ? ')' : ']';
     std::vector<PyValue> items;
@@ -175,7 +180,7 @@ class HeaderParser {
     while (true) {
       skip_space();
       if (peek() == close) break;
-      items.push_back(parse_value());
+      items.push_back(parse_value(depth));
       skip_space();
       if (peek() == ',') {
         ++pos_;
@@ -205,14 +210,25 @@ struct ArrayInfo {
   std::vector<int64_t> dims;
 };
 
-// "<i8" -> "int64": the name users know from NumPy, for the error message.
+// "8" -> "64": an item size in bytes as bits, or "" when it is not a plausible size (at most
+// three digits, so a hostile "f4611686018427387904" cannot overflow the multiplication).
+std::string item_bits(const std::string& size) {
+  if (size.empty() || size.size() > 3) return "";
+  for (char c : size)
+    if (c < '0' || c > '9') return "";
+  return std::to_string(std::stoi(size) * 8);
+}
+
+// "<i8" -> "int64": the name users know from NumPy, for the error message; "" when unknown.
 std::string numpy_type_name(char kind, const std::string& size) {
+  const std::string bits = item_bits(size);
+  if (bits.empty() && std::strchr("iufc", kind) != nullptr) return "";
   switch (kind) {
     case 'b': return "bool";
-    case 'i': return "int" + std::to_string(std::atoi(size.c_str()) * 8);
-    case 'u': return "uint" + std::to_string(std::atoi(size.c_str()) * 8);
-    case 'f': return "float" + std::to_string(std::atoi(size.c_str()) * 8);
-    case 'c': return "complex" + std::to_string(std::atoi(size.c_str()) * 8);
+    case 'i': return "int" + bits;
+    case 'u': return "uint" + bits;
+    case 'f': return "float" + bits;
+    case 'c': return "complex" + bits;
     case 'U': case 'S': case 'a': return "string";
     case 'O': return "object";
     case 'M': case 'm': return "datetime";
@@ -241,8 +257,8 @@ void parse_descr(const PyValue& v, const std::string& path, ArrayInfo& info) {
   }
   const std::string name = numpy_type_name(kind, size);
   MT_CHECK_AS(IoError, name.empty(), "cannot read '", path, "': it holds ", name, " data (descr '",
-              d, "'); minitrain reads float32/float64 .npy; convert with x.astype(np.float32)");
-  MT_THROW(IoError, "cannot read '", path, "': unsupported descr '", d,
+              shown(d), "'); minitrain reads float32/float64 .npy; convert with x.astype(np.float32)");
+  MT_THROW(IoError, "cannot read '", path, "': unsupported descr '", shown(d),
            "' (minitrain reads '<f4' and '<f8', or big-endian '>f4'/'>f8')");
 }
 
@@ -287,15 +303,15 @@ ArrayInfo parse_header(const std::string& text, const std::string& path) {
   return info;
 }
 
+// The data's byte count; a shape whose size does not fit in 64 bits names itself. The file's own
+// length bounds a valid count, so an overflow can only come from a corrupt or hostile header.
 uint64_t checked_byte_count(const ArrayInfo& info, const std::string& path) {
-  uint64_t n = dtype_size(info.dtype);
-  for (int64_t d : info.dims) {
-    if (d != 0 && n > std::numeric_limits<uint64_t>::max() / uint64_t(d))
-      MT_THROW(IoError, "cannot read '", path, "': shape ", Shape(info.dims).str(),
-               " is too large to address");
-    n *= uint64_t(d);
-  }
-  return n;
+  int64_t n = static_cast<int64_t>(dtype_size(info.dtype));
+  for (int64_t d : info.dims)
+    if (__builtin_mul_overflow(n, d, &n))
+      MT_THROW(IoError, "cannot read '", path, "': shape ", shown(dims_str(info.dims)),
+               " is too large to address (its byte count does not fit in 64 bits)");
+  return static_cast<uint64_t>(n);
 }
 
 // ---- writing ----

@@ -24,11 +24,19 @@
 namespace minitrain {
 namespace {
 
-using Json = nlohmann::ordered_json;  // keeps the file's key order, used to order empty tensors
+// A std::map-backed document: lookups and inserts are logarithmic. (ordered_json keeps the
+// file's key order but inserts by linear search, which made a 200,000-tensor header take over a
+// minute.) The top level's key order, which orders empty tensors, is recorded while parsing.
+using Json = nlohmann::json;
+using OrderedJson = nlohmann::ordered_json;  // the writer's: metadata first, then tensors in order
 
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the reference implementation's limit
 constexpr std::size_t kDataAlign = 8;               // data starts 8-byte aligned, as torch writes
 constexpr const char* kMetadataKey = "__metadata__";
+// A header nests three levels (header, entry, shape list); the bound stops a hostile
+// "[[[[..." before anything recursive (dump, destruction) walks a 100,000-deep value.
+constexpr int kMaxJsonNesting = 16;
+constexpr std::size_t kMaxShownJson = 200;          // JSON quoted in an error message
 
 // ---- element types in files ----
 
@@ -86,25 +94,74 @@ struct Entry {
   uint64_t begin = 0, end = 0;
 };
 
-/// Parses JSON, rejecting duplicate keys (nlohmann would silently keep one of them).
-Json parse_json(const std::string& text, const std::string& path) {
-  std::vector<std::set<std::string>> open_objects;
-  auto check_keys = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
-    if (event == Json::parse_event_t::object_start) open_objects.emplace_back();
-    if (event == Json::parse_event_t::object_end) open_objects.pop_back();
-    if (event == Json::parse_event_t::key && !open_objects.back().insert(parsed.get<std::string>()).second)
-      MT_THROW(IoError, "cannot read '", path, "': the header has the key \"",
-               parsed.get<std::string>(), "\" twice");
-    return true;
-  };
-  try {
-    return Json::parse(text, check_keys);
-  } catch (const Json::exception& e) {
-    MT_THROW(IoError, "cannot read '", path, "': the header is not valid JSON (", e.what(), ")");
-  }
+std::string json_text(const Json& j) {
+  std::string s = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return s.size() > kMaxShownJson ? s.substr(0, kMaxShownJson) + "..." : s;
 }
 
-std::string json_text(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+/// Builds the header's document while rejecting duplicate keys (nlohmann would silently keep one
+/// of them) and nesting deeper than any header has, and records the top level's keys in file
+/// order. A SAX handler rather than nlohmann's parser callback: the callback parser rescans the
+/// parent object at every object's end, which made a 200,000-tensor header take minutes.
+class HeaderSax : public nlohmann::detail::json_sax_dom_parser<Json> {
+  using Base = nlohmann::detail::json_sax_dom_parser<Json>;
+
+ public:
+  HeaderSax(Json& root, const std::string& path) : Base(root, /*allow_exceptions=*/true), path_(path) {}
+
+  // sax_parse calls these through the static type, so hiding the base's methods is enough.
+  bool start_object(std::size_t n) {
+    enter();
+    open_objects_.emplace_back();
+    return Base::start_object(n);
+  }
+  bool end_object() {
+    open_objects_.pop_back();
+    --depth_;
+    return Base::end_object();
+  }
+  bool start_array(std::size_t n) {
+    enter();
+    return Base::start_array(n);
+  }
+  bool end_array() {
+    --depth_;
+    return Base::end_array();
+  }
+  bool key(std::string& k) {
+    if (!open_objects_.back().insert(k).second)
+      MT_THROW(IoError, "cannot read '", path_, "': the header has the key ", json_text(Json(k)), " twice");
+    if (open_objects_.size() == 1) top_level_keys.push_back(k);
+    return Base::key(k);
+  }
+
+  std::vector<std::string> top_level_keys;
+
+ private:
+  void enter() {
+    if (++depth_ > kMaxJsonNesting)
+      MT_THROW(IoError, "cannot read '", path_, "': the header nests objects and lists more than ",
+               kMaxJsonNesting, " deep; not a safetensors file?");
+  }
+
+  const std::string& path_;
+  int depth_ = 0;
+  std::vector<std::set<std::string>> open_objects_;
+};
+
+/// The header as a document (see HeaderSax); `top_level_keys` receives its keys in file order.
+Json parse_json(const std::string& text, const std::string& path, std::vector<std::string>& top_level_keys) {
+  Json root;
+  HeaderSax sax(root, path);
+  try {
+    Json::sax_parse(text, &sax);
+  } catch (const Json::exception& e) {
+    // nlohmann quotes the offending token whole: a 100 KB number would flood the message.
+    MT_THROW(IoError, "cannot read '", path, "': the header is not valid JSON (", excerpt(e.what(), 200), ")");
+  }
+  top_level_keys = std::move(sax.top_level_keys);
+  return root;
+}
 
 uint64_t unsigned_field(const Json& j, const std::string& path, const std::string& tensor,
                         const char* field, std::size_t index) {
@@ -159,16 +216,14 @@ void check_entry_size(const Entry& e, uint64_t buffer_bytes, const std::string& 
   MT_CHECK_AS(IoError, e.end <= buffer_bytes, "cannot read '", path, "': tensor '", e.name,
               "' has data_offsets [", e.begin, ", ", e.end, "] beyond the data buffer (",
               buffer_bytes, " bytes); truncated?");
-  uint64_t want = e.type.item_size;
-  for (int64_t d : e.dims) {
-    MT_CHECK_AS(IoError, d == 0 || want <= std::numeric_limits<uint64_t>::max() / uint64_t(d),
-                "cannot read '", path, "': tensor '", e.name, "' has shape ", Shape(e.dims).str(),
-                ", too large to address");
-    want *= uint64_t(d);
-  }
-  MT_CHECK_AS(IoError, e.end - e.begin == want, "cannot read '", path, "': tensor '", e.name,
+  int64_t want = static_cast<int64_t>(e.type.item_size);
+  for (int64_t d : e.dims)
+    MT_CHECK_AS(IoError, !__builtin_mul_overflow(want, d, &want), "cannot read '", path, "': tensor '",
+                e.name, "' has shape ", dims_str(e.dims), ", too large to address (its byte count "
+                "does not fit in 64 bits)");
+  MT_CHECK_AS(IoError, e.end - e.begin == uint64_t(want), "cannot read '", path, "': tensor '", e.name,
               "' has data_offsets [", e.begin, ", ", e.end, "] (", e.end - e.begin,
-              " bytes) but shape ", Shape(e.dims).str(), " of ", e.type.name, " needs ", want,
+              " bytes) but shape ", dims_str(e.dims), " of ", e.type.name, " needs ", want,
               " bytes");
 }
 
@@ -234,21 +289,24 @@ SafetensorsFile read_safetensors(const std::string& path, Device device) {
   file.read(text.data(), text.size());
   MT_CHECK_AS(IoError, !text.empty() && text[0] == '{', "cannot read '", path,
               "': the header does not start with '{'; not a safetensors file?");
-  const Json header = parse_json(text, path);
+  std::vector<std::string> keys;
+  const Json header = parse_json(text, path, keys);
   MT_CHECK_AS(IoError, header.is_object(), "cannot read '", path, "': the header is not a JSON object");
 
   SafetensorsFile out;
   std::vector<Entry> entries;
+  entries.reserve(keys.size());
   const uint64_t buffer_bytes = file.size() - 8 - header_len;
-  for (const auto& item : header.items()) {
-    if (item.key() != kMetadataKey) {
-      entries.push_back(parse_entry(item.key(), item.value(), path));
+  for (const std::string& key : keys) {
+    const Json& value = header.at(key);
+    if (key != kMetadataKey) {
+      entries.push_back(parse_entry(key, value, path));
       check_entry_size(entries.back(), buffer_bytes, path);
       continue;
     }
-    MT_CHECK_AS(IoError, item.value().is_object(), "cannot read '", path,
-                "': \"__metadata__\" is ", json_text(item.value()), ", not an object of strings");
-    for (const auto& m : item.value().items()) {
+    MT_CHECK_AS(IoError, value.is_object(), "cannot read '", path,
+                "': \"__metadata__\" is ", json_text(value), ", not an object of strings");
+    for (const auto& m : value.items()) {
       MT_CHECK_AS(IoError, m.value().is_string(), "cannot read '", path, "': __metadata__[\"",
                   m.key(), "\"] is ", json_text(m.value()), ", not a string");
       out.metadata[m.key()] = m.value().get<std::string>();
@@ -283,8 +341,8 @@ void write_safetensors(const std::string& path,
               path, "'): metadata \"format\" is \"", format->second,
               "\", but minitrain files are \"pt\" (loadable by PyTorch); leave it out");
 
-  Json header = Json::object();
-  Json& meta = header[kMetadataKey] = Json::object();
+  OrderedJson header = OrderedJson::object();
+  OrderedJson& meta = header[kMetadataKey] = OrderedJson::object();
   meta["format"] = "pt";  // first, as safetensors.torch.save_file writes it
   for (const auto& [k, v] : metadata) meta[k] = v;
   uint64_t offset = 0;
@@ -297,7 +355,7 @@ void write_safetensors(const std::string& path,
   std::string text;
   try {
     text = header.dump();
-  } catch (const Json::exception& e) {
+  } catch (const OrderedJson::exception& e) {
     MT_THROW(ValueError, "write_safetensors('", path, "'): tensor names and metadata must be valid UTF-8 (",
              e.what(), ")");
   }

@@ -153,7 +153,9 @@ const char* parse_number(const Cell& cell, float& out) {
 
 std::string header_list(const std::vector<std::string>& names) {
   std::string s;
-  for (std::size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + ("'" + names[i] + "'");
+  for (std::size_t i = 0; i < names.size() && s.size() < 200; ++i)
+    s += (i ? ", " : "") + ("'" + excerpt(names[i], 40) + "'");
+  if (s.size() >= 200) s += ", ... (" + std::to_string(names.size()) + " columns)";
   return s;
 }
 
@@ -180,7 +182,7 @@ TensorDataset load_csv_dataset(const std::string& path, const std::vector<std::s
     }
     const int64_t col = static_cast<int64_t>(names.size());
     const auto [it, inserted] = column_of.emplace(name, col);
-    MT_CHECK_AS(IoError, inserted, path, ":", header_line, ": column name '", name,
+    MT_CHECK_AS(IoError, inserted, path, ":", header_line, ": column name '", excerpt(name, 40),
                 "' appears twice in the header (columns ", it->second + 1, " and ", col + 1,
                 "); column names must be unique");
     names.push_back(std::move(name));
@@ -192,7 +194,7 @@ TensorDataset load_csv_dataset(const std::string& path, const std::vector<std::s
   std::vector<bool> is_target(static_cast<std::size_t>(ncols), false);
   for (std::size_t j = 0; j < target_columns.size(); ++j) {
     const auto it = column_of.find(target_columns[j]);
-    MT_CHECK_AS(IoError, it != column_of.end(), path, ": no column '", target_columns[j],
+    MT_CHECK_AS(IoError, it != column_of.end(), path, ": no column '", excerpt(target_columns[j], 40),
                 "' for the targets; the header (line ", header_line, ") has ", header_list(names));
     MT_CHECK_AS(IoError, !is_target[static_cast<std::size_t>(it->second)], path, ": target column '",
                 target_columns[j], "' is named twice in the target columns");
@@ -206,9 +208,13 @@ TensorDataset load_csv_dataset(const std::string& path, const std::vector<std::s
   for (int64_t c = 0, f = 0; c < ncols; ++c)
     if (!is_target[static_cast<std::size_t>(c)]) role[static_cast<std::size_t>(c)] = f++;
 
-  // ---- rows, written straight into X and Y; every line but the header is an upper bound ----
-  const int64_t capacity =
-      std::max<int64_t>(static_cast<int64_t>(std::count(text.begin(), text.end(), '\n')), 1);
+  // ---- rows, written straight into X and Y ----
+  // Two upper bounds on the number of rows, both linear in the file: its line count, and its
+  // length over the width (every row but the last holds ncols - 1 commas and a line end). The
+  // second keeps a file of one row and a million blank lines from sizing a million rows.
+  const int64_t newlines = static_cast<int64_t>(std::count(text.begin(), text.end(), '\n'));
+  const int64_t by_width = static_cast<int64_t>(text.size()) / ncols + 1;
+  const int64_t capacity = std::max<int64_t>(std::min(newlines, by_width), 1);
   Tensor x = Tensor::empty({capacity, in_dim});
   Tensor y = Tensor::empty({capacity, out_dim});
   float* xs = x.data<float>();
@@ -226,7 +232,7 @@ TensorDataset load_csv_dataset(const std::string& path, const std::vector<std::s
       if (const char* why = parse_number(cell, v)) {
         const std::string what =
             std::strcmp(why, "empty cell") == 0 ? std::string(why) : "'" + shown(cell) + "' " + why;
-        MT_THROW(IoError, path, ":", line, ": column '", names[static_cast<std::size_t>(c)], "' (",
+        MT_THROW(IoError, path, ":", line, ": column '", excerpt(names[static_cast<std::size_t>(c)], 40), "' (",
                  c + 1, "): ", what);
       }
       const int64_t r = role[static_cast<std::size_t>(c)];

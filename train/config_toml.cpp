@@ -4,6 +4,7 @@
 #include <toml++/toml.h>
 
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <utility>
 
@@ -137,8 +138,9 @@ void apply_toml_config(TrainConfig& config, const std::string& toml_text, const 
 
   // Check everything first, then set: a bad file leaves `config` as it was.
   TrainConfig updated = config;
+  std::map<std::string, std::string> spelling_of;  // key -> how the file spelt it ("batch_size")
   for (const auto& [key, node] : table) {
-    const std::string name(key.str());
+    const std::string name = excerpt(key.str());
     const KeyEntry* e = config_detail::find_key(name);
     if (e == nullptr && node.is_table())
       MT_THROW(ValueError, where(source, node), ": table [", name,
@@ -149,6 +151,11 @@ void apply_toml_config(TrainConfig& config, const std::string& toml_text, const 
                hint.empty() ? std::string(" (keys are the long flags of minitrain train, e.g. batch-size)")
                             : " (did you mean '" + hint + "'?)");
     }
+    // "batch-size" and "batch_size" are one key: both in a file is a mistake, not "last wins".
+    const auto [earlier, first_time] = spelling_of.emplace(e->key.name, name);
+    if (!first_time)
+      MT_THROW(ValueError, where(source, node), ": key '", name, "' sets '", e->key.name,
+               "', which '", earlier->second, "' already set; keep one of them");
     const std::optional<Value> value = convert(*e, node);
     if (!value)
       MT_THROW(ValueError, where(source, node), ": key '", name, "' must be ",

@@ -235,6 +235,14 @@ TEST(NpyMalformed, RejectsBadHeaderDicts) {
       {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,)}", "structured array"},
       {"{'descr': '<f4\\n', 'fortran_order': False, 'shape': (1,)}", "escape sequences"},
       {"{'descr': '<f4", "unterminated string"},
+      // Hostile: a digit run that used to overflow atoi(size) * 8, and nesting that used to
+      // recurse until the stack overflowed (15,000 levels crashed the reader).
+      {"{'descr': '<f4611686018427387904', 'fortran_order': False, 'shape': (1,)}",
+       "unsupported descr '<f4611686018427387904'"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': " + std::string(15000, '['),
+       "nested more than 32 deep"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': " + std::string(33, '(') + std::string(33, ')') + "}",
+       "nested more than 32 deep"},
   };
   for (const auto& [header, message] : cases) {
     SCOPED_TRACE(header);
@@ -271,6 +279,20 @@ TEST(NpyMalformed, RejectsShapesTooLargeToAddress) {
       "huge.npy", npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': "
                             "(4294967296, 4294967296), }\n", ""));
   expect_error<IoError>([&] { read_npy(p); }, {"huge.npy", "too large"});
+  // A byte count that wraps int64 (but not uint64) once multiplied by the item size.
+  const std::string q = dir.write_raw(
+      "wrap.npy", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': "
+                            "(4611686018427387904, 1), }\n", ""));
+  expect_error<IoError>([&] { read_npy(q); }, {"wrap.npy", "[4611686018427387904, 1]", "too large to address"});
+}
+
+TEST(NpyMalformed, NestingUpToTheLimitStillParses) {
+  // 32 levels is the bound: a shape nested that deep is a wrong shape, not a parse error.
+  ScratchDir dir;
+  const std::string p = dir.write_raw(
+      "deep.npy", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': " + std::string(31, '[') +
+                            std::string(31, ']') + "}\n", ""));
+  expect_error<IoError>([&] { read_npy(p); }, {"'shape' must be a tuple"});
 }
 
 }  // namespace

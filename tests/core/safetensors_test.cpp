@@ -259,12 +259,32 @@ TEST(SafetensorsMalformed, RejectsBadEntries) {
        "\"__metadata__\" is [], not an object"},
       {R"({"__metadata__":{"step":7},"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
        "__metadata__[\"step\"] is 7, not a string"},
+      // A byte count that wraps int64 but not uint64.
+      {entry(R"({"dtype":"F32","shape":[4611686018427387904,1],"data_offsets":[0,8]})"),
+       "shape [4611686018427387904, 1], too large to address"},
+      // Hostile nesting: 100,000 levels overflowed the stack in the dump() of the error message.
+      {entry(std::string(100000, '[')), "nests objects and lists more than 16 deep"},
+      {R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"t":{}})", "the key \"t\" twice"},
   };
   for (const auto& [header, message] : cases) {
     SCOPED_TRACE(header);
     const std::string p = dir.write_raw("bad.safetensors", st_bytes(header, std::string(8, '\0')));
     expect_error<IoError>([&] { read_safetensors(p); }, {"bad.safetensors", message});
   }
+}
+
+TEST(SafetensorsRead, ManyEmptyTensorsKeepTheHeaderOrder) {
+  // Empty tensors share an offset, so the header's key order orders them; the header is no
+  // longer parsed into an insertion-ordered map (quadratic: 200,000 entries took over a minute).
+  ScratchDir dir;
+  std::string header = "{";
+  std::vector<std::string> names;
+  for (int i = 0; i < 20000; ++i) {
+    names.push_back("t" + std::to_string((i * 7919) % 20000));  // not sorted
+    header += (i ? "," : "") + ("\"" + names.back() + R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})");
+  }
+  const std::string p = dir.write_raw("many.safetensors", st_bytes(header + "}", ""));
+  EXPECT_EQ(names_of(read_safetensors(p)), names);
 }
 
 TEST(SafetensorsMalformed, RejectsOverlapsHolesAndUncoveredBytes) {
@@ -284,6 +304,16 @@ TEST(SafetensorsMalformed, RejectsOverlapsHolesAndUncoveredBytes) {
     SCOPED_TRACE(header);
     const std::string p = dir.write_raw("bad.safetensors", st_bytes(header, std::string(size, '\0')));
     expect_error<IoError>([&] { read_safetensors(p); }, {"bad.safetensors", message});
+  }
+  // A quoted value is cut short: a 100 KB "dtype" is not copied into the message.
+  const std::string long_dtype = dir.write_raw(
+      "long.safetensors", st_bytes(R"({"t":{"dtype":)" + std::string(100000, '7') + R"(,"shape":[2],"data_offsets":[0,8]}})",
+                                   std::string(8, '\0')));
+  try {
+    read_safetensors(long_dtype);
+    FAIL() << "no error";
+  } catch (const IoError& e) {
+    EXPECT_LT(std::string(e.what()).size(), 500u) << e.what();
   }
   // Tiled out of order in the header is fine: the data order wins.
   const std::string p = dir.write_raw("ok.safetensors", st_bytes(two("[4,8]", "[0,4]"), std::string(8, '\0')));
