@@ -3,12 +3,15 @@
 
 #include "core/atomic_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
@@ -107,21 +110,71 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   file.commit();
 }
 
+void check_can_write(const std::string& path) {
+  MT_CHECK_AS(IoError, !path.empty() && path.back() != '/', "cannot write '", path, "': not a file name");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    MT_THROW(IoError, "cannot write '", path, "': it is a directory; give a file name");
+  // A probe written through AtomicFile fails exactly as the real write would (missing
+  // directory, no permission, read-only file system, no space for an inode).
+  AtomicFile probe(path);
+}
+
+int remove_stale_temporaries(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  const std::string dir = directory_of(path);
+  const std::string prefix = "." + (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  int removed = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    // ".NAME.tmp.PID.N": the writer's PID, then a counter.
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
+    if (pid <= 0 || *end != '.') continue;
+    if (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    if (::unlink((dir + "/" + name).c_str()) == 0) ++removed;
+  }
+  ::closedir(d);
+  return removed;
+}
+
 // ---- reading ----
 
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+// Inputs are regular files only: their size is known before reading, and reading them cannot
+// block for ever. O_NONBLOCK keeps open() itself from waiting for a FIFO's writer; it is cleared
+// once the file is known to be regular (where it has no effect anyway).
 InputFile::InputFile(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) {
     const int err = errno;
     MT_THROW(IoError, "cannot open '", path, "': ", std::strerror(err));
   }
   struct stat st {};
-  if (::fstat(fd_, &st) != 0 || S_ISDIR(st.st_mode)) {
-    const int err = S_ISDIR(st.st_mode) ? EISDIR : errno;
+  if (::fstat(fd_, &st) != 0) {
+    const int err = errno;
     ::close(fd_);
     fd_ = -1;
     MT_THROW(IoError, "cannot open '", path, "': ", std::strerror(err));
   }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    MT_THROW(IoError, "cannot read '", path, "': it is ", file_kind(st.st_mode),
+             ", not a regular file; minitrain reads its inputs from files");
+  }
+  ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
   size_ = static_cast<uint64_t>(st.st_size);
 }
 

@@ -42,6 +42,15 @@ class AtomicFile {
 /// Writes `bytes` to `path` atomically (see AtomicFile).
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
+/// Throws IoError unless a file can be created and written beside `path` now (its directory
+/// exists, is writable and not on a read-only mount): a run checks its outputs before its first
+/// step instead of failing after its last. Creates and removes a probe file.
+void check_can_write(const std::string& path);
+
+/// Removes the temporaries of `path` (`.NAME.tmp.PID.N`) that writers killed mid-write left
+/// behind: those whose PID is no longer a live process on this machine. Returns how many.
+int remove_stale_temporaries(const std::string& path);
+
 /// A file open for sequential reading, with its size known up front so that formats can check
 /// lengths in their headers before reading. Move-only; closes on destruction.
 class InputFile {

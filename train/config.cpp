@@ -274,7 +274,9 @@ void set_config_value(TrainConfig& config, const std::string& key, const std::st
 std::string config_to_json(const TrainConfig& config) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& e : config_detail::key_table()) j[e.key.name] = e.get(config);
-  return j.dump();
+  // Paths are bytes on Linux, not always UTF-8: a stray byte becomes U+FFFD in the checkpoint's
+  // metadata instead of a JSON exception (saved and current configs are compared in this form).
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace minitrain

@@ -17,16 +17,28 @@ namespace {
 
 bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
 
-// The existing log's lines for steps <= last_step; IoError naming the line if one is not JSON.
-std::string kept_lines(const std::string& path, int64_t last_step) {
-  std::istringstream in(read_file_bytes(path));
-  std::string line, kept;
+// The existing log's lines for steps <= last_step. A last line that is not a metrics line is the
+// torn end of a write cut short (disk full, killed), dropped and described in `note`; any
+// earlier bad line is an IoError naming it, since that is a file this run did not write.
+std::string kept_lines(const std::string& path, int64_t last_step, std::string& note) {
+  const std::string text = read_file_bytes(path);
+  std::string kept;
   int64_t number = 0;
-  while (std::getline(in, line)) {
+  for (std::size_t begin = 0; begin < text.size();) {
+    const std::size_t newline = text.find('\n', begin);
+    const bool last = newline == std::string::npos || newline + 1 == text.size();
+    const std::string line = text.substr(begin, newline == std::string::npos ? std::string::npos : newline - begin);
+    begin = newline == std::string::npos ? text.size() : newline + 1;
     ++number;
     if (line.empty()) continue;
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer())
+    const bool good = j.is_object() && j.contains("step") && j["step"].is_number_integer();
+    if (!good && last && (newline == std::string::npos || j.is_discarded())) {
+      note = detail::concat("--log ", path, ":", number, ": dropped a torn last line (", line.size(),
+                            " bytes: \"", excerpt(line, 40), "\"), left by a write that was cut short");
+      continue;
+    }
+    if (!good)
       MT_THROW(IoError, "--log ", path, ":", number,
                ": not a metrics line (no integer \"step\"); give a new --log file to resume with");
     if (j["step"].get<int64_t>() <= last_step) kept += line + "\n";
@@ -39,7 +51,7 @@ std::string kept_lines(const std::string& path, int64_t last_step) {
 MetricsLog::MetricsLog(const std::string& path, int64_t continue_after_step) : path_(path) {
   std::ios::openmode mode = std::ios::out | std::ios::trunc;
   if (continue_after_step >= 0 && file_exists(path)) {
-    write_file_atomically(path, kept_lines(path, continue_after_step));
+    write_file_atomically(path, kept_lines(path, continue_after_step, repair_note_));
     mode = std::ios::out | std::ios::app;
   }
   out_.open(path, mode);
@@ -58,7 +70,7 @@ std::string metrics_json_line(const StepStats& s) {
   j["device"] = s.device;
   j["memory_in_use_bytes"] = s.memory_in_use;
   j["memory_peak_bytes"] = s.memory_peak;
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // a device name is ASCII, but be safe
 }
 
 std::string rank_log_path(const std::string& path, int rank, int world_size) {

@@ -15,13 +15,18 @@ namespace minitrain {
 class MetricsLog {
  public:
   /// Starts `path` afresh, or (continue_after_step >= 0, for a resumed run) keeps its lines up to
-  /// and including that step and appends after them. IoError when the file cannot be written.
+  /// and including that step and appends after them. A torn last line (a write cut short by a
+  /// full disk or a kill) is dropped and named in repair_note(); a bad line before the last is an
+  /// IoError, as is a file that cannot be written.
   explicit MetricsLog(const std::string& path, int64_t continue_after_step = -1);
   void write(const StepStats& stats);
   const std::string& path() const noexcept { return path_; }
+  /// What resuming had to repair in the old log ("dropped a torn last line ..."), or "".
+  const std::string& repair_note() const noexcept { return repair_note_; }
 
  private:
   std::string path_;
+  std::string repair_note_;
   std::ofstream out_;
 };
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/allocator.h"
+#include "core/atomic_file.h"
 #include "core/bytes.h"
 #include "core/device.h"
 #include "core/npy.h"
@@ -72,14 +73,16 @@ void check_data_fits_model(const Dataset& d, const TrainConfig& c, const std::ve
   }
 }
 
-// A file the run writes at its end must have a directory to go to: found out now, not after
-// an hour of training.
-void check_writable_dir(const char* flag, const std::string& path) {
-  const fs::path dir = fs::path(path).parent_path();
-  std::error_code ec;
-  if (!dir.empty() && !fs::is_directory(dir, ec))
-    MT_THROW(IoError, "--", flag, " ", path, ": directory '", dir.string(), "' does not exist");
-  if (fs::is_directory(path, ec)) MT_THROW(IoError, "--", flag, " ", path, " is a directory; give a file name");
+// A file the run writes must be writable now, found out before the first step rather than after
+// an hour of training; temporaries that killed writes of it left behind are removed.
+void prepare_output(const char* flag, const std::string& path, std::ostream& info) {
+  try {
+    check_can_write(path);
+  } catch (const IoError& e) {
+    MT_THROW(IoError, "--", flag, ": ", e.what());
+  }
+  if (const int removed = remove_stale_temporaries(path))
+    info << "removed " << removed << " temporary file(s) of " << path << " left by an interrupted write\n";
 }
 
 std::shared_ptr<const LRSchedule> make_schedule(const TrainConfig& c, int64_t total_steps) {
@@ -255,8 +258,8 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
 
   const std::shared_ptr<const Dataset> data = load_data(c, sizes);
   check_data_fits_model(*data, c, sizes);
-  if (!c.save.empty()) check_writable_dir("save", c.save);
-  if (!c.log.empty()) check_writable_dir("log", c.log);
+  if (!c.save.empty()) prepare_output("save", c.save, info);
+  if (!c.log.empty()) prepare_output("log", c.log, info);
   std::string resume_path;
   if (c.resume) {
     resume_path = checkpoint_path(c.checkpoint_dir);
@@ -273,6 +276,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     if (!fs::is_directory(c.checkpoint_dir))
       MT_THROW(IoError, "--checkpoint-dir ", c.checkpoint_dir, ": cannot create the directory",
                ec ? ": " + ec.message() : std::string());
+    prepare_output("checkpoint-dir", checkpoint_path(c.checkpoint_dir), info);
   }
 
   // Declared before the model: the DDP wrapper uses it until it is destroyed.
@@ -369,7 +373,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   const int64_t bpe = loader.batches_per_epoch();
   const int64_t epochs = c.steps ? 0 : c.epochs.value_or(kDefaultEpochs);
   to.total_steps = c.steps ? *c.steps : steps_for_epochs(epochs, bpe, c.grad_accum);
-  to.total_batches = c.steps ? 0 : epochs * bpe;
+  to.total_batches = c.steps ? 0 : epochs * bpe;  // fits: steps_for_epochs checked the product
   to.grad_accum = c.grad_accum;
   to.clip_grad_norm = c.clip_grad_norm;
   to.schedule = make_schedule(c, to.total_steps);
@@ -407,7 +411,10 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
 
   // ---- inputs are good: from here on, files are written ----
   std::unique_ptr<MetricsLog> log;
-  if (!c.log.empty()) log = std::make_unique<MetricsLog>(rank_log_path(c.log, rank, world), report.resumed_from_step);
+  if (!c.log.empty()) {
+    log = std::make_unique<MetricsLog>(rank_log_path(c.log, rank, world), report.resumed_from_step);
+    if (!log->repair_note().empty()) info << "warning: " << log->repair_note() << "\n";
+  }
   Progress progress(progress_out, progress_mode, trainer.step() + 1, to.total_steps);
 
   std::ostringstream what;

@@ -5,6 +5,9 @@
 #include "core/atomic_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <stdexcept>
 #include <string>
@@ -80,7 +83,47 @@ TEST(AtomicFile, ReadingMissingOrDirectoryNamesPathAndReason) {
   ScratchDir dir;
   expect_error<IoError>([&] { read_file_bytes(dir.path("x.npy")); },
                         {"cannot open '" + dir.path("x.npy") + "': No such file or directory"});
-  expect_error<IoError>([&] { read_file_bytes(dir.path("")); }, {"Is a directory"});
+  expect_error<IoError>([&] { read_file_bytes(dir.path("")); }, {"it is a directory, not a regular file"});
+}
+
+TEST(InputFile, AFifoIsRefusedInsteadOfBlockingForever) {
+  // open() of a FIFO with no writer used to block for ever (--data, --init, --config).
+  ScratchDir dir;
+  const std::string fifo = dir.path("x.npy");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error<IoError>([&] { InputFile f(fifo); }, {fifo, "it is a FIFO (named pipe), not a regular file"});
+  expect_error<IoError>([&] { read_file_bytes("/dev/null"); }, {"it is a character device"});
+}
+
+TEST(CheckCanWrite, FindsUnwritableTargetsAndLeavesNothingBehind) {
+  ScratchDir dir;
+  check_can_write(dir.path("w.safetensors"));
+  EXPECT_TRUE(dir.listing().empty());  // the probe is gone
+  expect_error<IoError>([&] { check_can_write(dir.path("missing/w.safetensors")); },
+                        {"missing/w.safetensors", "No such file or directory"});
+  write_file_atomically(dir.path("plain"), "x");
+  expect_error<IoError>([&] { check_can_write(dir.path("plain/w.safetensors")); }, {"Not a directory"});
+  expect_error<IoError>([&] { check_can_write(dir.path("")); }, {"not a file name"});
+  ::mkdir(dir.path("sub").c_str(), 0700);
+  expect_error<IoError>([&] { check_can_write(dir.path("sub")); }, {"it is a directory"});
+  // /proc refuses new files even to root, as a read-only mount would.
+  expect_error<IoError>([&] { check_can_write("/proc/minitrain-probe"); }, {"/proc/minitrain-probe"});
+}
+
+TEST(RemoveStaleTemporaries, RemovesOnlyThoseOfDeadWriters) {
+  ScratchDir dir;
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);  // `child` is now a pid no live process has
+  const std::string dead = ".w.safetensors.tmp." + std::to_string(child) + ".3";
+  const std::string mine = ".w.safetensors.tmp." + std::to_string(::getpid()) + ".0";
+  const std::string other = ".v.safetensors.tmp." + std::to_string(child) + ".0";  // another target's
+  for (const std::string& name : {dead, mine, other, std::string("w.safetensors")})
+    write_file_atomically(dir.path(name), "x");
+  EXPECT_EQ(remove_stale_temporaries(dir.path("w.safetensors")), 1);
+  EXPECT_EQ(dir.listing(), (std::vector<std::string>{other, mine, "w.safetensors"}));  // sorted
+  EXPECT_EQ(remove_stale_temporaries(dir.path("w.safetensors")), 0);
 }
 
 }  // namespace

@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "core/safetensors.h"
@@ -170,7 +172,24 @@ TEST(RunTraining, MissingDataFileIsAnIoErrorNamingIt) {
 TEST(RunTraining, SaveIntoAMissingDirectoryFailsBeforeTraining) {
   TrainConfig c;
   c.save = "/nonexistent/dir/w.safetensors";
-  testing::expect_error<IoError>([&] { train(c); }, {"/nonexistent/dir", "does not exist"});
+  testing::expect_error<IoError>([&] { train(c); }, {"--save: ", "/nonexistent/dir", "No such file or directory"});
+}
+
+TEST(RunTraining, UnwritableOutputsFailBeforeTrainingAndStaleTemporariesGo) {
+  ScratchDir dir;
+  TrainConfig c = small_config(dir);
+  c.log = "/proc/minitrain-m.jsonl";  // /proc takes no new files, even from root
+  testing::expect_error<IoError>([&] { train(c); }, {"--log: ", "/proc/minitrain-m.jsonl"});
+  c.log.clear();
+  c.checkpoint_dir = "/proc";
+  testing::expect_error<IoError>([&] { train(c); }, {"--checkpoint-dir: ", "/proc/checkpoint.safetensors"});
+  // A temporary of the checkpoint left by a killed write (pid 2^22 + 1 is above Linux's pid_max).
+  c.checkpoint_dir = dir.path("ck");
+  std::filesystem::create_directories(c.checkpoint_dir);
+  const std::string stale = c.checkpoint_dir + "/.checkpoint.safetensors.tmp.4194305.0";
+  write_file_atomically(stale, "half a checkpoint");
+  train(c);
+  EXPECT_FALSE(std::filesystem::exists(stale));
 }
 
 TEST(RunTraining, EpochsSetTheStepCountAndGradAccumDividesIt) {

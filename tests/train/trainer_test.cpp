@@ -311,5 +311,24 @@ TEST(Trainer, ResumedMetricsLogDropsStepsAfterTheCheckpoint) {
   EXPECT_EQ(text.rfind("{\"step\":1}\n{\"step\":2}\n{\"step\":3,", 0), 0u) << text;
 }
 
+TEST(Trainer, ResumedMetricsLogDropsATornLastLineWithANote) {
+  // A full disk (or a kill) cut the last write short: resuming used to refuse the whole log.
+  ScratchDir dir;
+  for (const std::string torn : {"{\"step\":3,\"lo", "{\"step\":3,\"lo\n", "{\"st"}) {
+    SCOPED_TRACE(torn);
+    const std::string path = dir.write_raw("m.jsonl", "{\"step\":1}\n{\"step\":2}\n" + torn);
+    MetricsLog log(path, /*continue_after_step=*/2);
+    EXPECT_NE(log.repair_note().find("m.jsonl:3: dropped a torn last line"), std::string::npos)
+        << log.repair_note();
+    EXPECT_EQ(read_file_bytes(path), "{\"step\":1}\n{\"step\":2}\n");
+  }
+  // A bad line before the last is not a torn write: still an error naming it.
+  const std::string path = dir.write_raw("bad.jsonl", "{\"step\":1}\nnot json\n{\"step\":2}\n");
+  testing::expect_error<IoError>([&] { MetricsLog log(path, 2); }, {"bad.jsonl:2: not a metrics line"});
+  // An intact log needs no note.
+  const std::string good = dir.write_raw("good.jsonl", "{\"step\":1}\n");
+  EXPECT_EQ(MetricsLog(good, 1).repair_note(), "");
+}
+
 }  // namespace
 }  // namespace minitrain
