@@ -6,17 +6,26 @@
 #include <set>
 #include <sstream>
 
+#include "core/finite.h"
 #include "core/safetensors.h"
 #include "kernels/cast.h"
 
 namespace minitrain {
 
 namespace {
-std::string quoted_list(const std::vector<std::string>& names) {
+// At most kShownKeys names, each cut short: a file of 200,000 tensors gives a message, not a flood.
+constexpr std::size_t kShownKeys = 10;
+
+std::string shown_list(const std::vector<std::string>& names, bool quote) {
+  const char* q = quote ? "\"" : "";
   std::string s;
-  for (std::size_t i = 0; i < names.size(); ++i) s += (i ? ", \"" : "\"") + names[i] + "\"";
+  for (std::size_t i = 0; i < names.size() && i < kShownKeys; ++i)
+    s += (i ? ", " : "") + (q + excerpt(names[i]) + q);
+  if (names.size() > kShownKeys) s += ", ... (" + std::to_string(names.size()) + " in all)";
   return s;
 }
+
+std::string quoted_list(const std::vector<std::string>& names) { return shown_list(names, true); }
 }  // namespace
 
 std::vector<std::pair<std::string, Tensor>> state_dict(Module& m) {
@@ -58,11 +67,7 @@ void load_state_dict(Module& m, const std::vector<std::pair<std::string, Tensor>
   auto report = [&](const char* what, const std::vector<std::string>& keys, bool quote) {
     if (keys.empty()) return;
     problems << sep << what << ' ';
-    if (quote) {
-      problems << quoted_list(keys);
-    } else {
-      for (std::size_t i = 0; i < keys.size(); ++i) problems << (i ? ", " : "") << keys[i];
-    }
+    problems << shown_list(keys, quote);
     sep = "; ";
   };
   report("missing keys", missing, true);
@@ -103,6 +108,12 @@ void save_weights(const std::string& path, Module& m,
 
 void load_weights(const std::string& path, Module& m) {
   const SafetensorsFile file = read_safetensors(path, Device::cpu());
+  // A NaN weight would surface at step 1 as a NaN loss blamed on the learning rate.
+  for (const auto& [name, t] : file.tensors) {
+    const int64_t bad = first_non_finite(t);
+    MT_CHECK_AS(ValueError, bad < 0, "'", path, "': tensor '", name, "' holds ", non_finite_name(t, bad),
+                " at ", unravel_index(bad, t.shape()), "; weights must be finite");
+  }
   try {
     load_state_dict(m, file.tensors);
   } catch (const ShapeError& e) {
