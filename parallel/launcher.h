@@ -4,6 +4,9 @@
 // MINITRAIN_JOB_ID) that parallel/process_env.h reads. The launcher prefixes each output line with
 // its rank, forwards SIGINT/SIGTERM/SIGHUP to every rank, and when one rank fails (a non-zero exit
 // or a signal) stops the others (SIGTERM, then SIGKILL after the grace) and reports that rank.
+// Each rank leads a process group of its own, and stopping a rank stops its group, so what a rank
+// started goes with it; nothing of the job outlives the launcher, even a SIGKILLed one (Note
+// [child lifetime] in parallel/subprocess.cpp).
 //
 // Multi-node: run the launcher once per node with the same --nnodes, --master-addr, --master-port
 // and MINITRAIN_JOB_ID, and --node-rank 0 .. nnodes-1; ranks are node_rank * nproc + local rank.

@@ -3,7 +3,9 @@
 // in file order until a slot of its kind is free (one of N CPU slots, or one GPU per run), starts
 // pinned to it, and is watched through its output file and its metrics log (JSON lines, see
 // train/metrics_log.h). A run that fails does not stop the others. Live status every few seconds,
-// and at the end one result per run for the summary table and summary.json.
+// and at the end one result per run for the summary table and summary.json. A real run is a
+// Subprocess in a process group of its own: what it leaves running ends with it, and every run
+// ends when `minitrain pipelines` does, SIGKILL included (Note [child lifetime] in subprocess.cpp).
 //
 // The scheduler knows nothing of training: a run is argv + env + device + file paths. Processes
 // come from an injectable starter, so the scheduling logic is tested without real children.
