@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -51,6 +52,20 @@ void apply_key(TrainConfig& config, const std::string& key, const toml::node& no
   }
 }
 
+// Keys are applied one at a time, so apply_toml_config cannot see that "batch-size" and
+// "batch_size" in one table set the same key; this does (a run may still override [defaults]).
+void check_one_spelling_per_key(const toml::table& table, const std::string& source) {
+  std::map<std::string, std::string> spelling_of;
+  for (const auto& [k, v] : table) {
+    const std::string name(k.str());
+    const config_detail::KeyEntry* e = config_detail::find_key(name);
+    if (e == nullptr) continue;  // apply_key names unknown keys
+    const auto [earlier, first_time] = spelling_of.emplace(e->key.name, name);
+    MT_CHECK_AS(ValueError, first_time, source, ":", line_of(v), ": key '", name, "' sets '", e->key.name,
+                "', which '", earlier->second, "' already set in this table; keep one of them");
+  }
+}
+
 void make_paths_absolute(TrainConfig& c) {
   const auto absolute = [](std::string& p) {
     if (p.empty() || p == "synthetic" || p.rfind("synthetic:", 0) == 0) return;
@@ -88,6 +103,7 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
       const toml::table* d = node.as_table();
       MT_CHECK_AS(ValueError, d != nullptr, source, ":", line_of(node),
                   ": 'defaults' must be a table ([defaults] with training keys)");
+      check_one_spelling_per_key(*d, source);
       for (const auto& [k, v] : *d) {
         const std::string kname(k.str());
         MT_CHECK_AS(ValueError, kname != "name", source, ":", line_of(v),
@@ -99,7 +115,7 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
       MT_CHECK_AS(ValueError, runs != nullptr && runs->is_array_of_tables(), source, ":", line_of(node),
                   ": 'run' must be an array of tables: write each run as a [[run]] table");
     } else {
-      MT_THROW(ValueError, source, ":", line_of(node), ": unknown top-level key '", name,
+      MT_THROW(ValueError, source, ":", line_of(node), ": unknown top-level key '", excerpt(name),
                "'; runs.toml holds an optional [defaults] table and [[run]] tables (put training keys in them)");
     }
   }
@@ -121,13 +137,14 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
     const std::optional<std::string> name = name_node->value_exact<std::string>();
     MT_CHECK_AS(ValueError, name.has_value(), source, ":", line_of(*name_node), ": [[run]] #", index,
                 ": name must be a string");
-    MT_CHECK_AS(ValueError, safe_name(*name), source, ":", line_of(*name_node), ": run name '", *name,
+    MT_CHECK_AS(ValueError, safe_name(*name), source, ":", line_of(*name_node), ": run name '", excerpt(*name),
                 "' is not a safe directory name; use letters, digits, '.', '_' and '-' (not starting with '.')");
     MT_CHECK_AS(ValueError, names.insert(*name).second, source, ":", line_of(*name_node), ": run name '", *name,
                 "' is used twice; give each [[run]] its own name");
     r.name = *name;
     r.config = defaults;
     try {
+      check_one_spelling_per_key(run, source);
       for (const auto& [k, v] : run) {
         const std::string kname(k.str());
         if (kname != "name") apply_key(r.config, kname, v, source, base_dir);

@@ -123,6 +123,16 @@ TEST(PipelinesConfig, FileLevelProblemsRejectTheWholeFile) {
   EXPECT_EQ(error_message([] { parse("[defaults]\nbatchsize = 3\n[[run]]\nname = \"a\"\n"); }),
             "runs.toml:2: unknown key 'batchsize' (did you mean 'batch-size'?)");
   EXPECT_THROW(parse("[[run]]\nname = 3\n"), ValueError);
+  // One key under two spellings in one table: refused, not "the last one wins".
+  EXPECT_EQ(error_message([] { parse("[defaults]\nbatch-size = 3\nbatch_size = 4\n[[run]]\nname = \"a\"\n"); }),
+            "runs.toml:3: key 'batch_size' sets 'batch-size', which 'batch-size' already set in this table; keep "
+            "one of them");
+  const PipelinesFile twice = parse("[defaults]\nbatch_size = 3\n[[run]]\nname = \"a\"\nbatch_size = 5\n"
+                                    "[[run]]\nname = \"b\"\nlr = 0.1\nbatch-size = 2\nbatch_size = 4\n");
+  EXPECT_EQ(twice.runs[0].error, "");  // a run overriding [defaults] is what runs are for
+  EXPECT_EQ(twice.runs[0].config.batch_size, 5);
+  EXPECT_EQ(twice.runs[1].error, "run 'b': runs.toml:10: key 'batch_size' sets 'batch-size', which 'batch-size' "
+                                 "already set in this table; keep one of them");
 }
 
 TEST(PipelinesConfig, ReadingAMissingFileIsAnIoError) {
