@@ -25,13 +25,4 @@ int64_t checked_mul(int64_t a, int64_t b, const What&... what) {
   return product;
 }
 
-/// a + b for non-negative a and b, or a ValueError as above.
-template <typename... What>
-int64_t checked_add(int64_t a, int64_t b, const What&... what) {
-  int64_t sum = 0;
-  if (__builtin_add_overflow(a, b, &sum))
-    MT_THROW(ValueError, what..., ": ", a, " + ", b, " does not fit in 64 bits");
-  return sum;
-}
-
 }  // namespace minitrain
