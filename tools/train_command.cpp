@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 
@@ -12,6 +13,7 @@
 #include "train/config.h"
 #include "train/progress.h"
 #include "train/run_training.h"
+#include "train/stop_signals.h"
 
 namespace minitrain::cli {
 namespace {
@@ -98,19 +100,23 @@ int TrainCommand::run(std::ostream& out, std::ostream& progress) {
     world = env.world_size;
   }
   TrainReport r;
+  StopOnSignals stop_on_signals;  // Ctrl-C / SIGTERM: finish the step, checkpoint, save, exit 130 / 143
   try {
-    r = run_training(config, out, progress);
+    r = run_training(config, out, progress, &StopOnSignals::requested());
   } catch (const Error& e) {
     if (world <= 1) throw;
     std::cerr << "rank " << rank << ": minitrain: error: " << e.what() << "\n";
     return 1;
   }
-  if (r.rank != 0) return 0;
   const TrainSummary& s = r.summary;
+  // As a shell reports a process killed by the signal: 128 + its number (130 for SIGINT). A ddp
+  // rank stopped because another rank was signalled reports SIGTERM's, the launcher's signal.
+  const int exit_code = s.stopped_early ? 128 + (s.stop_signal != 0 ? s.stop_signal : SIGTERM) : 0;
+  if (r.rank != 0) return exit_code;
   char line[256];
   if (s.last_step >= s.first_step) {
-    std::snprintf(line, sizeof line, "done: steps %lld-%lld of %lld in %.2f s (%.0f samples/s); loss %.6g -> %.6g",
-                  static_cast<long long>(s.first_step), static_cast<long long>(s.last_step),
+    std::snprintf(line, sizeof line, "%s: steps %lld-%lld of %lld in %.2f s (%.0f samples/s); loss %.6g -> %.6g",
+                  s.stopped_early ? "stopped" : "done", static_cast<long long>(s.first_step), static_cast<long long>(s.last_step),
                   static_cast<long long>(r.total_steps), s.seconds, s.seconds > 0 ? s.samples / s.seconds : 0.0,
                   s.first_loss, s.last_loss);
     out << line;
@@ -127,7 +133,16 @@ int TrainCommand::run(std::ostream& out, std::ostream& progress) {
   if (!config.log.empty())
     out << "metrics: " << config.log << (r.world_size > 1 ? " (rank 0; rank r: .rank<r> before the extension)" : "")
         << "\n";
-  return 0;
+  if (s.stopped_early) {
+    out << "interrupted by " << (s.stop_signal != 0 ? stop_signal_name(s.stop_signal) : "a signal to another rank")
+        << " after step " << s.last_step << " of " << r.total_steps << "; ";
+    if (!s.last_checkpoint.empty())
+      out << "to continue, run the same command with --resume\n";
+    else
+      out << "no --checkpoint-dir was given, so there is nothing to resume from (give one to make an "
+             "interrupted run resumable)\n";
+  }
+  return exit_code;
 }
 
 }  // namespace minitrain::cli

@@ -230,7 +230,8 @@ int64_t synthetic_rows(const std::string& spec) {
   return rows;
 }
 
-TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream& progress_out) {
+TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream& progress_out,
+                         const std::atomic<int>* stop_requested) {
   // ---- check everything before the first step ----
   validate(c);
   if (c.threads > 0) set_num_threads(static_cast<int>(c.threads));
@@ -370,6 +371,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   DataLoader loader(data, lo);
 
   TrainerOptions to;
+  to.stop_requested = stop_requested;
   const int64_t bpe = loader.batches_per_epoch();
   const int64_t epochs = c.steps ? 0 : c.epochs.value_or(kDefaultEpochs);
   to.total_steps = c.steps ? *c.steps : steps_for_epochs(epochs, bpe, c.grad_accum);
@@ -388,10 +390,14 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     // The mean of the ranks' batch means is the global batch's mean: every rank's batch has the
     // same number of rows. Called after the step's last backward, when no bucket is in flight.
     Communicator* cm = comm.get();
-    to.reduce_loss = [cm](double loss) {
-      Tensor t = Tensor::from_vector(std::vector<double>{loss}, {1}, cm->device());
+    // One all-reduce carries the loss and the stop request: the mean of the requests is > 0
+    // when any rank was signalled, so every rank stops after the same step.
+    to.reduce_loss = [cm](double loss, bool& stop) {
+      Tensor t = Tensor::from_vector(std::vector<double>{loss, stop ? 1.0 : 0.0}, {2}, cm->device());
       cm->all_reduce(t, ReduceOp::Avg);
-      return t.item();
+      const std::vector<double> mean = t.to_vector<double>();
+      stop = mean[1] > 0;
+      return mean[0];
     };
     to.write_checkpoints = rank == 0;
     to.after_checkpoint = [cm] { cm->barrier(); };  // nobody goes on (or reads it) half-written

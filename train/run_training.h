@@ -4,6 +4,7 @@
 // first step, and the files a run writes at its end (--save) are written only by a run that
 // finished, atomically: a failed run never replaces them.
 
+#include <atomic>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -26,7 +27,10 @@ struct TrainReport {
 /// display (a bar or lines, per config.progress). Throws the library's typed errors.
 /// --parallel ddp: one call per rank (mpirun, minitrain launch); rank 0 alone writes to `info`,
 /// `progress`, --save and checkpoints, and rank r > 0 logs to --log with ".rank<r>" inserted.
-TrainReport run_training(const TrainConfig& config, std::ostream& info, std::ostream& progress);
+/// `stop_requested` (see StopOnSignals): once nonzero, the run stops after the step in progress,
+/// checkpoints (with --checkpoint-dir) and saves (--save) as at its end; report.summary says so.
+TrainReport run_training(const TrainConfig& config, std::ostream& info, std::ostream& progress,
+                         const std::atomic<int>* stop_requested = nullptr);
 
 /// Rows of "synthetic[:N]" (8192 when N is not given).
 int64_t synthetic_rows(const std::string& data_spec);

@@ -180,7 +180,8 @@ StepStats Trainer::train_step() {
     ++batches_seen_;
   }
   s.loss = loss_sum / static_cast<double>(batches);
-  if (options_.reduce_loss) s.loss = options_.reduce_loss(s.loss);
+  stop_agreed_ = options_.stop_requested != nullptr && options_.stop_requested->load() != 0;
+  if (options_.reduce_loss) s.loss = options_.reduce_loss(s.loss, stop_agreed_);
   s.device = device_.str();
 
   if (std::isfinite(s.loss)) {
@@ -223,9 +224,15 @@ TrainSummary Trainer::run() {
       summary.samples += s.samples;
       if (options_.on_step) options_.on_step(s);
       const bool last = step_ == options_.total_steps;
+      const bool stop = stop_agreed_ && !last;
       if (!options_.checkpoint_dir.empty() &&
-          (last || (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0)))
+          (last || stop || (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0)))
         save_checkpoint(checkpoint_path(options_.checkpoint_dir));
+      if (stop) {
+        summary.stopped_early = true;
+        summary.stop_signal = options_.stop_requested != nullptr ? options_.stop_requested->load() : 0;
+        break;
+      }
     }
   } catch (...) {
     if (options_.progress != nullptr) options_.progress->finish();

@@ -12,6 +12,7 @@
 // torch), then clip, check the loss is finite, and update. The loss reported for a step is the
 // mean of its batches' losses, computed before the update. Steps count from 1.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -53,6 +54,9 @@ struct TrainerOptions {
   MetricsLog* log = nullptr;
   Progress* progress = nullptr;
   std::function<void(const StepStats&)> on_step;  ///< after each step (and its log line)
+  /// Nonzero (a signal number, see StopOnSignals) asks run() to stop after the step in progress:
+  /// it checkpoints (with checkpoint_dir) and returns early. Null: never.
+  const std::atomic<int>* stop_requested = nullptr;
 
   // ---- multi-rank runs (ddp); the defaults are one process ----
   /// Before each backward of a step, with sync = whether it is the step's last batch: ddp turns
@@ -61,7 +65,9 @@ struct TrainerOptions {
   /// This rank's step loss -> the loss of the step's global batch (ddp: the mean over ranks, an
   /// all-reduce). Called on every rank once the step's last backward has returned, so no gradient
   /// all-reduce is in flight; the result decides, alike on every rank, whether the step is finite.
-  std::function<double(double)> reduce_loss;
+  /// `stop` comes in as this rank's stop request and goes out as whether any rank asked (the same
+  /// all-reduce carries it), so that every rank stops after the same step.
+  std::function<double(double loss, bool& stop)> reduce_loss;
   /// Ranks that each train a batch like this one: samples and samples/s count them all, and a
   /// checkpoint records the layout (ranks x batch size) and the data position in global samples.
   int world_size = 1;
@@ -79,6 +85,10 @@ struct TrainSummary {
   double seconds = 0.0;
   int64_t samples = 0;
   std::string last_checkpoint;            ///< the checkpoint written last, if any
+  /// The run stopped before total_steps because a stop was requested (options.stop_requested, on
+  /// this rank or, under ddp, another); stop_signal is this rank's signal, 0 if it got none.
+  bool stopped_early = false;
+  int stop_signal = 0;
 };
 
 /// Steps for `epochs` passes over the data: ceil(epochs * batches_per_epoch / grad_accum).
@@ -122,6 +132,7 @@ class Trainer {
   // The batch index of this layout where a checkpoint of another layout stands; ValueError if none.
   int64_t map_batch_index(const std::string& path, const std::map<std::string, std::string>& meta) const;
 
+  bool stop_agreed_ = false;  // the last step's stop decision, alike on every rank
   Module& model_;
   Optimizer& optimizer_;
   DataLoader& loader_;

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <csignal>
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -69,7 +71,7 @@ TEST(TrainerDdpHooks, ReducedLossAndSamplesOfAllRanksAreReported) {
   o.total_steps = 2;
   o.world_size = 3;
   std::vector<double> seen;
-  o.reduce_loss = [&](double local) {
+  o.reduce_loss = [&](double local, bool&) {
     seen.push_back(local);
     return 10.0 + static_cast<double>(seen.size());
   };
@@ -93,10 +95,43 @@ TEST(TrainerDdpHooks, ANonFiniteGlobalLossStopsTheRun) {
   SmallRun run(4);
   TrainerOptions o;
   o.total_steps = 3;
-  o.reduce_loss = [](double) { return std::nan(""); };
+  o.reduce_loss = [](double, bool&) { return std::nan(""); };
   Trainer trainer(*run.model, *run.opt, *run.loader, o);
   EXPECT_THROW(trainer.run(), NonFiniteError);
   EXPECT_EQ(trainer.step(), 0);
+}
+
+// A stop request (Ctrl-C) ends the run after the step in progress with a checkpoint; under ddp
+// the request travels with the loss, so a rank that got no signal stops after the same step.
+TEST(TrainerDdpHooks, AStopRequestOnAnyRankEndsTheRunAfterTheSameStepWithACheckpoint) {
+  for (const bool this_rank_signalled : {true, false}) {
+    SCOPED_TRACE(this_rank_signalled ? "signal on this rank" : "signal on another rank");
+    ScratchDir dir;
+    SmallRun run(4);
+    std::atomic<int> requested{0};
+    TrainerOptions o;
+    o.total_steps = 10;
+    o.checkpoint_dir = dir.path("ckpt");  // checkpoint_every 0: only at the end, or at a stop
+    std::filesystem::create_directories(o.checkpoint_dir);
+    o.stop_requested = &requested;
+    int64_t step = 0;
+    o.on_step = [&](const StepStats& s) { step = s.step; };
+    o.reduce_loss = [&](double local, bool& stop) {
+      if (step + 1 == 3) {  // the signal arrives during step 3, here or on the other rank
+        if (this_rank_signalled) requested = SIGINT;
+        stop = true;
+      }
+      return local;
+    };
+    Trainer trainer(*run.model, *run.opt, *run.loader, o);
+    const TrainSummary summary = trainer.run();
+    EXPECT_TRUE(summary.stopped_early);
+    EXPECT_EQ(summary.stop_signal, this_rank_signalled ? SIGINT : 0);
+    EXPECT_EQ(summary.last_step, 3);
+    EXPECT_EQ(trainer.step(), 3);
+    EXPECT_EQ(summary.last_checkpoint, checkpoint_path(dir.path("ckpt")));
+    EXPECT_EQ(read_checkpoint_metadata(summary.last_checkpoint).at("step"), "3");
+  }
 }
 
 // Rank > 0 writes nothing, but passes the barrier after each checkpoint like rank 0.
