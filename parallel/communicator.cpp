@@ -3,10 +3,18 @@
 
 #include "parallel/communicator.h"
 
+#include <atomic>
+
 #include "core/error.h"
 #include "parallel/ring.h"
 
 namespace minitrain {
+namespace {
+std::atomic<bool> g_lost_peer{false};
+}  // namespace
+
+void record_lost_peer() noexcept { g_lost_peer.store(true); }
+bool lost_a_peer() noexcept { return g_lost_peer.load(); }
 
 ReduceOp parse_reduce_op(const std::string& name) {
   if (name == "sum") return ReduceOp::Sum;

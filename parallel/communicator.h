@@ -32,6 +32,13 @@ struct CommOptions {
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::Native;
 };
 
+/// Process-wide: a communicator of this process gave up on a peer (an operation timed out or failed
+/// with an error from the transport), so the ranks no longer agree on what comes next and the peer
+/// may be stopped or dead. A process that then ends must not wait for its peers on the way out
+/// (MpiRuntime::leave_job_after_failure). Set by the backends when they throw such a CommError.
+void record_lost_peer() noexcept;
+bool lost_a_peer() noexcept;
+
 class Communicator {
  public:
   virtual ~Communicator() = default;

@@ -92,19 +92,43 @@ MpiRuntime& MpiRuntime::instance() {
   return runtime;
 }
 
-void MpiRuntime::abort_job(int exit_code) {
+void MpiRuntime::note_timeout(std::chrono::milliseconds timeout) {
+  long long ms = leave_timeout_ms_.load();
+  while (timeout.count() > ms && !leave_timeout_ms_.compare_exchange_weak(ms, timeout.count())) {
+  }
+}
+
+void MpiRuntime::leave_job_after_failure(int exit_code) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (!initialized || finalized) return;
   int size = 1;
   if (MPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS || size <= 1) return;
+  const int code = exit_code == 0 ? 1 : exit_code;
   // The error line the caller just printed must reach the terminal before the job is torn down.
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
-  MPI_Abort(MPI_COMM_WORLD, exit_code == 0 ? 1 : exit_code);
-  std::_Exit(exit_code == 0 ? 1 : exit_code);  // MPI_Abort returned (it should not): still end now
+  if (!lost_a_peer()) {
+    // Every rank may be leaving together (the same error everywhere, or an orderly stop on a
+    // signal, where rank 0 may still be writing the checkpoint): a barrier with the job's
+    // deadline tells that apart from a peer that is still training, stuck or stopped.
+    long long timeout_ms = leave_timeout_ms_.load();
+    if (timeout_ms <= 0) timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(CommOptions{}.timeout).count();
+    MPI_Request request;
+    if (MPI_Ibarrier(MPI_COMM_WORLD, &request) == MPI_SUCCESS) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+      for (int done = 0;;) {
+        if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+        if (done) return;  // all here: MPI_Finalize at exit has nobody to wait for
+        if (std::chrono::steady_clock::now() >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+  }
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort returned (it should not): still end now
 }
 
 // ---- MpiCommunicator ----
@@ -116,6 +140,7 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::world(CommOptions options) {
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options) : Communicator(options) {
   MpiRuntime::instance();
+  MpiRuntime::note_timeout(options.timeout);
   check_mpi(MPI_Comm_dup(comm, &comm_), "mpi", "MPI_Comm_dup");
   check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "mpi", "MPI_Comm_set_errhandler");
   check_mpi(MPI_Comm_rank(comm_, &rank_), "mpi", "MPI_Comm_rank");
@@ -165,6 +190,7 @@ std::vector<MPI_Status> MpiCommunicator::wait_all(std::vector<MPI_Request>& requ
       for (const MPI_Status& s : statuses)
         if (s.MPI_ERROR != MPI_SUCCESS) rc = s.MPI_ERROR;
     }
+    if (rc != MPI_SUCCESS) record_lost_peer();  // a transport error: most likely a peer that died
     check_mpi(rc, op, "MPI_Testall");
     if (done) return statuses;
     const auto now = clock::now();
@@ -192,6 +218,7 @@ std::vector<MPI_Status> MpiCommunicator::wait_all(std::vector<MPI_Request>& requ
                                        " ms); is that rank alive and calling the same operations "
                                        "in the same order? Check its log");
   if (abandoned) broken_ = message;
+  record_lost_peer();
   throw CommError(message);
 }
 

@@ -7,11 +7,13 @@
 // CommOptions::timeout, so a rank that never comes gives CommError ("all_reduce: rank 0 waited
 // 0.3 s ...") instead of a hang. A communicator never aborts the job on its own: a program may
 // catch CommError and carry on (the job goes on when the late rank was only late). A program that
-// gives up calls MpiRuntime::abort_job, and must not simply return from main: Open MPI's
-// MPI_Finalize is collective, so a rank whose peer is stopped, dead, or still waiting in a
-// collective would hang in it for ever after printing its error. The minitrain binary aborts this
-// way whenever a command fails in a job of more than one rank (tools/minitrain.cpp); mpirun then
-// ends every rank, the stopped one included.
+// gives up calls MpiRuntime::leave_job_after_failure, and must not simply return from main: Open
+// MPI's MPI_Finalize is collective, so a rank whose peer is stopped, dead, or still waiting in a
+// collective would hang in it for ever after printing its error. That call aborts the job
+// (MPI_Abort) when a peer was lost, and otherwise first gives the other ranks the deadline to
+// leave too (an orderly stop must not be cut short). The minitrain binary calls it whenever a
+// command fails in a job of more than one rank (tools/minitrain.cpp); mpirun then ends every
+// rank, the stopped one included.
 // After a timed-out collective the ranks disagree about the sequence of operations, so the
 // communicator refuses further work (CommError "... unusable ..."); the request that never
 // completed is kept, with its buffer, until the communicator is destroyed. A timed-out recv is
@@ -19,6 +21,8 @@
 
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -32,11 +36,16 @@ namespace minitrain {
 class MpiRuntime {
  public:
   static MpiRuntime& instance();  ///< initialises MPI on the first call
-  /// Ends the whole job now (MPI_Abort on MPI_COMM_WORLD with `exit_code`; does not return) when
-  /// MPI is initialised, not yet finalised, and the job has more than one rank; else returns at
-  /// once, and MPI_Finalize at exit has no peer to wait for. Flushes stdout and stderr first, since
-  /// MPI_Abort does not unwind. For a process that gives up after an error (Note [MPI timeouts]).
-  static void abort_job(int exit_code);
+  /// For a process of a job of two or more ranks that ends with a failure (`exit_code`, not 0),
+  /// instead of returning straight into MPI_Finalize (Note [MPI timeouts]). Flushes stdout and
+  /// stderr, then: when a communicator of this process lost a peer (lost_a_peer()), ends the
+  /// whole job at once (MPI_Abort on MPI_COMM_WORLD; does not return). Otherwise every rank may be
+  /// leaving together, so it waits in a barrier over MPI_COMM_WORLD for at most the longest
+  /// CommOptions::timeout of this process's communicators: returns when all ranks come (MPI_Finalize
+  /// at exit then has nobody to wait for), else MPI_Abort. Returns at once outside such a job.
+  static void leave_job_after_failure(int exit_code);
+  /// Remembers the longest communicator timeout, the deadline of leave_job_after_failure.
+  static void note_timeout(std::chrono::milliseconds timeout);
   int thread_level() const noexcept { return thread_level_; }  ///< MPI_THREAD_*
   ~MpiRuntime();
   MpiRuntime(const MpiRuntime&) = delete;
@@ -46,6 +55,7 @@ class MpiRuntime {
   MpiRuntime();
   int thread_level_ = MPI_THREAD_SINGLE;
   bool owns_ = false;  // we called MPI_Init_thread, so we call MPI_Finalize
+  static inline std::atomic<long long> leave_timeout_ms_{0};
 };
 
 class MpiCommunicator final : public Communicator {

@@ -123,6 +123,7 @@ void NcclCommunicator::check_tensor(const Tensor& t, const char* op, const char*
 }
 
 void NcclCommunicator::abort_and_throw(const std::string& message) {
+  record_lost_peer();
   ncclCommAbort(comm_);  // also ends this rank's kernels still waiting for peers
   comm_ = nullptr;
   broken_ = message;

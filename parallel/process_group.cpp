@@ -37,10 +37,12 @@ NcclUniqueId broadcast_id_over_mpi(const ProcessEnv& env, NcclUniqueId id, std::
   for (int done = 0;;) {
     MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     if (done) break;
-    if (std::chrono::steady_clock::now() - t0 > timeout)
+    if (std::chrono::steady_clock::now() - t0 > timeout) {
+      record_lost_peer();  // the broadcast stays pending: MPI_Finalize would wait for rank 0
       MT_THROW(CommError, "init_process_group: rank ", env.rank, " waited ", seconds(std::chrono::steady_clock::now() - t0),
                " s for the NCCL id from rank 0 (MPI broadcast); check that all ", env.world_size,
                " ranks call init_process_group");
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   NcclUniqueId out = *buffer;
@@ -72,6 +74,7 @@ std::unique_ptr<Communicator> init_nccl(const ProcessEnv& env, Device device, co
   std::unique_ptr<FileRendezvous> rendezvous;
   if (env.world_size > 1) {
     if (env.under_mpi()) {
+      MpiRuntime::note_timeout(options.comm.timeout);  // the NCCL ranks' deadline, for leaving the MPI job
       id = broadcast_id_over_mpi(env, id, options.init_timeout);
     } else {
       RendezvousOptions r;

@@ -62,10 +62,11 @@ int main(int argc, char** argv) {
     std::cerr << "minitrain: internal error: " << e.what() << "\n";
     code = 2;
   }
-  // A failed rank of an MPI job (mpirun ... minitrain train --parallel ddp) ends the job here
-  // instead of returning into MPI_Finalize, which waits for every peer: one that is stopped or
-  // dead, or still inside the collective this rank gave up on, would keep it there for ever
-  // (Note [MPI timeouts]). Nothing happens outside an MPI job of two or more ranks.
-  if (code != 0) minitrain::MpiRuntime::abort_job(code);
+  // A failed rank of an MPI job (mpirun ... minitrain train --parallel ddp) does not return
+  // straight into MPI_Finalize, which waits for every peer: one that is stopped or dead, or still
+  // inside the collective this rank gave up on, would keep it there for ever. It aborts the job
+  // instead, unless every rank is leaving together (Note [MPI timeouts]). Nothing happens outside
+  // an MPI job of two or more ranks.
+  if (code != 0) minitrain::MpiRuntime::leave_job_after_failure(code);
   return code;
 }

@@ -229,6 +229,29 @@ TEST_F(DdpFault, AStoppedRankEndsTheJobWithinTheDeadlinePlusTenSeconds) {
 
 TEST_F(DdpFault, AKilledRankEndsTheJobWithinTheDeadlinePlusTenSeconds) { check_job_ended(SIGKILL); }
 
+// The other side of leaving after a failure: an orderly stop (SIGTERM to every rank: they stop
+// after the same step, rank 0 writes the checkpoint, all exit 143) is not a lost peer, so no rank
+// aborts the job, which could kill rank 0 in the middle of writing the checkpoint.
+TEST_F(DdpFault, AnOrderlyStopOnSigtermIsNotAborted) {
+  Subprocess job = start({mpiexec_, "-n", "2", minitrain_, "train", "--parallel", "ddp", "--model", "mlp:4,16,2",
+                          "--data", "synthetic:96", "--device", "cpu", "--steps", "100000000", "--batch-size", "4",
+                          "--comm-timeout", "30", "--progress", "none", "--log", file("m.jsonl"), "--checkpoint-dir",
+                          file("ckpt")});
+  ASSERT_TRUE(wait_until([&] { return non_empty(file("m.jsonl")) && non_empty(file("m.rank1.jsonl")); }, 120s))
+      << read_file(file("output.txt"));
+  const std::vector<int> ranks = live_processes_with({tag_entry(), "OMPI_COMM_WORLD_SIZE=2"});
+  ASSERT_EQ(ranks.size(), 2u) << pid_list(ranks);
+  for (int pid : ranks) ::kill(pid, SIGTERM);
+  const std::optional<ExitStatus> s = job.wait_for(60s);
+  const std::string output = read_file(file("output.txt"));
+  ASSERT_TRUE(s.has_value()) << output;
+  EXPECT_EQ(s->code, 128 + SIGTERM) << s->str() << "\n" << output;
+  EXPECT_NE(output.find("interrupted by SIGTERM"), std::string::npos) << output;
+  EXPECT_EQ(output.find("MPI_ABORT was invoked"), std::string::npos) << output;
+  EXPECT_TRUE(non_empty(file("ckpt/checkpoint.safetensors"))) << output;
+  expect_nothing_left(3s);
+}
+
 // ---- launch and pipelines killed with SIGKILL: no destructor runs, the kernel kills the children ----
 
 TEST_F(FaultCase, LaunchKilledWithSigkillTakesItsRanksWithIt) {
