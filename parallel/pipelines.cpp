@@ -483,7 +483,9 @@ std::string pipelines_summary_json(const std::vector<PipelineResult>& results) {
   nlohmann::ordered_json doc;
   doc["runs"] = runs;
   doc["failed"] = failed;
-  return doc.dump(2) + "\n";
+  // A reason quotes a run's error line, whose paths may hold bytes that are not UTF-8: they
+  // become U+FFFD rather than a JSON exception that would lose the whole summary.
+  return doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 void write_pipelines_summary(const std::string& path, const std::vector<PipelineResult>& results) {

@@ -373,6 +373,16 @@ TEST(PipelinesProcesses, RealRunsQueueOnOneSlotAndOverlapOnTwo) {
   EXPECT_NE(status.str().find("[b] done (exit status 0)"), std::string::npos) << status.str();
 }
 
+TEST(PipelinesSummary, AReasonThatIsNotUtf8BecomesReplacementCharacters) {
+  // A run's error line quoting a path with a stray byte used to throw json type_error 316.
+  PipelineResult bad;
+  bad.name = "a";
+  bad.state = RunState::Failed;
+  bad.reason = "minitrain: error: cannot open '/data/x\xff.npy'";
+  const nlohmann::json j = nlohmann::json::parse(pipelines_summary_json({bad}));
+  EXPECT_EQ(j["runs"][0]["reason"], "minitrain: error: cannot open '/data/x\xef\xbf\xbd.npy'");
+}
+
 TEST(PipelinesProcesses, AFailingChildIsReportedWithItsErrorLineAndTheOthersFinish) {
   TempDir t;
   std::ostringstream status;
