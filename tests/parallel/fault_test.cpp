@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "parallel/subprocess.h"
+#include "tests/parallel/process_checks.h"
 
 namespace minitrain {
 namespace {
@@ -69,15 +70,6 @@ bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds wit
   return true;
 }
 
-// /proc/PID/stat: the state letter after the command name in parentheses.
-bool is_zombie_or_gone(int pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(stat, text)) return true;
-  const auto close_paren = text.rfind(')');
-  return close_paren == std::string::npos || close_paren + 2 >= text.size() || text[close_paren + 2] == 'Z';
-}
-
 std::vector<std::string> environment_of(int pid) {
   const std::string text = read_file("/proc/" + std::to_string(pid) + "/environ");
   std::vector<std::string> vars;
@@ -107,7 +99,7 @@ std::vector<int> live_processes_with(const std::vector<std::string>& entries) {
     const std::vector<std::string> env = environment_of(static_cast<int>(pid));
     bool all = !env.empty();
     for (const std::string& e : entries) all = all && has_var(env, e);
-    if (all && !is_zombie_or_gone(static_cast<int>(pid))) pids.push_back(static_cast<int>(pid));
+    if (all && !testing::process_gone(static_cast<int>(pid))) pids.push_back(static_cast<int>(pid));
   }
   ::closedir(proc);
   return pids;

@@ -18,13 +18,16 @@
 #include <thread>
 
 #include "core/error.h"
+#include "tests/parallel/process_checks.h"
 #include "tests/support/test_util.h"
 
 namespace minitrain {
 namespace {
 
 using namespace std::chrono_literals;
+using ::minitrain::testing::becomes_gone;
 using ::minitrain::testing::error_message;
+using ::minitrain::testing::process_gone;
 
 LaunchOptions sh_job(int n, const std::string& script) {
   LaunchOptions o;
@@ -122,24 +125,6 @@ TEST(Launcher, ARankThatIgnoresSigtermIsKilledAfterTheGrace) {
   EXPECT_GE(r.seconds, 0.3);  // rank 1 had its grace
   EXPECT_LT(r.seconds, 10.0);
   EXPECT_NE(r.err.find("failed: exit status 1; stopped rank 1\n"), std::string::npos) << r.err;
-}
-
-// True when `pid` no longer runs: gone, or a zombie (this container's init may not reap orphans).
-bool process_gone(int pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(stat, text)) return true;
-  const auto close_paren = text.rfind(')');
-  return close_paren != std::string::npos && close_paren + 2 < text.size() && text[close_paren + 2] == 'Z';
-}
-
-bool becomes_gone(int pid, std::chrono::milliseconds within = 5s) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
-  while (!process_gone(pid)) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
 }
 
 int read_pid(const std::string& path) {

@@ -15,13 +15,16 @@
 #include <thread>
 
 #include "core/error.h"
+#include "tests/parallel/process_checks.h"
 #include "tests/support/test_util.h"
 
 namespace minitrain {
 namespace {
 
 using namespace std::chrono_literals;
+using ::minitrain::testing::becomes_gone;
 using ::minitrain::testing::error_message;
+using ::minitrain::testing::process_gone;
 
 Subprocess sh(const std::string& script, std::vector<std::pair<std::string, std::string>> env = {}) {
   SubprocessOptions o;
@@ -50,23 +53,6 @@ std::string first_line(Subprocess& p) {
     std::this_thread::sleep_for(2ms);
   }
   return "(no line)";
-}
-
-// True when `pid` no longer runs: gone, or a zombie waiting for a parent that is not us.
-bool process_gone(int pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(stat, text)) return true;
-  const auto close_paren = text.rfind(')');
-  return close_paren != std::string::npos && close_paren + 2 < text.size() && text[close_paren + 2] == 'Z';
-}
-
-bool becomes_gone(int pid) {
-  for (int i = 0; i < 2000; ++i) {
-    if (process_gone(pid)) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return false;
 }
 
 TEST(Subprocess, ReportsExitCodes) {
@@ -171,7 +157,7 @@ TEST(Subprocess, TerminateKillsAChildThatIgnoresSigtermAndItsChildren) {
   const auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_EQ(s.signal, SIGKILL) << s.str();
   EXPECT_GE(took, 300ms);  // it had its grace
-  EXPECT_TRUE(becomes_gone(grandchild_pid)) << "pid " << grandchild_pid << " survived the process group's SIGKILL";
+  EXPECT_TRUE(becomes_gone(grandchild_pid, 10s)) << "pid " << grandchild_pid << " survived the process group's SIGKILL";
 }
 
 // A stopped child acts on SIGTERM only once continued: without the SIGCONT it would hold out for the
@@ -200,9 +186,9 @@ TEST(Subprocess, WhatAnEndedChildLeftInItsGroupIsKilled) {
     ASSERT_TRUE(p.wait_for(20s).has_value());
     EXPECT_FALSE(process_gone(signalled));
     p.signal(SIGKILL);  // to the group, after its leader ended
-    EXPECT_TRUE(becomes_gone(signalled)) << "pid " << signalled << " survived a signal to its group";
+    EXPECT_TRUE(becomes_gone(signalled, 10s)) << "pid " << signalled << " survived a signal to its group";
   }
-  EXPECT_TRUE(becomes_gone(destroyed)) << "pid " << destroyed << " survived the destructor of its group's Subprocess";
+  EXPECT_TRUE(becomes_gone(destroyed, 10s)) << "pid " << destroyed << " survived the destructor of its group's Subprocess";
 }
 
 TEST(Subprocess, NamesSignals) {
