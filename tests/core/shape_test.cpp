@@ -36,6 +36,14 @@ TEST(Shape, AnElementCountBeyond64BitsIsAValueErrorNamingTheShape) {
   EXPECT_EQ(dims_str({-1, int64_t{1} << 62}), "[-1, 4611686018427387904]");  // no validation
 }
 
+TEST(Excerpt, CutsLongTextAtACharacterBoundary) {
+  EXPECT_EQ(excerpt("short", 80), "short");
+  EXPECT_EQ(excerpt(std::string(100, 'k'), 80), std::string(80, 'k') + "...");
+  // "ab" then a 2-byte character (é): a cut at 3 bytes would split it, so it moves back to 2.
+  EXPECT_EQ(excerpt("ab\xc3\xa9" "cdef", 3), "ab...");
+  EXPECT_EQ(excerpt("ab\xc3\xa9" "cdef", 4), "ab\xc3\xa9" "...");
+}
+
 TEST(Shape, PrintsLikeAList) {
   EXPECT_EQ(Shape({32, 7}).str(), "[32, 7]");
   EXPECT_EQ(Shape({}).str(), "[]");
