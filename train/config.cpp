@@ -74,6 +74,8 @@ std::vector<KeyEntry> make_table() {
   t.push_back(optional_member("epochs", K::Int, &TrainConfig::epochs, "passes over the data"));
   t.push_back(optional_member("steps", K::Int, &TrainConfig::steps, "optimizer steps (instead of --epochs)"));
   t.push_back(member("shuffle", K::Bool, &TrainConfig::shuffle, "shuffle rows every epoch"));
+  t.push_back(member("drop-last", K::Bool, &TrainConfig::drop_last,
+                     "drop each epoch's last partial batch (torch's drop_last)"));
   t.push_back(member("seed", K::Int, &TrainConfig::seed, "seeds init, data and shuffling"));
   t.push_back(member("device", K::String, &TrainConfig::device, "auto | cpu | cuda | cuda:N"));
   t.push_back(member("threads", K::Int, &TrainConfig::threads, "CPU threads (0: all cores)"));

@@ -40,6 +40,7 @@ struct TrainConfig {
   std::optional<int64_t> epochs;         ///< neither epochs nor steps: kDefaultEpochs
   std::optional<int64_t> steps;          ///< optimizer steps
   bool shuffle = true;
+  bool drop_last = false;                ///< drop each epoch's last partial batch (torch's drop_last)
   uint64_t seed = 0;
   std::string device = "auto";           ///< auto | cpu | cuda | cuda:N
   int64_t threads = 0;                   ///< CPU threads; 0: the default (cores)

@@ -138,7 +138,7 @@ void check_resume_config(const std::string& path, const TrainConfig& c, int worl
     }
   }
   for (const char* key : {"model", "activation", "data", "targets", "target-columns", "optimizer", "shuffle",
-                          "seed", "grad-accum"}) {
+                          "drop-last", "seed", "grad-accum"}) {
     if (saved.contains(key) && saved[key] != now[key])
       MT_THROW(ValueError, "--resume: the checkpoint in ", c.checkpoint_dir, " was written with ", key, " ",
                saved[key].dump(), ", this run has ", now[key].dump(),
@@ -360,6 +360,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   DataLoaderOptions lo;
   lo.batch_size = c.batch_size;
   lo.shuffle = c.shuffle;
+  lo.drop_last = c.drop_last;
   lo.seed = c.seed;
   lo.device = device;
   // --batch-size is per rank (as in torch): each rank takes its share of every epoch's order, or

@@ -202,5 +202,25 @@ TEST(RunTraining, EpochsSetTheStepCountAndGradAccumDividesIt) {
   EXPECT_EQ(logged_losses(c.log).size(), 5u);
 }
 
+TEST(RunTraining, DropLastDropsEachEpochsPartialBatch) {
+  ScratchDir dir;
+  TrainConfig c = small_config(dir);
+  c.epochs = 3;
+  c.drop_last = true;  // 90 rows / 16: 5 full batches an epoch, the 10-row rest dropped
+  c.grad_accum = 4;    // 15 batches: steps of 4, 4, 4 and 3
+  const TrainReport r = train(c);
+  EXPECT_EQ(r.total_steps, 4);
+  EXPECT_EQ(r.summary.samples, 15 * 16);
+  // A checkpoint of a run without it does not resume with it: the batches would differ.
+  TrainConfig first = small_config(dir);
+  first.steps = 2;
+  first.checkpoint_dir = dir.path("ck");
+  train(first);
+  TrainConfig resumed = first;
+  resumed.resume = true;
+  resumed.drop_last = true;
+  testing::expect_error<ValueError>([&] { train(resumed); }, {"drop-last false", "this run has true"});
+}
+
 }  // namespace
 }  // namespace minitrain
