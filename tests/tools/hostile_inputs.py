@@ -70,8 +70,8 @@ def dead_pid():
 # ---- the table -------------------------------------------------------------------------------
 # Each row: name -> (setup(dir) -> args, expected exit status, regex the output must match,
 #                    optional check(dir, output) -> error text or None, time limit in seconds,
-#                    and optionally an address-space limit in bytes).
-# In args, "{d}" is the scratch directory.
+#                    and optionally an address-space limit in bytes). setup gets the row's own
+# scratch directory and writes its inputs there.
 
 SMALL_CSV = "a,b,y\n1,2,3\n4,5,6\n7,8,9\n"
 
@@ -234,7 +234,7 @@ ROWS = {
 def run_case(name, scratch_root):
     setup, want_status, want_regex, check, limit, *address_space = ROWS[name]
     d = tempfile.mkdtemp(prefix=name[:40] + ".", dir=scratch_root)
-    args = [a.replace("{d}", d) if isinstance(a, str) else a for a in setup(d)]
+    args = setup(d)
 
     def limit_memory():
         if address_space:
