@@ -12,10 +12,12 @@
 #include "core/error.h"
 #include "train/config.h"
 #include "train/config_keys.h"
+#include "train/config_toml_keys.h"
 
 namespace minitrain {
 namespace {
 
+using config_detail::check_one_spelling_per_key;
 using config_detail::KeyEntry;
 using config_detail::Value;
 
@@ -127,6 +129,23 @@ std::string relative_to(const std::string& base_dir, const std::string& value) {
 
 }  // namespace
 
+namespace config_detail {
+
+// "batch-size" and "batch_size" are one key: both in a table is a mistake, not "the last wins".
+void check_one_spelling_per_key(const toml::table& table, const std::string& source) {
+  std::map<std::string, std::string> spelling_of;  // key -> how the table spelt it
+  for (const auto& [k, node] : table) {
+    const std::string name(k.str());
+    const KeyEntry* e = find_key(name);
+    if (e == nullptr) continue;
+    const auto [earlier, first_time] = spelling_of.emplace(e->key.name, name);
+    MT_CHECK_AS(ValueError, first_time, where(source, node), ": key '", name, "' sets '", e->key.name,
+                "', which '", earlier->second, "' already set in this table; keep one of them");
+  }
+}
+
+}  // namespace config_detail
+
 void apply_toml_config(TrainConfig& config, const std::string& toml_text, const std::string& source,
                        const std::string& base_dir) {
   toml::table table;
@@ -137,8 +156,8 @@ void apply_toml_config(TrainConfig& config, const std::string& toml_text, const 
   }
 
   // Check everything first, then set: a bad file leaves `config` as it was.
+  check_one_spelling_per_key(table, source);
   TrainConfig updated = config;
-  std::map<std::string, std::string> spelling_of;  // key -> how the file spelt it ("batch_size")
   for (const auto& [key, node] : table) {
     const std::string name = excerpt(key.str());
     const KeyEntry* e = config_detail::find_key(name);
@@ -151,11 +170,6 @@ void apply_toml_config(TrainConfig& config, const std::string& toml_text, const 
                hint.empty() ? std::string(" (keys are the long flags of minitrain train, e.g. batch-size)")
                             : " (did you mean '" + hint + "'?)");
     }
-    // "batch-size" and "batch_size" are one key: both in a file is a mistake, not "last wins".
-    const auto [earlier, first_time] = spelling_of.emplace(e->key.name, name);
-    if (!first_time)
-      MT_THROW(ValueError, where(source, node), ": key '", name, "' sets '", e->key.name,
-               "', which '", earlier->second, "' already set; keep one of them");
     const std::optional<Value> value = convert(*e, node);
     if (!value)
       MT_THROW(ValueError, where(source, node), ": key '", name, "' must be ",

@@ -7,7 +7,6 @@
 #include <toml++/toml.h>
 
 #include <filesystem>
-#include <map>
 #include <set>
 #include <sstream>
 
@@ -17,6 +16,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "train/config_keys.h"
+#include "train/config_toml_keys.h"
 
 namespace minitrain {
 namespace {
@@ -53,18 +53,9 @@ void apply_key(TrainConfig& config, const std::string& key, const toml::node& no
 }
 
 // Keys are applied one at a time, so apply_toml_config cannot see that "batch-size" and
-// "batch_size" in one table set the same key; this does (a run may still override [defaults]).
-void check_one_spelling_per_key(const toml::table& table, const std::string& source) {
-  std::map<std::string, std::string> spelling_of;
-  for (const auto& [k, v] : table) {
-    const std::string name(k.str());
-    const config_detail::KeyEntry* e = config_detail::find_key(name);
-    if (e == nullptr) continue;  // apply_key names unknown keys
-    const auto [earlier, first_time] = spelling_of.emplace(e->key.name, name);
-    MT_CHECK_AS(ValueError, first_time, source, ":", line_of(v), ": key '", name, "' sets '", e->key.name,
-                "', which '", earlier->second, "' already set in this table; keep one of them");
-  }
-}
+// "batch_size" in one table set the same key: each table is checked whole first (a run may still
+// override [defaults]).
+using config_detail::check_one_spelling_per_key;
 
 void make_paths_absolute(TrainConfig& c) {
   const auto absolute = [](std::string& p) {
