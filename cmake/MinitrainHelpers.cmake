@@ -81,10 +81,32 @@ function(minitrain_add_library name)
   endif()
 endfunction()
 
+# Note [gpu label]: every ctest entry is labelled `cpu` or `gpu` by minitrain_label_tests (below),
+# the one place a label is set. A gpu case needs a GPU (real or emulated) and reports GTEST_SKIP
+# (counted as skipped, never as passed) on a machine without one.
+#
+# A GoogleTest case declares that it needs a GPU in its name, by one of two markers that exist
+# for nothing else: its suite's name begins or ends with "Cuda" (CudaGemmLadder, GemmCuda), or it
+# is the CUDA instance of a device-parameterised suite (".../cuda", ".../cuda_tf32", from
+# MT_INSTANTIATE_DEVICE_TEST_SUITE and device_param_name). A "Cuda" elsewhere in a name
+# (Launcher.DevicesBecomeCudaVisibleDevices) marks nothing. The label is checked where the case
+# runs (tests/support/test_util.cpp reads MINITRAIN_TEST_LABEL): a `cpu` case that skips for want
+# of a GPU fails, and so does a `gpu` case that passes on a machine without any GPU.
+set(MINITRAIN_GPU_CASES "Cuda*:*/Cuda*:*Cuda.*:*/cuda*")
+
+# minitrain_label_tests(cpu|gpu TEST ...): the ctest label of these entries, and the environment
+# variable MINITRAIN_TEST_LABEL their programs check it by (appended: the entries keep their own
+# ENVIRONMENT, so call this after any set_tests_properties(... ENVIRONMENT ...) of theirs).
+function(minitrain_label_tests label)
+  if(NOT label MATCHES "^(cpu|gpu|fuzz)$")
+    message(FATAL_ERROR "minitrain_label_tests: label '${label}' is not cpu, gpu or fuzz")
+  endif()
+  set_property(TEST ${ARGN} APPEND PROPERTY LABELS ${label})
+  set_property(TEST ${ARGN} APPEND PROPERTY ENVIRONMENT MINITRAIN_TEST_LABEL=${label})
+endfunction()
+
 # minitrain_add_test(NAME SOURCES a_test.cpp ... LIBS dep ...)
-# Registers each GoogleTest case with ctest. Note [gpu label]: a case that needs a GPU has "cuda"
-# or "Cuda" in its full name (device-parameterised cases end in /cuda); those cases get the ctest
-# label `gpu` and report GTEST_SKIP (counted as skipped, never as passed) on a machine without one.
+# Registers each GoogleTest case with ctest, labelled by the markers of Note [gpu label].
 function(minitrain_add_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
   set(sources ${ARG_SOURCES})
@@ -94,13 +116,15 @@ function(minitrain_add_test name)
   add_executable(${name} ${sources})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} minitrain_test_support GTest::gtest_main)
   minitrain_target_defaults(${name})
+  # Discovered cases get their properties at test time (PRE_TEST), so they are given here rather
+  # than through minitrain_label_tests; the two set the same pair.
   gtest_discover_tests(${name}
-    TEST_FILTER "-*cuda*:*Cuda*"
-    PROPERTIES LABELS cpu
+    TEST_FILTER "-${MINITRAIN_GPU_CASES}"
+    PROPERTIES LABELS cpu ENVIRONMENT MINITRAIN_TEST_LABEL=cpu
     DISCOVERY_MODE PRE_TEST)
   gtest_discover_tests(${name}
-    TEST_FILTER "*cuda*:*Cuda*"
-    PROPERTIES LABELS gpu
+    TEST_FILTER "${MINITRAIN_GPU_CASES}"
+    PROPERTIES LABELS gpu ENVIRONMENT MINITRAIN_TEST_LABEL=gpu
     DISCOVERY_MODE PRE_TEST)
 endfunction()
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <random>
 #include <sstream>
 
@@ -140,37 +141,76 @@ std::string error_message(const std::function<void()>& f) {
 
 }  // namespace minitrain::testing
 
-// ---- MINITRAIN_REQUIRE_GPU ----
-// On a machine meant to have a GPU, a GPU case that skips for want of one is a failure, not a
-// skip: a CUDA 13 runtime on an old driver, or a container without the device, must not make a
-// "GPU run" that tested nothing look green. ctest runs one case per process, so the listener
-// turns the process's exit code.
+// ---- the gpu label and MINITRAIN_REQUIRE_GPU ----
+// ctest runs one case per process, so a listener that finds something wrong turns the process's
+// exit code, and the case fails with the reason on stderr.
 namespace minitrain::testing {
 namespace {
-class RequireGpuListener : public ::testing::EmptyTestEventListener {
+
+/// A skip for want of a GPU: MT_SKIP_UNLESS_AVAILABLE's "no CUDA device: ..." and the multi-GPU
+/// cases' "... needs 2 GPUs".
+bool skipped_for_want_of_a_gpu(const std::string& message) {
+  return message.find("CUDA device") != std::string::npos ||
+         message.find("GPUs") != std::string::npos;
+}
+
+[[noreturn]] void fail_process(const std::string& what) {
+  std::fprintf(stderr, "%s", what.c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+/// Checks Note [gpu label] (cmake/MinitrainHelpers.cmake) where the case runs: a case labelled
+/// `cpu` must not need a GPU, and a case labelled `gpu` must need one, which shows on a machine
+/// without any GPU as a skip. With MINITRAIN_REQUIRE_GPU=1 (a machine meant to have a GPU) a GPU
+/// case that skips for want of one fails too: a CUDA 13 runtime on an old driver, or a container
+/// without the device, must not make a "GPU run" that tested nothing look green.
+class GpuLabelListener : public ::testing::EmptyTestEventListener {
  public:
+  GpuLabelListener(std::string label, bool require_gpu)
+      : label_(std::move(label)), require_gpu_(require_gpu) {}
+
   void OnTestPartResult(const ::testing::TestPartResult& r) override {
     if (r.type() != ::testing::TestPartResult::kSkip || r.message() == nullptr) return;
     const std::string m = r.message();
-    if (m.find("CUDA device") != std::string::npos || m.find("GPUs") != std::string::npos)
-      missing_ += m + "\n";
+    if (!skipped_for_want_of_a_gpu(m)) return;
+    if (label_ == "cpu")
+      mislabelled_ += "labelled cpu (cmake/MinitrainHelpers.cmake, Note [gpu label]), but it skipped "
+                      "for want of a GPU: " + m + "\n";
+    if (require_gpu_) missing_gpu_ += m + "\n";
   }
+
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    const ::testing::TestResult& result = *info.result();
+    if (label_ == "gpu" && !result.Skipped() && !result.Failed() && cuda_device_count() == 0)
+      mislabelled_ += std::string("labelled gpu (cmake/MinitrainHelpers.cmake, Note [gpu label]), "
+                                  "but it passed on a machine without a GPU (") +
+                      cuda_unavailable_reason() + "), so it does not need one: " +
+                      info.test_suite_name() + "." + info.name() + "\n";
+  }
+
   void OnTestProgramEnd(const ::testing::UnitTest&) override {
-    if (missing_.empty()) return;
-    std::fprintf(stderr, "MINITRAIN_REQUIRE_GPU=1, but a GPU case skipped for want of a GPU:\n%s", missing_.c_str());
-    std::fflush(stderr);
-    std::_Exit(1);
+    if (!mislabelled_.empty()) fail_process("wrong ctest label:\n" + mislabelled_);
+    if (!missing_gpu_.empty())
+      fail_process("MINITRAIN_REQUIRE_GPU=1, but a GPU case skipped for want of a GPU:\n" +
+                   missing_gpu_);
   }
 
  private:
-  std::string missing_;
+  std::string label_;  ///< MINITRAIN_TEST_LABEL: cpu, gpu, or empty outside ctest
+  bool require_gpu_;
+  std::string mislabelled_, missing_gpu_;
 };
 
-const bool require_gpu_installed = [] {
-  const char* v = std::getenv("MINITRAIN_REQUIRE_GPU");
-  if (v != nullptr && std::string(v) == "1")
-    ::testing::UnitTest::GetInstance()->listeners().Append(new RequireGpuListener);
+const bool gpu_label_listener_installed = [] {
+  const char* label = std::getenv("MINITRAIN_TEST_LABEL");
+  const char* require = std::getenv("MINITRAIN_REQUIRE_GPU");
+  const bool require_gpu = require != nullptr && std::string(require) == "1";
+  if ((label != nullptr && *label != '\0') || require_gpu)
+    ::testing::UnitTest::GetInstance()->listeners().Append(
+        new GpuLabelListener(label != nullptr ? label : "", require_gpu));
   return true;
 }();
+
 }  // namespace
 }  // namespace minitrain::testing
