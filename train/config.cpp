@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -45,6 +46,13 @@ KeyEntry optional_member(const char* name, K kind, std::optional<T> TrainConfig:
           }};
 }
 
+// A default as --help prints it: 0, 0.01, 300.
+std::string number_text(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 std::vector<KeyEntry> make_table() {
   std::vector<KeyEntry> t;
   t.push_back(member("model", K::String, &TrainConfig::model, "mlp:IN,H1,...,OUT"));
@@ -56,6 +64,13 @@ std::vector<KeyEntry> make_table() {
       join(progress_mode_names(), " | ") + " (auto: a bar on a terminal, else lines)";
   static const std::string stages_help =
       "--parallel mp: pipeline stages (default " + std::to_string(kDefaultStages) + ")";
+  static const std::string weight_decay_help = "L2 (sgd, adam) or decoupled (adamw) decay; default " +
+                                                number_text(AdamOptions{}.weight_decay) + ", adamw " +
+                                                number_text(adamw_defaults().weight_decay);
+  static const std::string bucket_size_help =
+      "--parallel ddp: gradient bucket size (default " + TrainConfig{}.bucket_size + ")";
+  static const std::string comm_timeout_help = "seconds a collective waits for a peer before failing (default " +
+                                               number_text(TrainConfig{}.comm_timeout) + ")";
   static const std::string micro_batches_help =
       "--parallel mp: micro-batches per batch (default " + std::to_string(kDefaultMicroBatches) + ")";
   t.push_back(member("activation", K::String, &TrainConfig::activation, activation_help.c_str()));
@@ -67,8 +82,7 @@ std::vector<KeyEntry> make_table() {
   t.push_back(member("lr", K::Float, &TrainConfig::lr, "learning rate"));
   t.push_back(member("momentum", K::Float, &TrainConfig::momentum, "sgd momentum"));
   t.push_back(member("nesterov", K::Bool, &TrainConfig::nesterov, "sgd: Nesterov momentum"));
-  t.push_back(optional_member("weight-decay", K::Float, &TrainConfig::weight_decay,
-                     "L2 (sgd, adam) or decoupled (adamw) decay; default 0, adamw 0.01"));
+  t.push_back(optional_member("weight-decay", K::Float, &TrainConfig::weight_decay, weight_decay_help.c_str()));
   t.push_back({{"betas", K::FloatPair, "B1,B2 (adam, adamw)"},
                [](TrainConfig& c, const Value& v) {
                  std::tie(c.beta1, c.beta2) = std::get<std::pair<double, double>>(v);
@@ -108,12 +122,10 @@ std::vector<KeyEntry> make_table() {
                      "--parallel dp|mp: devices, e.g. cpu,cpu or cuda:0,cuda:1 (default: --device repeated)"));
   t.push_back(member("stages", K::Int, &TrainConfig::stages, stages_help.c_str()));
   t.push_back(member("micro-batches", K::Int, &TrainConfig::micro_batches, micro_batches_help.c_str()));
-  t.push_back(member("bucket-size", K::String, &TrainConfig::bucket_size,
-                     "--parallel ddp: gradient bucket size (default 25MiB)"));
+  t.push_back(member("bucket-size", K::String, &TrainConfig::bucket_size, bucket_size_help.c_str()));
   t.push_back(member("all-reduce", K::String, &TrainConfig::all_reduce,
                      "native | ring: the all-reduce of --parallel dp/ddp"));
-  t.push_back(member("comm-timeout", K::Float, &TrainConfig::comm_timeout,
-                     "seconds a collective waits for a peer before failing (default 300)"));
+  t.push_back(member("comm-timeout", K::Float, &TrainConfig::comm_timeout, comm_timeout_help.c_str()));
   t.push_back(member("sample-weights", K::String, &TrainConfig::sample_weights,
                      "W.npy: a weight per row; rows drawn with replacement (imbalanced data)"));
   t.push_back(member("gemm", K::String, &TrainConfig::gemm,
