@@ -33,6 +33,13 @@ std::string join(const std::vector<int64_t>& items, const std::string& sep) {
   return join(text, sep);
 }
 
+std::string bytes_str(int64_t bytes) {
+  constexpr int64_t kKiB = int64_t(1) << 10, kMiB = int64_t(1) << 20;
+  if (bytes >= kMiB && bytes % kMiB == 0) return std::to_string(bytes / kMiB) + " MiB";
+  if (bytes >= kKiB && bytes % kKiB == 0) return std::to_string(bytes / kKiB) + " KiB";
+  return std::to_string(bytes) + " B";
+}
+
 std::vector<std::string> device_list_entries(const std::string& list, const std::string& flag) {
   std::vector<std::string> entries = split(list, ',');
   for (const std::string& d : entries) {

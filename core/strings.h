@@ -21,6 +21,11 @@ std::vector<std::string> split(const std::string& text, char sep);
 std::string join(const std::vector<std::string>& items, const std::string& sep);
 std::string join(const std::vector<int64_t>& items, const std::string& sep);
 
+/// A byte count in the largest binary unit that holds it exactly, for reprs of settings:
+/// 26214400 -> "25 MiB", 3072 -> "3 KiB", 1000 -> "1000 B". (core/bytes.h's format_bytes rounds
+/// to two decimals instead, for measured amounts.)
+std::string bytes_str(int64_t bytes);
+
 /// The entries of a device list such as "cpu,cpu" or "cuda:0,cuda:1", in order, unparsed.
 /// ValueError naming `flag` and the list for an empty entry ("cpu,,cpu", "cpu,") or "auto"
 /// (a list names its devices). Checks no device name: see parse_device_list.

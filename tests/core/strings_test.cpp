@@ -37,6 +37,16 @@ TEST(Strings, Join) {
   EXPECT_EQ(join(std::vector<int64_t>{-1}, ","), "-1");
 }
 
+TEST(Strings, BytesInTheLargestExactUnit) {
+  EXPECT_EQ(bytes_str(0), "0 B");
+  EXPECT_EQ(bytes_str(1000), "1000 B");
+  EXPECT_EQ(bytes_str(1024), "1 KiB");
+  EXPECT_EQ(bytes_str(3 * 1024 + 1), "3073 B");
+  EXPECT_EQ(bytes_str(int64_t(25) << 20), "25 MiB");
+  EXPECT_EQ(bytes_str((int64_t(1) << 20) + 1024), "1025 KiB");
+  EXPECT_EQ(bytes_str(int64_t(4) << 30), "4096 MiB");  // as DDP's repr prints bucket_bytes
+}
+
 TEST(Strings, ParsesDeviceLists) {
   EXPECT_EQ(device_list_entries("cpu,cuda:1"), (Strings{"cpu", "cuda:1"}));
   const std::vector<Device> d = parse_device_list("cpu,cpu");
