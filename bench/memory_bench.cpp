@@ -27,6 +27,7 @@
 #include "bench/gpu_timing.h"
 #include "core/device.h"
 #include "core/parallel_for.h"
+#include "core/strings.h"
 #include "core/tensor.h"
 #include "kernels/activation.h"
 #include "kernels/adam_step.h"
@@ -255,7 +256,7 @@ int main(int argc, char** argv) {
   // 4 KiB (1024 floats) .. 1 GiB on a GPU, .. 256 MiB on the CPU, by factors of 4.
   const int64_t max_bytes = device.is_cuda() ? int64_t(1) << 30 : int64_t(256) << 20;
   for (const Op& op : ops()) {
-    if (device.is_cpu() && op.name.rfind("cudnn_", 0) == 0) continue;  // cuDNN runs on GPUs only
+    if (device.is_cpu() && minitrain::starts_with(op.name, "cudnn_")) continue;  // cuDNN runs on GPUs only
     for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
       const int64_t n = bytes / 4;
       const std::string size = bytes >= (1 << 20) ? std::to_string(bytes >> 20) + "MiB"

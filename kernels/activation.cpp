@@ -11,24 +11,7 @@
 
 namespace minitrain {
 
-Activation parse_activation(const std::string& name) {
-  for (Activation a : {Activation::ReLU, Activation::GELU, Activation::GELUTanh, Activation::Tanh,
-                       Activation::Sigmoid})
-    if (name == activation_name(a)) return a;
-  MT_THROW(ValueError, "unknown activation '", name,
-           "'; valid names: relu, gelu, gelu_tanh, tanh, sigmoid");
-}
-
-const char* activation_name(Activation a) {
-  switch (a) {
-    case Activation::ReLU: return "relu";
-    case Activation::GELU: return "gelu";
-    case Activation::GELUTanh: return "gelu_tanh";
-    case Activation::Tanh: return "tanh";
-    case Activation::Sigmoid: return "sigmoid";
-  }
-  return "unknown";
-}
+// (Names: kernels/activation_names.cpp, from the table in kernels/activation.h.)
 
 // ---- CPU reference ----
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "kernels/activation_math.h"
@@ -13,12 +14,34 @@ struct CUstream_st;
 
 namespace minitrain {
 
+// Note [one table per list of choices]: kActivations is the only list of activations. Parsing,
+// names, the valid names in error messages, --help text and torch repr all read it, so adding an
+// activation is a row here, a case in dispatch_activation below, and its math in activation_math.h.
 enum class Activation { ReLU, GELU, GELUTanh, Tanh, Sigmoid };
+
+struct ActivationInfo {
+  Activation kind;
+  const char* name;        ///< the command-line and metadata name: "gelu_tanh"
+  const char* torch_repr;  ///< the torch.nn module as torch prints it: "GELU(approximate='tanh')"
+};
+
+/// In the order --help and error messages list them.
+inline constexpr ActivationInfo kActivations[] = {
+    {Activation::ReLU, "relu", "ReLU()"},
+    {Activation::GELU, "gelu", "GELU(approximate='none')"},
+    {Activation::GELUTanh, "gelu_tanh", "GELU(approximate='tanh')"},
+    {Activation::Tanh, "tanh", "Tanh()"},
+    {Activation::Sigmoid, "sigmoid", "Sigmoid()"},
+};
 
 /// "relu" | "gelu" | "gelu_tanh" | "tanh" | "sigmoid"; throws ValueError listing them otherwise.
 Activation parse_activation(const std::string& name);
 /// The name parse_activation accepts: "relu", "gelu", ...
 const char* activation_name(Activation a);
+/// The torch.nn module it is, as torch prints it: "ReLU()", "GELU(approximate='none')", ...
+const char* activation_torch_repr(Activation a);
+/// Every name, in table order: for help text and "choose one of" messages.
+std::vector<std::string> activation_names();
 
 /// y = f(x); y may be x (in place).
 void activation_forward(Tensor& y, const Tensor& x, Activation a);

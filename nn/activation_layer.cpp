@@ -27,15 +27,6 @@ void ActivationLayer::to(Device device) {
   input_ = Tensor();
 }
 
-std::string ActivationLayer::repr() const {
-  switch (kind_) {
-    case Activation::ReLU: return "ReLU()";
-    case Activation::GELU: return "GELU(approximate='none')";
-    case Activation::GELUTanh: return "GELU(approximate='tanh')";
-    case Activation::Tanh: return "Tanh()";
-    case Activation::Sigmoid: return "Sigmoid()";
-  }
-  MT_THROW(ValueError, "unknown activation ", static_cast<int>(kind_));
-}
+std::string ActivationLayer::repr() const { return activation_torch_repr(kind_); }
 
 }  // namespace minitrain

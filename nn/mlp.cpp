@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "core/strings.h"
 #include "nn/activation_layer.h"
 #include "nn/linear.h"
 
@@ -18,14 +19,10 @@ constexpr const char* kPrefix = "mlp:";
 
 std::vector<int64_t> parse_mlp_spec(const std::string& spec) {
   const std::string prefix = kPrefix;
-  if (spec.compare(0, prefix.size(), prefix) != 0)
+  if (!starts_with(spec, prefix))
     MT_THROW(ValueError, "invalid model '", spec, "': unknown kind (", kSpecHelp, ")");
   std::vector<int64_t> sizes;
-  std::size_t pos = prefix.size();
-  while (true) {
-    const std::size_t comma = spec.find(',', pos);
-    const std::string item =
-        spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+  for (const std::string& item : split(spec.substr(prefix.size()), ',')) {
     if (item.empty())
       MT_THROW(ValueError, "invalid model '", spec, "': empty size (", kSpecHelp, ")");
     int64_t v = 0;
@@ -43,8 +40,6 @@ std::vector<int64_t> parse_mlp_spec(const std::string& spec) {
       MT_THROW(ValueError, "invalid model '", spec, "': size '", item,
                "' is not a positive integer (", kSpecHelp, ")");
     sizes.push_back(v);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
   }
   if (sizes.size() < 2)
     MT_THROW(ValueError, "invalid model '", spec, "': needs an input and an output size (",

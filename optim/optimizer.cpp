@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/strings.h"
 #include "kernels/fill.h"
 #include "optim/detail.h"
 
@@ -115,9 +116,7 @@ std::pair<std::size_t, std::size_t> match_state_name(const std::string& who, con
                                                      const std::vector<std::string>& slots) {
   for (std::size_t s = 0; s < slots.size(); ++s) {
     const std::string suffix = "." + slots[s];
-    if (key.size() <= suffix.size() ||
-        key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0)
-      continue;
+    if (key.size() <= suffix.size() || !ends_with(key, suffix)) continue;
     const std::string param = key.substr(0, key.size() - suffix.size());
     for (std::size_t i = 0; i < params.size(); ++i)
       if (params[i].first == param) return {i, s};

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/strings.h"
 #include "optim/detail.h"
 
 namespace minitrain {
@@ -131,6 +132,27 @@ std::unique_ptr<LRSchedule> linear_warmup(std::unique_ptr<LRSchedule> inner, int
     MT_THROW(ValueError, "linear_warmup: warmup_steps must be >= 0, got ", warmup_steps);
   if (warmup_steps == 0) return inner;  // min(1, step / 0): no warm-up at all
   return std::make_unique<LinearWarmup>(std::move(inner), warmup_steps);
+}
+
+const std::vector<ScheduleInfo>& schedule_table() {
+  static const std::vector<ScheduleInfo> table = {
+      {"none", [](const ScheduleSettings& s) { return constant_lr(s.lr); }},
+      {"step", [](const ScheduleSettings& s) { return step_lr(s.lr, s.step_size, s.gamma); }},
+      {"cosine", [](const ScheduleSettings& s) { return cosine_lr(s.lr, s.total_steps); }},
+  };
+  return table;
+}
+
+std::vector<std::string> schedule_names() {
+  std::vector<std::string> names;
+  for (const ScheduleInfo& s : schedule_table()) names.push_back(s.name);
+  return names;
+}
+
+std::unique_ptr<LRSchedule> make_named_schedule(const std::string& name, const ScheduleSettings& settings) {
+  for (const ScheduleInfo& s : schedule_table())
+    if (name == s.name) return s.make(settings);
+  MT_THROW(ValueError, "unknown schedule '", name, "'; valid names: ", join(schedule_names(), ", "));
 }
 
 }  // namespace minitrain

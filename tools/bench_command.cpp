@@ -20,6 +20,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/strings.h"
 #include "kernels/gemm_registry.h"
 #include "parallel/subprocess.h"
 
@@ -40,9 +41,9 @@ namespace {
 constexpr const char* kQuickMinTime = "0.01";
 
 std::string area_names() {
-  std::string s;
-  for (const BenchArea& a : bench_areas()) s += (s.empty() ? "" : ", ") + a.name;
-  return s;
+  std::vector<std::string> names;
+  for (const BenchArea& a : bench_areas()) names.push_back(a.name);
+  return join(names, ", ");
 }
 
 const BenchArea* find_area(const std::string& name) {
@@ -68,9 +69,9 @@ std::string shell_quote(const std::string& s) {
 }
 
 std::string join_command(const std::vector<std::string>& argv) {
-  std::string s;
-  for (const std::string& a : argv) s += (s.empty() ? "" : " ") + shell_quote(a);
-  return s;
+  std::vector<std::string> quoted;
+  for (const std::string& a : argv) quoted.push_back(shell_quote(a));
+  return join(quoted, " ");
 }
 
 // Runs argv with stdout and stderr passed line by line to `out` (so that the caller's stream, a

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "core/strings.h"
 #include "parallel/launcher.h"
 
 namespace minitrain::cli {
@@ -43,10 +44,7 @@ int LaunchCommand::run(std::ostream& out, std::ostream& err) {
   o.nproc = nproc_;
   if (!devices_.empty()) {
     // Split on commas, keeping empty entries so that "0,,1" is reported rather than read as "0,1".
-    size_t start = 0;
-    for (size_t comma; (comma = devices_.find(',', start)) != std::string::npos; start = comma + 1)
-      o.devices.push_back(devices_.substr(start, comma - start));
-    o.devices.push_back(devices_.substr(start));
+    o.devices = split(devices_, ',');
   }
   o.nnodes = nnodes_;
   o.node_rank = node_rank_;

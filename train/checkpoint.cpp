@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "core/strings.h"
 #include "nn/state_dict.h"
 
 namespace minitrain {
@@ -15,8 +16,6 @@ namespace {
 
 constexpr const char* kModelPrefix = "model.";
 constexpr const char* kOptimPrefix = "optim.";
-
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 int64_t int_field(const std::map<std::string, std::string>& meta, const std::string& key,
                   const std::string& path) {

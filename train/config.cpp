@@ -9,7 +9,12 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/strings.h"
+#include "kernels/activation.h"
+#include "optim/make_optimizer.h"
+#include "optim/schedule.h"
 #include "train/config_keys.h"
+#include "train/progress.h"
 
 namespace minitrain {
 namespace config_detail {
@@ -41,21 +46,43 @@ KeyEntry optional_member(const char* name, K kind, std::optional<T> TrainConfig:
           }};
 }
 
+// A default as --help prints it: 0, 0.01, 300.
+std::string number_text(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 std::vector<KeyEntry> make_table() {
   std::vector<KeyEntry> t;
   t.push_back(member("model", K::String, &TrainConfig::model, "mlp:IN,H1,...,OUT"));
-  t.push_back(member("activation", K::String, &TrainConfig::activation,
-                     "relu | gelu | gelu_tanh | tanh | sigmoid"));
+  // The lists of choices come from their tables; the strings live as long as the key table.
+  static const std::string activation_help = join(activation_names(), " | ");
+  static const std::string optimizer_help = join(optimizer_names(), " | ");
+  static const std::string schedule_help = join(schedule_names(), " | ");
+  static const std::string progress_help =
+      join(progress_mode_names(), " | ") + " (auto: a bar on a terminal, else lines)";
+  static const std::string stages_help =
+      "--parallel mp: pipeline stages (default " + std::to_string(kDefaultStages) + ")";
+  static const std::string weight_decay_help = "L2 (sgd, adam) or decoupled (adamw) decay; default " +
+                                                number_text(AdamOptions{}.weight_decay) + ", adamw " +
+                                                number_text(adamw_defaults().weight_decay);
+  static const std::string bucket_size_help =
+      "--parallel ddp: gradient bucket size (default " + TrainConfig{}.bucket_size + ")";
+  static const std::string comm_timeout_help = "seconds a collective waits for a peer before failing (default " +
+                                               number_text(TrainConfig{}.comm_timeout) + ")";
+  static const std::string micro_batches_help =
+      "--parallel mp: micro-batches per batch (default " + std::to_string(kDefaultMicroBatches) + ")";
+  t.push_back(member("activation", K::String, &TrainConfig::activation, activation_help.c_str()));
   t.push_back(member("data", K::String, &TrainConfig::data, "synthetic[:N] | X.npy | T.csv"));
   t.push_back(member("targets", K::String, &TrainConfig::targets, "Y.npy (with --data X.npy)"));
   t.push_back(member("target-columns", K::StringList, &TrainConfig::target_columns,
                      "a,b: target columns of a CSV (every other column is a feature)"));
-  t.push_back(member("optimizer", K::String, &TrainConfig::optimizer, "sgd | adam | adamw"));
+  t.push_back(member("optimizer", K::String, &TrainConfig::optimizer, optimizer_help.c_str()));
   t.push_back(member("lr", K::Float, &TrainConfig::lr, "learning rate"));
   t.push_back(member("momentum", K::Float, &TrainConfig::momentum, "sgd momentum"));
   t.push_back(member("nesterov", K::Bool, &TrainConfig::nesterov, "sgd: Nesterov momentum"));
-  t.push_back(optional_member("weight-decay", K::Float, &TrainConfig::weight_decay,
-                     "L2 (sgd, adam) or decoupled (adamw) decay; default 0, adamw 0.01"));
+  t.push_back(optional_member("weight-decay", K::Float, &TrainConfig::weight_decay, weight_decay_help.c_str()));
   t.push_back({{"betas", K::FloatPair, "B1,B2 (adam, adamw)"},
                [](TrainConfig& c, const Value& v) {
                  std::tie(c.beta1, c.beta2) = std::get<std::pair<double, double>>(v);
@@ -63,7 +90,7 @@ std::vector<KeyEntry> make_table() {
                [](const TrainConfig& c) { return nlohmann::json::array({c.beta1, c.beta2}); }});
   t.push_back(member("eps", K::Float, &TrainConfig::eps, "adam, adamw: added to sqrt(v)"));
   t.push_back(member("amsgrad", K::Bool, &TrainConfig::amsgrad, "adam, adamw: AMSGrad"));
-  t.push_back(member("schedule", K::String, &TrainConfig::schedule, "none | step | cosine"));
+  t.push_back(member("schedule", K::String, &TrainConfig::schedule, schedule_help.c_str()));
   t.push_back(member("warmup-steps", K::Int, &TrainConfig::warmup_steps, "linear lr warm-up"));
   t.push_back(member("step-size", K::Int, &TrainConfig::step_size, "step schedule: steps per decay"));
   t.push_back(member("gamma", K::Float, &TrainConfig::gamma, "step schedule: decay factor"));
@@ -87,22 +114,18 @@ std::vector<KeyEntry> make_table() {
                      "steps between checkpoints (0: only at the end)"));
   t.push_back(member("resume", K::Bool, &TrainConfig::resume, "continue from --checkpoint-dir"));
   t.push_back(member("log", K::String, &TrainConfig::log, "metrics.jsonl: one JSON line per step"));
-  t.push_back(member("progress", K::String, &TrainConfig::progress,
-                     "auto | bar | lines | none (auto: a bar on a terminal, else lines)"));
+  t.push_back(member("progress", K::String, &TrainConfig::progress, progress_help.c_str()));
   t.push_back(member("parallel", K::String, &TrainConfig::parallel,
                      "none | dp (replicas, one thread each) | ddp (one process per rank) | mp (layer-split stages)"));
   t.push_back(member("replicas", K::Int, &TrainConfig::replicas, "--parallel dp: replicas (default: one per --devices entry)"));
   t.push_back(member("devices", K::String, &TrainConfig::devices,
                      "--parallel dp|mp: devices, e.g. cpu,cpu or cuda:0,cuda:1 (default: --device repeated)"));
-  t.push_back(member("stages", K::Int, &TrainConfig::stages, "--parallel mp: pipeline stages (default 2)"));
-  t.push_back(member("micro-batches", K::Int, &TrainConfig::micro_batches,
-                     "--parallel mp: micro-batches per batch (default 1)"));
-  t.push_back(member("bucket-size", K::String, &TrainConfig::bucket_size,
-                     "--parallel ddp: gradient bucket size (default 25MiB)"));
+  t.push_back(member("stages", K::Int, &TrainConfig::stages, stages_help.c_str()));
+  t.push_back(member("micro-batches", K::Int, &TrainConfig::micro_batches, micro_batches_help.c_str()));
+  t.push_back(member("bucket-size", K::String, &TrainConfig::bucket_size, bucket_size_help.c_str()));
   t.push_back(member("all-reduce", K::String, &TrainConfig::all_reduce,
                      "native | ring: the all-reduce of --parallel dp/ddp"));
-  t.push_back(member("comm-timeout", K::Float, &TrainConfig::comm_timeout,
-                     "seconds a collective waits for a peer before failing (default 300)"));
+  t.push_back(member("comm-timeout", K::Float, &TrainConfig::comm_timeout, comm_timeout_help.c_str()));
   t.push_back(member("sample-weights", K::String, &TrainConfig::sample_weights,
                      "W.npy: a weight per row; rows drawn with replacement (imbalanced data)"));
   t.push_back(member("gemm", K::String, &TrainConfig::gemm,
@@ -187,12 +210,8 @@ namespace {
 using config_detail::Value;
 
 std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) parts.push_back(item);
-  if (!text.empty() && text.back() == ',') parts.push_back("");
-  return parts;
+  if (text.empty()) return {};
+  return split(text, ',');
 }
 
 bool parse_double(const std::string& s, double& out) {

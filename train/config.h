@@ -9,27 +9,29 @@
 #include <string>
 #include <vector>
 
+#include "optim/optimizer.h"
+
 namespace minitrain {
 
 struct TrainConfig {
   // ---- model ----
   std::string model = "mlp:4,64,64,1";   ///< mlp:IN,H1,...,OUT
-  std::string activation = "relu";       ///< relu | gelu | gelu_tanh | tanh | sigmoid
+  std::string activation = "relu";       ///< a name of kActivations (kernels/activation.h)
   // ---- data ----
   std::string data = "synthetic";        ///< synthetic[:N] | X.npy (with targets) | T.csv
   std::string targets;                   ///< Y.npy, with an X.npy data file
   std::vector<std::string> target_columns;  ///< with a .csv data file
   // ---- optimizer ----
-  std::string optimizer = "adam";        ///< sgd | adam | adamw
+  std::string optimizer = "adam";        ///< a name of optimizer_table() (optim/make_optimizer.h)
   double lr = 3e-3;
   double momentum = 0.0;                 ///< sgd
   bool nesterov = false;                 ///< sgd
   std::optional<double> weight_decay;    ///< unset: the optimizer's default (0; adamw 0.01)
-  double beta1 = 0.9, beta2 = 0.999;     ///< adam, adamw ("betas")
-  double eps = 1e-8;                     ///< adam, adamw
-  bool amsgrad = false;                  ///< adam, adamw
+  double beta1 = AdamOptions{}.beta1, beta2 = AdamOptions{}.beta2;  ///< adam, adamw ("betas")
+  double eps = AdamOptions{}.eps;        ///< adam, adamw
+  bool amsgrad = AdamOptions{}.amsgrad;  ///< adam, adamw
   // ---- schedule, clipping, accumulation ----
-  std::string schedule = "none";         ///< none | step | cosine
+  std::string schedule = "none";         ///< a name of schedule_table() (optim/schedule.h)
   int64_t warmup_steps = 0;              ///< linear warm-up before the schedule
   int64_t step_size = 0;                 ///< step: decay every step_size steps (required)
   double gamma = 0.1;                    ///< step: the decay factor
@@ -69,6 +71,14 @@ struct TrainConfig {
 
 /// Epochs when neither --epochs nor --steps is given.
 inline constexpr int64_t kDefaultEpochs = 8;
+/// --parallel mp (and ddp with --stages): stages and micro-batches when not given. TrainConfig
+/// keeps 0 for "not given" (validation tells a given value from none); these decide the default.
+inline constexpr int64_t kDefaultStages = 2;
+inline constexpr int64_t kDefaultMicroBatches = 1;
+inline int64_t stages_or_default(const TrainConfig& c) { return c.stages != 0 ? c.stages : kDefaultStages; }
+inline int64_t micro_batches_or_default(const TrainConfig& c) {
+  return c.micro_batches != 0 ? c.micro_batches : kDefaultMicroBatches;
+}
 
 /// One settable key: its name (the long flag without dashes) and the type of its value.
 enum class ConfigValueKind { Bool, Int, Float, String, FloatPair, StringList };

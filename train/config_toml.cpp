@@ -10,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/strings.h"
 #include "train/config.h"
 #include "train/config_keys.h"
 #include "train/config_toml_keys.h"
@@ -121,7 +122,7 @@ bool is_path_key(const std::string& name) {
 
 // `value` relative to `base_dir` when it is a relative path (and not "synthetic[:N]" data).
 std::string relative_to(const std::string& base_dir, const std::string& value) {
-  if (value.empty() || value == "synthetic" || value.rfind("synthetic:", 0) == 0) return value;
+  if (value.empty() || value == "synthetic" || starts_with(value, "synthetic:")) return value;
   const std::filesystem::path p(value);
   if (p.is_absolute() || base_dir == ".") return value;
   return (std::filesystem::path(base_dir) / p).string();

@@ -8,14 +8,15 @@
 
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/strings.h"
+#include "kernels/activation.h"
+#include "optim/make_optimizer.h"
+#include "optim/schedule.h"
 #include "train/config.h"
+#include "train/progress.h"
 
 namespace minitrain {
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 void check_finite(const char* flag, double v) {
   if (!std::isfinite(v)) MT_THROW(ValueError, "--", flag, " must be a finite number, got ", v);
@@ -36,17 +37,14 @@ constexpr int64_t kMaxSteps = int64_t{1} << 40;  // a trillion steps; keeps step
 constexpr int64_t kMaxWorkers = 4096;          // threads, replicas, stages
 constexpr double kMaxCommTimeoutSeconds = 1e6; // 11.6 days; a deadline beyond it would overflow the clock
 
-void check_one_of(const char* flag, const std::string& v, std::initializer_list<const char*> names) {
-  std::string list;
-  for (const char* n : names) {
+void check_one_of(const char* flag, const std::string& v, const std::vector<std::string>& names) {
+  for (const std::string& n : names)
     if (v == n) return;
-    list += list.empty() ? n : std::string(", ") + n;
-  }
-  MT_THROW(ValueError, "--", flag, ": unknown value '", v, "' (choose one of: ", list, ")");
+  MT_THROW(ValueError, "--", flag, ": unknown value '", v, "' (choose one of: ", join(names, ", "), ")");
 }
 
 void validate_data(const TrainConfig& c) {
-  const bool synthetic = c.data == "synthetic" || c.data.rfind("synthetic:", 0) == 0;
+  const bool synthetic = c.data == "synthetic" || starts_with(c.data, "synthetic:");
   const bool npy = ends_with(c.data, ".npy");
   const bool csv = ends_with(c.data, ".csv");
   if (!synthetic && !npy && !csv)
@@ -75,7 +73,7 @@ void validate_data(const TrainConfig& c) {
 }
 
 void validate_optimizer(const TrainConfig& c) {
-  check_one_of("optimizer", c.optimizer, {"sgd", "adam", "adamw"});
+  check_one_of("optimizer", c.optimizer, optimizer_names());
   check_finite("lr", c.lr);
   if (c.lr < 0) MT_THROW(ValueError, "--lr must be >= 0, got ", c.lr);
   check_finite("momentum", c.momentum);
@@ -89,7 +87,8 @@ void validate_optimizer(const TrainConfig& c) {
     if (c.momentum < 0) MT_THROW(ValueError, "--momentum must be >= 0, got ", c.momentum);
     if (c.nesterov && c.momentum <= 0)
       MT_THROW(ValueError, "--nesterov needs --momentum > 0 (as torch.optim.SGD requires)");
-    if (c.beta1 != 0.9 || c.beta2 != 0.999 || c.eps != 1e-8 || c.amsgrad)
+    const AdamOptions adam;  // --betas, --eps and --amsgrad left at their defaults
+    if (c.beta1 != adam.beta1 || c.beta2 != adam.beta2 || c.eps != adam.eps || c.amsgrad != adam.amsgrad)
       MT_THROW(ValueError, "--betas, --eps and --amsgrad apply to adam and adamw, not to --optimizer sgd");
   } else {
     if (c.momentum != 0 || c.nesterov)
@@ -102,7 +101,7 @@ void validate_optimizer(const TrainConfig& c) {
 }
 
 void validate_schedule(const TrainConfig& c) {
-  check_one_of("schedule", c.schedule, {"none", "step", "cosine"});
+  check_one_of("schedule", c.schedule, schedule_names());
   check_at_least("warmup-steps", c.warmup_steps, 0);
   if (c.schedule == "step") {
     if (c.step_size < 1)
@@ -140,7 +139,7 @@ void validate_loop_and_files(const TrainConfig& c) {
     MT_THROW(ValueError, "--resume needs --checkpoint-dir DIR (the directory of the run to continue)");
   if (!c.save.empty() && !ends_with(c.save, ".safetensors"))
     MT_THROW(ValueError, "--save '", c.save, "': weights are written as .safetensors; name the file *.safetensors");
-  check_one_of("progress", c.progress, {"auto", "bar", "lines", "none"});
+  check_one_of("progress", c.progress, progress_mode_names());
 }
 
 // Note: 0 means "not given" for replicas, stages and micro-batches (see parallel_devices()).
@@ -183,21 +182,9 @@ void validate_parallel(const TrainConfig& c) {
       MT_THROW(ValueError, "--replicas goes with --parallel dp, not --parallel mp; use --stages N (and --devices)");
   }
   // --devices: a comma-separated list of device names, none empty.
-  int64_t n_devices = 0;
-  if (!c.devices.empty()) {
-    std::size_t begin = 0;
-    for (;;) {
-      const std::size_t comma = c.devices.find(',', begin);
-      const std::string d = c.devices.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
-      if (d.empty())
-        MT_THROW(ValueError, "--devices '", c.devices, "': an empty entry; give a list like cpu,cpu or cuda:0,cuda:1");
-      if (d == "auto")
-        MT_THROW(ValueError, "--devices '", c.devices, "': name each device (cpu, cuda:N), not auto");
-      ++n_devices;
-      if (comma == std::string::npos) break;
-      begin = comma + 1;
-    }
-  }
+  // (The names themselves are parsed when the run starts, after --device: see parallel_devices().)
+  const int64_t n_devices =
+      c.devices.empty() ? 0 : static_cast<int64_t>(device_list_entries(c.devices).size());
   if (dp) {
     if (c.replicas == 0 && n_devices == 0)
       MT_THROW(ValueError, "--parallel dp needs --replicas N (>= 1) or --devices LIST (one replica per device)");
@@ -212,11 +199,11 @@ void validate_parallel(const TrainConfig& c) {
   if (c.stages != 0) check_at_least("stages", c.stages, 1);
   check_at_most("stages", c.stages, kMaxWorkers);
   if (c.micro_batches != 0) check_at_least("micro-batches", c.micro_batches, 1);
-  const int64_t stages = c.stages != 0 ? c.stages : 2;
+  const int64_t stages = stages_or_default(c);
   if (c.micro_batches > c.batch_size)
     MT_THROW(ValueError, "--micro-batches ", c.micro_batches, " is more than --batch-size ", c.batch_size,
              "; a micro-batch needs at least one row");
-  if (c.model.rfind("mlp:", 0) == 0) {
+  if (starts_with(c.model, "mlp:")) {
     std::size_t sizes = 1;
     for (char ch : c.model) sizes += ch == ',';
     const int64_t layers = 2 * static_cast<int64_t>(sizes - 1) - 1;  // Linear, act, ..., Linear
@@ -251,9 +238,9 @@ void validate_communication_and_memory(const TrainConfig& c) {
 }  // namespace
 
 void validate(const TrainConfig& c) {
-  if (c.model.rfind("mlp:", 0) != 0)
+  if (!starts_with(c.model, "mlp:"))
     MT_THROW(ValueError, "--model '", c.model, "': expected mlp:IN,H1,...,OUT (e.g. mlp:8,64,64,1)");
-  check_one_of("activation", c.activation, {"relu", "gelu", "gelu_tanh", "tanh", "sigmoid"});
+  check_one_of("activation", c.activation, activation_names());
   validate_data(c);
   validate_optimizer(c);
   validate_schedule(c);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/strings.h"
 
 namespace minitrain {
 namespace {
@@ -38,8 +39,11 @@ ProgressMode parse_progress_mode(const std::string& name) {
   if (name == "lines") return ProgressMode::Lines;
   if (name == "none") return ProgressMode::None;
   if (name == "auto") return isatty(STDERR_FILENO) ? ProgressMode::Bar : ProgressMode::Lines;
-  MT_THROW(ValueError, "--progress: unknown value '", name, "' (choose one of: auto, bar, lines, none)");
+  MT_THROW(ValueError, "--progress: unknown value '", name, "' (choose one of: ", join(progress_mode_names(), ", "),
+           ")");
 }
+
+std::vector<std::string> progress_mode_names() { return {"auto", "bar", "lines", "none"}; }
 
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "train/step_stats.h"
 
@@ -17,6 +18,8 @@ enum class ProgressMode { Bar, Lines, None };
 
 /// "bar" | "lines" | "none" | "auto" (a bar when stderr is a terminal, else lines).
 ProgressMode parse_progress_mode(const std::string& name);
+/// The names parse_progress_mode accepts, in the order --help and error messages list them.
+std::vector<std::string> progress_mode_names();
 
 class Progress {
  public:

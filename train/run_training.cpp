@@ -15,6 +15,7 @@
 #include "core/device.h"
 #include "core/npy.h"
 #include "core/parallel_for.h"
+#include "core/strings.h"
 #include "data/readers.h"
 #include "data/sampler.h"
 #include "kernels/gemm_registry.h"
@@ -39,16 +40,6 @@ namespace fs = std::filesystem;
 // inputs and the first weights the same numbers.
 constexpr uint64_t kDataSeedMix = 0x9E3779B97F4A7C15ull;
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string join(const std::vector<int64_t>& v) {
-  std::string s;
-  for (int64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
-  return s;
-}
-
 std::shared_ptr<const Dataset> load_data(const TrainConfig& c, const std::vector<int64_t>& sizes) {
   if (ends_with(c.data, ".npy"))
     return std::make_shared<TensorDataset>(load_npy_dataset(c.data, c.targets));
@@ -63,13 +54,13 @@ void check_data_fits_model(const Dataset& d, const TrainConfig& c, const std::ve
     std::vector<int64_t> fixed = sizes;
     fixed.front() = d.feature_dim();
     MT_THROW(ShapeError, "--data ", c.data, " has ", d.feature_dim(), " feature column(s) per row but --model ",
-             c.model, " expects ", sizes.front(), " inputs; use --model mlp:", join(fixed));
+             c.model, " expects ", sizes.front(), " inputs; use --model mlp:", join(fixed, ","));
   }
   if (d.target_dim() != sizes.back()) {
     std::vector<int64_t> fixed = sizes;
     fixed.back() = d.target_dim();
     MT_THROW(ShapeError, "--data ", c.data, " has ", d.target_dim(), " target(s) per row but --model ", c.model,
-             " has ", sizes.back(), " outputs; use --model mlp:", join(fixed));
+             " has ", sizes.back(), " outputs; use --model mlp:", join(fixed, ","));
   }
 }
 
@@ -86,13 +77,12 @@ void prepare_output(const char* flag, const std::string& path, std::ostream& inf
 }
 
 std::shared_ptr<const LRSchedule> make_schedule(const TrainConfig& c, int64_t total_steps) {
-  std::unique_ptr<LRSchedule> s;
-  if (c.schedule == "step")
-    s = step_lr(c.lr, c.step_size, c.gamma);
-  else if (c.schedule == "cosine")
-    s = cosine_lr(c.lr, total_steps);
-  else
-    s = constant_lr(c.lr);
+  ScheduleSettings settings;
+  settings.lr = c.lr;
+  settings.total_steps = total_steps;
+  settings.step_size = c.step_size;
+  settings.gamma = c.gamma;
+  std::unique_ptr<LRSchedule> s = make_named_schedule(c.schedule, settings);
   if (c.warmup_steps > 0) s = linear_warmup(std::move(s), c.warmup_steps);
   return std::shared_ptr<const LRSchedule>(std::move(s));
 }
@@ -151,13 +141,7 @@ void check_resume_config(const std::string& path, const TrainConfig& c, int worl
 std::vector<Device> parallel_devices(const TrainConfig& c, Device device) {
   std::vector<Device> out;
   if (!c.devices.empty()) {
-    std::size_t begin = 0;
-    for (;;) {
-      const std::size_t comma = c.devices.find(',', begin);
-      out.push_back(Device::parse(c.devices.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin)));
-      if (comma == std::string::npos) break;
-      begin = comma + 1;
-    }
+    out = parse_device_list(c.devices);
   } else {
     const int64_t n = c.parallel == "dp" ? c.replicas : c.parallel == "ddp" ? c.stages : 1;
     out.assign(static_cast<std::size_t>(n), device);
@@ -195,9 +179,9 @@ ProcessGroupOptions process_group_options(const TrainConfig& c) {
 }
 
 std::string join_devices(const std::vector<Device>& devices) {
-  std::string s;
-  for (const Device& d : devices) s += (s.empty() ? "" : ",") + d.str();
-  return s;
+  std::vector<std::string> names;
+  for (const Device& d : devices) names.push_back(d.str());
+  return join(names, ",");
 }
 
 // --gemm: a registered backend for the run's device type, found out before any data is read.
@@ -206,8 +190,7 @@ void check_gemm_backend(const std::string& name, Device device) {
   const GemmBackend* b = nullptr;
   with_flag_context("--gemm", [&] { b = &gemm_backend(name); });
   if (b->device != device.type()) {
-    std::string names;
-    for (const std::string& n : gemm_backend_names(device.type())) names += (names.empty() ? "" : ", ") + n;
+    const std::string names = join(gemm_backend_names(device.type()), ", ");
     MT_THROW(ValueError, "--gemm ", name, " runs on ", b->device == DeviceType::CUDA ? "CUDA" : "CPU",
              " tensors, but this run is on ", device.str(), "; for ", device.str(), " choose auto or one of: ", names);
   }
@@ -217,7 +200,7 @@ void check_gemm_backend(const std::string& name, Device device) {
 
 int64_t synthetic_rows(const std::string& spec) {
   if (spec == "synthetic") return kDefaultSyntheticRows;
-  MT_CHECK_AS(ValueError, spec.rfind("synthetic:", 0) == 0, "not a synthetic data spec: '", spec, "'");
+  MT_CHECK_AS(ValueError, starts_with(spec, "synthetic:"), "not a synthetic data spec: '", spec, "'");
   const std::string n = spec.substr(10);
   std::size_t used = 0;
   long long rows = 0;
@@ -314,7 +297,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     std::unique_ptr<Module> local;
     if (c.stages != 0) {  // hybrid: each rank a pipeline of --stages stages
       auto mpm = std::make_unique<ModelParallel>(std::move(seq), static_cast<int>(c.stages),
-                                                 static_cast<int>(c.micro_batches != 0 ? c.micro_batches : 1), devices);
+                                                 static_cast<int>(micro_batches_or_default(c)), devices);
       model_parallel = mpm.get();
       local = std::move(mpm);
     } else {
@@ -330,8 +313,8 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     seq->set_needs_input_grad(false);  // the input is data: skip the first layer's dx GEMM, as torch does
     set_gemm_backend(*seq, c.gemm);
     if (mp) {
-      auto mpm = std::make_unique<ModelParallel>(std::move(seq), static_cast<int>(c.stages != 0 ? c.stages : 2),
-                                                 static_cast<int>(c.micro_batches != 0 ? c.micro_batches : 1),
+      auto mpm = std::make_unique<ModelParallel>(std::move(seq), static_cast<int>(stages_or_default(c)),
+                                                 static_cast<int>(micro_batches_or_default(c)),
                                                  devices);
       model_parallel = mpm.get();
       model = std::move(mpm);

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "tests/support/test_util.h"
 
@@ -67,6 +68,21 @@ TEST(LrSchedule, InvalidArgumentsAreValueErrors) {
   EXPECT_THROW(linear_warmup(nullptr, 3), ValueError);
   EXPECT_NE(error_message([] { step_lr(0.1, 2, 0.5)->lr_at(0); }).find("steps count from 1"),
             std::string::npos);
+}
+
+TEST(LrSchedule, NamedSchedulesComeFromTheTable) {
+  EXPECT_EQ(schedule_names(), (std::vector<std::string>{"none", "step", "cosine"}));  // --help's order
+  ScheduleSettings s;
+  s.lr = 0.5;
+  s.total_steps = 10;
+  s.step_size = 2;
+  s.gamma = 0.1;
+  EXPECT_EQ(make_named_schedule("none", s)->describe(), constant_lr(0.5)->describe());
+  EXPECT_EQ(make_named_schedule("step", s)->describe(), step_lr(0.5, 2, 0.1)->describe());
+  EXPECT_EQ(make_named_schedule("cosine", s)->describe(), cosine_lr(0.5, 10)->describe());
+  EXPECT_DOUBLE_EQ(make_named_schedule("step", s)->lr_at(3), step_lr(0.5, 2, 0.1)->lr_at(3));
+  EXPECT_EQ(error_message([&] { make_named_schedule("linear", s); }),
+            "unknown schedule 'linear'; valid names: none, step, cosine");
 }
 
 }  // namespace

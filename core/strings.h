@@ -1,0 +1,37 @@
+#pragma once
+// Small string helpers that several layers need (file suffixes, comma lists, "a, b, c" in
+// messages), and the one reading of a --devices list, so no file keeps its own copy.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+
+namespace minitrain {
+
+bool starts_with(const std::string& s, const std::string& prefix);
+bool ends_with(const std::string& s, const std::string& suffix);
+
+/// Splits on `sep`, keeping empty items so that callers can report them: "a,,b" -> {a, "", b},
+/// "" -> {""}, "a," -> {a, ""}. No trimming: " a" stays " a".
+std::vector<std::string> split(const std::string& text, char sep);
+
+/// The items with `sep` between them: join({"a", "b"}, ", ") == "a, b".
+std::string join(const std::vector<std::string>& items, const std::string& sep);
+std::string join(const std::vector<int64_t>& items, const std::string& sep);
+
+/// A byte count in the largest binary unit that holds it exactly, for reprs of settings:
+/// 26214400 -> "25 MiB", 3072 -> "3 KiB", 1000 -> "1000 B". (core/bytes.h's format_bytes rounds
+/// to two decimals instead, for measured amounts.)
+std::string bytes_str(int64_t bytes);
+
+/// The entries of a device list such as "cpu,cpu" or "cuda:0,cuda:1", in order, unparsed.
+/// ValueError naming `flag` and the list for an empty entry ("cpu,,cpu", "cpu,") or "auto"
+/// (a list names its devices). Checks no device name: see parse_device_list.
+std::vector<std::string> device_list_entries(const std::string& list, const std::string& flag = "--devices");
+/// The same entries as devices: DeviceError (Device::parse's) for a name that is not a device.
+/// Does not check that the devices exist (see check_available).
+std::vector<Device> parse_device_list(const std::string& list, const std::string& flag = "--devices");
+
+}  // namespace minitrain

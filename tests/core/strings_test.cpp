@@ -1,0 +1,92 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/strings.h"
+
+namespace minitrain {
+namespace {
+
+using ::testing::HasSubstr;
+using Strings = std::vector<std::string>;
+
+TEST(Strings, PrefixAndSuffix) {
+  EXPECT_TRUE(ends_with("w.safetensors", ".safetensors"));
+  EXPECT_TRUE(ends_with(".npy", ".npy"));
+  EXPECT_FALSE(ends_with("npy", ".npy"));       // shorter than the suffix
+  EXPECT_TRUE(ends_with("", ""));
+  EXPECT_TRUE(starts_with("model.0.weight", "model."));
+  EXPECT_FALSE(starts_with("mod", "model."));
+  EXPECT_TRUE(starts_with("x", ""));
+}
+
+TEST(Strings, SplitKeepsEmptyItemsAndSpaces) {
+  EXPECT_EQ(split("", ','), Strings{""});
+  EXPECT_EQ(split("a", ','), Strings{"a"});
+  EXPECT_EQ(split("a,b", ','), (Strings{"a", "b"}));
+  EXPECT_EQ(split("a,", ','), (Strings{"a", ""}));        // a trailing comma is an empty last item
+  EXPECT_EQ(split(",a,,b", ','), (Strings{"", "a", "", "b"}));
+  EXPECT_EQ(split(" a , b", ','), (Strings{" a ", " b"}));  // no trimming
+}
+
+TEST(Strings, Join) {
+  EXPECT_EQ(join(Strings{}, ", "), "");
+  EXPECT_EQ(join(Strings{"relu"}, ", "), "relu");
+  EXPECT_EQ(join(Strings{"sgd", "adam", "adamw"}, ", "), "sgd, adam, adamw");
+  EXPECT_EQ(join(std::vector<int64_t>{4, 64, 1}, ","), "4,64,1");
+  EXPECT_EQ(join(std::vector<int64_t>{-1}, ","), "-1");
+}
+
+TEST(Strings, BytesInTheLargestExactUnit) {
+  EXPECT_EQ(bytes_str(0), "0 B");
+  EXPECT_EQ(bytes_str(1000), "1000 B");
+  EXPECT_EQ(bytes_str(1024), "1 KiB");
+  EXPECT_EQ(bytes_str(3 * 1024 + 1), "3073 B");
+  EXPECT_EQ(bytes_str(int64_t(25) << 20), "25 MiB");
+  EXPECT_EQ(bytes_str((int64_t(1) << 20) + 1024), "1025 KiB");
+  EXPECT_EQ(bytes_str(int64_t(4) << 30), "4096 MiB");  // as DDP's repr prints bucket_bytes
+}
+
+TEST(Strings, ParsesDeviceLists) {
+  EXPECT_EQ(device_list_entries("cpu,cuda:1"), (Strings{"cpu", "cuda:1"}));
+  const std::vector<Device> d = parse_device_list("cpu,cpu");
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0], Device::cpu());
+  EXPECT_EQ(d[1], Device::cpu());
+  EXPECT_EQ(parse_device_list("cuda:0,cuda:1")[1].index(), 1);  // parsing does not need a GPU
+}
+
+TEST(Strings, RejectsEmptyEntriesAndAutoNamingTheFlag) {
+  for (const char* list : {"", "cpu,", ",cpu", "cpu,,cpu"}) {
+    try {
+      parse_device_list(list);
+      ADD_FAILURE() << "accepted '" << list << "'";
+    } catch (const ValueError& e) {
+      EXPECT_EQ(std::string(e.what()).find("--devices '" + std::string(list) +
+                                           "': an empty entry; give a list like cpu,cpu or cuda:0,cuda:1"),
+                0u)
+          << e.what();
+    }
+  }
+  try {
+    device_list_entries("cpu,auto", "--stage-devices");
+    ADD_FAILURE() << "accepted auto";
+  } catch (const ValueError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--stage-devices 'cpu,auto': name each device (cpu, cuda:N), not auto"));
+  }
+}
+
+TEST(Strings, ABadDeviceNameIsTheDeviceErrorOfDeviceParse) {
+  for (const char* list : {"cpu,gpu", "cpu, cpu"}) {   // a space is part of the name
+    try {
+      parse_device_list(list);
+      ADD_FAILURE() << "accepted '" << list << "'";
+    } catch (const DeviceError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("(expected cpu, cuda, cuda:N or auto)"));
+    }
+  }
+  EXPECT_NO_THROW(device_list_entries("cpu,gpu"));  // entries are not device names yet
+}
+
+}  // namespace
+}  // namespace minitrain
