@@ -19,7 +19,7 @@
 
 #include "core/error.h"
 #include "core/stream.h"
-#include "parallel/thread_communicator.h"
+#include "parallel/comm/thread_communicator.h"
 
 namespace minitrain {
 namespace {

@@ -7,7 +7,7 @@
 #include <chrono>
 
 #include "core/error.h"
-#include "parallel/launcher.h"
+#include "parallel/launch/launcher.h"
 
 namespace minitrain::cli {
 

@@ -1,5 +1,5 @@
 // `minitrain pipelines`: turns each run of runs.toml into a directory, a config file and a
-// `minitrain train` command line, then hands them to the scheduler (parallel/pipelines.h).
+// `minitrain train` command line, then hands them to the scheduler (parallel/runs/run_scheduler.h).
 
 #include "tools/pipelines_command.h"
 
@@ -18,8 +18,8 @@
 #include "core/atomic_file.h"
 #include "core/device.h"
 #include "core/error.h"
-#include "parallel/pipelines.h"
-#include "parallel/subprocess.h"
+#include "parallel/runs/run_scheduler.h"
+#include "parallel/launch/subprocess.h"
 #include "train/pipelines_config.h"
 
 namespace fs = std::filesystem;

@@ -31,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/subprocess.h"
+#include "parallel/launch/subprocess.h"
 #include "tests/parallel/process_checks.h"
 
 namespace minitrain {
