@@ -1,4 +1,4 @@
-// The pipelines scheduler: one loop that reaps ended runs, starts queued ones on free slots and
+// The scheduler of independent runs (`minitrain pipelines`): one loop that reaps ended runs, starts queued ones on free slots and
 // prints status. Children write to files (output.log, metrics.jsonl) rather than pipes, so the
 // loop never has to drain anything and a run's files outlive it for the user to read.
 
@@ -8,7 +8,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -73,47 +72,12 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// ---- text tables ----
-
-std::string table_text(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width;
-  for (const auto& row : rows)
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      if (width.size() <= i) width.push_back(0);
-      width[i] = std::max(width[i], row[i].size());
-    }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  return out;
-}
+// ---- status text ----
 
 std::string fmt(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);
   return buf;
-}
-
-std::string clock_time(double unix_seconds) {
-  if (unix_seconds <= 0) return "-";
-  const std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[16];
-  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
-  return buf;
-}
-
-std::string step_text(const RunProgress& p) {
-  if (p.step == 0) return "-";
-  return std::to_string(p.step) + "/" + (p.total_steps > 0 ? std::to_string(p.total_steps) : "?");
 }
 
 // ---- the real starter ----
@@ -133,7 +97,7 @@ class SubprocessRun : public RunningProcess {
 
 class Scheduler {
  public:
-  Scheduler(const std::vector<PipelineJob>& jobs, const PipelineOptions& options, const ProcessStarter& start,
+  Scheduler(const std::vector<RunJob>& jobs, const RunsOptions& options, const ProcessStarter& start,
             std::ostream& status)
       : jobs_(jobs), options_(options), start_(start), status_(status), cpu_free_(std::max(options.cpu_slots, 1)),
         gpu_busy_(static_cast<std::size_t>(std::max(options.gpu_count, 0)), false), runs_(jobs.size()) {
@@ -146,7 +110,7 @@ class Scheduler {
     }
   }
 
-  std::vector<PipelineResult> run(const std::function<bool()>& stop_requested) {
+  std::vector<RunResult> run(const std::function<bool()>& stop_requested) {
     Clock::time_point next_status = Clock::now();
     while (any(RunState::Queued) || any(RunState::Running)) {
       if (stop_requested && stop_requested()) {
@@ -161,15 +125,15 @@ class Scheduler {
       }
       if (any(RunState::Running) || any(RunState::Queued)) std::this_thread::sleep_for(options_.poll_every);
     }
-    if (options_.redraw) print_status();  // the final states in the table
-    std::vector<PipelineResult> results;
+    if (options_.draw_status) print_status();  // the final states in the table
+    std::vector<RunResult> results;
     for (Run& r : runs_) results.push_back(std::move(r.result));
     return results;
   }
 
  private:
   struct Run {
-    PipelineResult result;
+    RunResult result;
     std::unique_ptr<RunningProcess> process;
     int gpu = -1;  // the GPU it holds while running, -1: a CPU slot
     Clock::time_point started;
@@ -203,7 +167,7 @@ class Scheduler {
     r.result.state = RunState::Failed;
     r.result.exit_status = "not started";
     r.result.reason = reason;
-    if (!options_.redraw) status_ << "[" << r.result.name << "] failed: " << reason << "\n" << std::flush;
+    if (!options_.draw_status) status_ << "[" << r.result.name << "] failed: " << reason << "\n" << std::flush;
   }
 
   // A free slot for `device`: true with `gpu` set (-1 for a CPU slot) when there is one.
@@ -234,7 +198,7 @@ class Scheduler {
     for (std::size_t i = 0; i < runs_.size(); ++i) {
       Run& r = runs_[i];
       if (r.result.state != RunState::Queued) continue;
-      const PipelineJob& job = jobs_[i];
+      const RunJob& job = jobs_[i];
       int gpu = -1;
       if (!take_slot(job.device, gpu)) continue;  // waits; later runs may still fit other slots
       SubprocessOptions so;
@@ -256,7 +220,7 @@ class Scheduler {
         continue;
       }
       r.result.state = RunState::Running;
-      if (!options_.redraw)
+      if (!options_.draw_status)
         status_ << "[" << job.name << "] started on " << r.result.device << " (pid " << r.process->pid() << ")\n"
                 << std::flush;
     }
@@ -264,7 +228,7 @@ class Scheduler {
 
   void finish(std::size_t i, const ExitStatus& st, const std::string& interrupted_reason = "") {
     Run& r = runs_[i];
-    const PipelineJob& job = jobs_[i];
+    const RunJob& job = jobs_[i];
     r.result.end_time = unix_now();
     r.result.seconds = std::chrono::duration<double>(Clock::now() - r.started).count();
     r.result.exit_status = st.str();
@@ -283,7 +247,7 @@ class Scheduler {
     }
     release_slot(r);
     r.process.reset();
-    if (!options_.redraw) {
+    if (!options_.draw_status) {
       status_ << "[" << r.result.name << "] " << run_state_name(r.result.state) << " (" << r.result.exit_status
               << ") after " << fmt("%.1f", r.result.seconds) << " s";
       if (r.result.final_loss) status_ << ", step " << r.result.steps << " loss " << fmt("%.6g", *r.result.final_loss);
@@ -310,8 +274,7 @@ class Scheduler {
   }
 
   void print_status() {
-    std::vector<std::vector<std::string>> rows;
-    rows.push_back({"run", "state", "device", "step", "loss", "step_ms", "device mem", "host mem"});
+    std::vector<RunStatus> statuses;
     std::string plain;
     for (std::size_t i = 0; i < runs_.size(); ++i) {
       Run& r = runs_[i];
@@ -327,37 +290,39 @@ class Scheduler {
         p.total_steps = r.total_steps;
         p.loss = r.result.final_loss;
       }
-      const std::string loss = p.loss ? fmt("%.6g", *p.loss) : "-";
-      const std::string step_ms = p.step_ms > 0 ? fmt("%.2f", p.step_ms) : "-";
-      const std::string dev_mem = s == RunState::Running && p.step > 0 ? format_bytes(p.device_memory) : "-";
-      const std::string host_mem = rss > 0 ? format_bytes(rss) : "-";
-      rows.push_back({r.result.name, run_state_name(s), r.result.device, step_text(p), loss, step_ms, dev_mem,
-                      host_mem});
-      if (s == RunState::Running)
-        plain += "[" + r.result.name + "] running on " + r.result.device + "  step " + step_text(p) + "  loss " +
-                 loss + "  step_ms " + step_ms + "  device mem " + dev_mem + "  host mem " + host_mem + "\n";
+      if (s == RunState::Running) {
+        const std::string loss = p.loss ? fmt("%.6g", *p.loss) : "-";
+        const std::string step_ms = p.step_ms > 0 ? fmt("%.2f", p.step_ms) : "-";
+        const std::string dev_mem = p.step > 0 ? format_bytes(p.device_memory) : "-";
+        const std::string host_mem = rss > 0 ? format_bytes(rss) : "-";
+        plain += "[" + r.result.name + "] running on " + r.result.device + "  step " + run_step_text(p) +
+                 "  loss " + loss + "  step_ms " + step_ms + "  device mem " + dev_mem + "  host mem " + host_mem +
+                 "\n";
+      }
+      statuses.push_back({r.result.name, s, r.result.device, p, rss});
     }
-    if (options_.redraw) {
-      const std::string table = table_text(rows);
-      if (drawn_lines_ > 0) status_ << "\033[" << drawn_lines_ << "A\033[J";  // up over the last table, clear
-      status_ << table << std::flush;
-      drawn_lines_ = static_cast<int>(rows.size());
+    if (options_.draw_status) {
+      options_.draw_status(statuses);
     } else {
       status_ << plain << std::flush;
     }
   }
 
-  const std::vector<PipelineJob>& jobs_;
-  const PipelineOptions& options_;
+  const std::vector<RunJob>& jobs_;
+  const RunsOptions& options_;
   const ProcessStarter& start_;
   std::ostream& status_;
   int cpu_free_;
   std::vector<bool> gpu_busy_;
   std::vector<Run> runs_;
-  int drawn_lines_ = 0;
 };
 
 }  // namespace
+
+std::string run_step_text(const RunProgress& p) {
+  if (p.step == 0) return "-";
+  return std::to_string(p.step) + "/" + (p.total_steps > 0 ? std::to_string(p.total_steps) : "?");
+}
 
 const char* run_state_name(RunState s) {
   switch (s) {
@@ -433,7 +398,7 @@ std::string failure_reason(const std::string& output_path, const ExitStatus& sta
   return reason;
 }
 
-std::vector<PipelineResult> run_pipelines(const std::vector<PipelineJob>& jobs, const PipelineOptions& options,
+std::vector<RunResult> schedule_runs(const std::vector<RunJob>& jobs, const RunsOptions& options,
                                           const ProcessStarter& start, std::ostream& status,
                                           const std::function<bool()>& stop_requested) {
   MT_CHECK_AS(ValueError, options.cpu_slots >= 1, "pipelines: --cpu-slots must be >= 1, got ", options.cpu_slots);
@@ -442,28 +407,10 @@ std::vector<PipelineResult> run_pipelines(const std::vector<PipelineJob>& jobs, 
   return Scheduler(jobs, options, start, status).run(stop_requested);
 }
 
-std::string pipelines_summary_table(const std::vector<PipelineResult>& results) {
-  std::vector<std::vector<std::string>> rows;
-  rows.push_back({"run", "device", "status", "exit", "steps", "final loss", "seconds", "start", "end"});
-  int failed = 0;
-  for (const PipelineResult& r : results) {
-    failed += r.ok() ? 0 : 1;
-    rows.push_back({r.name, r.device, r.ok() ? "ok" : "failed", r.exit_status, std::to_string(r.steps),
-                    r.final_loss ? fmt("%.6g", *r.final_loss) : "-", fmt("%.2f", r.seconds),
-                    clock_time(r.start_time), clock_time(r.end_time)});
-  }
-  std::string out = table_text(rows);
-  for (const PipelineResult& r : results)
-    if (!r.ok()) out += r.name + ": " + r.reason + "\n";
-  out += std::to_string(results.size() - static_cast<std::size_t>(failed)) + " of " + std::to_string(results.size()) +
-         " run(s) ok" + (failed > 0 ? ", " + std::to_string(failed) + " failed" : std::string()) + "\n";
-  return out;
-}
-
-std::string pipelines_summary_json(const std::vector<PipelineResult>& results) {
+std::string runs_summary_json(const std::vector<RunResult>& results) {
   nlohmann::ordered_json runs = nlohmann::ordered_json::array();
   int failed = 0;
-  for (const PipelineResult& r : results) {
+  for (const RunResult& r : results) {
     failed += r.ok() ? 0 : 1;
     nlohmann::ordered_json j;
     j["name"] = r.name;
@@ -488,8 +435,8 @@ std::string pipelines_summary_json(const std::vector<PipelineResult>& results) {
   return doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
-void write_pipelines_summary(const std::string& path, const std::vector<PipelineResult>& results) {
-  write_file_atomically(path, pipelines_summary_json(results));
+void write_runs_summary(const std::string& path, const std::vector<RunResult>& results) {
+  write_file_atomically(path, runs_summary_json(results));
 }
 
 }  // namespace minitrain

@@ -6,6 +6,8 @@
 // and at the end one result per run for the summary table and summary.json. A real run is a
 // Subprocess in a process group of its own: what it leaves running ends with it, and every run
 // ends when `minitrain pipelines` does, SIGKILL included (Note [child lifetime] in subprocess.cpp).
+// ("pipelines" is the command's historical name for independent runs; GPipe's pipeline is
+// parallel/model_parallel.h.)
 //
 // The scheduler knows nothing of training: a run is argv + env + device + file paths. Processes
 // come from an injectable starter, so the scheduling logic is tested without real children.
@@ -24,7 +26,7 @@
 
 namespace minitrain {
 
-struct PipelineJob {
+struct RunJob {
   std::string name;
   std::string device;  ///< "cpu", "cuda" (any free GPU) or "cuda:N"
   std::vector<std::string> argv;
@@ -34,11 +36,15 @@ struct PipelineJob {
   std::string setup_error;   ///< non-empty: the run fails with this reason and is never started
 };
 
-struct PipelineOptions {
+struct RunStatus;  // below: one run at a status update
+
+struct RunsOptions {
   int cpu_slots = 1;  ///< CPU runs at once
   int gpu_count = 0;  ///< GPUs 0..gpu_count-1, one run each
   std::chrono::milliseconds status_every{2000};
-  bool redraw = false;  ///< a table redrawn in place (a terminal), else plain lines
+  /// Set (a terminal: tools/runs_table.h's live table): every status update goes to it, and no
+  /// event lines are printed; else plain lines to the status stream.
+  std::function<void(const std::vector<RunStatus>&)> draw_status;
   std::chrono::milliseconds poll_every{50};
   std::chrono::milliseconds terminate_grace{5000};  ///< SIGTERM to SIGKILL, when interrupted
 };
@@ -68,6 +74,18 @@ struct RunProgress {
   std::string device;          ///< as the run reports it ("cpu", "cuda:0")
   uint64_t device_memory = 0;  ///< memory_in_use_bytes
 };
+/// "S/T", "S/?" when the total is unknown, "-" before the first step.
+std::string run_step_text(const RunProgress& p);
+
+/// One run at a status update: what a live table shows of it.
+struct RunStatus {
+  std::string name;
+  RunState state = RunState::Queued;
+  std::string device;
+  RunProgress progress;      ///< of a running run as its files say; of an ended one, its result
+  uint64_t host_memory = 0;  ///< its RSS now; 0 when not running
+};
+
 /// Reads the last line of `metrics_path` and the last progress line of `output_path`; a file
 /// that is missing, empty or half-written gives what could be read.
 RunProgress read_run_progress(const std::string& metrics_path, const std::string& output_path);
@@ -81,7 +99,7 @@ std::string failure_reason(const std::string& output_path);
 /// Otherwise failure_reason(output_path), or status.str() when the output says nothing.
 std::string failure_reason(const std::string& output_path, const ExitStatus& status);
 
-struct PipelineResult {
+struct RunResult {
   std::string name;
   std::string device;  ///< where it ran ("cpu", "cuda:1"), or the device it asked for
   RunState state = RunState::Queued;
@@ -98,16 +116,14 @@ struct PipelineResult {
 /// Runs every job to its end (or until `stop_requested` returns true: the running ones are
 /// terminated and, like the queued ones, fail as "interrupted"). Status goes to `status`.
 /// Results come in the jobs' order.
-std::vector<PipelineResult> run_pipelines(const std::vector<PipelineJob>& jobs, const PipelineOptions& options,
+std::vector<RunResult> schedule_runs(const std::vector<RunJob>& jobs, const RunsOptions& options,
                                           const ProcessStarter& start, std::ostream& status,
                                           const std::function<bool()>& stop_requested = {});
 
-/// The end-of-run table, one row per run.
-std::string pipelines_summary_table(const std::vector<PipelineResult>& results);
 /// {"runs": [{name, device, status: ok|failed, exit_status, reason, final_loss, steps, seconds,
 /// start_time, end_time, peak_host_memory_bytes}, ...], "failed": N}
-std::string pipelines_summary_json(const std::vector<PipelineResult>& results);
-/// Writes pipelines_summary_json to `path` atomically.
-void write_pipelines_summary(const std::string& path, const std::vector<PipelineResult>& results);
+std::string runs_summary_json(const std::vector<RunResult>& results);
+/// Writes runs_summary_json to `path` atomically.
+void write_runs_summary(const std::string& path, const std::vector<RunResult>& results);
 
 }  // namespace minitrain

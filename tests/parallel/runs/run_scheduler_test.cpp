@@ -1,4 +1,4 @@
-// The pipelines scheduler: queueing by device, GPU pinning, failure isolation and interruption
+// The scheduler of independent runs (`minitrain pipelines`): queueing by device, GPU pinning, failure isolation and interruption
 // with fake processes (no children, exact event order), then the same paths with real /bin/sh
 // children, and the run-file readers and summaries.
 
@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "parallel/runs/run_scheduler.h"
+#include "tools/runs_table.h"
 
 namespace minitrain {
 namespace {
@@ -76,8 +77,8 @@ ProcessStarter fake_starter(FakeWorld& w) {
   };
 }
 
-PipelineJob fake_job(const std::string& name, const std::string& device, int polls = 3, int code = 0) {
-  PipelineJob j;
+RunJob fake_job(const std::string& name, const std::string& device, int polls = 3, int code = 0) {
+  RunJob j;
   j.name = name;
   j.device = device;
   j.argv = {"fake", name, std::to_string(polls), std::to_string(code)};
@@ -86,8 +87,8 @@ PipelineJob fake_job(const std::string& name, const std::string& device, int pol
   return j;
 }
 
-PipelineOptions fast(int cpu_slots, int gpus) {
-  PipelineOptions o;
+RunsOptions fast(int cpu_slots, int gpus) {
+  RunsOptions o;
   o.cpu_slots = cpu_slots;
   o.gpu_count = gpus;
   o.poll_every = std::chrono::milliseconds(1);
@@ -95,19 +96,19 @@ PipelineOptions fast(int cpu_slots, int gpus) {
   return o;
 }
 
-std::vector<PipelineResult> run_fake(FakeWorld& w, const std::vector<PipelineJob>& jobs, const PipelineOptions& o,
+std::vector<RunResult> run_fake(FakeWorld& w, const std::vector<RunJob>& jobs, const RunsOptions& o,
                                      std::ostream* status = nullptr, const std::function<bool()>& stop = {}) {
   std::ostringstream sink;
-  return run_pipelines(jobs, o, fake_starter(w), status ? *status : sink, stop);
+  return schedule_runs(jobs, o, fake_starter(w), status ? *status : sink, stop);
 }
 
-TEST(PipelinesScheduler, OneCpuSlotRunsCpuRunsOneAfterAnotherInFileOrder) {
+TEST(RunScheduler, OneCpuSlotRunsCpuRunsOneAfterAnotherInFileOrder) {
   FakeWorld w;
   const auto r = run_fake(w, {fake_job("a", "cpu", 3), fake_job("b", "cpu", 1), fake_job("c", "cpu", 2)}, fast(1, 0));
   EXPECT_EQ(w.max_running, 1);
   EXPECT_EQ(w.events, (std::vector<std::string>{"start a", "end a", "start b", "end b", "start c", "end c"}));
   ASSERT_EQ(r.size(), 3u);
-  for (const PipelineResult& x : r) {
+  for (const RunResult& x : r) {
     EXPECT_TRUE(x.ok()) << x.name << ": " << x.reason;
     EXPECT_EQ(x.device, "cpu");
     EXPECT_EQ(x.exit_status, "exit status 0");
@@ -118,7 +119,7 @@ TEST(PipelinesScheduler, OneCpuSlotRunsCpuRunsOneAfterAnotherInFileOrder) {
   EXPECT_LE(r[1].end_time, r[2].start_time);
 }
 
-TEST(PipelinesScheduler, TwoCpuSlotsRunTwoAtOnce) {
+TEST(RunScheduler, TwoCpuSlotsRunTwoAtOnce) {
   FakeWorld w;
   const auto r = run_fake(w, {fake_job("a", "cpu", 5), fake_job("b", "cpu", 5), fake_job("c", "cpu", 5)}, fast(2, 0));
   EXPECT_EQ(w.max_running, 2);
@@ -126,10 +127,10 @@ TEST(PipelinesScheduler, TwoCpuSlotsRunTwoAtOnce) {
   EXPECT_EQ(w.events[0], "start a");
   EXPECT_EQ(w.events[1], "start b");
   EXPECT_EQ(w.events[2].rfind("end ", 0), 0u) << "c started before a slot was free";
-  for (const PipelineResult& x : r) EXPECT_TRUE(x.ok()) << x.name;
+  for (const RunResult& x : r) EXPECT_TRUE(x.ok()) << x.name;
 }
 
-TEST(PipelinesScheduler, GpuRunsArePinnedOnePerGpuAndCpuRunsDoNotWaitForThem) {
+TEST(RunScheduler, GpuRunsArePinnedOnePerGpuAndCpuRunsDoNotWaitForThem) {
   FakeWorld w;
   // cuda:1 takes GPU 1; the next "cuda" takes GPU 0; the third GPU run waits for one; the CPU
   // run behind them starts at once.
@@ -150,12 +151,12 @@ TEST(PipelinesScheduler, GpuRunsArePinnedOnePerGpuAndCpuRunsDoNotWaitForThem) {
   EXPECT_EQ(r[1].device, "cuda:0");
   EXPECT_EQ(r[2].device, "cuda:1");
   EXPECT_EQ(r[3].device, "cpu");
-  for (const PipelineResult& x : r) EXPECT_TRUE(x.ok()) << x.name;
+  for (const RunResult& x : r) EXPECT_TRUE(x.ok()) << x.name;
 }
 
-TEST(PipelinesScheduler, AFailingRunDoesNotStopTheOthers) {
+TEST(RunScheduler, AFailingRunDoesNotStopTheOthers) {
   FakeWorld w;
-  PipelineJob setup = fake_job("setup", "cpu");
+  RunJob setup = fake_job("setup", "cpu");
   setup.setup_error = "run 'setup': runs.toml:7: unknown key 'lerning-rate' (did you mean 'lr'?)";
   const auto r = run_fake(w,
                           {fake_job("a", "cpu", 2), fake_job("bad", "cpu", 2, 3), fake_job("throw", "cpu"), setup,
@@ -177,14 +178,14 @@ TEST(PipelinesScheduler, AFailingRunDoesNotStopTheOthers) {
   EXPECT_EQ(w.events, (std::vector<std::string>{"start a", "end a", "start bad", "end bad", "start z", "end z"}));
 }
 
-TEST(PipelinesScheduler, AGpuIndexBeyondTheMachineFails) {
+TEST(RunScheduler, AGpuIndexBeyondTheMachineFails) {
   FakeWorld w;
   const auto r = run_fake(w, {fake_job("g", "cuda:2"), fake_job("ok", "cuda:1")}, fast(1, 2));
   EXPECT_EQ(r[0].reason, "device 'cuda:2' but this machine has 2 GPU(s) (cuda:0..cuda:1)");
   EXPECT_TRUE(r[1].ok());
 }
 
-TEST(PipelinesScheduler, AStopRequestTerminatesRunningRunsAndFailsQueuedOnes) {
+TEST(RunScheduler, AStopRequestTerminatesRunningRunsAndFailsQueuedOnes) {
   FakeWorld w;
   int calls = 0;
   const auto r = run_fake(w, {fake_job("long", "cpu", 1000000), fake_job("queued", "cpu")}, fast(1, 0), nullptr,
@@ -197,12 +198,12 @@ TEST(PipelinesScheduler, AStopRequestTerminatesRunningRunsAndFailsQueuedOnes) {
   EXPECT_EQ(r[1].exit_status, "not started");
 }
 
-TEST(PipelinesScheduler, OnATerminalTheStatusTableIsRedrawnInPlace) {
+TEST(RunScheduler, OnATerminalTheStatusTableIsRedrawnInPlace) {
   FakeWorld w;
-  PipelineOptions o = fast(1, 0);
-  o.redraw = true;
-  o.status_every = std::chrono::milliseconds(1);
+  RunsOptions o = fast(1, 0);
   std::ostringstream status;
+  o.draw_status = live_runs_table(status);
+  o.status_every = std::chrono::milliseconds(1);
   const auto r = run_fake(w, {fake_job("a", "cpu", 20), fake_job("b", "cpu", 20)}, o, &status);
   const std::string s = status.str();
   EXPECT_EQ(s.rfind("run  state", 0), 0u) << s;                // the first table is drawn as is
@@ -215,10 +216,10 @@ TEST(PipelinesScheduler, OnATerminalTheStatusTableIsRedrawnInPlace) {
   EXPECT_TRUE(r[0].ok() && r[1].ok());
 }
 
-TEST(PipelinesScheduler, RejectsZeroCpuSlots) {
+TEST(RunScheduler, RejectsZeroCpuSlots) {
   FakeWorld w;
   std::ostringstream sink;
-  EXPECT_THROW(run_pipelines({fake_job("a", "cpu")}, fast(0, 0), fake_starter(w), sink), ValueError);
+  EXPECT_THROW(schedule_runs({fake_job("a", "cpu")}, fast(0, 0), fake_starter(w), sink), ValueError);
 }
 
 // ---- run files ----
@@ -238,7 +239,7 @@ struct TempDir {
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
-TEST(PipelinesRunFiles, ProgressComesFromTheLastCompleteMetricsLineAndTheLastProgressLine) {
+TEST(RunFiles, ProgressComesFromTheLastCompleteMetricsLineAndTheLastProgressLine) {
   TempDir t;
   write(t.file("m.jsonl"),
         "{\"step\":1,\"epoch\":1,\"loss\":2.5,\"lr\":0.1,\"step_ms\":1.5,\"device\":\"cpu\",\"memory_in_use_bytes\":10}\n"
@@ -261,7 +262,7 @@ TEST(PipelinesRunFiles, ProgressComesFromTheLastCompleteMetricsLineAndTheLastPro
   EXPECT_FALSE(none.loss.has_value());
 }
 
-TEST(PipelinesRunFiles, FailureReasonIsTheLastErrorLine) {
+TEST(RunFiles, FailureReasonIsTheLastErrorLine) {
   TempDir t;
   write(t.file("a.log"), "training mlp\nminitrain: error: cannot open '/x.npy': No such file\nbye\n");
   EXPECT_EQ(failure_reason(t.file("a.log")), "minitrain: error: cannot open '/x.npy': No such file");
@@ -272,7 +273,7 @@ TEST(PipelinesRunFiles, FailureReasonIsTheLastErrorLine) {
 
 // A run killed from outside (the OOM killer, a user's kill -9) last printed progress, which says
 // nothing of why it ended: the signal is the reason, and an error line it printed is kept after it.
-TEST(PipelinesRunFiles, ARunKilledByASignalIsReportedAsKilledByIt) {
+TEST(RunFiles, ARunKilledByASignalIsReportedAsKilledByIt) {
   TempDir t;
   write(t.file("progress.log"), "training mlp\nstep 3/10 loss 0.5\n");
   EXPECT_EQ(failure_reason(t.file("progress.log"), ExitStatus{0, SIGKILL}), "killed by signal 9 (SIGKILL)");
@@ -284,8 +285,8 @@ TEST(PipelinesRunFiles, ARunKilledByASignalIsReportedAsKilledByIt) {
   EXPECT_EQ(failure_reason(t.file("none.log"), ExitStatus{3, 0}), "exit status 3");
 }
 
-TEST(PipelinesSummary, JsonAndTableNameEveryRunAndTheFailures) {
-  PipelineResult ok;
+TEST(RunsSummary, JsonAndTableNameEveryRunAndTheFailures) {
+  RunResult ok;
   ok.name = "good";
   ok.device = "cpu";
   ok.state = RunState::Done;
@@ -295,14 +296,14 @@ TEST(PipelinesSummary, JsonAndTableNameEveryRunAndTheFailures) {
   ok.seconds = 1.5;
   ok.start_time = 1000.0;
   ok.end_time = 1001.5;
-  PipelineResult bad;
+  RunResult bad;
   bad.name = "broken";
   bad.device = "cpu";
   bad.state = RunState::Failed;
   bad.exit_status = "exit status 1";
   bad.reason = "minitrain: error: boom";
   TempDir t;
-  write_pipelines_summary(t.file("summary.json"), {ok, bad});
+  write_runs_summary(t.file("summary.json"), {ok, bad});
   std::ifstream in(t.file("summary.json"));
   const nlohmann::json j = nlohmann::json::parse(in);
   EXPECT_EQ(j["failed"], 1);
@@ -316,7 +317,7 @@ TEST(PipelinesSummary, JsonAndTableNameEveryRunAndTheFailures) {
   EXPECT_TRUE(j["runs"][1]["final_loss"].is_null());
   EXPECT_EQ(j["runs"][1]["reason"], "minitrain: error: boom");
 
-  const std::string table = pipelines_summary_table({ok, bad});
+  const std::string table = runs_summary_table({ok, bad});
   EXPECT_NE(table.find("good"), std::string::npos) << table;
   EXPECT_NE(table.find("0.125"), std::string::npos) << table;
   EXPECT_NE(table.find("broken: minitrain: error: boom"), std::string::npos) << table;
@@ -325,8 +326,8 @@ TEST(PipelinesSummary, JsonAndTableNameEveryRunAndTheFailures) {
 
 // ---- real children (/bin/sh) through subprocess_starter ----
 
-PipelineJob sh_job(const TempDir& t, const std::string& name, const std::string& script) {
-  PipelineJob j;
+RunJob sh_job(const TempDir& t, const std::string& name, const std::string& script) {
+  RunJob j;
   j.name = name;
   j.device = "cpu";
   j.argv = {"/bin/sh", "-c", script};
@@ -335,21 +336,21 @@ PipelineJob sh_job(const TempDir& t, const std::string& name, const std::string&
   return j;
 }
 
-std::vector<PipelineResult> run_sh(const std::vector<PipelineJob>& jobs, int cpu_slots, std::ostream& status,
+std::vector<RunResult> run_sh(const std::vector<RunJob>& jobs, int cpu_slots, std::ostream& status,
                                    const std::function<bool()>& stop = {}) {
-  PipelineOptions o;
+  RunsOptions o;
   o.cpu_slots = cpu_slots;
   o.poll_every = std::chrono::milliseconds(5);
   o.status_every = std::chrono::milliseconds(20);
   o.terminate_grace = std::chrono::milliseconds(2000);
-  return run_pipelines(jobs, o, subprocess_starter(), status, stop);
+  return schedule_runs(jobs, o, subprocess_starter(), status, stop);
 }
 
-bool overlap(const PipelineResult& a, const PipelineResult& b) {
+bool overlap(const RunResult& a, const RunResult& b) {
   return a.start_time < b.end_time && b.start_time < a.end_time;
 }
 
-TEST(PipelinesProcesses, RealRunsQueueOnOneSlotAndOverlapOnTwo) {
+TEST(RunsProcesses, RealRunsQueueOnOneSlotAndOverlapOnTwo) {
   TempDir t;
   const std::string good = "sleep 0.4; echo '{\"step\":5,\"loss\":0.25,\"step_ms\":2.0}' > " + t.file("a.jsonl");
   std::ostringstream status;
@@ -373,17 +374,17 @@ TEST(PipelinesProcesses, RealRunsQueueOnOneSlotAndOverlapOnTwo) {
   EXPECT_NE(status.str().find("[b] done (exit status 0)"), std::string::npos) << status.str();
 }
 
-TEST(PipelinesSummary, AReasonThatIsNotUtf8BecomesReplacementCharacters) {
+TEST(RunsSummary, AReasonThatIsNotUtf8BecomesReplacementCharacters) {
   // A run's error line quoting a path with a stray byte used to throw json type_error 316.
-  PipelineResult bad;
+  RunResult bad;
   bad.name = "a";
   bad.state = RunState::Failed;
   bad.reason = "minitrain: error: cannot open '/data/x\xff.npy'";
-  const nlohmann::json j = nlohmann::json::parse(pipelines_summary_json({bad}));
+  const nlohmann::json j = nlohmann::json::parse(runs_summary_json({bad}));
   EXPECT_EQ(j["runs"][0]["reason"], "minitrain: error: cannot open '/data/x\xef\xbf\xbd.npy'");
 }
 
-TEST(PipelinesProcesses, AFailingChildIsReportedWithItsErrorLineAndTheOthersFinish) {
+TEST(RunsProcesses, AFailingChildIsReportedWithItsErrorLineAndTheOthersFinish) {
   TempDir t;
   std::ostringstream status;
   const auto r = run_sh({sh_job(t, "bad", "echo starting; echo 'minitrain: error: no such file x.npy' >&2; exit 3"),
@@ -400,7 +401,7 @@ TEST(PipelinesProcesses, AFailingChildIsReportedWithItsErrorLineAndTheOthersFini
   EXPECT_NE(status.str().find("[bad] failed (exit status 3) after"), std::string::npos) << status.str();
 }
 
-TEST(PipelinesProcesses, ARealChildKilledByASignalIsReportedAsKilled) {
+TEST(RunsProcesses, ARealChildKilledByASignalIsReportedAsKilled) {
   TempDir t;
   std::ostringstream status;
   const auto r = run_sh({sh_job(t, "killed", "echo 'step 3/10 loss 0.5'; kill -9 $$")}, 1, status);
@@ -410,7 +411,7 @@ TEST(PipelinesProcesses, ARealChildKilledByASignalIsReportedAsKilled) {
   EXPECT_NE(status.str().find("[killed] failed (signal 9 (Killed)) after"), std::string::npos) << status.str();
 }
 
-TEST(PipelinesProcesses, AStopRequestTerminatesARealChild) {
+TEST(RunsProcesses, AStopRequestTerminatesARealChild) {
   TempDir t;
   std::ostringstream status;
   const auto begin = std::chrono::steady_clock::now();
