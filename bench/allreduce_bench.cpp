@@ -19,8 +19,8 @@
 #include "bench/bench_threads.h"
 #include "core/bytes.h"
 #include "core/tensor.h"
-#include "parallel/communicator.h"
-#include "parallel/thread_communicator.h"
+#include "parallel/comm/communicator.h"
+#include "parallel/comm/thread_communicator.h"
 
 namespace {
 

@@ -27,7 +27,7 @@
 #include "nn/mlp.h"
 #include "nn/mse_loss.h"
 #include "parallel/distributed_data_parallel.h"
-#include "parallel/thread_communicator.h"
+#include "parallel/comm/thread_communicator.h"
 
 namespace {
 

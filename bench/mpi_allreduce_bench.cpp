@@ -17,8 +17,8 @@
 
 #include "core/bytes.h"
 #include "core/tensor.h"
-#include "parallel/mpi_communicator.h"
-#include "parallel/ring.h"
+#include "parallel/comm/mpi_communicator.h"
+#include "parallel/comm/ring.h"
 
 namespace {
 

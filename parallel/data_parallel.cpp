@@ -10,16 +10,14 @@
 
 #include "parallel/data_parallel.h"
 
-#include <condition_variable>
 #include <exception>
-#include <mutex>
 #include <sstream>
-#include <thread>
 #include <utility>
 
 #include "core/error.h"
 #include "core/stream.h"
-#include "parallel/thread_communicator.h"
+#include "parallel/comm/thread_communicator.h"
+#include "parallel/task_thread.h"
 
 namespace minitrain {
 namespace {
@@ -28,78 +26,29 @@ namespace {
 class ReplicaWorker {
  public:
   ReplicaWorker(Device device, std::unique_ptr<Module> module, std::unique_ptr<Communicator> comm)
-      : device_(device), module_(std::move(module)), comm_(std::move(comm)) {
-    thread_ = std::thread([this] { loop(); });
-  }
-  ~ReplicaWorker() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
+      : device_(device), module_(std::move(module)), comm_(std::move(comm)) {}
 
   void post(std::function<void()> task) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      task_ = std::move(task);
-      done_ = false;
-      error_ = nullptr;
-    }
-    cv_.notify_all();
+    thread_.post([this, task = std::move(task)] {
+      // This thread's kernels, copies and allocations go to its device. Per task, inside the
+      // task: after a device fault the switch throws, and that must reach the caller.
+      DeviceGuard guard(device_);
+      task();
+      synchronize(device_);  // the caller reads the results next
+    });
   }
   /// Waits for the posted task; its exception, if any.
-  std::exception_ptr wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return done_; });
-    return error_;
-  }
+  std::exception_ptr wait() { return thread_.wait_idle(); }
 
   Device device() const noexcept { return device_; }
   Module& module() { return *module_; }
   Communicator& comm() { return *comm_; }
 
  private:
-  void loop() {
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || task_; });
-        if (stop_ && !task_) return;
-        task = std::move(task_);
-        task_ = nullptr;
-      }
-      std::exception_ptr error;
-      try {
-        // This thread's kernels, copies and allocations go to its device. Per task, inside the
-        // try: after a device fault the switch throws, and that must reach the caller.
-        DeviceGuard guard(device_);
-        task();
-        synchronize(device_);  // the caller reads the results next
-      } catch (...) {
-        error = std::current_exception();
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        error_ = error;
-        done_ = true;
-      }
-      cv_.notify_all();
-    }
-  }
-
   Device device_;
   std::unique_ptr<Module> module_;
   std::unique_ptr<Communicator> comm_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::function<void()> task_;
-  bool done_ = true;
-  bool stop_ = false;
-  std::exception_ptr error_;
-  std::thread thread_;
+  TaskThread thread_;  // last: joined before the replica and its communicator go
 };
 
 // Rows [begin, begin + count) of replica r: the first n % R replicas get one row more.

@@ -17,7 +17,7 @@
 
 #include "nn/module.h"
 #include "optim/make_optimizer.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace minitrain {
 

@@ -20,117 +20,29 @@
 
 #include "parallel/distributed_data_parallel.h"
 
-#include <condition_variable>
-#include <deque>
-#include <exception>
 #include <functional>
-#include <mutex>
 #include <sstream>
-#include <thread>
 #include <unordered_map>
 #include <utility>
 
 #include "core/error.h"
+#include "core/strings.h"
 #include "core/stream.h"
 #include "nn/sequential.h"
+#include "parallel/task_thread.h"
 
 namespace minitrain {
 namespace {
 
-// One persistent thread that runs posted tasks in order on its device's side stream. After a
-// task throws, the tasks after it are skipped (the communicator is broken, or the ranks disagree
-// about what comes next) until the caller has taken the error.
-class CommWorker {
- public:
-  CommWorker(Device device, const Stream& side) : device_(device), side_(side) {
-    thread_ = std::thread([this] { loop(); });
-  }
-  ~CommWorker() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  CommWorker(const CommWorker&) = delete;
-  CommWorker& operator=(const CommWorker&) = delete;
-
-  void post(std::function<void()> task) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      tasks_.push_back(std::move(task));
-      ++outstanding_;
-    }
-    cv_.notify_all();
-  }
-
-  /// Waits until every posted task has run (or been skipped); returns and clears the first error.
-  std::exception_ptr wait_idle() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return outstanding_ == 0; });
-    std::exception_ptr e = error_;
-    error_ = nullptr;
-    return e;
-  }
-
-  /// The same, rethrowing the error in the caller.
-  void finish() {
-    if (std::exception_ptr e = wait_idle()) std::rethrow_exception(e);
-  }
-
- private:
-  void loop() {
-    DeviceGuard device_guard(device_);
-    StreamGuard stream_guard(side_);  // collectives and copies of this thread go to the side stream
-    for (;;) {
-      std::function<void()> task;
-      bool skip = false;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
-        if (tasks_.empty()) return;  // stop_, nothing left
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-        skip = error_ != nullptr;
-      }
-      std::exception_ptr error;
-      if (!skip) {
-        try {
-          task();
-        } catch (...) {
-          error = std::current_exception();
-        }
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (error && !error_) error_ = error;
-        --outstanding_;
-      }
-      cv_.notify_all();
-    }
-  }
-
-  Device device_;
-  const Stream& side_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  int64_t outstanding_ = 0;
-  std::exception_ptr error_;
-  bool stop_ = false;
-  std::thread thread_;  // last: starts after every member above exists
-};
-
-std::string bytes_str(int64_t bytes) {
-  std::ostringstream s;
-  if (bytes >= (int64_t(1) << 20) && bytes % (int64_t(1) << 20) == 0)
-    s << (bytes >> 20) << " MiB";
-  else if (bytes >= 1024 && bytes % 1024 == 0)
-    s << (bytes >> 10) << " KiB";
-  else
-    s << bytes << " B";
-  return s.str();
+// The communication thread: a TaskThread that works on its device's side stream for its whole
+// life. After a task throws, the tasks after it are skipped (the communicator is broken, or the
+// ranks disagree about what comes next) until the caller has taken the error.
+std::unique_ptr<TaskThread> make_comm_thread(Device device, const Stream& side) {
+  return std::make_unique<TaskThread>([device, &side](const std::function<void()>& serve) {
+    DeviceGuard device_guard(device);
+    StreamGuard stream_guard(side);  // collectives and copies of this thread go to the side stream
+    serve();
+  });
 }
 
 }  // namespace
@@ -163,7 +75,7 @@ struct DistributedDataParallel::Impl {
   bool in_flight = false;               // a synced, overlapped backward is running
   Stream side;                          // the worker's stream (an empty handle on the CPU)
   Event done;                           // recorded by the worker after the last bucket's copy back
-  std::unique_ptr<CommWorker> worker;   // last: joined before the streams and buffers go
+  std::unique_ptr<TaskThread> worker;   // last: joined before the streams and buffers go
 
   Device device() const { return comm.device(); }
 
@@ -321,7 +233,7 @@ DistributedDataParallel::DistributedDataParallel(std::unique_ptr<Module> module,
   Impl& im = *impl_;
   im.params = im.module->named_parameters();
   im.build_buckets();
-  im.worker = std::make_unique<CommWorker>(device, im.side);
+  im.worker = make_comm_thread(device, im.side);
   // The caller's initialisation of the values is done before the worker copies them.
   im.done.record(current_stream(device));
   im.worker->post([&im] {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "nn/module.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace minitrain {
 

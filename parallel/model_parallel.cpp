@@ -12,67 +12,20 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <limits>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "core/error.h"
 #include "core/stream.h"
+#include "parallel/task_thread.h"
 
 namespace minitrain {
 
 namespace {
-
-// One persistent thread that runs posted tasks in order (FIFO). Micro-batches reach a stage in
-// the order the previous stage finished them, so the FIFO keeps them in order.
-class StageWorker {
- public:
-  StageWorker() : thread_([this] { loop(); }) {}
-  ~StageWorker() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
-  StageWorker(const StageWorker&) = delete;
-  StageWorker& operator=(const StageWorker&) = delete;
-
-  void post(std::function<void()> task) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      tasks_.push_back(std::move(task));
-    }
-    cv_.notify_one();
-  }
-
- private:
-  void loop() {
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
-        if (tasks_.empty()) return;  // stop_ and nothing left
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      task();  // tasks catch their own exceptions (see Pass)
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  bool stop_ = false;
-  std::thread thread_;  // last: started once the members above exist
-};
 
 // One forward or backward pass: the caller waits until every micro-batch has left the pipe
 // (finished, or dropped after a failure) and then rethrows the first exception of any stage.
@@ -153,7 +106,10 @@ struct ModelParallel::Impl {
   std::vector<Device> devices;                               // per stage
   std::vector<std::vector<Tensor>> inputs;                   // [stage][micro-batch], training only
   int64_t forward_rows = -1;                                 // rows of the last training forward
-  std::vector<std::unique_ptr<StageWorker>> workers;         // last: stopped first on destruction
+  // One TaskThread per stage: micro-batches reach a stage in the order the previous stage finished
+  // them, so its FIFO keeps them in order. Tasks catch their own exceptions (see Pass), so a
+  // stage's thread never holds an error or skips a task.
+  std::vector<std::unique_ptr<TaskThread>> workers;  // last: stopped first on destruction
 
   // The stage workers run on their own streams. Whatever the caller queued on its streams for
   // these devices (the input, zero_grad's fills, the last optimizer step's updates of the stages'
@@ -249,7 +205,7 @@ ModelParallel::ModelParallel(std::unique_ptr<Sequential> model, int stages, int 
     }
   }
   im.inputs.assign(stages, std::vector<Tensor>(micro_batches));
-  for (int s = 0; s < stages; ++s) im.workers.push_back(std::make_unique<StageWorker>());
+  for (int s = 0; s < stages; ++s) im.workers.push_back(std::make_unique<TaskThread>());
 }
 
 ModelParallel::~ModelParallel() = default;  // workers are idle (passes wait), then joined

@@ -22,7 +22,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "kernels/gemm_registry.h"
-#include "parallel/subprocess.h"
+#include "parallel/launch/subprocess.h"
 
 #ifndef MINITRAIN_BUILD_BENCH_DIR
 #define MINITRAIN_BUILD_BENCH_DIR ""

@@ -1,4 +1,4 @@
-// `minitrain launch`: flag parsing only; the work is parallel/launcher.cpp.
+// `minitrain launch`: flag parsing only; the work is parallel/launch/launcher.cpp.
 
 #include "tools/launch_command.h"
 
@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/strings.h"
-#include "parallel/launcher.h"
+#include "parallel/launch/launcher.h"
 
 namespace minitrain::cli {
 

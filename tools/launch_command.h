@@ -1,7 +1,7 @@
 #pragma once
 // `minitrain launch -n N [--devices LIST] [--nnodes M --node-rank K --master-addr HOST
 // --master-port PORT] [--grace SECONDS] -- command args...`: one process per rank on this machine
-// (parallel/launcher.h does the work).
+// (parallel/launch/launcher.h does the work).
 
 #include <ostream>
 #include <string>
@@ -18,7 +18,7 @@ class LaunchCommand {
   explicit LaunchCommand(CLI::App& parent);
   bool parsed() const;
   /// Runs the job; ranks' lines to `out`, the launcher's to `err`. The exit code of the job
-  /// (parallel/launcher.h). Throws minitrain errors for options that cannot work.
+  /// (parallel/launch/launcher.h). Throws minitrain errors for options that cannot work.
   int run(std::ostream& out, std::ostream& err);
 
  private:

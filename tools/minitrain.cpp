@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "core/error.h"
-#include "parallel/mpi_communicator.h"
+#include "parallel/comm/mpi_communicator.h"
 #include "tools/bench_command.h"
 #include "tools/info_command.h"
 #include "tools/launch_command.h"

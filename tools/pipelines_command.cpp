@@ -1,5 +1,7 @@
 // `minitrain pipelines`: turns each run of runs.toml into a directory, a config file and a
-// `minitrain train` command line, then hands them to the scheduler (parallel/pipelines.h).
+// `minitrain train` command line, then hands them to the scheduler (parallel/runs/run_scheduler.h).
+// "pipelines" is the command's historical name for independent runs (it is not GPipe's pipeline,
+// parallel/model_parallel.h); its name, flags, output and files stay as users know them.
 
 #include "tools/pipelines_command.h"
 
@@ -18,8 +20,9 @@
 #include "core/atomic_file.h"
 #include "core/device.h"
 #include "core/error.h"
-#include "parallel/pipelines.h"
-#include "parallel/subprocess.h"
+#include "parallel/runs/run_scheduler.h"
+#include "parallel/launch/subprocess.h"
+#include "tools/runs_table.h"
 #include "train/pipelines_config.h"
 
 namespace fs = std::filesystem;
@@ -108,11 +111,11 @@ int PipelinesCommand::run(std::ostream& out, std::ostream& status) {
   const int64_t cpu_threads = std::max(1, cores / cpu_slots_);
   const std::string self = self_executable();
 
-  std::vector<PipelineJob> jobs;
+  std::vector<RunJob> jobs;
   for (PipelineRunConfig& run : file.runs) {
     const fs::path dir = fs::absolute(out_dir / run.name).lexically_normal();
     make_dir(dir);
-    PipelineJob job;
+    RunJob job;
     job.name = run.name;
     job.output_path = (dir / "output.log").string();
     TrainConfig& c = run.config;
@@ -144,21 +147,22 @@ int PipelinesCommand::run(std::ostream& out, std::ostream& status) {
          << "; " << cpu_slots_ << " CPU slot(s) of " << cpu_threads << " thread(s), " << gpus << " GPU(s)\n"
          << std::flush;
 
-  PipelineOptions options;
+  RunsOptions options;
   options.cpu_slots = cpu_slots_;
   options.gpu_count = gpus;
   options.status_every = std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(status_every_ * 1000)));
-  options.redraw = isatty(STDERR_FILENO) != 0 && &status == &std::cerr;
+  // A terminal gets the live table redrawn in place; a file or pipe gets plain lines.
+  if (isatty(STDERR_FILENO) != 0 && &status == &std::cerr) options.draw_status = live_runs_table(status);
 
-  std::vector<PipelineResult> results;
+  std::vector<RunResult> results;
   {
     StopSignals signals;
-    results = run_pipelines(jobs, options, subprocess_starter(), status, [] { return g_stop_signal != 0; });
+    results = schedule_runs(jobs, options, subprocess_starter(), status, [] { return g_stop_signal != 0; });
   }
   const std::string summary = (out_dir / "summary.json").string();
-  write_pipelines_summary(summary, results);
-  out << pipelines_summary_table(results) << "summary: " << summary << "\n";
-  const bool all_ok = std::all_of(results.begin(), results.end(), [](const PipelineResult& r) { return r.ok(); });
+  write_runs_summary(summary, results);
+  out << runs_summary_table(results) << "summary: " << summary << "\n";
+  const bool all_ok = std::all_of(results.begin(), results.end(), [](const RunResult& r) { return r.ok(); });
   return all_ok ? 0 : 1;
 }
 

@@ -9,7 +9,7 @@
 #include <iostream>
 
 #include "core/error.h"
-#include "parallel/process_env.h"
+#include "parallel/launch/process_env.h"
 #include "train/config.h"
 #include "train/progress.h"
 #include "train/run_training.h"

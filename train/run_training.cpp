@@ -27,8 +27,8 @@
 #include "parallel/data_parallel.h"
 #include "parallel/distributed_data_parallel.h"
 #include "parallel/model_parallel.h"
-#include "parallel/process_env.h"
-#include "parallel/process_group.h"
+#include "parallel/launch/process_env.h"
+#include "parallel/launch/process_group.h"
 #include "train/flag_context.h"
 
 namespace minitrain {

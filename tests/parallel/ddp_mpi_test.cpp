@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/mpi_communicator.h"
+#include "parallel/comm/mpi_communicator.h"
 #include "tests/parallel/ddp_test_util.h"
 
 namespace minitrain {

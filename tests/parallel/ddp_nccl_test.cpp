@@ -15,7 +15,7 @@
 
 #include "core/device.h"
 #include "core/stream.h"
-#include "parallel/nccl_communicator.h"
+#include "parallel/comm/nccl_communicator.h"
 #include "tests/parallel/ddp_test_util.h"
 #include "tests/parallel/run_ranks.h"
 

@@ -31,7 +31,8 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/subprocess.h"
+#include "core/strings.h"
+#include "parallel/launch/subprocess.h"
 #include "tests/parallel/process_checks.h"
 
 namespace minitrain {
@@ -106,9 +107,7 @@ std::vector<int> live_processes_with(const std::vector<std::string>& entries) {
 }
 
 std::string pid_list(const std::vector<int>& pids) {
-  std::string s;
-  for (int p : pids) s += (s.empty() ? "" : ", ") + std::to_string(p);
-  return s.empty() ? "none" : s;
+  return pids.empty() ? "none" : join(std::vector<int64_t>(pids.begin(), pids.end()), ", ");
 }
 
 // One case: a fresh directory, a unique tag, and at the end SIGKILL to whatever still carries the

@@ -8,7 +8,7 @@
 
 #include <cstdio>
 
-#include "parallel/mpi_communicator.h"
+#include "parallel/comm/mpi_communicator.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "parallel/communicator.h"
-#include "parallel/thread_communicator.h"
+#include "parallel/comm/communicator.h"
+#include "parallel/comm/thread_communicator.h"
 
 namespace minitrain::testing {
 

@@ -1,0 +1,346 @@
+// The MPI backend. Each operation is the non-blocking MPI call completed by polling MPI_Test
+// against the deadline (Note [MPI timeouts] in the header); errors come back as return codes
+// (MPI_ERRORS_RETURN on our own duplicate communicator) and become CommError.
+
+#include "parallel/comm/mpi_communicator.h"
+
+#include "kernels/elementwise.h"
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "core/error.h"
+
+namespace minitrain {
+namespace {
+
+constexpr int kPointToPointTag = 17;  // send/recv/send_recv; MPI keeps (source, tag) in order
+
+std::string mpi_error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return detail::concat("MPI error ", code);
+  return std::string(text, static_cast<std::size_t>(len));
+}
+
+void check_mpi(int rc, const char* op, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  MT_THROW(CommError, op, ": ", call, " failed: ", mpi_error_string(rc));
+}
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::Float32: return MPI_FLOAT;
+    case DType::Float64: return MPI_DOUBLE;
+  }
+  MT_THROW(DTypeError, "mpi: no MPI type for ", dtype_name(t));
+}
+
+MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }  // Avg: Sum, then scale
+
+int mpi_count(const Tensor& t, const char* op) {
+  MT_CHECK_AS(ValueError, t.numel() <= INT_MAX, op, ": ", t.numel(),
+              " elements exceed MPI's int count (", INT_MAX, "); split the tensor");
+  return static_cast<int>(t.numel());
+}
+
+std::string describe(const Tensor& t) { return detail::concat(t.numel(), " ", dtype_name(t.dtype())); }
+
+// A message shorter than the posted recv arrives without error in MPI; minitrain's contract is
+// "the recv of the same shape", so a short one is a mismatch between the ranks' programs.
+void check_received(const MPI_Status& status, const Tensor& t, int peer, const char* op) {
+  int count = 0;
+  MPI_Get_count(&status, mpi_type(t.dtype()), &count);
+  MT_CHECK_AS(ShapeError, count == t.numel(), op, ": rank ", peer, " sent ", count,
+              " elements but this rank posted a recv of ", describe(t),
+              "; send and recv must have the same shape and dtype");
+}
+
+}  // namespace
+
+// ---- MpiRuntime ----
+
+MpiRuntime::MpiRuntime() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) {
+    MPI_Query_thread(&thread_level_);
+    return;
+  }
+  int provided = MPI_THREAD_SINGLE;
+  check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "mpi", "MPI_Init_thread");
+  MT_CHECK_AS(CommError, provided >= MPI_THREAD_SERIALIZED,
+              "mpi: the MPI library provides only thread level ", provided,
+              " (need MPI_THREAD_SERIALIZED or better); rebuild Open MPI with thread support");
+  thread_level_ = provided;
+  owns_ = true;
+}
+
+MpiRuntime::~MpiRuntime() {
+  if (!owns_) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+MpiRuntime& MpiRuntime::instance() {
+  static MpiRuntime runtime;
+  return runtime;
+}
+
+void MpiRuntime::note_timeout(std::chrono::milliseconds timeout) {
+  long long ms = leave_timeout_ms_.load();
+  while (timeout.count() > ms && !leave_timeout_ms_.compare_exchange_weak(ms, timeout.count())) {
+  }
+}
+
+void MpiRuntime::leave_job_after_failure(int exit_code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return;
+  int size = 1;
+  if (MPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS || size <= 1) return;
+  const int code = exit_code == 0 ? 1 : exit_code;
+  // The error line the caller just printed must reach the terminal before the job is torn down.
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  if (!lost_a_peer()) {
+    // Every rank may be leaving together (the same error everywhere, or an orderly stop on a
+    // signal, where rank 0 may still be writing the checkpoint): a barrier with the job's
+    // deadline tells that apart from a peer that is still training, stuck or stopped.
+    long long timeout_ms = leave_timeout_ms_.load();
+    if (timeout_ms <= 0) timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(CommOptions{}.timeout).count();
+    MPI_Request request;
+    if (MPI_Ibarrier(MPI_COMM_WORLD, &request) == MPI_SUCCESS) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+      for (int done = 0;;) {
+        if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+        if (done) return;  // all here: MPI_Finalize at exit has nobody to wait for
+        if (std::chrono::steady_clock::now() >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+  }
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort returned (it should not): still end now
+}
+
+// ---- MpiCommunicator ----
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world(CommOptions options) {
+  MpiRuntime::instance();
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options);
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options) : Communicator(options) {
+  MpiRuntime::instance();
+  MpiRuntime::note_timeout(options.timeout);
+  check_mpi(MPI_Comm_dup(comm, &comm_), "mpi", "MPI_Comm_dup");
+  check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "mpi", "MPI_Comm_set_errhandler");
+  check_mpi(MPI_Comm_rank(comm_, &rank_), "mpi", "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm_, &size_), "mpi", "MPI_Comm_size");
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  // A request given up on may have completed since (a late peer); one that has not is leaked:
+  // MPI forbids freeing a pending collective request.
+  for (Pending& p : abandoned_) {
+    int done = 0;
+    MPI_Test(&p.request, &done, MPI_STATUS_IGNORE);
+    if (!done) {  // the buffers stay alive on purpose: MPI may still write into them
+      static auto* leaked = new std::vector<Tensor>();
+      leaked->insert(leaked->end(), p.buffers.begin(), p.buffers.end());
+    }
+  }
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);  // pending operations still complete
+}
+
+void MpiCommunicator::check_usable(const char* op) const {
+  MT_CHECK_AS(CommError, broken_.empty(), op, ": this MPI communicator (rank ", rank_,
+              ") is unusable after an earlier failure (", broken_,
+              "); create a new communicator or end the job");
+}
+
+void MpiCommunicator::check_tensor(const Tensor& t, const char* op, const char* what) const {
+  MT_CHECK_AS(ValueError, t.defined(), op, ": ", what, " is an undefined tensor");
+  MT_CHECK_AS(DeviceError, t.device().is_cpu(), op, ": the MPI backend exchanges CPU tensors but ",
+              what, " is on ", t.device(), "; copy it with .to(Device::cpu()) or use NCCL for GPUs");
+}
+
+std::vector<MPI_Status> MpiCommunicator::wait_all(std::vector<MPI_Request>& requests, const char* op,
+                               const std::string& waiting_for, std::vector<Tensor> buffers,
+                               const std::vector<int>& cancellable) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  const auto deadline = start + options_.timeout;
+  std::vector<MPI_Status> statuses(requests.size());
+  for (long polls = 0;; ++polls) {
+    int done = 0;
+    int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, statuses.data());
+    if (rc == MPI_ERR_IN_STATUS) {
+      for (const MPI_Status& s : statuses)
+        if (s.MPI_ERROR != MPI_SUCCESS) rc = s.MPI_ERROR;
+    }
+    if (rc != MPI_SUCCESS) record_lost_peer();  // a transport error: most likely a peer that died
+    check_mpi(rc, op, "MPI_Testall");
+    if (done) return statuses;
+    const auto now = clock::now();
+    if (now >= deadline) break;
+    // Spin briefly (latency), then give the core to the other ranks (oversubscribed jobs).
+    if (now - start > std::chrono::milliseconds(1))
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    else if (polls > 64)
+      std::this_thread::yield();
+  }
+  const double waited = std::chrono::duration<double>(clock::now() - start).count();
+  for (int i : cancellable) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&requests[i]);
+    MPI_Wait(&requests[i], MPI_STATUS_IGNORE);  // a cancelled recv completes locally
+  }
+  bool abandoned = false;
+  for (MPI_Request& r : requests) {
+    if (r == MPI_REQUEST_NULL) continue;
+    abandoned_.push_back(Pending{r, buffers});
+    abandoned = true;
+  }
+  std::string message = detail::concat(op, ": rank ", rank_, " waited ", waited, " s for ",
+                                       waiting_for, " (timeout ", options_.timeout.count(),
+                                       " ms); is that rank alive and calling the same operations "
+                                       "in the same order? Check its log");
+  if (abandoned) broken_ = message;
+  record_lost_peer();
+  throw CommError(message);
+}
+
+void MpiCommunicator::native_all_reduce(Tensor& t, ReduceOp op) {
+  const char* name = "all_reduce";
+  check_usable(name);
+  check_tensor(t, name, "the tensor");
+  std::vector<MPI_Request> req(1);
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), mpi_count(t, name), mpi_type(t.dtype()),
+                           mpi_op(op), comm_, &req[0]),
+            name, "MPI_Iallreduce");
+  wait_all(req, name, detail::concat("the other ", size_ - 1, " ranks (MPI_Iallreduce of ",
+                                     describe(t), ")"),
+           {t});
+  if (op == ReduceOp::Avg) scale(t, t, 1.0 / size_);
+}
+
+void MpiCommunicator::broadcast(Tensor& t, int root) {
+  const char* name = "broadcast";
+  check_usable(name);
+  check_tensor(t, name, "the tensor");
+  check_peer(name, root, "root");
+  std::vector<MPI_Request> req(1);
+  check_mpi(MPI_Ibcast(t.raw_data(), mpi_count(t, name), mpi_type(t.dtype()), root, comm_, &req[0]),
+            name, "MPI_Ibcast");
+  wait_all(req, name, detail::concat(rank_ == root ? "the other ranks" : "root rank ",
+                                     rank_ == root ? "" : std::to_string(root),
+                                     " (MPI_Ibcast of ", describe(t), ")"),
+           {t});
+}
+
+void MpiCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
+  const char* name = "reduce_scatter";
+  check_usable(name);
+  check_tensor(out, name, "out");
+  check_tensor(in, name, "in");
+  check_chunks(name, in, "in", out, "out");
+  std::vector<MPI_Request> req(1);
+  check_mpi(MPI_Ireduce_scatter_block(in.raw_data(), out.raw_data(), mpi_count(out, name),
+                                      mpi_type(out.dtype()), mpi_op(op), comm_, &req[0]),
+            name, "MPI_Ireduce_scatter_block");
+  wait_all(req, name, detail::concat("the other ", size_ - 1, " ranks (MPI_Ireduce_scatter_block of ",
+                                     describe(in), ")"),
+           {out, in});
+  if (op == ReduceOp::Avg) scale(out, out, 1.0 / size_);
+}
+
+void MpiCommunicator::all_gather(Tensor& out, const Tensor& in) {
+  const char* name = "all_gather";
+  check_usable(name);
+  check_tensor(out, name, "out");
+  check_tensor(in, name, "in");
+  check_chunks(name, out, "out", in, "in");
+  std::vector<MPI_Request> req(1);
+  check_mpi(MPI_Iallgather(in.raw_data(), mpi_count(in, name), mpi_type(in.dtype()), out.raw_data(),
+                           mpi_count(in, name), mpi_type(out.dtype()), comm_, &req[0]),
+            name, "MPI_Iallgather");
+  wait_all(req, name, detail::concat("the other ", size_ - 1, " ranks (MPI_Iallgather of ",
+                                     describe(in), ")"),
+           {out, in});
+}
+
+void MpiCommunicator::send(const Tensor& t, int peer) {
+  const char* name = "send";
+  check_usable(name);
+  check_tensor(t, name, "the tensor");
+  check_peer(name, peer);
+  std::vector<MPI_Request> req(1);
+  check_mpi(MPI_Isend(t.raw_data(), mpi_count(t, name), mpi_type(t.dtype()), peer, kPointToPointTag,
+                      comm_, &req[0]),
+            name, "MPI_Isend");
+  wait_all(req, name, detail::concat("rank ", peer, " to receive (MPI_Isend of ", describe(t), ")"), {t});
+}
+
+void MpiCommunicator::recv(Tensor& t, int peer) {
+  const char* name = "recv";
+  check_usable(name);
+  check_tensor(t, name, "the tensor");
+  check_peer(name, peer);
+  std::vector<MPI_Request> req(1);
+  check_mpi(MPI_Irecv(t.raw_data(), mpi_count(t, name), mpi_type(t.dtype()), peer, kPointToPointTag,
+                      comm_, &req[0]),
+            name, "MPI_Irecv");
+  std::vector<MPI_Status> st =
+      wait_all(req, name, detail::concat("rank ", peer, " to send (MPI_Irecv of ", describe(t), ")"),
+               {t}, {0});
+  check_received(st[0], t, peer, name);
+}
+
+void MpiCommunicator::send_recv(const Tensor& send_t, int send_peer, Tensor& recv_t, int recv_peer) {
+  const char* name = "send_recv";
+  check_usable(name);
+  check_tensor(send_t, name, "send_t");
+  check_tensor(recv_t, name, "recv_t");
+  check_peer(name, send_peer);
+  check_peer(name, recv_peer);
+  // MPI_Sendrecv as its two non-blocking halves: the recv is posted first, so no rank of a ring
+  // waits on a send that nobody has yet posted a recv for.
+  std::vector<MPI_Request> req(2);
+  check_mpi(MPI_Irecv(recv_t.raw_data(), mpi_count(recv_t, name), mpi_type(recv_t.dtype()), recv_peer,
+                      kPointToPointTag, comm_, &req[0]),
+            name, "MPI_Irecv");
+  int rc = MPI_Isend(send_t.raw_data(), mpi_count(send_t, name), mpi_type(send_t.dtype()), send_peer,
+                     kPointToPointTag, comm_, &req[1]);
+  if (rc != MPI_SUCCESS) {
+    MPI_Cancel(&req[0]);
+    MPI_Wait(&req[0], MPI_STATUS_IGNORE);
+    check_mpi(rc, name, "MPI_Isend");
+  }
+  std::vector<MPI_Status> st =
+      wait_all(req, name, detail::concat("rank ", recv_peer, " to send ", describe(recv_t),
+                                         " and rank ", send_peer, " to receive ", describe(send_t)),
+               {send_t, recv_t}, {0});
+  check_received(st[0], recv_t, recv_peer, name);
+}
+
+void MpiCommunicator::barrier() {
+  const char* name = "barrier";
+  check_usable(name);
+  std::vector<MPI_Request> req(1);
+  check_mpi(MPI_Ibarrier(comm_, &req[0]), name, "MPI_Ibarrier");
+  wait_all(req, name, detail::concat("the other ", size_ - 1, " ranks (MPI_Ibarrier)"), {});
+}
+
+}  // namespace minitrain

@@ -1,0 +1,104 @@
+#pragma once
+// The MPI backend: one rank per process (mpirun -n N), CPU tensors, Open MPI's own collectives.
+// Across processes and machines without GPUs, and the bootstrap transport for NCCL (issue 6).
+//
+// Note [MPI timeouts]: MPI's blocking calls have no deadline. Every operation here is issued as its
+// non-blocking form (MPI_Iallreduce, MPI_Isend, ...) and completed by polling MPI_Test against
+// CommOptions::timeout, so a rank that never comes gives CommError ("all_reduce: rank 0 waited
+// 0.3 s ...") instead of a hang. A communicator never aborts the job on its own: a program may
+// catch CommError and carry on (the job goes on when the late rank was only late). A program that
+// gives up calls MpiRuntime::leave_job_after_failure, and must not simply return from main: Open
+// MPI's MPI_Finalize is collective, so a rank whose peer is stopped, dead, or still waiting in a
+// collective would hang in it for ever after printing its error. That call aborts the job
+// (MPI_Abort) when a peer was lost, and otherwise first gives the other ranks the deadline to
+// leave too (an orderly stop must not be cut short). The minitrain binary calls it whenever a
+// command fails in a job of more than one rank (tools/minitrain.cpp); mpirun then ends every
+// rank, the stopped one included.
+// After a timed-out collective the ranks disagree about the sequence of operations, so the
+// communicator refuses further work (CommError "... unusable ..."); the request that never
+// completed is kept, with its buffer, until the communicator is destroyed. A timed-out recv is
+// cancelled and leaves the communicator usable.
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "parallel/comm/communicator.h"
+
+namespace minitrain {
+
+/// MPI_Init_thread on first use (MPI_THREAD_MULTIPLE where the library provides it, else
+/// MPI_THREAD_SERIALIZED) and MPI_Finalize at process exit, unless someone else initialised MPI
+/// first (then they finalise). With SERIALIZED, no two threads may call into MPI at once.
+class MpiRuntime {
+ public:
+  static MpiRuntime& instance();  ///< initialises MPI on the first call
+  /// For a process of a job of two or more ranks that ends with a failure (`exit_code`, not 0),
+  /// instead of returning straight into MPI_Finalize (Note [MPI timeouts]). Flushes stdout and
+  /// stderr, then: when a communicator of this process lost a peer (lost_a_peer()), ends the
+  /// whole job at once (MPI_Abort on MPI_COMM_WORLD; does not return). Otherwise every rank may be
+  /// leaving together, so it waits in a barrier over MPI_COMM_WORLD for at most the longest
+  /// CommOptions::timeout of this process's communicators: returns when all ranks come (MPI_Finalize
+  /// at exit then has nobody to wait for), else MPI_Abort. Returns at once outside such a job.
+  static void leave_job_after_failure(int exit_code);
+  /// Remembers the longest communicator timeout, the deadline of leave_job_after_failure.
+  static void note_timeout(std::chrono::milliseconds timeout);
+  int thread_level() const noexcept { return thread_level_; }  ///< MPI_THREAD_*
+  ~MpiRuntime();
+  MpiRuntime(const MpiRuntime&) = delete;
+  MpiRuntime& operator=(const MpiRuntime&) = delete;
+
+ private:
+  MpiRuntime();
+  int thread_level_ = MPI_THREAD_SINGLE;
+  bool owns_ = false;  // we called MPI_Init_thread, so we call MPI_Finalize
+  static inline std::atomic<long long> leave_timeout_ms_{0};
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  /// All processes of the job (a duplicate of MPI_COMM_WORLD, so minitrain's traffic and error
+  /// handler stay apart from the application's). Collective over MPI_COMM_WORLD.
+  static std::unique_ptr<MpiCommunicator> world(CommOptions options = {});
+  /// A duplicate of `comm` (collective over `comm`, which the caller keeps owning).
+  MpiCommunicator(MPI_Comm comm, CommOptions options);
+  ~MpiCommunicator() override;
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  Device device() const noexcept override { return Device::cpu(); }
+  std::string backend() const override { return "mpi"; }
+  MPI_Comm native_handle() const noexcept { return comm_; }
+
+  void native_all_reduce(Tensor& t, ReduceOp op) override;
+  void broadcast(Tensor& t, int root) override;
+  void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override;
+  void all_gather(Tensor& out, const Tensor& in) override;
+  void send(const Tensor& t, int peer) override;
+  void recv(Tensor& t, int peer) override;
+  void send_recv(const Tensor& send_t, int send_peer, Tensor& recv_t, int recv_peer) override;
+  void barrier() override;
+
+ private:
+  struct Pending {  // a request given up on at a timeout, and the buffers it may still touch
+    MPI_Request request;
+    std::vector<Tensor> buffers;
+  };
+  void check_usable(const char* op) const;
+  void check_tensor(const Tensor& t, const char* op, const char* what) const;
+  /// Polls the requests to completion (returns their statuses) or to the deadline; at the deadline cancels the recvs in
+  /// `cancellable` (indices into requests), keeps the rest as Pending, and throws CommError.
+  std::vector<MPI_Status> wait_all(std::vector<MPI_Request>& requests, const char* op, const std::string& waiting_for,
+                std::vector<Tensor> buffers, const std::vector<int>& cancellable = {});
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  std::string broken_;  // why the communicator is unusable; empty while it is fine
+  std::vector<Pending> abandoned_;
+};
+
+}  // namespace minitrain

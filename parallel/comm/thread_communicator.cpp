@@ -1,0 +1,302 @@
+// The threads backend. One ThreadGroup is shared by the n ranks of one process:
+//  - point to point: one FIFO mailbox per (src, dst); send deposits a copy of the tensor and
+//    returns, recv waits for the head of its mailbox (so send_recv is send then recv, and a ring
+//    of send_recv calls cannot deadlock);
+//  - collectives: each rank deposits a pointer to its tensor, all meet at a barrier, each rank
+//    reads what it needs from the others' tensors, and a second barrier keeps the tensors alive
+//    until every rank has finished reading. all_reduce reduces the contributions in rank order,
+//    so every rank computes bit-identical results.
+// Every wait has the group's deadline (Note [collective timeouts]); the first failure (timeout,
+// or ranks that disagree about the call) breaks the group, wakes every waiter, and makes every
+// later call fail at once instead of waiting for partners that will never come.
+
+#include "parallel/comm/thread_communicator.h"
+
+#include <condition_variable>
+#include <deque>
+#include <iomanip>
+#include <mutex>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/stream.h"
+#include "kernels/elementwise.h"
+
+namespace minitrain {
+
+namespace {
+std::string seconds_str(std::chrono::milliseconds d) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(d.count() < 100 ? 3 : 1) << d.count() / 1000.0 << " s";
+  return os.str();
+}
+
+std::string describe(const Tensor& t) {
+  return detail::concat(t.dtype(), " ", t.shape());
+}
+
+/// GPU work on `t`'s device has finished, so another thread may read or overwrite its memory.
+void settle(const Tensor& t) {
+  if (t.defined() && t.device().is_cuda()) synchronize(t.device());
+}
+}  // namespace
+
+class ThreadGroup {
+ public:
+  ThreadGroup(int size, std::chrono::milliseconds timeout)
+      : size_(size), timeout_(timeout), slots_(size), mailboxes_(size * size) {}
+
+  int size() const { return size_; }
+
+  /// Waits until all ranks have arrived. `signature` describes the call ("all_reduce(sum)
+  /// float32 [7]"); ranks that arrive with different signatures break the group.
+  void barrier(const char* op, int rank, const std::string& signature) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    throw_if_broken(op, rank);
+    if (arrived_ == 0) {
+      signature_ = signature;
+      signature_rank_ = rank;
+      arrived_mask_.assign(size_, false);
+    } else if (signature != signature_) {
+      break_group(detail::concat(op, ": rank ", rank, " called ", signature, " but rank ",
+                                 signature_rank_, " called ", signature_,
+                                 "; every rank must make the same collective calls in the same "
+                                 "order with tensors of the same shape and dtype"));
+      throw CommError(broken_);
+    }
+    arrived_mask_[rank] = true;
+    if (++arrived_ == size_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    const uint64_t my_generation = generation_;
+    const bool done = cv_.wait_for(lock, timeout_, [&] {
+      return generation_ != my_generation || !broken_.empty();
+    });
+    if (generation_ != my_generation) return;
+    if (done) throw_if_broken(op, rank);
+    int missing = 0;
+    while (missing < size_ && arrived_mask_[missing]) ++missing;
+    break_group(detail::concat(op, ": rank ", rank, " waited ", seconds_str(timeout_),
+                               " for rank ", missing, " (barrier; ", arrived_, " of ", size_,
+                               " ranks arrived); raise CommOptions::timeout if rank ", missing,
+                               " is only slow"));
+    throw CommError(broken_);
+  }
+
+  void set_slot(int rank, const Tensor* t) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    slots_[rank] = t;
+  }
+  const Tensor& slot(int rank) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return *slots_[rank];
+  }
+
+  void post(int src, int dst, Tensor message) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    throw_if_broken("send", src);
+    mailboxes_[src * size_ + dst].push_back(std::move(message));
+    cv_.notify_all();
+  }
+
+  Tensor take(int src, int dst, const Tensor& like) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    throw_if_broken("recv", dst);
+    auto& box = mailboxes_[src * size_ + dst];
+    const bool ready =
+        cv_.wait_for(lock, timeout_, [&] { return !box.empty() || !broken_.empty(); });
+    if (!box.empty()) {
+      Tensor message = std::move(box.front());
+      box.pop_front();
+      if (message.shape() != like.shape() || message.dtype() != like.dtype()) {
+        break_group(detail::concat("recv: rank ", dst, " expected ", describe(like), " from rank ",
+                                   src, " but it sent ", describe(message),
+                                   "; a send must be matched by a recv of the same shape"));
+        throw CommError(broken_);
+      }
+      return message;
+    }
+    if (ready)
+      MT_THROW(CommError, "recv: rank ", dst, " stopped waiting for rank ", src,
+               ": the group is broken: ", broken_);
+    break_group(detail::concat("recv: rank ", dst, " waited ", seconds_str(timeout_),
+                               " for rank ", src, "; raise CommOptions::timeout if rank ",
+                               src, " is only slow"));
+    throw CommError(broken_);
+  }
+
+ private:
+  void break_group(std::string why) {  // with mutex_ held
+    if (broken_.empty()) broken_ = std::move(why);
+    cv_.notify_all();
+  }
+  void throw_if_broken(const char* op, int rank) const {  // with mutex_ held
+    if (!broken_.empty())
+      MT_THROW(CommError, op, ": rank ", rank, " cannot go on, the group is broken: ", broken_);
+  }
+
+  const int size_;
+  const std::chrono::milliseconds timeout_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::string broken_;  // the first failure; non-empty = broken
+  // barrier
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  std::vector<bool> arrived_mask_;
+  std::string signature_;
+  int signature_rank_ = 0;
+  // collectives: each rank's tensor, valid between the two barriers of one call
+  std::vector<const Tensor*> slots_;
+  // point to point: FIFO per (src, dst) at src * size + dst
+  std::vector<std::deque<Tensor>> mailboxes_;
+};
+
+namespace {
+
+class ThreadCommunicator final : public Communicator {
+ public:
+  ThreadCommunicator(std::shared_ptr<ThreadGroup> group, int rank, Device device,
+                     CommOptions options)
+      : Communicator(options), group_(std::move(group)), rank_(rank), device_(device) {}
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return group_->size(); }
+  Device device() const noexcept override { return device_; }
+  std::string backend() const override { return "threads"; }
+
+  void native_all_reduce(Tensor& t, ReduceOp op) override {
+    check_tensor("all_reduce", t, "t");
+    const std::string signature =
+        detail::concat("all_reduce(", reduce_op_name(op), ") ", describe(t));
+    Tensor acc;
+    collective("all_reduce", signature, t, [&] {
+      // Every rank folds the contributions in rank order: bit-identical results everywhere.
+      acc = group_->slot(0).to(device_).clone();
+      for (int r = 1; r < size(); ++r) {
+        const Tensor x = group_->slot(r).to(device_);
+        if (op == ReduceOp::Max)
+          maximum(acc, acc, x);
+        else
+          add(acc, acc, x);
+      }
+      settle(acc);  // our reads of the others' tensors are done before the second barrier
+    });
+    // After the second barrier nobody reads `t` any more.
+    if (op == ReduceOp::Avg) scale(acc, acc, 1.0 / size());
+    t.copy_(acc);
+    settle(t);
+  }
+
+  void broadcast(Tensor& t, int root) override {
+    check_tensor("broadcast", t, "t");
+    check_peer("broadcast", root, "root");
+    collective("broadcast", detail::concat("broadcast(root ", root, ") ", describe(t)), t, [&] {
+      if (rank_ != root) t.copy_(group_->slot(root));
+      settle(t);
+    });
+  }
+
+  void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override {
+    check_tensor("reduce_scatter", out, "out");
+    check_tensor("reduce_scatter", in, "in");
+    const int64_t m = out.numel();
+    check_chunks("reduce_scatter", in, "in", out, "out");
+    const std::string signature = detail::concat("reduce_scatter(", reduce_op_name(op), ") ",
+                                                 describe(in), " -> ", describe(out));
+    Tensor flat_out = out.flatten();
+    collective("reduce_scatter", signature, in, [&] {
+      // `out` is read by nobody else, so the reduction goes straight into it.
+      for (int r = 0; r < size(); ++r) {
+        const Tensor x = group_->slot(r).flatten().narrow(rank_ * m, m).to(device_);
+        if (r == 0)
+          flat_out.copy_(x);
+        else if (op == ReduceOp::Max)
+          maximum(flat_out, flat_out, x);
+        else
+          add(flat_out, flat_out, x);
+      }
+      if (op == ReduceOp::Avg) scale(flat_out, flat_out, 1.0 / size());
+      settle(out);
+    });
+  }
+
+  void all_gather(Tensor& out, const Tensor& in) override {
+    check_tensor("all_gather", out, "out");
+    check_tensor("all_gather", in, "in");
+    const int64_t m = in.numel();
+    check_chunks("all_gather", out, "out", in, "in");
+    Tensor flat_out = out.flatten();
+    collective("all_gather", detail::concat("all_gather ", describe(in)), in, [&] {
+      for (int r = 0; r < size(); ++r)
+        flat_out.narrow(r * m, m).copy_(group_->slot(r).flatten());
+      settle(out);
+    });
+  }
+
+  void send(const Tensor& t, int peer) override {
+    check_tensor("send", t, "t");
+    check_peer("send", peer, "peer");
+    Tensor copy = t.clone();
+    settle(copy);
+    group_->post(rank_, peer, std::move(copy));
+  }
+
+  void recv(Tensor& t, int peer) override {
+    check_tensor("recv", t, "t");
+    check_peer("recv", peer, "peer");
+    t.copy_(group_->take(peer, rank_, t));
+    settle(t);
+  }
+
+  void send_recv(const Tensor& send_t, int send_peer, Tensor& recv_t, int recv_peer) override {
+    send(send_t, send_peer);  // buffered: returns at once, so every rank reaches its recv
+    recv(recv_t, recv_peer);
+  }
+
+  void barrier() override { group_->barrier("barrier", rank_, "barrier"); }
+
+ private:
+  /// Deposit `mine`, meet, run `work` (reading the others' slots), meet again.
+  template <typename F>
+  void collective(const char* op, const std::string& signature, const Tensor& mine, F&& work) {
+    settle(mine);
+    group_->set_slot(rank_, &mine);
+    group_->barrier(op, rank_, signature);
+    work();
+    group_->barrier(op, rank_, signature);
+  }
+
+  void check_tensor(const char* op, const Tensor& t, const char* name) const {
+    MT_CHECK(t.defined(), op, ": `", name, "` is an undefined tensor (rank ", rank_, ")");
+    MT_CHECK_AS(DeviceError, t.device() == device_, op, ": `", name, "` is on ", t.device(),
+                " but rank ", rank_, "'s communicator works on ", device_);
+    MT_CHECK_AS(DTypeError, t.dtype() == DType::Float32 || t.dtype() == DType::Float64, op,
+                ": `", name, "` is ", t.dtype(), "; collectives take float32 or float64");
+  }
+
+  std::shared_ptr<ThreadGroup> group_;
+  const int rank_;
+  const Device device_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Communicator>> make_thread_communicators(const std::vector<Device>& devices,
+                                                                     CommOptions options) {
+  MT_CHECK_AS(ValueError, !devices.empty(), "make_thread_communicators: no devices given");
+  MT_CHECK_AS(ValueError, options.timeout.count() > 0,
+              "make_thread_communicators: the timeout must be positive, got ",
+              options.timeout.count(), " ms");
+  auto group = std::make_shared<ThreadGroup>(static_cast<int>(devices.size()), options.timeout);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (size_t r = 0; r < devices.size(); ++r)
+    comms.push_back(std::make_unique<ThreadCommunicator>(group, static_cast<int>(r), devices[r],
+                                                         options));
+  return comms;
+}
+
+}  // namespace minitrain
