@@ -81,8 +81,9 @@ function(minitrain_add_library name)
   endif()
 endfunction()
 
-# Note [gpu label]: every ctest entry is labelled `cpu` or `gpu` by minitrain_label_tests (below),
-# the one place a label is set. A gpu case needs a GPU (real or emulated) and reports GTEST_SKIP
+# Note [gpu label]: every ctest entry is labelled `cpu` or `gpu` (the fuzz targets: `fuzz`) by
+# minitrain_label_tests (below), the one place a label is set; tests/CMakeLists.txt refuses an
+# add_test entry without one. A gpu case needs a GPU (real or emulated) and reports GTEST_SKIP
 # (counted as skipped, never as passed) on a machine without one.
 #
 # A GoogleTest case declares that it needs a GPU in its name, by one of two markers that exist
@@ -94,7 +95,7 @@ endfunction()
 # of a GPU fails, and so does a `gpu` case that passes on a machine without any GPU.
 set(MINITRAIN_GPU_CASES "Cuda*:*/Cuda*:*Cuda.*:*/cuda*")
 
-# minitrain_label_tests(cpu|gpu TEST ...): the ctest label of these entries, and the environment
+# minitrain_label_tests(cpu|gpu|fuzz TEST ...): the ctest label of these entries, and the environment
 # variable MINITRAIN_TEST_LABEL their programs check it by (appended: the entries keep their own
 # ENVIRONMENT, so call this after any set_tests_properties(... ENVIRONMENT ...) of theirs).
 function(minitrain_label_tests label)
@@ -103,6 +104,7 @@ function(minitrain_label_tests label)
   endif()
   set_property(TEST ${ARGN} APPEND PROPERTY LABELS ${label})
   set_property(TEST ${ARGN} APPEND PROPERTY ENVIRONMENT MINITRAIN_TEST_LABEL=${label})
+  set_property(GLOBAL APPEND PROPERTY MINITRAIN_LABELLED_TESTS ${ARGN})  # for tests/CMakeLists.txt's check
 endfunction()
 
 # minitrain_add_test(NAME SOURCES a_test.cpp ... LIBS dep ...)
