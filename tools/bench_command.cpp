@@ -20,7 +20,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
-#include "kernels/gemm_registry.h"
+#include "kernels/gemm/gemm_registry.h"
 #include "parallel/subprocess.h"
 
 #ifndef MINITRAIN_BUILD_BENCH_DIR

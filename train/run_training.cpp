@@ -17,7 +17,7 @@
 #include "core/parallel_for.h"
 #include "data/readers.h"
 #include "data/sampler.h"
-#include "kernels/gemm_registry.h"
+#include "kernels/gemm/gemm_registry.h"
 #include "nn/gemm_backend.h"
 #include "nn/mlp.h"
 #include "nn/state_dict.h"

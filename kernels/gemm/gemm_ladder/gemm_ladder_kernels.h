@@ -3,7 +3,7 @@
 // + beta * C for m, n >= 1, k >= 0 on `stream` and the current CUDA device; the registry entries
 // in gemm_ladder.cu validate arguments and pick the device and stream.
 
-#include "kernels/gemm_ladder/gemm_tiling.h"
+#include "kernels/gemm/gemm_ladder/gemm_tiling.h"
 
 struct CUstream_st;
 

@@ -4,8 +4,8 @@
 // multiply-add fetches two operands and nothing is reused from on-chip storage.
 
 #include "core/cuda_check.h"
-#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
-#include "kernels/gemm_ladder/gemm_launch.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
+#include "kernels/gemm/gemm_ladder/gemm_launch.cuh"
 
 namespace minitrain::gemm_ladder {
 

@@ -5,9 +5,9 @@
 // and, at small sizes, by the number of blocks (wave quantisation).
 
 #include "core/cuda_check.h"
-#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
-#include "kernels/gemm_ladder/gemm_launch.cuh"
-#include "kernels/gemm_ladder/gemm_tile_load.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
+#include "kernels/gemm/gemm_ladder/gemm_launch.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_tile_load.cuh"
 
 namespace minitrain::gemm_ladder {
 

@@ -4,9 +4,9 @@
 // by global-load latency, which a 64 x 64 tile with BK = 8 only partly hides.
 
 #include "core/cuda_check.h"
-#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
-#include "kernels/gemm_ladder/gemm_launch.cuh"
-#include "kernels/gemm_ladder/gemm_tile_load.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
+#include "kernels/gemm/gemm_ladder/gemm_launch.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_tile_load.cuh"
 
 namespace minitrain::gemm_ladder {
 

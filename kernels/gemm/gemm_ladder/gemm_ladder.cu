@@ -1,13 +1,13 @@
 // The ladder as registry entries: each wraps one launcher in the GemmFloatFn signature, checking
 // the device and sizes on the host and launching on the calling thread's current stream.
 
-#include "kernels/gemm_ladder/gemm_ladder.h"
+#include "kernels/gemm/gemm_ladder/gemm_ladder.h"
 
 #include <cstdint>
 
 #include "core/error.h"
 #include "core/stream.h"
-#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
 
 namespace minitrain {
 

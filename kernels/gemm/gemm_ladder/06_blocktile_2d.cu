@@ -4,9 +4,9 @@
 // global loads, which the vectorized variant removes.
 
 #include "core/cuda_check.h"
-#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
-#include "kernels/gemm_ladder/gemm_launch.cuh"
-#include "kernels/gemm_ladder/gemm_tile_load.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
+#include "kernels/gemm/gemm_ladder/gemm_launch.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_tile_load.cuh"
 
 namespace minitrain::gemm_ladder {
 

@@ -1,10 +1,10 @@
 #pragma once
 // The hand-written CUDA GEMM ladder, one technique per file in this folder, from the naive kernel
-// to warp tiling and tensor cores. Each variant is a registry entry (kernels/gemm_registry.h);
-// kernels/gemm_registry.cpp adds them in CUDA builds. Defined in gemm_ladder.cu (CUDA builds only).
+// to warp tiling and tensor cores. Each variant is a registry entry (kernels/gemm/gemm_registry.h);
+// kernels/gemm/gemm_registry.cpp adds them in CUDA builds. Defined in gemm_ladder.cu (CUDA builds only).
 #include <vector>
 
-#include "kernels/gemm_registry.h"
+#include "kernels/gemm/gemm_registry.h"
 
 namespace minitrain {
 

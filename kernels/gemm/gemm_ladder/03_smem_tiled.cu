@@ -3,9 +3,9 @@
 // instruction issue: every multiply-add still needs a shared-memory load of its B operand.
 
 #include "core/cuda_check.h"
-#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
-#include "kernels/gemm_ladder/gemm_launch.cuh"
-#include "kernels/gemm_ladder/gemm_tile_load.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
+#include "kernels/gemm/gemm_ladder/gemm_launch.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_tile_load.cuh"
 
 namespace minitrain::gemm_ladder {
 

@@ -3,8 +3,8 @@
 // stores of C) hit 32 different rows: bound by memory transactions, a few percent of peak.
 
 #include "core/cuda_check.h"
-#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
-#include "kernels/gemm_ladder/gemm_launch.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
+#include "kernels/gemm/gemm_ladder/gemm_launch.cuh"
 
 namespace minitrain::gemm_ladder {
 

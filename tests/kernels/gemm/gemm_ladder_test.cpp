@@ -1,4 +1,4 @@
-// The hand-written CUDA GEMM ladder (kernels/gemm_ladder/) against cuBLAS. Inputs are small
+// The hand-written CUDA GEMM ladder (kernels/gemm/gemm_ladder/) against cuBLAS. Inputs are small
 // integers in [-3, 3]: every product and partial sum is an integer below 2^24, exact in FP32, and
 // the inputs are exact in TF32 and BF16 too, so every variant (tensor cores included) must match
 // cuBLAS bit for bit; any wrong index, transpose, tail or alpha/beta handling shows as a mismatch.
@@ -15,8 +15,8 @@
 #include "core/device.h"
 #include "core/stream.h"
 #include "core/tensor.h"
-#include "kernels/gemm.h"
-#include "kernels/gemm_ladder/gemm_ladder.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemm_ladder/gemm_ladder.h"
 #include "tests/support/test_util.h"
 
 namespace minitrain {
