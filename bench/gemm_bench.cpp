@@ -1,5 +1,5 @@
-// GEMM through every registered backend of one device (kernels/gemm_registry.h), float32:
-//   GPU: cublas, cublas_tf32, cublaslt and the hand-written ladder (kernels/gemm_ladder/),
+// GEMM through every registered backend of one device (kernels/gemm/gemm_registry.h), float32:
+//   GPU: cublas, cublas_tf32, cublaslt and the hand-written ladder (kernels/gemm/gemm_ladder/),
 //   CPU: openblas (minitrain's default) and eigen.
 // Shapes: squares 128..8192 (the CPU stops at 2048: beyond it a run takes minutes on a few cores),
 // and the three GEMMs of a Linear layer at the trainer's MLP shapes, batch 64 and 256 x widths
@@ -31,7 +31,7 @@
 #include "bench/gpu_timing.h"
 #include "core/device.h"
 #include "core/error.h"
-#include "kernels/gemm_registry.h"
+#include "kernels/gemm/gemm_registry.h"
 
 namespace {
 

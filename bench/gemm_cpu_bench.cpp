@@ -24,7 +24,7 @@
 
 #include "core/parallel_for.h"
 #include "core/tensor.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 namespace {
 
@@ -99,7 +99,7 @@ void run_minitrain(benchmark::State& state, const Case& g) {
   set_counters(state, g);
 }
 
-// minitrain runs OpenBLAS single-threaded (Note [OpenBLAS on OpenMP threads] in kernels/gemm.cpp);
+// minitrain runs OpenBLAS single-threaded (Note [OpenBLAS on OpenMP threads] in kernels/gemm/gemm.cpp);
 // the reference gets the pool for its run and gives it back.
 int g_threads = 1;
 

@@ -25,7 +25,7 @@
 #include "bench/gpu_timing.h"
 #include "core/generator.h"
 #include "kernels/bias_add.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "nn/linear.h"
 
 #if MINITRAIN_WITH_CUDA

@@ -5,10 +5,10 @@
 
 #include "kernels/bias_add.h"
 #include "kernels/dispatch.h"
-#include "kernels/gemm_registry.h"
+#include "kernels/gemm/gemm_registry.h"
 
 #if MINITRAIN_WITH_CUDA_LIBS
-#include "kernels/gemm_cublaslt.h"
+#include "kernels/gemm/gemm_cublaslt.h"
 #endif
 
 namespace minitrain {

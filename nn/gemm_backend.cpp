@@ -3,7 +3,7 @@
 
 #include "nn/gemm_backend.h"
 
-#include "kernels/gemm_registry.h"
+#include "kernels/gemm/gemm_registry.h"
 #include "nn/linear.h"
 #include "nn/sequential.h"
 

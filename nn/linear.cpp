@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "kernels/elementwise.h"
-#include "kernels/gemm_registry.h"
+#include "kernels/gemm/gemm_registry.h"
 #include "kernels/linear_forward.h"
 #include "kernels/random.h"
 #include "kernels/reduce.h"

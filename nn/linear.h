@@ -1,7 +1,7 @@
 #pragma once
 // y = x W^T + b with W [out, in] and b [out], as torch.nn.Linear. Forward is one GEMM and a bias
 // add; backward is two GEMMs (dx = dy W, dW += dy^T x) and a column sum (db += sum_rows(dy)).
-// The three GEMMs run through a GEMM backend chosen by name (kernels/gemm_registry.h): "auto",
+// The three GEMMs run through a GEMM backend chosen by name (kernels/gemm/gemm_registry.h): "auto",
 // the device's default, unless set_gemm_backend picks another ("cublaslt" fuses the bias add).
 
 #include <string>

@@ -21,7 +21,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/strings.h"
-#include "kernels/gemm_registry.h"
+#include "kernels/gemm/gemm_registry.h"
 #include "parallel/launch/subprocess.h"
 
 #ifndef MINITRAIN_BUILD_BENCH_DIR

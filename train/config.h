@@ -65,7 +65,7 @@ struct TrainConfig {
   // ---- sampling ----
   std::string sample_weights;            ///< W.npy: one weight per row; rows drawn with replacement
   // ---- kernels and memory ----
-  std::string gemm = "auto";             ///< GEMM backend by registry name (kernels/gemm_registry.h)
+  std::string gemm = "auto";             ///< GEMM backend by registry name (kernels/gemm/gemm_registry.h)
   std::string memory_cap;                ///< device memory cap ("4GiB"); "": none
 };
 

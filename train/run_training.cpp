@@ -18,7 +18,7 @@
 #include "core/strings.h"
 #include "data/readers.h"
 #include "data/sampler.h"
-#include "kernels/gemm_registry.h"
+#include "kernels/gemm/gemm_registry.h"
 #include "nn/gemm_backend.h"
 #include "nn/mlp.h"
 #include "nn/state_dict.h"

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/gemm.h"
-#include "kernels/gemm_registry.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemm_registry.h"
 #include "nn/activation_layer.h"
 #include "nn/gemm_backend.h"
 #include "nn/linear.h"

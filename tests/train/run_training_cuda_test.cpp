@@ -13,7 +13,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/safetensors.h"
-#include "kernels/gemm_registry.h"
+#include "kernels/gemm/gemm_registry.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
 #include "train/run_training.h"

@@ -1,7 +1,11 @@
-// Tensor cores through WMMA (nvcuda::wmma): a warp multiplies 16 x 16 fragments in one
-// instruction sequence (mma.sync underneath), TF32 inputs (16x16x8) or BF16 inputs (16x16x16),
-// FP32 accumulate. Operands are rounded once when staged in shared memory, so the kernel's bound
-// becomes feeding the tensor cores: global-load latency and shared-memory bandwidth (no cp.async
+// Rungs 09 and 10, tc_tf32 and tc_bf16: tensor cores through WMMA (nvcuda::wmma).
+// Mapping: rung 08's block and warp tiles (128 x 128, warps of 64 x 32), each warp tile held as
+// 4 x 2 WMMA 16 x 16 FP32 accumulator fragments; the epilogue stages one fragment at a time
+// through shared memory (TensorCoreTiling in gemm_tiling.h).
+// Changed from rung 08: a warp multiplies 16 x 16 fragments in one instruction sequence
+// (mma.sync underneath), TF32 inputs (16x16x8) or BF16 inputs (16x16x16), FP32 accumulate.
+// Operands are rounded once when staged in shared memory.
+// Bound: feeding the tensor cores: global-load latency and shared-memory bandwidth (no cp.async
 // pipelining here). Hopper's wgmma would need sm_90a, which is not in this build's architecture
 // list (80;90), so the same mma.sync path runs on sm_80 and sm_90.
 
@@ -9,9 +13,9 @@
 #include <mma.h>
 
 #include "core/cuda_check.h"
-#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
-#include "kernels/gemm_ladder/gemm_launch.cuh"
-#include "kernels/gemm_ladder/gemm_tile_load.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
+#include "kernels/gemm/gemm_ladder/gemm_launch.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_tile_load.cuh"
 
 namespace minitrain::gemm_ladder {
 

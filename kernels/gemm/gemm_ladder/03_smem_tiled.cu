@@ -1,11 +1,15 @@
-// Shared-memory blocking: a block stages 32 x 32 tiles of op(A) and op(B) in shared memory and
-// each value loaded from global memory is used 32 times. Now bound by shared-memory bandwidth and
-// instruction issue: every multiply-add still needs a shared-memory load of its B operand.
+// Rung 03, smem_tiled: shared-memory blocking.
+// Mapping: a 32 x 32 C tile per block of 1024 threads, one element per thread (row = tid / 32,
+// col = tid % 32), its sum in one register. Per k step of 32 the block stages 32 x 32 tiles of
+// op(A) and op(B) in shared memory, each thread copying one element of each (load_tile).
+// Changed from rung 02: operands go global -> shared once and are read 32 times from there.
+// Bound: shared-memory bandwidth and instruction issue: every multiply-add still needs a
+// shared-memory load of its B operand.
 
 #include "core/cuda_check.h"
-#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
-#include "kernels/gemm_ladder/gemm_launch.cuh"
-#include "kernels/gemm_ladder/gemm_tile_load.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
+#include "kernels/gemm/gemm_ladder/gemm_launch.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_tile_load.cuh"
 
 namespace minitrain::gemm_ladder {
 

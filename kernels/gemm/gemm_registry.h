@@ -1,10 +1,10 @@
 #pragma once
 // Every GEMM implementation by name, so that a layer, a benchmark or a test picks one at run time:
-// the hand-written CUDA ladder (kernels/gemm_ladder/), cuBLAS, cuBLASLt, and the CPU's OpenBLAS
+// the hand-written CUDA ladder (kernels/gemm/gemm_ladder/), cuBLAS, cuBLASLt, and the CPU's OpenBLAS
 // and Eigen. A user's own kernel joins with one call (or MINITRAIN_REGISTER_GEMM in their binary)
 // and is then usable as `minitrain train --gemm NAME` and by Linear::set_gemm_backend.
 //
-// Every backend computes the row-major C[m, n] = alpha * op(A) op(B) + beta * C of kernels/gemm.h
+// Every backend computes the row-major C[m, n] = alpha * op(A) op(B) + beta * C of kernels/gemm/gemm.h
 // on raw contiguous pointers, on the calling thread's current stream for its device.
 #include <cstdint>
 #include <functional>
@@ -42,7 +42,7 @@ std::vector<std::string> gemm_backend_names(DeviceType device);
 /// The backend "auto" means on `device`: the fastest measured (see README's GEMM figures).
 std::string default_gemm_backend(Device device);
 
-/// kernels/gemm.h's gemm through a named backend ("auto": default_gemm_backend). Checks shapes and
+/// kernels/gemm/gemm.h's gemm through a named backend ("auto": default_gemm_backend). Checks shapes and
 /// devices as gemm() does; ValueError when the backend is for another device type or lacks the
 /// tensors' dtype.
 void gemm_with(const std::string& backend, Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,

@@ -10,8 +10,8 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "core/stream.h"
-#include "kernels/gemm.h"
-#include "kernels/gemm_builtin.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemm_builtin.h"
 
 namespace minitrain {
 

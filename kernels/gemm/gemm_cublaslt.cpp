@@ -5,7 +5,7 @@
 // Compute-bound at large sizes; at a trainer's small shapes the saved bias/activation passes and
 // launches are what the fusion buys. Note [cuBLASLt plans] in gemm_cublaslt.h.
 
-#include "kernels/gemm_cublaslt.h"
+#include "kernels/gemm/gemm_cublaslt.h"
 
 #include <cstdint>
 #include <map>
@@ -18,9 +18,9 @@
 #include "kernels/activation.h"
 #include "kernels/bias_add.h"
 #include "kernels/check.h"
-#include "kernels/gemm.h"
-#include "kernels/gemm_builtin.h"
-#include "kernels/gemm_check.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemm_builtin.h"
+#include "kernels/gemm/gemm_check.h"
 
 namespace minitrain {
 

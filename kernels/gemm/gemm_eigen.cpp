@@ -6,7 +6,7 @@
 
 #include <Eigen/Core>
 
-#include "kernels/gemm_builtin.h"
+#include "kernels/gemm/gemm_builtin.h"
 
 namespace minitrain {
 

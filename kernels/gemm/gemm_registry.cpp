@@ -3,7 +3,7 @@
 // first), so a user's MINITRAIN_REGISTER_GEMM at static-initialisation time finds them there and
 // cannot take their names. Entries are never removed, so references handed out stay valid.
 
-#include "kernels/gemm_registry.h"
+#include "kernels/gemm/gemm_registry.h"
 
 #include <memory>
 #include <mutex>
@@ -11,12 +11,12 @@
 #include <utility>
 
 #include "core/error.h"
-#include "kernels/gemm.h"
-#include "kernels/gemm_builtin.h"
-#include "kernels/gemm_check.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemm_builtin.h"
+#include "kernels/gemm/gemm_check.h"
 
 #if MINITRAIN_WITH_CUDA
-#include "kernels/gemm_ladder/gemm_ladder.h"
+#include "kernels/gemm/gemm_ladder/gemm_ladder.h"
 #endif
 
 namespace minitrain {

@@ -7,7 +7,7 @@
 #include <climits>
 
 #include "core/error.h"
-#include "kernels/gemm_ladder/gemm_tiling.h"
+#include "kernels/gemm/gemm_ladder/gemm_tiling.h"
 
 namespace minitrain::gemm_ladder {
 

@@ -18,7 +18,7 @@
 
 namespace minitrain {
 
-/// C = alpha * op(A) op(B) + beta * C on raw row-major float32 pointers (kernels/gemm.h's
+/// C = alpha * op(A) op(B) + beta * C on raw row-major float32 pointers (kernels/gemm/gemm.h's
 /// contract), full FP32 (CUBLAS_COMPUTE_32F), on the calling thread's current stream.
 void gemm_cublaslt(Device device, float* c, const float* a, bool trans_a, const float* b,
                    bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, float beta);

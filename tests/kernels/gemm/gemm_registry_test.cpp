@@ -4,7 +4,7 @@
 // inputs (products and sums exact in float32, and in TF32/BF16 inputs too), and cuBLASLt's fused
 // bias + activation epilogues against the unfused ops.
 
-#include "kernels/gemm_registry.h"
+#include "kernels/gemm/gemm_registry.h"
 
 #include <gtest/gtest.h>
 
@@ -19,11 +19,11 @@
 #include "core/error.h"
 #include "kernels/activation.h"
 #include "kernels/bias_add.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "tests/support/test_util.h"
 
 #if MINITRAIN_WITH_CUDA_LIBS
-#include "kernels/gemm_cublaslt.h"
+#include "kernels/gemm/gemm_cublaslt.h"
 #endif
 
 namespace minitrain {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/parallel_for.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 #include "tests/support/test_util.h"
 
 #if MINITRAIN_WITH_CUDA_LIBS

@@ -8,7 +8,7 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "core/stream.h"
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 namespace minitrain {
 

@@ -1,12 +1,15 @@
-// 2-D register blocking: each thread computes an 8 x 8 tile of C as a sum of outer products, so
-// per k step 8 + 8 shared-memory loads feed 64 multiply-adds. Arithmetic intensity per thread is
-// now high; what bounds it is shared-memory bank conflicts on the strided A reads and the scalar
-// global loads, which the vectorized variant removes.
+// Rung 06, blocktile_2d: 2-D register blocking.
+// Mapping: a 128 x 128 C tile per block of 256 threads; thread tid computes the 8 x 8 register tile
+// at rows (tid / 16) * 8 .., columns (tid % 16) * 8 .. as a sum of outer products. Per k step of
+// 8 the block stages 128 x 8 of op(A) and 8 x 128 of op(B) in shared memory.
+// Changed from rung 05: per k step 8 + 8 shared-memory loads feed 64 multiply-adds.
+// Bound: shared-memory bank conflicts on the strided A reads and the scalar global loads, which
+// the vectorized rung removes.
 
 #include "core/cuda_check.h"
-#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
-#include "kernels/gemm_ladder/gemm_launch.cuh"
-#include "kernels/gemm_ladder/gemm_tile_load.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
+#include "kernels/gemm/gemm_ladder/gemm_launch.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_tile_load.cuh"
 
 namespace minitrain::gemm_ladder {
 

@@ -1,14 +1,14 @@
 #pragma once
 // The GEMM backends minitrain ships, each defined beside its implementation and added to the
-// registry by kernels/gemm_registry.cpp on first use (explicit calls: a static initialiser in a
+// registry by kernels/gemm/gemm_registry.cpp on first use (explicit calls: a static initialiser in a
 // static library's object would be dropped by the linker when nothing else references it).
 
-#include "kernels/gemm_registry.h"
+#include "kernels/gemm/gemm_registry.h"
 
 namespace minitrain {
 
 // ---- CPU (every build) ----
-GemmBackend openblas_gemm_backend();  ///< gemm_cpu (kernels/gemm.cpp): OpenBLAS tiles on OpenMP;
+GemmBackend openblas_gemm_backend();  ///< gemm_cpu (kernels/gemm/gemm.cpp): OpenBLAS tiles on OpenMP;
                                       ///< defined in gemm_registry.cpp
 GemmBackend eigen_gemm_backend();  ///< kernels/gemm_eigen.cpp: Eigen 3 products on row-major maps
 
@@ -17,6 +17,6 @@ GemmBackend
 cublas_gemm_backend();  ///< kernels/gemm_cublas_backends.cpp: cublasSgemm/Dgemm, full FP32
 GemmBackend
 cublas_tf32_gemm_backend();  ///< kernels/gemm_cublas_backends.cpp: cublasGemmEx, TF32 tensor cores
-GemmBackend cublaslt_gemm_backend();  ///< kernels/gemm_cublaslt.cpp: cublasLtMatmul, float32
+GemmBackend cublaslt_gemm_backend();  ///< kernels/gemm/gemm_cublaslt.cpp: cublasLtMatmul, float32
 
 }  // namespace minitrain

@@ -1,13 +1,15 @@
-// Vectorized loads: the 2-D register-blocked kernel with 16-byte (float4) global loads and op(A)
-// stored k-major (transposed) in shared memory, so each thread reads its 8 A values and 8 B values
-// per k step as two float4 each. Fewer load instructions and no strided shared reads; bound by
-// instruction issue and global-load latency. Rows that do not start on 16-byte boundaries (ld not
-// a multiple of 4, or a misaligned pointer) take the scalar loads instead.
+// Rung 07, vectorized: rung 06's geometry (the same 8 x 8 thread tiles of a 128 x 128 C tile).
+// Mapping: as rung 06; op(A) is stored k-major (transposed) in shared memory so that each thread
+// reads its 8 A values and 8 B values per k step as two float4 each.
+// Changed from rung 06: 16-byte (float4) global loads and k-major A: fewer load instructions and
+// no strided shared reads. Rows that do not start on 16-byte boundaries (ld not a multiple of 4,
+// or a misaligned pointer) take the scalar loads instead.
+// Bound: instruction issue and global-load latency.
 
 #include "core/cuda_check.h"
-#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
-#include "kernels/gemm_ladder/gemm_launch.cuh"
-#include "kernels/gemm_ladder/gemm_tile_load.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
+#include "kernels/gemm/gemm_ladder/gemm_launch.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_tile_load.cuh"
 
 namespace minitrain::gemm_ladder {
 

@@ -1,4 +1,4 @@
-// The hand-written CUDA GEMM ladder (kernels/gemm_ladder/) against cuBLAS. Inputs are small
+// The hand-written CUDA GEMM ladder (kernels/gemm/gemm_ladder/) against cuBLAS. Inputs are small
 // integers in [-3, 3]: every product and partial sum is an integer below 2^24, exact in FP32, and
 // the inputs are exact in TF32 and BF16 too, so every variant (tensor cores included) must match
 // cuBLAS bit for bit; any wrong index, transpose, tail or alpha/beta handling shows as a mismatch.
@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -15,17 +16,18 @@
 #include "core/device.h"
 #include "core/stream.h"
 #include "core/tensor.h"
-#include "kernels/gemm.h"
-#include "kernels/gemm_ladder/gemm_ladder.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemm_ladder/gemm_ladder.h"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_rungs.h"
 #include "tests/support/test_util.h"
 
 namespace minitrain {
 namespace {
 
-// The ladder in order. Test instances are named after it, so they exist in every build; a
-// CPU-only build (which compiles no ladder) and a machine without a GPU report them skipped.
-const std::vector<std::string> kLadder = {"naive",        "coalesced",  "smem_tiled", "blocktile_1d", "blocktile_2d",
-                                          "vectorized",   "warptile",   "tc_tf32",    "tc_bf16"};
+// The ladder in order, read from its one table (gemm_ladder_rungs.h). Test instances are named
+// after it, so they exist in every build; a CPU-only build (which compiles no ladder) and a
+// machine without a GPU report them skipped.
+const std::vector<std::string> kLadder(std::begin(gemm_ladder::kRungNames), std::end(gemm_ladder::kRungNames));
 
 #if MINITRAIN_WITH_CUDA
 constexpr bool kLadderBuilt = true;

@@ -1,13 +1,16 @@
-// Warp tiling: the block's 128 x 128 C tile is split into 64 x 32 warp tiles and each warp sweeps
-// its tile in 64 x 16 sub-tiles, one 8 x 4 thread tile per lane. A warp's shared-memory reads
-// then touch only its own rows and columns (4 distinct B float4s, 8 distinct A pairs: broadcast,
-// no conflicts), and the schedule mirrors the tensor-core hierarchy. Bound by FP32 issue rate
-// and, at small sizes, by the number of blocks (wave quantisation).
+// Rung 08, warptile: warp tiling.
+// Mapping: a 128 x 128 C tile per block of 256 threads split into 2 x 4 warp tiles of 64 x 32;
+// each warp sweeps its tile in two 64 x 16 sub-tiles, lane l owning the 8 x 4 thread tile at
+// rows (l / 4) * 8 .., columns (l % 4) * 4 .. of each (WarptileTiling in gemm_tiling.h).
+// Changed from rung 07: a warp's shared-memory reads touch only its own rows and columns (4
+// distinct B float4s, 8 distinct A pairs: broadcast, no conflicts), and the schedule mirrors the
+// tensor-core hierarchy.
+// Bound: FP32 issue rate and, at small sizes, the number of blocks (wave quantisation).
 
 #include "core/cuda_check.h"
-#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
-#include "kernels/gemm_ladder/gemm_launch.cuh"
-#include "kernels/gemm_ladder/gemm_tile_load.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
+#include "kernels/gemm/gemm_ladder/gemm_launch.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_tile_load.cuh"
 
 namespace minitrain::gemm_ladder {
 

@@ -9,7 +9,7 @@
 // 3-40x slower. So OpenBLAS runs single-threaded and the partitioning is ours, on the one pool;
 // alone, that is within 10% of OpenBLAS's own threading.
 
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 #include <cblas.h>
 
@@ -21,8 +21,8 @@
 
 #include "core/parallel_for.h"
 #include "kernels/check.h"
-#include "kernels/gemm_check.h"
-#include "kernels/gemm_registry.h"
+#include "kernels/gemm/gemm_check.h"
+#include "kernels/gemm/gemm_registry.h"
 #include "kernels/dispatch.h"
 
 namespace minitrain {

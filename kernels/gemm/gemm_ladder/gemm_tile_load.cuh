@@ -8,7 +8,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/gemm_ladder/gemm_tiling.h"
+#include "kernels/gemm/gemm_ladder/gemm_tiling.h"
 
 namespace minitrain::gemm_ladder {
 

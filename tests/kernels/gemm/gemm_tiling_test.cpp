@@ -1,4 +1,4 @@
-// The GEMM ladder's tile geometry (kernels/gemm_ladder/gemm_tiling.h), checked on the CPU with the
+// The GEMM ladder's tile geometry (kernels/gemm/gemm_ladder/gemm_tiling.h), checked on the CPU with the
 // very functions the kernels call: for every variant and odd shapes the blocks' threads cover each
 // C element exactly once and never stray outside their tile, the tile loads read each operand
 // element once in coalesced order, and op(A)/op(B) indexing plus the epilogue give a correct GEMM.
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/gemm_ladder/gemm_tiling.h"
+#include "kernels/gemm/gemm_ladder/gemm_tiling.h"
 #include "tests/support/test_util.h"
 
 namespace minitrain::gemm_ladder {

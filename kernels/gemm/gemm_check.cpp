@@ -1,7 +1,7 @@
 // GEMM operand checks: what gemm() checks, as one function so that every GEMM entry point
 // (gemm, matmul, gemm_with, the fused Linear forward) rejects the same input with the same words.
 
-#include "kernels/gemm_check.h"
+#include "kernels/gemm/gemm_check.h"
 
 #include <cstdint>
 #include <string>

@@ -1,12 +1,16 @@
-// 1-D register blocking: each thread computes a column strip of TM = 8 C values, so one B value
-// read from shared memory feeds 8 multiply-adds held in registers. Fewer shared-memory loads per
-// FLOP than smem_tiled; bound by shared-memory bandwidth (the A column is still re-read per k) and
-// by global-load latency, which a 64 x 64 tile with BK = 8 only partly hides.
+// Rung 05, blocktile_1d: 1-D register blocking.
+// Mapping: a 64 x 64 C tile per block of 512 threads; thread tid computes the column strip
+// rows (tid / 64) * 8 .. + 7 of column tid % 64, 8 accumulators in registers. Per k step of 8 the
+// block stages a 64 x 8 op(A) tile and an 8 x 64 op(B) tile in shared memory.
+// Changed from rung 03 (built on smem_tiled; rung 04's double buffering is left out to isolate
+// this step): one B value read from shared memory feeds 8 multiply-adds.
+// Bound: shared-memory bandwidth (the A column is still re-read per k) and global-load latency,
+// which a 64 x 64 tile with BK = 8 only partly hides.
 
 #include "core/cuda_check.h"
-#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
-#include "kernels/gemm_ladder/gemm_launch.cuh"
-#include "kernels/gemm_ladder/gemm_tile_load.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
+#include "kernels/gemm/gemm_ladder/gemm_launch.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_tile_load.cuh"
 
 namespace minitrain::gemm_ladder {
 

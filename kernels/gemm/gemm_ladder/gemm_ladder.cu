@@ -1,13 +1,13 @@
 // The ladder as registry entries: each wraps one launcher in the GemmFloatFn signature, checking
 // the device and sizes on the host and launching on the calling thread's current stream.
 
-#include "kernels/gemm_ladder/gemm_ladder.h"
+#include "kernels/gemm/gemm_ladder/gemm_ladder.h"
 
 #include <cstdint>
 
 #include "core/error.h"
 #include "core/stream.h"
-#include "kernels/gemm_ladder/gemm_ladder_kernels.h"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
 
 namespace minitrain {
 
@@ -50,26 +50,10 @@ GemmBackend ladder_entry(const char* name, const char* technique, bool reduced_p
 
 std::vector<GemmBackend> cuda_gemm_ladder_backends() {
   using namespace gemm_ladder;
-  return {
-      ladder_entry("naive", "one thread per C element, threads along rows: uncoalesced, memory-transaction bound",
-                   false, &gemm_naive_cuda),
-      ladder_entry("coalesced", "one thread per C element, warps along columns: coalesced, global-bandwidth bound",
-                   false, &gemm_coalesced_cuda),
-      ladder_entry("smem_tiled", "32x32 shared-memory tiles: operands reused 32x, shared-memory bandwidth bound",
-                   false, &gemm_smem_tiled_cuda),
-      ladder_entry("blocktile_1d", "64x64 tiles, 8 results per thread in registers: shared-memory bandwidth bound",
-                   false, &gemm_blocktile_1d_cuda),
-      ladder_entry("blocktile_2d", "128x128 tiles, 8x8 register tile per thread: bound by bank conflicts and issue",
-                   false, &gemm_blocktile_2d_cuda),
-      ladder_entry("vectorized", "blocktile_2d with float4 loads and k-major A in shared memory: issue/latency bound",
-                   false, &gemm_vectorized_cuda),
-      ladder_entry("warptile", "128x128 block, 64x32 warp tiles, 8x4 thread tiles: FP32 issue-rate bound", false,
-                   &gemm_warptile_cuda),
-      ladder_entry("tc_tf32", "WMMA tensor cores, TF32 inputs, FP32 accumulate: bound by operand feed (smem, latency)",
-                   true, &gemm_tc_tf32_cuda),
-      ladder_entry("tc_bf16", "WMMA tensor cores, BF16 inputs, FP32 accumulate: bound by operand feed (smem, latency)",
-                   true, &gemm_tc_bf16_cuda),
-  };
+#define MINITRAIN_GEMM_LADDER_ENTRY(name, launcher, reduced, technique) \
+  ladder_entry(#name, technique, reduced, &launcher),
+  return {MINITRAIN_GEMM_LADDER_RUNGS(MINITRAIN_GEMM_LADDER_ENTRY)};
+#undef MINITRAIN_GEMM_LADDER_ENTRY
 }
 
 }  // namespace minitrain
