@@ -1,3 +1,4 @@
+// This file holds no kernel: it launches the map kernel of kernels/vectorized.cuh.
 // Activations on the GPU: the shared vectorized map (kernels/vectorized.cuh: 16-byte packs when
 // aligned, a scalar tail) templated on the activation's math type, so the switch on the
 // activation happens once per launch, not per element. Memory-bound: erf/tanh/exp cost a few

@@ -1,3 +1,5 @@
+// This file holds no kernel: it launches the kernels of kernels/bias_epilogue.cuh (forward) and
+// kernels/column_reduce.cuh (backward).
 // Fused bias + activation on the GPU. Forward: the bias-broadcast kernel
 // (kernels/bias_epilogue.cuh) with the activation as its epilogue, 16-byte packs when aligned.
 // Backward: the column-sum kernel of sum_rows (kernels/column_reduce.cuh) whose per-element read

@@ -1,3 +1,4 @@
+// This file holds no kernel: it launches the bias-broadcast kernel of kernels/bias_epilogue.cuh.
 // Bias add on the GPU: the shared bias-broadcast kernel (kernels/bias_epilogue.cuh) with an
 // identity epilogue; 16-byte packs when cols is a multiple of the pack width and the pointers are
 // aligned. Memory-bound: the bias ([cols]) is read from L1/L2 after its first touch, so DRAM sees

@@ -1,3 +1,4 @@
+// This file holds no kernel: it launches the map kernel of kernels/vectorized.cuh.
 // Element-wise arithmetic on the GPU: grid-stride loops over 16-byte packs (float4 / double2)
 // when the pointers allow, one element at a time otherwise (kernels/vectorized.cuh).
 // Memory-bound: 12 bytes (float) per add/sub/mul, 8 per scale, 12 per axpy, and one or two flops,
