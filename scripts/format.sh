@@ -13,7 +13,13 @@ if ! command -v clang-format >/dev/null 2>&1; then
   echo "format.sh: clang-format is not installed (Debian: apt install clang-format)" >&2
   exit 2
 fi
-mapfile -t files < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | grep -v '^tests/fuzz/corpus/')
+# The tracked sources; outside a git checkout (a release tarball) the same files by name.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  mapfile -t files < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | grep -v '^tests/fuzz/corpus/')
+else
+  mapfile -t files < <(find . -path ./build -prune -o -path ./tests/fuzz/corpus -prune -o \
+    \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -type f -print | sort)
+fi
 case "${1:-}" in
   --check)
     differ=()

@@ -15,7 +15,8 @@ log() { printf '[setup] %s\n' "$*"; }
 # Debian 12 package per need. GoogleTest, Google Benchmark and the CUDA toolkit are expected on
 # the machine already but are installed here too if missing (the toolkit is not: it comes from
 # NVIDIA, and without it the build is CPU-only). clang with its sanitizer and libFuzzer runtimes
-# (libclang-rt-14-dev) and its OpenMP (libomp-14-dev) build the fuzz preset.
+# (libclang-rt-14-dev) and its OpenMP (libomp-14-dev) build the fuzz preset; clang-format checks
+# the formatting (scripts/format.sh).
 packages=(
   cmake ninja-build g++ pkg-config
   libgtest-dev libbenchmark-dev
@@ -23,7 +24,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
   libopenmpi-dev openmpi-bin
   libboost-context-dev python3
-  clang libclang-rt-14-dev libomp-14-dev
+  clang libclang-rt-14-dev libomp-14-dev clang-format
 )
 missing=()
 for p in "${packages[@]}"; do
