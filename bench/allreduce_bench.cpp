@@ -69,9 +69,8 @@ void all_reduce_bench(benchmark::State& state, AllReduceAlgorithm algorithm) {
 // 4 KiB, 64 KiB, 1 MiB, 16 MiB, then x4 up to max_bytes (64 MiB by default; 1 GiB with 4 ranks
 // needs about 12 GiB of memory: each rank's tensor and its scratch).
 void register_sizes(const char* name, AllReduceAlgorithm algorithm, int64_t max_bytes) {
-  auto* b = benchmark::RegisterBenchmark(name, [algorithm](benchmark::State& s) {
-    all_reduce_bench(s, algorithm);
-  });
+  auto* b = benchmark::RegisterBenchmark(
+      name, [algorithm](benchmark::State& s) { all_reduce_bench(s, algorithm); });
   for (int ranks : {2, 4}) {
     int64_t bytes = 4 << 10;
     for (; bytes <= std::min<int64_t>(max_bytes, 16 << 20); bytes *= 16) b->Args({ranks, bytes});

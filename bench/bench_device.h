@@ -34,7 +34,8 @@ inline void add_device_context(Device device, int threads) {
   benchmark::AddCustomContext("device", device.str());
   if (device.is_cpu()) benchmark::AddCustomContext("threads", std::to_string(threads));
   for (const CudaDeviceInfo& info : cuda_devices())
-    if (device.is_cuda() && info.index == device.index()) benchmark::AddCustomContext("gpu", info.name);
+    if (device.is_cuda() && info.index == device.index())
+      benchmark::AddCustomContext("gpu", info.name);
 }
 
 }  // namespace minitrain::bench

@@ -32,7 +32,8 @@ void data_parallel_step(benchmark::State& state, int64_t width, int replicas) {
     m->set_needs_input_grad(false);
     return m;
   };
-  DataParallel model(make_replica, std::vector<Device>(static_cast<size_t>(replicas), Device::cpu()));
+  DataParallel model(make_replica,
+                     std::vector<Device>(static_cast<size_t>(replicas), Device::cpu()));
   auto opt = model.make_optimizer(bench::optimizer_config("adam"));
   MSELoss loss_fn;
   const Tensor x = bench::filled(kBatch, kIn, 1), y = bench::filled(kBatch, kOut, 2);
@@ -59,8 +60,9 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("model", "mlp:64,W,W,16 relu, batch 512, Adam, CPU replicas");
   for (int64_t w : {256, 1024})
     for (int r : {1, 2, 4})
-      benchmark::RegisterBenchmark(("data_parallel/w" + std::to_string(w) + "/replicas" + std::to_string(r)).c_str(),
-                                   [w, r](benchmark::State& s) { data_parallel_step(s, w, r); })
+      benchmark::RegisterBenchmark(
+          ("data_parallel/w" + std::to_string(w) + "/replicas" + std::to_string(r)).c_str(),
+          [w, r](benchmark::State& s) { data_parallel_step(s, w, r); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
   benchmark::Initialize(&argc, argv);

@@ -68,7 +68,8 @@ struct Rank {
 // Rank 1 on its own thread: runs one step each time the benchmark's thread (rank 0) asks.
 class PeerThread {
  public:
-  explicit PeerThread(std::function<void()> step) : step_(std::move(step)), thread_([this] { loop(); }) {}
+  explicit PeerThread(std::function<void()> step)
+      : step_(std::move(step)), thread_([this] { loop(); }) {}
   ~PeerThread() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -146,7 +147,8 @@ void local_step(benchmark::State& state) {
   auto m = Rank::model(0);
   auto opt = make_optimizer(bench::optimizer_config("sgd"), m->named_parameters());
   MSELoss loss_fn;
-  const Tensor x = bench::filled(kLocalBatch, kSizes.front(), 1), y = bench::filled(kLocalBatch, kSizes.back(), 11);
+  const Tensor x = bench::filled(kLocalBatch, kSizes.front(), 1),
+               y = bench::filled(kLocalBatch, kSizes.back(), 11);
   double loss = 0;
   for (auto _ : state) {
     m->zero_grad();
@@ -164,12 +166,17 @@ void local_step(benchmark::State& state) {
 int main(int argc, char** argv) {
   const int threads = bench::take_threads_flag(argc, argv, 1);
   benchmark::AddCustomContext("threads per rank", std::to_string(threads));
-  benchmark::AddCustomContext("model", "mlp:256,1024,1024,1024,16 relu, local batch 128, SGD momentum, 2 CPU ranks");
-  benchmark::RegisterBenchmark("ddp/local_one_rank", local_step)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::AddCustomContext(
+      "model", "mlp:256,1024,1024,1024,16 relu, local batch 128, SGD momentum, 2 CPU ranks");
+  benchmark::RegisterBenchmark("ddp/local_one_rank", local_step)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
   for (bool overlap : {true, false})
     for (int64_t mib : {1, 4, 25})
       benchmark::RegisterBenchmark(
-          ("ddp/" + std::string(overlap ? "overlap" : "no_overlap") + "/bucket" + std::to_string(mib) + "MiB").c_str(),
+          ("ddp/" + std::string(overlap ? "overlap" : "no_overlap") + "/bucket" +
+           std::to_string(mib) + "MiB")
+              .c_str(),
           [overlap, mib](benchmark::State& s) { ddp_step(s, overlap, mib); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);

@@ -77,9 +77,7 @@ std::map<std::string, double>& reference_seconds() {
   static std::map<std::string, double> table;
   return table;
 }
-std::string ref_key(const std::string& backend, const Case& g) {
-  return backend + "/" + g.name;
-}
+std::string ref_key(const std::string& backend, const Case& g) { return backend + "/" + g.name; }
 
 // Mean seconds per call of `backend` on `g`, timed as the benchmarks time it: per call with
 // events on a GPU, the whole loop with the host clock on the CPU.

@@ -40,13 +40,14 @@ struct Case {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (int64_t s : {64, 128, 256, 512, 1024}) out.push_back({"square_" + std::to_string(s), s, s, s, false, false});
+  for (int64_t s : {64, 128, 256, 512, 1024})
+    out.push_back({"square_" + std::to_string(s), s, s, s, false, false});
   const int64_t batch = 256;
   for (int64_t w : {64, 128, 256, 512, 1024}) {
     const std::string p = "mlp_b256_w" + std::to_string(w);
-    out.push_back({p + "_fwd_xWt", batch, w, w, false, true});       // y[b,out] = x[b,in] W[out,in]^T
-    out.push_back({p + "_bwd_dyW", batch, w, w, false, false});      // dx[b,in] = dy[b,out] W[out,in]
-    out.push_back({p + "_bwd_dytx", w, w, batch, true, false});      // dW[out,in] = dy^T x
+    out.push_back({p + "_fwd_xWt", batch, w, w, false, true});   // y[b,out] = x[b,in] W[out,in]^T
+    out.push_back({p + "_bwd_dyW", batch, w, w, false, false});  // dx[b,in] = dy[b,out] W[out,in]
+    out.push_back({p + "_bwd_dytx", w, w, batch, true, false});  // dW[out,in] = dy^T x
   }
   // A GEMM followed by minitrain's OpenMP elementwise loop, as in a Linear + ReLU forward: shows
   // whether OpenBLAS's own thread pool and OpenMP's contend for the cores when they alternate.
@@ -71,8 +72,7 @@ Operands make_operands(const Case& g) {
     return Tensor::from_vector(v, s);
   };
   return {filled(g.trans_a ? Shape{g.k, g.m} : Shape{g.m, g.k}, 1),
-          filled(g.trans_b ? Shape{g.n, g.k} : Shape{g.k, g.n}, 2),
-          Tensor::zeros(Shape{g.m, g.n})};
+          filled(g.trans_b ? Shape{g.n, g.k} : Shape{g.k, g.n}, 2), Tensor::zeros(Shape{g.m, g.n})};
 }
 
 void relu_inplace(Tensor& c) {
@@ -84,8 +84,9 @@ void relu_inplace(Tensor& c) {
 
 void set_counters(benchmark::State& state, const Case& g) {
   state.SetItemsProcessed(state.iterations());  // items/s = GEMMs per second
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(g.m) * double(g.n) * double(g.k) * 1e-9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * double(g.m) * double(g.n) * double(g.k) * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void run_minitrain(benchmark::State& state, const Case& g) {
@@ -99,8 +100,8 @@ void run_minitrain(benchmark::State& state, const Case& g) {
   set_counters(state, g);
 }
 
-// minitrain runs OpenBLAS single-threaded (Note [OpenBLAS on OpenMP threads] in kernels/gemm/gemm.cpp);
-// the reference gets the pool for its run and gives it back.
+// minitrain runs OpenBLAS single-threaded (Note [OpenBLAS on OpenMP threads] in
+// kernels/gemm/gemm.cpp); the reference gets the pool for its run and gives it back.
 int g_threads = 1;
 
 void run_openblas(benchmark::State& state, const Case& g) {

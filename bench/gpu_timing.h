@@ -1,9 +1,9 @@
 #pragma once
 // Timing device work the way GPU kernel benchmarks are timed: CUDA events around the work on the
 // current stream (so host launch overhead between runs is not counted), after a warm-up, with the
-// L2 cache flushed before each timed run (a write over a buffer larger than any H100/H200 L2, 50 MiB
-// and 60 MiB) so that a kernel does not read its inputs from the previous run's cache. Feeds Google
-// Benchmark's manual timing:
+// L2 cache flushed before each timed run (a write over a buffer larger than any H100/H200 L2, 50
+// MiB and 60 MiB) so that a kernel does not read its inputs from the previous run's cache. Feeds
+// Google Benchmark's manual timing:
 //
 //   for (auto _ : state) state.SetIterationTime(timer.time_seconds([&] { my_kernel(...); }));
 //
@@ -20,7 +20,8 @@ class DeviceTimer {
  public:
   explicit DeviceTimer(Device device, bool flush_l2 = true, int warmup = 2)
       : device_(device), warmup_(warmup) {
-    if (flush_l2 && device.is_cuda()) flush_ = Tensor::empty({kFlushBytes / 4}, DType::Float32, device);
+    if (flush_l2 && device.is_cuda())
+      flush_ = Tensor::empty({kFlushBytes / 4}, DType::Float32, device);
   }
 
   /// Seconds `work` took on the device, measured between two events on the current stream.

@@ -1,10 +1,10 @@
 // Memory-bound kernels: GB/s (bytes read + written per call / time) for copy, the elementwise ops,
 // activations, reductions, fused MSE forward+backward, fused bias + activation and the fused Adam
 // step, with the counter pct_of_copy: the kernel's GB/s over a plain copy's GB/s (cudaMemcpyAsync
-// device to device on a GPU, std::memcpy in chunks over the CPU threads on the CPU) of the same tensor size, measured in the same
-// run. A memory-bound kernel near 100% moves bytes as fast as the memory system allows.
-// Sizes are bytes of one float32 operand, 4 KiB .. 1 GiB on a GPU, 4 KiB .. 256 MiB on the CPU.
-// GPU times are CUDA events after warm-up with L2 flushed before each timed run
+// device to device on a GPU, std::memcpy in chunks over the CPU threads on the CPU) of the same
+// tensor size, measured in the same run. A memory-bound kernel near 100% moves bytes as fast as the
+// memory system allows. Sizes are bytes of one float32 operand, 4 KiB .. 1 GiB on a GPU, 4 KiB ..
+// 256 MiB on the CPU. GPU times are CUDA events after warm-up with L2 flushed before each timed run
 // (bench/gpu_timing.h); small sizes are bound by launch latency, not bandwidth.
 // Unfused compositions (mse_forward_then_backward, bias_add_then_gelu) count the fused kernel's
 // bytes, so their lower GB/s is what fusing saves. In CUDA builds on a GPU, cuDNN's activation
@@ -70,7 +70,8 @@ double copy_seconds(Device d, int64_t n) {
       dst.copy_(src);  // cudaMemcpyAsync on the current stream
     else  // memcpy in chunks over minitrain's CPU threads: the roof for kernels that use them all
       minitrain::parallel_for(n, int64_t(1) << 16, [&](int64_t begin, int64_t end) {
-        std::memcpy(dst.data<float>() + begin, src.data<float>() + begin, static_cast<std::size_t>(end - begin) * 4);
+        std::memcpy(dst.data<float>() + begin, src.data<float>() + begin,
+                    static_cast<std::size_t>(end - begin) * 4);
       });
   };
   // Enough repetitions for about 20 ms of copying, at least 5; the mean over them.
@@ -207,22 +208,21 @@ std::vector<Op> ops() {
 #if MINITRAIN_WITH_CUDA
   // The vendor baseline of the activation kernels (GPU only; cuDNN has no GELU mode).
   for (Activation a : {Activation::ReLU, Activation::Tanh}) {
-    v.push_back({std::string("cudnn_") + activation_name(a) + "_forward", 2,
-                 [a](int64_t n, Device d) {
-                   auto x = std::make_shared<Tensor>(filled(n, 0.3, d));
-                   auto y = std::make_shared<Tensor>(filled(n, 0.0, d));
-                   return std::function<void()>([=] { cudnn_activation_forward(*y, *x, a); });
-                 }});
+    v.push_back(
+        {std::string("cudnn_") + activation_name(a) + "_forward", 2, [a](int64_t n, Device d) {
+           auto x = std::make_shared<Tensor>(filled(n, 0.3, d));
+           auto y = std::make_shared<Tensor>(filled(n, 0.0, d));
+           return std::function<void()>([=] { cudnn_activation_forward(*y, *x, a); });
+         }});
     // cuDNN's backward reads y, dy and x: one operand more than minitrain's (dy and x).
-    v.push_back({std::string("cudnn_") + activation_name(a) + "_backward", 4,
-                 [a](int64_t n, Device d) {
-                   auto x = std::make_shared<Tensor>(filled(n, 0.3, d));
-                   auto y = std::make_shared<Tensor>(filled(n, 0.3, d));
-                   auto g = std::make_shared<Tensor>(filled(n, 1.0, d));
-                   auto o = std::make_shared<Tensor>(filled(n, 0.0, d));
-                   return std::function<void()>(
-                       [=] { cudnn_activation_backward(*o, *g, *y, *x, a); });
-                 }});
+    v.push_back(
+        {std::string("cudnn_") + activation_name(a) + "_backward", 4, [a](int64_t n, Device d) {
+           auto x = std::make_shared<Tensor>(filled(n, 0.3, d));
+           auto y = std::make_shared<Tensor>(filled(n, 0.3, d));
+           auto g = std::make_shared<Tensor>(filled(n, 1.0, d));
+           auto o = std::make_shared<Tensor>(filled(n, 0.0, d));
+           return std::function<void()>([=] { cudnn_activation_backward(*o, *g, *y, *x, a); });
+         }});
   }
 #endif
   return v;
@@ -256,7 +256,8 @@ int main(int argc, char** argv) {
   // 4 KiB (1024 floats) .. 1 GiB on a GPU, .. 256 MiB on the CPU, by factors of 4.
   const int64_t max_bytes = device.is_cuda() ? int64_t(1) << 30 : int64_t(256) << 20;
   for (const Op& op : ops()) {
-    if (device.is_cpu() && minitrain::starts_with(op.name, "cudnn_")) continue;  // cuDNN runs on GPUs only
+    if (device.is_cpu() && minitrain::starts_with(op.name, "cudnn_"))
+      continue;  // cuDNN runs on GPUs only
     for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
       const int64_t n = bytes / 4;
       const std::string size = bytes >= (1 << 20) ? std::to_string(bytes >> 20) + "MiB"

@@ -35,7 +35,8 @@ double seconds_per_all_reduce(Communicator& comm, Tensor& t, bool ring, int iter
   comm.barrier();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) run();
-  double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+  double mine =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
   double slowest = 0;
   MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return slowest;
@@ -47,15 +48,20 @@ int main(int argc, char** argv) {
   uint64_t max_bytes = uint64_t(64) << 20;
   int iters = 20;
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--max-bytes=", 12) == 0) max_bytes = parse_bytes(argv[i] + 12);
-    else if (std::strncmp(argv[i], "--iters=", 8) == 0) iters = std::atoi(argv[i] + 8);
+    if (std::strncmp(argv[i], "--max-bytes=", 12) == 0)
+      max_bytes = parse_bytes(argv[i] + 12);
+    else if (std::strncmp(argv[i], "--iters=", 8) == 0)
+      iters = std::atoi(argv[i] + 8);
   }
   try {
     auto comm = MpiCommunicator::world(CommOptions{});
     const int n = comm->size();
     if (comm->rank() == 0) {
-      std::printf("all-reduce, MPI backend, %d ranks, float32 sum, %d iterations per size\n\n", n, iters);
-      std::printf("| size | native algbw GB/s | native busbw GB/s | ring algbw GB/s | ring busbw GB/s | ring / native time |\n");
+      std::printf("all-reduce, MPI backend, %d ranks, float32 sum, %d iterations per size\n\n", n,
+                  iters);
+      std::printf(
+          "| size | native algbw GB/s | native busbw GB/s | ring algbw GB/s | ring busbw GB/s | "
+          "ring / native time |\n");
       std::printf("|---|---|---|---|---|---|\n");
     }
     for (uint64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {

@@ -106,10 +106,9 @@ int main(int argc, char** argv) {
       for (bool multi : {false, true}) {
         const std::string name = std::string("optimizer/") + opt + "/" + model + "/" +
                                  (multi ? "multi_tensor" : "per_tensor");
-        benchmark::RegisterBenchmark(name.c_str(),
-                                     [=](benchmark::State& s) {
-                                       optimizer_step(s, device, model, opt, multi);
-                                     })
+        benchmark::RegisterBenchmark(
+            name.c_str(),
+            [=](benchmark::State& s) { optimizer_step(s, device, model, opt, multi); })
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }

@@ -45,8 +45,10 @@ using minitrain::bench::optimizer_config;
 void train_step(benchmark::State& state, minitrain::Device device, const std::string& opt_name,
                 int64_t width, int64_t batch) {
   minitrain::Generator gen(0);
-  auto model = minitrain::make_mlp({kIn, width, width, kOut}, minitrain::Activation::ReLU, gen, device);
-  model->set_needs_input_grad(false);  // as minitrain train does, and as torch skips a data input's grad
+  auto model =
+      minitrain::make_mlp({kIn, width, width, kOut}, minitrain::Activation::ReLU, gen, device);
+  model->set_needs_input_grad(
+      false);  // as minitrain train does, and as torch skips a data input's grad
   auto opt = minitrain::make_optimizer(optimizer_config(opt_name), model->named_parameters());
   minitrain::MSELoss loss_fn;
   const Tensor x = filled(batch, kIn, 1).to(device), y = filled(batch, kOut, 2).to(device);
@@ -92,8 +94,8 @@ int main(int argc, char** argv) {
       for (int64_t batch : {256, 64})
         for (int64_t w : {64, 128, 256, 512, 1024}) {
           // The CPU names stay as bench/compare_train_step.sh selects them: train_step/OPT/wW/bB.
-          const std::string name = std::string("train_step/") + (device.is_cuda() ? "cuda/" : "") + opt +
-                                   "/w" + std::to_string(w) + "/b" + std::to_string(batch);
+          const std::string name = std::string("train_step/") + (device.is_cuda() ? "cuda/" : "") +
+                                   opt + "/w" + std::to_string(w) + "/b" + std::to_string(batch);
           benchmark::RegisterBenchmark(name.c_str(),
                                        [device, opt, w, batch](benchmark::State& s) {
                                          train_step(s, device, opt, w, batch);

@@ -8,7 +8,7 @@
 
 namespace minitrain {
 
-Allocator& cpu_allocator();                              // cpu_allocator.cpp
+Allocator& cpu_allocator();  // cpu_allocator.cpp
 #if MINITRAIN_WITH_CUDA
 std::unique_ptr<Allocator> make_cuda_allocator(int index);  // cuda_allocator.cpp
 std::unique_ptr<Allocator> make_pinned_allocator();         // cuda_allocator.cpp

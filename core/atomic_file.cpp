@@ -111,7 +111,8 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
 }
 
 void check_can_write(const std::string& path) {
-  MT_CHECK_AS(IoError, !path.empty() && path.back() != '/', "cannot write '", path, "': not a file name");
+  MT_CHECK_AS(IoError, !path.empty() && path.back() != '/', "cannot write '", path,
+              "': not a file name");
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     MT_THROW(IoError, "cannot write '", path, "': it is a directory; give a file name");
@@ -123,7 +124,8 @@ void check_can_write(const std::string& path) {
 int remove_stale_temporaries(const std::string& path) {
   const std::size_t slash = path.rfind('/');
   const std::string dir = directory_of(path);
-  const std::string prefix = "." + (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  const std::string prefix =
+      "." + (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return 0;
   int removed = 0;
@@ -179,7 +181,10 @@ InputFile::InputFile(const std::string& path) : path_(path) {
 }
 
 InputFile::InputFile(InputFile&& other) noexcept
-    : path_(std::move(other.path_)), fd_(other.fd_), size_(other.size_), position_(other.position_) {
+    : path_(std::move(other.path_)),
+      fd_(other.fd_),
+      size_(other.size_),
+      position_(other.position_) {
   other.fd_ = -1;
 }
 

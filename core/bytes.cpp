@@ -37,17 +37,24 @@ uint64_t parse_bytes(const std::string& text) {
   }
   std::string unit = text.substr(i);
   while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
-  static const std::pair<const char*, double> units[] = {
-      {"", 1},         {"B", 1},        {"KiB", 1024.0},     {"MiB", 1048576.0},
-      {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6},
-      {"GB", 1e9},     {"TB", 1e12}};
+  static const std::pair<const char*, double> units[] = {{"", 1},
+                                                         {"B", 1},
+                                                         {"KiB", 1024.0},
+                                                         {"MiB", 1048576.0},
+                                                         {"GiB", 1073741824.0},
+                                                         {"TiB", 1099511627776.0},
+                                                         {"KB", 1e3},
+                                                         {"MB", 1e6},
+                                                         {"GB", 1e9},
+                                                         {"TB", 1e12}};
   // 2^63 bytes (8 EiB) is beyond any machine; the bound also keeps the double-to-integer
   // conversion defined (a larger value used to wrap to 0 and read as "0 bytes").
   constexpr double kMaxBytes = 9223372036854775808.0;
   for (const auto& [name, scale] : units) {
     if (unit != name) continue;
     const double bytes = value * scale + 0.5;
-    MT_CHECK_AS(ValueError, bytes < kMaxBytes, "byte count '", text, "' is too large (at most 8 EiB)");
+    MT_CHECK_AS(ValueError, bytes < kMaxBytes, "byte count '", text,
+                "' is too large (at most 8 EiB)");
     return static_cast<uint64_t>(bytes);
   }
   MT_THROW(ValueError, "unknown unit '", unit, "' in byte count '", text,

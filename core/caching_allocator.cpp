@@ -104,7 +104,8 @@ void CachingAllocator::release_cache_locked() {
   if (first_failure) std::rethrow_exception(first_failure);
 }
 
-void CachingAllocator::throw_oom_locked(std::size_t requested, std::size_t rounded, const char* why) {
+void CachingAllocator::throw_oom_locked(std::size_t requested, std::size_t rounded,
+                                        const char* why) {
   const uint64_t cap = stats_.cap;
   const uint64_t under_cap = cap == 0 ? 0 : (cap > stats_.in_use ? cap - stats_.in_use : 0);
   MT_THROW(OutOfMemory, device_name_, ": out of memory allocating ", format_bytes(requested),

@@ -33,7 +33,8 @@ class RawMemory {
   virtual void synchronize() = 0;            ///< waits for device work before blocks go back
   /// A block of `block_bytes` goes to a tensor of `requested` bytes on `stream`, or (requested
   /// 0) back to the cache. For checking tools; does nothing by default, must not throw.
-  virtual void on_handout(void* p, std::size_t requested, std::size_t block_bytes, const void* stream) noexcept {
+  virtual void on_handout(void* p, std::size_t requested, std::size_t block_bytes,
+                          const void* stream) noexcept {
     (void)p, (void)requested, (void)block_bytes, (void)stream;
   }
 };

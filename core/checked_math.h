@@ -1,6 +1,7 @@
 #pragma once
 // Size arithmetic that cannot wrap. Every element count (Shape checks its product when built),
-// byte count (Tensor) and allocation (Storage, bounded by kMaxAllocationBytes) is checked, so a hostile size such as
+// byte count (Tensor) and allocation (Storage, bounded by kMaxAllocationBytes) is checked, so a
+// hostile size such as
 // `--model mlp:4,4611686018427387904,1` is a ValueError naming the sizes instead of a product that
 // wraps to a tiny block which the initialiser then overruns.
 

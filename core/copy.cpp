@@ -42,7 +42,8 @@ void enable_peer_access(Device dst, Device src) {
 }  // namespace
 #endif
 
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
+                std::size_t bytes) {
   if (bytes == 0 || dst == src) return;
   if (dst_device.is_cpu() && src_device.is_cpu()) {
     std::memcpy(dst, src, bytes);
@@ -58,7 +59,8 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     enable_peer_access(dst_device, src_device);
     DeviceGuard guard(dst_device);
     const Stream& s = current_stream(dst_device);
-    CHECK_CUDA(cudaMemcpyPeerAsync(dst, dst_device.index(), src, src_device.index(), bytes, s.native_handle()));
+    CHECK_CUDA(cudaMemcpyPeerAsync(dst, dst_device.index(), src, src_device.index(), bytes,
+                                   s.native_handle()));
     s.synchronize();
     return;
   }
@@ -87,7 +89,8 @@ void copy_bytes_async(void* dst, Device dst_device, const void* src, Device src_
   MT_CHECK_AS(DeviceError, stream.device() == gpu, "copy_bytes_async: stream on ", stream.device(),
               " but the copy involves ", gpu);
   MT_CHECK_AS(DeviceError, dst_device.is_cpu() || src_device.is_cpu() || dst_device == src_device,
-              "copy_bytes_async: ", src_device, " to ", dst_device, " is not supported; use copy_bytes");
+              "copy_bytes_async: ", src_device, " to ", dst_device,
+              " is not supported; use copy_bytes");
 #if MINITRAIN_WITH_CUDA
   DeviceGuard guard(gpu);
   CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream.native_handle()));

@@ -46,7 +46,9 @@ class CudaRawMemory final : public RawMemory {
     }
     return free_b;
   }
-  const void* current_stream() override { return minitrain::current_stream(device_).native_handle(); }
+  const void* current_stream() override {
+    return minitrain::current_stream(device_).native_handle();
+  }
   void synchronize() override {
     DeviceGuard guard(device_);
     CHECK_CUDA(cudaDeviceSynchronize());
@@ -54,7 +56,8 @@ class CudaRawMemory final : public RawMemory {
 #if MINITRAIN_CUDA_EMULATED
   // On emulated GPUs AddressSanitizer guards a block's rounding slack and the whole of a cached
   // block, in the order of the block's stream (see cuda_emu/allocator_hooks.h).
-  void on_handout(void* p, std::size_t requested, std::size_t, const void* stream) noexcept override {
+  void on_handout(void* p, std::size_t requested, std::size_t,
+                  const void* stream) noexcept override {
     cudaStream_t s = const_cast<cudaStream_t>(static_cast<const CUstream_st*>(stream));
     if (mtemu::limit_access(p, requested, s) != cudaSuccess) (void)cudaGetLastError();
   }

@@ -27,16 +27,16 @@ void check_cuda(cudaError_t e, const char* expr, const char* file, int line) {
 #if MINITRAIN_WITH_CUDA_LIBS
 void check_cublas(cublasStatus_t s, const char* expr, const char* file, int line) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
-  const std::string msg =
-      concat("cuBLAS error ", cublasGetStatusName(s), " (", cublasGetStatusString(s), ") in ",
-             where(expr, file, line));
+  const std::string msg = concat("cuBLAS error ", cublasGetStatusName(s), " (",
+                                 cublasGetStatusString(s), ") in ", where(expr, file, line));
   if (s == CUBLAS_STATUS_ALLOC_FAILED) throw OutOfMemory(msg + "; reduce the batch size");
   throw DeviceError(msg);
 }
 
 void check_cudnn(cudnnStatus_t s, const char* expr, const char* file, int line) {
   if (s == CUDNN_STATUS_SUCCESS) return;
-  throw DeviceError(concat("cuDNN error ", cudnnGetErrorString(s), " in ", where(expr, file, line)));
+  throw DeviceError(
+      concat("cuDNN error ", cudnnGetErrorString(s), " in ", where(expr, file, line)));
 }
 
 void check_nccl(ncclResult_t r, const char* expr, const char* file, int line) {

@@ -86,11 +86,12 @@ void check_available(Device d) {
   if (d.is_cpu()) return;
   const int n = cuda_device_count();
   if (n == 0)
-    MT_THROW(DeviceError, "device ", d, " requested but CUDA is not available: ",
-             cuda_unavailable_reason(), "; use --device cpu (or auto)");
+    MT_THROW(DeviceError, "device ", d,
+             " requested but CUDA is not available: ", cuda_unavailable_reason(),
+             "; use --device cpu (or auto)");
   MT_CHECK_AS(DeviceError, d.index() >= 0 && d.index() < n, "device ", d,
-              " requested but this machine has ", n, " CUDA device", n == 1 ? "" : "s",
-              " (cuda:0", n > 1 ? " .. cuda:" + std::to_string(n - 1) : std::string(), ")");
+              " requested but this machine has ", n, " CUDA device", n == 1 ? "" : "s", " (cuda:0",
+              n > 1 ? " .. cuda:" + std::to_string(n - 1) : std::string(), ")");
 }
 
 std::vector<CudaDeviceInfo> cuda_devices() {

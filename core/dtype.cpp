@@ -6,24 +6,30 @@ namespace minitrain {
 
 std::size_t dtype_size(DType t) noexcept {
   switch (t) {
-    case DType::Float32: return 4;
-    case DType::Float64: return 8;
+    case DType::Float32:
+      return 4;
+    case DType::Float64:
+      return 8;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) noexcept {
   switch (t) {
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
   }
   return "unknown";
 }
 
 const char* safetensors_dtype(DType t) noexcept {
   switch (t) {
-    case DType::Float32: return "F32";
-    case DType::Float64: return "F64";
+    case DType::Float32:
+      return "F32";
+    case DType::Float64:
+      return "F64";
   }
   return "unknown";
 }

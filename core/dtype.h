@@ -12,9 +12,9 @@ namespace minitrain {
 enum class DType : uint8_t { Float32, Float64 };
 
 std::size_t dtype_size(DType t) noexcept;
-const char* dtype_name(DType t) noexcept;       ///< "float32", as torch prints it
-const char* safetensors_dtype(DType t) noexcept; ///< "F32"
-DType dtype_from_safetensors(const std::string& s); ///< throws DTypeError for unsupported names
+const char* dtype_name(DType t) noexcept;            ///< "float32", as torch prints it
+const char* safetensors_dtype(DType t) noexcept;     ///< "F32"
+DType dtype_from_safetensors(const std::string& s);  ///< throws DTypeError for unsupported names
 std::ostream& operator<<(std::ostream& os, DType t);
 
 template <typename T>

@@ -24,8 +24,8 @@ int64_t first_non_finite(const Tensor& t) {
   MT_CHECK_AS(DeviceError, t.device().is_cpu(), "first_non_finite: the tensor is on ", t.device(),
               ", not the CPU");
   if (t.dtype() == DType::Float32) return first_non_finite_of(t.data<float>(), t.numel());
-  MT_CHECK_AS(DTypeError, t.dtype() == DType::Float64, "first_non_finite: the tensor holds ", t.dtype(),
-              ", not float32 or float64");
+  MT_CHECK_AS(DTypeError, t.dtype() == DType::Float64, "first_non_finite: the tensor holds ",
+              t.dtype(), ", not float32 or float64");
   return first_non_finite_of(t.data<double>(), t.numel());
 }
 

@@ -19,9 +19,9 @@ namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr std::size_t kMagicLen = 6;
-constexpr std::size_t kAlign = 64;                 // NumPy's ARRAY_ALIGN: data starts on 64 bytes
-constexpr std::size_t kGrowthAxisMaxDigits = 21;   // NumPy's spare room to grow the first axis
-constexpr std::size_t kMaxShownHeader = 200;       // header text quoted in error messages
+constexpr std::size_t kAlign = 64;                // NumPy's ARRAY_ALIGN: data starts on 64 bytes
+constexpr std::size_t kGrowthAxisMaxDigits = 21;  // NumPy's spare room to grow the first axis
+constexpr std::size_t kMaxShownHeader = 200;      // header text quoted in error messages
 // NumPy's headers nest at most a few levels (a structured descr's list of tuples); a bound keeps a
 // hostile "[[[[..." from recursing until the stack overflows.
 constexpr int kMaxHeaderNesting = 32;
@@ -51,12 +51,18 @@ struct PyValue {
 
 const char* kind_name(PyValue::Kind k) {
   switch (k) {
-    case PyValue::Kind::Str: return "a string";
-    case PyValue::Kind::Int: return "an integer";
-    case PyValue::Kind::Bool: return "a bool";
-    case PyValue::Kind::None: return "None";
-    case PyValue::Kind::Tuple: return "a tuple";
-    case PyValue::Kind::List: return "a list";
+    case PyValue::Kind::Str:
+      return "a string";
+    case PyValue::Kind::Int:
+      return "an integer";
+    case PyValue::Kind::Bool:
+      return "a bool";
+    case PyValue::Kind::None:
+      return "None";
+    case PyValue::Kind::Tuple:
+      return "a tuple";
+    case PyValue::Kind::List:
+      return "a list";
   }
   return "?";
 }
@@ -224,22 +230,35 @@ std::string numpy_type_name(char kind, const std::string& size) {
   const std::string bits = item_bits(size);
   if (bits.empty() && std::strchr("iufc", kind) != nullptr) return "";
   switch (kind) {
-    case 'b': return "bool";
-    case 'i': return "int" + bits;
-    case 'u': return "uint" + bits;
-    case 'f': return "float" + bits;
-    case 'c': return "complex" + bits;
-    case 'U': case 'S': case 'a': return "string";
-    case 'O': return "object";
-    case 'M': case 'm': return "datetime";
-    default: return "";
+    case 'b':
+      return "bool";
+    case 'i':
+      return "int" + bits;
+    case 'u':
+      return "uint" + bits;
+    case 'f':
+      return "float" + bits;
+    case 'c':
+      return "complex" + bits;
+    case 'U':
+    case 'S':
+    case 'a':
+      return "string";
+    case 'O':
+      return "object";
+    case 'M':
+    case 'm':
+      return "datetime";
+    default:
+      return "";
   }
 }
 
 void parse_descr(const PyValue& v, const std::string& path, ArrayInfo& info) {
-  MT_CHECK_AS(IoError, v.kind != PyValue::Kind::List, "cannot read '", path,
-              "': it holds a structured array (descr is a list of fields); minitrain reads plain "
-              "float32/float64 arrays: save one field, e.g. np.save(f, x['name'].astype(np.float32))");
+  MT_CHECK_AS(
+      IoError, v.kind != PyValue::Kind::List, "cannot read '", path,
+      "': it holds a structured array (descr is a list of fields); minitrain reads plain "
+      "float32/float64 arrays: save one field, e.g. np.save(f, x['name'].astype(np.float32))");
   MT_CHECK_AS(IoError, v.kind == PyValue::Kind::Str, "cannot read '", path,
               "': 'descr' must be a string such as '<f4', not ", kind_name(v.kind));
   const std::string& d = v.str;
@@ -251,13 +270,15 @@ void parse_descr(const PyValue& v, const std::string& path, ArrayInfo& info) {
   const std::string size = i + 1 <= d.size() ? d.substr(i + 1) : "";
   if (kind == 'f' && (size == "4" || size == "8")) {
     info.dtype = size == "4" ? DType::Float32 : DType::Float64;
-    const bool file_little = order == '<' || ((order == '=' || order == '|') && host_is_little_endian());
+    const bool file_little =
+        order == '<' || ((order == '=' || order == '|') && host_is_little_endian());
     info.swap_bytes = file_little != host_is_little_endian();
     return;
   }
   const std::string name = numpy_type_name(kind, size);
   MT_CHECK_AS(IoError, name.empty(), "cannot read '", path, "': it holds ", name, " data (descr '",
-              shown(d), "'); minitrain reads float32/float64 .npy; convert with x.astype(np.float32)");
+              shown(d),
+              "'); minitrain reads float32/float64 .npy; convert with x.astype(np.float32)");
   MT_THROW(IoError, "cannot read '", path, "': unsupported descr '", shown(d),
            "' (minitrain reads '<f4' and '<f8', or big-endian '>f4'/'>f8')");
 }
@@ -268,15 +289,19 @@ ArrayInfo parse_header(const std::string& text, const std::string& path) {
   const PyValue* fortran = nullptr;
   const PyValue* shape = nullptr;
   for (const auto& [key, value] : entries) {
-    if (key == "descr") descr = &value;
-    else if (key == "fortran_order") fortran = &value;
-    else if (key == "shape") shape = &value;
+    if (key == "descr")
+      descr = &value;
+    else if (key == "fortran_order")
+      fortran = &value;
+    else if (key == "shape")
+      shape = &value;
     else
       MT_THROW(IoError, "cannot read '", path, "': unexpected key '", key,
                "' in the .npy header (it has exactly 'descr', 'fortran_order' and 'shape')");
   }
   for (const auto& [name, field] : {std::pair<const char*, const PyValue*>{"descr", descr},
-                                    {"fortran_order", fortran}, {"shape", shape}})
+                                    {"fortran_order", fortran},
+                                    {"shape", shape}})
     MT_CHECK_AS(IoError, field != nullptr, "cannot read '", path, "': the .npy header has no '",
                 name, "' key (\"", shown(text), "\")");
 
@@ -326,9 +351,9 @@ std::string shape_repr(const Shape& s) {
 // The bytes NumPy 1.24's np.save writes before the data, byte for byte.
 std::string npy_preamble(const Tensor& t) {
   const char order = host_is_little_endian() ? '<' : '>';
-  std::string dict = detail::concat("{'descr': '", order, t.dtype() == DType::Float32 ? "f4" : "f8",
-                                    "', 'fortran_order': False, 'shape': ", shape_repr(t.shape()),
-                                    ", }");
+  std::string dict =
+      detail::concat("{'descr': '", order, t.dtype() == DType::Float32 ? "f4" : "f8",
+                     "', 'fortran_order': False, 'shape': ", shape_repr(t.shape()), ", }");
   if (t.ndim() > 0)
     dict += std::string(kGrowthAxisMaxDigits - std::to_string(t.size(0)).size(), ' ');
   // Version 1.0 stores the header length in 2 bytes; use 2.0 (4 bytes) only when that overflows.
@@ -384,10 +409,11 @@ Tensor read_npy(const std::string& path, Device device) {
   const uint64_t have = file.size() - data_start;
   const Shape shape(info.dims);
   MT_CHECK_AS(IoError, have >= want, "cannot read '", path, "': truncated: shape ", shape.str(),
-              " of ", dtype_name(info.dtype), " needs ", want, " data bytes but the file has ", have);
+              " of ", dtype_name(info.dtype), " needs ", want, " data bytes but the file has ",
+              have);
   MT_CHECK_AS(IoError, have == want, "cannot read '", path, "': ", have - want,
-              " trailing bytes after the data (shape ", shape.str(), " of ",
-              dtype_name(info.dtype), " needs ", want, " bytes, the file has ", have, ")");
+              " trailing bytes after the data (shape ", shape.str(), " of ", dtype_name(info.dtype),
+              " needs ", want, " bytes, the file has ", have, ")");
 
   Tensor t = Tensor::empty(shape, info.dtype, Device::cpu());
   if (want > 0) {

@@ -56,9 +56,7 @@ MT_HOST_DEVICE Block philox_round(const Block& c, const Key& key) {
   return Block{{hi1 ^ c.w[1] ^ key.k[0], lo1, hi0 ^ c.w[3] ^ key.k[1], lo0}};
 }
 
-MT_HOST_DEVICE Key bump_key(const Key& key) {
-  return Key{{key.k[0] + kWeyl0, key.k[1] + kWeyl1}};
-}
+MT_HOST_DEVICE Key bump_key(const Key& key) { return Key{{key.k[0] + kWeyl0, key.k[1] + kWeyl1}}; }
 
 /// Philox4x32-R: Rounds rounds, the key bumped between rounds (Random123's philox4x32_R).
 template <int Rounds = kRounds>
@@ -89,9 +87,7 @@ MT_HOST_DEVICE Block random_block(uint64_t seed, uint64_t counter) {
 // (float) or 53 bits (double), so every value is exact: k * 2^-24 or k * 2^-53.
 
 /// [0, 1): the top 24 bits times 2^-24; the largest value is 1 - 2^-24.
-MT_HOST_DEVICE float uniform_float(uint32_t x) {
-  return static_cast<float>(x >> 8) * 0x1p-24f;
-}
+MT_HOST_DEVICE float uniform_float(uint32_t x) { return static_cast<float>(x >> 8) * 0x1p-24f; }
 /// (0, 1]: (top 24 bits + 1) times 2^-24; the smallest value is 2^-24, the largest 1.
 MT_HOST_DEVICE float uniform_float_nonzero(uint32_t x) {
   return static_cast<float>((x >> 8) + 1u) * 0x1p-24f;

@@ -31,12 +31,12 @@ using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;  // the writer's: metadata first, then tensors in order
 
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the reference implementation's limit
-constexpr std::size_t kDataAlign = 8;               // data starts 8-byte aligned, as torch writes
+constexpr std::size_t kDataAlign = 8;              // data starts 8-byte aligned, as torch writes
 constexpr const char* kMetadataKey = "__metadata__";
 // A header nests three levels (header, entry, shape list); the bound stops a hostile
 // "[[[[..." before anything recursive (dump, destruction) walks a 100,000-deep value.
 constexpr int kMaxJsonNesting = 16;
-constexpr std::size_t kMaxShownJson = 200;          // JSON quoted in an error message
+constexpr std::size_t kMaxShownJson = 200;  // JSON quoted in an error message
 
 // ---- element types in files ----
 
@@ -107,7 +107,8 @@ class HeaderSax : public nlohmann::detail::json_sax_dom_parser<Json> {
   using Base = nlohmann::detail::json_sax_dom_parser<Json>;
 
  public:
-  HeaderSax(Json& root, const std::string& path) : Base(root, /*allow_exceptions=*/true), path_(path) {}
+  HeaderSax(Json& root, const std::string& path)
+      : Base(root, /*allow_exceptions=*/true), path_(path) {}
 
   // sax_parse calls these through the static type, so hiding the base's methods is enough.
   bool start_object(std::size_t n) {
@@ -130,7 +131,8 @@ class HeaderSax : public nlohmann::detail::json_sax_dom_parser<Json> {
   }
   bool key(std::string& k) {
     if (!open_objects_.back().insert(k).second)
-      MT_THROW(IoError, "cannot read '", path_, "': the header has the key ", json_text(Json(k)), " twice");
+      MT_THROW(IoError, "cannot read '", path_, "': the header has the key ", json_text(Json(k)),
+               " twice");
     if (open_objects_.size() == 1) top_level_keys.push_back(k);
     return Base::key(k);
   }
@@ -150,14 +152,16 @@ class HeaderSax : public nlohmann::detail::json_sax_dom_parser<Json> {
 };
 
 /// The header as a document (see HeaderSax); `top_level_keys` receives its keys in file order.
-Json parse_json(const std::string& text, const std::string& path, std::vector<std::string>& top_level_keys) {
+Json parse_json(const std::string& text, const std::string& path,
+                std::vector<std::string>& top_level_keys) {
   Json root;
   HeaderSax sax(root, path);
   try {
     Json::sax_parse(text, &sax);
   } catch (const Json::exception& e) {
     // nlohmann quotes the offending token whole: a 100 KB number would flood the message.
-    MT_THROW(IoError, "cannot read '", path, "': the header is not valid JSON (", excerpt(e.what(), 200), ")");
+    MT_THROW(IoError, "cannot read '", path, "': the header is not valid JSON (",
+             excerpt(e.what(), 200), ")");
   }
   top_level_keys = std::move(sax.top_level_keys);
   return root;
@@ -168,16 +172,18 @@ uint64_t unsigned_field(const Json& j, const std::string& path, const std::strin
   if (j.is_number_integer() && !j.is_number_unsigned())
     MT_THROW(IoError, "cannot read '", path, "': tensor '", tensor, "' has ", field, "[", index,
              "] = ", json_text(j), " (negative)");
-  MT_CHECK_AS(IoError, j.is_number_unsigned(), "cannot read '", path, "': tensor '", tensor, "' has ",
-              field, "[", index, "] = ", json_text(j), " (not a non-negative integer)");
+  MT_CHECK_AS(IoError, j.is_number_unsigned(), "cannot read '", path, "': tensor '", tensor,
+              "' has ", field, "[", index, "] = ", json_text(j), " (not a non-negative integer)");
   return j.get<uint64_t>();
 }
 
 Entry parse_entry(const std::string& name, const Json& j, const std::string& path) {
   MT_CHECK_AS(IoError, j.is_object(), "cannot read '", path, "': tensor '", name,
-              "' is described by ", json_text(j), " instead of {\"dtype\", \"shape\", \"data_offsets\"}");
+              "' is described by ", json_text(j),
+              " instead of {\"dtype\", \"shape\", \"data_offsets\"}");
   for (const auto& item : j.items())
-    MT_CHECK_AS(IoError, item.key() == "dtype" || item.key() == "shape" || item.key() == "data_offsets",
+    MT_CHECK_AS(IoError,
+                item.key() == "dtype" || item.key() == "shape" || item.key() == "data_offsets",
                 "cannot read '", path, "': tensor '", name, "' has an unknown field \"", item.key(),
                 "\" (expected dtype, shape and data_offsets)");
   for (const char* field : {"dtype", "shape", "data_offsets"})
@@ -192,8 +198,8 @@ Entry parse_entry(const std::string& name, const Json& j, const std::string& pat
   e.type = file_type(dtype.get<std::string>(), path, name);
 
   const Json& shape = j["shape"];
-  MT_CHECK_AS(IoError, shape.is_array(), "cannot read '", path, "': tensor '", name,
-              "' has shape ", json_text(shape), ", not a list of integers");
+  MT_CHECK_AS(IoError, shape.is_array(), "cannot read '", path, "': tensor '", name, "' has shape ",
+              json_text(shape), ", not a list of integers");
   for (std::size_t i = 0; i < shape.size(); ++i) {
     const uint64_t d = unsigned_field(shape[i], path, name, "shape", i);
     MT_CHECK_AS(IoError, d <= uint64_t(std::numeric_limits<int64_t>::max()), "cannot read '", path,
@@ -218,26 +224,28 @@ void check_entry_size(const Entry& e, uint64_t buffer_bytes, const std::string& 
               buffer_bytes, " bytes); truncated?");
   int64_t want = static_cast<int64_t>(e.type.item_size);
   for (int64_t d : e.dims)
-    MT_CHECK_AS(IoError, !__builtin_mul_overflow(want, d, &want), "cannot read '", path, "': tensor '",
-                e.name, "' has shape ", dims_str(e.dims), ", too large to address (its byte count "
+    MT_CHECK_AS(IoError, !__builtin_mul_overflow(want, d, &want), "cannot read '", path,
+                "': tensor '", e.name, "' has shape ", dims_str(e.dims),
+                ", too large to address (its byte count "
                 "does not fit in 64 bits)");
-  MT_CHECK_AS(IoError, e.end - e.begin == uint64_t(want), "cannot read '", path, "': tensor '", e.name,
-              "' has data_offsets [", e.begin, ", ", e.end, "] (", e.end - e.begin,
+  MT_CHECK_AS(IoError, e.end - e.begin == uint64_t(want), "cannot read '", path, "': tensor '",
+              e.name, "' has data_offsets [", e.begin, ", ", e.end, "] (", e.end - e.begin,
               " bytes) but shape ", dims_str(e.dims), " of ", e.type.name, " needs ", want,
               " bytes");
 }
 
 // The spec requires the entries to cover the buffer exactly: sorted by offset, each begins where
 // the previous ends and the last ends at the end of the file.
-void check_tiling(const std::vector<Entry>& sorted, uint64_t buffer_bytes, const std::string& path) {
+void check_tiling(const std::vector<Entry>& sorted, uint64_t buffer_bytes,
+                  const std::string& path) {
   uint64_t covered = 0;
   const Entry* previous = nullptr;
   for (const Entry& e : sorted) {
     MT_CHECK_AS(IoError, e.begin >= covered, "cannot read '", path, "': tensors '", previous->name,
-                "' [", previous->begin, ", ", previous->end, "] and '", e.name, "' [", e.begin, ", ",
-                e.end, "] overlap");
-    MT_CHECK_AS(IoError, e.begin == covered, "cannot read '", path, "': data bytes [", covered, ", ",
-                e.begin, ") belong to no tensor (a hole before tensor '", e.name, "')");
+                "' [", previous->begin, ", ", previous->end, "] and '", e.name, "' [", e.begin,
+                ", ", e.end, "] overlap");
+    MT_CHECK_AS(IoError, e.begin == covered, "cannot read '", path, "': data bytes [", covered,
+                ", ", e.begin, ") belong to no tensor (a hole before tensor '", e.name, "')");
     covered = e.end;
     previous = &e;
   }
@@ -257,7 +265,8 @@ Tensor read_entry(InputFile& file, const Entry& e) {
   file.read(raw.data(), bytes);
   float* out = t.data<float>();
   const bool bf16 = e.type.name == "BF16";
-  for (std::size_t i = 0; i < raw.size(); ++i) out[i] = bf16 ? bf16_to_float(raw[i]) : half_to_float(raw[i]);
+  for (std::size_t i = 0; i < raw.size(); ++i)
+    out[i] = bf16 ? bf16_to_float(raw[i]) : half_to_float(raw[i]);
   return t;
 }
 
@@ -267,9 +276,11 @@ const Tensor& SafetensorsFile::at(const std::string& name) const {
   for (const auto& [n, t] : tensors)
     if (n == name) return t;
   std::string names;
-  for (std::size_t i = 0; i < tensors.size() && i < 10; ++i) names += (i ? ", " : "") + tensors[i].first;
+  for (std::size_t i = 0; i < tensors.size() && i < 10; ++i)
+    names += (i ? ", " : "") + tensors[i].first;
   if (tensors.size() > 10) names += ", ...";
-  MT_THROW(ValueError, "no tensor named '", name, "' (the file has ", tensors.size(), ": ", names, ")");
+  MT_THROW(ValueError, "no tensor named '", name, "' (the file has ", tensors.size(), ": ", names,
+           ")");
 }
 
 SafetensorsFile read_safetensors(const std::string& path, Device device) {
@@ -291,7 +302,8 @@ SafetensorsFile read_safetensors(const std::string& path, Device device) {
               "': the header does not start with '{'; not a safetensors file?");
   std::vector<std::string> keys;
   const Json header = parse_json(text, path, keys);
-  MT_CHECK_AS(IoError, header.is_object(), "cannot read '", path, "': the header is not a JSON object");
+  MT_CHECK_AS(IoError, header.is_object(), "cannot read '", path,
+              "': the header is not a JSON object");
 
   SafetensorsFile out;
   std::vector<Entry> entries;
@@ -304,8 +316,8 @@ SafetensorsFile read_safetensors(const std::string& path, Device device) {
       check_entry_size(entries.back(), buffer_bytes, path);
       continue;
     }
-    MT_CHECK_AS(IoError, value.is_object(), "cannot read '", path,
-                "': \"__metadata__\" is ", json_text(value), ", not an object of strings");
+    MT_CHECK_AS(IoError, value.is_object(), "cannot read '", path, "': \"__metadata__\" is ",
+                json_text(value), ", not an object of strings");
     for (const auto& m : value.items()) {
       MT_CHECK_AS(IoError, m.value().is_string(), "cannot read '", path, "': __metadata__[\"",
                   m.key(), "\"] is ", json_text(m.value()), ", not a string");
@@ -328,7 +340,8 @@ void write_safetensors(const std::string& path,
   // Everything is checked before the file is opened.
   std::set<std::string> seen;
   for (const auto& [name, t] : tensors) {
-    MT_CHECK_AS(ValueError, !name.empty(), "write_safetensors('", path, "'): a tensor has an empty name");
+    MT_CHECK_AS(ValueError, !name.empty(), "write_safetensors('", path,
+                "'): a tensor has an empty name");
     MT_CHECK_AS(ValueError, name != kMetadataKey, "write_safetensors('", path,
                 "'): \"__metadata__\" is reserved and cannot name a tensor");
     MT_CHECK_AS(ValueError, seen.insert(name).second, "write_safetensors('", path,
@@ -356,14 +369,15 @@ void write_safetensors(const std::string& path,
   try {
     text = header.dump();
   } catch (const OrderedJson::exception& e) {
-    MT_THROW(ValueError, "write_safetensors('", path, "'): tensor names and metadata must be valid UTF-8 (",
-             e.what(), ")");
+    MT_THROW(ValueError, "write_safetensors('", path,
+             "'): tensor names and metadata must be valid UTF-8 (", e.what(), ")");
   }
   // Pad with spaces (the spec allows trailing whitespace) so the data starts 8-byte aligned.
   text.append((kDataAlign - (8 + text.size()) % kDataAlign) % kDataAlign, ' ');
 
   unsigned char len_le[8];
-  for (int b = 0; b < 8; ++b) len_le[b] = static_cast<unsigned char>((uint64_t(text.size()) >> (8 * b)) & 0xFF);
+  for (int b = 0; b < 8; ++b)
+    len_le[b] = static_cast<unsigned char>((uint64_t(text.size()) >> (8 * b)) & 0xFF);
   AtomicFile file(path);
   file.write(len_le, 8);
   file.write(text);

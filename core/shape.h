@@ -17,9 +17,9 @@ class Shape {
 
   int64_t ndim() const noexcept { return static_cast<int64_t>(dims_.size()); }
   int64_t numel() const noexcept;
-  int64_t operator[](int64_t i) const;     ///< negative i counts from the end, as in Python
+  int64_t operator[](int64_t i) const;  ///< negative i counts from the end, as in Python
   const std::vector<int64_t>& dims() const noexcept { return dims_; }
-  std::string str() const;                 ///< "[32, 7]"
+  std::string str() const;  ///< "[32, 7]"
 
   bool operator==(const Shape& o) const noexcept { return dims_ == o.dims_; }
   bool operator!=(const Shape& o) const noexcept { return dims_ != o.dims_; }

@@ -30,7 +30,9 @@ Stream Stream::create(Device device) {
 #endif
 }
 
-Stream::Stream(Stream&& o) noexcept : device_(o.device_), handle_(o.handle_) { o.handle_ = nullptr; }
+Stream::Stream(Stream&& o) noexcept : device_(o.device_), handle_(o.handle_) {
+  o.handle_ = nullptr;
+}
 
 Stream& Stream::operator=(Stream&& o) noexcept {
   if (this != &o) {
@@ -85,7 +87,8 @@ Event Event::create(Device device) {
 #endif
 }
 
-Event::Event(Event&& o) noexcept : device_(o.device_), handle_(o.handle_), host_time_(o.host_time_) {
+Event::Event(Event&& o) noexcept
+    : device_(o.device_), handle_(o.handle_), host_time_(o.host_time_) {
   o.handle_ = nullptr;
 }
 
@@ -182,7 +185,8 @@ const Stream& current_stream(Device device) {
     return *cpu;
   }
   ThreadStreams& t = thread_streams();
-  if (auto it = t.current.find(device.index()); it != t.current.end() && it->second) return *it->second;
+  if (auto it = t.current.find(device.index()); it != t.current.end() && it->second)
+    return *it->second;
   auto& slot = t.owned[device.index()];
   if (!slot) slot = std::make_unique<Stream>(Stream::create(device));
   return *slot;
@@ -222,7 +226,8 @@ DeviceGuard::DeviceGuard(Device device, std::nothrow_t) noexcept {
 #if MINITRAIN_WITH_CUDA
   int prev = 0;
   if (cudaGetDevice(&prev) == cudaSuccess && prev != device.index()) {
-    (void)cudaSetDevice(device.index());  // may report an earlier fault; the caller tears down anyway
+    (void)cudaSetDevice(
+        device.index());  // may report an earlier fault; the caller tears down anyway
     previous_ = prev;
   }
   (void)cudaGetLastError();

@@ -35,8 +35,8 @@ class Stream {
 
   Device device() const noexcept { return device_; }
   CUstream_st* native_handle() const noexcept { return handle_; }  ///< nullptr on the CPU
-  void synchronize() const;               ///< blocks the host until the queue is empty
-  void wait_for(const Event& e) const;    ///< enqueues a wait, returns at once
+  void synchronize() const;             ///< blocks the host until the queue is empty
+  void wait_for(const Event& e) const;  ///< enqueues a wait, returns at once
 
  private:
   Stream(Device device, CUstream_st* handle) : device_(device), handle_(handle) {}
@@ -57,8 +57,8 @@ class Event {
   Device device() const noexcept { return device_; }
   CUevent_st* native_handle() const noexcept { return handle_; }
   void record(const Stream& s);
-  void synchronize() const;                         ///< blocks until the recorded work is done
-  bool query() const;                               ///< true when the recorded work is done
+  void synchronize() const;                           ///< blocks until the recorded work is done
+  bool query() const;                                 ///< true when the recorded work is done
   double elapsed_ms_since(const Event& start) const;  ///< both recorded and complete
 
  private:

@@ -6,10 +6,13 @@
 
 namespace minitrain {
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::vector<std::string> split(const std::string& text, char sep) {
@@ -44,8 +47,10 @@ std::vector<std::string> device_list_entries(const std::string& list, const std:
   std::vector<std::string> entries = split(list, ',');
   for (const std::string& d : entries) {
     if (d.empty())
-      MT_THROW(ValueError, flag, " '", list, "': an empty entry; give a list like cpu,cpu or cuda:0,cuda:1");
-    if (d == "auto") MT_THROW(ValueError, flag, " '", list, "': name each device (cpu, cuda:N), not auto");
+      MT_THROW(ValueError, flag, " '", list,
+               "': an empty entry; give a list like cpu,cpu or cuda:0,cuda:1");
+    if (d == "auto")
+      MT_THROW(ValueError, flag, " '", list, "': name each device (cpu, cuda:N), not auto");
   }
   return entries;
 }

@@ -29,9 +29,11 @@ std::string bytes_str(int64_t bytes);
 /// The entries of a device list such as "cpu,cpu" or "cuda:0,cuda:1", in order, unparsed.
 /// ValueError naming `flag` and the list for an empty entry ("cpu,,cpu", "cpu,") or "auto"
 /// (a list names its devices). Checks no device name: see parse_device_list.
-std::vector<std::string> device_list_entries(const std::string& list, const std::string& flag = "--devices");
+std::vector<std::string> device_list_entries(const std::string& list,
+                                             const std::string& flag = "--devices");
 /// The same entries as devices: DeviceError (Device::parse's) for a name that is not a device.
 /// Does not check that the devices exist (see check_available).
-std::vector<Device> parse_device_list(const std::string& list, const std::string& flag = "--devices");
+std::vector<Device> parse_device_list(const std::string& list,
+                                      const std::string& flag = "--devices");
 
 }  // namespace minitrain

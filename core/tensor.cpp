@@ -16,8 +16,9 @@ namespace minitrain {
 
 namespace {
 std::size_t tensor_bytes(const Shape& shape, DType dtype) {
-  return static_cast<std::size_t>(checked_mul(shape.numel(), static_cast<int64_t>(dtype_size(dtype)),
-                                              "tensor ", shape, " of ", dtype, ": its byte count"));
+  return static_cast<std::size_t>(checked_mul(shape.numel(),
+                                              static_cast<int64_t>(dtype_size(dtype)), "tensor ",
+                                              shape, " of ", dtype, ": its byte count"));
 }
 }  // namespace
 
@@ -26,8 +27,9 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 }
 
 Tensor Tensor::empty_pinned(const Shape& shape, DType dtype) {
-  return Tensor(Storage::allocate(tensor_bytes(shape, dtype), Device::cpu(), pinned_host_allocator()),
-                0, shape, dtype);
+  return Tensor(
+      Storage::allocate(tensor_bytes(shape, dtype), Device::cpu(), pinned_host_allocator()), 0,
+      shape, dtype);
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
@@ -38,7 +40,8 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   } else {
 #if MINITRAIN_WITH_CUDA
     DeviceGuard guard(device);
-    CHECK_CUDA(cudaMemsetAsync(t.raw_data(), 0, t.nbytes(), current_stream(device).native_handle()));
+    CHECK_CUDA(
+        cudaMemsetAsync(t.raw_data(), 0, t.nbytes(), current_stream(device).native_handle()));
 #endif
   }
   return t;
@@ -100,8 +103,8 @@ Tensor Tensor::reshape(const std::vector<int64_t>& dims) const {
       MT_CHECK_AS(ShapeError, infer < 0, "reshape: more than one -1 requested for tensor ", shape_);
       infer = static_cast<int64_t>(i);
     } else {
-      MT_CHECK_AS(ShapeError, out[i] >= 0, "reshape: negative extent ", out[i], " requested for tensor ",
-                  shape_);
+      MT_CHECK_AS(ShapeError, out[i] >= 0, "reshape: negative extent ", out[i],
+                  " requested for tensor ", shape_);
       known *= out[i];
     }
   }

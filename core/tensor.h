@@ -22,8 +22,10 @@ class Tensor {
   Tensor() = default;  ///< undefined: defined() is false, every accessor but defined() throws
 
   /// Uninitialised memory. Throws DeviceError for an unavailable device, OutOfMemory when full.
-  static Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
-  static Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+  static Tensor empty(const Shape& shape, DType dtype = DType::Float32,
+                      Device device = Device::cpu());
+  static Tensor zeros(const Shape& shape, DType dtype = DType::Float32,
+                      Device device = Device::cpu());
   /// A CPU tensor in page-locked memory (pinned_host_allocator), the source of asynchronous
   /// copies to a GPU; ordinary memory where CUDA is unusable.
   static Tensor empty_pinned(const Shape& shape, DType dtype = DType::Float32);
@@ -90,7 +92,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 /// Byte copy between any two devices. A copy to the host returns when the data is there; a copy
 /// to a GPU is queued on the destination's current stream (the source may be reused at once).
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
+                std::size_t bytes);
 
 class Stream;
 /// The same copy queued on `stream` (of the GPU involved) without waiting: the caller keeps the

@@ -107,7 +107,8 @@ class CsvScanner {
   Cell quoted_cell(int64_t record_line) {
     const char* b = ++p_;
     for (;;) {
-      const char* q = static_cast<const char*>(std::memchr(p_, '"', static_cast<size_t>(end_ - p_)));
+      const char* q =
+          static_cast<const char*>(std::memchr(p_, '"', static_cast<size_t>(end_ - p_)));
       MT_CHECK_AS(IoError, q != nullptr, path_, ":", record_line,
                   ": a quoted cell is never closed (missing '\"')");
       for (const char* c = p_; c < q; ++c) line_ += *c == '\n';
@@ -161,7 +162,8 @@ std::string header_list(const std::vector<std::string>& names) {
 
 }  // namespace
 
-TensorDataset load_csv_dataset(const std::string& path, const std::vector<std::string>& target_columns) {
+TensorDataset load_csv_dataset(const std::string& path,
+                               const std::vector<std::string>& target_columns) {
   MT_CHECK_AS(ValueError, !target_columns.empty(), "load_csv_dataset('", path,
               "'): no target columns given; name the columns to predict (--target-columns a,b)");
   const std::string text = read_file_bytes(path);
@@ -178,7 +180,8 @@ TensorDataset load_csv_dataset(const std::string& path, const std::vector<std::s
   for (const Cell& c : cells) {
     std::string name(c.begin, c.end);
     if (c.quoted) {
-      for (std::size_t i = 0; (i = name.find("\"\"", i)) != std::string::npos; ++i) name.erase(i, 1);
+      for (std::size_t i = 0; (i = name.find("\"\"", i)) != std::string::npos; ++i)
+        name.erase(i, 1);
     }
     const int64_t col = static_cast<int64_t>(names.size());
     const auto [it, inserted] = column_of.emplace(name, col);
@@ -194,10 +197,11 @@ TensorDataset load_csv_dataset(const std::string& path, const std::vector<std::s
   std::vector<bool> is_target(static_cast<std::size_t>(ncols), false);
   for (std::size_t j = 0; j < target_columns.size(); ++j) {
     const auto it = column_of.find(target_columns[j]);
-    MT_CHECK_AS(IoError, it != column_of.end(), path, ": no column '", excerpt(target_columns[j], 40),
-                "' for the targets; the header (line ", header_line, ") has ", header_list(names));
-    MT_CHECK_AS(IoError, !is_target[static_cast<std::size_t>(it->second)], path, ": target column '",
-                target_columns[j], "' is named twice in the target columns");
+    MT_CHECK_AS(IoError, it != column_of.end(), path, ": no column '",
+                excerpt(target_columns[j], 40), "' for the targets; the header (line ", header_line,
+                ") has ", header_list(names));
+    MT_CHECK_AS(IoError, !is_target[static_cast<std::size_t>(it->second)], path,
+                ": target column '", target_columns[j], "' is named twice in the target columns");
     is_target[static_cast<std::size_t>(it->second)] = true;
     role[static_cast<std::size_t>(it->second)] = -static_cast<int64_t>(j) - 1;
   }
@@ -232,8 +236,8 @@ TensorDataset load_csv_dataset(const std::string& path, const std::vector<std::s
       if (const char* why = parse_number(cell, v)) {
         const std::string what =
             std::strcmp(why, "empty cell") == 0 ? std::string(why) : "'" + shown(cell) + "' " + why;
-        MT_THROW(IoError, path, ":", line, ": column '", excerpt(names[static_cast<std::size_t>(c)], 40), "' (",
-                 c + 1, "): ", what);
+        MT_THROW(IoError, path, ":", line, ": column '",
+                 excerpt(names[static_cast<std::size_t>(c)], 40), "' (", c + 1, "): ", what);
       }
       const int64_t r = role[static_cast<std::size_t>(c)];
       if (r >= 0) {

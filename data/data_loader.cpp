@@ -62,7 +62,8 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t
     if (lane == 0) {
       const auto c = static_cast<uint64_t>(k >> 1);
       const philox::Block ctr{{static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32),
-                               static_cast<uint32_t>(e), static_cast<uint32_t>(e >> 32) ^ kShuffleTag}};
+                               static_cast<uint32_t>(e),
+                               static_cast<uint32_t>(e >> 32) ^ kShuffleTag}};
       bits = philox::philox4x32(ctr, key);
     }
     const uint64_t r = (static_cast<uint64_t>(bits.w[2 * lane]) << 32) | bits.w[2 * lane + 1];
@@ -92,7 +93,7 @@ struct DataLoader::Impl {
   std::shared_ptr<const Dataset> dataset;
   DataLoaderOptions options;
   int64_t n = 0, in_dim = 0, out_dim = 0, per_epoch = 0;
-  int64_t epoch_rows = 0;  // indices per epoch: n, or the sampler's size()
+  int64_t epoch_rows = 0;                   // indices per epoch: n, or the sampler's size()
   const Stream* consumer_stream = nullptr;  // GPU only (Note [data loader streams])
 
   // ---- touched only by the thread that prepares batches (the worker, or next() without one) ----
@@ -108,7 +109,7 @@ struct DataLoader::Impl {
   int64_t epoch = 0, index = 0;  // the next batch to prepare
   uint64_t generation = 0;       // bumped by seek: batches of an older generation are dropped
   bool stop = false;
-  bool error_waiting = false;    // an error is in `ready`: the worker retries once it is taken
+  bool error_waiting = false;  // an error is in `ready`: the worker retries once it is taken
   std::thread worker;
 
   void advance(int64_t& e, int64_t& i) const {
@@ -140,10 +141,11 @@ struct DataLoader::Impl {
 
   Batch make_batch(int64_t e, int64_t i) {
     if (order_epoch != e) {
-      order = options.sampler ? options.sampler->indices(e) : epoch_order(n, options.shuffle, options.seed, e);
-      MT_CHECK_AS(ValueError, static_cast<int64_t>(order.size()) == epoch_rows, "DataLoader: the sampler gave ",
-                  order.size(), " indices for epoch ", e, " but says an epoch has ", epoch_rows,
-                  "; its indices() and size() must agree");
+      order = options.sampler ? options.sampler->indices(e)
+                              : epoch_order(n, options.shuffle, options.seed, e);
+      MT_CHECK_AS(ValueError, static_cast<int64_t>(order.size()) == epoch_rows,
+                  "DataLoader: the sampler gave ", order.size(), " indices for epoch ", e,
+                  " but says an epoch has ", epoch_rows, "; its indices() and size() must agree");
       order_epoch = e;
     }
     const int64_t begin = i * options.batch_size;
@@ -166,8 +168,10 @@ struct DataLoader::Impl {
     StreamGuard stream_guard(stream);
     b.x = Tensor::empty({k, in_dim}, DType::Float32, options.device);
     b.y = Tensor::empty({k, out_dim}, DType::Float32, options.device);
-    copy_bytes_async(b.x.raw_data(), options.device, xh.raw_data(), Device::cpu(), xh.nbytes(), stream);
-    copy_bytes_async(b.y.raw_data(), options.device, yh.raw_data(), Device::cpu(), yh.nbytes(), stream);
+    copy_bytes_async(b.x.raw_data(), options.device, xh.raw_data(), Device::cpu(), xh.nbytes(),
+                     stream);
+    copy_bytes_async(b.y.raw_data(), options.device, yh.raw_data(), Device::cpu(), yh.nbytes(),
+                     stream);
     s.copied.record(stream);
     s.pending = true;
     return b;
@@ -177,7 +181,8 @@ struct DataLoader::Impl {
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
       wake_worker.wait(lock, [&] {
-        return stop || (!error_waiting && ready.size() < static_cast<std::size_t>(options.prefetch));
+        return stop ||
+               (!error_waiting && ready.size() < static_cast<std::size_t>(options.prefetch));
       });
       if (stop) return;
       const int64_t e = epoch, i = index;
@@ -223,19 +228,20 @@ struct DataLoader::Impl {
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
     : options_(options) {
   MT_CHECK_AS(ValueError, dataset != nullptr, "DataLoader: the dataset is null");
-  MT_CHECK_AS(ValueError, options.batch_size >= 1, "DataLoader: batch size must be at least 1, got ",
-              options.batch_size);
+  MT_CHECK_AS(ValueError, options.batch_size >= 1,
+              "DataLoader: batch size must be at least 1, got ", options.batch_size);
   MT_CHECK_AS(ValueError, options.prefetch >= 0, "DataLoader: prefetch must be >= 0, got ",
               options.prefetch);
   const int64_t n = dataset->size();
   MT_CHECK_AS(ValueError, n >= 1, "DataLoader: the dataset is empty");
   if (options.sampler)
-    MT_CHECK_AS(ValueError, options.sampler->source_size() == n, "DataLoader: the sampler draws from ",
-                options.sampler->source_size(), " rows but the dataset has ", n,
+    MT_CHECK_AS(ValueError, options.sampler->source_size() == n,
+                "DataLoader: the sampler draws from ", options.sampler->source_size(),
+                " rows but the dataset has ", n,
                 "; build the sampler for this dataset (one weight per row)");
   const int64_t rows = options.sampler ? options.sampler->size() : n;
-  MT_CHECK_AS(ValueError, !options.drop_last || rows >= options.batch_size, "DataLoader: drop_last with ",
-              rows, " samples and batch size ", options.batch_size,
+  MT_CHECK_AS(ValueError, !options.drop_last || rows >= options.batch_size,
+              "DataLoader: drop_last with ", rows, " samples and batch size ", options.batch_size,
               " leaves no batch; use a batch size of at most ", rows, " or keep the partial batch");
   check_available(options.device);
   impl_ = std::make_unique<Impl>(std::move(dataset), options);
@@ -276,8 +282,9 @@ Batch DataLoader::next() {
 void DataLoader::seek(int64_t epoch, int64_t index) {
   Impl& m = *impl_;
   MT_CHECK_AS(ValueError, epoch >= 0, "DataLoader::seek: epoch must be >= 0, got ", epoch);
-  MT_CHECK_AS(ValueError, index >= 0 && index < m.per_epoch, "DataLoader::seek: batch index ", index,
-              " is out of range; an epoch has ", m.per_epoch, " batches (0 to ", m.per_epoch - 1, ")");
+  MT_CHECK_AS(ValueError, index >= 0 && index < m.per_epoch, "DataLoader::seek: batch index ",
+              index, " is out of range; an epoch has ", m.per_epoch, " batches (0 to ",
+              m.per_epoch - 1, ")");
   std::deque<Impl::Item> dropped;
   {
     std::lock_guard<std::mutex> lock(m.mu);

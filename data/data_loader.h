@@ -17,10 +17,10 @@ namespace minitrain {
 struct DataLoaderOptions {
   int64_t batch_size = 32;
   bool shuffle = true;
-  bool drop_last = false;   ///< drop a last partial batch (torch's drop_last)
+  bool drop_last = false;  ///< drop a last partial batch (torch's drop_last)
   uint64_t seed = 0;
   Device device = Device::cpu();
-  int prefetch = 2;         ///< batches prepared ahead; 0 = prepare on the calling thread
+  int prefetch = 2;  ///< batches prepared ahead; 0 = prepare on the calling thread
   /// The rows of each epoch and their order (data/sampler.h), in place of epoch_order(n, shuffle,
   /// seed, epoch); `shuffle` and `seed` are then the sampler's business. null: every row, by
   /// epoch_order. Batches are consecutive runs of the sampler's indices.
@@ -28,9 +28,9 @@ struct DataLoaderOptions {
 };
 
 struct Batch {
-  Tensor x, y;              ///< on options.device
-  int64_t epoch = 0;        ///< from 0
-  int64_t index = 0;        ///< batch index within the epoch, from 0
+  Tensor x, y;        ///< on options.device
+  int64_t epoch = 0;  ///< from 0
+  int64_t index = 0;  ///< batch index within the epoch, from 0
 };
 
 /// The epoch's row order: 0..n-1, or a seeded Fisher-Yates permutation (Philox-driven; Note
@@ -45,8 +45,9 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t
 class DataLoader {
  public:
   /// ValueError for a null dataset, batch_size < 1, prefetch < 0, an empty dataset, a sampler
-  /// drawing from another number of rows than the dataset has, or drop_last leaving no batch; DeviceError for an unusable device. The background thread starts with the
-  /// first next(); the destructor stops it after at most the batch it is preparing.
+  /// drawing from another number of rows than the dataset has, or drop_last leaving no batch;
+  /// DeviceError for an unusable device. The background thread starts with the first next(); the
+  /// destructor stops it after at most the batch it is preparing.
   DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;

@@ -25,8 +25,8 @@ class Dataset {
 class TensorDataset final : public Dataset {
  public:
   /// x [N, in] and y [N, out] (a 1-D y becomes [N, 1]); float32 or float64, any device: stored as
-  /// float32 on the CPU (a float32 CPU tensor is shared, not copied, as torch's TensorDataset does).
-  /// ShapeError when the row counts differ (naming both shapes) or x is not 2-D.
+  /// float32 on the CPU (a float32 CPU tensor is shared, not copied, as torch's TensorDataset
+  /// does). ShapeError when the row counts differ (naming both shapes) or x is not 2-D.
   TensorDataset(Tensor x, Tensor y);
   int64_t size() const override;
   int64_t feature_dim() const override;

@@ -23,10 +23,11 @@ TensorDataset load_npy_dataset(const std::string& features_path, const std::stri
 /// target column, no feature column left, an empty file or one with no data rows. Quoted cells
 /// ("1.5"), spaces around cells, CRLF line ends, a UTF-8 BOM and blank lines are accepted.
 /// Values are parsed as float64 and rounded to float32. ValueError for no target columns.
-TensorDataset load_csv_dataset(const std::string& path, const std::vector<std::string>& target_columns);
+TensorDataset load_csv_dataset(const std::string& path,
+                               const std::vector<std::string>& target_columns);
 
-/// The built-in task: x ~ U(-1, 1)^in, y_j = sum_i sin((i + j + 1) x_i) / sqrt(in) + 0.1 * x_{j mod in}^2
-/// plus N(0, noise^2). A fixed smooth nonlinear function of the inputs, learnable by an MLP.
+/// The built-in task: x ~ U(-1, 1)^in, y_j = sum_i sin((i + j + 1) x_i) / sqrt(in) + 0.1 * x_{j mod
+/// in}^2 plus N(0, noise^2). A fixed smooth nonlinear function of the inputs, learnable by an MLP.
 /// Deterministic from `seed` (one Philox Generator: x drawn first, then the noise). ValueError for
 /// n < 1, in_dim < 1, out_dim < 1, or a negative or non-finite noise.
 TensorDataset make_synthetic_regression(int64_t n, int64_t in_dim, int64_t out_dim, uint64_t seed,

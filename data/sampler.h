@@ -5,7 +5,8 @@
 //
 //   DistributedSampler     torch.utils.data.DistributedSampler: the epoch's order (data_loader.h's
 //                          epoch_order, the same on every rank) padded or truncated to a multiple
-//                          of the ranks, and rank r takes order[r], order[r + N], order[r + 2N], ...
+//                          of the ranks, and rank r takes order[r], order[r + N], order[r + 2N],
+//                          ...
 //   WeightedRandomSampler  torch.utils.data.WeightedRandomSampler(weights, num_samples,
 //                          replacement=True): rows drawn with probability proportional to their
 //                          weight, from Philox seeded by (seed, epoch); with N ranks the epoch's
@@ -19,7 +20,8 @@ namespace minitrain {
 class Sampler {
  public:
   virtual ~Sampler() = default;
-  /// The row indices of `epoch` (from 0), in training order; size() of them. ValueError for epoch < 0.
+  /// The row indices of `epoch` (from 0), in training order; size() of them. ValueError for epoch <
+  /// 0.
   virtual std::vector<int64_t> indices(int64_t epoch) const = 0;
   /// Indices per epoch (this rank's share).
   virtual int64_t size() const noexcept = 0;
@@ -55,7 +57,8 @@ class WeightedRandomSampler final : public Sampler {
   /// Draws `num_samples` rows per epoch (over all ranks; padded up to a multiple of the ranks by
   /// drawing more) with replacement, row i with probability weights[i] / sum(weights); rank `rank`
   /// of `num_replicas` takes draws r, r + N, ... ValueError for no weights, a negative or
-  /// non-finite weight (naming its index and value), all weights zero, num_samples < 1, or a bad rank.
+  /// non-finite weight (naming its index and value), all weights zero, num_samples < 1, or a bad
+  /// rank.
   WeightedRandomSampler(std::vector<double> weights, int64_t num_samples, uint64_t seed = 0,
                         int num_replicas = 1, int rank = 0);
   std::vector<int64_t> indices(int64_t epoch) const override;

@@ -38,18 +38,20 @@ TensorDataset make_synthetic_regression(int64_t n, int64_t in_dim, int64_t out_d
   float* ys = y.data<float>();
   const double scale = 1.0 / std::sqrt(static_cast<double>(in_dim));
   // Rows are independent, so the result is the same whatever the thread count.
-  parallel_for(n, /*grain=*/std::max<int64_t>(1, 4096 / (in_dim * out_dim)), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const float* xr = xs + r * in_dim;
-      float* yr = ys + r * out_dim;
-      for (int64_t j = 0; j < out_dim; ++j) {
-        double s = 0;
-        for (int64_t i = 0; i < in_dim; ++i) s += std::sin(static_cast<double>(i + j + 1) * xr[i]);
-        const double q = xr[j % in_dim];
-        yr[j] = static_cast<float>(s * scale + 0.1 * q * q + yr[j]);
-      }
-    }
-  });
+  parallel_for(n, /*grain=*/std::max<int64_t>(1, 4096 / (in_dim * out_dim)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t r = b; r < e; ++r) {
+                   const float* xr = xs + r * in_dim;
+                   float* yr = ys + r * out_dim;
+                   for (int64_t j = 0; j < out_dim; ++j) {
+                     double s = 0;
+                     for (int64_t i = 0; i < in_dim; ++i)
+                       s += std::sin(static_cast<double>(i + j + 1) * xr[i]);
+                     const double q = xr[j % in_dim];
+                     yr[j] = static_cast<float>(s * scale + 0.1 * q * q + yr[j]);
+                   }
+                 }
+               });
   return TensorDataset(std::move(x), std::move(y));
 }
 

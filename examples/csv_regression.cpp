@@ -35,12 +35,14 @@ int main(int argc, char** argv) {
 
     // A bad cell, a short row or an unknown target column is an error naming file, line and column.
     auto table = std::make_shared<TensorDataset>(load_csv_dataset(argv[1], targets));
-    std::printf("%s: %lld rows, %lld features, %lld targets\n", argv[1], static_cast<long long>(table->size()),
-                static_cast<long long>(table->feature_dim()), static_cast<long long>(table->target_dim()));
+    std::printf("%s: %lld rows, %lld features, %lld targets\n", argv[1],
+                static_cast<long long>(table->size()), static_cast<long long>(table->feature_dim()),
+                static_cast<long long>(table->target_dim()));
 
     const Device device = Device::parse("auto");
     Generator gen(/*seed=*/0);
-    auto model = make_mlp({table->feature_dim(), hidden, hidden, table->target_dim()}, Activation::Tanh, gen, device);
+    auto model = make_mlp({table->feature_dim(), hidden, hidden, table->target_dim()},
+                          Activation::Tanh, gen, device);
     OptimizerConfig adam;
     adam.lr = 1e-2;
     auto optimizer = make_optimizer(adam, model->named_parameters());
@@ -61,7 +63,8 @@ int main(int argc, char** argv) {
       }
     };
     const TrainSummary summary = Trainer(*model, *optimizer, loader, options).run();
-    std::printf("loss %.6f -> %.6f in %.2f s\n", summary.first_loss, summary.last_loss, summary.seconds);
+    std::printf("loss %.6f -> %.6f in %.2f s\n", summary.first_loss, summary.last_loss,
+                summary.seconds);
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "csv_regression: error: %s\n", e.what());

@@ -48,13 +48,14 @@ int main(int argc, char** argv) {
       for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
         const Batch batch = loader.next();
         optimizer->zero_grad();
-        const Tensor pred = model->forward(batch.x);          // caches what backward needs
-        const Tensor loss = loss_fn.forward(pred, batch.y);   // mean of (pred - y)^2
-        model->backward(loss_fn.backward());                  // accumulates parameter gradients
+        const Tensor pred = model->forward(batch.x);         // caches what backward needs
+        const Tensor loss = loss_fn.forward(pred, batch.y);  // mean of (pred - y)^2
+        model->backward(loss_fn.backward());                 // accumulates parameter gradients
         optimizer->step();
         sum += loss.item();
       }
-      std::printf("epoch %d  mean loss %.6f\n", epoch, sum / static_cast<double>(loader.batches_per_epoch()));
+      std::printf("epoch %d  mean loss %.6f\n", epoch,
+                  sum / static_cast<double>(loader.batches_per_epoch()));
     }
     return 0;
   } catch (const Error& e) {

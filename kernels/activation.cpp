@@ -54,13 +54,12 @@ void activation_forward(Tensor& y, const Tensor& x, Activation a) {
       activation_forward_cpu<T>(a, y.data<T>(), x.data<T>(), n);
     });
   } else {
-    MT_CUDA_ONLY(
-      DeviceGuard guard(x.device());
-      CUstream_st* stream = current_stream(x.device()).native_handle();
-      dispatch_float(x.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        activation_forward_cuda<T>(a, y.data<T>(), x.data<T>(), n, stream);
-      }));
+    MT_CUDA_ONLY(DeviceGuard guard(x.device());
+                 CUstream_st* stream = current_stream(x.device()).native_handle();
+                 dispatch_float(x.dtype(), [&](auto zero) {
+                   using T = decltype(zero);
+                   activation_forward_cuda<T>(a, y.data<T>(), x.data<T>(), n, stream);
+                 }));
   }
 }
 
@@ -74,14 +73,13 @@ void activation_backward(Tensor& grad_x, const Tensor& grad_y, const Tensor& x, 
       activation_backward_cpu<T>(a, grad_x.data<T>(), grad_y.data<T>(), x.data<T>(), n);
     });
   } else {
-    MT_CUDA_ONLY(
-      DeviceGuard guard(x.device());
-      CUstream_st* stream = current_stream(x.device()).native_handle();
-      dispatch_float(x.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        activation_backward_cuda<T>(a, grad_x.data<T>(), grad_y.data<T>(), x.data<T>(), n,
-                                    stream);
-      }));
+    MT_CUDA_ONLY(DeviceGuard guard(x.device());
+                 CUstream_st* stream = current_stream(x.device()).native_handle();
+                 dispatch_float(x.dtype(), [&](auto zero) {
+                   using T = decltype(zero);
+                   activation_backward_cuda<T>(a, grad_x.data<T>(), grad_y.data<T>(), x.data<T>(),
+                                               n, stream);
+                 }));
   }
 }
 

@@ -13,12 +13,16 @@ namespace {
 template <typename M>
 struct ForwardOf {
   template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const { return M::forward(x); }
+  MT_HOST_DEVICE T operator()(T x) const {
+    return M::forward(x);
+  }
 };
 template <typename M>
 struct BackwardOf {
   template <typename T>
-  MT_HOST_DEVICE T operator()(T g, T x) const { return M::backward(g, x); }
+  MT_HOST_DEVICE T operator()(T g, T x) const {
+    return M::backward(g, x);
+  }
 };
 }  // namespace
 

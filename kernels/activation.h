@@ -56,11 +56,16 @@ Tensor activation_backward(const Tensor& grad_y, const Tensor& x, Activation a);
 template <typename F>
 decltype(auto) dispatch_activation(Activation a, F&& f) {
   switch (a) {
-    case Activation::ReLU: return f(ReluMath{});
-    case Activation::GELU: return f(GeluMath{});
-    case Activation::GELUTanh: return f(GeluTanhMath{});
-    case Activation::Tanh: return f(TanhMath{});
-    case Activation::Sigmoid: return f(SigmoidMath{});
+    case Activation::ReLU:
+      return f(ReluMath{});
+    case Activation::GELU:
+      return f(GeluMath{});
+    case Activation::GELUTanh:
+      return f(GeluTanhMath{});
+    case Activation::Tanh:
+      return f(TanhMath{});
+    case Activation::Sigmoid:
+      return f(SigmoidMath{});
   }
   MT_THROW(ValueError, "unknown activation ", static_cast<int>(a));
 }

@@ -22,9 +22,9 @@ MT_HOST_DEVICE double erf(double x) { return ::erf(x); }
 MT_HOST_DEVICE float tanh(float x) { return ::tanhf(x); }
 MT_HOST_DEVICE double tanh(double x) { return ::tanh(x); }
 
-inline constexpr double kSqrt1_2 = 0.70710678118654752440;    // 1/sqrt(2)
-inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/sqrt(2 pi)
-inline constexpr double kSqrt2OverPi = 0.79788456080286535588; // sqrt(2/pi)
+inline constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/sqrt(2)
+inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/sqrt(2 pi)
+inline constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
 inline constexpr double kGeluKappa = 0.044715;
 }  // namespace actmath
 
@@ -99,26 +99,54 @@ MT_HOST_DEVICE T sigmoid_backward(T g, T x) {
 
 // ---- the same functions as types, so a kernel or loop can be templated on the activation ----
 struct ReluMath {
-  template <typename T> static MT_HOST_DEVICE T forward(T x) { return relu_forward(x); }
-  template <typename T> static MT_HOST_DEVICE T backward(T g, T x) { return relu_backward(g, x); }
+  template <typename T>
+  static MT_HOST_DEVICE T forward(T x) {
+    return relu_forward(x);
+  }
+  template <typename T>
+  static MT_HOST_DEVICE T backward(T g, T x) {
+    return relu_backward(g, x);
+  }
 };
 struct GeluMath {
-  template <typename T> static MT_HOST_DEVICE T forward(T x) { return gelu_forward(x); }
-  template <typename T> static MT_HOST_DEVICE T backward(T g, T x) { return gelu_backward(g, x); }
+  template <typename T>
+  static MT_HOST_DEVICE T forward(T x) {
+    return gelu_forward(x);
+  }
+  template <typename T>
+  static MT_HOST_DEVICE T backward(T g, T x) {
+    return gelu_backward(g, x);
+  }
 };
 struct GeluTanhMath {
-  template <typename T> static MT_HOST_DEVICE T forward(T x) { return gelu_tanh_forward(x); }
   template <typename T>
-  static MT_HOST_DEVICE T backward(T g, T x) { return gelu_tanh_backward(g, x); }
+  static MT_HOST_DEVICE T forward(T x) {
+    return gelu_tanh_forward(x);
+  }
+  template <typename T>
+  static MT_HOST_DEVICE T backward(T g, T x) {
+    return gelu_tanh_backward(g, x);
+  }
 };
 struct TanhMath {
-  template <typename T> static MT_HOST_DEVICE T forward(T x) { return tanh_forward(x); }
-  template <typename T> static MT_HOST_DEVICE T backward(T g, T x) { return tanh_backward(g, x); }
+  template <typename T>
+  static MT_HOST_DEVICE T forward(T x) {
+    return tanh_forward(x);
+  }
+  template <typename T>
+  static MT_HOST_DEVICE T backward(T g, T x) {
+    return tanh_backward(g, x);
+  }
 };
 struct SigmoidMath {
-  template <typename T> static MT_HOST_DEVICE T forward(T x) { return sigmoid_forward(x); }
   template <typename T>
-  static MT_HOST_DEVICE T backward(T g, T x) { return sigmoid_backward(g, x); }
+  static MT_HOST_DEVICE T forward(T x) {
+    return sigmoid_forward(x);
+  }
+  template <typename T>
+  static MT_HOST_DEVICE T backward(T g, T x) {
+    return sigmoid_backward(g, x);
+  }
 };
 
 }  // namespace minitrain

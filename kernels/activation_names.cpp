@@ -18,7 +18,8 @@ const ActivationInfo* find_activation(Activation a) {
 Activation parse_activation(const std::string& name) {
   for (const ActivationInfo& info : kActivations)
     if (name == info.name) return info.kind;
-  MT_THROW(ValueError, "unknown activation '", name, "'; valid names: ", join(activation_names(), ", "));
+  MT_THROW(ValueError, "unknown activation '", name,
+           "'; valid names: ", join(activation_names(), ", "));
 }
 
 const char* activation_name(Activation a) {

@@ -67,11 +67,11 @@ void bias_activation_backward_cpu(Activation a, T* grad_pre, T* grad_bias, const
   });
 }
 
-#define MT_INSTANTIATE_BIAS_ACTIVATION_CPU(T)                                                  \
-  template void bias_activation_forward_cpu<T>(Activation, T*, T*, const T*, const T*, int64_t, \
-                                               int64_t);                                       \
-  template void bias_activation_backward_cpu<T>(Activation, T*, T*, const T*, const T*,        \
-                                                int64_t, int64_t);
+#define MT_INSTANTIATE_BIAS_ACTIVATION_CPU(T)                                                    \
+  template void bias_activation_forward_cpu<T>(Activation, T*, T*, const T*, const T*, int64_t,  \
+                                               int64_t);                                         \
+  template void bias_activation_backward_cpu<T>(Activation, T*, T*, const T*, const T*, int64_t, \
+                                                int64_t);
 MT_INSTANTIATE_BIAS_ACTIVATION_CPU(float)
 MT_INSTANTIATE_BIAS_ACTIVATION_CPU(double)
 #undef MT_INSTANTIATE_BIAS_ACTIVATION_CPU
@@ -83,8 +83,8 @@ void check_bias(const char* op, const Tensor& x, const Tensor& bias) {
   check_ndim(op, {"x", x}, 2);
   check_ndim(op, {"bias", bias}, 1);
   MT_CHECK_AS(ShapeError, bias.size(0) == x.size(1), op, ": bias has ", bias.size(0),
-              " entries but x has ", x.size(1), " columns (x ", x.shape(), ", bias ",
-              bias.shape(), "); bias must be [cols]");
+              " entries but x has ", x.size(1), " columns (x ", x.shape(), ", bias ", bias.shape(),
+              "); bias must be [cols]");
 }
 }  // namespace
 
@@ -104,23 +104,21 @@ void bias_activation_forward(Tensor& y, Tensor& pre, const Tensor& x, const Tens
   if (x.device().is_cpu()) {
     dispatch_float(x.dtype(), [&](auto zero) {
       using T = decltype(zero);
-      bias_activation_forward_cpu<T>(a, y.data<T>(), keep ? pre.data<T>() : nullptr,
-                                     x.data<T>(), bias.data<T>(), rows, cols);
+      bias_activation_forward_cpu<T>(a, y.data<T>(), keep ? pre.data<T>() : nullptr, x.data<T>(),
+                                     bias.data<T>(), rows, cols);
     });
   } else {
-    MT_CUDA_ONLY(
-      DeviceGuard guard(x.device());
-      CUstream_st* stream = current_stream(x.device()).native_handle();
-      dispatch_float(x.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        bias_activation_forward_cuda<T>(a, y.data<T>(), keep ? pre.data<T>() : nullptr,
-                                        x.data<T>(), bias.data<T>(), rows, cols, stream);
-      }));
+    MT_CUDA_ONLY(DeviceGuard guard(x.device());
+                 CUstream_st* stream = current_stream(x.device()).native_handle();
+                 dispatch_float(x.dtype(), [&](auto zero) {
+                   using T = decltype(zero);
+                   bias_activation_forward_cuda<T>(a, y.data<T>(), keep ? pre.data<T>() : nullptr,
+                                                   x.data<T>(), bias.data<T>(), rows, cols, stream);
+                 }));
   }
 }
 
-Tensor bias_activation_forward(const Tensor& x, const Tensor& bias, Activation a,
-                               Tensor* pre_out) {
+Tensor bias_activation_forward(const Tensor& x, const Tensor& bias, Activation a, Tensor* pre_out) {
   const char* op = "bias_activation_forward";
   check_compatible(op, {{"x", x}, {"bias", bias}});
   check_bias(op, x, bias);
@@ -135,28 +133,26 @@ Tensor bias_activation_forward(const Tensor& x, const Tensor& bias, Activation a
 void bias_activation_backward(Tensor& grad_pre, Tensor& grad_bias, const Tensor& grad_y,
                               const Tensor& pre, Activation a) {
   const char* op = "bias_activation_backward";
-  check_compatible(op, {{"grad_pre", grad_pre},
-                        {"grad_bias", grad_bias},
-                        {"grad_y", grad_y},
-                        {"pre", pre}});
+  check_compatible(
+      op, {{"grad_pre", grad_pre}, {"grad_bias", grad_bias}, {"grad_y", grad_y}, {"pre", pre}});
   check_same_shape(op, {{"grad_pre", grad_pre}, {"grad_y", grad_y}, {"pre", pre}});
   check_bias(op, pre, grad_bias);
   const int64_t rows = pre.size(0), cols = pre.size(1);
   if (pre.device().is_cpu()) {
     dispatch_float(pre.dtype(), [&](auto zero) {
       using T = decltype(zero);
-      bias_activation_backward_cpu<T>(a, grad_pre.data<T>(), grad_bias.data<T>(),
-                                      grad_y.data<T>(), pre.data<T>(), rows, cols);
+      bias_activation_backward_cpu<T>(a, grad_pre.data<T>(), grad_bias.data<T>(), grad_y.data<T>(),
+                                      pre.data<T>(), rows, cols);
     });
   } else {
-    MT_CUDA_ONLY(
-      DeviceGuard guard(pre.device());
-      CUstream_st* stream = current_stream(pre.device()).native_handle();
-      dispatch_float(pre.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        bias_activation_backward_cuda<T>(a, grad_pre.data<T>(), grad_bias.data<T>(),
-                                         grad_y.data<T>(), pre.data<T>(), rows, cols, stream);
-      }));
+    MT_CUDA_ONLY(DeviceGuard guard(pre.device());
+                 CUstream_st* stream = current_stream(pre.device()).native_handle();
+                 dispatch_float(pre.dtype(), [&](auto zero) {
+                   using T = decltype(zero);
+                   bias_activation_backward_cuda<T>(a, grad_pre.data<T>(), grad_bias.data<T>(),
+                                                    grad_y.data<T>(), pre.data<T>(), rows, cols,
+                                                    stream);
+                 }));
   }
 }
 

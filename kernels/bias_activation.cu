@@ -17,7 +17,9 @@ namespace {
 template <typename M>
 struct ForwardEpilogue {
   template <typename T>
-  MT_HOST_DEVICE T operator()(T t) const { return M::forward(t); }
+  MT_HOST_DEVICE T operator()(T t) const {
+    return M::forward(t);
+  }
 };
 
 // grad_pre may be grad_y: each index is read, then written, by one thread.
@@ -55,11 +57,11 @@ void bias_activation_backward_cuda(Activation a, T* grad_pre, T* grad_bias, cons
   });
 }
 
-#define MT_INSTANTIATE_BIAS_ACTIVATION_CUDA(T)                                                 \
-  template void bias_activation_forward_cuda<T>(Activation, T*, T*, const T*, const T*,        \
-                                                int64_t, int64_t, CUstream_st*);               \
-  template void bias_activation_backward_cuda<T>(Activation, T*, T*, const T*, const T*,       \
-                                                 int64_t, int64_t, CUstream_st*);
+#define MT_INSTANTIATE_BIAS_ACTIVATION_CUDA(T)                                                    \
+  template void bias_activation_forward_cuda<T>(Activation, T*, T*, const T*, const T*, int64_t,  \
+                                                int64_t, CUstream_st*);                           \
+  template void bias_activation_backward_cuda<T>(Activation, T*, T*, const T*, const T*, int64_t, \
+                                                 int64_t, CUstream_st*);
 MT_INSTANTIATE_BIAS_ACTIVATION_CUDA(float)
 MT_INSTANTIATE_BIAS_ACTIVATION_CUDA(double)
 #undef MT_INSTANTIATE_BIAS_ACTIVATION_CUDA

@@ -32,8 +32,8 @@ void bias_add(Tensor& out, const Tensor& x, const Tensor& bias) {
   check_ndim("bias_add", {"x", x}, 2);
   check_ndim("bias_add", {"bias", bias}, 1);
   MT_CHECK_AS(ShapeError, bias.size(0) == x.size(1), "bias_add: bias has ", bias.size(0),
-              " entries but x has ", x.size(1), " columns (x ", x.shape(), ", bias ",
-              bias.shape(), ")");
+              " entries but x has ", x.size(1), " columns (x ", x.shape(), ", bias ", bias.shape(),
+              ")");
   check_same_shape("bias_add", {{"out", out}, {"x", x}});
   const int64_t rows = x.size(0), cols = x.size(1);
   if (x.device().is_cpu()) {
@@ -42,13 +42,12 @@ void bias_add(Tensor& out, const Tensor& x, const Tensor& bias) {
       bias_add_cpu<T>(out.data<T>(), x.data<T>(), bias.data<T>(), rows, cols);
     });
   } else {
-    MT_CUDA_ONLY(
-      DeviceGuard guard(x.device());
-      CUstream_st* stream = current_stream(x.device()).native_handle();
-      dispatch_float(x.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        bias_add_cuda<T>(out.data<T>(), x.data<T>(), bias.data<T>(), rows, cols, stream);
-      }));
+    MT_CUDA_ONLY(DeviceGuard guard(x.device());
+                 CUstream_st* stream = current_stream(x.device()).native_handle();
+                 dispatch_float(x.dtype(), [&](auto zero) {
+                   using T = decltype(zero);
+                   bias_add_cuda<T>(out.data<T>(), x.data<T>(), bias.data<T>(), rows, cols, stream);
+                 }));
   }
 }
 

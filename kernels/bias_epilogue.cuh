@@ -11,7 +11,9 @@ namespace minitrain {
 
 struct IdentityEpilogue {
   template <typename T>
-  MT_HOST_DEVICE T operator()(T t) const { return t; }
+  MT_HOST_DEVICE T operator()(T t) const {
+    return t;
+  }
 };
 
 // ---- CUDA kernel ----

@@ -44,17 +44,16 @@ void cast(Tensor& out, const Tensor& in) {
       });
     });
   } else {
-    MT_CUDA_ONLY(
-      DeviceGuard guard(in.device());
-      CUstream_st* stream = current_stream(in.device()).native_handle();
-      dispatch_float(in.dtype(), [&](auto from_zero) {
-        using From = decltype(from_zero);
-        dispatch_float(out.dtype(), [&](auto to_zero) {
-          using To = decltype(to_zero);
-          if constexpr (!std::is_same_v<To, From>)
-            cast_cuda<To, From>(out.data<To>(), in.data<From>(), n, stream);
-        });
-      }));
+    MT_CUDA_ONLY(DeviceGuard guard(in.device());
+                 CUstream_st* stream = current_stream(in.device()).native_handle();
+                 dispatch_float(in.dtype(), [&](auto from_zero) {
+                   using From = decltype(from_zero);
+                   dispatch_float(out.dtype(), [&](auto to_zero) {
+                     using To = decltype(to_zero);
+                     if constexpr (!std::is_same_v<To, From>)
+                       cast_cuda<To, From>(out.data<To>(), in.data<From>(), n, stream);
+                   });
+                 }));
   }
 }
 

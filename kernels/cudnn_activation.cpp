@@ -44,14 +44,13 @@ struct Descriptors {
                 activation_name(a),
                 "' mode in its activation API (only relu, tanh, sigmoid); use minitrain's "
                 "activation_forward/backward for it");
-    MT_CHECK_AS(DeviceError, t.device().is_cuda(), "cudnn activation: tensors are on ",
-                t.device(), "; cuDNN runs on a GPU (move them with .to(cuda))");
+    MT_CHECK_AS(DeviceError, t.device().is_cuda(), "cudnn activation: tensors are on ", t.device(),
+                "; cuDNN runs on a GPU (move them with .to(cuda))");
     MT_CHECK_AS(ShapeError, t.numel() <= INT_MAX, "cudnn activation: ", t.numel(),
                 " elements exceed cuDNN's int extent; split the tensor");
     CHECK_CUDNN(cudnnCreateTensorDescriptor(&tensor));
     CHECK_CUDNN(cudnnCreateActivationDescriptor(&activation));
-    const cudnnDataType_t type =
-        t.dtype() == DType::Float64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    const cudnnDataType_t type = t.dtype() == DType::Float64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
     CHECK_CUDNN(cudnnSetTensor4dDescriptor(tensor, CUDNN_TENSOR_NCHW, type, 1, 1, 1,
                                            static_cast<int>(std::max<int64_t>(t.numel(), 1))));
     const cudnnActivationMode_t mode = a == Activation::ReLU   ? CUDNN_ACTIVATION_RELU
@@ -85,9 +84,9 @@ void cudnn_activation_forward(Tensor& y, const Tensor& x, Activation a) {
   if (x.numel() == 0) return;
   DeviceGuard guard(x.device());
   const Scaling s;
-  CHECK_CUDNN(cudnnActivationForward(cudnn_handle(x.device()), desc.activation,
-                                     s.alpha(x.dtype()), desc.tensor, x.raw_data(),
-                                     s.beta(x.dtype()), desc.tensor, y.raw_data()));
+  CHECK_CUDNN(cudnnActivationForward(cudnn_handle(x.device()), desc.activation, s.alpha(x.dtype()),
+                                     desc.tensor, x.raw_data(), s.beta(x.dtype()), desc.tensor,
+                                     y.raw_data()));
 }
 
 void cudnn_activation_backward(Tensor& grad_x, const Tensor& grad_y, const Tensor& y,
@@ -99,10 +98,10 @@ void cudnn_activation_backward(Tensor& grad_x, const Tensor& grad_y, const Tenso
   if (x.numel() == 0) return;
   DeviceGuard guard(x.device());
   const Scaling s;
-  CHECK_CUDNN(cudnnActivationBackward(cudnn_handle(x.device()), desc.activation,
-                                      s.alpha(x.dtype()), desc.tensor, y.raw_data(), desc.tensor,
-                                      grad_y.raw_data(), desc.tensor, x.raw_data(),
-                                      s.beta(x.dtype()), desc.tensor, grad_x.raw_data()));
+  CHECK_CUDNN(cudnnActivationBackward(cudnn_handle(x.device()), desc.activation, s.alpha(x.dtype()),
+                                      desc.tensor, y.raw_data(), desc.tensor, grad_y.raw_data(),
+                                      desc.tensor, x.raw_data(), s.beta(x.dtype()), desc.tensor,
+                                      grad_x.raw_data()));
 }
 
 }  // namespace minitrain

@@ -14,8 +14,10 @@ namespace minitrain {
 template <typename F>
 decltype(auto) dispatch_float(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
   }
   MT_THROW(DTypeError, "unsupported dtype ", dtype);
 }

@@ -23,13 +23,21 @@ void binary_loop(T* out, const T* a, const T* b, int64_t n, Op op) {
 }  // namespace
 
 template <typename T>
-void add_cpu(T* out, const T* a, const T* b, int64_t n) { binary_loop(out, a, b, n, AddOp{}); }
+void add_cpu(T* out, const T* a, const T* b, int64_t n) {
+  binary_loop(out, a, b, n, AddOp{});
+}
 template <typename T>
-void sub_cpu(T* out, const T* a, const T* b, int64_t n) { binary_loop(out, a, b, n, SubOp{}); }
+void sub_cpu(T* out, const T* a, const T* b, int64_t n) {
+  binary_loop(out, a, b, n, SubOp{});
+}
 template <typename T>
-void mul_cpu(T* out, const T* a, const T* b, int64_t n) { binary_loop(out, a, b, n, MulOp{}); }
+void mul_cpu(T* out, const T* a, const T* b, int64_t n) {
+  binary_loop(out, a, b, n, MulOp{});
+}
 template <typename T>
-void max_cpu(T* out, const T* a, const T* b, int64_t n) { binary_loop(out, a, b, n, MaxOp{}); }
+void max_cpu(T* out, const T* a, const T* b, int64_t n) {
+  binary_loop(out, a, b, n, MaxOp{});
+}
 
 template <typename T>
 void scale_cpu(T* out, const T* x, T alpha, int64_t n) {
@@ -45,12 +53,12 @@ void axpy_cpu(T* y, T alpha, const T* x, int64_t n) {
   });
 }
 
-#define MT_INSTANTIATE_ELEMENTWISE_CPU(T)                                \
-  template void add_cpu<T>(T*, const T*, const T*, int64_t);            \
-  template void sub_cpu<T>(T*, const T*, const T*, int64_t);            \
-  template void mul_cpu<T>(T*, const T*, const T*, int64_t);            \
-  template void max_cpu<T>(T*, const T*, const T*, int64_t);            \
-  template void scale_cpu<T>(T*, const T*, T, int64_t);                 \
+#define MT_INSTANTIATE_ELEMENTWISE_CPU(T)                    \
+  template void add_cpu<T>(T*, const T*, const T*, int64_t); \
+  template void sub_cpu<T>(T*, const T*, const T*, int64_t); \
+  template void mul_cpu<T>(T*, const T*, const T*, int64_t); \
+  template void max_cpu<T>(T*, const T*, const T*, int64_t); \
+  template void scale_cpu<T>(T*, const T*, T, int64_t);      \
   template void axpy_cpu<T>(T*, T, const T*, int64_t);
 MT_INSTANTIATE_ELEMENTWISE_CPU(float)
 MT_INSTANTIATE_ELEMENTWISE_CPU(double)
@@ -64,10 +72,14 @@ enum class Binary { Add, Sub, Mul, Max };
 template <typename T>
 void binary_on_cpu(Binary kind, T* out, const T* a, const T* b, int64_t n) {
   switch (kind) {
-    case Binary::Add: return add_cpu<T>(out, a, b, n);
-    case Binary::Sub: return sub_cpu<T>(out, a, b, n);
-    case Binary::Mul: return mul_cpu<T>(out, a, b, n);
-    case Binary::Max: return max_cpu<T>(out, a, b, n);
+    case Binary::Add:
+      return add_cpu<T>(out, a, b, n);
+    case Binary::Sub:
+      return sub_cpu<T>(out, a, b, n);
+    case Binary::Mul:
+      return mul_cpu<T>(out, a, b, n);
+    case Binary::Max:
+      return max_cpu<T>(out, a, b, n);
   }
 }
 
@@ -75,10 +87,14 @@ void binary_on_cpu(Binary kind, T* out, const T* a, const T* b, int64_t n) {
 template <typename T>
 void binary_on_cuda(Binary kind, T* out, const T* a, const T* b, int64_t n, CUstream_st* s) {
   switch (kind) {
-    case Binary::Add: return add_cuda<T>(out, a, b, n, s);
-    case Binary::Sub: return sub_cuda<T>(out, a, b, n, s);
-    case Binary::Mul: return mul_cuda<T>(out, a, b, n, s);
-    case Binary::Max: return max_cuda<T>(out, a, b, n, s);
+    case Binary::Add:
+      return add_cuda<T>(out, a, b, n, s);
+    case Binary::Sub:
+      return sub_cuda<T>(out, a, b, n, s);
+    case Binary::Mul:
+      return mul_cuda<T>(out, a, b, n, s);
+    case Binary::Max:
+      return max_cuda<T>(out, a, b, n, s);
   }
 }
 #endif
@@ -93,13 +109,12 @@ void binary(const char* op, Binary kind, Tensor& out, const Tensor& a, const Ten
       binary_on_cpu<T>(kind, out.data<T>(), a.data<T>(), b.data<T>(), n);
     });
   } else {
-    MT_CUDA_ONLY(
-      DeviceGuard guard(out.device());
-      CUstream_st* stream = current_stream(out.device()).native_handle();
-      dispatch_float(out.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        binary_on_cuda<T>(kind, out.data<T>(), a.data<T>(), b.data<T>(), n, stream);
-      }));
+    MT_CUDA_ONLY(DeviceGuard guard(out.device());
+                 CUstream_st* stream = current_stream(out.device()).native_handle();
+                 dispatch_float(out.dtype(), [&](auto zero) {
+                   using T = decltype(zero);
+                   binary_on_cuda<T>(kind, out.data<T>(), a.data<T>(), b.data<T>(), n, stream);
+                 }));
   }
 }
 
@@ -122,7 +137,9 @@ void maximum(Tensor& out, const Tensor& a, const Tensor& b) {
 Tensor add(const Tensor& a, const Tensor& b) { return binary_new("add", Binary::Add, a, b); }
 Tensor sub(const Tensor& a, const Tensor& b) { return binary_new("sub", Binary::Sub, a, b); }
 Tensor mul(const Tensor& a, const Tensor& b) { return binary_new("mul", Binary::Mul, a, b); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary_new("maximum", Binary::Max, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return binary_new("maximum", Binary::Max, a, b);
+}
 
 void scale(Tensor& out, const Tensor& x, double alpha) {
   check_compatible("scale", {{"out", out}, {"x", x}});
@@ -134,13 +151,12 @@ void scale(Tensor& out, const Tensor& x, double alpha) {
       scale_cpu<T>(out.data<T>(), x.data<T>(), static_cast<T>(alpha), n);
     });
   } else {
-    MT_CUDA_ONLY(
-      DeviceGuard guard(out.device());
-      CUstream_st* stream = current_stream(out.device()).native_handle();
-      dispatch_float(out.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        scale_cuda<T>(out.data<T>(), x.data<T>(), static_cast<T>(alpha), n, stream);
-      }));
+    MT_CUDA_ONLY(DeviceGuard guard(out.device());
+                 CUstream_st* stream = current_stream(out.device()).native_handle();
+                 dispatch_float(out.dtype(), [&](auto zero) {
+                   using T = decltype(zero);
+                   scale_cuda<T>(out.data<T>(), x.data<T>(), static_cast<T>(alpha), n, stream);
+                 }));
   }
 }
 
@@ -161,13 +177,12 @@ void axpy(Tensor& y, double alpha, const Tensor& x) {
       axpy_cpu<T>(y.data<T>(), static_cast<T>(alpha), x.data<T>(), n);
     });
   } else {
-    MT_CUDA_ONLY(
-      DeviceGuard guard(y.device());
-      CUstream_st* stream = current_stream(y.device()).native_handle();
-      dispatch_float(y.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        axpy_cuda<T>(y.data<T>(), static_cast<T>(alpha), x.data<T>(), n, stream);
-      }));
+    MT_CUDA_ONLY(DeviceGuard guard(y.device());
+                 CUstream_st* stream = current_stream(y.device()).native_handle();
+                 dispatch_float(y.dtype(), [&](auto zero) {
+                   using T = decltype(zero);
+                   axpy_cuda<T>(y.data<T>(), static_cast<T>(alpha), x.data<T>(), n, stream);
+                 }));
   }
 }
 

@@ -53,12 +53,12 @@ void axpy_cuda(T* y, T alpha, const T* x, int64_t n, CUstream_st* stream) {
   map_cuda(y, n, as_cuda(stream), AxpyOp<T>{alpha}, y_in, x);
 }
 
-#define MT_INSTANTIATE_ELEMENTWISE_CUDA(T)                                        \
-  template void add_cuda<T>(T*, const T*, const T*, int64_t, CUstream_st*);      \
-  template void sub_cuda<T>(T*, const T*, const T*, int64_t, CUstream_st*);      \
-  template void mul_cuda<T>(T*, const T*, const T*, int64_t, CUstream_st*);      \
-  template void max_cuda<T>(T*, const T*, const T*, int64_t, CUstream_st*);      \
-  template void scale_cuda<T>(T*, const T*, T, int64_t, CUstream_st*);           \
+#define MT_INSTANTIATE_ELEMENTWISE_CUDA(T)                                  \
+  template void add_cuda<T>(T*, const T*, const T*, int64_t, CUstream_st*); \
+  template void sub_cuda<T>(T*, const T*, const T*, int64_t, CUstream_st*); \
+  template void mul_cuda<T>(T*, const T*, const T*, int64_t, CUstream_st*); \
+  template void max_cuda<T>(T*, const T*, const T*, int64_t, CUstream_st*); \
+  template void scale_cuda<T>(T*, const T*, T, int64_t, CUstream_st*);      \
   template void axpy_cuda<T>(T*, T, const T*, int64_t, CUstream_st*);
 MT_INSTANTIATE_ELEMENTWISE_CUDA(float)
 MT_INSTANTIATE_ELEMENTWISE_CUDA(double)

@@ -1,7 +1,7 @@
 #pragma once
-// Element-wise arithmetic on tensors of one shape: add, sub, mul, maximum, scale, axpy. Memory-bound: a
-// few flops per 8-12 bytes moved. `out` may be one of the inputs (in-place use); a view that
-// overlaps an input only partly is not supported.
+// Element-wise arithmetic on tensors of one shape: add, sub, mul, maximum, scale, axpy.
+// Memory-bound: a few flops per 8-12 bytes moved. `out` may be one of the inputs (in-place use); a
+// view that overlaps an input only partly is not supported.
 
 #include <cstdint>
 
@@ -33,19 +33,27 @@ Tensor scale(const Tensor& x, double alpha);
 // ---- per-element math, shared by the CPU loops and the CUDA kernels ----
 struct AddOp {
   template <typename T>
-  MT_HOST_DEVICE T operator()(T a, T b) const { return a + b; }
+  MT_HOST_DEVICE T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct SubOp {
   template <typename T>
-  MT_HOST_DEVICE T operator()(T a, T b) const { return a - b; }
+  MT_HOST_DEVICE T operator()(T a, T b) const {
+    return a - b;
+  }
 };
 struct MulOp {
   template <typename T>
-  MT_HOST_DEVICE T operator()(T a, T b) const { return a * b; }
+  MT_HOST_DEVICE T operator()(T a, T b) const {
+    return a * b;
+  }
 };
 struct MaxOp {  // a != a: a is NaN, which wins (as does a NaN b, through the last branch)
   template <typename T>
-  MT_HOST_DEVICE T operator()(T a, T b) const { return (a > b || a != a) ? a : b; }
+  MT_HOST_DEVICE T operator()(T a, T b) const {
+    return (a > b || a != a) ? a : b;
+  }
 };
 
 // ---- implementations (float and double are instantiated); out may equal an input ----

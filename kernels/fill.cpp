@@ -28,13 +28,12 @@ void fill(Tensor& out, double value) {
       fill_cpu<T>(out.data<T>(), static_cast<T>(value), n);
     });
   } else {
-    MT_CUDA_ONLY(
-      DeviceGuard guard(out.device());
-      CUstream_st* stream = current_stream(out.device()).native_handle();
-      dispatch_float(out.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        fill_cuda<T>(out.data<T>(), static_cast<T>(value), n, stream);
-      }));
+    MT_CUDA_ONLY(DeviceGuard guard(out.device());
+                 CUstream_st* stream = current_stream(out.device()).native_handle();
+                 dispatch_float(out.dtype(), [&](auto zero) {
+                   using T = decltype(zero);
+                   fill_cuda<T>(out.data<T>(), static_cast<T>(value), n, stream);
+                 }));
   }
 }
 

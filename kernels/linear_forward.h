@@ -1,8 +1,9 @@
 #pragma once
-// A Linear layer's forward, y = x W^T + b, through a named GEMM backend (kernels/gemm/gemm_registry.h).
-// One entry point so that nn/ picks a backend by name without knowing which of them can fuse:
-// "cublaslt" runs the product and the bias add as one cublasLtMatmul (its BIAS epilogue); every
-// other backend runs its GEMM, then kernels/bias_add.h's pass over y.
+// A Linear layer's forward, y = x W^T + b, through a named GEMM backend
+// (kernels/gemm/gemm_registry.h). One entry point so that nn/ picks a backend by name without
+// knowing which of them can fuse: "cublaslt" runs the product and the bias add as one
+// cublasLtMatmul (its BIAS epilogue); every other backend runs its GEMM, then kernels/bias_add.h's
+// pass over y.
 
 #include <string>
 

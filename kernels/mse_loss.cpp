@@ -22,9 +22,12 @@ Reduction parse_reduction(const std::string& name) {
 
 const char* reduction_name(Reduction r) {
   switch (r) {
-    case Reduction::Mean: return "mean";
-    case Reduction::Sum: return "sum";
-    case Reduction::None: return "none";
+    case Reduction::Mean:
+      return "mean";
+    case Reduction::Sum:
+      return "sum";
+    case Reduction::None:
+      return "none";
   }
   return "unknown";
 }
@@ -38,8 +41,8 @@ constexpr int64_t kReduceChunk = 1 << 14;
 // With kGrad, also grad[i] = norm * (pred[i] - target[i]) * 1 (mse_loss_backward's expression
 // with grad_out = 1), each element read before its gradient is stored (grad may be pred).
 template <bool kGrad, typename T>
-double squared_error_sum_impl(const T* pred, const T* target, int64_t begin, int64_t end,
-                              T* grad, T norm) {
+double squared_error_sum_impl(const T* pred, const T* target, int64_t begin, int64_t end, T* grad,
+                              T norm) {
   // Four independent accumulators break the add dependency chain (a fixed order all the same).
   double acc[4] = {0, 0, 0, 0};
   int64_t i = begin;
@@ -85,8 +88,8 @@ void mse_loss_reduce_cpu(T* out, const T* pred, const T* target, int64_t n, doub
 }
 
 template <typename T>
-void mse_loss_forward_backward_cpu(T* out, T* grad_pred, const T* pred, const T* target,
-                                   int64_t n, double divisor, T norm, bool per_element) {
+void mse_loss_forward_backward_cpu(T* out, T* grad_pred, const T* pred, const T* target, int64_t n,
+                                   double divisor, T norm, bool per_element) {
   if (!per_element) {
     const double sum = chunked_squared_error_sum<true, T>(pred, target, n, grad_pred, norm);
     out[0] = static_cast<T>(sum / divisor);
@@ -126,10 +129,10 @@ void mse_loss_backward_cpu(T* grad_pred, const T* grad_out, const T* pred, const
   });
 }
 
-#define MT_INSTANTIATE_MSE_CPU(T)                                                          \
-  template void mse_loss_reduce_cpu<T>(T*, const T*, const T*, int64_t, double);           \
-  template void mse_loss_elementwise_cpu<T>(T*, const T*, const T*, int64_t);              \
-  template void mse_loss_backward_cpu<T>(T*, const T*, const T*, const T*, int64_t, T, bool); \
+#define MT_INSTANTIATE_MSE_CPU(T)                                                                \
+  template void mse_loss_reduce_cpu<T>(T*, const T*, const T*, int64_t, double);                 \
+  template void mse_loss_elementwise_cpu<T>(T*, const T*, const T*, int64_t);                    \
+  template void mse_loss_backward_cpu<T>(T*, const T*, const T*, const T*, int64_t, T, bool);    \
   template void mse_loss_forward_backward_cpu<T>(T*, T*, const T*, const T*, int64_t, double, T, \
                                                  bool);
 MT_INSTANTIATE_MSE_CPU(float)
@@ -158,33 +161,30 @@ void mse_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target, Red
         mse_loss_reduce_cpu<T>(out.data<T>(), pred.data<T>(), target.data<T>(), n, divisor);
     });
   } else {
-    MT_CUDA_ONLY(
-      DeviceGuard guard(pred.device());
-      CUstream_st* stream = current_stream(pred.device()).native_handle();
-      // Freed on return while the kernels may still run: safe, as the caching allocator hands
-      // the block only to later work on this same stream (Note [streams and the caching
-      // allocator]).
-      Tensor workspace;
-      if (reduction != Reduction::None)
-        workspace = Tensor::empty({kMseReduceBlocks}, DType::Float64, pred.device());
-      dispatch_float(pred.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        if (reduction == Reduction::None)
-          mse_loss_elementwise_cuda<T>(out.data<T>(), pred.data<T>(), target.data<T>(), n,
-                                       stream);
-        else
-          mse_loss_reduce_cuda<T>(out.data<T>(), pred.data<T>(), target.data<T>(), n, divisor,
-                                  workspace.data<double>(), stream);
-      }));
+    MT_CUDA_ONLY(DeviceGuard guard(pred.device());
+                 CUstream_st* stream = current_stream(pred.device()).native_handle();
+                 // Freed on return while the kernels may still run: safe, as the caching allocator
+                 // hands the block only to later work on this same stream (Note [streams and the
+                 // caching allocator]).
+                 Tensor workspace; if (reduction != Reduction::None) workspace = Tensor::empty(
+                                       {kMseReduceBlocks}, DType::Float64, pred.device());
+                 dispatch_float(pred.dtype(), [&](auto zero) {
+                   using T = decltype(zero);
+                   if (reduction == Reduction::None)
+                     mse_loss_elementwise_cuda<T>(out.data<T>(), pred.data<T>(), target.data<T>(),
+                                                  n, stream);
+                   else
+                     mse_loss_reduce_cuda<T>(out.data<T>(), pred.data<T>(), target.data<T>(), n,
+                                             divisor, workspace.data<double>(), stream);
+                 }));
   }
 }
 
 void mse_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& pred,
                        const Tensor& target, Reduction reduction) {
-  check_compatible("mse_loss_backward", {{"grad_pred", grad_pred},
-                                         {"grad_out", grad_out},
-                                         {"pred", pred},
-                                         {"target", target}});
+  check_compatible(
+      "mse_loss_backward",
+      {{"grad_pred", grad_pred}, {"grad_out", grad_out}, {"pred", pred}, {"target", target}});
   check_same_shape("mse_loss_backward",
                    {{"grad_pred", grad_pred}, {"pred", pred}, {"target", target}});
   const bool per_element = reduction == Reduction::None;
@@ -203,15 +203,14 @@ void mse_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& 
                                target.data<T>(), n, static_cast<T>(norm), per_element);
     });
   } else {
-    MT_CUDA_ONLY(
-      DeviceGuard guard(pred.device());
-      CUstream_st* stream = current_stream(pred.device()).native_handle();
-      dispatch_float(pred.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        mse_loss_backward_cuda<T>(grad_pred.data<T>(), grad_out.data<T>(), pred.data<T>(),
-                                  target.data<T>(), n, static_cast<T>(norm), per_element,
-                                  stream);
-      }));
+    MT_CUDA_ONLY(DeviceGuard guard(pred.device());
+                 CUstream_st* stream = current_stream(pred.device()).native_handle();
+                 dispatch_float(pred.dtype(), [&](auto zero) {
+                   using T = decltype(zero);
+                   mse_loss_backward_cuda<T>(grad_pred.data<T>(), grad_out.data<T>(),
+                                             pred.data<T>(), target.data<T>(), n,
+                                             static_cast<T>(norm), per_element, stream);
+                 }));
   }
 }
 
@@ -239,28 +238,25 @@ void mse_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pre
                                        per_element);
     });
   } else {
-    MT_CUDA_ONLY(
-      DeviceGuard guard(pred.device());
-      CUstream_st* stream = current_stream(pred.device()).native_handle();
-      // Freed on return while the kernels may still run: see mse_loss_forward.
-      Tensor workspace;
-      if (!per_element)
-        workspace = Tensor::empty({kMseReduceBlocks}, DType::Float64, pred.device());
-      dispatch_float(pred.dtype(), [&](auto zero) {
-        using T = decltype(zero);
-        mse_loss_forward_backward_cuda<T>(out.data<T>(), grad_pred.data<T>(), pred.data<T>(),
-                                          target.data<T>(), n, divisor, static_cast<T>(norm),
-                                          per_element,
-                                          per_element ? nullptr : workspace.data<double>(),
-                                          stream);
-      }));
+    MT_CUDA_ONLY(DeviceGuard guard(pred.device());
+                 CUstream_st* stream = current_stream(pred.device()).native_handle();
+                 // Freed on return while the kernels may still run: see mse_loss_forward.
+                 Tensor workspace; if (!per_element) workspace = Tensor::empty(
+                                       {kMseReduceBlocks}, DType::Float64, pred.device());
+                 dispatch_float(pred.dtype(), [&](auto zero) {
+                   using T = decltype(zero);
+                   mse_loss_forward_backward_cuda<T>(
+                       out.data<T>(), grad_pred.data<T>(), pred.data<T>(), target.data<T>(), n,
+                       divisor, static_cast<T>(norm), per_element,
+                       per_element ? nullptr : workspace.data<double>(), stream);
+                 }));
   }
 }
 
 Tensor mse_loss_forward(const Tensor& pred, const Tensor& target, Reduction reduction) {
   check_compatible("mse_loss_forward", {{"pred", pred}, {"target", target}});
-  Tensor out = Tensor::empty(reduction == Reduction::None ? pred.shape() : Shape{},
-                             pred.dtype(), pred.device());
+  Tensor out = Tensor::empty(reduction == Reduction::None ? pred.shape() : Shape{}, pred.dtype(),
+                             pred.device());
   mse_loss_forward(out, pred, target, reduction);
   return out;
 }

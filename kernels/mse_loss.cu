@@ -150,16 +150,15 @@ template <typename T>
 void mse_loss_reduce_cuda(T* out, const T* pred, const T* target, int64_t n, double divisor,
                           double* workspace, CUstream_st* stream) {
   const int blocks = reduce_blocks(n);
-  launch_partial_sums<false, T>(workspace, nullptr, pred, target, n, T(0), blocks,
-                                as_cuda(stream));
+  launch_partial_sums<false, T>(workspace, nullptr, pred, target, n, T(0), blocks, as_cuda(stream));
   mse_loss_finish_kernel<T><<<1, kBlock, 0, as_cuda(stream)>>>(out, workspace, blocks, divisor);
   CHECK_CUDA_LAUNCH();
 }
 
 template <typename T>
-void mse_loss_forward_backward_cuda(T* out, T* grad_pred, const T* pred, const T* target,
-                                    int64_t n, double divisor, T norm, bool per_element,
-                                    double* workspace, CUstream_st* stream) {
+void mse_loss_forward_backward_cuda(T* out, T* grad_pred, const T* pred, const T* target, int64_t n,
+                                    double divisor, T norm, bool per_element, double* workspace,
+                                    CUstream_st* stream) {
   if (per_element) {
     // Rare in training (a loss per element); one scalar pass, two writes.
     if (n == 0) return;
@@ -190,13 +189,13 @@ void mse_loss_backward_cuda(T* grad_pred, const T* grad_out, const T* pred, cons
     map_cuda(grad_pred, n, as_cuda(stream), MseGradScalar<T>{norm, grad_out}, pred, target);
 }
 
-#define MT_INSTANTIATE_MSE_CUDA(T)                                                            \
-  template void mse_loss_reduce_cuda<T>(T*, const T*, const T*, int64_t, double, double*,     \
-                                        CUstream_st*);                                        \
-  template void mse_loss_forward_backward_cuda<T>(T*, T*, const T*, const T*, int64_t, double, \
-                                                  T, bool, double*, CUstream_st*);            \
-  template void mse_loss_elementwise_cuda<T>(T*, const T*, const T*, int64_t, CUstream_st*);  \
-  template void mse_loss_backward_cuda<T>(T*, const T*, const T*, const T*, int64_t, T, bool, \
+#define MT_INSTANTIATE_MSE_CUDA(T)                                                                \
+  template void mse_loss_reduce_cuda<T>(T*, const T*, const T*, int64_t, double, double*,         \
+                                        CUstream_st*);                                            \
+  template void mse_loss_forward_backward_cuda<T>(T*, T*, const T*, const T*, int64_t, double, T, \
+                                                  bool, double*, CUstream_st*);                   \
+  template void mse_loss_elementwise_cuda<T>(T*, const T*, const T*, int64_t, CUstream_st*);      \
+  template void mse_loss_backward_cuda<T>(T*, const T*, const T*, const T*, int64_t, T, bool,     \
                                           CUstream_st*);
 MT_INSTANTIATE_MSE_CUDA(float)
 MT_INSTANTIATE_MSE_CUDA(double)

@@ -55,8 +55,8 @@ void mse_loss_backward_cpu(T* grad_pred, const T* grad_out, const T* pred, const
 /// Mean/Sum (per_element false): out[0] = sum((pred - target)^2) / divisor and
 /// grad_pred[i] = norm * (pred[i] - target[i]) * 1; None: out[i] = (pred[i] - target[i])^2 too.
 template <typename T>
-void mse_loss_forward_backward_cpu(T* out, T* grad_pred, const T* pred, const T* target,
-                                   int64_t n, double divisor, T norm, bool per_element);
+void mse_loss_forward_backward_cpu(T* out, T* grad_pred, const T* pred, const T* target, int64_t n,
+                                   double divisor, T norm, bool per_element);
 
 /// Partial sums the CUDA reduction leaves in its workspace (doubles), one per block of pass 1.
 inline constexpr int kMseReduceBlocks = 1024;
@@ -66,9 +66,9 @@ void mse_loss_reduce_cuda(T* out, const T* pred, const T* target, int64_t n, dou
                           double* workspace, CUstream_st* stream);
 /// `workspace` as for mse_loss_reduce_cuda when !per_element (unused otherwise).
 template <typename T>
-void mse_loss_forward_backward_cuda(T* out, T* grad_pred, const T* pred, const T* target,
-                                    int64_t n, double divisor, T norm, bool per_element,
-                                    double* workspace, CUstream_st* stream);
+void mse_loss_forward_backward_cuda(T* out, T* grad_pred, const T* pred, const T* target, int64_t n,
+                                    double divisor, T norm, bool per_element, double* workspace,
+                                    CUstream_st* stream);
 template <typename T>
 void mse_loss_elementwise_cuda(T* out, const T* pred, const T* target, int64_t n,
                                CUstream_st* stream);

@@ -10,8 +10,8 @@ std::vector<MultiTensorLaunch> plan_multi_tensor_launches(const std::vector<int6
                                                           int max_tensors, int max_blocks,
                                                           int64_t chunk) {
   MT_CHECK_AS(ValueError, max_tensors >= 1 && max_blocks >= 1 && chunk >= 1,
-              "plan_multi_tensor_launches: max_tensors = ", max_tensors, ", max_blocks = ",
-              max_blocks, " and chunk = ", chunk, " must all be >= 1");
+              "plan_multi_tensor_launches: max_tensors = ", max_tensors,
+              ", max_blocks = ", max_blocks, " and chunk = ", chunk, " must all be >= 1");
   std::vector<MultiTensorLaunch> launches;
   MultiTensorLaunch cur;
   auto flush = [&] {

@@ -25,7 +25,7 @@ constexpr int multi_tensor_max_tensors(int depth) {
 
 /// One launch of the schedule.
 struct MultiTensorLaunch {
-  std::vector<int64_t> tensors;      ///< indices into the caller's tensor list
+  std::vector<int64_t> tensors;       ///< indices into the caller's tensor list
   std::vector<int32_t> block_tensor;  ///< per block: a position in `tensors`
   std::vector<int32_t> block_chunk;   ///< per block: the chunk of that tensor
 };

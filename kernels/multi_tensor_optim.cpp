@@ -111,9 +111,9 @@ void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grad
                                      {"grad", grads[k]},
                                      {"momentum_buf", momentum_bufs[k]},
                                      {"params[0]", params[0]}});
-      check_same_shape(who.c_str(), {{"param", params[k]},
-                                     {"grad", grads[k]},
-                                     {"momentum_buf", momentum_bufs[k]}});
+      check_same_shape(
+          who.c_str(),
+          {{"param", params[k]}, {"grad", grads[k]}, {"momentum_buf", momentum_bufs[k]}});
     } else {
       check_compatible(who.c_str(),
                        {{"param", params[k]}, {"grad", grads[k]}, {"params[0]", params[0]}});

@@ -26,9 +26,9 @@ __global__ void adam_multi_tensor_kernel(TensorListArgs<kDepth> args, AdamCoeffs
   const ChunkOf<kDepth> chunk(args);
   T* vmax = nullptr;
   if constexpr (kDepth > 4) vmax = chunk.template ptr<T>(4);
-  adam_apply_range<V>(chunk.template ptr<T>(0), chunk.template ptr<T>(1),
-                      chunk.template ptr<T>(2), chunk.template ptr<T>(3), vmax, chunk.len,
-                      int64_t(threadIdx.x), int64_t(blockDim.x), c);
+  adam_apply_range<V>(chunk.template ptr<T>(0), chunk.template ptr<T>(1), chunk.template ptr<T>(2),
+                      chunk.template ptr<T>(3), vmax, chunk.len, int64_t(threadIdx.x),
+                      int64_t(blockDim.x), c);
 }
 
 // ---- launchers ----
@@ -47,17 +47,16 @@ template <typename T>
 void sgd_step_multi_cuda(const TensorTable<T>& t, const SGDStepArgs& args, CUstream_st* stream) {
   const SgdCoeffs<T> c{static_cast<T>(args.lr), static_cast<T>(args.weight_decay),
                        static_cast<T>(args.momentum), static_cast<T>(1.0 - args.dampening)};
-  dispatch_sgd_variant(args.weight_decay != 0.0, args.momentum != 0.0, args.first_step,
-                       args.nesterov, [&](auto variant) {
-                         using V = decltype(variant);
-                         constexpr int kDepth = V::kMomentum ? 3 : 2;
-                         multi_tensor_apply<kDepth>(
-                             operands<kDepth>(t), t.sizes,
-                             [&](const TensorListArgs<kDepth>& a, unsigned blocks) {
-                               sgd_multi_tensor_kernel<V, T, kDepth>
-                                   <<<blocks, kBlock, 0, as_cuda(stream)>>>(a, c);
-                             });
-                       });
+  dispatch_sgd_variant(
+      args.weight_decay != 0.0, args.momentum != 0.0, args.first_step, args.nesterov,
+      [&](auto variant) {
+        using V = decltype(variant);
+        constexpr int kDepth = V::kMomentum ? 3 : 2;
+        multi_tensor_apply<kDepth>(
+            operands<kDepth>(t), t.sizes, [&](const TensorListArgs<kDepth>& a, unsigned blocks) {
+              sgd_multi_tensor_kernel<V, T, kDepth><<<blocks, kBlock, 0, as_cuda(stream)>>>(a, c);
+            });
+      });
 }
 
 template <typename T>
@@ -66,11 +65,10 @@ void adam_step_multi_cuda(const TensorTable<T>& t, const AdamStepArgs& args, CUs
   dispatch_adam_variant(args.decay, args.amsgrad, [&](auto variant) {
     using V = decltype(variant);
     constexpr int kDepth = V::kAmsgrad ? 5 : 4;
-    multi_tensor_apply<kDepth>(operands<kDepth>(t), t.sizes,
-                               [&](const TensorListArgs<kDepth>& a, unsigned blocks) {
-                                 adam_multi_tensor_kernel<V, T, kDepth>
-                                     <<<blocks, kBlock, 0, as_cuda(stream)>>>(a, c);
-                               });
+    multi_tensor_apply<kDepth>(
+        operands<kDepth>(t), t.sizes, [&](const TensorListArgs<kDepth>& a, unsigned blocks) {
+          adam_multi_tensor_kernel<V, T, kDepth><<<blocks, kBlock, 0, as_cuda(stream)>>>(a, c);
+        });
   });
 }
 

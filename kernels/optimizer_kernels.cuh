@@ -12,8 +12,8 @@ namespace minitrain {
 
 /// Elements [0, n) of one tensor; this thread takes tid, tid + stride, ... (in packs or not).
 template <typename V, typename T>
-__device__ __forceinline__ void sgd_apply_range(T* param, const T* grad, T* momentum_buf,
-                                                int64_t n, int64_t tid, int64_t stride,
+__device__ __forceinline__ void sgd_apply_range(T* param, const T* grad, T* momentum_buf, int64_t n,
+                                                int64_t tid, int64_t stride,
                                                 const SgdCoeffs<T>& c) {
   constexpr int W = Pack<T>::kSize;
   int64_t scalar_begin = 0;
@@ -41,10 +41,9 @@ __device__ __forceinline__ void sgd_apply_range(T* param, const T* grad, T* mome
 }
 
 template <typename V, typename T>
-__device__ __forceinline__ void adam_apply_range(T* param, const T* grad, T* exp_avg,
-                                                 T* exp_avg_sq, T* max_exp_avg_sq, int64_t n,
-                                                 int64_t tid, int64_t stride,
-                                                 const AdamCoeffs<T>& c) {
+__device__ __forceinline__ void adam_apply_range(T* param, const T* grad, T* exp_avg, T* exp_avg_sq,
+                                                 T* max_exp_avg_sq, int64_t n, int64_t tid,
+                                                 int64_t stride, const AdamCoeffs<T>& c) {
   constexpr int W = Pack<T>::kSize;
   int64_t scalar_begin = 0;
   if (is_aligned16(param) && is_aligned16(grad) && is_aligned16(exp_avg) &&

@@ -144,8 +144,9 @@ void kaiming_uniform_(Tensor& w, Generator& g, double a) {
 
 void linear_bias_uniform_(Tensor& b, int64_t fan_in, Generator& g) {
   check_compatible("linear_bias_uniform_", {{"b", b}});
-  MT_CHECK_AS(ValueError, fan_in >= 0, "linear_bias_uniform_: fan_in must be >= 0, got fan_in=",
-              fan_in, " (bias ", b.shape(), ")");
+  MT_CHECK_AS(ValueError, fan_in >= 0,
+              "linear_bias_uniform_: fan_in must be >= 0, got fan_in=", fan_in, " (bias ",
+              b.shape(), ")");
   const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
   uniform_(b, -bound, bound, g);
 }

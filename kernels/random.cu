@@ -70,8 +70,8 @@ void normal_cuda(T* out, int64_t n, T mean, T stddev, uint64_t seed, uint64_t of
                  CUstream_st* stream) {
   if (n <= 0) return;
   const int64_t blocks = static_cast<int64_t>(random_counters<T>(n));
-  normal_kernel<T><<<grid_for(blocks, kBlock), kBlock, 0, as_cuda(stream)>>>(
-      out, n, blocks, mean, stddev, seed, offset);
+  normal_kernel<T><<<grid_for(blocks, kBlock), kBlock, 0, as_cuda(stream)>>>(out, n, blocks, mean,
+                                                                             stddev, seed, offset);
   CHECK_CUDA_LAUNCH();
 }
 

@@ -58,10 +58,14 @@ double divisor_for(ReduceOp op, int64_t n) {
 
 const char* op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Mean: return "mean";
-    case ReduceOp::MaxAbs: return "max_abs";
-    case ReduceOp::SquaredNorm: return "squared_norm";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Mean:
+      return "mean";
+    case ReduceOp::MaxAbs:
+      return "max_abs";
+    case ReduceOp::SquaredNorm:
+      return "squared_norm";
   }
   return "reduce";
 }
@@ -106,9 +110,15 @@ void reduce_cpu(T* out, const T* x, int64_t n, ReduceOp op) {
   double r = 0.0;
   switch (op) {
     case ReduceOp::Sum:
-    case ReduceOp::Mean: r = reduce_chunked<SumOf>(x, n); break;
-    case ReduceOp::SquaredNorm: r = reduce_chunked<SquaresOf>(x, n); break;
-    case ReduceOp::MaxAbs: r = reduce_chunked<MaxAbsOf>(x, n); break;
+    case ReduceOp::Mean:
+      r = reduce_chunked<SumOf>(x, n);
+      break;
+    case ReduceOp::SquaredNorm:
+      r = reduce_chunked<SquaresOf>(x, n);
+      break;
+    case ReduceOp::MaxAbs:
+      r = reduce_chunked<MaxAbsOf>(x, n);
+      break;
   }
   *out = static_cast<T>(r / divisor_for(op, n));
 }

@@ -65,8 +65,7 @@ __global__ void reduce_partials_kernel(double* partials, const T* x, int64_t n, 
 }
 
 template <typename T, typename Op>
-__global__ void reduce_final_kernel(T* out, const double* partials, int64_t count,
-                                    double divisor) {
+__global__ void reduce_final_kernel(T* out, const double* partials, int64_t count, double divisor) {
   double acc = Op::identity();
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc = Op::combine(acc, partials[i]);
   acc = block_reduce<Op>(acc);
@@ -107,14 +106,18 @@ void reduce_cuda(T* out, const T* x, int64_t n, ReduceOp op, double* partials, C
   using namespace reduce_detail;
   const cudaStream_t stream = as_cuda(s);
   switch (op) {
-    case ReduceOp::Sum: reduce_two_pass<T, SumOf>(out, x, n, 1.0, partials, stream); break;
+    case ReduceOp::Sum:
+      reduce_two_pass<T, SumOf>(out, x, n, 1.0, partials, stream);
+      break;
     case ReduceOp::Mean:
       reduce_two_pass<T, SumOf>(out, x, n, static_cast<double>(n), partials, stream);
       break;
     case ReduceOp::SquaredNorm:
       reduce_two_pass<T, SquaresOf>(out, x, n, 1.0, partials, stream);
       break;
-    case ReduceOp::MaxAbs: reduce_two_pass<T, MaxAbsOf>(out, x, n, 1.0, partials, stream); break;
+    case ReduceOp::MaxAbs:
+      reduce_two_pass<T, MaxAbsOf>(out, x, n, 1.0, partials, stream);
+      break;
   }
 }
 
@@ -124,8 +127,7 @@ void sum_rows_cuda(T* out, const T* x, int64_t rows, int64_t cols, CUstream_st* 
 }
 
 template void reduce_cuda<float>(float*, const float*, int64_t, ReduceOp, double*, CUstream_st*);
-template void reduce_cuda<double>(double*, const double*, int64_t, ReduceOp, double*,
-                                  CUstream_st*);
+template void reduce_cuda<double>(double*, const double*, int64_t, ReduceOp, double*, CUstream_st*);
 template void sum_rows_cuda<float>(float*, const float*, int64_t, int64_t, CUstream_st*);
 template void sum_rows_cuda<double>(double*, const double*, int64_t, int64_t, CUstream_st*);
 

@@ -25,7 +25,8 @@ void squared_norm(Tensor& out, const Tensor& x);
 void sum_rows(Tensor& out, const Tensor& x);
 
 // ---- convenience: a new tensor on x's device ----
-// (tests: minitrain::testing::host_max_abs(const Tensor&) returns a double; qualify one of the two.)
+// (tests: minitrain::testing::host_max_abs(const Tensor&) returns a double; qualify one of the
+// two.)
 Tensor sum(const Tensor& x);
 Tensor mean(const Tensor& x);
 Tensor max_abs(const Tensor& x);

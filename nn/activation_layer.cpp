@@ -13,7 +13,8 @@ Tensor ActivationLayer::forward(const Tensor& x) {
 }
 
 Tensor ActivationLayer::backward(const Tensor& grad_output) {
-  MT_CHECK(input_.defined(), repr(), ": backward called without a preceding training-mode "
+  MT_CHECK(input_.defined(), repr(),
+           ": backward called without a preceding training-mode "
            "forward (call train() before forward; eval mode keeps nothing for backward)");
   MT_CHECK(grad_output.defined(), repr(), ": grad_output is an undefined tensor");
   MT_CHECK_AS(ShapeError, grad_output.shape() == input_.shape(), repr(), ": grad_output is ",

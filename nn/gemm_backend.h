@@ -9,9 +9,9 @@
 
 namespace minitrain {
 
-/// Sets `name` (a registry name, kernels/gemm/gemm_registry.h, or "auto") on every Linear of `model`.
-/// ValueError listing the registered names for an unknown one, before any layer is changed.
-/// Returns how many Linear layers were set.
+/// Sets `name` (a registry name, kernels/gemm/gemm_registry.h, or "auto") on every Linear of
+/// `model`. ValueError listing the registered names for an unknown one, before any layer is
+/// changed. Returns how many Linear layers were set.
 int set_gemm_backend(Module& model, const std::string& name);
 
 }  // namespace minitrain

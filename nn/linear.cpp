@@ -17,8 +17,8 @@
 
 namespace minitrain {
 
-Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias,
-               Device device, DType dtype)
+Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias, Device device,
+               DType dtype)
     : in_(in_features), out_(out_features) {
   MT_CHECK_AS(ValueError, in_features >= 0 && out_features >= 0,
               "linear: in_features and out_features must be non-negative, got in_features=",
@@ -38,8 +38,8 @@ Tensor Linear::forward(const Tensor& x) {
   MT_CHECK_AS(ShapeError, x.ndim() == 2, "linear: input must be 2-D [batch, ", in_, "], got ",
               x.shape(), " (weight ", w.shape(), ")");
   MT_CHECK_AS(ShapeError, x.size(1) == in_, "linear: input has ", x.size(1),
-              " features but weight expects ", in_, " (input ", x.shape(), ", weight ",
-              w.shape(), ")");
+              " features but weight expects ", in_, " (input ", x.shape(), ", weight ", w.shape(),
+              ")");
   MT_CHECK_AS(DeviceError, x.device() == w.device(), "linear: input is on ", x.device(),
               " but the layer's weight is on ", w.device(),
               "; move the input or the model (to()) to one device");
@@ -54,14 +54,15 @@ Tensor Linear::forward(const Tensor& x) {
 }
 
 Tensor Linear::backward(const Tensor& grad_output) {
-  MT_CHECK(input_.defined(), "linear: backward called without a preceding training-mode "
+  MT_CHECK(input_.defined(),
+           "linear: backward called without a preceding training-mode "
            "forward (call train() before forward; eval mode keeps nothing for backward)");
   const Tensor& x = input_;
   const Tensor& dy = grad_output;
   MT_CHECK(dy.defined(), "linear: grad_output is an undefined tensor");
   MT_CHECK_AS(ShapeError, dy.ndim() == 2 && dy.size(0) == x.size(0) && dy.size(1) == out_,
-              "linear: grad_output is ", dy.shape(), " but the forward output was [",
-              x.size(0), ", ", out_, "]");
+              "linear: grad_output is ", dy.shape(), " but the forward output was [", x.size(0),
+              ", ", out_, "]");
 
   // dW += dy^T x: [out, batch] x [batch, in], accumulated by the GEMM itself.
   gemm_with(gemm_backend_, ensure_grad(weight_), dy, /*trans_a=*/true, x, /*trans_b=*/false, 1.0,

@@ -13,7 +13,8 @@ namespace minitrain {
 
 class Linear final : public Module {
  public:
-  /// PyTorch's default init: W ~ kaiming_uniform(a=sqrt(5)) (= U(+-1/sqrt(in))), b ~ U(+-1/sqrt(in)).
+  /// PyTorch's default init: W ~ kaiming_uniform(a=sqrt(5)) (= U(+-1/sqrt(in))), b ~
+  /// U(+-1/sqrt(in)).
   Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias = true,
          Device device = Device::cpu(), DType dtype = DType::Float32);
 
@@ -38,7 +39,7 @@ class Linear final : public Module {
  private:
   int64_t in_, out_;
   Parameter weight_, bias_;
-  Tensor input_;        // cached by forward in training mode (a handle: no copy)
+  Tensor input_;         // cached by forward in training mode (a handle: no copy)
   Tensor bias_scratch_;  // [out]: sum_rows(dy) before it is added into the bias gradient
   std::string gemm_backend_ = "auto";
 };

@@ -12,8 +12,9 @@
 namespace minitrain {
 
 namespace {
-constexpr const char* kSpecHelp = "expected mlp:IN,H1,...,OUT with at least two positive sizes, "
-                                  "e.g. mlp:3,16,2";
+constexpr const char* kSpecHelp =
+    "expected mlp:IN,H1,...,OUT with at least two positive sizes, "
+    "e.g. mlp:3,16,2";
 constexpr const char* kPrefix = "mlp:";
 }  // namespace
 
@@ -49,8 +50,10 @@ std::vector<int64_t> parse_mlp_spec(const std::string& spec) {
 
 std::unique_ptr<Sequential> make_mlp(const std::vector<int64_t>& sizes, Activation activation,
                                      Generator& gen, Device device, DType dtype) {
-  MT_CHECK_AS(ValueError, sizes.size() >= 2, "make_mlp: needs at least two sizes (input and "
-              "output), got ", sizes.size());
+  MT_CHECK_AS(ValueError, sizes.size() >= 2,
+              "make_mlp: needs at least two sizes (input and "
+              "output), got ",
+              sizes.size());
   for (std::size_t i = 0; i < sizes.size(); ++i)
     MT_CHECK_AS(ValueError, sizes[i] > 0, "make_mlp: size ", i, " is ", sizes[i],
                 "; every size must be positive");

@@ -10,7 +10,8 @@ namespace minitrain {
 Tensor MSELoss::forward(const Tensor& pred, const Tensor& target) {
   MT_CHECK(pred.defined() && target.defined(), "mse_loss: pred or target is an undefined tensor");
   MT_CHECK_AS(ShapeError, pred.shape() == target.shape(), "mse_loss: pred ", pred.shape(),
-              " and target ", target.shape(), " differ in shape; the model's output must match "
+              " and target ", target.shape(),
+              " differ in shape; the model's output must match "
               "the targets (check the last layer's size and the target columns)");
   Tensor loss = mse_loss_forward(pred, target, reduction_);
   pred_ = pred;

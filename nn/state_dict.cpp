@@ -74,8 +74,8 @@ void load_state_dict(Module& m, const std::vector<std::pair<std::string, Tensor>
   report("unexpected keys", unexpected, true);
   report("duplicate keys", duplicate, true);
   report("undefined tensors", undefined, true);
-  const bool key_errors = !missing.empty() || !unexpected.empty() || !duplicate.empty() ||
-                          !undefined.empty();
+  const bool key_errors =
+      !missing.empty() || !unexpected.empty() || !duplicate.empty() || !undefined.empty();
   report("shape mismatch:", misshapen, false);
   if (key_errors) {
     std::vector<std::string> names;
@@ -111,8 +111,9 @@ void load_weights(const std::string& path, Module& m) {
   // A NaN weight would surface at step 1 as a NaN loss blamed on the learning rate.
   for (const auto& [name, t] : file.tensors) {
     const int64_t bad = first_non_finite(t);
-    MT_CHECK_AS(ValueError, bad < 0, "'", path, "': tensor '", name, "' holds ", non_finite_name(t, bad),
-                " at ", unravel_index(bad, t.shape()), "; weights must be finite");
+    MT_CHECK_AS(ValueError, bad < 0, "'", path, "': tensor '", name, "' holds ",
+                non_finite_name(t, bad), " at ", unravel_index(bad, t.shape()),
+                "; weights must be finite");
   }
   try {
     load_state_dict(m, file.tensors);

@@ -12,8 +12,7 @@ namespace minitrain {
 namespace {
 
 std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& c, NamedParameters params) {
-  if (c.amsgrad)
-    MT_THROW(ValueError, "amsgrad applies to adam and adamw, not to --optimizer sgd");
+  if (c.amsgrad) MT_THROW(ValueError, "amsgrad applies to adam and adamw, not to --optimizer sgd");
   SGDOptions o;
   o.lr = c.lr;
   o.momentum = c.momentum;
@@ -59,7 +58,8 @@ std::vector<std::string> optimizer_names() {
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, NamedParameters params) {
   for (const OptimizerInfo& o : optimizer_table())
     if (c.name == o.name) return o.make(c, std::move(params));
-  MT_THROW(ValueError, "unknown optimizer '", c.name, "'; valid names: ", join(optimizer_names(), ", "));
+  MT_THROW(ValueError, "unknown optimizer '", c.name,
+           "'; valid names: ", join(optimizer_names(), ", "));
 }
 
 }  // namespace minitrain

@@ -9,16 +9,18 @@
 
 namespace minitrain {
 
-// Defaults are the optimizers' own (SGDOptions, AdamOptions in optim/optimizer.h), decided there once.
+// Defaults are the optimizers' own (SGDOptions, AdamOptions in optim/optimizer.h), decided there
+// once.
 struct OptimizerConfig {
   std::string name = "adam";
   double lr = AdamOptions{}.lr;
   double momentum = SGDOptions{}.momentum;    ///< sgd
   double dampening = SGDOptions{}.dampening;  ///< sgd
   bool nesterov = SGDOptions{}.nesterov;      ///< sgd
-  double weight_decay = -1.0;   ///< < 0: the optimizer's default (0; adamw 0.01)
-  double beta1 = AdamOptions{}.beta1, beta2 = AdamOptions{}.beta2, eps = AdamOptions{}.eps;  ///< adam, adamw
-  bool amsgrad = AdamOptions{}.amsgrad;       ///< adam, adamw
+  double weight_decay = -1.0;                 ///< < 0: the optimizer's default (0; adamw 0.01)
+  double beta1 = AdamOptions{}.beta1, beta2 = AdamOptions{}.beta2,
+         eps = AdamOptions{}.eps;        ///< adam, adamw
+  bool amsgrad = AdamOptions{}.amsgrad;  ///< adam, adamw
 };
 
 // Note [one table per list of choices]: kOptimizers (make_optimizer.cpp) is the only list of

@@ -26,7 +26,7 @@ class Optimizer {
   void zero_grad();
 
   double lr() const noexcept { return lr_; }
-  void set_lr(double lr);              ///< ValueError for lr < 0 or non-finite
+  void set_lr(double lr);  ///< ValueError for lr < 0 or non-finite
   int64_t steps() const noexcept { return steps_; }
   const NamedParameters& parameters() const noexcept { return params_; }
   virtual std::string name() const = 0;  ///< "sgd", "adam", "adamw"

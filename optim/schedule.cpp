@@ -149,10 +149,12 @@ std::vector<std::string> schedule_names() {
   return names;
 }
 
-std::unique_ptr<LRSchedule> make_named_schedule(const std::string& name, const ScheduleSettings& settings) {
+std::unique_ptr<LRSchedule> make_named_schedule(const std::string& name,
+                                                const ScheduleSettings& settings) {
   for (const ScheduleInfo& s : schedule_table())
     if (name == s.name) return s.make(settings);
-  MT_THROW(ValueError, "unknown schedule '", name, "'; valid names: ", join(schedule_names(), ", "));
+  MT_THROW(ValueError, "unknown schedule '", name,
+           "'; valid names: ", join(schedule_names(), ", "));
 }
 
 }  // namespace minitrain

@@ -20,8 +20,8 @@ class LRSchedule {
 std::unique_ptr<LRSchedule> constant_lr(double base_lr);
 /// torch StepLR: base_lr * gamma^floor((step - 1) / step_size).
 std::unique_ptr<LRSchedule> step_lr(double base_lr, int64_t step_size, double gamma);
-/// torch CosineAnnealingLR (closed form): eta_min + (base_lr - eta_min)(1 + cos(pi (step-1) / t_max)) / 2,
-/// held at eta_min after t_max.
+/// torch CosineAnnealingLR (closed form): eta_min + (base_lr - eta_min)(1 + cos(pi (step-1) /
+/// t_max)) / 2, held at eta_min after t_max.
 std::unique_ptr<LRSchedule> cosine_lr(double base_lr, int64_t t_max, double eta_min = 0.0);
 /// Linear warm-up from base_lr / warmup_steps to the wrapped schedule over warmup_steps steps:
 /// lr = inner(step) * min(1, step / warmup_steps).
@@ -44,6 +44,7 @@ struct ScheduleInfo {
 const std::vector<ScheduleInfo>& schedule_table();
 std::vector<std::string> schedule_names();
 /// The schedule called `name`; ValueError naming the valid names for any other.
-std::unique_ptr<LRSchedule> make_named_schedule(const std::string& name, const ScheduleSettings& settings);
+std::unique_ptr<LRSchedule> make_named_schedule(const std::string& name,
+                                                const ScheduleSettings& settings);
 
 }  // namespace minitrain

@@ -69,8 +69,9 @@ void SGD::step() {
   // Parameters on one device with one dtype take one multi-tensor step (one launch on a GPU for
   // up to 48 tensors); the arithmetic, and so the result, is that of one sgd_step per tensor.
   for (const auto& group : optim_detail::group_for_multi_tensor(params_, stepped, first_step)) {
-    args.first_step = momentum && first_step[std::find(stepped.begin(), stepped.end(),
-                                                       group.front()) - stepped.begin()] != 0;
+    args.first_step =
+        momentum &&
+        first_step[std::find(stepped.begin(), stepped.end(), group.front()) - stepped.begin()] != 0;
     if (group.size() == 1) {
       Parameter& p = *params_[group.front()].second;
       sgd_step(p.value, p.grad, momentum_[group.front()], args);

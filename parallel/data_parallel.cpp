@@ -63,7 +63,7 @@ std::pair<int64_t, int64_t> row_range(int64_t n, int r, int replicas) {
 struct DataParallel::Impl {
   std::vector<Device> devices;
   std::vector<std::unique_ptr<ReplicaWorker>> workers;
-  std::vector<int64_t> rows;      // rows each replica got in the last forward
+  std::vector<int64_t> rows;  // rows each replica got in the last forward
   Shape last_output_shape;
   bool have_forward = false;
 
@@ -100,7 +100,8 @@ struct DataParallel::Impl {
       for (auto& [name, p] : params) comm.all_reduce(p->grad, ReduceOp::Sum);
       return;
     }
-    Tensor flat = Tensor::empty(Shape({total}), params.front().second->grad.dtype(), workers[r]->device());
+    Tensor flat =
+        Tensor::empty(Shape({total}), params.front().second->grad.dtype(), workers[r]->device());
     int64_t offset = 0;
     for (auto& [name, p] : params) {
       const int64_t n = p->grad.numel();
@@ -117,25 +118,31 @@ struct DataParallel::Impl {
   }
 };
 
-DataParallel::DataParallel(const ReplicaFactory& make_replica, std::vector<Device> devices, CommOptions options)
+DataParallel::DataParallel(const ReplicaFactory& make_replica, std::vector<Device> devices,
+                           CommOptions options)
     : impl_(std::make_unique<Impl>()) {
-  MT_CHECK_AS(ValueError, !devices.empty(), "DataParallel: no devices given; pass at least one (e.g. {cpu})");
-  MT_CHECK_AS(ValueError, static_cast<bool>(make_replica), "DataParallel: the replica factory is empty");
+  MT_CHECK_AS(ValueError, !devices.empty(),
+              "DataParallel: no devices given; pass at least one (e.g. {cpu})");
+  MT_CHECK_AS(ValueError, static_cast<bool>(make_replica),
+              "DataParallel: the replica factory is empty");
   for (const Device& d : devices) check_available(d);
   impl_->devices = devices;
   std::vector<std::unique_ptr<Communicator>> comms = make_thread_communicators(devices, options);
   for (std::size_t r = 0; r < devices.size(); ++r) {
     std::unique_ptr<Module> m = make_replica(devices[r]);
-    MT_CHECK_AS(ValueError, m != nullptr, "DataParallel: the replica factory returned no module for replica ", r,
-                " on ", devices[r]);
+    MT_CHECK_AS(ValueError, m != nullptr,
+                "DataParallel: the replica factory returned no module for replica ", r, " on ",
+                devices[r]);
     impl_->workers.push_back(
         std::make_unique<ReplicaWorker>(devices[r], std::move(m), std::move(comms[r])));
   }
   const std::size_t n_params = impl_->workers[0]->module().named_parameters().size();
   for (int r = 1; r < impl_->size(); ++r)
     MT_CHECK_AS(ValueError, impl_->workers[r]->module().named_parameters().size() == n_params,
-                "DataParallel: replica ", r, " has ", impl_->workers[r]->module().named_parameters().size(),
-                " parameters but replica 0 has ", n_params, "; the factory must build the same model each time");
+                "DataParallel: replica ", r, " has ",
+                impl_->workers[r]->module().named_parameters().size(),
+                " parameters but replica 0 has ", n_params,
+                "; the factory must build the same model each time");
   // Every replica starts from replica 0's weights, whatever the factory's initialisation did.
   broadcast_replica0_parameters();
 }
@@ -151,7 +158,8 @@ DataParallel::~DataParallel() = default;
 
 Tensor DataParallel::forward(const Tensor& x) {
   Impl& im = *impl_;
-  MT_CHECK_AS(ShapeError, x.defined() && x.ndim() >= 1, "DataParallel::forward: the input needs a batch dimension");
+  MT_CHECK_AS(ShapeError, x.defined() && x.ndim() >= 1,
+              "DataParallel::forward: the input needs a batch dimension");
   synchronize(x.device());  // the caller's work on x is done before the workers read it
   const int64_t n = x.size(0);
   const int R = im.size();
@@ -167,7 +175,8 @@ Tensor DataParallel::forward(const Tensor& x) {
   // Gather on devices[0], in row order.
   int first = 0;
   while (first < R && !outs[first].defined()) ++first;
-  MT_CHECK_AS(ShapeError, first < R, "DataParallel::forward: the input has no rows (shape ", x.shape(), ")");
+  MT_CHECK_AS(ShapeError, first < R, "DataParallel::forward: the input has no rows (shape ",
+              x.shape(), ")");
   std::vector<int64_t> dims = outs[first].shape().dims();
   dims[0] = n;
   Tensor y = Tensor::empty(Shape(dims), outs[first].dtype(), im.devices[0]);
@@ -186,8 +195,8 @@ Tensor DataParallel::backward(const Tensor& grad_output) {
   MT_CHECK(im.have_forward, "DataParallel::backward: no training-mode forward to differentiate");
   MT_CHECK_AS(ShapeError, grad_output.defined() && grad_output.shape() == im.last_output_shape,
               "DataParallel::backward: grad_output has shape ",
-              grad_output.defined() ? grad_output.shape() : Shape(), " but the last forward's output has shape ",
-              im.last_output_shape);
+              grad_output.defined() ? grad_output.shape() : Shape(),
+              " but the last forward's output has shape ", im.last_output_shape);
   synchronize(grad_output.device());
   const int64_t n = grad_output.size(0);
   const int R = im.size();
@@ -236,7 +245,8 @@ void DataParallel::train(bool on) {
 std::string DataParallel::repr() const {
   std::ostringstream s;
   s << "DataParallel(replicas=" << impl_->size() << ", devices=[";
-  for (std::size_t i = 0; i < impl_->devices.size(); ++i) s << (i ? ", " : "") << impl_->devices[i].str();
+  for (std::size_t i = 0; i < impl_->devices.size(); ++i)
+    s << (i ? ", " : "") << impl_->devices[i].str();
   s << "])(\n  (module): " << impl_->workers[0]->module().repr() << "\n)";
   return s.str();
 }
@@ -257,7 +267,8 @@ namespace {
 // 0's; lr is pushed to every replica's optimizer at each step. Must not outlive its DataParallel.
 class ReplicatedOptimizer final : public Optimizer {
  public:
-  ReplicatedOptimizer(DataParallel& dp, std::function<void(const std::function<void(int)>&)> run_all,
+  ReplicatedOptimizer(DataParallel& dp,
+                      std::function<void(const std::function<void(int)>&)> run_all,
                       std::vector<std::unique_ptr<Optimizer>> inner)
       : Optimizer(dp.replica(0).named_parameters(), inner.front()->lr()),
         dp_(dp),
@@ -312,7 +323,8 @@ class ReplicatedOptimizer final : public Optimizer {
 std::unique_ptr<Optimizer> DataParallel::make_optimizer(const OptimizerConfig& config) {
   std::vector<std::unique_ptr<Optimizer>> inner;
   for (int r = 0; r < impl_->size(); ++r)
-    inner.push_back(minitrain::make_optimizer(config, impl_->workers[r]->module().named_parameters()));
+    inner.push_back(
+        minitrain::make_optimizer(config, impl_->workers[r]->module().named_parameters()));
   Impl* im = impl_.get();
   return std::make_unique<ReplicatedOptimizer>(
       *this, [im](const std::function<void(int)>& task) { im->run_all(task); }, std::move(inner));

@@ -27,7 +27,8 @@ class DataParallel final : public Module {
 
   /// Builds one replica per device with `make_replica`, then broadcasts replica 0's parameters to
   /// the others. ValueError for no devices; DeviceError for an unavailable one.
-  DataParallel(const ReplicaFactory& make_replica, std::vector<Device> devices, CommOptions options = {});
+  DataParallel(const ReplicaFactory& make_replica, std::vector<Device> devices,
+               CommOptions options = {});
   ~DataParallel() override;
 
   Tensor forward(const Tensor& x) override;             ///< x on any device; output on devices[0]
@@ -35,7 +36,7 @@ class DataParallel final : public Module {
                                                         ///< the replicas skip input gradients)
   /// Replica 0's parameters (the names of the wrapped model: "0.weight", ...).
   NamedParameters named_parameters(const std::string& prefix = "") override;
-  void to(Device device) override;                      ///< DeviceError: replicas stay where they are
+  void to(Device device) override;  ///< DeviceError: replicas stay where they are
   void train(bool on = true) override;
   std::string repr() const override;
 

@@ -53,29 +53,32 @@ struct DistributedDataParallel::Impl {
     std::vector<int> params;  // indices into `params`, in reverse registration order
     int64_t numel = 0;
     DType dtype;
-    Tensor flat;              // the bucket's contiguous buffer on the communicator's device
-    Event ready;              // recorded on the caller's stream when the bucket's gradients are final
-    int pending = 0;          // parameters not yet ready in the backward in flight
+    Tensor flat;      // the bucket's contiguous buffer on the communicator's device
+    Event ready;      // recorded on the caller's stream when the bucket's gradients are final
+    int pending = 0;  // parameters not yet ready in the backward in flight
   };
 
   Impl(std::unique_ptr<Module> m, Communicator& c, DdpOptions o)
-      : module(std::move(m)), comm(c), options(o), side(Stream::create(c.device())),
+      : module(std::move(m)),
+        comm(c),
+        options(o),
+        side(Stream::create(c.device())),
         done(Event::create(c.device())) {}
 
   std::unique_ptr<Module> module;
   Communicator& comm;
   DdpOptions options;
-  NamedParameters params;               // the module's, in registration order
+  NamedParameters params;  // the module's, in registration order
   std::vector<Bucket> buckets;
-  std::vector<int> bucket_of;           // parameter index -> bucket
-  Sequential* sequential = nullptr;     // the module, when it is one: its hook drives the overlap
+  std::vector<int> bucket_of;        // parameter index -> bucket
+  Sequential* sequential = nullptr;  // the module, when it is one: its hook drives the overlap
   std::vector<std::vector<int>> layer_params;  // Sequential child -> its parameter indices
-  std::vector<bool> ready;              // per parameter, in the backward in flight
-  std::size_t next_bucket = 0;          // the next bucket to hand to the worker
-  bool in_flight = false;               // a synced, overlapped backward is running
-  Stream side;                          // the worker's stream (an empty handle on the CPU)
-  Event done;                           // recorded by the worker after the last bucket's copy back
-  std::unique_ptr<TaskThread> worker;   // last: joined before the streams and buffers go
+  std::vector<bool> ready;                     // per parameter, in the backward in flight
+  std::size_t next_bucket = 0;                 // the next bucket to hand to the worker
+  bool in_flight = false;                      // a synced, overlapped backward is running
+  Stream side;                                 // the worker's stream (an empty handle on the CPU)
+  Event done;                          // recorded by the worker after the last bucket's copy back
+  std::unique_ptr<TaskThread> worker;  // last: joined before the streams and buffers go
 
   Device device() const { return comm.device(); }
 
@@ -151,10 +154,10 @@ struct DistributedDataParallel::Impl {
     comm.all_reduce(meta, ReduceOp::Max);
     const std::vector<double> m = meta.to_vector<double>();
     MT_CHECK_AS(ValueError, m[0] == -m[3] && m[1] == -m[4] && m[2] == -m[5],
-                "DistributedDataParallel: the ranks hold different models: rank ", comm.rank(), " has ",
-                params.size(), " parameters of ", total, " elements in ", buckets.size(),
-                " buckets, while the ranks range over ", -m[3], "..", m[0], " parameters, ", -m[4], "..",
-                m[1], " elements and ", -m[5], "..", m[2],
+                "DistributedDataParallel: the ranks hold different models: rank ", comm.rank(),
+                " has ", params.size(), " parameters of ", total, " elements in ", buckets.size(),
+                " buckets, while the ranks range over ", -m[3], "..", m[0], " parameters, ", -m[4],
+                "..", m[1], " elements and ", -m[5], "..", m[2],
                 " buckets; build the same model with the same bucket_bytes on every rank");
   }
 
@@ -214,7 +217,7 @@ struct DistributedDataParallel::Impl {
     for (Bucket& b : buckets) b.pending = 0;
     launch_ready();
     worker->post([this] { done.record(side); });
-    worker->finish();  // rethrows a CommError of the worker
+    worker->finish();                         // rethrows a CommError of the worker
     current_stream(device()).wait_for(done);  // the optimizer reads the gradients next
   }
 };
@@ -222,13 +225,15 @@ struct DistributedDataParallel::Impl {
 DistributedDataParallel::DistributedDataParallel(std::unique_ptr<Module> module, Communicator& comm,
                                                  DdpOptions options) {
   MT_CHECK_AS(ValueError, module != nullptr, "DistributedDataParallel: the module is null");
-  MT_CHECK_AS(ValueError, options.bucket_bytes >= 1, "DistributedDataParallel: bucket_bytes must be at least 1, got ",
+  MT_CHECK_AS(ValueError, options.bucket_bytes >= 1,
+              "DistributedDataParallel: bucket_bytes must be at least 1, got ",
               options.bucket_bytes, "; torch's default is 25 MiB (", int64_t(25) << 20, ")");
   const Device device = comm.device();
   for (auto& [name, p] : module->named_parameters())
-    MT_CHECK_AS(DeviceError, p->value.device() == device, "DistributedDataParallel: parameter '", name, "' is on ",
-                p->value.device(), " but rank ", comm.rank(), "'s communicator is on ", device,
-                "; move the module to ", device, " before wrapping it");
+    MT_CHECK_AS(DeviceError, p->value.device() == device, "DistributedDataParallel: parameter '",
+                name, "' is on ", p->value.device(), " but rank ", comm.rank(),
+                "'s communicator is on ", device, "; move the module to ", device,
+                " before wrapping it");
   impl_ = std::make_unique<Impl>(std::move(module), comm, options);
   Impl& im = *impl_;
   im.params = im.module->named_parameters();
@@ -296,9 +301,9 @@ std::string DistributedDataParallel::repr() const {
   const Impl& im = *impl_;
   std::ostringstream s;
   s << "DistributedDataParallel(rank=" << im.comm.rank() << ", world_size=" << im.comm.size()
-    << ", backend=" << im.comm.backend() << ", device=" << im.device().str() << ", buckets=" << im.buckets.size()
-    << ", bucket_bytes=" << bytes_str(im.options.bucket_bytes) << ", overlap=" << (im.options.overlap ? "True" : "False")
-    << ")(\n  (module): ";
+    << ", backend=" << im.comm.backend() << ", device=" << im.device().str()
+    << ", buckets=" << im.buckets.size() << ", bucket_bytes=" << bytes_str(im.options.bucket_bytes)
+    << ", overlap=" << (im.options.overlap ? "True" : "False") << ")(\n  (module): ";
   for (char c : im.module->repr()) {
     s << c;
     if (c == '\n') s << "  ";

@@ -1,13 +1,14 @@
 #pragma once
-// DistributedDataParallel: one replica per process (rank), torch.nn.parallel.DistributedDataParallel's
-// scheme. The constructor broadcasts rank 0's parameters, so every rank starts from the same weights.
-// backward runs the wrapped module's backward; parameter gradients are grouped into buckets (about
-// DdpOptions::bucket_bytes each) in reverse layer order, the order backward produces them, and a
-// bucket is all-reduced (averaged over ranks) as soon as its last gradient is ready, while backward
-// goes on with the layers before it (a communication thread; on GPUs a side stream ordered after
-// the gradients by events). backward returns when every bucket is reduced, so each rank then holds
-// the average of the ranks' gradients: with the loss a mean over each rank's batch of b rows, that
-// is the gradient of one device on the N*b rows together.
+// DistributedDataParallel: one replica per process (rank),
+// torch.nn.parallel.DistributedDataParallel's scheme. The constructor broadcasts rank 0's
+// parameters, so every rank starts from the same weights. backward runs the wrapped module's
+// backward; parameter gradients are grouped into buckets (about DdpOptions::bucket_bytes each) in
+// reverse layer order, the order backward produces them, and a bucket is all-reduced (averaged over
+// ranks) as soon as its last gradient is ready, while backward goes on with the layers before it (a
+// communication thread; on GPUs a side stream ordered after the gradients by events). backward
+// returns when every bucket is reduced, so each rank then holds the average of the ranks'
+// gradients: with the loss a mean over each rank's batch of b rows, that is the gradient of one
+// device on the N*b rows together.
 //
 // Gradient accumulation: inside no_sync() (or with set_require_gradient_sync(false)), backward only
 // accumulates local gradients; the first backward with sync on all-reduces the accumulated sums.
@@ -36,7 +37,8 @@ class DistributedDataParallel final : public Module {
   /// `module` is this rank's replica, its parameters on comm.device(); `comm` outlives this object.
   /// Broadcasts rank 0's parameters (collective: every rank constructs at once).
   /// ValueError for bucket_bytes < 1; DeviceError for a parameter on another device than comm's.
-  DistributedDataParallel(std::unique_ptr<Module> module, Communicator& comm, DdpOptions options = {});
+  DistributedDataParallel(std::unique_ptr<Module> module, Communicator& comm,
+                          DdpOptions options = {});
   ~DistributedDataParallel() override;
 
   Tensor forward(const Tensor& x) override;
@@ -62,6 +64,7 @@ class DistributedDataParallel final : public Module {
     ~NoSync() { ddp_.set_require_gradient_sync(was_); }
     NoSync(const NoSync&) = delete;
     NoSync& operator=(const NoSync&) = delete;
+
    private:
     DistributedDataParallel& ddp_;
     bool was_;

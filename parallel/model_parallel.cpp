@@ -289,10 +289,10 @@ Tensor ModelParallel::backward(const Tensor& grad_output) {
   MT_CHECK(im.forward_rows >= 0,
            "ModelParallel::backward: no training-mode forward to go back through (call forward "
            "in training mode first; each forward allows one backward)");
-  MT_CHECK_AS(ShapeError, grad_output.defined() && grad_output.ndim() >= 1 &&
-                              grad_output.size(0) == im.forward_rows,
-              "ModelParallel::backward: grad_output must have the forward's ", im.forward_rows,
-              " rows");
+  MT_CHECK_AS(
+      ShapeError,
+      grad_output.defined() && grad_output.ndim() >= 1 && grad_output.size(0) == im.forward_rows,
+      "ModelParallel::backward: grad_output must have the forward's ", im.forward_rows, " rows");
   const int64_t rows = im.forward_rows;
   const int S = im.stages, M = im.micro_batches;
   im.wait_for_caller(grad_output.device());

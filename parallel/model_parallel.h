@@ -30,9 +30,9 @@ class ModelParallel final : public Module {
   Tensor backward(const Tensor& grad_output) override;  ///< dx on the first stage's device
   /// The wrapped model's names ("0.weight", "2.bias", ...), whatever stage holds them.
   NamedParameters named_parameters(const std::string& prefix = "") override;
-  void to(Device device) override;                      ///< DeviceError: stages stay where they are
+  void to(Device device) override;  ///< DeviceError: stages stay where they are
   void train(bool on = true) override;
-  std::string repr() const override;                    ///< the stages, their layers and devices
+  std::string repr() const override;  ///< the stages, their layers and devices
 
   int stages() const noexcept;
   int micro_batches() const noexcept;

@@ -60,7 +60,8 @@ bool is_executable_file(const std::string& path) {
 // Single-quotes a word for a POSIX shell when it needs it, so a printed command can be pasted.
 std::string shell_quote(const std::string& s) {
   const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || std::string("-_./=:,+@%").find(c) != std::string::npos;
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string("-_./=:,+@%").find(c) != std::string::npos;
   });
   if (plain) return s;
   std::string q = "'";
@@ -110,7 +111,8 @@ JsonSummary summarize_json(const std::string& path) {
   for (const auto& b : j.value("benchmarks", nlohmann::json::array())) {
     ++s.results;
     if (b.value("error_occurred", false)) {
-      if (s.errors++ == 0) s.first_error = b.value("name", "?") + ": " + b.value("error_message", "?");
+      if (s.errors++ == 0)
+        s.first_error = b.value("name", "?") + ": " + b.value("error_message", "?");
     }
   }
   return s;
@@ -120,16 +122,27 @@ JsonSummary summarize_json(const std::string& path) {
 
 const std::vector<BenchArea>& bench_areas() {
   static const std::vector<BenchArea> areas = {
-      {"gemm", "minitrain_gemm_bench", "every GEMM backend (ladder, cuBLAS; OpenBLAS, Eigen), squares and MLP shapes: GFLOP/s, % of ref"},
-      {"gemm-cpu", "minitrain_gemm_cpu_bench", "minitrain's CPU GEMM against OpenBLAS and Eigen: GFLOP/s"},
-      {"linear", "minitrain_linear_bench", "Linear forward against the bare GEMM + bias-add calls it makes: % of bare"},
-      {"memory", "minitrain_memory_bench", "memory-bound kernels 4 KiB..1 GiB: GB/s, % of device-to-device copy"},
-      {"optimizer", "minitrain_optimizer_bench", "SGD/Adam/AdamW, fused vs one launch per tensor: params/s"},
-      {"train-step", "minitrain_train_step_bench", "one MLP training step, widths 64..1024, CPU and GPU: samples/s"},
-      {"allreduce", "minitrain_allreduce_bench", "all-reduce on the threads backend, ring vs native: algbw, busbw"},
-      {"ddp", "minitrain_ddp_bench", "DistributedDataParallel step, 2 thread ranks, overlap on/off, bucket sizes: samples/s"},
-      {"pipeline", "minitrain_pipeline_bench", "GPipe pipeline step by stages and micro-batches: bubble fraction"},
-      {"data-parallel", "minitrain_data_parallel_bench", "data-parallel step and its scaling with CPU replicas"},
+      {"gemm", "minitrain_gemm_bench",
+       "every GEMM backend (ladder, cuBLAS; OpenBLAS, Eigen), squares and MLP shapes: GFLOP/s, % "
+       "of ref"},
+      {"gemm-cpu", "minitrain_gemm_cpu_bench",
+       "minitrain's CPU GEMM against OpenBLAS and Eigen: GFLOP/s"},
+      {"linear", "minitrain_linear_bench",
+       "Linear forward against the bare GEMM + bias-add calls it makes: % of bare"},
+      {"memory", "minitrain_memory_bench",
+       "memory-bound kernels 4 KiB..1 GiB: GB/s, % of device-to-device copy"},
+      {"optimizer", "minitrain_optimizer_bench",
+       "SGD/Adam/AdamW, fused vs one launch per tensor: params/s"},
+      {"train-step", "minitrain_train_step_bench",
+       "one MLP training step, widths 64..1024, CPU and GPU: samples/s"},
+      {"allreduce", "minitrain_allreduce_bench",
+       "all-reduce on the threads backend, ring vs native: algbw, busbw"},
+      {"ddp", "minitrain_ddp_bench",
+       "DistributedDataParallel step, 2 thread ranks, overlap on/off, bucket sizes: samples/s"},
+      {"pipeline", "minitrain_pipeline_bench",
+       "GPipe pipeline step by stages and micro-batches: bubble fraction"},
+      {"data-parallel", "minitrain_data_parallel_bench",
+       "data-parallel step and its scaling with CPU replicas"},
   };
   return areas;
 }
@@ -147,7 +160,8 @@ BenchDir find_bench_dir() {
   }
   // <build>/tools/minitrain -> <build>/bench: the programs built with this very binary.
   const std::vector<std::pair<std::string, std::string>> candidates = {
-      {(fs::path(self_executable()).parent_path().parent_path() / "bench").string(), "beside this minitrain binary"},
+      {(fs::path(self_executable()).parent_path().parent_path() / "bench").string(),
+       "beside this minitrain binary"},
       {MINITRAIN_BUILD_BENCH_DIR, "the build tree minitrain was compiled in"},
   };
   for (const auto& [path, source] : candidates) {
@@ -164,33 +178,40 @@ BenchDir find_bench_dir() {
 }
 
 BenchCommand::BenchCommand(CLI::App& parent) {
-  app_ = parent.add_subcommand("bench", "run the kernel and training benchmarks (Google Benchmark), keep their JSON");
-  app_->add_option("areas", areas_, "areas to run (default: every one that is built): " + area_names());
+  app_ = parent.add_subcommand(
+      "bench", "run the kernel and training benchmarks (Google Benchmark), keep their JSON");
+  app_->add_option("areas", areas_,
+                   "areas to run (default: every one that is built): " + area_names());
   app_->add_flag("--list", list_, "list the areas, their programs and whether they are built");
   app_->add_option("--out", out_dir_, "directory for <area>.json (default bench-results)");
-  app_->add_option("--filter", filter_, "only benchmarks whose name matches this regex (--benchmark_filter)");
-  app_->add_flag("--quick", quick_, std::string("a short run: --benchmark_min_time=") + kQuickMinTime);
+  app_->add_option("--filter", filter_,
+                   "only benchmarks whose name matches this regex (--benchmark_filter)");
+  app_->add_flag("--quick", quick_,
+                 std::string("a short run: --benchmark_min_time=") + kQuickMinTime);
 }
 
 bool BenchCommand::parsed() const { return app_->parsed(); }
 
 int BenchCommand::list(std::ostream& out, const BenchDir& dir) const {
   if (dir.path.empty())
-    out << "bench programs: none found (looked in " << dir.looked << "); build with -DMINITRAIN_BUILD_BENCHMARKS=ON or "
+    out << "bench programs: none found (looked in " << dir.looked
+        << "); build with -DMINITRAIN_BUILD_BENCHMARKS=ON or "
         << "set MINITRAIN_BENCH_DIR\n";
   else
     out << "bench programs: " << dir.path << " (" << dir.source << ")\n";
   out << "areas:\n";
   for (const BenchArea& a : bench_areas()) {
     const bool built = !dir.path.empty() && is_executable_file(dir.path + "/" + a.program);
-    out << "  " << std::left << std::setw(14) << a.name << std::setw(11) << (built ? "built" : "not built")
-        << a.what << "\n";
+    out << "  " << std::left << std::setw(14) << a.name << std::setw(11)
+        << (built ? "built" : "not built") << a.what << "\n";
   }
   // What the gemm area measures (and what `minitrain train --gemm NAME` takes), with its technique.
-  for (const auto& [type, label] : {std::pair{DeviceType::CPU, "cpu"}, std::pair{DeviceType::CUDA, "cuda"}}) {
+  for (const auto& [type, label] :
+       {std::pair{DeviceType::CPU, "cpu"}, std::pair{DeviceType::CUDA, "cuda"}}) {
     const std::vector<std::string> names = gemm_backend_names(type);
     out << "GEMM backends (" << label << "):";
-    if (names.empty()) out << " none" << (type == DeviceType::CUDA && !cuda_compiled() ? " (CPU-only build)" : "");
+    if (names.empty())
+      out << " none" << (type == DeviceType::CUDA && !cuda_compiled() ? " (CPU-only build)" : "");
     out << "\n";
     const Device device = type == DeviceType::CPU ? Device::cpu() : Device::cuda(0);
     const std::string fallback = names.empty() ? "" : default_gemm_backend(device);
@@ -226,33 +247,38 @@ int BenchCommand::run(std::ostream& out, std::ostream& err) {
       runnable.push_back(a);
       continue;
     }
-    const std::string why = dir.path.empty() ? "no bench directory (looked in " + dir.looked + ")"
-                                             : "no " + program;
+    const std::string why =
+        dir.path.empty() ? "no bench directory (looked in " + dir.looked + ")" : "no " + program;
     if (!all) {
       // Asked for by name: stop before spending minutes on the others.
-      err << "minitrain bench: area '" << a->name << "' is not built: " << why << "; build it (ninja "
-          << a->program << ") or set MINITRAIN_BENCH_DIR to the bench/ folder that has it\n";
+      err << "minitrain bench: area '" << a->name << "' is not built: " << why
+          << "; build it (ninja " << a->program
+          << ") or set MINITRAIN_BENCH_DIR to the bench/ folder that has it\n";
       return 1;
     }
     out << "skipping " << a->name << ": not built (" << why << ")\n";
   }
   if (runnable.empty()) {
-    err << "minitrain bench: no bench program is built; build the bench targets (-DMINITRAIN_BUILD_BENCHMARKS=ON) "
+    err << "minitrain bench: no bench program is built; build the bench targets "
+           "(-DMINITRAIN_BUILD_BENCHMARKS=ON) "
         << "or set MINITRAIN_BENCH_DIR\n";
     return 1;
   }
 
   std::error_code ec;
   fs::create_directories(out_dir_, ec);
-  MT_CHECK_AS(IoError, !ec && fs::is_directory(out_dir_), "minitrain bench: cannot create the output directory '",
-              out_dir_, "': ", ec ? ec.message() : "a file of that name exists", "; choose another with --out");
+  MT_CHECK_AS(IoError, !ec && fs::is_directory(out_dir_),
+              "minitrain bench: cannot create the output directory '", out_dir_,
+              "': ", ec ? ec.message() : "a file of that name exists",
+              "; choose another with --out");
 
   std::vector<std::string> written;
   int failed = 0;
   for (const BenchArea* a : runnable) {
     const std::string final_path = (fs::path(out_dir_) / (a->name + ".json")).string();
     const std::string temp_path =
-        (fs::path(out_dir_) / ("." + a->name + ".json.partial." + std::to_string(::getpid()))).string();
+        (fs::path(out_dir_) / ("." + a->name + ".json.partial." + std::to_string(::getpid())))
+            .string();
     std::vector<std::string> argv = {dir.path + "/" + a->program, "--benchmark_format=console",
                                      "--benchmark_out=" + temp_path, "--benchmark_out_format=json"};
     if (!filter_.empty()) argv.push_back("--benchmark_filter=" + filter_);
@@ -281,18 +307,18 @@ int BenchCommand::run(std::ostream& out, std::ostream& err) {
     }
     if (s.results == 0) {
       fs::remove(temp_path, ec);
-      out << "   " << a->name << ": no benchmark matched" << (filter_.empty() ? "" : " --filter '" + filter_ + "'")
-          << "; nothing written\n";
+      out << "   " << a->name << ": no benchmark matched"
+          << (filter_.empty() ? "" : " --filter '" + filter_ + "'") << "; nothing written\n";
       continue;
     }
     fs::rename(temp_path, final_path, ec);
-    MT_CHECK_AS(IoError, !ec, "minitrain bench: cannot rename '", temp_path, "' to '", final_path, "': ",
-                ec.message());
+    MT_CHECK_AS(IoError, !ec, "minitrain bench: cannot rename '", temp_path, "' to '", final_path,
+                "': ", ec.message());
     written.push_back(final_path);
     out << "   " << a->name << ": " << s.results << " result(s) -> " << final_path << "\n";
     if (s.errors > 0) {
-      err << "minitrain bench: " << a->program << ": " << s.errors << " benchmark(s) reported an error, the first "
-          << s.first_error << "\n";
+      err << "minitrain bench: " << a->program << ": " << s.errors
+          << " benchmark(s) reported an error, the first " << s.first_error << "\n";
       ++failed;
     }
   }
@@ -300,15 +326,16 @@ int BenchCommand::run(std::ostream& out, std::ostream& err) {
   if (!written.empty()) {
     const std::string script = std::string(MINITRAIN_SOURCE_DIR) + "/scripts/plot_bench.py";
     std::error_code exists_ec;
-    const bool have_script = !std::string(MINITRAIN_SOURCE_DIR).empty() && fs::exists(script, exists_ec);
+    const bool have_script =
+        !std::string(MINITRAIN_SOURCE_DIR).empty() && fs::exists(script, exists_ec);
     out << "results: ";
     for (size_t i = 0; i < written.size(); ++i) out << (i ? " " : "") << written[i];
     out << "\ndraw them (markdown tables and SVG charts): python3 "
-        << shell_quote(have_script ? script : "scripts/plot_bench.py") << " " << shell_quote(out_dir_)
-        << "/*.json --out " << shell_quote(out_dir_) << "\n";
+        << shell_quote(have_script ? script : "scripts/plot_bench.py") << " "
+        << shell_quote(out_dir_) << "/*.json --out " << shell_quote(out_dir_) << "\n";
   } else if (failed == 0) {
-    err << "minitrain bench: no results" << (filter_.empty() ? "" : ": no benchmark matched --filter '" + filter_ + "'")
-        << "\n";
+    err << "minitrain bench: no results"
+        << (filter_.empty() ? "" : ": no benchmark matched --filter '" + filter_ + "'") << "\n";
     return 1;
   }
   return failed > 0 ? 1 : 0;

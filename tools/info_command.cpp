@@ -15,7 +15,10 @@ namespace minitrain::cli {
 
 int run_info(std::ostream& out) {
   out << "minitrain " << MINITRAIN_VERSION << " ("
-      << (cuda_emulated() ? "CUDA build on emulated GPUs" : cuda_compiled() ? "CUDA build" : "CPU-only build") << ")\n";
+      << (cuda_emulated()   ? "CUDA build on emulated GPUs"
+          : cuda_compiled() ? "CUDA build"
+                            : "CPU-only build")
+      << ")\n";
   out << "cpu: " << std::thread::hardware_concurrency() << " hardware threads, " << num_threads()
       << " used by minitrain (OMP_NUM_THREADS sets it)\n";
 

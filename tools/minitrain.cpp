@@ -31,30 +31,39 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // CLI11 reports an unknown command as "A subcommand is required"; name it instead.
     if (argc > 1 && argv[1][0] != '-' && app.get_subcommands().empty()) {
-      std::cerr << "minitrain: unknown command '" << argv[1]
-                << "' (commands: info, train, predict, launch, pipelines, bench); see minitrain --help\n";
+      std::cerr
+          << "minitrain: unknown command '" << argv[1]
+          << "' (commands: info, train, predict, launch, pipelines, bench); see minitrain --help\n";
       return 2;
     }
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // One line: what was wrong, and where to look.
-    const std::string command = app.get_subcommands().empty() ? "" : " " + app.get_subcommands().front()->get_name();
+    const std::string command =
+        app.get_subcommands().empty() ? "" : " " + app.get_subcommands().front()->get_name();
     std::string what = e.what();
     if (train.parsed() || command == " train") {
       const std::string unknown = train.unknown_flag_message(argc, argv);
       if (!unknown.empty()) what = unknown;
     }
-    std::cerr << "minitrain" << command << ": error: " << what << "; see minitrain" << command << " --help\n";
+    std::cerr << "minitrain" << command << ": error: " << what << "; see minitrain" << command
+              << " --help\n";
     return 2;
   }
 
   int code = 0;
   try {
-    if (info->parsed()) code = minitrain::cli::run_info(std::cout);
-    else if (train.parsed()) code = train.run(std::cout, std::cerr);
-    else if (predict.parsed()) code = predict.run(std::cout);
-    else if (launch.parsed()) code = launch.run(std::cout, std::cerr);
-    else if (pipelines.parsed()) code = pipelines.run(std::cout, std::cerr);
-    else if (bench.parsed()) code = bench.run(std::cout, std::cerr);
+    if (info->parsed())
+      code = minitrain::cli::run_info(std::cout);
+    else if (train.parsed())
+      code = train.run(std::cout, std::cerr);
+    else if (predict.parsed())
+      code = predict.run(std::cout);
+    else if (launch.parsed())
+      code = launch.run(std::cout, std::cerr);
+    else if (pipelines.parsed())
+      code = pipelines.run(std::cout, std::cerr);
+    else if (bench.parsed())
+      code = bench.run(std::cout, std::cerr);
   } catch (const minitrain::Error& e) {
     std::cerr << "minitrain: error: " << e.what() << "\n";
     code = 1;

@@ -60,8 +60,9 @@ class StopSignals {
 void make_dir(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) MT_THROW(IoError, "pipelines: cannot create the directory '", dir.string(), "': ", ec.message(),
-                   "; choose another --out DIR");
+  if (ec)
+    MT_THROW(IoError, "pipelines: cannot create the directory '", dir.string(), "': ", ec.message(),
+             "; choose another --out DIR");
 }
 
 fs::path default_out_dir(const std::string& config_path) {
@@ -79,21 +80,27 @@ std::string scheduled_device(const std::string& device, int gpus) {
 }  // namespace
 
 PipelinesCommand::PipelinesCommand(CLI::App& parent) {
-  app_ = parent.add_subcommand("pipelines",
-                               "independent training runs, each its own process on its own device, queued "
-                               "when the devices are busy");
-  app_->add_option("--config", config_path_, "TOML file: optional [defaults], one [[run]] table per run (name, "
-                                             "device, and any minitrain train key)")
+  app_ = parent.add_subcommand(
+      "pipelines",
+      "independent training runs, each its own process on its own device, queued "
+      "when the devices are busy");
+  app_->add_option("--config", config_path_,
+                   "TOML file: optional [defaults], one [[run]] table per run (name, "
+                   "device, and any minitrain train key)")
       ->option_text("FILE")
       ->required();
-  app_->add_option("--out", out_dir_, "directory of the runs' outputs (default: pipelines-<file stem> beside the file)")
+  app_->add_option(
+          "--out", out_dir_,
+          "directory of the runs' outputs (default: pipelines-<file stem> beside the file)")
       ->option_text("DIR");
-  app_->add_option("--cpu-slots", cpu_slots_, "CPU runs at once (default 1); each gets cores/slots threads")
+  app_->add_option("--cpu-slots", cpu_slots_,
+                   "CPU runs at once (default 1); each gets cores/slots threads")
       ->option_text("N");
   app_->add_option("--status-every", status_every_, "seconds between status updates (default 2)")
       ->option_text("SECONDS");
   app_->footer(
-      "Each run gets DIR/NAME/ with config.toml, output.log and metrics.jsonl; DIR/summary.json holds every "
+      "Each run gets DIR/NAME/ with config.toml, output.log and metrics.jsonl; DIR/summary.json "
+      "holds every "
       "run's status, final loss and time. The exit status is 1 when any run failed.");
 }
 
@@ -101,7 +108,8 @@ bool PipelinesCommand::parsed() const { return app_->parsed(); }
 
 int PipelinesCommand::run(std::ostream& out, std::ostream& status) {
   MT_CHECK_AS(ValueError, cpu_slots_ >= 1, "--cpu-slots must be >= 1, got ", cpu_slots_);
-  MT_CHECK_AS(ValueError, status_every_ > 0, "--status-every must be > 0 seconds, got ", status_every_);
+  MT_CHECK_AS(ValueError, status_every_ > 0, "--status-every must be > 0 seconds, got ",
+              status_every_);
   PipelinesFile file = read_pipelines_config(config_path_);
   const fs::path out_dir = out_dir_.empty() ? default_out_dir(config_path_) : fs::path(out_dir_);
   make_dir(out_dir);
@@ -143,26 +151,31 @@ int PipelinesCommand::run(std::ostream& out, std::ostream& status) {
     jobs.push_back(std::move(job));
   }
 
-  status << "pipelines: " << jobs.size() << " run(s) from " << config_path_ << " into " << out_dir.string()
-         << "; " << cpu_slots_ << " CPU slot(s) of " << cpu_threads << " thread(s), " << gpus << " GPU(s)\n"
+  status << "pipelines: " << jobs.size() << " run(s) from " << config_path_ << " into "
+         << out_dir.string() << "; " << cpu_slots_ << " CPU slot(s) of " << cpu_threads
+         << " thread(s), " << gpus << " GPU(s)\n"
          << std::flush;
 
   RunsOptions options;
   options.cpu_slots = cpu_slots_;
   options.gpu_count = gpus;
-  options.status_every = std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(status_every_ * 1000)));
+  options.status_every =
+      std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(status_every_ * 1000)));
   // A terminal gets the live table redrawn in place; a file or pipe gets plain lines.
-  if (isatty(STDERR_FILENO) != 0 && &status == &std::cerr) options.draw_status = live_runs_table(status);
+  if (isatty(STDERR_FILENO) != 0 && &status == &std::cerr)
+    options.draw_status = live_runs_table(status);
 
   std::vector<RunResult> results;
   {
     StopSignals signals;
-    results = schedule_runs(jobs, options, subprocess_starter(), status, [] { return g_stop_signal != 0; });
+    results = schedule_runs(jobs, options, subprocess_starter(), status,
+                            [] { return g_stop_signal != 0; });
   }
   const std::string summary = (out_dir / "summary.json").string();
   write_runs_summary(summary, results);
   out << runs_summary_table(results) << "summary: " << summary << "\n";
-  const bool all_ok = std::all_of(results.begin(), results.end(), [](const RunResult& r) { return r.ok(); });
+  const bool all_ok =
+      std::all_of(results.begin(), results.end(), [](const RunResult& r) { return r.ok(); });
   return all_ok ? 0 : 1;
 }
 

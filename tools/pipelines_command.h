@@ -1,8 +1,9 @@
 #pragma once
 // `minitrain pipelines --config runs.toml [--out DIR] [--cpu-slots N] [--status-every SECONDS]`:
 // every [[run]] of the file (train/pipelines_config.h) as its own `minitrain train` process on its
-// own device, queued when the devices are busy (parallel/runs/run_scheduler.h). Each run gets DIR/NAME/
-// with config.toml, output.log and metrics.jsonl; DIR/summary.json and a table sum them up.
+// own device, queued when the devices are busy (parallel/runs/run_scheduler.h). Each run gets
+// DIR/NAME/ with config.toml, output.log and metrics.jsonl; DIR/summary.json and a table sum them
+// up.
 
 #include <ostream>
 #include <string>

@@ -56,9 +56,11 @@ std::string status_table(const std::vector<RunStatus>& statuses) {
     const RunProgress& p = r.progress;
     const std::string loss = p.loss ? fmt("%.6g", *p.loss) : "-";
     const std::string step_ms = p.step_ms > 0 ? fmt("%.2f", p.step_ms) : "-";
-    const std::string dev_mem = r.state == RunState::Running && p.step > 0 ? format_bytes(p.device_memory) : "-";
+    const std::string dev_mem =
+        r.state == RunState::Running && p.step > 0 ? format_bytes(p.device_memory) : "-";
     const std::string host_mem = r.host_memory > 0 ? format_bytes(r.host_memory) : "-";
-    rows.push_back({r.name, run_state_name(r.state), r.device, run_step_text(p), loss, step_ms, dev_mem, host_mem});
+    rows.push_back({r.name, run_state_name(r.state), r.device, run_step_text(p), loss, step_ms,
+                    dev_mem, host_mem});
   }
   return table_text(rows);
 }
@@ -67,19 +69,21 @@ std::string status_table(const std::vector<RunStatus>& statuses) {
 
 std::string runs_summary_table(const std::vector<RunResult>& results) {
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({"run", "device", "status", "exit", "steps", "final loss", "seconds", "start", "end"});
+  rows.push_back(
+      {"run", "device", "status", "exit", "steps", "final loss", "seconds", "start", "end"});
   int failed = 0;
   for (const RunResult& r : results) {
     failed += r.ok() ? 0 : 1;
-    rows.push_back({r.name, r.device, r.ok() ? "ok" : "failed", r.exit_status, std::to_string(r.steps),
-                    r.final_loss ? fmt("%.6g", *r.final_loss) : "-", fmt("%.2f", r.seconds),
-                    clock_time(r.start_time), clock_time(r.end_time)});
+    rows.push_back({r.name, r.device, r.ok() ? "ok" : "failed", r.exit_status,
+                    std::to_string(r.steps), r.final_loss ? fmt("%.6g", *r.final_loss) : "-",
+                    fmt("%.2f", r.seconds), clock_time(r.start_time), clock_time(r.end_time)});
   }
   std::string out = table_text(rows);
   for (const RunResult& r : results)
     if (!r.ok()) out += r.name + ": " + r.reason + "\n";
-  out += std::to_string(results.size() - static_cast<std::size_t>(failed)) + " of " + std::to_string(results.size()) +
-         " run(s) ok" + (failed > 0 ? ", " + std::to_string(failed) + " failed" : std::string()) + "\n";
+  out += std::to_string(results.size() - static_cast<std::size_t>(failed)) + " of " +
+         std::to_string(results.size()) + " run(s) ok" +
+         (failed > 0 ? ", " + std::to_string(failed) + " failed" : std::string()) + "\n";
   return out;
 }
 
@@ -87,7 +91,8 @@ std::function<void(const std::vector<RunStatus>&)> live_runs_table(std::ostream&
   // Shared: a std::function is copied around, and every copy must know the lines drawn last.
   auto drawn_lines = std::make_shared<int>(0);
   return [&out, drawn_lines](const std::vector<RunStatus>& statuses) {
-    if (*drawn_lines > 0) out << "\033[" << *drawn_lines << "A\033[J";  // up over the last table, clear
+    if (*drawn_lines > 0)
+      out << "\033[" << *drawn_lines << "A\033[J";  // up over the last table, clear
     out << status_table(statuses) << std::flush;
     *drawn_lines = static_cast<int>(statuses.size()) + 1;  // the runs and the header
   };

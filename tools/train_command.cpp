@@ -20,11 +20,16 @@ namespace {
 
 const char* value_name(ConfigValueKind kind) {
   switch (kind) {
-    case ConfigValueKind::Int: return "INT";
-    case ConfigValueKind::Float: return "NUM";
-    case ConfigValueKind::FloatPair: return "B1,B2";
-    case ConfigValueKind::StringList: return "NAME,...";
-    default: return "TEXT";
+    case ConfigValueKind::Int:
+      return "INT";
+    case ConfigValueKind::Float:
+      return "NUM";
+    case ConfigValueKind::FloatPair:
+      return "B1,B2";
+    case ConfigValueKind::StringList:
+      return "NAME,...";
+    default:
+      return "TEXT";
   }
 }
 
@@ -37,9 +42,11 @@ std::string number(double v) {
 }  // namespace
 
 TrainCommand::TrainCommand(CLI::App& parent) {
-  app_ = parent.add_subcommand(
-      "train", "train a model; with no flags, an MLP on the built-in synthetic regression on the best device");
-  app_->add_option("--config", config_path_, "TOML file of training keys (the long flags); flags override it")
+  app_ = parent.add_subcommand("train",
+                               "train a model; with no flags, an MLP on the built-in synthetic "
+                               "regression on the best device");
+  app_->add_option("--config", config_path_,
+                   "TOML file of training keys (the long flags); flags override it")
       ->option_text("FILE");
   for (const ConfigKey& key : config_keys()) {
     const std::string flag = std::string("--") + key.name;
@@ -53,10 +60,12 @@ TrainCommand::TrainCommand(CLI::App& parent) {
   }
   app_->add_flag("--no-shuffle", no_shuffle_, "batches are consecutive rows in file order");
   const TrainConfig d;
-  app_->footer("Defaults: --model " + d.model + " --activation " + d.activation + " --data " + d.data + ":" +
-               std::to_string(kDefaultSyntheticRows) + " --optimizer " + d.optimizer + " --lr " + number(d.lr) +
-               " --batch-size " + std::to_string(d.batch_size) + " --epochs " + std::to_string(kDefaultEpochs) +
-               " --device " + d.device + ".\nA --config file holds the same keys (lr = 0.01, batch-size = 32, "
+  app_->footer("Defaults: --model " + d.model + " --activation " + d.activation + " --data " +
+               d.data + ":" + std::to_string(kDefaultSyntheticRows) + " --optimizer " +
+               d.optimizer + " --lr " + number(d.lr) + " --batch-size " +
+               std::to_string(d.batch_size) + " --epochs " + std::to_string(kDefaultEpochs) +
+               " --device " + d.device +
+               ".\nA --config file holds the same keys (lr = 0.01, batch-size = 32, "
                "target-columns = [\"y\"]); flags given here override it.");
 }
 
@@ -65,9 +74,12 @@ std::string TrainCommand::unknown_flag_message(int argc, char** argv) const {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0 || arg == "--") continue;
     arg = arg.substr(0, arg.find('='));
-    if (arg == "--help" || arg == "--config" || arg == "--no-shuffle" || find_config_key(arg.substr(2))) continue;
+    if (arg == "--help" || arg == "--config" || arg == "--no-shuffle" ||
+        find_config_key(arg.substr(2)))
+      continue;
     const std::string hint = closest_config_key(arg.substr(2));
-    return "unknown option " + arg + (hint.empty() ? std::string() : " (did you mean --" + hint + "?)");
+    return "unknown option " + arg +
+           (hint.empty() ? std::string() : " (did you mean --" + hint + "?)");
   }
   return "";
 }
@@ -100,7 +112,8 @@ int TrainCommand::run(std::ostream& out, std::ostream& progress) {
     world = env.world_size;
   }
   TrainReport r;
-  StopOnSignals stop_on_signals;  // Ctrl-C / SIGTERM: finish the step, checkpoint, save, exit 130 / 143
+  StopOnSignals
+      stop_on_signals;  // Ctrl-C / SIGTERM: finish the step, checkpoint, save, exit 130 / 143
   try {
     r = run_training(config, out, progress, &StopOnSignals::requested());
   } catch (const Error& e) {
@@ -115,10 +128,12 @@ int TrainCommand::run(std::ostream& out, std::ostream& progress) {
   if (r.rank != 0) return exit_code;
   char line[256];
   if (s.last_step >= s.first_step) {
-    std::snprintf(line, sizeof line, "%s: steps %lld-%lld of %lld in %.2f s (%.0f samples/s); loss %.6g -> %.6g",
-                  s.stopped_early ? "stopped" : "done", static_cast<long long>(s.first_step), static_cast<long long>(s.last_step),
-                  static_cast<long long>(r.total_steps), s.seconds, s.seconds > 0 ? s.samples / s.seconds : 0.0,
-                  s.first_loss, s.last_loss);
+    std::snprintf(line, sizeof line,
+                  "%s: steps %lld-%lld of %lld in %.2f s (%.0f samples/s); loss %.6g -> %.6g",
+                  s.stopped_early ? "stopped" : "done", static_cast<long long>(s.first_step),
+                  static_cast<long long>(s.last_step), static_cast<long long>(r.total_steps),
+                  s.seconds, s.seconds > 0 ? s.samples / s.seconds : 0.0, s.first_loss,
+                  s.last_loss);
     out << line;
     if (s.last_loss > 0 && s.last_loss < s.first_loss) {
       std::snprintf(line, sizeof line, " (%.1fx lower)", s.first_loss / s.last_loss);
@@ -131,15 +146,17 @@ int TrainCommand::run(std::ostream& out, std::ostream& progress) {
   if (!s.last_checkpoint.empty()) out << "checkpoint: " << s.last_checkpoint << "\n";
   if (!r.saved.empty()) out << "weights: " << r.saved << "\n";
   if (!config.log.empty())
-    out << "metrics: " << config.log << (r.world_size > 1 ? " (rank 0; rank r: .rank<r> before the extension)" : "")
-        << "\n";
+    out << "metrics: " << config.log
+        << (r.world_size > 1 ? " (rank 0; rank r: .rank<r> before the extension)" : "") << "\n";
   if (s.stopped_early) {
-    out << "interrupted by " << (s.stop_signal != 0 ? stop_signal_name(s.stop_signal) : "a signal to another rank")
+    out << "interrupted by "
+        << (s.stop_signal != 0 ? stop_signal_name(s.stop_signal) : "a signal to another rank")
         << " after step " << s.last_step << " of " << r.total_steps << "; ";
     if (!s.last_checkpoint.empty())
       out << "to continue, run the same command with --resume\n";
     else
-      out << "no --checkpoint-dir was given, so there is nothing to resume from (give one to make an "
+      out << "no --checkpoint-dir was given, so there is nothing to resume from (give one to make "
+             "an "
              "interrupted run resumable)\n";
   }
   return exit_code;

@@ -17,7 +17,8 @@ class TrainCommand {
   /// Registers the subcommand and its flags on `parent`.
   explicit TrainCommand(CLI::App& parent);
   bool parsed() const;
-  /// Builds the config, trains; info lines to `out`, progress to `progress`. Throws minitrain errors.
+  /// Builds the config, trains; info lines to `out`, progress to `progress`. Throws minitrain
+  /// errors.
   int run(std::ostream& out, std::ostream& progress);
   /// For a command line CLI11 refused: "unknown option --lerning-rate (did you mean --lr?)" for
   /// the first flag that is no training key, or "" when every flag is one.

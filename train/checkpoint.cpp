@@ -34,8 +34,8 @@ int64_t int_field(const std::map<std::string, std::string>& meta, const std::str
 }
 
 // A field later versions added: `fallback` when the checkpoint predates it.
-int64_t int_field_or(const std::map<std::string, std::string>& meta, const std::string& key, int64_t fallback,
-                     const std::string& path) {
+int64_t int_field_or(const std::map<std::string, std::string>& meta, const std::string& key,
+                     int64_t fallback, const std::string& path) {
   return meta.count(key) != 0 ? int_field(meta, key, path) : fallback;
 }
 
@@ -51,7 +51,8 @@ void save_checkpoint(const std::string& path, Module& model, const Optimizer& op
                      const std::map<std::string, std::string>& extra) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (auto& [name, t] : state_dict(model)) tensors.emplace_back(kModelPrefix + name, std::move(t));
-  for (auto& [name, t] : optimizer.state_tensors()) tensors.emplace_back(kOptimPrefix + name, std::move(t));
+  for (auto& [name, t] : optimizer.state_tensors())
+    tensors.emplace_back(kOptimPrefix + name, std::move(t));
 
   std::map<std::string, std::string> meta = extra;
   meta["minitrain.checkpoint"] = "1";
@@ -78,12 +79,13 @@ CheckpointPosition load_checkpoint(const std::string& path, Module& model, Optim
   SafetensorsFile file = read_safetensors(path);
   const auto& meta = file.metadata;
   if (meta.count("minitrain.checkpoint") == 0)
-    MT_THROW(IoError, "'", path, "' is not a minitrain checkpoint (no 'minitrain.checkpoint' in its metadata); "
+    MT_THROW(IoError, "'", path,
+             "' is not a minitrain checkpoint (no 'minitrain.checkpoint' in its metadata); "
              "to start from plain weights use --init");
   const auto opt = meta.find("optimizer");
   if (opt != meta.end() && opt->second != optimizer.name())
-    MT_THROW(ValueError, "checkpoint '", path, "' was written by optimizer ", opt->second, ", but this run uses ",
-             optimizer.name(), "; resume with --optimizer ", opt->second);
+    MT_THROW(ValueError, "checkpoint '", path, "' was written by optimizer ", opt->second,
+             ", but this run uses ", optimizer.name(), "; resume with --optimizer ", opt->second);
 
   CheckpointPosition pos;
   pos.step = int_field(meta, "step", path);

@@ -15,11 +15,11 @@
 namespace minitrain {
 
 struct CheckpointPosition {
-  int64_t step = 0;           ///< optimizer steps completed
-  int64_t batches_seen = 0;   ///< batches consumed from the data loader, over all epochs
-  int64_t epoch = 0;          ///< batches_seen / batches_per_epoch (from 0), for readers
-  int64_t batch_index = 0;    ///< batches_seen % batches_per_epoch
-  uint64_t rng_seed = 0;      ///< the run's Generator (seed, offset)
+  int64_t step = 0;          ///< optimizer steps completed
+  int64_t batches_seen = 0;  ///< batches consumed from the data loader, over all epochs
+  int64_t epoch = 0;         ///< batches_seen / batches_per_epoch (from 0), for readers
+  int64_t batch_index = 0;   ///< batches_seen % batches_per_epoch
+  uint64_t rng_seed = 0;     ///< the run's Generator (seed, offset)
   uint64_t rng_offset = 0;
   // The layout of the run that wrote it (ddp: ranks x batch size), and where it stands in the data
   // in rows over all ranks, so that a run on another number of ranks can find the same place.

@@ -38,7 +38,8 @@ KeyEntry member(const char* name, K kind, T TrainConfig::*field, const char* hel
 }
 
 template <typename T>
-KeyEntry optional_member(const char* name, K kind, std::optional<T> TrainConfig::*field, const char* help) {
+KeyEntry optional_member(const char* name, K kind, std::optional<T> TrainConfig::*field,
+                         const char* help) {
   return {{name, kind, help},
           [field](TrainConfig& c, const Value& v) { c.*field = std::get<T>(v); },
           [field](const TrainConfig& c) {
@@ -64,15 +65,17 @@ std::vector<KeyEntry> make_table() {
       join(progress_mode_names(), " | ") + " (auto: a bar on a terminal, else lines)";
   static const std::string stages_help =
       "--parallel mp: pipeline stages (default " + std::to_string(kDefaultStages) + ")";
-  static const std::string weight_decay_help = "L2 (sgd, adam) or decoupled (adamw) decay; default " +
-                                                number_text(AdamOptions{}.weight_decay) + ", adamw " +
-                                                number_text(adamw_defaults().weight_decay);
+  static const std::string weight_decay_help =
+      "L2 (sgd, adam) or decoupled (adamw) decay; default " +
+      number_text(AdamOptions{}.weight_decay) + ", adamw " +
+      number_text(adamw_defaults().weight_decay);
   static const std::string bucket_size_help =
       "--parallel ddp: gradient bucket size (default " + TrainConfig{}.bucket_size + ")";
-  static const std::string comm_timeout_help = "seconds a collective waits for a peer before failing (default " +
-                                               number_text(TrainConfig{}.comm_timeout) + ")";
-  static const std::string micro_batches_help =
-      "--parallel mp: micro-batches per batch (default " + std::to_string(kDefaultMicroBatches) + ")";
+  static const std::string comm_timeout_help =
+      "seconds a collective waits for a peer before failing (default " +
+      number_text(TrainConfig{}.comm_timeout) + ")";
+  static const std::string micro_batches_help = "--parallel mp: micro-batches per batch (default " +
+                                                std::to_string(kDefaultMicroBatches) + ")";
   t.push_back(member("activation", K::String, &TrainConfig::activation, activation_help.c_str()));
   t.push_back(member("data", K::String, &TrainConfig::data, "synthetic[:N] | X.npy | T.csv"));
   t.push_back(member("targets", K::String, &TrainConfig::targets, "Y.npy (with --data X.npy)"));
@@ -82,24 +85,29 @@ std::vector<KeyEntry> make_table() {
   t.push_back(member("lr", K::Float, &TrainConfig::lr, "learning rate"));
   t.push_back(member("momentum", K::Float, &TrainConfig::momentum, "sgd momentum"));
   t.push_back(member("nesterov", K::Bool, &TrainConfig::nesterov, "sgd: Nesterov momentum"));
-  t.push_back(optional_member("weight-decay", K::Float, &TrainConfig::weight_decay, weight_decay_help.c_str()));
+  t.push_back(optional_member("weight-decay", K::Float, &TrainConfig::weight_decay,
+                              weight_decay_help.c_str()));
   t.push_back({{"betas", K::FloatPair, "B1,B2 (adam, adamw)"},
                [](TrainConfig& c, const Value& v) {
                  std::tie(c.beta1, c.beta2) = std::get<std::pair<double, double>>(v);
                },
-               [](const TrainConfig& c) { return nlohmann::json::array({c.beta1, c.beta2}); }});
+               [](const TrainConfig& c) {
+                 return nlohmann::json::array({c.beta1, c.beta2});
+               }});
   t.push_back(member("eps", K::Float, &TrainConfig::eps, "adam, adamw: added to sqrt(v)"));
   t.push_back(member("amsgrad", K::Bool, &TrainConfig::amsgrad, "adam, adamw: AMSGrad"));
   t.push_back(member("schedule", K::String, &TrainConfig::schedule, schedule_help.c_str()));
   t.push_back(member("warmup-steps", K::Int, &TrainConfig::warmup_steps, "linear lr warm-up"));
-  t.push_back(member("step-size", K::Int, &TrainConfig::step_size, "step schedule: steps per decay"));
+  t.push_back(
+      member("step-size", K::Int, &TrainConfig::step_size, "step schedule: steps per decay"));
   t.push_back(member("gamma", K::Float, &TrainConfig::gamma, "step schedule: decay factor"));
   t.push_back(member("clip-grad-norm", K::Float, &TrainConfig::clip_grad_norm,
                      "clip the global gradient norm (0: off)"));
   t.push_back(member("grad-accum", K::Int, &TrainConfig::grad_accum, "batches per optimizer step"));
   t.push_back(member("batch-size", K::Int, &TrainConfig::batch_size, "rows per batch"));
   t.push_back(optional_member("epochs", K::Int, &TrainConfig::epochs, "passes over the data"));
-  t.push_back(optional_member("steps", K::Int, &TrainConfig::steps, "optimizer steps (instead of --epochs)"));
+  t.push_back(optional_member("steps", K::Int, &TrainConfig::steps,
+                              "optimizer steps (instead of --epochs)"));
   t.push_back(member("shuffle", K::Bool, &TrainConfig::shuffle, "shuffle rows every epoch"));
   t.push_back(member("drop-last", K::Bool, &TrainConfig::drop_last,
                      "drop each epoch's last partial batch (torch's drop_last)"));
@@ -116,20 +124,27 @@ std::vector<KeyEntry> make_table() {
   t.push_back(member("log", K::String, &TrainConfig::log, "metrics.jsonl: one JSON line per step"));
   t.push_back(member("progress", K::String, &TrainConfig::progress, progress_help.c_str()));
   t.push_back(member("parallel", K::String, &TrainConfig::parallel,
-                     "none | dp (replicas, one thread each) | ddp (one process per rank) | mp (layer-split stages)"));
-  t.push_back(member("replicas", K::Int, &TrainConfig::replicas, "--parallel dp: replicas (default: one per --devices entry)"));
-  t.push_back(member("devices", K::String, &TrainConfig::devices,
-                     "--parallel dp|mp: devices, e.g. cpu,cpu or cuda:0,cuda:1 (default: --device repeated)"));
+                     "none | dp (replicas, one thread each) | ddp (one process per rank) | mp "
+                     "(layer-split stages)"));
+  t.push_back(member("replicas", K::Int, &TrainConfig::replicas,
+                     "--parallel dp: replicas (default: one per --devices entry)"));
+  t.push_back(member(
+      "devices", K::String, &TrainConfig::devices,
+      "--parallel dp|mp: devices, e.g. cpu,cpu or cuda:0,cuda:1 (default: --device repeated)"));
   t.push_back(member("stages", K::Int, &TrainConfig::stages, stages_help.c_str()));
-  t.push_back(member("micro-batches", K::Int, &TrainConfig::micro_batches, micro_batches_help.c_str()));
-  t.push_back(member("bucket-size", K::String, &TrainConfig::bucket_size, bucket_size_help.c_str()));
+  t.push_back(
+      member("micro-batches", K::Int, &TrainConfig::micro_batches, micro_batches_help.c_str()));
+  t.push_back(
+      member("bucket-size", K::String, &TrainConfig::bucket_size, bucket_size_help.c_str()));
   t.push_back(member("all-reduce", K::String, &TrainConfig::all_reduce,
                      "native | ring: the all-reduce of --parallel dp/ddp"));
-  t.push_back(member("comm-timeout", K::Float, &TrainConfig::comm_timeout, comm_timeout_help.c_str()));
+  t.push_back(
+      member("comm-timeout", K::Float, &TrainConfig::comm_timeout, comm_timeout_help.c_str()));
   t.push_back(member("sample-weights", K::String, &TrainConfig::sample_weights,
                      "W.npy: a weight per row; rows drawn with replacement (imbalanced data)"));
-  t.push_back(member("gemm", K::String, &TrainConfig::gemm,
-                     "GEMM backend of the Linear layers: auto | a registered name (minitrain bench --list)"));
+  t.push_back(member(
+      "gemm", K::String, &TrainConfig::gemm,
+      "GEMM backend of the Linear layers: auto | a registered name (minitrain bench --list)"));
   t.push_back(member("memory-cap", K::String, &TrainConfig::memory_cap,
                      "cap on the device memory this run may hold, e.g. 4GiB"));
   return t;
@@ -173,10 +188,18 @@ std::string closest_key(const std::string& name) {
   // Names people reach for first (torch's argument names, other trainers' flags) and the key
   // they mean; misspellings of them are caught by the edit distance too.
   static const std::vector<std::pair<std::string, std::string>> aliases = {
-      {"learning-rate", "lr"},   {"batch", "batch-size"},    {"epoch", "epochs"},
-      {"max-steps", "steps"},    {"optim", "optimizer"},     {"act", "activation"},
-      {"max-grad-norm", "clip-grad-norm"}, {"accumulate", "grad-accum"}, {"weights", "init"},
-      {"output", "save"},        {"num-threads", "threads"}, {"warmup", "warmup-steps"}};
+      {"learning-rate", "lr"},
+      {"batch", "batch-size"},
+      {"epoch", "epochs"},
+      {"max-steps", "steps"},
+      {"optim", "optimizer"},
+      {"act", "activation"},
+      {"max-grad-norm", "clip-grad-norm"},
+      {"accumulate", "grad-accum"},
+      {"weights", "init"},
+      {"output", "save"},
+      {"num-threads", "threads"},
+      {"warmup", "warmup-steps"}};
   const std::string n = normalise(name);
   std::string best;
   std::size_t best_d = 3;  // farther than this is no hint
@@ -193,12 +216,18 @@ std::string closest_key(const std::string& name) {
 
 const char* kind_name(ConfigValueKind kind) {
   switch (kind) {
-    case K::Bool: return "true or false";
-    case K::Int: return "an integer";
-    case K::Float: return "a number";
-    case K::String: return "a string";
-    case K::FloatPair: return "two numbers (B1,B2)";
-    case K::StringList: return "a list of names";
+    case K::Bool:
+      return "true or false";
+    case K::Int:
+      return "an integer";
+    case K::Float:
+      return "a number";
+    case K::String:
+      return "a string";
+    case K::FloatPair:
+      return "two numbers (B1,B2)";
+    case K::StringList:
+      return "a list of names";
   }
   return "?";
 }
@@ -233,8 +262,8 @@ bool parse_int(const std::string& s, int64_t& out) {
 
 Value parse_text(const config_detail::KeyEntry& e, const std::string& text) {
   const auto bad = [&]() -> Value {
-    MT_THROW(ValueError, "--", e.key.name, " expects ", config_detail::kind_name(e.key.kind), ", got '",
-             text, "'");
+    MT_THROW(ValueError, "--", e.key.name, " expects ", config_detail::kind_name(e.key.kind),
+             ", got '", text, "'");
   };
   switch (e.key.kind) {
     case ConfigValueKind::Bool:
@@ -251,11 +280,13 @@ Value parse_text(const config_detail::KeyEntry& e, const std::string& text) {
       if (!parse_double(text, v)) return bad();
       return v;
     }
-    case ConfigValueKind::String: return text;
+    case ConfigValueKind::String:
+      return text;
     case ConfigValueKind::FloatPair: {
       const std::vector<std::string> parts = split_commas(text);
       double a = 0, b = 0;
-      if (parts.size() != 2 || !parse_double(parts[0], a) || !parse_double(parts[1], b)) return bad();
+      if (parts.size() != 2 || !parse_double(parts[0], a) || !parse_double(parts[1], b))
+        return bad();
       return std::make_pair(a, b);
     }
     case ConfigValueKind::StringList: {
@@ -287,7 +318,8 @@ void set_config_value(TrainConfig& config, const std::string& key, const std::st
   const config_detail::KeyEntry* e = config_detail::find_key(key);
   if (e == nullptr) {
     const std::string hint = config_detail::closest_key(key);
-    MT_THROW(ValueError, "unknown option --", key, hint.empty() ? "" : " (did you mean --" + hint + "?)");
+    MT_THROW(ValueError, "unknown option --", key,
+             hint.empty() ? "" : " (did you mean --" + hint + "?)");
   }
   e->set(config, parse_text(*e, text));
 }

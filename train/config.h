@@ -15,58 +15,58 @@ namespace minitrain {
 
 struct TrainConfig {
   // ---- model ----
-  std::string model = "mlp:4,64,64,1";   ///< mlp:IN,H1,...,OUT
-  std::string activation = "relu";       ///< a name of kActivations (kernels/activation.h)
+  std::string model = "mlp:4,64,64,1";  ///< mlp:IN,H1,...,OUT
+  std::string activation = "relu";      ///< a name of kActivations (kernels/activation.h)
   // ---- data ----
-  std::string data = "synthetic";        ///< synthetic[:N] | X.npy (with targets) | T.csv
-  std::string targets;                   ///< Y.npy, with an X.npy data file
+  std::string data = "synthetic";           ///< synthetic[:N] | X.npy (with targets) | T.csv
+  std::string targets;                      ///< Y.npy, with an X.npy data file
   std::vector<std::string> target_columns;  ///< with a .csv data file
   // ---- optimizer ----
-  std::string optimizer = "adam";        ///< a name of optimizer_table() (optim/make_optimizer.h)
+  std::string optimizer = "adam";  ///< a name of optimizer_table() (optim/make_optimizer.h)
   double lr = 3e-3;
-  double momentum = 0.0;                 ///< sgd
-  bool nesterov = false;                 ///< sgd
-  std::optional<double> weight_decay;    ///< unset: the optimizer's default (0; adamw 0.01)
+  double momentum = 0.0;               ///< sgd
+  bool nesterov = false;               ///< sgd
+  std::optional<double> weight_decay;  ///< unset: the optimizer's default (0; adamw 0.01)
   double beta1 = AdamOptions{}.beta1, beta2 = AdamOptions{}.beta2;  ///< adam, adamw ("betas")
-  double eps = AdamOptions{}.eps;        ///< adam, adamw
-  bool amsgrad = AdamOptions{}.amsgrad;  ///< adam, adamw
+  double eps = AdamOptions{}.eps;                                   ///< adam, adamw
+  bool amsgrad = AdamOptions{}.amsgrad;                             ///< adam, adamw
   // ---- schedule, clipping, accumulation ----
-  std::string schedule = "none";         ///< a name of schedule_table() (optim/schedule.h)
-  int64_t warmup_steps = 0;              ///< linear warm-up before the schedule
-  int64_t step_size = 0;                 ///< step: decay every step_size steps (required)
-  double gamma = 0.1;                    ///< step: the decay factor
-  double clip_grad_norm = 0.0;           ///< 0: no clipping
-  int64_t grad_accum = 1;                ///< batches per optimizer step
+  std::string schedule = "none";  ///< a name of schedule_table() (optim/schedule.h)
+  int64_t warmup_steps = 0;       ///< linear warm-up before the schedule
+  int64_t step_size = 0;          ///< step: decay every step_size steps (required)
+  double gamma = 0.1;             ///< step: the decay factor
+  double clip_grad_norm = 0.0;    ///< 0: no clipping
+  int64_t grad_accum = 1;         ///< batches per optimizer step
   // ---- loop ----
   int64_t batch_size = 64;
-  std::optional<int64_t> epochs;         ///< neither epochs nor steps: kDefaultEpochs
-  std::optional<int64_t> steps;          ///< optimizer steps
+  std::optional<int64_t> epochs;  ///< neither epochs nor steps: kDefaultEpochs
+  std::optional<int64_t> steps;   ///< optimizer steps
   bool shuffle = true;
-  bool drop_last = false;                ///< drop each epoch's last partial batch (torch's drop_last)
+  bool drop_last = false;  ///< drop each epoch's last partial batch (torch's drop_last)
   uint64_t seed = 0;
-  std::string device = "auto";           ///< auto | cpu | cuda | cuda:N
-  int64_t threads = 0;                   ///< CPU threads; 0: the default (cores)
+  std::string device = "auto";  ///< auto | cpu | cuda | cuda:N
+  int64_t threads = 0;          ///< CPU threads; 0: the default (cores)
   // ---- files ----
-  std::string init;                      ///< initial weights (.safetensors)
-  std::string save;                      ///< final weights (.safetensors), written at the end
+  std::string init;  ///< initial weights (.safetensors)
+  std::string save;  ///< final weights (.safetensors), written at the end
   std::string checkpoint_dir;
-  int64_t checkpoint_every = 0;          ///< steps; 0: only at the end of the run
-  bool resume = false;                   ///< continue from checkpoint_dir's checkpoint
-  std::string log;                       ///< metrics, one JSON object per line per step
-  std::string progress = "auto";         ///< auto | bar | lines | none
+  int64_t checkpoint_every = 0;   ///< steps; 0: only at the end of the run
+  bool resume = false;            ///< continue from checkpoint_dir's checkpoint
+  std::string log;                ///< metrics, one JSON object per line per step
+  std::string progress = "auto";  ///< auto | bar | lines | none
   // ---- parallelism: none | dp | ddp | mp; 0 / "" = not given ----
   std::string parallel = "none";
   int64_t replicas = 0, stages = 0, micro_batches = 0;
   std::string devices;
   // ---- distributed data parallel (--parallel ddp) ----
-  std::string bucket_size = "25MiB";     ///< gradient bucket size (bytes, "25MiB")
-  std::string all_reduce = "native";     ///< native | ring
-  double comm_timeout = 300.0;           ///< seconds a collective may wait for a peer
+  std::string bucket_size = "25MiB";  ///< gradient bucket size (bytes, "25MiB")
+  std::string all_reduce = "native";  ///< native | ring
+  double comm_timeout = 300.0;        ///< seconds a collective may wait for a peer
   // ---- sampling ----
-  std::string sample_weights;            ///< W.npy: one weight per row; rows drawn with replacement
+  std::string sample_weights;  ///< W.npy: one weight per row; rows drawn with replacement
   // ---- kernels and memory ----
-  std::string gemm = "auto";             ///< GEMM backend by registry name (kernels/gemm/gemm_registry.h)
-  std::string memory_cap;                ///< device memory cap ("4GiB"); "": none
+  std::string gemm = "auto";  ///< GEMM backend by registry name (kernels/gemm/gemm_registry.h)
+  std::string memory_cap;     ///< device memory cap ("4GiB"); "": none
 };
 
 /// Epochs when neither --epochs nor --steps is given.
@@ -75,7 +75,9 @@ inline constexpr int64_t kDefaultEpochs = 8;
 /// keeps 0 for "not given" (validation tells a given value from none); these decide the default.
 inline constexpr int64_t kDefaultStages = 2;
 inline constexpr int64_t kDefaultMicroBatches = 1;
-inline int64_t stages_or_default(const TrainConfig& c) { return c.stages != 0 ? c.stages : kDefaultStages; }
+inline int64_t stages_or_default(const TrainConfig& c) {
+  return c.stages != 0 ? c.stages : kDefaultStages;
+}
 inline int64_t micro_batches_or_default(const TrainConfig& c) {
   return c.micro_batches != 0 ? c.micro_batches : kDefaultMicroBatches;
 }
@@ -83,9 +85,9 @@ inline int64_t micro_batches_or_default(const TrainConfig& c) {
 /// One settable key: its name (the long flag without dashes) and the type of its value.
 enum class ConfigValueKind { Bool, Int, Float, String, FloatPair, StringList };
 struct ConfigKey {
-  const char* name;      ///< "batch-size"
+  const char* name;  ///< "batch-size"
   ConfigValueKind kind;
-  const char* help;      ///< one line for --help
+  const char* help;  ///< one line for --help
 };
 /// Every key, in the order --help lists them. "no-shuffle" is the command line's negation of
 /// "shuffle" and is not a key of its own.

@@ -31,13 +31,20 @@ std::string where(const std::string& source, const toml::node& node) {
 
 const char* toml_type_name(const toml::node& node) {
   switch (node.type()) {
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a floating-point number";
-    case toml::node_type::boolean: return "a boolean";
-    default: return "a date or time";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a floating-point number";
+    case toml::node_type::boolean:
+      return "a boolean";
+    default:
+      return "a date or time";
   }
 }
 
@@ -115,7 +122,8 @@ std::optional<Value> convert(const KeyEntry& e, const toml::node& node) {
 }
 
 bool is_path_key(const std::string& name) {
-  for (const char* k : {"data", "targets", "init", "save", "checkpoint-dir", "log", "sample-weights"})
+  for (const char* k :
+       {"data", "targets", "init", "save", "checkpoint-dir", "log", "sample-weights"})
     if (name == k) return true;
   return false;
 }
@@ -140,8 +148,9 @@ void check_one_spelling_per_key(const toml::table& table, const std::string& sou
     const KeyEntry* e = find_key(name);
     if (e == nullptr) continue;
     const auto [earlier, first_time] = spelling_of.emplace(e->key.name, name);
-    MT_CHECK_AS(ValueError, first_time, where(source, node), ": key '", name, "' sets '", e->key.name,
-                "', which '", earlier->second, "' already set in this table; keep one of them");
+    MT_CHECK_AS(ValueError, first_time, where(source, node), ": key '", name, "' sets '",
+                e->key.name, "', which '", earlier->second,
+                "' already set in this table; keep one of them");
   }
 }
 
@@ -163,20 +172,23 @@ void apply_toml_config(TrainConfig& config, const std::string& toml_text, const 
     const std::string name = excerpt(key.str());
     const KeyEntry* e = config_detail::find_key(name);
     if (e == nullptr && node.is_table())
-      MT_THROW(ValueError, where(source, node), ": table [", name,
-               "] is not a training key; put the keys (lr = 0.01, ...) at the top level of the file");
+      MT_THROW(
+          ValueError, where(source, node), ": table [", name,
+          "] is not a training key; put the keys (lr = 0.01, ...) at the top level of the file");
     if (e == nullptr) {
       const std::string hint = config_detail::closest_key(name);
       MT_THROW(ValueError, where(source, node), ": unknown key '", name, "'",
-               hint.empty() ? std::string(" (keys are the long flags of minitrain train, e.g. batch-size)")
-                            : " (did you mean '" + hint + "'?)");
+               hint.empty()
+                   ? std::string(" (keys are the long flags of minitrain train, e.g. batch-size)")
+                   : " (did you mean '" + hint + "'?)");
     }
     const std::optional<Value> value = convert(*e, node);
     if (!value)
       MT_THROW(ValueError, where(source, node), ": key '", name, "' must be ",
                config_detail::kind_name(e->key.kind), ", got ", toml_type_name(node));
     std::optional<Value> v = value;
-    if (!base_dir.empty() && is_path_key(e->key.name)) v = Value(relative_to(base_dir, std::get<std::string>(*v)));
+    if (!base_dir.empty() && is_path_key(e->key.name))
+      v = Value(relative_to(base_dir, std::get<std::string>(*v)));
     try {
       e->set(updated, *v);
     } catch (const ValueError& err) {

@@ -32,15 +32,17 @@ void check_at_most(const char* flag, int64_t v, int64_t hi) {
 
 // Upper bounds that keep every product of counts (rows x width, epochs x batches, ...) inside
 // int64 and every count that becomes an int (threads, replicas, a GEMM dimension) inside int32.
-constexpr int64_t kMaxInt32 = 2147483647;     // batch rows are a GEMM dimension: an int in cuBLAS
+constexpr int64_t kMaxInt32 = 2147483647;  // batch rows are a GEMM dimension: an int in cuBLAS
 constexpr int64_t kMaxSteps = int64_t{1} << 40;  // a trillion steps; keeps step arithmetic exact
-constexpr int64_t kMaxWorkers = 4096;          // threads, replicas, stages
-constexpr double kMaxCommTimeoutSeconds = 1e6; // 11.6 days; a deadline beyond it would overflow the clock
+constexpr int64_t kMaxWorkers = 4096;            // threads, replicas, stages
+constexpr double kMaxCommTimeoutSeconds =
+    1e6;  // 11.6 days; a deadline beyond it would overflow the clock
 
 void check_one_of(const char* flag, const std::string& v, const std::vector<std::string>& names) {
   for (const std::string& n : names)
     if (v == n) return;
-  MT_THROW(ValueError, "--", flag, ": unknown value '", v, "' (choose one of: ", join(names, ", "), ")");
+  MT_THROW(ValueError, "--", flag, ": unknown value '", v, "' (choose one of: ", join(names, ", "),
+           ")");
 }
 
 void validate_data(const TrainConfig& c) {
@@ -48,28 +50,34 @@ void validate_data(const TrainConfig& c) {
   const bool npy = ends_with(c.data, ".npy");
   const bool csv = ends_with(c.data, ".csv");
   if (!synthetic && !npy && !csv)
-    MT_THROW(ValueError, "--data '", c.data,
-             "': expected synthetic[:N], a features file X.npy (with --targets Y.npy), or a table T.csv "
-             "(with --target-columns)");
+    MT_THROW(
+        ValueError, "--data '", c.data,
+        "': expected synthetic[:N], a features file X.npy (with --targets Y.npy), or a table T.csv "
+        "(with --target-columns)");
   if (synthetic && c.data != "synthetic") {
     const std::string n = c.data.substr(10);
     char* end = nullptr;
     errno = 0;
     const long long rows = std::strtoll(n.c_str(), &end, 10);
     if (n.empty() || end != n.c_str() + n.size() || rows < 1 || errno == ERANGE)
-      MT_THROW(ValueError, "--data '", excerpt(c.data), "': the row count after 'synthetic:' must be a positive integer");
+      MT_THROW(ValueError, "--data '", excerpt(c.data),
+               "': the row count after 'synthetic:' must be a positive integer");
     if (rows > kMaxSteps)
       MT_THROW(ValueError, "--data '", c.data, "': ", rows, " rows is more than the ", kMaxSteps,
                " synthetic rows minitrain makes");
   }
   if (!c.targets.empty() && !npy)
-    MT_THROW(ValueError, "--targets is for .npy data (--data X.npy --targets Y.npy), but --data is '", c.data, "'");
+    MT_THROW(ValueError,
+             "--targets is for .npy data (--data X.npy --targets Y.npy), but --data is '", c.data,
+             "'");
   if (npy && c.targets.empty())
-    MT_THROW(ValueError, "--data ", c.data, " needs --targets Y.npy (the targets, one row per row of ", c.data, ")");
+    MT_THROW(ValueError, "--data ", c.data,
+             " needs --targets Y.npy (the targets, one row per row of ", c.data, ")");
   if (!c.target_columns.empty() && !csv)
     MT_THROW(ValueError, "--target-columns is for .csv data, but --data is '", c.data, "'");
   if (csv && c.target_columns.empty())
-    MT_THROW(ValueError, "--data ", c.data, " needs --target-columns NAME[,NAME...] (the columns to predict)");
+    MT_THROW(ValueError, "--data ", c.data,
+             " needs --target-columns NAME[,NAME...] (the columns to predict)");
 }
 
 void validate_optimizer(const TrainConfig& c) {
@@ -79,7 +87,8 @@ void validate_optimizer(const TrainConfig& c) {
   check_finite("momentum", c.momentum);
   if (c.weight_decay) {
     check_finite("weight-decay", *c.weight_decay);
-    if (*c.weight_decay < 0) MT_THROW(ValueError, "--weight-decay must be >= 0, got ", *c.weight_decay);
+    if (*c.weight_decay < 0)
+      MT_THROW(ValueError, "--weight-decay must be >= 0, got ", *c.weight_decay);
   }
   check_finite("eps", c.eps);
   const bool sgd = c.optimizer == "sgd";
@@ -88,14 +97,17 @@ void validate_optimizer(const TrainConfig& c) {
     if (c.nesterov && c.momentum <= 0)
       MT_THROW(ValueError, "--nesterov needs --momentum > 0 (as torch.optim.SGD requires)");
     const AdamOptions adam;  // --betas, --eps and --amsgrad left at their defaults
-    if (c.beta1 != adam.beta1 || c.beta2 != adam.beta2 || c.eps != adam.eps || c.amsgrad != adam.amsgrad)
-      MT_THROW(ValueError, "--betas, --eps and --amsgrad apply to adam and adamw, not to --optimizer sgd");
+    if (c.beta1 != adam.beta1 || c.beta2 != adam.beta2 || c.eps != adam.eps ||
+        c.amsgrad != adam.amsgrad)
+      MT_THROW(ValueError,
+               "--betas, --eps and --amsgrad apply to adam and adamw, not to --optimizer sgd");
   } else {
     if (c.momentum != 0 || c.nesterov)
-      MT_THROW(ValueError, "--momentum and --nesterov apply to --optimizer sgd, not to ", c.optimizer,
-               " (adam's momentum is --betas B1,B2)");
+      MT_THROW(ValueError, "--momentum and --nesterov apply to --optimizer sgd, not to ",
+               c.optimizer, " (adam's momentum is --betas B1,B2)");
     for (double b : {c.beta1, c.beta2})
-      if (!(b >= 0 && b < 1)) MT_THROW(ValueError, "--betas must each be in [0, 1), got ", c.beta1, ",", c.beta2);
+      if (!(b >= 0 && b < 1))
+        MT_THROW(ValueError, "--betas must each be in [0, 1), got ", c.beta1, ",", c.beta2);
     if (c.eps < 0) MT_THROW(ValueError, "--eps must be >= 0, got ", c.eps);
   }
 }
@@ -105,14 +117,16 @@ void validate_schedule(const TrainConfig& c) {
   check_at_least("warmup-steps", c.warmup_steps, 0);
   if (c.schedule == "step") {
     if (c.step_size < 1)
-      MT_THROW(ValueError, "--schedule step needs --step-size N >= 1 (decay the lr every N steps), got ",
+      MT_THROW(ValueError,
+               "--schedule step needs --step-size N >= 1 (decay the lr every N steps), got ",
                c.step_size);
     check_finite("gamma", c.gamma);
     if (c.gamma <= 0) MT_THROW(ValueError, "--gamma must be > 0, got ", c.gamma);
   }
   check_finite("clip-grad-norm", c.clip_grad_norm);
   if (c.clip_grad_norm < 0)
-    MT_THROW(ValueError, "--clip-grad-norm must be > 0 (or 0 for no clipping), got ", c.clip_grad_norm);
+    MT_THROW(ValueError, "--clip-grad-norm must be > 0 (or 0 for no clipping), got ",
+             c.clip_grad_norm);
   check_at_least("grad-accum", c.grad_accum, 1);
   check_at_most("grad-accum", c.grad_accum, kMaxInt32);
   check_at_most("warmup-steps", c.warmup_steps, kMaxSteps);
@@ -134,11 +148,14 @@ void validate_loop_and_files(const TrainConfig& c) {
   check_at_least("checkpoint-every", c.checkpoint_every, 0);
   check_at_most("checkpoint-every", c.checkpoint_every, kMaxSteps);
   if (c.checkpoint_every > 0 && c.checkpoint_dir.empty())
-    MT_THROW(ValueError, "--checkpoint-every needs --checkpoint-dir DIR (where to keep the checkpoint)");
+    MT_THROW(ValueError,
+             "--checkpoint-every needs --checkpoint-dir DIR (where to keep the checkpoint)");
   if (c.resume && c.checkpoint_dir.empty())
-    MT_THROW(ValueError, "--resume needs --checkpoint-dir DIR (the directory of the run to continue)");
+    MT_THROW(ValueError,
+             "--resume needs --checkpoint-dir DIR (the directory of the run to continue)");
   if (!c.save.empty() && !ends_with(c.save, ".safetensors"))
-    MT_THROW(ValueError, "--save '", c.save, "': weights are written as .safetensors; name the file *.safetensors");
+    MT_THROW(ValueError, "--save '", c.save,
+             "': weights are written as .safetensors; name the file *.safetensors");
   check_one_of("progress", c.progress, progress_mode_names());
 }
 
@@ -156,30 +173,41 @@ void validate_parallel(const TrainConfig& c) {
     misplace(c.stages != 0, "stages");
     misplace(c.micro_batches != 0, "micro-batches");
     if (!misplaced.empty())
-      MT_THROW(ValueError, misplaced, " given without --parallel: --replicas goes with --parallel dp, --stages and "
-                           "--micro-batches with --parallel mp (or ddp), --devices with any of them");
+      MT_THROW(ValueError, misplaced,
+               " given without --parallel: --replicas goes with --parallel dp, --stages and "
+               "--micro-batches with --parallel mp (or ddp), --devices with any of them");
     return;
   }
   if (ddp) {
     // Hybrid: --stages makes each rank a ModelParallel pipeline; --devices then lists its stages.
     if (c.replicas != 0)
-      MT_THROW(ValueError, "--replicas does not go with --parallel ddp: the ranks come from the launcher, one process "
-                           "per rank (mpirun -n N, or minitrain launch -n N); drop --replicas");
+      MT_THROW(ValueError,
+               "--replicas does not go with --parallel ddp: the ranks come from the launcher, one "
+               "process "
+               "per rank (mpirun -n N, or minitrain launch -n N); drop --replicas");
     if (c.stages == 0 && c.micro_batches != 0)
-      MT_THROW(ValueError, "--micro-batches with --parallel ddp needs --stages S (each rank a pipeline of S stages)");
+      MT_THROW(ValueError,
+               "--micro-batches with --parallel ddp needs --stages S (each rank a pipeline of S "
+               "stages)");
     if (c.stages == 0 && !c.devices.empty())
-      MT_THROW(ValueError, "--devices with --parallel ddp lists the devices of one rank's --stages; without --stages "
-                           "each rank runs on --device (cuda becomes cuda:LOCAL_RANK): drop --devices or give --stages");
+      MT_THROW(ValueError,
+               "--devices with --parallel ddp lists the devices of one rank's --stages; without "
+               "--stages "
+               "each rank runs on --device (cuda becomes cuda:LOCAL_RANK): drop --devices or give "
+               "--stages");
   }
   if (dp) {
     misplace(c.stages != 0, "stages");
     misplace(c.micro_batches != 0, "micro-batches");
     if (!misplaced.empty())
-      MT_THROW(ValueError, misplaced, " go(es) with --parallel mp, not --parallel dp; drop it or use --parallel mp");
+      MT_THROW(ValueError, misplaced,
+               " go(es) with --parallel mp, not --parallel dp; drop it or use --parallel mp");
   } else {
     misplace(c.replicas != 0, "replicas");
     if (!misplaced.empty())
-      MT_THROW(ValueError, "--replicas goes with --parallel dp, not --parallel mp; use --stages N (and --devices)");
+      MT_THROW(
+          ValueError,
+          "--replicas goes with --parallel dp, not --parallel mp; use --stages N (and --devices)");
   }
   // --devices: a comma-separated list of device names, none empty.
   // (The names themselves are parsed when the run starts, after --device: see parallel_devices().)
@@ -187,12 +215,14 @@ void validate_parallel(const TrainConfig& c) {
       c.devices.empty() ? 0 : static_cast<int64_t>(device_list_entries(c.devices).size());
   if (dp) {
     if (c.replicas == 0 && n_devices == 0)
-      MT_THROW(ValueError, "--parallel dp needs --replicas N (>= 1) or --devices LIST (one replica per device)");
+      MT_THROW(
+          ValueError,
+          "--parallel dp needs --replicas N (>= 1) or --devices LIST (one replica per device)");
     if (c.replicas != 0) check_at_least("replicas", c.replicas, 1);
     check_at_most("replicas", c.replicas, kMaxWorkers);
     if (c.replicas != 0 && n_devices != 0 && c.replicas != n_devices)
-      MT_THROW(ValueError, "--replicas ", c.replicas, " but --devices '", c.devices, "' names ", n_devices,
-               " device(s); give one device per replica (or drop --replicas)");
+      MT_THROW(ValueError, "--replicas ", c.replicas, " but --devices '", c.devices, "' names ",
+               n_devices, " device(s); give one device per replica (or drop --replicas)");
     return;
   }
   if (ddp && c.stages == 0) return;  // plain ddp: one model per rank, nothing more to check
@@ -201,14 +231,15 @@ void validate_parallel(const TrainConfig& c) {
   if (c.micro_batches != 0) check_at_least("micro-batches", c.micro_batches, 1);
   const int64_t stages = stages_or_default(c);
   if (c.micro_batches > c.batch_size)
-    MT_THROW(ValueError, "--micro-batches ", c.micro_batches, " is more than --batch-size ", c.batch_size,
-             "; a micro-batch needs at least one row");
+    MT_THROW(ValueError, "--micro-batches ", c.micro_batches, " is more than --batch-size ",
+             c.batch_size, "; a micro-batch needs at least one row");
   if (starts_with(c.model, "mlp:")) {
     std::size_t sizes = 1;
     for (char ch : c.model) sizes += ch == ',';
     const int64_t layers = 2 * static_cast<int64_t>(sizes - 1) - 1;  // Linear, act, ..., Linear
     if (sizes >= 2 && stages > layers)
-      MT_THROW(ValueError, "--stages ", stages, " is more than the ", layers, " layer(s) of --model ", c.model,
+      MT_THROW(ValueError, "--stages ", stages, " is more than the ", layers,
+               " layer(s) of --model ", c.model,
                " (Linear and activation layers count one each); use --stages <= ", layers);
   }
 }
@@ -226,11 +257,13 @@ void check_bytes(const char* flag, const std::string& text) {
 void validate_communication_and_memory(const TrainConfig& c) {
   check_bytes("bucket-size", c.bucket_size);
   check_one_of("all-reduce", c.all_reduce, {"native", "ring"});
-  if (!std::isfinite(c.comm_timeout) || c.comm_timeout <= 0 || c.comm_timeout > kMaxCommTimeoutSeconds)
-    MT_THROW(ValueError, "--comm-timeout must be a positive number of seconds up to ", kMaxCommTimeoutSeconds,
-             ", got ", c.comm_timeout);
+  if (!std::isfinite(c.comm_timeout) || c.comm_timeout <= 0 ||
+      c.comm_timeout > kMaxCommTimeoutSeconds)
+    MT_THROW(ValueError, "--comm-timeout must be a positive number of seconds up to ",
+             kMaxCommTimeoutSeconds, ", got ", c.comm_timeout);
   if (!c.sample_weights.empty() && !ends_with(c.sample_weights, ".npy"))
-    MT_THROW(ValueError, "--sample-weights '", c.sample_weights, "': expected a .npy file with one weight per row");
+    MT_THROW(ValueError, "--sample-weights '", c.sample_weights,
+             "': expected a .npy file with one weight per row");
   if (!c.memory_cap.empty()) check_bytes("memory-cap", c.memory_cap);
   if (c.gemm.empty()) MT_THROW(ValueError, "--gemm: give a backend name, or auto");
 }
@@ -239,7 +272,8 @@ void validate_communication_and_memory(const TrainConfig& c) {
 
 void validate(const TrainConfig& c) {
   if (!starts_with(c.model, "mlp:"))
-    MT_THROW(ValueError, "--model '", c.model, "': expected mlp:IN,H1,...,OUT (e.g. mlp:8,64,64,1)");
+    MT_THROW(ValueError, "--model '", c.model,
+             "': expected mlp:IN,H1,...,OUT (e.g. mlp:8,64,64,1)");
   check_one_of("activation", c.activation, activation_names());
   validate_data(c);
   validate_optimizer(c);

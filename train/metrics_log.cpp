@@ -27,15 +27,17 @@ std::string kept_lines(const std::string& path, int64_t last_step, std::string& 
   for (std::size_t begin = 0; begin < text.size();) {
     const std::size_t newline = text.find('\n', begin);
     const bool last = newline == std::string::npos || newline + 1 == text.size();
-    const std::string line = text.substr(begin, newline == std::string::npos ? std::string::npos : newline - begin);
+    const std::string line =
+        text.substr(begin, newline == std::string::npos ? std::string::npos : newline - begin);
     begin = newline == std::string::npos ? text.size() : newline + 1;
     ++number;
     if (line.empty()) continue;
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     const bool good = j.is_object() && j.contains("step") && j["step"].is_number_integer();
     if (!good && last && (newline == std::string::npos || j.is_discarded())) {
-      note = detail::concat("--log ", path, ":", number, ": dropped a torn last line (", line.size(),
-                            " bytes: \"", excerpt(line, 40), "\"), left by a write that was cut short");
+      note = detail::concat("--log ", path, ":", number, ": dropped a torn last line (",
+                            line.size(), " bytes: \"", excerpt(line, 40),
+                            "\"), left by a write that was cut short");
       continue;
     }
     if (!good)
@@ -70,7 +72,8 @@ std::string metrics_json_line(const StepStats& s) {
   j["device"] = s.device;
   j["memory_in_use_bytes"] = s.memory_in_use;
   j["memory_peak_bytes"] = s.memory_peak;
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // a device name is ASCII, but be safe
+  return j.dump(-1, ' ', false,
+                nlohmann::json::error_handler_t::replace);  // a device name is ASCII, but be safe
 }
 
 std::string rank_log_path(const std::string& path, int rank, int world_size) {

@@ -26,8 +26,8 @@ int line_of(const toml::node& node) { return static_cast<int>(node.source().begi
 bool safe_name(const std::string& name) {
   if (name.empty() || name.size() > 100 || name[0] == '.') return false;
   for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
     if (!ok) return false;
   }
   return true;
@@ -35,8 +35,8 @@ bool safe_name(const std::string& name) {
 
 // Sets one key through apply_toml_config. That reads a one-key document, so its messages say
 // "SOURCE:1: ..."; the line is replaced by the key's line in the real file.
-void apply_key(TrainConfig& config, const std::string& key, const toml::node& node, const std::string& source,
-               const std::string& base_dir) {
+void apply_key(TrainConfig& config, const std::string& key, const toml::node& node,
+               const std::string& source, const std::string& base_dir) {
   toml::table one;
   one.insert(key, node);
   std::ostringstream text;
@@ -46,8 +46,10 @@ void apply_key(TrainConfig& config, const std::string& key, const toml::node& no
   } catch (const ValueError& e) {
     std::string what = e.what();
     const std::string prefix = source + ":1";
-    if (what.rfind(prefix, 0) == 0) what = what.substr(prefix.size());
-    else what = ": " + what;
+    if (what.rfind(prefix, 0) == 0)
+      what = what.substr(prefix.size());
+    else
+      what = ": " + what;
     throw ValueError(source + ":" + std::to_string(line_of(node)) + what);
   }
 }
@@ -62,7 +64,8 @@ void make_paths_absolute(TrainConfig& c) {
     if (p.empty() || p == "synthetic" || p.rfind("synthetic:", 0) == 0) return;
     p = std::filesystem::absolute(p).lexically_normal().string();
   };
-  for (std::string* p : {&c.data, &c.targets, &c.init, &c.save, &c.checkpoint_dir, &c.log, &c.sample_weights})
+  for (std::string* p :
+       {&c.data, &c.targets, &c.init, &c.save, &c.checkpoint_dir, &c.log, &c.sample_weights})
     absolute(*p);
 }
 
@@ -72,7 +75,8 @@ void check_run(const TrainConfig& c) {
   Device::parse(c.device);  // DeviceError for a name that is no device
   if (c.parallel != "none")
     MT_THROW(ValueError, "parallel = '", c.parallel,
-             "': a pipelines run is one process on one device; drop the key (or use minitrain train --parallel)");
+             "': a pipelines run is one process on one device; drop the key (or use minitrain "
+             "train --parallel)");
 }
 
 }  // namespace
@@ -103,15 +107,18 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
       }
     } else if (name == "run") {
       runs = node.as_array();
-      MT_CHECK_AS(ValueError, runs != nullptr && runs->is_array_of_tables(), source, ":", line_of(node),
+      MT_CHECK_AS(ValueError, runs != nullptr && runs->is_array_of_tables(), source, ":",
+                  line_of(node),
                   ": 'run' must be an array of tables: write each run as a [[run]] table");
     } else {
       MT_THROW(ValueError, source, ":", line_of(node), ": unknown top-level key '", excerpt(name),
-               "'; runs.toml holds an optional [defaults] table and [[run]] tables (put training keys in them)");
+               "'; runs.toml holds an optional [defaults] table and [[run]] tables (put training "
+               "keys in them)");
     }
   }
   MT_CHECK_AS(ValueError, runs != nullptr && !runs->empty(), source,
-              ": no runs; add one [[run]] table per run with a name and training keys (name = \"a\", lr = 0.01)");
+              ": no runs; add one [[run]] table per run with a name and training keys (name = "
+              "\"a\", lr = 0.01)");
 
   PipelinesFile file;
   file.path = source;
@@ -126,12 +133,14 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
     MT_CHECK_AS(ValueError, name_node != nullptr, source, ":", r.line, ": [[run]] #", index,
                 " has no name; give it name = \"...\" (its output directory)");
     const std::optional<std::string> name = name_node->value_exact<std::string>();
-    MT_CHECK_AS(ValueError, name.has_value(), source, ":", line_of(*name_node), ": [[run]] #", index,
-                ": name must be a string");
-    MT_CHECK_AS(ValueError, safe_name(*name), source, ":", line_of(*name_node), ": run name '", excerpt(*name),
-                "' is not a safe directory name; use letters, digits, '.', '_' and '-' (not starting with '.')");
-    MT_CHECK_AS(ValueError, names.insert(*name).second, source, ":", line_of(*name_node), ": run name '", *name,
-                "' is used twice; give each [[run]] its own name");
+    MT_CHECK_AS(ValueError, name.has_value(), source, ":", line_of(*name_node), ": [[run]] #",
+                index, ": name must be a string");
+    MT_CHECK_AS(ValueError, safe_name(*name), source, ":", line_of(*name_node), ": run name '",
+                excerpt(*name),
+                "' is not a safe directory name; use letters, digits, '.', '_' and '-' (not "
+                "starting with '.')");
+    MT_CHECK_AS(ValueError, names.insert(*name).second, source, ":", line_of(*name_node),
+                ": run name '", *name, "' is used twice; give each [[run]] its own name");
     r.name = *name;
     r.config = defaults;
     try {
@@ -144,8 +153,10 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
     } catch (const Error& e) {
       // Key errors already name their line; a combination that does not check names the run's.
       const std::string what = e.what();
-      r.error = "run '" + r.name + "': " +
-                (what.rfind(source + ":", 0) == 0 ? what : source + ":" + std::to_string(r.line) + ": " + what);
+      r.error =
+          "run '" + r.name + "': " +
+          (what.rfind(source + ":", 0) == 0 ? what
+                                            : source + ":" + std::to_string(r.line) + ": " + what);
     }
     make_paths_absolute(r.config);
     file.runs.push_back(std::move(r));
@@ -176,8 +187,10 @@ std::string config_to_toml(const TrainConfig& config) {
     } else if (v.is_array()) {
       toml::array a;
       for (const nlohmann::json& item : v) {
-        if (item.is_string()) a.push_back(item.get<std::string>());
-        else a.push_back(item.get<double>());
+        if (item.is_string())
+          a.push_back(item.get<std::string>());
+        else
+          a.push_back(item.get<double>());
       }
       t.insert(name, std::move(a));
     } else {
@@ -185,7 +198,8 @@ std::string config_to_toml(const TrainConfig& config) {
     }
   }
   std::ostringstream os;
-  os << "# The resolved training keys of this run (minitrain train --config this file).\n" << t << "\n";
+  os << "# The resolved training keys of this run (minitrain train --config this file).\n"
+     << t << "\n";
   return os.str();
 }
 

@@ -16,7 +16,8 @@
 namespace minitrain {
 
 Tensor predict(Module& model, const Tensor& x, Device device, int64_t batch_size) {
-  MT_CHECK_AS(ShapeError, x.ndim() == 2, "predict: input must be 2-D [rows, features], got ", x.shape());
+  MT_CHECK_AS(ShapeError, x.ndim() == 2, "predict: input must be 2-D [rows, features], got ",
+              x.shape());
   MT_CHECK_AS(ValueError, batch_size >= 1, "predict: batch_size must be >= 1, got ", batch_size);
   const bool was_training = model.is_training();
   model.eval();
@@ -42,7 +43,8 @@ Tensor predict(Module& model, const Tensor& x, Device device, int64_t batch_size
 
 int64_t run_predict(const PredictConfig& c) {
   MT_CHECK_AS(ValueError, !c.weights.empty(), "predict needs --weights W.safetensors");
-  MT_CHECK_AS(ValueError, !c.model.empty(), "predict needs --model mlp:IN,...,OUT (the model the weights are for)");
+  MT_CHECK_AS(ValueError, !c.model.empty(),
+              "predict needs --model mlp:IN,...,OUT (the model the weights are for)");
   MT_CHECK_AS(ValueError, !c.input.empty(), "predict needs --input X.npy");
   MT_CHECK_AS(ValueError, !c.output.empty(), "predict needs --output Y.npy");
   const Device device = Device::parse(c.device);
@@ -54,8 +56,9 @@ int64_t run_predict(const PredictConfig& c) {
 
   const Tensor x = read_npy(c.input);
   if (x.ndim() != 2 || x.size(1) != sizes.front())
-    MT_THROW(ShapeError, "--input ", c.input, " has shape ", x.shape(), " but --model ", c.model, " expects [rows, ",
-             sizes.front(), "]", x.ndim() == 1 ? " (a 1-D array: reshape it to [rows, features])" : "");
+    MT_THROW(ShapeError, "--input ", c.input, " has shape ", x.shape(), " but --model ", c.model,
+             " expects [rows, ", sizes.front(), "]",
+             x.ndim() == 1 ? " (a 1-D array: reshape it to [rows, features])" : "");
   const std::filesystem::path dir = std::filesystem::path(c.output).parent_path();
   if (!dir.empty() && !std::filesystem::is_directory(dir))
     MT_THROW(IoError, "--output ", c.output, ": directory '", dir.string(), "' does not exist");

@@ -16,11 +16,11 @@ namespace minitrain {
 Tensor predict(Module& model, const Tensor& x, Device device, int64_t batch_size = 4096);
 
 struct PredictConfig {
-  std::string weights;           ///< .safetensors with PyTorch Sequential names
-  std::string model;             ///< mlp:IN,...,OUT
+  std::string weights;  ///< .safetensors with PyTorch Sequential names
+  std::string model;    ///< mlp:IN,...,OUT
   std::string activation = "relu";
-  std::string input;             ///< X.npy [N, IN]
-  std::string output;            ///< Y.npy [N, OUT], written atomically at the end
+  std::string input;   ///< X.npy [N, IN]
+  std::string output;  ///< Y.npy [N, OUT], written atomically at the end
   std::string device = "auto";
   int64_t batch_size = 4096;
 };

@@ -39,8 +39,8 @@ ProgressMode parse_progress_mode(const std::string& name) {
   if (name == "lines") return ProgressMode::Lines;
   if (name == "none") return ProgressMode::None;
   if (name == "auto") return isatty(STDERR_FILENO) ? ProgressMode::Bar : ProgressMode::Lines;
-  MT_THROW(ValueError, "--progress: unknown value '", name, "' (choose one of: ", join(progress_mode_names(), ", "),
-           ")");
+  MT_THROW(ValueError, "--progress: unknown value '", name,
+           "' (choose one of: ", join(progress_mode_names(), ", "), ")");
 }
 
 std::vector<std::string> progress_mode_names() { return {"auto", "bar", "lines", "none"}; }
@@ -53,7 +53,8 @@ std::string format_duration(double seconds) {
     std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
                   static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
   else
-    std::snprintf(buf, sizeof buf, "%lld:%02lld", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
   return buf;
 }
 
@@ -71,7 +72,8 @@ bool Progress::due(int64_t step) const {
 }
 
 std::string Progress::eta(int64_t step) const {
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double done = static_cast<double>(step - first_step_ + 1);
   return format_duration(elapsed / done * static_cast<double>(total_steps_ - step));
 }
@@ -80,7 +82,8 @@ void Progress::update(const StepStats& s) {
   if (mode_ == ProgressMode::None) return;
   const auto now = std::chrono::steady_clock::now();
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const double steps_per_s = elapsed > 0 ? static_cast<double>(s.step - first_step_ + 1) / elapsed : 0.0;
+  const double steps_per_s =
+      elapsed > 0 ? static_cast<double>(s.step - first_step_ + 1) / elapsed : 0.0;
 
   if (mode_ == ProgressMode::Lines) {
     if (!due(s.step)) return;
@@ -93,16 +96,17 @@ void Progress::update(const StepStats& s) {
   }
 
   // Bar: redraw at most every kRedrawSeconds, and always for the last step.
-  if (s.step != total_steps_ && std::chrono::duration<double>(now - last_draw_).count() < kRedrawSeconds &&
-      open_line_)
+  if (s.step != total_steps_ &&
+      std::chrono::duration<double>(now - last_draw_).count() < kRedrawSeconds && open_line_)
     return;
   last_draw_ = now;
   const double fraction = total_steps_ > 0 ? static_cast<double>(s.step) / total_steps_ : 1.0;
   const int filled = static_cast<int>(fraction * kBarWidth);
   std::ostringstream line;
-  line << "\r[" << std::string(filled, '#') << std::string(kBarWidth - filled, '.') << "] " << s.step << "/"
-       << total_steps_ << "  loss " << general(s.loss, 5) << "  " << fixed(steps_per_s, 0) << " steps/s  ETA "
-       << eta(s.step) << "\x1b[K";  // erase what a longer previous line left
+  line << "\r[" << std::string(filled, '#') << std::string(kBarWidth - filled, '.') << "] "
+       << s.step << "/" << total_steps_ << "  loss " << general(s.loss, 5) << "  "
+       << fixed(steps_per_s, 0) << " steps/s  ETA " << eta(s.step)
+       << "\x1b[K";  // erase what a longer previous line left
   out_ << line.str();
   out_.flush();
   open_line_ = true;

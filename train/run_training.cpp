@@ -49,18 +49,21 @@ std::shared_ptr<const Dataset> load_data(const TrainConfig& c, const std::vector
       synthetic_rows(c.data), sizes.front(), sizes.back(), c.seed ^ kDataSeedMix));
 }
 
-void check_data_fits_model(const Dataset& d, const TrainConfig& c, const std::vector<int64_t>& sizes) {
+void check_data_fits_model(const Dataset& d, const TrainConfig& c,
+                           const std::vector<int64_t>& sizes) {
   if (d.feature_dim() != sizes.front()) {
     std::vector<int64_t> fixed = sizes;
     fixed.front() = d.feature_dim();
-    MT_THROW(ShapeError, "--data ", c.data, " has ", d.feature_dim(), " feature column(s) per row but --model ",
-             c.model, " expects ", sizes.front(), " inputs; use --model mlp:", join(fixed, ","));
+    MT_THROW(ShapeError, "--data ", c.data, " has ", d.feature_dim(),
+             " feature column(s) per row but --model ", c.model, " expects ", sizes.front(),
+             " inputs; use --model mlp:", join(fixed, ","));
   }
   if (d.target_dim() != sizes.back()) {
     std::vector<int64_t> fixed = sizes;
     fixed.back() = d.target_dim();
-    MT_THROW(ShapeError, "--data ", c.data, " has ", d.target_dim(), " target(s) per row but --model ", c.model,
-             " has ", sizes.back(), " outputs; use --model mlp:", join(fixed, ","));
+    MT_THROW(ShapeError, "--data ", c.data, " has ", d.target_dim(),
+             " target(s) per row but --model ", c.model, " has ", sizes.back(),
+             " outputs; use --model mlp:", join(fixed, ","));
   }
 }
 
@@ -73,7 +76,8 @@ void prepare_output(const char* flag, const std::string& path, std::ostream& inf
     MT_THROW(IoError, "--", flag, ": ", e.what());
   }
   if (const int removed = remove_stale_temporaries(path))
-    info << "removed " << removed << " temporary file(s) of " << path << " left by an interrupted write\n";
+    info << "removed " << removed << " temporary file(s) of " << path
+         << " left by an interrupted write\n";
 }
 
 std::shared_ptr<const LRSchedule> make_schedule(const TrainConfig& c, int64_t total_steps) {
@@ -111,27 +115,29 @@ void check_resume_config(const std::string& path, const TrainConfig& c, int worl
     const int64_t saved_batch = saved["batch-size"].get<int64_t>();
     const int64_t saved_global = saved_batch * saved_world, global = c.batch_size * world_size;
     if (saved_world == 1 && world_size == 1 && saved_batch != c.batch_size)
-      MT_THROW(ValueError, "--resume: the checkpoint in ", c.checkpoint_dir, " was written with batch-size ",
-               saved_batch, ", this run has ", c.batch_size,
+      MT_THROW(ValueError, "--resume: the checkpoint in ", c.checkpoint_dir,
+               " was written with batch-size ", saved_batch, ", this run has ", c.batch_size,
                "; resume with the settings of the original run (or start a new --checkpoint-dir)");
     if (saved_global != global) {
       std::ostringstream fix;
       if (saved_global % world_size == 0)
-        fix << "use --batch-size " << saved_global / world_size << " on " << world_size << " rank(s)";
+        fix << "use --batch-size " << saved_global / world_size << " on " << world_size
+            << " rank(s)";
       else
         fix << "use a number of ranks that divides " << saved_global;
-      MT_THROW(ValueError, "--resume: the checkpoint in ", c.checkpoint_dir, " was written by ", saved_world,
-               " rank(s) x --batch-size ", saved_batch, " (global batch ", saved_global, "), this run has ", world_size,
-               " rank(s) x --batch-size ", c.batch_size, " (global batch ", global,
+      MT_THROW(ValueError, "--resume: the checkpoint in ", c.checkpoint_dir, " was written by ",
+               saved_world, " rank(s) x --batch-size ", saved_batch, " (global batch ",
+               saved_global, "), this run has ", world_size, " rank(s) x --batch-size ",
+               c.batch_size, " (global batch ", global,
                "); the global batch (ranks x --batch-size) must stay the same: ", fix.str(),
                " (or start a new --checkpoint-dir)");
     }
   }
-  for (const char* key : {"model", "activation", "data", "targets", "target-columns", "optimizer", "shuffle",
-                          "drop-last", "seed", "grad-accum"}) {
+  for (const char* key : {"model", "activation", "data", "targets", "target-columns", "optimizer",
+                          "shuffle", "drop-last", "seed", "grad-accum"}) {
     if (saved.contains(key) && saved[key] != now[key])
-      MT_THROW(ValueError, "--resume: the checkpoint in ", c.checkpoint_dir, " was written with ", key, " ",
-               saved[key].dump(), ", this run has ", now[key].dump(),
+      MT_THROW(ValueError, "--resume: the checkpoint in ", c.checkpoint_dir, " was written with ",
+               key, " ", saved[key].dump(), ", this run has ", now[key].dump(),
                "; resume with the settings of the original run (or start a new --checkpoint-dir)");
   }
 }
@@ -155,8 +161,8 @@ std::vector<double> read_sample_weights(const std::string& path, int64_t rows) {
   const Tensor w = read_npy(path);  // an IoError names the file
   const bool column = w.ndim() == 1 || (w.ndim() == 2 && w.size(1) == 1);
   if (!column || w.numel() != rows)
-    MT_THROW(ShapeError, "--sample-weights ", path, " holds an array of shape ", w.shape(), " but the data has ",
-             rows, " rows; give one weight per row (shape [", rows, "])");
+    MT_THROW(ShapeError, "--sample-weights ", path, " holds an array of shape ", w.shape(),
+             " but the data has ", rows, " rows; give one weight per row (shape [", rows, "])");
   std::vector<double> values;
   if (w.dtype() == DType::Float64) {
     values = w.to_vector<double>();
@@ -174,7 +180,8 @@ ProcessGroupOptions process_group_options(const TrainConfig& c) {
   ProcessGroupOptions o;
   o.backend = "auto";
   o.comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout * 1000.0));
-  o.comm.all_reduce = c.all_reduce == "ring" ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::Native;
+  o.comm.all_reduce =
+      c.all_reduce == "ring" ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::Native;
   return o;
 }
 
@@ -191,8 +198,9 @@ void check_gemm_backend(const std::string& name, Device device) {
   with_flag_context("--gemm", [&] { b = &gemm_backend(name); });
   if (b->device != device.type()) {
     const std::string names = join(gemm_backend_names(device.type()), ", ");
-    MT_THROW(ValueError, "--gemm ", name, " runs on ", b->device == DeviceType::CUDA ? "CUDA" : "CPU",
-             " tensors, but this run is on ", device.str(), "; for ", device.str(), " choose auto or one of: ", names);
+    MT_THROW(ValueError, "--gemm ", name, " runs on ",
+             b->device == DeviceType::CUDA ? "CUDA" : "CPU", " tensors, but this run is on ",
+             device.str(), "; for ", device.str(), " choose auto or one of: ", names);
   }
 }
 
@@ -200,7 +208,8 @@ void check_gemm_backend(const std::string& name, Device device) {
 
 int64_t synthetic_rows(const std::string& spec) {
   if (spec == "synthetic") return kDefaultSyntheticRows;
-  MT_CHECK_AS(ValueError, starts_with(spec, "synthetic:"), "not a synthetic data spec: '", spec, "'");
+  MT_CHECK_AS(ValueError, starts_with(spec, "synthetic:"), "not a synthetic data spec: '", spec,
+              "'");
   const std::string n = spec.substr(10);
   std::size_t used = 0;
   long long rows = 0;
@@ -230,11 +239,13 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   std::vector<Device> devices;
   if (dp || mp || (ddp && c.stages != 0)) {
     devices = parallel_devices(c, device);
-    device = devices.front();  // batches arrive, and the loss is computed, on the first replica/stage
+    device =
+        devices.front();  // batches arrive, and the loss is computed, on the first replica/stage
   }
   if (!c.memory_cap.empty()) {
     const uint64_t cap = parse_bytes(c.memory_cap);
-    for (const Device& d : devices.empty() ? std::vector<Device>{device} : devices) set_memory_cap(d, cap);
+    for (const Device& d : devices.empty() ? std::vector<Device>{device} : devices)
+      set_memory_cap(d, cap);
   }
   const std::vector<int64_t> sizes = parse_mlp_spec(c.model);
   const Activation activation = parse_activation(c.activation);
@@ -248,12 +259,13 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   if (c.resume) {
     resume_path = checkpoint_path(c.checkpoint_dir);
     if (!fs::exists(resume_path))
-      MT_THROW(IoError, "--resume: no checkpoint in '", c.checkpoint_dir, "' (expected ", resume_path,
-               "); run without --resume to start afresh");
+      MT_THROW(IoError, "--resume: no checkpoint in '", c.checkpoint_dir, "' (expected ",
+               resume_path, "); run without --resume to start afresh");
     check_resume_config(resume_path, c, env.world_size);
   }
   std::vector<double> sample_weights;
-  if (!c.sample_weights.empty()) sample_weights = read_sample_weights(c.sample_weights, data->size());
+  if (!c.sample_weights.empty())
+    sample_weights = read_sample_weights(c.sample_weights, data->size());
   if (!c.checkpoint_dir.empty()) {
     std::error_code ec;
     fs::create_directories(c.checkpoint_dir, ec);
@@ -296,8 +308,9 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     set_gemm_backend(*seq, c.gemm);
     std::unique_ptr<Module> local;
     if (c.stages != 0) {  // hybrid: each rank a pipeline of --stages stages
-      auto mpm = std::make_unique<ModelParallel>(std::move(seq), static_cast<int>(c.stages),
-                                                 static_cast<int>(micro_batches_or_default(c)), devices);
+      auto mpm =
+          std::make_unique<ModelParallel>(std::move(seq), static_cast<int>(c.stages),
+                                          static_cast<int>(micro_batches_or_default(c)), devices);
       model_parallel = mpm.get();
       local = std::move(mpm);
     } else {
@@ -310,12 +323,13 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     model = std::move(ddpm);
   } else {
     std::unique_ptr<Sequential> seq = make_mlp(sizes, activation, gen, device);
-    seq->set_needs_input_grad(false);  // the input is data: skip the first layer's dx GEMM, as torch does
+    seq->set_needs_input_grad(
+        false);  // the input is data: skip the first layer's dx GEMM, as torch does
     set_gemm_backend(*seq, c.gemm);
     if (mp) {
-      auto mpm = std::make_unique<ModelParallel>(std::move(seq), static_cast<int>(stages_or_default(c)),
-                                                 static_cast<int>(micro_batches_or_default(c)),
-                                                 devices);
+      auto mpm =
+          std::make_unique<ModelParallel>(std::move(seq), static_cast<int>(stages_or_default(c)),
+                                          static_cast<int>(micro_batches_or_default(c)), devices);
       model_parallel = mpm.get();
       model = std::move(mpm);
     } else {
@@ -337,8 +351,9 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   oc.beta2 = c.beta2;
   oc.eps = c.eps;
   oc.amsgrad = c.amsgrad;
-  std::unique_ptr<Optimizer> optimizer =
-      data_parallel ? data_parallel->make_optimizer(oc) : make_optimizer(oc, model->named_parameters());
+  std::unique_ptr<Optimizer> optimizer = data_parallel
+                                             ? data_parallel->make_optimizer(oc)
+                                             : make_optimizer(oc, model->named_parameters());
 
   DataLoaderOptions lo;
   lo.batch_size = c.batch_size;
@@ -349,7 +364,8 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   // --batch-size is per rank (as in torch): each rank takes its share of every epoch's order, or
   // of the epoch's weighted draw (made alike on every rank).
   if (!sample_weights.empty())
-    lo.sampler = std::make_shared<WeightedRandomSampler>(sample_weights, data->size(), c.seed, world, rank);
+    lo.sampler =
+        std::make_shared<WeightedRandomSampler>(sample_weights, data->size(), c.seed, world, rank);
   else if (ddp)
     lo.sampler = std::make_shared<DistributedSampler>(data->size(), world, rank, c.shuffle, c.seed);
   DataLoader loader(data, lo);
@@ -365,7 +381,8 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   to.schedule = make_schedule(c, to.total_steps);
   to.checkpoint_dir = c.checkpoint_dir;
   to.checkpoint_every = c.checkpoint_every;
-  to.checkpoint_metadata = {{"config", config_to_json(c)}, {"model", c.model}, {"activation", c.activation}};
+  to.checkpoint_metadata = {
+      {"config", config_to_json(c)}, {"model", c.model}, {"activation", c.activation}};
   to.generator = &gen;
   if (distributed) {
     to.world_size = world;
@@ -377,7 +394,8 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     // One all-reduce carries the loss and the stop request: the mean of the requests is > 0
     // when any rank was signalled, so every rank stops after the same step.
     to.reduce_loss = [cm](double loss, bool& stop) {
-      Tensor t = Tensor::from_vector(std::vector<double>{loss, stop ? 1.0 : 0.0}, {2}, cm->device());
+      Tensor t =
+          Tensor::from_vector(std::vector<double>{loss, stop ? 1.0 : 0.0}, {2}, cm->device());
       cm->all_reduce(t, ReduceOp::Avg);
       const std::vector<double> mean = t.to_vector<double>();
       stop = mean[1] > 0;
@@ -408,19 +426,21 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   Progress progress(progress_out, progress_mode, trainer.step() + 1, to.total_steps);
 
   std::ostringstream what;
-  what << "training " << c.model << " (" << c.activation << ", " << model->num_parameters() << " parameters) on "
-       << report.device << ": " << c.data << " (" << data->size() << " rows), " << c.optimizer << " lr " << c.lr
-       << ", batch " << c.batch_size << (distributed ? " per rank" : "") << ", " << to.total_steps << " steps";
+  what << "training " << c.model << " (" << c.activation << ", " << model->num_parameters()
+       << " parameters) on " << report.device << ": " << c.data << " (" << data->size()
+       << " rows), " << c.optimizer << " lr " << c.lr << ", batch " << c.batch_size
+       << (distributed ? " per rank" : "") << ", " << to.total_steps << " steps";
   if (data_parallel) what << ", data parallel: " << data_parallel->replicas() << " replicas";
   if (distributed) {
-    what << ", distributed data parallel: " << world << (world == 1 ? " rank" : " ranks") << " (" << comm->backend()
-         << ", " << c.all_reduce << " all-reduce, buckets of " << c.bucket_size << ", global batch "
-         << c.batch_size * world << ")";
+    what << ", distributed data parallel: " << world << (world == 1 ? " rank" : " ranks") << " ("
+         << comm->backend() << ", " << c.all_reduce << " all-reduce, buckets of " << c.bucket_size
+         << ", global batch " << c.batch_size * world << ")";
   }
   if (!sample_weights.empty()) what << ", rows drawn by --sample-weights";
   if (model_parallel) {
-    what << ", model parallel: " << model_parallel->stages() << " stages, " << model_parallel->micro_batches()
-         << " micro-batches, bubble " << static_cast<int>(model_parallel->bubble_fraction() * 100 + 0.5) << "%";
+    what << ", model parallel: " << model_parallel->stages() << " stages, "
+         << model_parallel->micro_batches() << " micro-batches, bubble "
+         << static_cast<int>(model_parallel->bubble_fraction() * 100 + 0.5) << "%";
   }
   if (epochs > 0) what << " (" << epochs << (epochs == 1 ? " epoch)" : " epochs)");
   if (report.resumed_from_step >= 0) what << ", resuming after step " << report.resumed_from_step;
@@ -437,11 +457,14 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   if (!c.save.empty()) {
     check_parameters_finite(*model, "--save");  // on every rank: the weights are the same on all
     if (rank == 0)
-      save_weights(c.save, *model, {{"model", c.model}, {"activation", c.activation},
-                                    {"step", std::to_string(trainer.step())}});
+      save_weights(c.save, *model,
+                   {{"model", c.model},
+                    {"activation", c.activation},
+                    {"step", std::to_string(trainer.step())}});
     report.saved = c.save;
   }
-  // No rank leaves before the weights are written: a script started after any rank returns finds them.
+  // No rank leaves before the weights are written: a script started after any rank returns finds
+  // them.
   if (comm) comm->barrier();
   return report;
 }

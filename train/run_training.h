@@ -19,8 +19,8 @@ struct TrainReport {
   int64_t total_steps = 0;
   int64_t resumed_from_step = -1;  ///< -1: a fresh run
   std::string device;
-  std::string saved;               ///< --save, when written
-  int rank = 0, world_size = 1;    ///< --parallel ddp: this process's rank and the job's ranks
+  std::string saved;             ///< --save, when written
+  int rank = 0, world_size = 1;  ///< --parallel ddp: this process's rank and the job's ranks
 };
 
 /// `info` gets a line on what is trained where, and where results went; `progress` the progress

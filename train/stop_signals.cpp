@@ -45,9 +45,12 @@ const std::atomic<int>& StopOnSignals::requested() noexcept { return g_requested
 
 const char* stop_signal_name(int signal) noexcept {
   switch (signal) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    default: return "a signal";
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "a signal";
   }
 }
 

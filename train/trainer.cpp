@@ -19,10 +19,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // A non-negative integer of a checkpoint's metadata, or `fallback` when the checkpoint lacks it.
-int64_t meta_int(const std::map<std::string, std::string>& meta, const char* key, int64_t fallback) {
+int64_t meta_int(const std::map<std::string, std::string>& meta, const char* key,
+                 int64_t fallback) {
   const auto it = meta.find(key);
   if (it == meta.end()) return fallback;
   try {
@@ -38,7 +41,8 @@ int64_t steps_for_epochs(int64_t epochs, int64_t batches_per_epoch, int64_t grad
   MT_CHECK_AS(ValueError, epochs >= 1 && batches_per_epoch >= 1 && grad_accum >= 1,
               "steps_for_epochs: epochs ", epochs, ", batches per epoch ", batches_per_epoch,
               " and grad_accum ", grad_accum, " must each be >= 1");
-  const int64_t batches = checked_mul(epochs, batches_per_epoch, "steps_for_epochs: epochs x batches per epoch");
+  const int64_t batches =
+      checked_mul(epochs, batches_per_epoch, "steps_for_epochs: epochs x batches per epoch");
   return batches / grad_accum + (batches % grad_accum != 0);
 }
 
@@ -46,25 +50,32 @@ void check_parameters_finite(Module& model, const std::string& when) {
   for (const auto& [name, p] : model.named_parameters()) {
     const double m = max_abs(p->value).item();
     if (!std::isfinite(m))
-      MT_THROW(NonFiniteError, when, ": parameter '", name, "' holds ", std::isnan(m) ? "NaN" : "infinite",
-               " values; the learning rate is probably too high (try a lower --lr or --clip-grad-norm)");
+      MT_THROW(
+          NonFiniteError, when, ": parameter '", name, "' holds ",
+          std::isnan(m) ? "NaN" : "infinite",
+          " values; the learning rate is probably too high (try a lower --lr or --clip-grad-norm)");
   }
 }
 
 Trainer::Trainer(Module& model, Optimizer& optimizer, DataLoader& loader, TrainerOptions options)
-    : model_(model), optimizer_(optimizer), loader_(loader), options_(std::move(options)),
+    : model_(model),
+      optimizer_(optimizer),
+      loader_(loader),
+      options_(std::move(options)),
       device_(loader.options().device) {
   MT_CHECK_AS(ValueError, options_.total_steps >= 1, "Trainer: total_steps must be >= 1, got ",
               options_.total_steps);
   MT_CHECK_AS(ValueError, options_.grad_accum >= 1, "Trainer: grad_accum must be >= 1, got ",
               options_.grad_accum);
-  MT_CHECK_AS(ValueError, options_.checkpoint_every >= 0, "Trainer: checkpoint_every must be >= 0, got ",
-              options_.checkpoint_every);
-  MT_CHECK_AS(ValueError, options_.world_size >= 1, "Trainer: world_size must be >= 1, got ", options_.world_size);
-  if (options_.total_batches == 0) options_.total_batches = options_.total_steps * options_.grad_accum;
+  MT_CHECK_AS(ValueError, options_.checkpoint_every >= 0,
+              "Trainer: checkpoint_every must be >= 0, got ", options_.checkpoint_every);
+  MT_CHECK_AS(ValueError, options_.world_size >= 1, "Trainer: world_size must be >= 1, got ",
+              options_.world_size);
+  if (options_.total_batches == 0)
+    options_.total_batches = options_.total_steps * options_.grad_accum;
   MT_CHECK_AS(ValueError, options_.total_batches > (options_.total_steps - 1) * options_.grad_accum,
-              "Trainer: ", options_.total_batches, " batches leave nothing for step ", options_.total_steps,
-              " (grad_accum ", options_.grad_accum, ")");
+              "Trainer: ", options_.total_batches, " batches leave nothing for step ",
+              options_.total_steps, " (grad_accum ", options_.grad_accum, ")");
 }
 
 int64_t Trainer::batches_for_step(int64_t step) const {
@@ -88,22 +99,25 @@ CheckpointPosition Trainer::position() const {
   return p;
 }
 
-int64_t Trainer::map_batch_index(const std::string& path, const std::map<std::string, std::string>& meta) const {
+int64_t Trainer::map_batch_index(const std::string& path,
+                                 const std::map<std::string, std::string>& meta) const {
   const int64_t world = meta_int(meta, "world_size", 1), batch = meta_int(meta, "global_batch", 0);
   const int64_t epoch = meta_int(meta, "epoch", 0), index = meta_int(meta, "batch_index", 0);
   if (batch <= 0)
     MT_THROW(ValueError, "cannot resume from '", path, "' on ", options_.world_size,
-             " ranks: it does not record its batch layout (written by an older minitrain); resume it on ", world,
-             " rank(s) with its original --batch-size");
+             " ranks: it does not record its batch layout (written by an older minitrain); resume "
+             "it on ",
+             world, " rank(s) with its original --batch-size");
   const int64_t offset = index * batch;  // rows of the epoch consumed, over all ranks
   const int64_t mine = global_batch();
   if (offset % mine != 0 || offset / mine >= loader_.batches_per_epoch())
-    MT_THROW(ValueError, "cannot resume from '", path, "': it was written by ", world, " rank(s) x batch size ",
-             batch / world, " (global batch ", batch, ") after ", offset, " rows of epoch ", epoch,
-             " (from 0), which is not a batch boundary of this run's ", options_.world_size,
-             " rank(s) x batch size ", loader_.options().batch_size, " (global batch ", mine,
-             "); resume with a global batch (ranks x --batch-size) that divides ", offset, ", such as the original ",
-             batch);
+    MT_THROW(ValueError, "cannot resume from '", path, "': it was written by ", world,
+             " rank(s) x batch size ", batch / world, " (global batch ", batch, ") after ", offset,
+             " rows of epoch ", epoch, " (from 0), which is not a batch boundary of this run's ",
+             options_.world_size, " rank(s) x batch size ", loader_.options().batch_size,
+             " (global batch ", mine,
+             "); resume with a global batch (ranks x --batch-size) that divides ", offset,
+             ", such as the original ", batch);
   return offset / mine;
 }
 
@@ -132,14 +146,17 @@ void Trainer::resume(const std::string& path) {
     if (!same_layout && std::string(key) == "batches_per_epoch") continue;
     const auto it = meta.find(key);
     if (it != meta.end() && it->second != std::to_string(want))
-      MT_THROW(ValueError, "cannot resume from '", path, "': it was written with ", key, " ", it->second,
-               ", this run has ", want, " (resume with the settings of the original run)");
+      MT_THROW(ValueError, "cannot resume from '", path, "': it was written with ", key, " ",
+               it->second, ", this run has ", want,
+               " (resume with the settings of the original run)");
   }
-  const int64_t mapped_index = same_layout ? -1 : map_batch_index(path, meta);  // before anything changes
+  const int64_t mapped_index =
+      same_layout ? -1 : map_batch_index(path, meta);  // before anything changes
   const CheckpointPosition p = load_checkpoint(path, model_, optimizer_);
   if (p.step > options_.total_steps)
-    MT_THROW(ValueError, "cannot resume from '", path, "': it is at step ", p.step, ", past this run's last step ",
-             options_.total_steps, " (give more --steps or --epochs)");
+    MT_THROW(ValueError, "cannot resume from '", path, "': it is at step ", p.step,
+             ", past this run's last step ", options_.total_steps,
+             " (give more --steps or --epochs)");
   step_ = p.step;
   batches_seen_ = same_layout ? p.batches_seen : p.epoch * bpe + mapped_index;
   samples_seen_ = p.samples_seen;
@@ -187,7 +204,8 @@ StepStats Trainer::train_step() {
   if (std::isfinite(s.loss)) {
     // With ddp the gradients were all-reduced, so they are the same on every rank: the local norm
     // is already the global one, and every rank clips by the same factor.
-    if (options_.clip_grad_norm > 0) s.grad_norm = clip_grad_norm_(model_.named_parameters(), options_.clip_grad_norm);
+    if (options_.clip_grad_norm > 0)
+      s.grad_norm = clip_grad_norm_(model_.named_parameters(), options_.clip_grad_norm);
     optimizer_.step();
     synchronize(device_);
     step_ = s.step;
@@ -211,11 +229,11 @@ TrainSummary Trainer::run() {
       if (options_.log != nullptr) options_.log->write(s);
       if (!std::isfinite(s.loss)) {
         std::string kept = last_checkpoint_.empty()
-                                ? std::string("no checkpoint was written")
-                                : "the last good checkpoint is '" + last_checkpoint_ + "'";
-        MT_THROW(NonFiniteError, "step ", s.step, ": the loss is ", s.loss,
-                 "; stopping (", kept, "). The learning rate is probably too high: try a lower --lr (now ",
-                 s.lr, ") or --clip-grad-norm");
+                               ? std::string("no checkpoint was written")
+                               : "the last good checkpoint is '" + last_checkpoint_ + "'";
+        MT_THROW(NonFiniteError, "step ", s.step, ": the loss is ", s.loss, "; stopping (", kept,
+                 "). The learning rate is probably too high: try a lower --lr (now ", s.lr,
+                 ") or --clip-grad-norm");
       }
       if (options_.progress != nullptr) options_.progress->update(s);
       if (summary.samples == 0) summary.first_loss = s.loss;
@@ -226,11 +244,13 @@ TrainSummary Trainer::run() {
       const bool last = step_ == options_.total_steps;
       const bool stop = stop_agreed_ && !last;
       if (!options_.checkpoint_dir.empty() &&
-          (last || stop || (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0)))
+          (last || stop ||
+           (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0)))
         save_checkpoint(checkpoint_path(options_.checkpoint_dir));
       if (stop) {
         summary.stopped_early = true;
-        summary.stop_signal = options_.stop_requested != nullptr ? options_.stop_requested->load() : 0;
+        summary.stop_signal =
+            options_.stop_requested != nullptr ? options_.stop_requested->load() : 0;
         break;
       }
     }

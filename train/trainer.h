@@ -40,17 +40,17 @@ class NonFiniteError : public Error {
 };
 
 struct TrainerOptions {
-  int64_t total_steps = 0;        ///< the run ends after this step (>= 1)
-  int64_t grad_accum = 1;         ///< batches per optimizer step
+  int64_t total_steps = 0;  ///< the run ends after this step (>= 1)
+  int64_t grad_accum = 1;   ///< batches per optimizer step
   /// The data ends after this many batches (an --epochs run whose last step has fewer than
   /// grad_accum batches left); 0: total_steps * grad_accum.
   int64_t total_batches = 0;
-  double clip_grad_norm = 0.0;    ///< 0: no clipping
+  double clip_grad_norm = 0.0;                 ///< 0: no clipping
   std::shared_ptr<const LRSchedule> schedule;  ///< null: the optimizer's lr throughout
-  std::string checkpoint_dir;     ///< empty: no checkpoints
-  int64_t checkpoint_every = 0;   ///< steps; the run's last step is always checkpointed
+  std::string checkpoint_dir;                  ///< empty: no checkpoints
+  int64_t checkpoint_every = 0;  ///< steps; the run's last step is always checkpointed
   std::map<std::string, std::string> checkpoint_metadata;  ///< extra, e.g. {"config": json}
-  Generator* generator = nullptr; ///< its state is saved in and restored from checkpoints
+  Generator* generator = nullptr;  ///< its state is saved in and restored from checkpoints
   MetricsLog* log = nullptr;
   Progress* progress = nullptr;
   std::function<void(const StepStats&)> on_step;  ///< after each step (and its log line)
@@ -84,7 +84,7 @@ struct TrainSummary {
   double last_loss = std::numeric_limits<double>::quiet_NaN();
   double seconds = 0.0;
   int64_t samples = 0;
-  std::string last_checkpoint;            ///< the checkpoint written last, if any
+  std::string last_checkpoint;  ///< the checkpoint written last, if any
   /// The run stopped before total_steps because a stop was requested (options.stop_requested, on
   /// this rank or, under ddp, another); stop_signal is this rank's signal, 0 if it got none.
   bool stopped_early = false;
@@ -128,9 +128,12 @@ class Trainer {
   StepStats train_step();
   int64_t batches_for_step(int64_t step) const;
   CheckpointPosition position() const;
-  int64_t global_batch() const noexcept { return loader_.options().batch_size * options_.world_size; }
+  int64_t global_batch() const noexcept {
+    return loader_.options().batch_size * options_.world_size;
+  }
   // The batch index of this layout where a checkpoint of another layout stands; ValueError if none.
-  int64_t map_batch_index(const std::string& path, const std::map<std::string, std::string>& meta) const;
+  int64_t map_batch_index(const std::string& path,
+                          const std::map<std::string, std::string>& meta) const;
 
   bool stop_agreed_ = false;  // the last step's stop decision, alike on every rank
   Module& model_;

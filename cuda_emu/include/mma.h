@@ -18,7 +18,8 @@ namespace mtemu::detail {
 enum class WmmaOp : int { Load, Store, Mma };
 /// A warp collective over all 32 lanes for a WMMA call: checks that every lane passed the same
 /// `check` value; the last lane to arrive runs `compute(lane_args)` with every lane's `arg`.
-void wmma_collective(WmmaOp op, const void* check, void* arg, void (*compute)(void* const* lane_args));
+void wmma_collective(WmmaOp op, const void* check, void* arg,
+                     void (*compute)(void* const* lane_args));
 int lane_id();
 }  // namespace mtemu::detail
 
@@ -93,7 +94,8 @@ inline float __float_to_tf32(float v) {
 }
 
 template <class Use, int M, int N, int K, class T, class L>
-void fill_fragment(fragment<Use, M, N, K, T, L>& f, typename fragment<Use, M, N, K, T, L>::storage_element_type v) {
+void fill_fragment(fragment<Use, M, N, K, T, L>& f,
+                   typename fragment<Use, M, N, K, T, L>::storage_element_type v) {
   for (auto& e : f.x) e = v;
 }
 
@@ -115,7 +117,8 @@ void move_tile(void* const* lane_args) {
     auto* a = static_cast<LoadStoreArgs<Frag, Elem>*>(lane_args[lane]);
     for (int e = 0; e < E; ++e) {
       const int idx = lane * E + e, r = idx / Frag::kCols, c = idx % Frag::kCols;
-      const std::size_t off = a->col_major ? std::size_t(c) * a->ld + r : std::size_t(r) * a->ld + c;
+      const std::size_t off =
+          a->col_major ? std::size_t(c) * a->ld + r : std::size_t(r) * a->ld + c;
       if constexpr (kStore)
         a->ptr[off] = a->frag->x[e];
       else
@@ -130,16 +133,20 @@ void load_matrix_sync(fragment<Use, M, N, K, T, L>& f, const Elem* p, unsigned l
   using Frag = fragment<Use, M, N, K, T, L>;
   detail::LoadStoreArgs<Frag, const Elem> args{&f, p, ldm, detail::is_col_major(L{})};
   const uintptr_t check = reinterpret_cast<uintptr_t>(p) ^ (uintptr_t(ldm) << 48);
-  ::mtemu::detail::wmma_collective(::mtemu::detail::WmmaOp::Load, reinterpret_cast<const void*>(check), &args,
+  ::mtemu::detail::wmma_collective(::mtemu::detail::WmmaOp::Load,
+                                   reinterpret_cast<const void*>(check), &args,
                                    &detail::move_tile<Frag, const Elem, false>);
 }
 
 template <int M, int N, int K, class T, class Elem>
-void store_matrix_sync(Elem* p, const fragment<accumulator, M, N, K, T, void>& f, unsigned ldm, layout_t layout) {
+void store_matrix_sync(Elem* p, const fragment<accumulator, M, N, K, T, void>& f, unsigned ldm,
+                       layout_t layout) {
   using Frag = fragment<accumulator, M, N, K, T, void>;
   detail::LoadStoreArgs<const Frag, Elem> args{&f, p, ldm, layout == mem_col_major};
-  const uintptr_t check = reinterpret_cast<uintptr_t>(p) ^ (uintptr_t(ldm) << 48) ^ uintptr_t(layout);
-  ::mtemu::detail::wmma_collective(::mtemu::detail::WmmaOp::Store, reinterpret_cast<const void*>(check), &args,
+  const uintptr_t check =
+      reinterpret_cast<uintptr_t>(p) ^ (uintptr_t(ldm) << 48) ^ uintptr_t(layout);
+  ::mtemu::detail::wmma_collective(::mtemu::detail::WmmaOp::Store,
+                                   reinterpret_cast<const void*>(check), &args,
                                    &detail::move_tile<const Frag, Elem, true>);
 }
 
@@ -163,8 +170,10 @@ void mma_tile(void* const* lane_args) {
   float a[M * K], b[K * N], c[M * N];
   for (int lane = 0; lane < 32; ++lane) {
     auto* args = static_cast<MmaArgs<D, A, B, C>*>(lane_args[lane]);
-    for (int e = 0; e < A::num_elements; ++e) a[lane * A::num_elements + e] = input_value(args->a->x[e], kTf32);
-    for (int e = 0; e < B::num_elements; ++e) b[lane * B::num_elements + e] = input_value(args->b->x[e], kTf32);
+    for (int e = 0; e < A::num_elements; ++e)
+      a[lane * A::num_elements + e] = input_value(args->a->x[e], kTf32);
+    for (int e = 0; e < B::num_elements; ++e)
+      b[lane * B::num_elements + e] = input_value(args->b->x[e], kTf32);
     for (int e = 0; e < C::num_elements; ++e) c[lane * C::num_elements + e] = args->c->x[e];
   }
   for (int i = 0; i < M; ++i)
@@ -181,14 +190,17 @@ void mma_tile(void* const* lane_args) {
 }  // namespace detail
 
 template <int M, int N, int K, class TA, class LA, class TB, class LB, class TC>
-void mma_sync(fragment<accumulator, M, N, K, TC, void>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
-              const fragment<matrix_b, M, N, K, TB, LB>& b, const fragment<accumulator, M, N, K, TC, void>& c) {
+void mma_sync(fragment<accumulator, M, N, K, TC, void>& d,
+              const fragment<matrix_a, M, N, K, TA, LA>& a,
+              const fragment<matrix_b, M, N, K, TB, LB>& b,
+              const fragment<accumulator, M, N, K, TC, void>& c) {
   using D = fragment<accumulator, M, N, K, TC, void>;
   using A = fragment<matrix_a, M, N, K, TA, LA>;
   using B = fragment<matrix_b, M, N, K, TB, LB>;
   detail::MmaArgs<D, A, B, D> args{&d, &a, &b, &c};
-  ::mtemu::detail::wmma_collective(::mtemu::detail::WmmaOp::Mma, nullptr, &args,
-                                   &detail::mma_tile<D, A, B, D, std::is_same<TA, precision::tf32>::value>);
+  ::mtemu::detail::wmma_collective(
+      ::mtemu::detail::WmmaOp::Mma, nullptr, &args,
+      &detail::mma_tile<D, A, B, D, std::is_same<TA, precision::tf32>::value>);
 }
 
 }  // namespace nvcuda::wmma

@@ -22,9 +22,10 @@ thread_local std::atomic<ThreadCtx*> tls_thread{nullptr};
 namespace {
 
 constexpr int kWarp = 32;
-constexpr std::size_t kStaticSharedLimit = 48 * 1024;  // per block, without opt-in, as ptxas enforces
-constexpr unsigned char kUninitialisedByte = 0xff;     // shared memory starts as NaN floats: reads of
-                                                       // unwritten values show
+constexpr std::size_t kStaticSharedLimit =
+    48 * 1024;                                      // per block, without opt-in, as ptxas enforces
+constexpr unsigned char kUninitialisedByte = 0xff;  // shared memory starts as NaN floats: reads of
+                                                    // unwritten values show
 
 std::string idx3(uint3 v) {
   return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
@@ -39,7 +40,8 @@ BlockRun& this_block(const char* what) { return *current(what).block; }
 EmuThread& this_thread(BlockRun& b) { return b.threads[b.running]; }
 
 std::string where(const BlockRun& b, int t) {
-  return describe(b.grid->site) + " block " + idx3(b.index) + " thread " + idx3(b.threads[t].ctx.thread_idx);
+  return describe(b.grid->site) + " block " + idx3(b.index) + " thread " +
+         idx3(b.threads[t].ctx.thread_idx);
 }
 
 // Records the first fault of the block and leaves the running thread's fiber for good.
@@ -71,19 +73,26 @@ void thread_entry(void* arg) {
 
 const char* collective_name(const LaneOp& op) {
   switch (op.kind) {
-    case CollectiveKind::SyncWarp: return "__syncwarp";
-    case CollectiveKind::ActiveMask: return "__activemask";
-    case CollectiveKind::Ballot: return "__ballot_sync";
+    case CollectiveKind::SyncWarp:
+      return "__syncwarp";
+    case CollectiveKind::ActiveMask:
+      return "__activemask";
+    case CollectiveKind::Ballot:
+      return "__ballot_sync";
     case CollectiveKind::Wmma:
-      return op.op == int(WmmaOp::Load) ? "wmma::load_matrix_sync"
+      return op.op == int(WmmaOp::Load)    ? "wmma::load_matrix_sync"
              : op.op == int(WmmaOp::Store) ? "wmma::store_matrix_sync"
                                            : "wmma::mma_sync";
     case CollectiveKind::Shuffle:
       switch (Shfl(op.op)) {
-        case Shfl::Idx: return "__shfl_sync";
-        case Shfl::Up: return "__shfl_up_sync";
-        case Shfl::Down: return "__shfl_down_sync";
-        case Shfl::Xor: return "__shfl_xor_sync";
+        case Shfl::Idx:
+          return "__shfl_sync";
+        case Shfl::Up:
+          return "__shfl_up_sync";
+        case Shfl::Down:
+          return "__shfl_down_sync";
+        case Shfl::Xor:
+          return "__shfl_xor_sync";
       }
   }
   return "a warp collective";
@@ -93,9 +102,12 @@ const char* collective_name(const LaneOp& op) {
 int shuffle_source(const LaneOp& op, int lane) {
   const int w = op.width, seg = lane / w * w;
   switch (Shfl(op.op)) {
-    case Shfl::Idx: return seg + (op.arg % w + w) % w;
-    case Shfl::Up: return lane - op.arg < seg ? lane : lane - op.arg;
-    case Shfl::Down: return lane + op.arg >= seg + w ? lane : lane + op.arg;
+    case Shfl::Idx:
+      return seg + (op.arg % w + w) % w;
+    case Shfl::Up:
+      return lane - op.arg < seg ? lane : lane - op.arg;
+    case Shfl::Down:
+      return lane + op.arg >= seg + w ? lane : lane + op.arg;
     case Shfl::Xor: {
       const int src = lane ^ op.arg;
       return src >= seg + w ? lane : src;
@@ -115,8 +127,8 @@ std::string complete(BlockRun& b, int warp, const LaneOp& first) {
       LaneOp& op = b.threads[base + lane].op;
       const int src = shuffle_source(op, lane);
       if (!(mask >> src & 1u))
-        return "lane " + std::to_string(lane) + " reads lane " + std::to_string(src) + ", which is not in the mask " +
-               hex(mask) + " (its value is undefined on a GPU)";
+        return "lane " + std::to_string(lane) + " reads lane " + std::to_string(src) +
+               ", which is not in the mask " + hex(mask) + " (its value is undefined on a GPU)";
       std::memcpy(op.out, b.threads[base + src].op.in, op.size);
     }
   } else if (first.kind == CollectiveKind::Ballot) {
@@ -152,14 +164,15 @@ void warp_collective(LaneOp op) {
     warp = b->running / kWarp;
     const int base = warp * kWarp;
     if (!(op.mask >> lane & 1u))
-      fault_here(cudaErrorIllegalInstruction, std::string(collective_name(op)) + " with mask " + hex(op.mask) +
-                                                  " called by lane " + std::to_string(lane) +
-                                                  ", which the mask does not name");
+      fault_here(cudaErrorIllegalInstruction,
+                 std::string(collective_name(op)) + " with mask " + hex(op.mask) +
+                     " called by lane " + std::to_string(lane) + ", which the mask does not name");
     const int lanes_here = std::min(kWarp, b->threads_count - base);
     if (lanes_here < kWarp && (op.mask >> lanes_here) != 0)
-      fault_here(cudaErrorIllegalInstruction, std::string(collective_name(op)) + " with mask " + hex(op.mask) +
-                                                  " names lanes past the block's last thread (this warp has " +
-                                                  std::to_string(lanes_here) + " lanes)");
+      fault_here(cudaErrorIllegalInstruction,
+                 std::string(collective_name(op)) + " with mask " + hex(op.mask) +
+                     " names lanes past the block's last thread (this warp has " +
+                     std::to_string(lanes_here) + " lanes)");
     me->op = op;
     me->wait = Wait::Collective;
     bool all_here = true;
@@ -167,13 +180,16 @@ void warp_collective(LaneOp op) {
       if (!(op.mask >> l & 1u)) continue;
       const EmuThread& t = b->threads[base + l];
       if (t.wait == Wait::Done)
-        fault_here(cudaErrorIllegalInstruction, std::string(collective_name(op)) + " with mask " + hex(op.mask) +
-                                                    " waits for lane " + std::to_string(l) + ", which has exited");
-      all_here = t.wait == Wait::Collective && t.op.kind == op.kind && t.op.mask == op.mask && t.op.op == op.op;
+        fault_here(cudaErrorIllegalInstruction, std::string(collective_name(op)) + " with mask " +
+                                                    hex(op.mask) + " waits for lane " +
+                                                    std::to_string(l) + ", which has exited");
+      all_here = t.wait == Wait::Collective && t.op.kind == op.kind && t.op.mask == op.mask &&
+                 t.op.op == op.op;
     }
     if (all_here) {
       const std::string bad = complete(*b, warp, op);
-      if (!bad.empty()) fault_here(cudaErrorIllegalInstruction, std::string(collective_name(op)) + ": " + bad);
+      if (!bad.empty())
+        fault_here(cudaErrorIllegalInstruction, std::string(collective_name(op)) + ": " + bad);
       for (int l = 0; l < kWarp; ++l)
         if (op.mask >> l & 1u) b->threads[base + l].wait = Wait::Runnable;
     }
@@ -213,16 +229,18 @@ std::string explain_deadlock(const BlockRun& b) {
     const EmuThread& me = b.threads[t];
     if (me.wait != Wait::Collective) continue;
     const int base = t / kWarp * kWarp;
-    s << "thread " << idx3(me.ctx.thread_idx) << " (lane " << t % kWarp << ") waits in " << collective_name(me.op)
-      << " with mask " << hex(me.op.mask);
+    s << "thread " << idx3(me.ctx.thread_idx) << " (lane " << t % kWarp << ") waits in "
+      << collective_name(me.op) << " with mask " << hex(me.op.mask);
     for (int l = 0; l < kWarp; ++l) {
       if (!(me.op.mask >> l & 1u)) continue;
       const EmuThread& other = b.threads[base + l];
-      if (other.wait == Wait::Collective && other.op.kind == me.op.kind && other.op.mask == me.op.mask) continue;
+      if (other.wait == Wait::Collective && other.op.kind == me.op.kind &&
+          other.op.mask == me.op.mask)
+        continue;
       s << ", but lane " << l
         << (other.wait == Wait::Done ? " has exited"
-                                     : std::string(" is in ") + collective_name(other.op) + " with mask " +
-                                           hex(other.op.mask));
+                                     : std::string(" is in ") + collective_name(other.op) +
+                                           " with mask " + hex(other.op.mask));
       break;
     }
     return s.str();
@@ -237,7 +255,9 @@ void outside_kernel(const char* what) {
   std::abort();
 }
 
-void device_trap(const char* what) { fault_here(cudaErrorLaunchFailure, std::string(what) + " was executed"); }
+void device_trap(const char* what) {
+  fault_here(cudaErrorLaunchFailure, std::string(what) + " was executed");
+}
 
 void syncthreads(const void* site) {
   BlockRun* b;
@@ -315,9 +335,11 @@ bool resolve_activemask(BlockRun& b) {
 }
 }  // namespace
 
-void shuffle(unsigned mask, Shfl kind, int arg, int width, const void* in, void* out, std::size_t size) {
+void shuffle(unsigned mask, Shfl kind, int arg, int width, const void* in, void* out,
+             std::size_t size) {
   if (width <= 0 || width > kWarp || (width & (width - 1)) != 0)
-    fault_here(cudaErrorIllegalInstruction, "shuffle width " + std::to_string(width) + " is not a power of two <= 32");
+    fault_here(cudaErrorIllegalInstruction,
+               "shuffle width " + std::to_string(width) + " is not a power of two <= 32");
   LaneOp op{};
   op.kind = CollectiveKind::Shuffle;
   op.mask = mask;
@@ -345,7 +367,8 @@ unsigned ballot(unsigned mask, bool predicate) {
   return bits;
 }
 
-void wmma_collective(WmmaOp wop, const void* check, void* arg, void (*compute)(void* const* lane_args)) {
+void wmma_collective(WmmaOp wop, const void* check, void* arg,
+                     void (*compute)(void* const* lane_args)) {
   LaneOp op{};
   op.kind = CollectiveKind::Wmma;
   op.mask = 0xffffffffu;
@@ -366,7 +389,8 @@ void* block_shared(const void* tag, std::size_t bytes, std::size_t align, const 
   if (b.static_shared_bytes + bytes > kStaticSharedLimit)
     fault_here(cudaErrorLaunchOutOfResources,
                "__shared__ " + std::string(name) + " brings the block's static shared memory to " +
-                   std::to_string(b.static_shared_bytes + bytes) + " bytes, over the 48 KiB limit (ptxas refuses " +
+                   std::to_string(b.static_shared_bytes + bytes) +
+                   " bytes, over the 48 KiB limit (ptxas refuses " +
                    "this; use dynamic shared memory with cudaFuncSetAttribute)");
   void* p = nullptr;
   if (posix_memalign(&p, align < 16 ? 16 : align, bytes == 0 ? 1 : bytes) != 0) {
@@ -383,11 +407,13 @@ void* dynamic_shared(std::size_t align) {
   san::IgnoreAll ignore;
   BlockRun& b = this_block("extern __shared__");
   if (reinterpret_cast<uintptr_t>(b.dynamic_shared) % align != 0)
-    fault_here(cudaErrorMisalignedAddress, "extern __shared__ asks for " + std::to_string(align) + "-byte alignment");
+    fault_here(cudaErrorMisalignedAddress,
+               "extern __shared__ asks for " + std::to_string(align) + "-byte alignment");
   return b.dynamic_shared;
 }
 
-void run_block(const Grid& g, uint64_t linear, WorkerSlots& slots, cudaError_t* fault_code, std::string* fault_text) {
+void run_block(const Grid& g, uint64_t linear, WorkerSlots& slots, cudaError_t* fault_code,
+               std::string* fault_text) {
   // All of this runs on the worker's own TSan state and is the emulator's bookkeeping (the fibers,
   // the threads' state, the shared arrays), never user memory: invisible to race detection. The
   // GPU threads run on their fibers' TSan states, which this does not cover. Synchronisation
@@ -413,14 +439,16 @@ void run_block(const Grid& g, uint64_t linear, WorkerSlots& slots, cudaError_t* 
   std::vector<Fiber*> fibers(n);
   b.threads = slots.threads.data();
   b.fibers = fibers.data();
-  if (posix_memalign(&b.dynamic_shared, 256, g.config.dynamic_smem == 0 ? 1 : g.config.dynamic_smem) != 0)
+  if (posix_memalign(&b.dynamic_shared, 256,
+                     g.config.dynamic_smem == 0 ? 1 : g.config.dynamic_smem) != 0)
     std::abort();
   std::memset(b.dynamic_shared, kUninitialisedByte, g.config.dynamic_smem);
   // With no dynamic shared memory, any access through extern __shared__ is out of bounds.
   if (g.config.dynamic_smem == 0) san::poison(b.dynamic_shared, 1);
   for (int t = 0; t < n; ++t) {
     EmuThread& th = b.threads[t];
-    th.ctx.thread_idx = uint3{unsigned(t) % bd.x, unsigned(t) / bd.x % bd.y, unsigned(t) / (bd.x * bd.y)};
+    th.ctx.thread_idx =
+        uint3{unsigned(t) % bd.x, unsigned(t) / bd.x % bd.y, unsigned(t) / (bd.x * bd.y)};
     th.ctx.block_idx = b.index;
     th.ctx.block_dim = bd;
     th.ctx.grid_dim = g.config.grid;
@@ -429,7 +457,8 @@ void run_block(const Grid& g, uint64_t linear, WorkerSlots& slots, cudaError_t* 
     th.wait = Wait::Runnable;
     fibers[t] = slots.fibers[t].get();
     static thread_local std::string name;
-    name = g.site.kernel + std::string(" block ") + idx3(b.index) + " thread " + idx3(th.ctx.thread_idx);
+    name = g.site.kernel + std::string(" block ") + idx3(b.index) + " thread " +
+           idx3(th.ctx.thread_idx);
     fibers[t]->start(&thread_entry, &th, name.c_str());
   }
 
@@ -454,7 +483,8 @@ void run_block(const Grid& g, uint64_t linear, WorkerSlots& slots, cudaError_t* 
     if (!ran && resolve_activemask(b)) continue;
     if (!ran) {
       b.fault_code = cudaErrorLaunchFailure;
-      b.fault_text = describe(g.site) + " block " + idx3(b.index) + ": deadlock: " + explain_deadlock(b);
+      b.fault_text =
+          describe(g.site) + " block " + idx3(b.index) + ": deadlock: " + explain_deadlock(b);
       break;
     }
   }

@@ -20,7 +20,7 @@ enum class CollectiveKind : uint8_t { SyncWarp, Shuffle, Ballot, Wmma, ActiveMas
 struct LaneOp {
   CollectiveKind kind;
   unsigned mask;
-  int op;            // Shfl kind or WmmaOp
+  int op;  // Shfl kind or WmmaOp
   int arg, width;
   unsigned char in[16], out[16];
   std::size_t size;
@@ -71,6 +71,7 @@ struct BlockRun {
 };
 
 /// Runs block `linear` of `g` on the calling worker; a fault is left in the returned text/code.
-void run_block(const Grid& g, uint64_t linear, WorkerSlots& slots, cudaError_t* fault_code, std::string* fault_text);
+void run_block(const Grid& g, uint64_t linear, WorkerSlots& slots, cudaError_t* fault_code,
+               std::string* fault_text);
 
 }  // namespace mtemu::detail

@@ -31,10 +31,20 @@ std::size_t parse_size(const char* v, std::size_t fallback) {
   char* end = nullptr;
   double x = std::strtod(v, &end);
   switch (end && *end ? *end : 0) {
-    case 'k': case 'K': x *= 1024; break;
-    case 'm': case 'M': x *= 1024.0 * 1024; break;
-    case 'g': case 'G': x *= 1024.0 * 1024 * 1024; break;
-    default: break;
+    case 'k':
+    case 'K':
+      x *= 1024;
+      break;
+    case 'm':
+    case 'M':
+      x *= 1024.0 * 1024;
+      break;
+    case 'g':
+    case 'G':
+      x *= 1024.0 * 1024 * 1024;
+      break;
+    default:
+      break;
   }
   return x > 0 ? std::size_t(x) : fallback;
 }
@@ -56,8 +66,10 @@ int visible_count(int machine_devices) {
     seen[std::size_t(i)] = true;
     ++count;
     p = end;
-    if (*p == ',') ++p;
-    else if (*p) break;
+    if (*p == ',')
+      ++p;
+    else if (*p)
+      break;
   }
   return count;
 }
@@ -67,7 +79,8 @@ struct Devices {
   Devices() {
     const char* n = std::getenv("MINITRAIN_EMU_DEVICES");
     const int count = visible_count(n && *n ? std::atoi(n) : kDefaultDevices);
-    const std::size_t capacity = parse_size(std::getenv("MINITRAIN_EMU_DEVICE_MEMORY"), kDefaultMemory);
+    const std::size_t capacity =
+        parse_size(std::getenv("MINITRAIN_EMU_DEVICE_MEMORY"), kDefaultMemory);
     for (int i = 0; i < count; ++i) {
       auto d = std::make_unique<DeviceState>();
       d->index = i;
@@ -79,7 +92,8 @@ struct Devices {
   }
 };
 Devices& devices() {
-  static Devices* d = new Devices();  // never destroyed: stream threads may outlive static destructors
+  static Devices* d =
+      new Devices();  // never destroyed: stream threads may outlive static destructors
   return *d;
 }
 
@@ -107,7 +121,8 @@ std::string& tl_message_ref() {
 void on_sanitizer_death() {
   if (ThreadCtx* t = tls_thread.load(std::memory_order_relaxed)) {
     const uint3 b = t->block_idx, th = t->thread_idx;
-    std::fprintf(stderr, "cuda-emu: the report above comes from %s block (%u,%u,%u) thread (%u,%u,%u)\n",
+    std::fprintf(stderr,
+                 "cuda-emu: the report above comes from %s block (%u,%u,%u) thread (%u,%u,%u)\n",
                  describe(t->block->grid->site).c_str(), b.x, b.y, b.z, th.x, th.y, th.z);
   }
 }
@@ -136,7 +151,8 @@ cudaError_t sticky_error(int index) {
     DeviceState& d = device(index);
     std::lock_guard<std::mutex> lock(d.m);
     tl_last = tl_detail_code = cudaError_t(e);
-    tl_detail = "an earlier kernel fault on cuda:" + std::to_string(index) + " ended its context: " + d.fault_text;
+    tl_detail = "an earlier kernel fault on cuda:" + std::to_string(index) +
+                " ended its context: " + d.fault_text;
   }
   return cudaError_t(e);
 }
@@ -149,7 +165,8 @@ void device_fault(int index, cudaError_t code, const std::string& text) {
     d.fault_text = text;
     d.sticky.store(code);
   }
-  std::fprintf(stderr, "cuda-emu: device fault on cuda:%d (%s): %s\n", index, cudaGetErrorName(code), text.c_str());
+  std::fprintf(stderr, "cuda-emu: device fault on cuda:%d (%s): %s\n", index,
+               cudaGetErrorName(code), text.c_str());
 }
 
 cudaError_t fail(cudaError_t code, const std::string& detail) {
@@ -164,37 +181,47 @@ cudaError_t enqueue_launch(const LaunchSite& site, const LaunchConfig& config, c
   if (cudaError_t e = check_device(dev); e != cudaSuccess) return e;
   if (cudaError_t e = sticky_error(dev); e != cudaSuccess) return e;
   const dim3 b = config.block, g = config.grid;
-  const std::string what = "launch of " + describe(site) + " with grid (" + std::to_string(g.x) + "," +
-                           std::to_string(g.y) + "," + std::to_string(g.z) + ") and block (" + std::to_string(b.x) +
-                           "," + std::to_string(b.y) + "," + std::to_string(b.z) + ")";
+  const std::string what = "launch of " + describe(site) + " with grid (" + std::to_string(g.x) +
+                           "," + std::to_string(g.y) + "," + std::to_string(g.z) + ") and block (" +
+                           std::to_string(b.x) + "," + std::to_string(b.y) + "," +
+                           std::to_string(b.z) + ")";
   const uint64_t threads = uint64_t(b.x) * b.y * b.z;
   if (b.x == 0 || b.y == 0 || b.z == 0 || g.x == 0 || g.y == 0 || g.z == 0)
     return fail(cudaErrorInvalidConfiguration, what + ": every dimension must be at least 1");
   if (b.x > 1024 || b.y > 1024 || b.z > 64 || threads > 1024)
     return fail(cudaErrorInvalidConfiguration,
-                what + ": " + std::to_string(threads) + " threads per block; the limit is 1024 (x, y <= 1024, z <= 64)");
+                what + ": " + std::to_string(threads) +
+                    " threads per block; the limit is 1024 (x, y <= 1024, z <= 64)");
   if (g.x > 2147483647u || g.y > 65535 || g.z > 65535)
-    return fail(cudaErrorInvalidConfiguration, what + ": the grid limits are 2^31-1 x 65535 x 65535 blocks");
+    return fail(cudaErrorInvalidConfiguration,
+                what + ": the grid limits are 2^31-1 x 65535 x 65535 blocks");
   if (site.max_threads > 0 && threads > uint64_t(site.max_threads))
-    return fail(cudaErrorLaunchOutOfResources, what + ": " + std::to_string(threads) +
-                                                   " threads per block, but the kernel's __launch_bounds__ allow " +
-                                                   std::to_string(site.max_threads));
+    return fail(cudaErrorLaunchOutOfResources,
+                what + ": " + std::to_string(threads) +
+                    " threads per block, but the kernel's __launch_bounds__ allow " +
+                    std::to_string(site.max_threads));
   std::size_t smem_limit = kSharedPerBlockDefault;
   {
     std::lock_guard<std::mutex> lock(attributes_mutex);
-    if (auto it = max_dynamic_shared.find(kernel); it != max_dynamic_shared.end()) smem_limit = it->second;
+    if (auto it = max_dynamic_shared.find(kernel); it != max_dynamic_shared.end())
+      smem_limit = it->second;
   }
   if (config.dynamic_smem > smem_limit)
     return fail(cudaErrorInvalidValue,
-                what + ": " + std::to_string(config.dynamic_smem) + " bytes of dynamic shared memory; without " +
-                    "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n) the limit is " +
+                what + ": " + std::to_string(config.dynamic_smem) +
+                    " bytes of dynamic shared memory; without " +
+                    "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n) "
+                    "the limit is " +
                     std::to_string(smem_limit));
   std::shared_ptr<CUstream_st> stream = resolve_stream(config.stream, dev);
-  if (!stream) return fail(cudaErrorInvalidResourceHandle, what + ": the stream was destroyed or is not a stream");
+  if (!stream)
+    return fail(cudaErrorInvalidResourceHandle,
+                what + ": the stream was destroyed or is not a stream");
   if (stream->device != dev)
-    return fail(cudaErrorInvalidResourceHandle, what + ": the stream belongs to cuda:" +
-                                                    std::to_string(stream->device) + " but the current device is cuda:" +
-                                                    std::to_string(dev) + " (a missing DeviceGuard)");
+    return fail(cudaErrorInvalidResourceHandle,
+                what + ": the stream belongs to cuda:" + std::to_string(stream->device) +
+                    " but the current device is cuda:" + std::to_string(dev) +
+                    " (a missing DeviceGuard)");
   auto grid = std::make_shared<Grid>();
   grid->site = site;
   grid->config = config;
@@ -215,7 +242,8 @@ void mtemu::inject_device_fault(int index, const char* what) {
 }
 
 bool mtemu::peer_access_enabled(int index, int peer) {
-  if (index < 0 || index >= detail::device_count() || peer < 0 || peer >= detail::device_count()) return false;
+  if (index < 0 || index >= detail::device_count() || peer < 0 || peer >= detail::device_count())
+    return false;
   detail::DeviceState& d = detail::device(index);
   std::lock_guard<std::mutex> lock(d.m);
   return d.peer_enabled[peer];
@@ -235,7 +263,9 @@ extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
   *count = device_count();
-  if (*count == 0) return fail(cudaErrorNoDevice, "no emulated device is visible (MINITRAIN_EMU_DEVICES, CUDA_VISIBLE_DEVICES)");
+  if (*count == 0)
+    return fail(cudaErrorNoDevice,
+                "no emulated device is visible (MINITRAIN_EMU_DEVICES, CUDA_VISIBLE_DEVICES)");
   return ok();
 }
 
@@ -291,12 +321,14 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
   const int dev = tl_device;
   if (cudaError_t e = check_device(peer); e != cudaSuccess) return e;
   if (flags != 0) return fail(cudaErrorInvalidValue, "cudaDeviceEnablePeerAccess: flags must be 0");
-  if (peer == dev) return fail(cudaErrorInvalidDevice, "cudaDeviceEnablePeerAccess: a device is not its own peer");
+  if (peer == dev)
+    return fail(cudaErrorInvalidDevice, "cudaDeviceEnablePeerAccess: a device is not its own peer");
   DeviceState& d = device(dev);
   std::lock_guard<std::mutex> lock(d.m);
   if (d.peer_enabled[peer])
-    return fail(cudaErrorPeerAccessAlreadyEnabled, "peer access from cuda:" + std::to_string(dev) + " to cuda:" +
-                                                       std::to_string(peer) + " is already enabled");
+    return fail(cudaErrorPeerAccessAlreadyEnabled, "peer access from cuda:" + std::to_string(dev) +
+                                                       " to cuda:" + std::to_string(peer) +
+                                                       " is already enabled");
   d.peer_enabled[peer] = true;
   return ok();
 }
@@ -326,7 +358,8 @@ cudaError_t cudaPeekAtLastError(void) {
 const char* cudaGetErrorName(cudaError_t e) {
   switch (e) {
 #define MTEMU_NAME(x) \
-  case x: return #x;
+  case x:             \
+    return #x;
     MTEMU_NAME(cudaSuccess)
     MTEMU_NAME(cudaErrorInvalidValue)
     MTEMU_NAME(cudaErrorMemoryAllocation)
@@ -357,27 +390,68 @@ const char* cudaGetErrorName(cudaError_t e) {
 const char* cudaGetErrorString(cudaError_t e) {
   const char* base = "unknown error";
   switch (e) {
-    case cudaSuccess: base = "no error"; break;
-    case cudaErrorInvalidValue: base = "invalid argument"; break;
-    case cudaErrorMemoryAllocation: base = "out of memory"; break;
-    case cudaErrorInitializationError: base = "initialization error"; break;
-    case cudaErrorInvalidConfiguration: base = "invalid configuration argument"; break;
-    case cudaErrorInvalidMemcpyDirection: base = "invalid copy direction for memcpy"; break;
-    case cudaErrorInsufficientDriver: base = "CUDA driver version is insufficient for CUDA runtime version"; break;
-    case cudaErrorInvalidDeviceFunction: base = "invalid device function"; break;
-    case cudaErrorNoDevice: base = "no CUDA-capable device is detected"; break;
-    case cudaErrorInvalidDevice: base = "invalid device ordinal"; break;
-    case cudaErrorInvalidResourceHandle: base = "invalid resource handle"; break;
-    case cudaErrorNotReady: base = "device not ready"; break;
-    case cudaErrorIllegalAddress: base = "an illegal memory access was encountered"; break;
-    case cudaErrorLaunchOutOfResources: base = "too many resources requested for launch"; break;
-    case cudaErrorPeerAccessAlreadyEnabled: base = "peer access is already enabled"; break;
-    case cudaErrorPeerAccessNotEnabled: base = "peer access has not been enabled"; break;
-    case cudaErrorIllegalInstruction: base = "an illegal instruction was encountered"; break;
-    case cudaErrorMisalignedAddress: base = "misaligned address"; break;
-    case cudaErrorLaunchFailure: base = "unspecified launch failure"; break;
-    case cudaErrorNotSupported: base = "operation not supported"; break;
-    case cudaErrorUnknown: break;
+    case cudaSuccess:
+      base = "no error";
+      break;
+    case cudaErrorInvalidValue:
+      base = "invalid argument";
+      break;
+    case cudaErrorMemoryAllocation:
+      base = "out of memory";
+      break;
+    case cudaErrorInitializationError:
+      base = "initialization error";
+      break;
+    case cudaErrorInvalidConfiguration:
+      base = "invalid configuration argument";
+      break;
+    case cudaErrorInvalidMemcpyDirection:
+      base = "invalid copy direction for memcpy";
+      break;
+    case cudaErrorInsufficientDriver:
+      base = "CUDA driver version is insufficient for CUDA runtime version";
+      break;
+    case cudaErrorInvalidDeviceFunction:
+      base = "invalid device function";
+      break;
+    case cudaErrorNoDevice:
+      base = "no CUDA-capable device is detected";
+      break;
+    case cudaErrorInvalidDevice:
+      base = "invalid device ordinal";
+      break;
+    case cudaErrorInvalidResourceHandle:
+      base = "invalid resource handle";
+      break;
+    case cudaErrorNotReady:
+      base = "device not ready";
+      break;
+    case cudaErrorIllegalAddress:
+      base = "an illegal memory access was encountered";
+      break;
+    case cudaErrorLaunchOutOfResources:
+      base = "too many resources requested for launch";
+      break;
+    case cudaErrorPeerAccessAlreadyEnabled:
+      base = "peer access is already enabled";
+      break;
+    case cudaErrorPeerAccessNotEnabled:
+      base = "peer access has not been enabled";
+      break;
+    case cudaErrorIllegalInstruction:
+      base = "an illegal instruction was encountered";
+      break;
+    case cudaErrorMisalignedAddress:
+      base = "misaligned address";
+      break;
+    case cudaErrorLaunchFailure:
+      base = "unspecified launch failure";
+      break;
+    case cudaErrorNotSupported:
+      base = "operation not supported";
+      break;
+    case cudaErrorUnknown:
+      break;
   }
   if (e == tl_detail_code && !tl_detail.empty()) {
     tl_message = std::string(base) + " [emulated: " + tl_detail + "]";
@@ -388,7 +462,8 @@ const char* cudaGetErrorString(cudaError_t e) {
 
 cudaError_t mtemu_func_set_attribute(const void* func, cudaFuncAttribute attr, int value) {
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
-    return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: the emulator knows MaxDynamicSharedMemorySize only");
+    return fail(cudaErrorInvalidValue,
+                "cudaFuncSetAttribute: the emulator knows MaxDynamicSharedMemorySize only");
   if (value < 0 || std::size_t(value) > kSharedPerBlockOptin)
     return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: " + std::to_string(value) +
                                            " bytes of dynamic shared memory; at most " +

@@ -47,7 +47,8 @@ void tsan_switch(void* fiber) {
 Fiber::Fiber(std::size_t stack_bytes) {
   const std::size_t page = page_size();
   size_ = (stack_bytes + page - 1) / page * page;
-  void* base = mmap(nullptr, size_ + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* base = mmap(nullptr, size_ + page, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) {
     std::fprintf(stderr, "cuda-emu: cannot map a %zu-byte fiber stack\n", size_);
     std::abort();

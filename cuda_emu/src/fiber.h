@@ -35,10 +35,11 @@ class Fiber {
  private:
   static void trampoline(boost::context::detail::transfer_t t);
 
-  void* stack_ = nullptr;     // lowest usable address (the guard page lies below it)
-  std::size_t size_ = 0;      // usable bytes
+  void* stack_ = nullptr;  // lowest usable address (the guard page lies below it)
+  std::size_t size_ = 0;   // usable bytes
   boost::context::detail::fcontext_t context_ = nullptr;  // the fiber's, while suspended
-  std::atomic<boost::context::detail::fcontext_t> host_{nullptr};  // the host thread's, while the fiber runs
+  std::atomic<boost::context::detail::fcontext_t> host_{
+      nullptr};  // the host thread's, while the fiber runs
   Entry entry_ = nullptr;
   void* arg_ = nullptr;
   // Written by one side of a switch and read by the other. Switches carry no ordering under TSan

@@ -25,8 +25,10 @@ uint3 Grid::block_index(uint64_t i) const {
 
 std::string describe(const LaunchSite& site) {
   std::string file = site.file;
-  if (const auto slash = file.find_last_of('/'); slash != std::string::npos) file = file.substr(slash + 1);
-  return "kernel '" + std::string(site.kernel) + "' (launched at " + file + ":" + std::to_string(site.line) + ")";
+  if (const auto slash = file.find_last_of('/'); slash != std::string::npos)
+    file = file.substr(slash + 1);
+  return "kernel '" + std::string(site.kernel) + "' (launched at " + file + ":" +
+         std::to_string(site.line) + ")";
 }
 
 namespace {

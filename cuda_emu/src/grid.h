@@ -18,8 +18,8 @@ struct Grid {
   LaunchConfig config;
   std::function<void()> body;  // runs one thread: the kernel with its arguments
   int device = 0;
-  uint64_t blocks = 0;         // gridDim.x * gridDim.y * gridDim.z
-  uint64_t order_step = 1;     // block i runs as block (i * order_step + order_offset) % blocks
+  uint64_t blocks = 0;      // gridDim.x * gridDim.y * gridDim.z
+  uint64_t order_step = 1;  // block i runs as block (i * order_step + order_offset) % blocks
   uint64_t order_offset = 0;
 
   // Claimed and finished blocks; guarded by the pool's mutex.

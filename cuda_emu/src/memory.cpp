@@ -47,7 +47,8 @@ cudaError_t allocate(void** ptr, std::size_t bytes, Space space, int dev) {
     do {
       if (used + bytes > d.capacity)
         return fail(cudaErrorMemoryAllocation,
-                    "cudaMalloc of " + std::to_string(bytes) + " bytes on cuda:" + std::to_string(dev) + ": " +
+                    "cudaMalloc of " + std::to_string(bytes) +
+                        " bytes on cuda:" + std::to_string(dev) + ": " +
                         std::to_string(d.capacity - used) + " of " + std::to_string(d.capacity) +
                         " bytes free (MINITRAIN_EMU_DEVICE_MEMORY sets the capacity)");
     } while (!d.used.compare_exchange_weak(used, used + bytes));
@@ -55,7 +56,8 @@ cudaError_t allocate(void** ptr, std::size_t bytes, Space space, int dev) {
   void* p = nullptr;
   if (posix_memalign(&p, kDeviceAlignment, bytes) != 0) {
     if (space == Space::Device) device(dev).used -= bytes;
-    return fail(cudaErrorMemoryAllocation, "the host is out of memory for " + std::to_string(bytes) + " bytes");
+    return fail(cudaErrorMemoryAllocation,
+                "the host is out of memory for " + std::to_string(bytes) + " bytes");
   }
   std::memset(p, kUninitialisedByte, bytes);
   std::lock_guard<std::mutex> lock(table_mutex);
@@ -71,8 +73,9 @@ cudaError_t release(void* p, Space space, const char* call) {
     std::lock_guard<std::mutex> lock(table_mutex);
     auto it = table().find(reinterpret_cast<uintptr_t>(p));
     if (it == table().end() || it->second.space != space)
-      return fail(cudaErrorInvalidValue, std::string(call) + "(" + where(p) + "): not the start of a live " +
-                                             (space == Space::Device ? "device" : "pinned") + " allocation");
+      return fail(cudaErrorInvalidValue,
+                  std::string(call) + "(" + where(p) + "): not the start of a live " +
+                      (space == Space::Device ? "device" : "pinned") + " allocation");
     a = it->second;
     table().erase(it);
   }
@@ -86,12 +89,15 @@ cudaError_t release(void* p, Space space, const char* call) {
   return ok();
 }
 
-cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaStream_t stream, const char* call) {
+cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaStream_t stream,
+                 const char* call) {
   const int dev = current_device();
   if (dev >= device_count()) return fail(cudaErrorInvalidDevice, call);
   if (bytes == 0) return ok();
-  if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue, std::string(call) + ": null pointer");
-  for (const std::string& problem : {check_range(dst, bytes, "destination"), check_range(src, bytes, "source")})
+  if (dst == nullptr || src == nullptr)
+    return fail(cudaErrorInvalidValue, std::string(call) + ": null pointer");
+  for (const std::string& problem :
+       {check_range(dst, bytes, "destination"), check_range(src, bytes, "source")})
     if (!problem.empty()) return fail(cudaErrorInvalidValue, std::string(call) + ": " + problem);
   auto s = resolve_stream(stream, dev);
   if (!s) return fail(cudaErrorInvalidResourceHandle, std::string(call) + ": not a live stream");
@@ -109,7 +115,8 @@ Region find_region(const void* p) {
   if (it == table().begin()) return {};
   --it;
   if (a >= it->first + it->second.bytes) return {};
-  return Region{it->second.space, it->second.device, reinterpret_cast<const char*>(it->first), it->second.bytes};
+  return Region{it->second.space, it->second.device, reinterpret_cast<const char*>(it->first),
+                it->second.bytes};
 }
 
 std::string check_range(const void* p, std::size_t bytes, const char* what) {
@@ -118,8 +125,9 @@ std::string check_range(const void* p, std::size_t bytes, const char* what) {
   const std::size_t offset = static_cast<const char*>(p) - r.base;
   if (offset + bytes <= r.bytes) return {};
   return std::string(what) + " " + where(p) + " + " + std::to_string(bytes) + " bytes runs " +
-         std::to_string(offset + bytes - r.bytes) + " bytes past the end of its " + std::to_string(r.bytes) +
-         "-byte allocation" + (r.space == Space::Device ? " on cuda:" + std::to_string(r.device) : std::string());
+         std::to_string(offset + bytes - r.bytes) + " bytes past the end of its " +
+         std::to_string(r.bytes) + "-byte allocation" +
+         (r.space == Space::Device ? " on cuda:" + std::to_string(r.device) : std::string());
 }
 
 }  // namespace mtemu::detail
@@ -128,8 +136,9 @@ cudaError_t mtemu::limit_access(void* block, std::size_t usable, cudaStream_t st
   using namespace mtemu::detail;
   const Region r = find_region(block);
   if (r.space != Space::Device || r.base != block || usable > r.bytes)
-    return fail(cudaErrorInvalidValue, "limit_access(" + where(block) + ", " + std::to_string(usable) +
-                                           "): not the start of a live device allocation that large");
+    return fail(cudaErrorInvalidValue,
+                "limit_access(" + where(block) + ", " + std::to_string(usable) +
+                    "): not the start of a live device allocation that large");
   auto s = resolve_stream(stream, r.device);
   if (!s) return fail(cudaErrorInvalidResourceHandle, "limit_access: not a live stream");
   enqueue(*s, [base = r.base, bytes = r.bytes, usable] {
@@ -155,7 +164,9 @@ cudaError_t cudaFree(void* ptr) { return release(ptr, Space::Device, "cudaFree")
 cudaError_t cudaHostAlloc(void** ptr, std::size_t bytes, unsigned int) {
   return allocate(ptr, bytes, Space::Pinned, -1);
 }
-cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) { return allocate(ptr, bytes, Space::Pinned, -1); }
+cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) {
+  return allocate(ptr, bytes, Space::Pinned, -1);
+}
 cudaError_t cudaFreeHost(void* ptr) { return release(ptr, Space::Pinned, "cudaFreeHost"); }
 
 cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
@@ -167,7 +178,8 @@ cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
   return ok();
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind, cudaStream_t stream) {
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind,
+                            cudaStream_t stream) {
   return copy(dst, src, bytes, stream, "cudaMemcpyAsync");
 }
 
@@ -176,13 +188,15 @@ cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpy
   return cudaStreamSynchronize(nullptr);
 }
 
-cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes,
-                                cudaStream_t stream) {
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
+                                std::size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return ok();
   const Region d = find_region(dst), s = find_region(src);
-  if (d.space != Space::Device || d.device != dst_device || s.space != Space::Device || s.device != src_device)
-    return fail(cudaErrorInvalidValue, "cudaMemcpyPeerAsync: destination " + where(dst) + " is not memory of cuda:" +
-                                           std::to_string(dst_device) + " or source " + where(src) +
+  if (d.space != Space::Device || d.device != dst_device || s.space != Space::Device ||
+      s.device != src_device)
+    return fail(cudaErrorInvalidValue, "cudaMemcpyPeerAsync: destination " + where(dst) +
+                                           " is not memory of cuda:" + std::to_string(dst_device) +
+                                           " or source " + where(src) +
                                            " is not memory of cuda:" + std::to_string(src_device));
   return copy(dst, src, bytes, stream, "cudaMemcpyPeerAsync");
 }

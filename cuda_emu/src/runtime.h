@@ -84,5 +84,5 @@ struct CUevent_st {
   uint64_t target = 0;                  // complete once stream->completed >= target
   uint64_t generation = 0;              // of the latest record
   std::chrono::steady_clock::time_point when{};
-  uint64_t when_generation = 0;         // the record whose time `when` is
+  uint64_t when_generation = 0;  // the record whose time `when` is
 };

@@ -34,7 +34,8 @@ void stream_loop(std::shared_ptr<CUstream_st> s) {
       op = std::move(s->queue.front());
       s->queue.pop_front();
     }
-    if (const long us = s->delay_us.load(); us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
+    if (const long us = s->delay_us.load(); us > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(us));
     // After a device fault the context is gone: later work is dropped, as on a GPU.
     if (device(s->device).sticky.load() == cudaSuccess) op();
     std::lock_guard<std::mutex> lock(s->m);
@@ -160,11 +161,14 @@ cudaError_t stream_arg(cudaStream_t s, std::shared_ptr<CUstream_st>* out, const 
 
 extern "C" {
 
-cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
   const int dev = current_device();
-  if (dev >= device_count()) return fail(cudaErrorInvalidDevice, "cudaStreamCreate: no such device");
+  if (dev >= device_count())
+    return fail(cudaErrorInvalidDevice, "cudaStreamCreate: no such device");
   if (cudaError_t e = sticky_error(dev); e != cudaSuccess) return e;
   auto s = make_stream(dev, flags, false);
   std::lock_guard<std::mutex> lock(registry_mutex);
@@ -211,7 +215,8 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
   std::shared_ptr<CUstream_st> s;
   if (cudaError_t e = stream_arg(stream, &s, "cudaStreamWaitEvent"); e != cudaSuccess) return e;
-  if (event == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: null event");
+  if (event == nullptr)
+    return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: null event");
   if (flags != 0) return fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: flags must be 0");
   std::shared_ptr<CUstream_st> source;
   uint64_t target;
@@ -225,7 +230,9 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   return ok();
 }
 
-cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   const int dev = current_device();
@@ -251,8 +258,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   std::shared_ptr<CUstream_st> s;
   if (cudaError_t e = stream_arg(stream, &s, "cudaEventRecord"); e != cudaSuccess) return e;
   if (s->device != event->device)
-    return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: event of cuda:" + std::to_string(event->device) +
-                                                    " recorded on a stream of cuda:" + std::to_string(s->device));
+    return fail(cudaErrorInvalidResourceHandle,
+                "cudaEventRecord: event of cuda:" + std::to_string(event->device) +
+                    " recorded on a stream of cuda:" + std::to_string(s->device));
   uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(event->m);
@@ -282,7 +290,8 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  if (event == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: null event");
+  if (event == nullptr)
+    return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: null event");
   const auto [s, target] = recorded_point(*event);
   if (!s) return ok();
   wait_until(*s, target);
@@ -291,16 +300,19 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  if (start == nullptr || end == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: null event");
+  if (start == nullptr || end == nullptr)
+    return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: null event");
   if ((start->flags | end->flags) & cudaEventDisableTiming)
-    return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was created with DisableTiming");
+    return fail(cudaErrorInvalidResourceHandle,
+                "cudaEventElapsedTime: an event was created with DisableTiming");
   for (cudaEvent_t e : {start, end})
     if (cudaError_t q = cudaEventQuery(e); q != cudaSuccess) return q;
   std::lock_guard<std::mutex> l1(start->m);
   std::lock_guard<std::mutex> l2(end->m);
-  if (start->when_generation == 0 || end->when_generation == 0 || start->when_generation != start->generation ||
-      end->when_generation != end->generation)
-    return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: both events must be recorded and complete");
+  if (start->when_generation == 0 || end->when_generation == 0 ||
+      start->when_generation != start->generation || end->when_generation != end->generation)
+    return fail(cudaErrorInvalidResourceHandle,
+                "cudaEventElapsedTime: both events must be recorded and complete");
   *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
   return ok();
 }

@@ -120,8 +120,8 @@ void gemm_cpu(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t 
 
 template void gemm_cpu<float>(float*, const float*, bool, const float*, bool, int64_t, int64_t,
                               int64_t, float, float);
-template void gemm_cpu<double>(double*, const double*, bool, const double*, bool, int64_t,
-                               int64_t, int64_t, double, double);
+template void gemm_cpu<double>(double*, const double*, bool, const double*, bool, int64_t, int64_t,
+                               int64_t, double, double);
 
 void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha,
           double beta) {

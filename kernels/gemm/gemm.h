@@ -29,7 +29,7 @@ void gemm_cpu(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t 
 /// cuBLAS on the calling thread's handle and current stream for `device` (CUDA builds only;
 /// defined in gemm_cublas.cpp).
 template <typename T>
-void gemm_cublas(Device device, T* c, const T* a, bool trans_a, const T* b, bool trans_b,
-                 int64_t m, int64_t n, int64_t k, T alpha, T beta);
+void gemm_cublas(Device device, T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t m,
+                 int64_t n, int64_t k, T alpha, T beta);
 
 }  // namespace minitrain

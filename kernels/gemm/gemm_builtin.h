@@ -1,15 +1,15 @@
 #pragma once
 // The GEMM backends minitrain ships, each defined beside its implementation and added to the
-// registry by kernels/gemm/gemm_registry.cpp on first use (explicit calls: a static initialiser in a
-// static library's object would be dropped by the linker when nothing else references it).
+// registry by kernels/gemm/gemm_registry.cpp on first use (explicit calls: a static initialiser in
+// a static library's object would be dropped by the linker when nothing else references it).
 
 #include "kernels/gemm/gemm_registry.h"
 
 namespace minitrain {
 
 // ---- CPU (every build) ----
-GemmBackend openblas_gemm_backend();  ///< gemm_cpu (kernels/gemm/gemm.cpp): OpenBLAS tiles on OpenMP;
-                                      ///< defined in gemm_registry.cpp
+GemmBackend openblas_gemm_backend();  ///< gemm_cpu (kernels/gemm/gemm.cpp): OpenBLAS tiles on
+                                      ///< OpenMP; defined in gemm_registry.cpp
 GemmBackend eigen_gemm_backend();  ///< kernels/gemm_eigen.cpp: Eigen 3 products on row-major maps
 
 // ---- CUDA (CUDA builds only) ----

@@ -37,7 +37,8 @@ bool overlaps(const Tensor& x, const Tensor& y) {
 
 }  // namespace
 
-GemmDims check_gemm_inputs(const char* op, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b) {
+GemmDims check_gemm_inputs(const char* op, const Tensor& a, bool trans_a, const Tensor& b,
+                           bool trans_b) {
   check_compatible(op, {{"a", a}, {"b", b}});
   check_ndim(op, {"a", a}, 2);
   check_ndim(op, {"b", b}, 2);

@@ -20,14 +20,14 @@ int blas_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-cublasStatus_t gemm_call(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
-                         int n, int k, const float* alpha, const float* a, int lda,
-                         const float* b, int ldb, const float* beta, float* c, int ldc) {
+cublasStatus_t gemm_call(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                         int k, const float* alpha, const float* a, int lda, const float* b,
+                         int ldb, const float* beta, float* c, int ldc) {
   return cublasSgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
-cublasStatus_t gemm_call(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
-                         int n, int k, const double* alpha, const double* a, int lda,
-                         const double* b, int ldb, const double* beta, double* c, int ldc) {
+cublasStatus_t gemm_call(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                         int k, const double* alpha, const double* a, int lda, const double* b,
+                         int ldb, const double* beta, double* c, int ldc) {
   return cublasDgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -41,8 +41,8 @@ cublasStatus_t scal_call(cublasHandle_t h, int n, const double* alpha, double* x
 }  // namespace
 
 template <typename T>
-void gemm_cublas(Device device, T* c, const T* a, bool trans_a, const T* b, bool trans_b,
-                 int64_t m, int64_t n, int64_t k, T alpha, T beta) {
+void gemm_cublas(Device device, T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t m,
+                 int64_t n, int64_t k, T alpha, T beta) {
   if (m == 0 || n == 0) return;
   DeviceGuard guard(device);
   cublasHandle_t handle = cublas_handle(device);  // bound to this thread's current stream

@@ -75,9 +75,7 @@ std::map<PlanKey, Plan>& thread_plans() {
   return plans;
 }
 
-cublasOperation_t op(bool trans) {
-  return trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-}
+cublasOperation_t op(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
 // Builds the plan for `key` (row-major C[m, n] = op(A) op(B); see the mapping above).
 void build_plan(Plan& plan, const PlanKey& key, Device device) {

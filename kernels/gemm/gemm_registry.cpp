@@ -117,21 +117,13 @@ Registry& registry() {
 
 }  // namespace
 
-void register_gemm_backend(GemmBackend backend) {
-  registry().add(std::move(backend));
-}
+void register_gemm_backend(GemmBackend backend) { registry().add(std::move(backend)); }
 
-const GemmBackend& gemm_backend(const std::string& name) {
-  return registry().get(name);
-}
+const GemmBackend& gemm_backend(const std::string& name) { return registry().get(name); }
 
-bool has_gemm_backend(const std::string& name) {
-  return registry().has(name);
-}
+bool has_gemm_backend(const std::string& name) { return registry().has(name); }
 
-std::vector<std::string> gemm_backend_names(DeviceType device) {
-  return registry().names(device);
-}
+std::vector<std::string> gemm_backend_names(DeviceType device) { return registry().names(device); }
 
 std::string default_gemm_backend(Device device) {
   // CUDA: cuBLAS in full FP32, the fastest FP32 GEMM until the hand-written ladder is measured on a
@@ -156,13 +148,16 @@ void gemm_with(const std::string& backend, Tensor& c, const Tensor& a, bool tran
     if (!g.float64) {
       std::string with_float64;
       for (const std::string& name : gemm_backend_names(device.type()))
-        if (gemm_backend(name).float64) with_float64 += (with_float64.empty() ? "'" : ", '") + name + "'";
-      MT_THROW(ValueError, "gemm_with: backend '", g.name, "' has no float64 path (tensors on ", device,
-               ", dtype float64); use float32",
-               with_float64.empty()
-                   ? std::string(" (no ") + (device.is_cuda() ? "cuda" : "cpu") + " backend in this build has float64" +
-                         (device.is_cuda() && cuda_emulated() ? ": cuBLAS, which has, is absent on emulated GPUs)" : ")")
-                   : ", or a backend with float64: " + with_float64);
+        if (gemm_backend(name).float64)
+          with_float64 += (with_float64.empty() ? "'" : ", '") + name + "'";
+      MT_THROW(ValueError, "gemm_with: backend '", g.name, "' has no float64 path (tensors on ",
+               device, ", dtype float64); use float32",
+               with_float64.empty() ? std::string(" (no ") + (device.is_cuda() ? "cuda" : "cpu") +
+                                          " backend in this build has float64" +
+                                          (device.is_cuda() && cuda_emulated()
+                                               ? ": cuBLAS, which has, is absent on emulated GPUs)"
+                                               : ")")
+                                    : ", or a backend with float64: " + with_float64);
     }
     g.float64(device, c.data<double>(), a.data<double>(), trans_a, b.data<double>(), trans_b, d.m,
               d.n, d.k, alpha, beta);

@@ -1,11 +1,12 @@
 #pragma once
 // Every GEMM implementation by name, so that a layer, a benchmark or a test picks one at run time:
-// the hand-written CUDA ladder (kernels/gemm/gemm_ladder/), cuBLAS, cuBLASLt, and the CPU's OpenBLAS
-// and Eigen. A user's own kernel joins with one call (or MINITRAIN_REGISTER_GEMM in their binary)
-// and is then usable as `minitrain train --gemm NAME` and by Linear::set_gemm_backend.
+// the hand-written CUDA ladder (kernels/gemm/gemm_ladder/), cuBLAS, cuBLASLt, and the CPU's
+// OpenBLAS and Eigen. A user's own kernel joins with one call (or MINITRAIN_REGISTER_GEMM in their
+// binary) and is then usable as `minitrain train --gemm NAME` and by Linear::set_gemm_backend.
 //
-// Every backend computes the row-major C[m, n] = alpha * op(A) op(B) + beta * C of kernels/gemm/gemm.h
-// on raw contiguous pointers, on the calling thread's current stream for its device.
+// Every backend computes the row-major C[m, n] = alpha * op(A) op(B) + beta * C of
+// kernels/gemm/gemm.h on raw contiguous pointers, on the calling thread's current stream for its
+// device.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -16,20 +17,22 @@
 
 namespace minitrain {
 
-using GemmFloatFn = std::function<void(Device device, float* c, const float* a, bool trans_a, const float* b,
-                                       bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, float beta)>;
-using GemmDoubleFn = std::function<void(Device device, double* c, const double* a, bool trans_a, const double* b,
-                                        bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, double beta)>;
+using GemmFloatFn =
+    std::function<void(Device device, float* c, const float* a, bool trans_a, const float* b,
+                       bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, float beta)>;
+using GemmDoubleFn =
+    std::function<void(Device device, double* c, const double* a, bool trans_a, const double* b,
+                       bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, double beta)>;
 
 struct GemmBackend {
-  std::string name;         ///< "cublas", "naive", "warptile", "openblas", ...
-  DeviceType device;        ///< where its pointers live
-  std::string technique;    ///< one line: what it does and what bounds it
+  std::string name;       ///< "cublas", "naive", "warptile", "openblas", ...
+  DeviceType device;      ///< where its pointers live
+  std::string technique;  ///< one line: what it does and what bounds it
   /// Float32 inputs rounded before the multiply (TF32, BF16): results differ from FP32 by the
   /// inputs' rounding, so tests compare them on exactly representable values only.
   bool reduced_precision_inputs = false;
-  GemmFloatFn float32;      ///< required
-  GemmDoubleFn float64;     ///< optional: null when the backend has no float64 path
+  GemmFloatFn float32;   ///< required
+  GemmDoubleFn float64;  ///< optional: null when the backend has no float64 path
 };
 
 /// Adds a backend. ValueError when the name is taken or empty, or float32 is null.
@@ -42,18 +45,21 @@ std::vector<std::string> gemm_backend_names(DeviceType device);
 /// The backend "auto" means on `device`: the fastest measured (see README's GEMM figures).
 std::string default_gemm_backend(Device device);
 
-/// kernels/gemm/gemm.h's gemm through a named backend ("auto": default_gemm_backend). Checks shapes and
-/// devices as gemm() does; ValueError when the backend is for another device type or lacks the
+/// kernels/gemm/gemm.h's gemm through a named backend ("auto": default_gemm_backend). Checks shapes
+/// and devices as gemm() does; ValueError when the backend is for another device type or lacks the
 /// tensors' dtype.
-void gemm_with(const std::string& backend, Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-               double alpha = 1.0, double beta = 0.0);
+void gemm_with(const std::string& backend, Tensor& c, const Tensor& a, bool trans_a,
+               const Tensor& b, bool trans_b, double alpha = 1.0, double beta = 0.0);
 
 }  // namespace minitrain
 
 /// Registers a backend from a user's translation unit at static-initialisation time:
-///   MINITRAIN_REGISTER_GEMM(my_sgemm, minitrain::GemmBackend{"my_sgemm", DeviceType::CUDA, "...", false, &f, {}});
-/// Put it in the executable's own sources (a static library's unreferenced object is dropped by the linker).
-#define MINITRAIN_REGISTER_GEMM(id, ...)                                              \
-  namespace {                                                                         \
-  const bool minitrain_gemm_registered_##id = (::minitrain::register_gemm_backend(__VA_ARGS__), true); \
+///   MINITRAIN_REGISTER_GEMM(my_sgemm, minitrain::GemmBackend{"my_sgemm", DeviceType::CUDA, "...",
+///   false, &f, {}});
+/// Put it in the executable's own sources (a static library's unreferenced object is dropped by the
+/// linker).
+#define MINITRAIN_REGISTER_GEMM(id, ...)                       \
+  namespace {                                                  \
+  const bool minitrain_gemm_registered_##id =                  \
+      (::minitrain::register_gemm_backend(__VA_ARGS__), true); \
   }

@@ -25,17 +25,22 @@ ReduceOp parse_reduce_op(const std::string& name) {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Avg: return "avg";
-    case ReduceOp::Max: return "max";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Avg:
+      return "avg";
+    case ReduceOp::Max:
+      return "max";
   }
   return "?";
 }
 
 void Communicator::all_reduce(Tensor& t, ReduceOp op) {
   switch (options_.all_reduce) {
-    case AllReduceAlgorithm::Native: return native_all_reduce(t, op);
-    case AllReduceAlgorithm::Ring: return ring_all_reduce(*this, t, op);
+    case AllReduceAlgorithm::Native:
+      return native_all_reduce(t, op);
+    case AllReduceAlgorithm::Ring:
+      return ring_all_reduce(*this, t, op);
   }
 }
 

@@ -24,7 +24,8 @@ ReduceOp parse_reduce_op(const std::string& name);  ///< "sum" | "avg" | "max"; 
 const char* reduce_op_name(ReduceOp op);
 
 /// How all_reduce is carried out: the backend's own collective (ncclAllReduce, MPI_Allreduce, the
-/// threads backend's shared-memory reduction) or minitrain's ring over send/recv (parallel/comm/ring.h).
+/// threads backend's shared-memory reduction) or minitrain's ring over send/recv
+/// (parallel/comm/ring.h).
 enum class AllReduceAlgorithm { Native, Ring };
 
 struct CommOptions {
@@ -47,8 +48,8 @@ class Communicator {
 
   virtual int rank() const noexcept = 0;
   virtual int size() const noexcept = 0;
-  virtual Device device() const noexcept = 0;    ///< where this rank's tensors live
-  virtual std::string backend() const = 0;       ///< "threads", "nccl", "mpi"
+  virtual Device device() const noexcept = 0;  ///< where this rank's tensors live
+  virtual std::string backend() const = 0;     ///< "threads", "nccl", "mpi"
   const CommOptions& options() const noexcept { return options_; }
 
   /// In place: every rank ends with op over all ranks' `t` (Avg = Sum / size). Dispatches on

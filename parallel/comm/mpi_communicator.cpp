@@ -34,13 +34,17 @@ void check_mpi(int rc, const char* op, const char* call) {
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::Float32: return MPI_FLOAT;
-    case DType::Float64: return MPI_DOUBLE;
+    case DType::Float32:
+      return MPI_FLOAT;
+    case DType::Float64:
+      return MPI_DOUBLE;
   }
   MT_THROW(DTypeError, "mpi: no MPI type for ", dtype_name(t));
 }
 
-MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }  // Avg: Sum, then scale
+MPI_Op mpi_op(ReduceOp op) {
+  return op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
+}  // Avg: Sum, then scale
 
 int mpi_count(const Tensor& t, const char* op) {
   MT_CHECK_AS(ValueError, t.numel() <= INT_MAX, op, ": ", t.numel(),
@@ -48,7 +52,9 @@ int mpi_count(const Tensor& t, const char* op) {
   return static_cast<int>(t.numel());
 }
 
-std::string describe(const Tensor& t) { return detail::concat(t.numel(), " ", dtype_name(t.dtype())); }
+std::string describe(const Tensor& t) {
+  return detail::concat(t.numel(), " ", dtype_name(t.dtype()));
+}
 
 // A message shorter than the posted recv arrives without error in MPI; minitrain's contract is
 // "the recv of the same shape", so a short one is a mismatch between the ranks' programs.
@@ -72,7 +78,8 @@ MpiRuntime::MpiRuntime() {
     return;
   }
   int provided = MPI_THREAD_SINGLE;
-  check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "mpi", "MPI_Init_thread");
+  check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "mpi",
+            "MPI_Init_thread");
   MT_CHECK_AS(CommError, provided >= MPI_THREAD_SERIALIZED,
               "mpi: the MPI library provides only thread level ", provided,
               " (need MPI_THREAD_SERIALIZED or better); rebuild Open MPI with thread support");
@@ -115,10 +122,13 @@ void MpiRuntime::leave_job_after_failure(int exit_code) {
     // signal, where rank 0 may still be writing the checkpoint): a barrier with the job's
     // deadline tells that apart from a peer that is still training, stuck or stopped.
     long long timeout_ms = leave_timeout_ms_.load();
-    if (timeout_ms <= 0) timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(CommOptions{}.timeout).count();
+    if (timeout_ms <= 0)
+      timeout_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(CommOptions{}.timeout).count();
     MPI_Request request;
     if (MPI_Ibarrier(MPI_COMM_WORLD, &request) == MPI_SUCCESS) {
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
       for (int done = 0;;) {
         if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
         if (done) return;  // all here: MPI_Finalize at exit has nobody to wait for
@@ -173,19 +183,22 @@ void MpiCommunicator::check_usable(const char* op) const {
 void MpiCommunicator::check_tensor(const Tensor& t, const char* op, const char* what) const {
   MT_CHECK_AS(ValueError, t.defined(), op, ": ", what, " is an undefined tensor");
   MT_CHECK_AS(DeviceError, t.device().is_cpu(), op, ": the MPI backend exchanges CPU tensors but ",
-              what, " is on ", t.device(), "; copy it with .to(Device::cpu()) or use NCCL for GPUs");
+              what, " is on ", t.device(),
+              "; copy it with .to(Device::cpu()) or use NCCL for GPUs");
 }
 
-std::vector<MPI_Status> MpiCommunicator::wait_all(std::vector<MPI_Request>& requests, const char* op,
-                               const std::string& waiting_for, std::vector<Tensor> buffers,
-                               const std::vector<int>& cancellable) {
+std::vector<MPI_Status> MpiCommunicator::wait_all(std::vector<MPI_Request>& requests,
+                                                  const char* op, const std::string& waiting_for,
+                                                  std::vector<Tensor> buffers,
+                                                  const std::vector<int>& cancellable) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   const auto deadline = start + options_.timeout;
   std::vector<MPI_Status> statuses(requests.size());
   for (long polls = 0;; ++polls) {
     int done = 0;
-    int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, statuses.data());
+    int rc =
+        MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, statuses.data());
     if (rc == MPI_ERR_IN_STATUS) {
       for (const MPI_Status& s : statuses)
         if (s.MPI_ERROR != MPI_SUCCESS) rc = s.MPI_ERROR;
@@ -230,8 +243,8 @@ void MpiCommunicator::native_all_reduce(Tensor& t, ReduceOp op) {
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), mpi_count(t, name), mpi_type(t.dtype()),
                            mpi_op(op), comm_, &req[0]),
             name, "MPI_Iallreduce");
-  wait_all(req, name, detail::concat("the other ", size_ - 1, " ranks (MPI_Iallreduce of ",
-                                     describe(t), ")"),
+  wait_all(req, name,
+           detail::concat("the other ", size_ - 1, " ranks (MPI_Iallreduce of ", describe(t), ")"),
            {t});
   if (op == ReduceOp::Avg) scale(t, t, 1.0 / size_);
 }
@@ -244,9 +257,10 @@ void MpiCommunicator::broadcast(Tensor& t, int root) {
   std::vector<MPI_Request> req(1);
   check_mpi(MPI_Ibcast(t.raw_data(), mpi_count(t, name), mpi_type(t.dtype()), root, comm_, &req[0]),
             name, "MPI_Ibcast");
-  wait_all(req, name, detail::concat(rank_ == root ? "the other ranks" : "root rank ",
-                                     rank_ == root ? "" : std::to_string(root),
-                                     " (MPI_Ibcast of ", describe(t), ")"),
+  wait_all(req, name,
+           detail::concat(rank_ == root ? "the other ranks" : "root rank ",
+                          rank_ == root ? "" : std::to_string(root), " (MPI_Ibcast of ",
+                          describe(t), ")"),
            {t});
 }
 
@@ -260,8 +274,9 @@ void MpiCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op)
   check_mpi(MPI_Ireduce_scatter_block(in.raw_data(), out.raw_data(), mpi_count(out, name),
                                       mpi_type(out.dtype()), mpi_op(op), comm_, &req[0]),
             name, "MPI_Ireduce_scatter_block");
-  wait_all(req, name, detail::concat("the other ", size_ - 1, " ranks (MPI_Ireduce_scatter_block of ",
-                                     describe(in), ")"),
+  wait_all(req, name,
+           detail::concat("the other ", size_ - 1, " ranks (MPI_Ireduce_scatter_block of ",
+                          describe(in), ")"),
            {out, in});
   if (op == ReduceOp::Avg) scale(out, out, 1.0 / size_);
 }
@@ -276,8 +291,8 @@ void MpiCommunicator::all_gather(Tensor& out, const Tensor& in) {
   check_mpi(MPI_Iallgather(in.raw_data(), mpi_count(in, name), mpi_type(in.dtype()), out.raw_data(),
                            mpi_count(in, name), mpi_type(out.dtype()), comm_, &req[0]),
             name, "MPI_Iallgather");
-  wait_all(req, name, detail::concat("the other ", size_ - 1, " ranks (MPI_Iallgather of ",
-                                     describe(in), ")"),
+  wait_all(req, name,
+           detail::concat("the other ", size_ - 1, " ranks (MPI_Iallgather of ", describe(in), ")"),
            {out, in});
 }
 
@@ -290,7 +305,8 @@ void MpiCommunicator::send(const Tensor& t, int peer) {
   check_mpi(MPI_Isend(t.raw_data(), mpi_count(t, name), mpi_type(t.dtype()), peer, kPointToPointTag,
                       comm_, &req[0]),
             name, "MPI_Isend");
-  wait_all(req, name, detail::concat("rank ", peer, " to receive (MPI_Isend of ", describe(t), ")"), {t});
+  wait_all(req, name, detail::concat("rank ", peer, " to receive (MPI_Isend of ", describe(t), ")"),
+           {t});
 }
 
 void MpiCommunicator::recv(Tensor& t, int peer) {
@@ -302,13 +318,14 @@ void MpiCommunicator::recv(Tensor& t, int peer) {
   check_mpi(MPI_Irecv(t.raw_data(), mpi_count(t, name), mpi_type(t.dtype()), peer, kPointToPointTag,
                       comm_, &req[0]),
             name, "MPI_Irecv");
-  std::vector<MPI_Status> st =
-      wait_all(req, name, detail::concat("rank ", peer, " to send (MPI_Irecv of ", describe(t), ")"),
-               {t}, {0});
+  std::vector<MPI_Status> st = wait_all(
+      req, name, detail::concat("rank ", peer, " to send (MPI_Irecv of ", describe(t), ")"), {t},
+      {0});
   check_received(st[0], t, peer, name);
 }
 
-void MpiCommunicator::send_recv(const Tensor& send_t, int send_peer, Tensor& recv_t, int recv_peer) {
+void MpiCommunicator::send_recv(const Tensor& send_t, int send_peer, Tensor& recv_t,
+                                int recv_peer) {
   const char* name = "send_recv";
   check_usable(name);
   check_tensor(send_t, name, "send_t");
@@ -318,19 +335,20 @@ void MpiCommunicator::send_recv(const Tensor& send_t, int send_peer, Tensor& rec
   // MPI_Sendrecv as its two non-blocking halves: the recv is posted first, so no rank of a ring
   // waits on a send that nobody has yet posted a recv for.
   std::vector<MPI_Request> req(2);
-  check_mpi(MPI_Irecv(recv_t.raw_data(), mpi_count(recv_t, name), mpi_type(recv_t.dtype()), recv_peer,
-                      kPointToPointTag, comm_, &req[0]),
+  check_mpi(MPI_Irecv(recv_t.raw_data(), mpi_count(recv_t, name), mpi_type(recv_t.dtype()),
+                      recv_peer, kPointToPointTag, comm_, &req[0]),
             name, "MPI_Irecv");
-  int rc = MPI_Isend(send_t.raw_data(), mpi_count(send_t, name), mpi_type(send_t.dtype()), send_peer,
-                     kPointToPointTag, comm_, &req[1]);
+  int rc = MPI_Isend(send_t.raw_data(), mpi_count(send_t, name), mpi_type(send_t.dtype()),
+                     send_peer, kPointToPointTag, comm_, &req[1]);
   if (rc != MPI_SUCCESS) {
     MPI_Cancel(&req[0]);
     MPI_Wait(&req[0], MPI_STATUS_IGNORE);
     check_mpi(rc, name, "MPI_Isend");
   }
   std::vector<MPI_Status> st =
-      wait_all(req, name, detail::concat("rank ", recv_peer, " to send ", describe(recv_t),
-                                         " and rank ", send_peer, " to receive ", describe(send_t)),
+      wait_all(req, name,
+               detail::concat("rank ", recv_peer, " to send ", describe(recv_t), " and rank ",
+                              send_peer, " to receive ", describe(send_t)),
                {send_t, recv_t}, {0});
   check_received(st[0], recv_t, recv_peer, name);
 }

@@ -41,8 +41,9 @@ class MpiRuntime {
   /// stderr, then: when a communicator of this process lost a peer (lost_a_peer()), ends the
   /// whole job at once (MPI_Abort on MPI_COMM_WORLD; does not return). Otherwise every rank may be
   /// leaving together, so it waits in a barrier over MPI_COMM_WORLD for at most the longest
-  /// CommOptions::timeout of this process's communicators: returns when all ranks come (MPI_Finalize
-  /// at exit then has nobody to wait for), else MPI_Abort. Returns at once outside such a job.
+  /// CommOptions::timeout of this process's communicators: returns when all ranks come
+  /// (MPI_Finalize at exit then has nobody to wait for), else MPI_Abort. Returns at once outside
+  /// such a job.
   static void leave_job_after_failure(int exit_code);
   /// Remembers the longest communicator timeout, the deadline of leave_job_after_failure.
   static void note_timeout(std::chrono::milliseconds timeout);
@@ -89,10 +90,12 @@ class MpiCommunicator final : public Communicator {
   };
   void check_usable(const char* op) const;
   void check_tensor(const Tensor& t, const char* op, const char* what) const;
-  /// Polls the requests to completion (returns their statuses) or to the deadline; at the deadline cancels the recvs in
-  /// `cancellable` (indices into requests), keeps the rest as Pending, and throws CommError.
-  std::vector<MPI_Status> wait_all(std::vector<MPI_Request>& requests, const char* op, const std::string& waiting_for,
-                std::vector<Tensor> buffers, const std::vector<int>& cancellable = {});
+  /// Polls the requests to completion (returns their statuses) or to the deadline; at the deadline
+  /// cancels the recvs in `cancellable` (indices into requests), keeps the rest as Pending, and
+  /// throws CommError.
+  std::vector<MPI_Status> wait_all(std::vector<MPI_Request>& requests, const char* op,
+                                   const std::string& waiting_for, std::vector<Tensor> buffers,
+                                   const std::vector<int>& cancellable = {});
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;

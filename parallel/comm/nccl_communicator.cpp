@@ -19,26 +19,34 @@
 namespace minitrain {
 namespace {
 
-static_assert(sizeof(ncclUniqueId) == sizeof(NcclUniqueId), "NcclUniqueId must hold an ncclUniqueId");
+static_assert(sizeof(ncclUniqueId) == sizeof(NcclUniqueId),
+              "NcclUniqueId must hold an ncclUniqueId");
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::Float32: return ncclFloat32;
-    case DType::Float64: return ncclFloat64;
+    case DType::Float32:
+      return ncclFloat32;
+    case DType::Float64:
+      return ncclFloat64;
   }
   MT_THROW(DTypeError, "nccl: no NCCL type for ", dtype_name(t));
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Avg: return ncclAvg;
-    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Sum:
+      return ncclSum;
+    case ReduceOp::Avg:
+      return ncclAvg;
+    case ReduceOp::Max:
+      return ncclMax;
   }
   MT_THROW(ValueError, "nccl: unknown reduce op");
 }
 
-std::string describe(const Tensor& t) { return detail::concat(t.numel(), " ", dtype_name(t.dtype())); }
+std::string describe(const Tensor& t) {
+  return detail::concat(t.numel(), " ", dtype_name(t.dtype()));
+}
 
 cudaStream_t caller_stream(Device d) { return current_stream(d).native_handle(); }
 
@@ -68,14 +76,15 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::from_unique_id(const NcclUni
   return std::make_unique<NcclCommunicator>(comm, rank, size, device, options);
 }
 
-std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(const std::vector<Device>& devices,
-                                                                   CommOptions options) {
+std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(
+    const std::vector<Device>& devices, CommOptions options) {
   MT_CHECK_AS(ValueError, !devices.empty(), "make_nccl_communicators: no devices given");
   std::set<int> seen;
   std::vector<int> ordinals;
   for (const Device& d : devices) {
-    MT_CHECK_AS(DeviceError, d.is_cuda(), "make_nccl_communicators: ", d,
-                " is not a GPU; NCCL ranks live on GPUs (use make_thread_communicators for CPU ranks)");
+    MT_CHECK_AS(
+        DeviceError, d.is_cuda(), "make_nccl_communicators: ", d,
+        " is not a GPU; NCCL ranks live on GPUs (use make_thread_communicators for CPU ranks)");
     MT_CHECK_AS(ValueError, seen.insert(d.index()).second, "make_nccl_communicators: ", d,
                 " appears twice; NCCL needs one rank per GPU");
     check_available(d);
@@ -146,17 +155,16 @@ void NcclCommunicator::wait(const char* op, const std::string& waiting_for) {
     ncclCommGetAsyncError(comm_, &async);
     if (async != ncclSuccess && async != ncclInProgress) {
       const char* last = ncclGetLastError(comm_);
-      abort_and_throw(detail::concat(op, ": rank ", rank_, " on ", device_,
-                                     ": NCCL asynchronous error while waiting for ", waiting_for, ": ",
-                                     ncclGetErrorString(async), (last && *last) ? ": " : "",
-                                     last ? last : "",
-                                     "; a peer may have died: check the other ranks' logs"));
+      abort_and_throw(detail::concat(
+          op, ": rank ", rank_, " on ", device_, ": NCCL asynchronous error while waiting for ",
+          waiting_for, ": ", ncclGetErrorString(async), (last && *last) ? ": " : "",
+          last ? last : "", "; a peer may have died: check the other ranks' logs"));
     }
     const auto now = clock::now();
     if (now >= deadline) {
       const double waited = std::chrono::duration<double>(now - start).count();
-      abort_and_throw(detail::concat(op, ": rank ", rank_, " waited ", waited, " s for ", waiting_for,
-                                     " (timeout ", options_.timeout.count(),
+      abort_and_throw(detail::concat(op, ": rank ", rank_, " waited ", waited, " s for ",
+                                     waiting_for, " (timeout ", options_.timeout.count(),
                                      " ms); communicator aborted. Is that rank alive and calling "
                                      "the same operations in the same order? Check its log"));
     }
@@ -175,7 +183,8 @@ void NcclCommunicator::native_all_reduce(Tensor& t, ReduceOp op) {
   DeviceGuard guard(device_);
   CHECK_NCCL(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()),
                            nccl_type(t.dtype()), nccl_op(op), comm_, caller_stream(device_)));
-  wait(name, detail::concat("the other ", size_ - 1, " ranks (ncclAllReduce of ", describe(t), ")"));
+  wait(name,
+       detail::concat("the other ", size_ - 1, " ranks (ncclAllReduce of ", describe(t), ")"));
 }
 
 void NcclCommunicator::broadcast(Tensor& t, int root) {
@@ -187,8 +196,9 @@ void NcclCommunicator::broadcast(Tensor& t, int root) {
   DeviceGuard guard(device_);
   CHECK_NCCL(ncclBroadcast(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()),
                            nccl_type(t.dtype()), root, comm_, caller_stream(device_)));
-  wait(name, rank_ == root ? detail::concat("the other ranks (ncclBroadcast of ", describe(t), ")")
-                           : detail::concat("root rank ", root, " (ncclBroadcast of ", describe(t), ")"));
+  wait(name, rank_ == root
+                 ? detail::concat("the other ranks (ncclBroadcast of ", describe(t), ")")
+                 : detail::concat("root rank ", root, " (ncclBroadcast of ", describe(t), ")"));
 }
 
 void NcclCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
@@ -201,7 +211,8 @@ void NcclCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op
   DeviceGuard guard(device_);
   CHECK_NCCL(ncclReduceScatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()),
                                nccl_type(out.dtype()), nccl_op(op), comm_, caller_stream(device_)));
-  wait(name, detail::concat("the other ", size_ - 1, " ranks (ncclReduceScatter of ", describe(in), ")"));
+  wait(name,
+       detail::concat("the other ", size_ - 1, " ranks (ncclReduceScatter of ", describe(in), ")"));
 }
 
 void NcclCommunicator::all_gather(Tensor& out, const Tensor& in) {
@@ -214,7 +225,8 @@ void NcclCommunicator::all_gather(Tensor& out, const Tensor& in) {
   DeviceGuard guard(device_);
   CHECK_NCCL(ncclAllGather(in.raw_data(), out.raw_data(), static_cast<size_t>(in.numel()),
                            nccl_type(in.dtype()), comm_, caller_stream(device_)));
-  wait(name, detail::concat("the other ", size_ - 1, " ranks (ncclAllGather of ", describe(in), ")"));
+  wait(name,
+       detail::concat("the other ", size_ - 1, " ranks (ncclAllGather of ", describe(in), ")"));
 }
 
 void NcclCommunicator::send(const Tensor& t, int peer) {
@@ -224,8 +236,8 @@ void NcclCommunicator::send(const Tensor& t, int peer) {
   check_peer(name, peer);
   if (t.numel() == 0) return;
   DeviceGuard guard(device_);
-  CHECK_NCCL(ncclSend(t.raw_data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), peer, comm_,
-                      caller_stream(device_)));
+  CHECK_NCCL(ncclSend(t.raw_data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), peer,
+                      comm_, caller_stream(device_)));
   wait(name, detail::concat("rank ", peer, " to receive (ncclSend of ", describe(t), ")"));
 }
 
@@ -236,12 +248,13 @@ void NcclCommunicator::recv(Tensor& t, int peer) {
   check_peer(name, peer);
   if (t.numel() == 0) return;
   DeviceGuard guard(device_);
-  CHECK_NCCL(ncclRecv(t.raw_data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), peer, comm_,
-                      caller_stream(device_)));
+  CHECK_NCCL(ncclRecv(t.raw_data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), peer,
+                      comm_, caller_stream(device_)));
   wait(name, detail::concat("rank ", peer, " to send (ncclRecv of ", describe(t), ")"));
 }
 
-void NcclCommunicator::send_recv(const Tensor& send_t, int send_peer, Tensor& recv_t, int recv_peer) {
+void NcclCommunicator::send_recv(const Tensor& send_t, int send_peer, Tensor& recv_t,
+                                 int recv_peer) {
   const char* name = "send_recv";
   check_usable(name);
   check_tensor(send_t, name, "send_t");
@@ -262,8 +275,8 @@ void NcclCommunicator::send_recv(const Tensor& send_t, int send_peer, Tensor& re
   const ncclResult_t end = ncclGroupEnd();  // always close the group, even after an error
   CHECK_NCCL(r);
   CHECK_NCCL(end);
-  wait(name, detail::concat("rank ", recv_peer, " to send ", describe(recv_t), " and rank ", send_peer,
-                            " to receive ", describe(send_t)));
+  wait(name, detail::concat("rank ", recv_peer, " to send ", describe(recv_t), " and rank ",
+                            send_peer, " to receive ", describe(send_t)));
 }
 
 void NcclCommunicator::barrier() {
@@ -273,7 +286,8 @@ void NcclCommunicator::barrier() {
   if (!barrier_scratch_.defined()) barrier_scratch_ = Tensor::zeros({1}, DType::Float32, device_);
   CHECK_NCCL(ncclAllReduce(barrier_scratch_.raw_data(), barrier_scratch_.raw_data(), 1, ncclFloat32,
                            ncclSum, comm_, caller_stream(device_)));
-  wait(name, detail::concat("the other ", size_ - 1, " ranks (barrier: a 1-element ncclAllReduce)"));
+  wait(name,
+       detail::concat("the other ", size_ - 1, " ranks (barrier: a 1-element ncclAllReduce)"));
 }
 
 }  // namespace minitrain

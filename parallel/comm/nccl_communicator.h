@@ -37,8 +37,9 @@ NcclUniqueId nccl_unique_id();
 class NcclCommunicator final : public Communicator {
  public:
   /// Rank `rank` of `size` on `device` (ncclCommInitRank; blocks until all ranks have joined).
-  static std::unique_ptr<NcclCommunicator> from_unique_id(const NcclUniqueId& id, int rank, int size,
-                                                          Device device, CommOptions options = {});
+  static std::unique_ptr<NcclCommunicator> from_unique_id(const NcclUniqueId& id, int rank,
+                                                          int size, Device device,
+                                                          CommOptions options = {});
   /// Takes ownership of an initialised NCCL communicator.
   NcclCommunicator(ncclComm* comm, int rank, int size, Device device, CommOptions options);
   ~NcclCommunicator() override;
@@ -72,12 +73,13 @@ class NcclCommunicator final : public Communicator {
   Device device_;
   std::string broken_;  // why the communicator was aborted; empty while it is fine
   Tensor barrier_scratch_;
-  int uncaught_at_creation_ = 0;  // std::uncaught_exceptions() then: more at destruction = unwinding
+  int uncaught_at_creation_ =
+      0;  // std::uncaught_exceptions() then: more at destruction = unwinding
 };
 
 /// One communicator per GPU of this process, all of one group (ncclCommInitAll): hand
 /// communicators[r] to the thread that drives devices[r]. The devices must be distinct GPUs.
-std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(const std::vector<Device>& devices,
-                                                                   CommOptions options = {});
+std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(
+    const std::vector<Device>& devices, CommOptions options = {});
 
 }  // namespace minitrain

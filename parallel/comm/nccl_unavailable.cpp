@@ -11,18 +11,21 @@ namespace {
 
 [[noreturn]] void cpu_only_build(const char* what) {
   if (cuda_emulated())
-    MT_THROW(DeviceError, what, ": NCCL needs real GPUs and is absent on minitrain's emulated GPUs; use the mpi "
+    MT_THROW(DeviceError, what,
+             ": NCCL needs real GPUs and is absent on minitrain's emulated GPUs; use the mpi "
              "backend under mpirun for CPU ranks");
-  MT_THROW(DeviceError, what, ": NCCL is not available in a CPU-only build of minitrain (no CUDA compiler was "
-           "found at build time); rebuild with CUDA, or use the mpi backend under mpirun for CPU ranks");
+  MT_THROW(
+      DeviceError, what,
+      ": NCCL is not available in a CPU-only build of minitrain (no CUDA compiler was "
+      "found at build time); rebuild with CUDA, or use the mpi backend under mpirun for CPU ranks");
 }
 
 }  // namespace
 
 NcclUniqueId nccl_unique_id() { cpu_only_build("nccl_unique_id"); }
 
-std::unique_ptr<NcclCommunicator> NcclCommunicator::from_unique_id(const NcclUniqueId&, int, int, Device,
-                                                                   CommOptions) {
+std::unique_ptr<NcclCommunicator> NcclCommunicator::from_unique_id(const NcclUniqueId&, int, int,
+                                                                   Device, CommOptions) {
   cpu_only_build("NcclCommunicator::from_unique_id");
 }
 

@@ -68,8 +68,8 @@ void ring_step(Communicator& comm, Tensor& flat, Tensor& scratch, int send_c, in
     try {
       comm.send_recv(flat.narrow(out.begin, out.length), next, buf, prev);
     } catch (const CommError& e) {
-      MT_THROW(CommError, "all_reduce (ring ", phase, " step ", step, ", slice ", s, "): ",
-               e.what());
+      MT_THROW(CommError, "all_reduce (ring ", phase, " step ", step, ", slice ", s,
+               "): ", e.what());
     }
     if (reduce) reduce_into(dst, buf, op);
   }

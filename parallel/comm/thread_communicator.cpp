@@ -31,9 +31,7 @@ std::string seconds_str(std::chrono::milliseconds d) {
   return os.str();
 }
 
-std::string describe(const Tensor& t) {
-  return detail::concat(t.dtype(), " ", t.shape());
-}
+std::string describe(const Tensor& t) { return detail::concat(t.dtype(), " ", t.shape()); }
 
 /// GPU work on `t`'s device has finished, so another thread may read or overwrite its memory.
 void settle(const Tensor& t) {
@@ -72,15 +70,14 @@ class ThreadGroup {
       return;
     }
     const uint64_t my_generation = generation_;
-    const bool done = cv_.wait_for(lock, timeout_, [&] {
-      return generation_ != my_generation || !broken_.empty();
-    });
+    const bool done = cv_.wait_for(
+        lock, timeout_, [&] { return generation_ != my_generation || !broken_.empty(); });
     if (generation_ != my_generation) return;
     if (done) throw_if_broken(op, rank);
     int missing = 0;
     while (missing < size_ && arrived_mask_[missing]) ++missing;
-    break_group(detail::concat(op, ": rank ", rank, " waited ", seconds_str(timeout_),
-                               " for rank ", missing, " (barrier; ", arrived_, " of ", size_,
+    break_group(detail::concat(op, ": rank ", rank, " waited ", seconds_str(timeout_), " for rank ",
+                               missing, " (barrier; ", arrived_, " of ", size_,
                                " ranks arrived); raise CommOptions::timeout if rank ", missing,
                                " is only slow"));
     throw CommError(broken_);
@@ -122,9 +119,8 @@ class ThreadGroup {
     if (ready)
       MT_THROW(CommError, "recv: rank ", dst, " stopped waiting for rank ", src,
                ": the group is broken: ", broken_);
-    break_group(detail::concat("recv: rank ", dst, " waited ", seconds_str(timeout_),
-                               " for rank ", src, "; raise CommOptions::timeout if rank ",
-                               src, " is only slow"));
+    break_group(detail::concat("recv: rank ", dst, " waited ", seconds_str(timeout_), " for rank ",
+                               src, "; raise CommOptions::timeout if rank ", src, " is only slow"));
     throw CommError(broken_);
   }
 
@@ -231,8 +227,7 @@ class ThreadCommunicator final : public Communicator {
     check_chunks("all_gather", out, "out", in, "in");
     Tensor flat_out = out.flatten();
     collective("all_gather", detail::concat("all_gather ", describe(in)), in, [&] {
-      for (int r = 0; r < size(); ++r)
-        flat_out.narrow(r * m, m).copy_(group_->slot(r).flatten());
+      for (int r = 0; r < size(); ++r) flat_out.narrow(r * m, m).copy_(group_->slot(r).flatten());
       settle(out);
     });
   }
@@ -274,8 +269,8 @@ class ThreadCommunicator final : public Communicator {
     MT_CHECK(t.defined(), op, ": `", name, "` is an undefined tensor (rank ", rank_, ")");
     MT_CHECK_AS(DeviceError, t.device() == device_, op, ": `", name, "` is on ", t.device(),
                 " but rank ", rank_, "'s communicator works on ", device_);
-    MT_CHECK_AS(DTypeError, t.dtype() == DType::Float32 || t.dtype() == DType::Float64, op,
-                ": `", name, "` is ", t.dtype(), "; collectives take float32 or float64");
+    MT_CHECK_AS(DTypeError, t.dtype() == DType::Float32 || t.dtype() == DType::Float64, op, ": `",
+                name, "` is ", t.dtype(), "; collectives take float32 or float64");
   }
 
   std::shared_ptr<ThreadGroup> group_;
@@ -285,8 +280,8 @@ class ThreadCommunicator final : public Communicator {
 
 }  // namespace
 
-std::vector<std::unique_ptr<Communicator>> make_thread_communicators(const std::vector<Device>& devices,
-                                                                     CommOptions options) {
+std::vector<std::unique_ptr<Communicator>> make_thread_communicators(
+    const std::vector<Device>& devices, CommOptions options) {
   MT_CHECK_AS(ValueError, !devices.empty(), "make_thread_communicators: no devices given");
   MT_CHECK_AS(ValueError, options.timeout.count() > 0,
               "make_thread_communicators: the timeout must be positive, got ",
@@ -294,8 +289,8 @@ std::vector<std::unique_ptr<Communicator>> make_thread_communicators(const std::
   auto group = std::make_shared<ThreadGroup>(static_cast<int>(devices.size()), options.timeout);
   std::vector<std::unique_ptr<Communicator>> comms;
   for (size_t r = 0; r < devices.size(); ++r)
-    comms.push_back(std::make_unique<ThreadCommunicator>(group, static_cast<int>(r), devices[r],
-                                                         options));
+    comms.push_back(
+        std::make_unique<ThreadCommunicator>(group, static_cast<int>(r), devices[r], options));
   return comms;
 }
 

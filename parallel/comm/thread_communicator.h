@@ -14,7 +14,7 @@ class ThreadGroup;  // shared state: mailboxes, barrier, deadlines
 
 /// One communicator per rank, all of the same group: hand communicators[r] to rank r's thread.
 /// devices.size() is the group's size; a device may repeat (several CPU ranks).
-std::vector<std::unique_ptr<Communicator>> make_thread_communicators(const std::vector<Device>& devices,
-                                                                     CommOptions options = {});
+std::vector<std::unique_ptr<Communicator>> make_thread_communicators(
+    const std::vector<Device>& devices, CommOptions options = {});
 
 }  // namespace minitrain

@@ -66,7 +66,8 @@ std::chrono::system_clock::time_point process_start_time() {
 // Job ids and host names may hold characters a file name should not (':' '/' ' ').
 std::string file_name_part(const std::string& s) {
   std::string out;
-  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-') ? c : '_';
+  for (char c : s)
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-') ? c : '_';
   if (out.size() > 80) out = out.substr(0, 64) + "_" + std::to_string(std::hash<std::string>{}(s));
   return out.empty() ? std::string("job") : out;
 }
@@ -77,7 +78,8 @@ struct RendezvousFile {
   std::string payload;
 };
 
-// The parsed file, or the reason it cannot be read as one ("" with nullopt-like empty job when missing).
+// The parsed file, or the reason it cannot be read as one ("" with nullopt-like empty job when
+// missing).
 bool read_rendezvous_file(const std::string& path, RendezvousFile& out, std::string& problem) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
@@ -94,15 +96,17 @@ bool read_rendezvous_file(const std::string& path, RendezvousFile& out, std::str
   std::istringstream in(bytes);
   std::string magic, job_word, written_word, bytes_word;
   size_t size = 0;
-  if (!std::getline(in, magic) || magic != kMagic || !(in >> job_word) || job_word != "job" || in.get() != ' ' ||
-      !std::getline(in, out.job) || !(in >> written_word >> out.written_ns) || written_word != "written_unix_ns" ||
-      !(in >> bytes_word >> size) || bytes_word != "bytes" || in.get() != '\n') {
+  if (!std::getline(in, magic) || magic != kMagic || !(in >> job_word) || job_word != "job" ||
+      in.get() != ' ' || !std::getline(in, out.job) || !(in >> written_word >> out.written_ns) ||
+      written_word != "written_unix_ns" || !(in >> bytes_word >> size) || bytes_word != "bytes" ||
+      in.get() != '\n') {
     problem = "a file that is not a minitrain rendezvous file";
     return false;
   }
   const auto offset = static_cast<size_t>(in.tellg());
   if (bytes.size() - offset != size) {
-    problem = detail::concat("a file whose payload has ", bytes.size() - offset, " bytes instead of ", size);
+    problem = detail::concat("a file whose payload has ", bytes.size() - offset,
+                             " bytes instead of ", size);
     return false;
   }
   out.payload = bytes.substr(offset);
@@ -125,16 +129,18 @@ FileRendezvous::FileRendezvous(const ProcessEnv& env, RendezvousOptions options)
                  ? env_.job_id
                  : (env_.master_addr.empty() ? std::string("localhost") : env_.master_addr) + ":" +
                        std::to_string(env_.master_port);
-  path_ = dir_ + "/minitrain-rendezvous-" + file_name_part(job_key_) + "-" + file_name_part(options_.name);
+  path_ = dir_ + "/minitrain-rendezvous-" + file_name_part(job_key_) + "-" +
+          file_name_part(options_.name);
 }
 
 void FileRendezvous::publish(const std::string& payload) {
   if (::mkdir(dir_.c_str(), 0777) != 0 && errno != EEXIST)
-    MT_THROW(IoError, "rendezvous: cannot create the directory '", dir_, "': ", std::strerror(errno),
+    MT_THROW(IoError, "rendezvous: cannot create the directory '", dir_,
+             "': ", std::strerror(errno),
              "; set MINITRAIN_RENDEZVOUS_DIR to a writable directory (shared by all nodes)");
   std::ostringstream text;
-  text << kMagic << "\njob " << job_key_ << "\nwritten_unix_ns " << unix_ns(std::chrono::system_clock::now())
-       << "\nbytes " << payload.size() << "\n";
+  text << kMagic << "\njob " << job_key_ << "\nwritten_unix_ns "
+       << unix_ns(std::chrono::system_clock::now()) << "\nbytes " << payload.size() << "\n";
   write_file_atomically(path_, text.str() + payload);
 }
 
@@ -159,14 +165,16 @@ std::string FileRendezvous::wait() {
     if (std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(options_.poll_interval);
   }
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", waited);
   MT_THROW(CommError, "rendezvous: rank ", env_.rank, " of ", env_.world_size, " waited ", secs,
            " s for rank 0's file '", path_, "' (job id '", job_key_, "')",
            ignored.empty() ? std::string() : "; found only " + ignored,
            "; check that rank 0 is running and got this far, that all ranks have the same job id "
-           "(MINITRAIN_JOB_ID) and rendezvous directory (MINITRAIN_RENDEZVOUS_DIR), and, across machines, "
+           "(MINITRAIN_JOB_ID) and rendezvous directory (MINITRAIN_RENDEZVOUS_DIR), and, across "
+           "machines, "
            "that the directory is on a file system shared by all of them");
 }
 

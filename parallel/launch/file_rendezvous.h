@@ -21,12 +21,14 @@
 namespace minitrain {
 
 struct RendezvousOptions {
-  /// "": the MINITRAIN_RENDEZVOUS_DIR variable, else the system's temporary directory (TMPDIR or /tmp).
+  /// "": the MINITRAIN_RENDEZVOUS_DIR variable, else the system's temporary directory (TMPDIR or
+  /// /tmp).
   std::string dir;
   std::string name = "nccl-id";  ///< what is exchanged; part of the file name
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
   std::chrono::milliseconds poll_interval{20};
-  /// Without a job id: how much older than this process a file may be and still count as this job's.
+  /// Without a job id: how much older than this process a file may be and still count as this
+  /// job's.
   std::chrono::milliseconds stale_after{std::chrono::seconds(30)};
 };
 
@@ -40,7 +42,8 @@ class FileRendezvous {
   /// The job id written into the file: env.job_id, else "MASTER_ADDR:MASTER_PORT".
   const std::string& job_key() const noexcept { return job_key_; }
 
-  /// Rank 0: writes `payload` atomically, replacing any file there (creates the directory if needed).
+  /// Rank 0: writes `payload` atomically, replacing any file there (creates the directory if
+  /// needed).
   void publish(const std::string& payload);
   /// Other ranks: the payload of this job's file, polled until it appears. CommError at the timeout
   /// naming the path, the seconds waited, any file that was ignored and why, and what to check.

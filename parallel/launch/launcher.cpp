@@ -35,7 +35,8 @@ constexpr std::chrono::milliseconds kDrain{200};
 volatile std::sig_atomic_t g_launcher_signal = 0;
 extern "C" void remember_signal(int sig) { g_launcher_signal = sig; }
 
-// SIGINT/SIGTERM/SIGHUP are caught (to forward them) while the job runs; the old handlers return after.
+// SIGINT/SIGTERM/SIGHUP are caught (to forward them) while the job runs; the old handlers return
+// after.
 class ForwardedSignals {
  public:
   ForwardedSignals() {
@@ -83,38 +84,46 @@ std::string fresh_job_id() {
 int exit_code_of(const ExitStatus& s) { return s.signal != 0 ? 128 + s.signal : s.code; }
 
 void print_lines(Rank& r, std::ostream& out) {
-  for (const std::string& line : r.process.read_lines()) out << "[rank " << r.rank << "] " << line << '\n';
+  for (const std::string& line : r.process.read_lines())
+    out << "[rank " << r.rank << "] " << line << '\n';
 }
 
 }  // namespace
 
 void check_launch_options(const LaunchOptions& o) {
-  MT_CHECK_AS(ValueError, o.nproc >= 1, "launch: -n ", o.nproc, " is not a number of ranks; give -n 1 or more");
+  MT_CHECK_AS(ValueError, o.nproc >= 1, "launch: -n ", o.nproc,
+              " is not a number of ranks; give -n 1 or more");
   MT_CHECK_AS(ValueError, !o.command.empty() && !o.command[0].empty(),
-              "launch: no command given; put it after --, as in: minitrain launch -n 2 -- minitrain train ...");
+              "launch: no command given; put it after --, as in: minitrain launch -n 2 -- "
+              "minitrain train ...");
   MT_CHECK_AS(ValueError, o.nnodes >= 1, "launch: --nnodes ", o.nnodes, " must be at least 1");
-  MT_CHECK_AS(ValueError, o.node_rank >= 0 && o.node_rank < o.nnodes, "launch: --node-rank ", o.node_rank,
-              " is not a node of --nnodes ", o.nnodes, " (nodes are 0 to ", o.nnodes - 1, ")");
+  MT_CHECK_AS(ValueError, o.node_rank >= 0 && o.node_rank < o.nnodes, "launch: --node-rank ",
+              o.node_rank, " is not a node of --nnodes ", o.nnodes, " (nodes are 0 to ",
+              o.nnodes - 1, ")");
   MT_CHECK_AS(ValueError, o.nnodes == 1 || !o.master_addr.empty(), "launch: --nnodes ", o.nnodes,
-              " needs --master-addr HOST (an address of node 0 that every node can reach, the same on every node)");
-  MT_CHECK_AS(ValueError, o.master_port >= 1 && o.master_port <= 65535, "launch: --master-port ", o.master_port,
-              " is not a TCP port (1 to 65535)");
+              " needs --master-addr HOST (an address of node 0 that every node can reach, the same "
+              "on every node)");
+  MT_CHECK_AS(ValueError, o.master_port >= 1 && o.master_port <= 65535, "launch: --master-port ",
+              o.master_port, " is not a TCP port (1 to 65535)");
   MT_CHECK_AS(ValueError, o.grace.count() >= 0, "launch: --grace must be >= 0 seconds");
   if (!o.devices.empty()) {
-    MT_CHECK_AS(ValueError, static_cast<int>(o.devices.size()) == o.nproc, "launch: --devices lists ",
-                o.devices.size(), " GPU(s) but -n ", o.nproc, " starts ", o.nproc,
+    MT_CHECK_AS(ValueError, static_cast<int>(o.devices.size()) == o.nproc,
+                "launch: --devices lists ", o.devices.size(), " GPU(s) but -n ", o.nproc,
+                " starts ", o.nproc,
                 " rank(s); list one GPU per rank (e.g. --devices 0,1 for -n 2)");
     std::set<std::string> seen;
     for (const std::string& d : o.devices) {
       MT_CHECK_AS(ValueError, !d.empty() && d.find_first_of(", \t") == std::string::npos,
-                  "launch: --devices has an empty or malformed entry '", d, "'; give GPU indices like 0,1");
+                  "launch: --devices has an empty or malformed entry '", d,
+                  "'; give GPU indices like 0,1");
       MT_CHECK_AS(ValueError, seen.insert(d).second, "launch: --devices lists GPU ", d,
                   " twice; each rank needs a GPU of its own");
     }
   }
 }
 
-std::vector<std::pair<std::string, std::string>> rank_environment(const LaunchOptions& o, int local_rank,
+std::vector<std::pair<std::string, std::string>> rank_environment(const LaunchOptions& o,
+                                                                  int local_rank,
                                                                   const std::string& job_id) {
   std::vector<std::pair<std::string, std::string>> env = {
       {"RANK", std::to_string(o.node_rank * o.nproc + local_rank)},
@@ -152,8 +161,8 @@ int launch(const LaunchOptions& o, std::ostream& out, std::ostream& err) {
     ranks.push_back(Rank{o.node_rank * o.nproc + local, Subprocess::start(so), std::nullopt});
   }
 
-  int failed = -1;       // index into ranks of the first rank that failed
-  int interrupted = 0;   // the first signal the launcher got
+  int failed = -1;      // index into ranks of the first rank that failed
+  int interrupted = 0;  // the first signal the launcher got
   std::vector<int> stopped;
   std::optional<std::chrono::steady_clock::time_point> kill_at;
   bool killed = false;
@@ -182,7 +191,8 @@ int launch(const LaunchOptions& o, std::ostream& out, std::ostream& err) {
         ranks[i].process.signal(sig);
         to.push_back(ranks[i].rank);
       }
-      err << "minitrain launch: got signal " << sig << " (" << ::strsignal(sig) << "); forwarded it to rank(s) "
+      err << "minitrain launch: got signal " << sig << " (" << ::strsignal(sig)
+          << "); forwarded it to rank(s) "
           << (to.empty() ? std::string("(none running)") : rank_list(to)) << std::endl;
       if (!kill_at) kill_at = std::chrono::steady_clock::now() + o.grace;
     }
@@ -193,7 +203,8 @@ int launch(const LaunchOptions& o, std::ostream& out, std::ostream& err) {
       if (!ranks[i].status || ranks[i].status->ok() || failed >= 0 || interrupted) continue;
       failed = static_cast<int>(i);
       for (int j : running()) stopped.push_back(ranks[j].rank);
-      for (Rank& r : ranks) {  // every group, the failed rank's too: what it started still runs there
+      for (Rank& r :
+           ranks) {  // every group, the failed rank's too: what it started still runs there
         r.process.signal(SIGTERM);
         r.process.signal(SIGCONT);
       }
@@ -222,7 +233,8 @@ int launch(const LaunchOptions& o, std::ostream& out, std::ostream& err) {
   if (interrupted) return 128 + interrupted;
   if (failed < 0) return 0;
   const Rank& f = ranks[failed];
-  err << "minitrain launch: rank " << f.rank << " (pid " << f.process.pid() << ") failed: " << f.status->str();
+  err << "minitrain launch: rank " << f.rank << " (pid " << f.process.pid()
+      << ") failed: " << f.status->str();
   if (stopped.empty())
     err << "; no other rank was running";
   else

@@ -19,7 +19,8 @@ using Getter = std::function<const char*(const char*)>;
 
 bool is_set(const Getter& get, const char* name) { return get(name) != nullptr; }
 
-// A non-negative integer, digits only (no sign, no spaces, no "4.0"): the launchers never write more.
+// A non-negative integer, digits only (no sign, no spaces, no "4.0"): the launchers never write
+// more.
 int parse_count(const char* name, const char* text) {
   const std::string s = text;
   bool digits = !s.empty() && s.size() <= 9;
@@ -64,9 +65,11 @@ int slurm_tasks_on_node(const std::string& spec, int node) {
     const std::string count_text = item.substr(0, paren);
     int repeat = 1;
     if (paren != std::string::npos) {
-      MT_CHECK_AS(ValueError, item.size() > paren + 3 && item.back() == ')', "process environment: SLURM_TASKS_PER_NODE='",
-                  spec, "' is malformed (expected a list like 2(x3),1)");
-      repeat = parse_count("SLURM_TASKS_PER_NODE", item.substr(paren + 2, item.size() - paren - 3).c_str());
+      MT_CHECK_AS(ValueError, item.size() > paren + 3 && item.back() == ')',
+                  "process environment: SLURM_TASKS_PER_NODE='", spec,
+                  "' is malformed (expected a list like 2(x3),1)");
+      repeat = parse_count("SLURM_TASKS_PER_NODE",
+                           item.substr(paren + 2, item.size() - paren - 3).c_str());
     }
     const int count = parse_count("SLURM_TASKS_PER_NODE", count_text.c_str());
     if (node < index + repeat) return count;
@@ -77,21 +80,25 @@ int slurm_tasks_on_node(const std::string& spec, int node) {
 }
 
 // The rules every source must satisfy, named by that source's variables.
-void check_consistent(const ProcessEnv& e, const char* rank_var, const char* size_var, const char* local_rank_var,
-                      const char* local_size_var) {
+void check_consistent(const ProcessEnv& e, const char* rank_var, const char* size_var,
+                      const char* local_rank_var, const char* local_size_var) {
   MT_CHECK_AS(ValueError, e.world_size >= 1, "process environment: ", size_var, "=", e.world_size,
               " must be at least 1");
   MT_CHECK_AS(ValueError, e.rank < e.world_size, "process environment: ", rank_var, "=", e.rank,
-              " is not a rank of a job of ", size_var, "=", e.world_size, " (ranks are 0 to ", e.world_size - 1, ")");
-  MT_CHECK_AS(ValueError, e.local_world_size >= 1 && e.local_world_size <= e.world_size, "process environment: ",
-              local_size_var, "=", e.local_world_size, " must be between 1 and ", size_var, "=", e.world_size);
-  MT_CHECK_AS(ValueError, e.local_rank < e.local_world_size, "process environment: ", local_rank_var, "=",
-              e.local_rank, " is not below ", local_size_var, "=", e.local_world_size);
+              " is not a rank of a job of ", size_var, "=", e.world_size, " (ranks are 0 to ",
+              e.world_size - 1, ")");
+  MT_CHECK_AS(ValueError, e.local_world_size >= 1 && e.local_world_size <= e.world_size,
+              "process environment: ", local_size_var, "=", e.local_world_size,
+              " must be between 1 and ", size_var, "=", e.world_size);
+  MT_CHECK_AS(ValueError, e.local_rank < e.local_world_size,
+              "process environment: ", local_rank_var, "=", e.local_rank, " is not below ",
+              local_size_var, "=", e.local_world_size);
 }
 
 ProcessEnv from_torchrun(const Getter& get) {
-  MT_CHECK_AS(ValueError, is_set(get, "RANK") && is_set(get, "WORLD_SIZE"), "process environment: ",
-              is_set(get, "RANK") ? "RANK" : "WORLD_SIZE", " is set but ", is_set(get, "RANK") ? "WORLD_SIZE" : "RANK",
+  MT_CHECK_AS(ValueError, is_set(get, "RANK") && is_set(get, "WORLD_SIZE"),
+              "process environment: ", is_set(get, "RANK") ? "RANK" : "WORLD_SIZE", " is set but ",
+              is_set(get, "RANK") ? "WORLD_SIZE" : "RANK",
               " is not; a torchrun-style launch sets both (minitrain launch does)");
   ProcessEnv e;
   e.source = "torchrun";
@@ -114,8 +121,8 @@ ProcessEnv from_mpi(const Getter& get) {
   const char* size_var = ompi ? "OMPI_COMM_WORLD_SIZE" : "PMI_SIZE";
   const char* local_rank_var = ompi ? "OMPI_COMM_WORLD_LOCAL_RANK" : "MPI_LOCALRANKID";
   const char* local_size_var = ompi ? "OMPI_COMM_WORLD_LOCAL_SIZE" : "MPI_LOCALNRANKS";
-  MT_CHECK_AS(ValueError, is_set(get, size_var), "process environment: ", rank_var, " is set but ", size_var,
-              " is not; start the job with mpirun");
+  MT_CHECK_AS(ValueError, is_set(get, size_var), "process environment: ", rank_var, " is set but ",
+              size_var, " is not; start the job with mpirun");
   e.rank = parse_count(rank_var, get(rank_var));
   e.world_size = parse_count(size_var, get(size_var));
   e.local_rank = get_count(get, local_rank_var, e.rank);
@@ -130,8 +137,9 @@ ProcessEnv from_slurm(const Getter& get) {
   ProcessEnv e;
   e.source = "slurm";
   const char* size_var = is_set(get, "SLURM_NTASKS") ? "SLURM_NTASKS" : "SLURM_NPROCS";
-  MT_CHECK_AS(ValueError, is_set(get, size_var),
-              "process environment: SLURM_PROCID is set but SLURM_NTASKS is not; start the job with srun");
+  MT_CHECK_AS(
+      ValueError, is_set(get, size_var),
+      "process environment: SLURM_PROCID is set but SLURM_NTASKS is not; start the job with srun");
   e.rank = parse_count("SLURM_PROCID", get("SLURM_PROCID"));
   e.world_size = parse_count(size_var, get(size_var));
   e.local_rank = get_count(get, "SLURM_LOCALID", 0);
@@ -140,7 +148,8 @@ ProcessEnv from_slurm(const Getter& get) {
     e.local_world_size = parse_count("SLURM_NTASKS_PER_NODE", get("SLURM_NTASKS_PER_NODE"));
   } else if (is_set(get, "SLURM_TASKS_PER_NODE")) {
     local_size_var = "SLURM_TASKS_PER_NODE";
-    e.local_world_size = slurm_tasks_on_node(get("SLURM_TASKS_PER_NODE"), get_count(get, "SLURM_NODEID", 0));
+    e.local_world_size =
+        slurm_tasks_on_node(get("SLURM_TASKS_PER_NODE"), get_count(get, "SLURM_NODEID", 0));
   } else {
     e.local_world_size = e.world_size;  // nothing says otherwise: one node
   }

@@ -26,20 +26,23 @@ std::string seconds(std::chrono::steady_clock::duration d) {
 }
 
 // Rank 0's id to every rank of MPI_COMM_WORLD, with a deadline (MPI_Bcast has none).
-NcclUniqueId broadcast_id_over_mpi(const ProcessEnv& env, NcclUniqueId id, std::chrono::milliseconds timeout) {
+NcclUniqueId broadcast_id_over_mpi(const ProcessEnv& env, NcclUniqueId id,
+                                   std::chrono::milliseconds timeout) {
   MpiRuntime::instance();
   // On a timeout the request stays pending in MPI and may still write into its buffer, so the
   // buffer lives on the heap and is deliberately not freed then.
   auto* buffer = new NcclUniqueId(id);
   MPI_Request request;
-  MPI_Ibcast(buffer->data(), static_cast<int>(buffer->size()), MPI_BYTE, 0, MPI_COMM_WORLD, &request);
+  MPI_Ibcast(buffer->data(), static_cast<int>(buffer->size()), MPI_BYTE, 0, MPI_COMM_WORLD,
+             &request);
   const auto t0 = std::chrono::steady_clock::now();
   for (int done = 0;;) {
     MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     if (done) break;
     if (std::chrono::steady_clock::now() - t0 > timeout) {
       record_lost_peer();  // the broadcast stays pending: MPI_Finalize would wait for rank 0
-      MT_THROW(CommError, "init_process_group: rank ", env.rank, " waited ", seconds(std::chrono::steady_clock::now() - t0),
+      MT_THROW(CommError, "init_process_group: rank ", env.rank, " waited ",
+               seconds(std::chrono::steady_clock::now() - t0),
                " s for the NCCL id from rank 0 (MPI broadcast); check that all ", env.world_size,
                " ranks call init_process_group");
     }
@@ -51,22 +54,28 @@ NcclUniqueId broadcast_id_over_mpi(const ProcessEnv& env, NcclUniqueId id, std::
 }
 
 std::unique_ptr<Communicator> init_mpi(const ProcessEnv& env, const ProcessGroupOptions& options) {
-  MT_CHECK_AS(ValueError, env.world_size == 1 || env.under_mpi(), "init_process_group: rank ", env.rank,
-              " of WORLD_SIZE=", env.world_size, " (from ", env.source,
-              " variables) asks for the CPU backend (mpi), which needs the job started by mpirun: run `mpirun -n ",
-              env.world_size, " <command>` for CPU ranks (minitrain has no network transport of its own), "
+  MT_CHECK_AS(ValueError, env.world_size == 1 || env.under_mpi(), "init_process_group: rank ",
+              env.rank, " of WORLD_SIZE=", env.world_size, " (from ", env.source,
+              " variables) asks for the CPU backend (mpi), which needs the job started by mpirun: "
+              "run `mpirun -n ",
+              env.world_size,
+              " <command>` for CPU ranks (minitrain has no network transport of its own), "
               "or give each rank a GPU (--device cuda) for the nccl backend");
   auto comm = MpiCommunicator::world(options.comm);
   // mpirun and the environment must agree, or ranks would wait for partners that do not exist.
-  MT_CHECK_AS(CommError, comm->size() == env.world_size && comm->rank() == env.rank, "init_process_group: MPI says rank ",
-              comm->rank(), " of ", comm->size(), " but the environment (", env.source, ") says rank ", env.rank, " of ",
+  MT_CHECK_AS(CommError, comm->size() == env.world_size && comm->rank() == env.rank,
+              "init_process_group: MPI says rank ", comm->rank(), " of ", comm->size(),
+              " but the environment (", env.source, ") says rank ", env.rank, " of ",
               env.world_size, "; do not mix mpirun with another launcher's RANK/WORLD_SIZE");
   return comm;
 }
 
-std::unique_ptr<Communicator> init_nccl(const ProcessEnv& env, Device device, const ProcessGroupOptions& options) {
-  MT_CHECK_AS(DeviceError, cuda_compiled(), "init_process_group: the nccl backend needs GPUs, but this is a "
-              "CPU-only build of minitrain (no CUDA compiler was found at build time); rebuild with CUDA, or run "
+std::unique_ptr<Communicator> init_nccl(const ProcessEnv& env, Device device,
+                                        const ProcessGroupOptions& options) {
+  MT_CHECK_AS(DeviceError, cuda_compiled(),
+              "init_process_group: the nccl backend needs GPUs, but this is a "
+              "CPU-only build of minitrain (no CUDA compiler was found at build time); rebuild "
+              "with CUDA, or run "
               "CPU ranks with --device cpu under mpirun");
   check_available(device);
   NcclUniqueId id{};
@@ -74,7 +83,8 @@ std::unique_ptr<Communicator> init_nccl(const ProcessEnv& env, Device device, co
   std::unique_ptr<FileRendezvous> rendezvous;
   if (env.world_size > 1) {
     if (env.under_mpi()) {
-      MpiRuntime::note_timeout(options.comm.timeout);  // the NCCL ranks' deadline, for leaving the MPI job
+      MpiRuntime::note_timeout(
+          options.comm.timeout);  // the NCCL ranks' deadline, for leaving the MPI job
       id = broadcast_id_over_mpi(env, id, options.init_timeout);
     } else {
       RendezvousOptions r;
@@ -82,8 +92,9 @@ std::unique_ptr<Communicator> init_nccl(const ProcessEnv& env, Device device, co
       r.timeout = options.init_timeout;
       rendezvous = std::make_unique<FileRendezvous>(env, r);
       const std::string bytes = rendezvous->share(std::string(id.data(), id.size()));
-      MT_CHECK_AS(CommError, bytes.size() == id.size(), "init_process_group: the rendezvous file '", rendezvous->path(),
-                  "' holds ", bytes.size(), " bytes, not the ", id.size(), " of an NCCL id");
+      MT_CHECK_AS(CommError, bytes.size() == id.size(), "init_process_group: the rendezvous file '",
+                  rendezvous->path(), "' holds ", bytes.size(), " bytes, not the ", id.size(),
+                  " of an NCCL id");
       std::memcpy(id.data(), bytes.data(), id.size());
     }
   }
@@ -103,8 +114,9 @@ Device rank_device(const Device& requested, const ProcessEnv& env) {
   const Device d = Device::cuda(env.local_rank);
   const int count = cuda_device_count();
   if (count == 0) check_available(d);  // names the reason: CPU-only build, no driver, no GPU
-  MT_CHECK_AS(DeviceError, env.local_rank < count, "rank ", env.rank, ": LOCAL_RANK=", env.local_rank, " asks for ",
-              d, " but this machine has ", count, " GPU(s) (cuda:0 to cuda:", count - 1, "); start at most ", count,
+  MT_CHECK_AS(DeviceError, env.local_rank < count, "rank ", env.rank,
+              ": LOCAL_RANK=", env.local_rank, " asks for ", d, " but this machine has ", count,
+              " GPU(s) (cuda:0 to cuda:", count - 1, "); start at most ", count,
               " ranks per machine, or list the GPUs with minitrain launch --devices");
   return d;
 }
@@ -114,16 +126,19 @@ std::unique_ptr<Communicator> init_process_group(const ProcessEnv& env, Device d
   std::string backend = options.backend;
   if (backend == "auto") backend = device.is_cuda() ? "nccl" : "mpi";
   if (backend == "mpi") {
-    MT_CHECK_AS(ValueError, device.is_cpu(), "init_process_group: the mpi backend works on CPU tensors, but the device is ",
+    MT_CHECK_AS(ValueError, device.is_cpu(),
+                "init_process_group: the mpi backend works on CPU tensors, but the device is ",
                 device, "; use --device cpu, or the nccl backend for GPUs");
     return init_mpi(env, options);
   }
   if (backend == "nccl") {
-    MT_CHECK_AS(ValueError, device.is_cuda(), "init_process_group: the nccl backend works on GPU tensors, but the device is ",
+    MT_CHECK_AS(ValueError, device.is_cuda(),
+                "init_process_group: the nccl backend works on GPU tensors, but the device is ",
                 device, "; use --device cuda, or the mpi backend (under mpirun) for CPU ranks");
     return init_nccl(env, device, options);
   }
-  MT_THROW(ValueError, "init_process_group: unknown backend '", options.backend, "' (expected auto, mpi or nccl)");
+  MT_THROW(ValueError, "init_process_group: unknown backend '", options.backend,
+           "' (expected auto, mpi or nccl)");
 }
 
 }  // namespace minitrain

@@ -31,8 +31,8 @@ Device rank_device(const Device& requested, const ProcessEnv& env);
 
 /// The job's communicator for this rank, on `device`. ValueError for an unknown backend or one that
 /// does not fit the device (mpi with a GPU tensor device, nccl with cpu); ValueError when the CPU
-/// backend is asked for with WORLD_SIZE > 1 outside mpirun (run the job with mpirun); DeviceError for
-/// nccl in a CPU-only build; CommError when the rendezvous times out.
+/// backend is asked for with WORLD_SIZE > 1 outside mpirun (run the job with mpirun); DeviceError
+/// for nccl in a CPU-only build; CommError when the rendezvous times out.
 std::unique_ptr<Communicator> init_process_group(const ProcessEnv& env, Device device,
                                                  const ProcessGroupOptions& options = {});
 

@@ -83,7 +83,8 @@ ExitStatus decode(const siginfo_t& info) {
 std::optional<ExitStatus> peek_exit(pid_t pid, bool block) {
   for (;;) {
     siginfo_t info{};
-    const int r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
+    const int r =
+        ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return ExitStatus{-1, 0};
     if (info.si_pid == 0) return std::nullopt;  // WNOHANG and still running
@@ -93,11 +94,13 @@ std::optional<ExitStatus> peek_exit(pid_t pid, bool block) {
 
 // ---- the group reaper (Note [child lifetime]) ----
 
-constexpr int kReaperGroups = 4096;  // groups it can hold at once; beyond that, PR_SET_PDEATHSIG only
+constexpr int kReaperGroups =
+    4096;  // groups it can hold at once; beyond that, PR_SET_PDEATHSIG only
 
 // The helper process: async-signal-safe calls only (it is a fork of a possibly threaded process).
 [[noreturn]] void group_reaper_main(int fd, int max_fd) {
-  ::setpgid(0, 0);  // out of this process's group: a Ctrl-C or a kill of that group must not end it first
+  ::setpgid(
+      0, 0);  // out of this process's group: a Ctrl-C or a kill of that group must not end it first
   ::prctl(PR_SET_NAME, "mt-group-reaper");  // what ps shows (15 characters at most)
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
@@ -153,13 +156,15 @@ class GroupReaper {
     ::close(fds[1]);
     if (pid < 0) {
       ::close(fds[0]);
-      return;  // no helper: children still die with us (PR_SET_PDEATHSIG), their own children may not
+      return;  // no helper: children still die with us (PR_SET_PDEATHSIG), their own children may
+               // not
     }
     fd_ = fds[0];
   }
   void tell(int32_t message) {
     if (fd_ < 0) return;
-    std::lock_guard<std::mutex> lock(mu_);  // Subprocesses may be started and ended on several threads
+    std::lock_guard<std::mutex> lock(
+        mu_);  // Subprocesses may be started and ended on several threads
     ssize_t r;
     do {
       r = ::send(fd_, &message, sizeof message, MSG_NOSIGNAL);  // a dead helper: EPIPE, not SIGPIPE
@@ -177,12 +182,13 @@ void reap(pid_t pid) {
 }
 
 // Runs in the child between fork and exec: async-signal-safe calls only.
-[[noreturn]] void child_exec(const SubprocessOptions& o, char* const* argv, char* const* envp, int out_fd,
-                             int err_fd, const char* dir, pid_t parent) {
+[[noreturn]] void child_exec(const SubprocessOptions& o, char* const* argv, char* const* envp,
+                             int out_fd, int err_fd, const char* dir, pid_t parent) {
   if (o.new_process_group) ::setpgid(0, 0);
   if (o.die_with_parent) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);  // the parent died before the prctl: nobody waits for us
+    if (::getppid() != parent)
+      ::_exit(127);  // the parent died before the prctl: nobody waits for us
   }
   // A parent's ignored or blocked signals survive exec; the child starts with the defaults.
   sigset_t none;
@@ -255,14 +261,16 @@ Subprocess Subprocess::start(const SubprocessOptions& options) {
   if (options.output_path.empty()) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0)
-      MT_THROW(IoError, "cannot run '", program, "': cannot create an output pipe: ", std::strerror(errno));
+      MT_THROW(IoError, "cannot run '", program,
+               "': cannot create an output pipe: ", std::strerror(errno));
     out_read = fds[0];
     out_write = fds[1];
   } else {
-    out_write = ::open(options.output_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    out_write =
+        ::open(options.output_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (out_write < 0)
-      MT_THROW(IoError, "cannot run '", program, "': cannot open its output file '", options.output_path,
-               "': ", std::strerror(errno));
+      MT_THROW(IoError, "cannot run '", program, "': cannot open its output file '",
+               options.output_path, "': ", std::strerror(errno));
   }
   int err_pipe[2];
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
@@ -303,8 +311,8 @@ Subprocess Subprocess::start(const SubprocessOptions& options) {
     }
     close_quietly(out_read);
     if (failure.stage == static_cast<int>(ChildStage::Chdir))
-      MT_THROW(IoError, "cannot run '", program, "': cannot enter the working directory '", options.working_dir,
-               "': ", std::strerror(failure.error));
+      MT_THROW(IoError, "cannot run '", program, "': cannot enter the working directory '",
+               options.working_dir, "': ", std::strerror(failure.error));
     MT_THROW(IoError, "cannot run '", program, "': ", std::strerror(failure.error),
              (failure.error == ENOENT && program.find('/') == std::string::npos
                   ? " (not found in PATH; give its full path)"
@@ -352,7 +360,8 @@ Subprocess& Subprocess::operator=(Subprocess&& o) noexcept {
 
 Subprocess::~Subprocess() {
   if (pid_ > 0) {
-    // The child if it still runs, and with a group whatever it left running (Note [child lifetime]).
+    // The child if it still runs, and with a group whatever it left running (Note [child
+    // lifetime]).
     if (group_ || !status_) ::kill(group_ ? -pid_ : pid_, SIGKILL);
     if (reaped_) GroupReaper::instance().forget(pid_);  // before the reap frees the id
     reap(pid_);
@@ -398,7 +407,8 @@ std::vector<std::string> Subprocess::read_lines() {
 std::optional<ExitStatus> Subprocess::poll() {
   if (status_ || pid_ <= 0) return status_;
   status_ = peek_exit(pid_, /*block=*/false);
-  if (status_ && status_->code == -1) forget_group();  // reaped by someone else: the group id may be reused
+  if (status_ && status_->code == -1)
+    forget_group();  // reaped by someone else: the group id may be reused
   return status_;
 }
 
@@ -452,6 +462,8 @@ ExitStatus Subprocess::terminate(std::chrono::milliseconds grace) {
 
 std::string signal_name(int sig) {
   switch (sig) {
+// A table, four signals a line (clang-format would stagger it).
+// clang-format off
 #define MT_SIGNAL_NAME(s) \
   case s:                 \
     return #s;
@@ -463,6 +475,7 @@ std::string signal_name(int sig) {
     MT_SIGNAL_NAME(SIGTTOU) MT_SIGNAL_NAME(SIGURG) MT_SIGNAL_NAME(SIGXCPU) MT_SIGNAL_NAME(SIGXFSZ)
     MT_SIGNAL_NAME(SIGVTALRM) MT_SIGNAL_NAME(SIGPROF) MT_SIGNAL_NAME(SIGSYS)
 #undef MT_SIGNAL_NAME
+    // clang-format on
   }
   return detail::concat("signal ", sig);
 }
@@ -470,7 +483,8 @@ std::string signal_name(int sig) {
 std::string self_executable() {
   std::vector<char> buf(PATH_MAX + 1);
   const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
-  if (n < 0) MT_THROW(IoError, "cannot read /proc/self/exe (this program's path): ", std::strerror(errno));
+  if (n < 0)
+    MT_THROW(IoError, "cannot read /proc/self/exe (this program's path): ", std::strerror(errno));
   return std::string(buf.data(), static_cast<size_t>(n));
 }
 

@@ -21,8 +21,9 @@ struct ExitStatus {
 
 struct SubprocessOptions {
   std::vector<std::string> argv;  ///< argv[0] looked up in PATH when it has no '/'
-  std::vector<std::pair<std::string, std::string>> env;  ///< set on top of this process's environment
-  std::string working_dir;        ///< "": this process's
+  std::vector<std::pair<std::string, std::string>>
+      env;                  ///< set on top of this process's environment
+  std::string working_dir;  ///< "": this process's
   /// "": stdout and stderr together through a pipe (read_lines); else both appended to this file.
   std::string output_path;
   // The child's standard input is /dev/null.
@@ -39,7 +40,8 @@ struct SubprocessOptions {
 /// a zombie until then, so that its group id cannot be reused while this object may signal it.
 class Subprocess {
  public:
-  /// IoError when the program cannot be started, with the reason ("cannot run 'x': No such file or directory").
+  /// IoError when the program cannot be started, with the reason ("cannot run 'x': No such file or
+  /// directory").
   static Subprocess start(const SubprocessOptions& options);
   Subprocess(Subprocess&& o) noexcept;
   Subprocess& operator=(Subprocess&& o) noexcept;
@@ -62,7 +64,8 @@ class Subprocess {
   /// (what it left running); else to the child, nothing once it ended.
   void signal(int sig);
   /// SIGTERM (and SIGCONT, for a stopped child), then SIGKILL if it still runs after `grace`; with
-  /// new_process_group, SIGKILL to the rest of its group once it ended. Returns how the child ended.
+  /// new_process_group, SIGKILL to the rest of its group once it ended. Returns how the child
+  /// ended.
   ExitStatus terminate(std::chrono::milliseconds grace);
 
  private:

@@ -1,6 +1,7 @@
-// The scheduler of independent runs (`minitrain pipelines`): one loop that reaps ended runs, starts queued ones on free slots and
-// prints status. Children write to files (output.log, metrics.jsonl) rather than pipes, so the
-// loop never has to drain anything and a run's files outlive it for the user to read.
+// The scheduler of independent runs (`minitrain pipelines`): one loop that reaps ended runs, starts
+// queued ones on free slots and prints status. Children write to files (output.log, metrics.jsonl)
+// rather than pipes, so the loop never has to drain anything and a run's files outlive it for the
+// user to read.
 
 #include "parallel/runs/run_scheduler.h"
 
@@ -98,16 +99,23 @@ class SubprocessRun : public RunningProcess {
 
 class Scheduler {
  public:
-  Scheduler(const std::vector<RunJob>& jobs, const RunsOptions& options, const ProcessStarter& start,
-            std::ostream& status)
-      : jobs_(jobs), options_(options), start_(start), status_(status), cpu_free_(std::max(options.cpu_slots, 1)),
-        gpu_busy_(static_cast<std::size_t>(std::max(options.gpu_count, 0)), false), runs_(jobs.size()) {
+  Scheduler(const std::vector<RunJob>& jobs, const RunsOptions& options,
+            const ProcessStarter& start, std::ostream& status)
+      : jobs_(jobs),
+        options_(options),
+        start_(start),
+        status_(status),
+        cpu_free_(std::max(options.cpu_slots, 1)),
+        gpu_busy_(static_cast<std::size_t>(std::max(options.gpu_count, 0)), false),
+        runs_(jobs.size()) {
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       Run& r = runs_[i];
       r.result.name = jobs[i].name;
       r.result.device = jobs[i].device;
-      if (!jobs[i].setup_error.empty()) fail_unstarted(i, jobs[i].setup_error);
-      else if (const std::string why = device_problem(jobs[i].device); !why.empty()) fail_unstarted(i, why);
+      if (!jobs[i].setup_error.empty())
+        fail_unstarted(i, jobs[i].setup_error);
+      else if (const std::string why = device_problem(jobs[i].device); !why.empty())
+        fail_unstarted(i, why);
     }
   }
 
@@ -124,7 +132,8 @@ class Scheduler {
         print_status();
         next_status = Clock::now() + options_.status_every;
       }
-      if (any(RunState::Running) || any(RunState::Queued)) std::this_thread::sleep_for(options_.poll_every);
+      if (any(RunState::Running) || any(RunState::Queued))
+        std::this_thread::sleep_for(options_.poll_every);
     }
     if (options_.draw_status) print_status();  // the final states in the table
     std::vector<RunResult> results;
@@ -142,7 +151,8 @@ class Scheduler {
   };
 
   bool any(RunState s) const {
-    return std::any_of(runs_.begin(), runs_.end(), [s](const Run& r) { return r.result.state == s; });
+    return std::any_of(runs_.begin(), runs_.end(),
+                       [s](const Run& r) { return r.result.state == s; });
   }
   bool is_gpu(const std::string& device) const { return starts_with(device, "cuda"); }
 
@@ -151,12 +161,14 @@ class Scheduler {
     if (device == "cpu") return "";
     if (device == "cuda" || starts_with(device, "cuda:")) {
       if (options_.gpu_count <= 0)
-        return "device '" + device + "' but this machine has no usable GPU; use device = \"cpu\" (or \"auto\")";
+        return "device '" + device +
+               "' but this machine has no usable GPU; use device = \"cpu\" (or \"auto\")";
       if (device == "cuda") return "";
       const std::string index = device.substr(5);
       const bool digits = !index.empty() && std::all_of(index.begin(), index.end(), ::isdigit);
       if (!digits || std::stoll(index) >= options_.gpu_count)
-        return "device '" + device + "' but this machine has " + std::to_string(options_.gpu_count) +
+        return "device '" + device + "' but this machine has " +
+               std::to_string(options_.gpu_count) +
                " GPU(s) (cuda:0..cuda:" + std::to_string(options_.gpu_count - 1) + ")";
       return "";
     }
@@ -168,7 +180,8 @@ class Scheduler {
     r.result.state = RunState::Failed;
     r.result.exit_status = "not started";
     r.result.reason = reason;
-    if (!options_.draw_status) status_ << "[" << r.result.name << "] failed: " << reason << "\n" << std::flush;
+    if (!options_.draw_status)
+      status_ << "[" << r.result.name << "] failed: " << reason << "\n" << std::flush;
   }
 
   // A free slot for `device`: true with `gpu` set (-1 for a CPU slot) when there is one.
@@ -191,8 +204,10 @@ class Scheduler {
     return true;
   }
   void release_slot(const Run& r) {
-    if (r.gpu < 0) ++cpu_free_;
-    else gpu_busy_[static_cast<std::size_t>(r.gpu)] = false;
+    if (r.gpu < 0)
+      ++cpu_free_;
+    else
+      gpu_busy_[static_cast<std::size_t>(r.gpu)] = false;
   }
 
   void start_queued() {
@@ -222,7 +237,8 @@ class Scheduler {
       }
       r.result.state = RunState::Running;
       if (!options_.draw_status)
-        status_ << "[" << job.name << "] started on " << r.result.device << " (pid " << r.process->pid() << ")\n"
+        status_ << "[" << job.name << "] started on " << r.result.device << " (pid "
+                << r.process->pid() << ")\n"
                 << std::flush;
     }
   }
@@ -249,9 +265,10 @@ class Scheduler {
     release_slot(r);
     r.process.reset();
     if (!options_.draw_status) {
-      status_ << "[" << r.result.name << "] " << run_state_name(r.result.state) << " (" << r.result.exit_status
-              << ") after " << fmt("%.1f", r.result.seconds) << " s";
-      if (r.result.final_loss) status_ << ", step " << r.result.steps << " loss " << fmt("%.6g", *r.result.final_loss);
+      status_ << "[" << r.result.name << "] " << run_state_name(r.result.state) << " ("
+              << r.result.exit_status << ") after " << fmt("%.1f", r.result.seconds) << " s";
+      if (r.result.final_loss)
+        status_ << ", step " << r.result.steps << " loss " << fmt("%.6g", *r.result.final_loss);
       if (!r.result.reason.empty()) status_ << ": " << r.result.reason;
       status_ << "\n" << std::flush;
     }
@@ -296,9 +313,9 @@ class Scheduler {
         const std::string step_ms = p.step_ms > 0 ? fmt("%.2f", p.step_ms) : "-";
         const std::string dev_mem = p.step > 0 ? format_bytes(p.device_memory) : "-";
         const std::string host_mem = rss > 0 ? format_bytes(rss) : "-";
-        plain += "[" + r.result.name + "] running on " + r.result.device + "  step " + run_step_text(p) +
-                 "  loss " + loss + "  step_ms " + step_ms + "  device mem " + dev_mem + "  host mem " + host_mem +
-                 "\n";
+        plain += "[" + r.result.name + "] running on " + r.result.device + "  step " +
+                 run_step_text(p) + "  loss " + loss + "  step_ms " + step_ms + "  device mem " +
+                 dev_mem + "  host mem " + host_mem + "\n";
       }
       statuses.push_back({r.result.name, s, r.result.device, p, rss});
     }
@@ -327,10 +344,14 @@ std::string run_step_text(const RunProgress& p) {
 
 const char* run_state_name(RunState s) {
   switch (s) {
-    case RunState::Queued: return "queued";
-    case RunState::Running: return "running";
-    case RunState::Done: return "done";
-    case RunState::Failed: return "failed";
+    case RunState::Queued:
+      return "queued";
+    case RunState::Running:
+      return "running";
+    case RunState::Done:
+      return "done";
+    case RunState::Failed:
+      return "failed";
   }
   return "?";
 }
@@ -344,13 +365,16 @@ ProcessStarter subprocess_starter() {
 RunProgress read_run_progress(const std::string& metrics_path, const std::string& output_path) {
   RunProgress p;
   // The last complete metrics line: a line being written is skipped until its '\n' arrives.
-  const std::vector<std::string> metrics = split_lines(file_tail(metrics_path, 16384), /*complete_only=*/true);
+  const std::vector<std::string> metrics =
+      split_lines(file_tail(metrics_path, 16384), /*complete_only=*/true);
   for (auto it = metrics.rbegin(); it != metrics.rend(); ++it) {
     const nlohmann::json j = nlohmann::json::parse(*it, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
     p.step = j["step"].get<int64_t>();
-    if (j.contains("loss") && j["loss"].is_number()) p.loss = j["loss"].get<double>();
-    else if (j.contains("loss")) p.loss = std::nan("");  // a diverged run logs NaN as null
+    if (j.contains("loss") && j["loss"].is_number())
+      p.loss = j["loss"].get<double>();
+    else if (j.contains("loss"))
+      p.loss = std::nan("");  // a diverged run logs NaN as null
     if (j.contains("step_ms") && j["step_ms"].is_number()) p.step_ms = j["step_ms"].get<double>();
     if (j.contains("device") && j["device"].is_string()) p.device = j["device"].get<std::string>();
     if (j.contains("memory_in_use_bytes") && j["memory_in_use_bytes"].is_number_unsigned())
@@ -358,7 +382,8 @@ RunProgress read_run_progress(const std::string& metrics_path, const std::string
     break;
   }
   // The run's length: its progress lines read "step S/T (P%)  epoch ...".
-  const std::vector<std::string> out = split_lines(file_tail(output_path, 16384), /*complete_only=*/false);
+  const std::vector<std::string> out =
+      split_lines(file_tail(output_path, 16384), /*complete_only=*/false);
   for (auto it = out.rbegin(); it != out.rend(); ++it) {
     long long s = 0, t = 0;
     const auto at = it->find("step ");
@@ -379,7 +404,8 @@ std::string last_error_line(const std::vector<std::string>& lines) {
 }  // namespace
 
 std::string failure_reason(const std::string& output_path) {
-  const std::vector<std::string> lines = split_lines(file_tail(output_path, 16384), /*complete_only=*/false);
+  const std::vector<std::string> lines =
+      split_lines(file_tail(output_path, 16384), /*complete_only=*/false);
   std::string error = last_error_line(lines);
   if (!error.empty()) return error;
   for (auto it = lines.rbegin(); it != lines.rend(); ++it)
@@ -392,7 +418,8 @@ std::string failure_reason(const std::string& output_path, const ExitStatus& sta
     std::string reason = failure_reason(output_path);
     return reason.empty() ? status.str() : reason;
   }
-  std::string reason = detail::concat("killed by signal ", status.signal, " (", signal_name(status.signal), ")");
+  std::string reason =
+      detail::concat("killed by signal ", status.signal, " (", signal_name(status.signal), ")");
   const std::string error =
       last_error_line(split_lines(file_tail(output_path, 16384), /*complete_only=*/false));
   if (!error.empty()) reason += "; its last error line: " + error;
@@ -400,11 +427,12 @@ std::string failure_reason(const std::string& output_path, const ExitStatus& sta
 }
 
 std::vector<RunResult> schedule_runs(const std::vector<RunJob>& jobs, const RunsOptions& options,
-                                          const ProcessStarter& start, std::ostream& status,
-                                          const std::function<bool()>& stop_requested) {
-  MT_CHECK_AS(ValueError, options.cpu_slots >= 1, "pipelines: --cpu-slots must be >= 1, got ", options.cpu_slots);
-  MT_CHECK_AS(ValueError, options.status_every.count() > 0, "pipelines: --status-every must be > 0 s, got ",
-              options.status_every.count(), " ms");
+                                     const ProcessStarter& start, std::ostream& status,
+                                     const std::function<bool()>& stop_requested) {
+  MT_CHECK_AS(ValueError, options.cpu_slots >= 1, "pipelines: --cpu-slots must be >= 1, got ",
+              options.cpu_slots);
+  MT_CHECK_AS(ValueError, options.status_every.count() > 0,
+              "pipelines: --status-every must be > 0 s, got ", options.status_every.count(), " ms");
   return Scheduler(jobs, options, start, status).run(stop_requested);
 }
 
@@ -419,8 +447,9 @@ std::string runs_summary_json(const std::vector<RunResult>& results) {
     j["status"] = r.ok() ? "ok" : "failed";
     j["exit_status"] = r.exit_status;
     j["reason"] = r.reason;
-    j["final_loss"] = r.final_loss && std::isfinite(*r.final_loss) ? nlohmann::ordered_json(*r.final_loss)
-                                                                   : nlohmann::ordered_json(nullptr);
+    j["final_loss"] = r.final_loss && std::isfinite(*r.final_loss)
+                          ? nlohmann::ordered_json(*r.final_loss)
+                          : nlohmann::ordered_json(nullptr);
     j["steps"] = r.steps;
     j["seconds"] = r.seconds;
     j["start_time"] = r.start_time;

@@ -117,8 +117,8 @@ struct RunResult {
 /// terminated and, like the queued ones, fail as "interrupted"). Status goes to `status`.
 /// Results come in the jobs' order.
 std::vector<RunResult> schedule_runs(const std::vector<RunJob>& jobs, const RunsOptions& options,
-                                          const ProcessStarter& start, std::ostream& status,
-                                          const std::function<bool()>& stop_requested = {});
+                                     const ProcessStarter& start, std::ostream& status,
+                                     const std::function<bool()>& stop_requested = {});
 
 /// {"runs": [{name, device, status: ok|failed, exit_status, reason, final_loss, steps, seconds,
 /// start_time, end_time, peak_host_memory_bytes}, ...], "failed": N}

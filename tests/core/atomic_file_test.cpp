@@ -83,7 +83,8 @@ TEST(AtomicFile, ReadingMissingOrDirectoryNamesPathAndReason) {
   ScratchDir dir;
   expect_error<IoError>([&] { read_file_bytes(dir.path("x.npy")); },
                         {"cannot open '" + dir.path("x.npy") + "': No such file or directory"});
-  expect_error<IoError>([&] { read_file_bytes(dir.path("")); }, {"it is a directory, not a regular file"});
+  expect_error<IoError>([&] { read_file_bytes(dir.path("")); },
+                        {"it is a directory, not a regular file"});
 }
 
 TEST(InputFile, AFifoIsRefusedInsteadOfBlockingForever) {
@@ -91,7 +92,8 @@ TEST(InputFile, AFifoIsRefusedInsteadOfBlockingForever) {
   ScratchDir dir;
   const std::string fifo = dir.path("x.npy");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  expect_error<IoError>([&] { InputFile f(fifo); }, {fifo, "it is a FIFO (named pipe), not a regular file"});
+  expect_error<IoError>([&] { InputFile f(fifo); },
+                        {fifo, "it is a FIFO (named pipe), not a regular file"});
   expect_error<IoError>([&] { read_file_bytes("/dev/null"); }, {"it is a character device"});
 }
 
@@ -102,12 +104,14 @@ TEST(CheckCanWrite, FindsUnwritableTargetsAndLeavesNothingBehind) {
   expect_error<IoError>([&] { check_can_write(dir.path("missing/w.safetensors")); },
                         {"missing/w.safetensors", "No such file or directory"});
   write_file_atomically(dir.path("plain"), "x");
-  expect_error<IoError>([&] { check_can_write(dir.path("plain/w.safetensors")); }, {"Not a directory"});
+  expect_error<IoError>([&] { check_can_write(dir.path("plain/w.safetensors")); },
+                        {"Not a directory"});
   expect_error<IoError>([&] { check_can_write(dir.path("")); }, {"not a file name"});
   ::mkdir(dir.path("sub").c_str(), 0700);
   expect_error<IoError>([&] { check_can_write(dir.path("sub")); }, {"it is a directory"});
   // /proc refuses new files even to root, as a read-only mount would.
-  expect_error<IoError>([&] { check_can_write("/proc/minitrain-probe"); }, {"/proc/minitrain-probe"});
+  expect_error<IoError>([&] { check_can_write("/proc/minitrain-probe"); },
+                        {"/proc/minitrain-probe"});
 }
 
 TEST(RemoveStaleTemporaries, RemovesOnlyThoseOfDeadWriters) {
@@ -118,7 +122,8 @@ TEST(RemoveStaleTemporaries, RemovesOnlyThoseOfDeadWriters) {
   ::waitpid(child, nullptr, 0);  // `child` is now a pid no live process has
   const std::string dead = ".w.safetensors.tmp." + std::to_string(child) + ".3";
   const std::string mine = ".w.safetensors.tmp." + std::to_string(::getpid()) + ".0";
-  const std::string other = ".v.safetensors.tmp." + std::to_string(child) + ".0";  // another target's
+  const std::string other =
+      ".v.safetensors.tmp." + std::to_string(child) + ".0";  // another target's
   for (const std::string& name : {dead, mine, other, std::string("w.safetensors")})
     write_file_atomically(dir.path(name), "x");
   EXPECT_EQ(remove_stale_temporaries(dir.path("w.safetensors")), 1);

@@ -35,7 +35,8 @@ class FakeDevice final : public RawMemory {
     return p;
   }
   void raw_free(void* p) override {
-    const bool fail = s_->fail_next_free;  // as cudaFree after a fault: the block is gone, and it says so
+    const bool fail =
+        s_->fail_next_free;  // as cudaFree after a fault: the block is gone, and it says so
     s_->fail_next_free = false;
     s_->used -= sizes_.at(p);
     sizes_.erase(p);
@@ -83,8 +84,8 @@ TEST_F(CachingAllocatorTest, ReusesAFreedBlockWithoutTouchingTheDevice) {
 }
 
 TEST_F(CachingAllocatorTest, KeepsStatistics) {
-  void* a = alloc->allocate(3 * kMiB);   // 4 MiB block
-  void* b = alloc->allocate(100);        // 512 B block
+  void* a = alloc->allocate(3 * kMiB);  // 4 MiB block
+  void* b = alloc->allocate(100);       // 512 B block
   MemoryStats s = alloc->stats();
   EXPECT_EQ(s.in_use, 4 * kMiB + 512);
   EXPECT_EQ(s.cached, 0u);
@@ -144,7 +145,7 @@ TEST_F(CachingAllocatorTest, OutOfMemoryNamesRequestedFreeAndCap) {
   } catch (const OutOfMemory& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("fake:0"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("30.00 MiB"), std::string::npos) << msg;   // requested
+    EXPECT_NE(msg.find("30.00 MiB"), std::string::npos) << msg;  // requested
     EXPECT_NE(msg.find("in use 40.00 MiB"), std::string::npos) << msg;
     EXPECT_NE(msg.find("device free 24.00 MiB"), std::string::npos) << msg;
   }

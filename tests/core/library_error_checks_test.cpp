@@ -13,7 +13,9 @@ namespace {
 
 using testing::error_message;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 TEST(LibraryErrorChecks, SuccessIsSilent) {
   EXPECT_NO_THROW(CHECK_CUDA(cudaSuccess));
@@ -33,7 +35,8 @@ TEST(LibraryErrorChecks, RuntimeOutOfMemoryIsOutOfMemoryWithAdvice) {
 TEST(LibraryErrorChecks, MissingDriverIsDeviceErrorSuggestingTheCpu) {
   EXPECT_THROW(CHECK_CUDA(cudaErrorInsufficientDriver), DeviceError);
   const std::string msg = error_message([] { CHECK_CUDA(cudaErrorNoDevice); });
-  EXPECT_TRUE(contains(msg, "CHECK_CUDA(cudaErrorNoDevice)") || contains(msg, "cudaErrorNoDevice")) << msg;
+  EXPECT_TRUE(contains(msg, "CHECK_CUDA(cudaErrorNoDevice)") || contains(msg, "cudaErrorNoDevice"))
+      << msg;
   EXPECT_TRUE(contains(msg, "--device cpu")) << msg;
 }
 

@@ -1,6 +1,6 @@
-// .npy: files written by real NumPy (tests/fixtures/make_npy_fixtures.py) read correctly, minitrain's
-// files equal NumPy's byte for byte, round trips on every device, and every malformed header is
-// rejected with an IoError that names the file and the problem.
+// .npy: files written by real NumPy (tests/fixtures/make_npy_fixtures.py) read correctly,
+// minitrain's files equal NumPy's byte for byte, round trips on every device, and every malformed
+// header is rejected with an IoError that names the file and the problem.
 
 #include "core/npy.h"
 
@@ -105,7 +105,8 @@ TEST(NpyFixtures, RejectsIntegerArrayWithAdvice) {
 TEST(NpyWrite, MatchesNumpyByteForByte) {
   ScratchDir dir;
   const std::vector<std::pair<const char*, Tensor>> cases = {
-      {"f32_2x3.npy", Tensor::from_vector(std::vector<float>{-2.5f, -1.5f, -.5f, .5f, 1.5f, 2.5f}, {2, 3})},
+      {"f32_2x3.npy",
+       Tensor::from_vector(std::vector<float>{-2.5f, -1.5f, -.5f, .5f, 1.5f, 2.5f}, {2, 3})},
       {"f64_5.npy", Tensor::from_vector(arange(5, 0.25, 0.0), {5})},
       {"f32_scalar.npy", Tensor::from_vector(std::vector<float>{3.25f}, Shape())},
       {"f32_empty_0x3.npy", Tensor::zeros({0, 3})},
@@ -120,7 +121,8 @@ TEST(NpyWrite, MatchesNumpyByteForByte) {
 TEST(NpyWrite, UsesVersion2WhenTheHeaderOutgrows64KiB) {
   // Only a huge shape tuple needs it: 30000 dims of extent 1 is ~90 KB of "1, ".
   ScratchDir dir;
-  const Tensor t = Tensor::from_vector(std::vector<float>{7.f}, Shape(std::vector<int64_t>(30000, 1)));
+  const Tensor t =
+      Tensor::from_vector(std::vector<float>{7.f}, Shape(std::vector<int64_t>(30000, 1)));
   write_npy(dir.path("big.npy"), t);
   const std::string bytes = read_file_bytes(dir.path("big.npy"));
   EXPECT_EQ(bytes[6], 2);
@@ -143,7 +145,8 @@ TEST(NpyWrite, UndefinedTensorLeavesExistingFileUntouched) {
 TEST(NpyWrite, MissingDirectoryIsAnIoErrorNamingThePath) {
   ScratchDir dir;
   const std::string p = dir.path("no/such/dir/x.npy");
-  expect_error<IoError>([&] { write_npy(p, Tensor::zeros({2})); }, {p, "No such file or directory"});
+  expect_error<IoError>([&] { write_npy(p, Tensor::zeros({2})); },
+                        {p, "No such file or directory"});
 }
 
 // ---- round trips on every device ----
@@ -216,19 +219,24 @@ TEST(NpyMalformed, RejectsBadHeaderDicts) {
       {"['descr', '<f4']", "expected the header to start with '{'"},
       {"{'descr': '<f4', 'fortran_order': False}", "no 'shape' key"},
       {"{'descr': '<f4', 'shape': (1,)}", "no 'fortran_order' key"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'extra': 1}", "unexpected key 'extra'"},
-      {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,)}", "duplicate key 'descr'"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'extra': 1}",
+       "unexpected key 'extra'"},
+      {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,)}",
+       "duplicate key 'descr'"},
       {"{'descr' '<f4', 'fortran_order': False, 'shape': (1,)}", "expected ':'"},
       {"{'descr': '<f4 , 'fortran_order': False, 'shape': (1,)}", "expected ',' or '}'"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} x", "unexpected text after"},
       {"{'descr': '<f4', 'fortran_order': false, 'shape': (1,)}", "expected a string, integer"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': [1]}", "'shape' must be a tuple"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (1)}", "'shape' must be a tuple"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}", "shape entry 0 is -1 (negative)"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}",
+       "shape entry 0 is -1 (negative)"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2.5)}", "not a float"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (True,)}", "shape entry 0 is a bool"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", "integer too large"},
-      {"{'descr': '<f4', 'fortran_order': 0, 'shape': (1,)}", "'fortran_order' must be True or False"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}",
+       "integer too large"},
+      {"{'descr': '<f4', 'fortran_order': 0, 'shape': (1,)}",
+       "'fortran_order' must be True or False"},
       {"{'descr': 4, 'fortran_order': False, 'shape': (1,)}", "'descr' must be a string"},
       {"{'descr': '<x4', 'fortran_order': False, 'shape': (1,)}", "unsupported descr '<x4'"},
       {"{'descr': '<f2', 'fortran_order': False, 'shape': (1,)}", "float16"},
@@ -241,7 +249,8 @@ TEST(NpyMalformed, RejectsBadHeaderDicts) {
        "unsupported descr '<f4611686018427387904'"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': " + std::string(15000, '['),
        "nested more than 32 deep"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': " + std::string(33, '(') + std::string(33, ')') + "}",
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': " + std::string(33, '(') +
+           std::string(33, ')') + "}",
        "nested more than 32 deep"},
   };
   for (const auto& [header, message] : cases) {
@@ -254,9 +263,9 @@ TEST(NpyMalformed, RejectsBadHeaderDicts) {
 TEST(NpyMalformed, FortranOrderIsHarmlessBelowTwoDims) {
   // Fortran and C order are the same bytes for 0-d and 1-d arrays; NumPy itself never writes this.
   ScratchDir dir;
-  const std::string p = dir.write_raw(
-      "f.npy", npy_bytes("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }\n",
-                         float_bytes({1.f, 2.f})));
+  const std::string p =
+      dir.write_raw("f.npy", npy_bytes("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }\n",
+                                       float_bytes({1.f, 2.f})));
   EXPECT_EQ(testing::host_values(read_npy(p)), (std::vector<double>{1.0, 2.0}));
 }
 
@@ -265,7 +274,8 @@ TEST(NpyMalformed, RejectsTruncatedAndTrailingData) {
   const std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }\n";
   const std::string four = float_bytes({1.f, 2.f, 3.f, 4.f});
   const std::string shorter = dir.write_raw("short.npy", npy_bytes(header, four.substr(0, 15)));
-  expect_error<IoError>([&] { read_npy(shorter); }, {"short.npy", "truncated", "[2, 2]", "16", "15"});
+  expect_error<IoError>([&] { read_npy(shorter); },
+                        {"short.npy", "truncated", "[2, 2]", "16", "15"});
   const std::string longer = dir.write_raw("long.npy", npy_bytes(header, four + "x"));
   expect_error<IoError>([&] { read_npy(longer); }, {"long.npy", "1 trailing bytes", "16"});
   // Exactly right reads.
@@ -275,23 +285,27 @@ TEST(NpyMalformed, RejectsTruncatedAndTrailingData) {
 
 TEST(NpyMalformed, RejectsShapesTooLargeToAddress) {
   ScratchDir dir;
-  const std::string p = dir.write_raw(
-      "huge.npy", npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': "
-                            "(4294967296, 4294967296), }\n", ""));
+  const std::string p =
+      dir.write_raw("huge.npy", npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': "
+                                          "(4294967296, 4294967296), }\n",
+                                          ""));
   expect_error<IoError>([&] { read_npy(p); }, {"huge.npy", "too large"});
   // A byte count that wraps int64 (but not uint64) once multiplied by the item size.
-  const std::string q = dir.write_raw(
-      "wrap.npy", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': "
-                            "(4611686018427387904, 1), }\n", ""));
-  expect_error<IoError>([&] { read_npy(q); }, {"wrap.npy", "[4611686018427387904, 1]", "too large to address"});
+  const std::string q =
+      dir.write_raw("wrap.npy", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': "
+                                          "(4611686018427387904, 1), }\n",
+                                          ""));
+  expect_error<IoError>([&] { read_npy(q); },
+                        {"wrap.npy", "[4611686018427387904, 1]", "too large to address"});
 }
 
 TEST(NpyMalformed, NestingUpToTheLimitStillParses) {
   // 32 levels is the bound: a shape nested that deep is a wrong shape, not a parse error.
   ScratchDir dir;
-  const std::string p = dir.write_raw(
-      "deep.npy", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': " + std::string(31, '[') +
-                            std::string(31, ']') + "}\n", ""));
+  const std::string p =
+      dir.write_raw("deep.npy", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': " +
+                                              std::string(31, '[') + std::string(31, ']') + "}\n",
+                                          ""));
   expect_error<IoError>([&] { read_npy(p); }, {"'shape' must be a tuple"});
 }
 

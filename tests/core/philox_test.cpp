@@ -26,27 +26,33 @@ struct KnownAnswer {
 
 void expect_block_eq(const Block& got, const Block& want) {
   for (int j = 0; j < 4; ++j)
-    EXPECT_EQ(got.w[j], want.w[j]) << "word " << j << std::hex << ": got 0x" << got.w[j]
-                                   << ", want 0x" << want.w[j];
+    EXPECT_EQ(got.w[j], want.w[j])
+        << "word " << j << std::hex << ": got 0x" << got.w[j] << ", want 0x" << want.w[j];
 }
 
 // Random123's tests/kat_vectors, as quoted by D. E. Shaw Research's Random123-Boost
 // (libs/random/test/test_philox.cpp, "cut-and-pasted from the kat_vectors file"): counter words,
 // key words, output words.
 const KnownAnswer kKat10[] = {
-    {{{0x00000000, 0x00000000, 0x00000000, 0x00000000}}, {{0x00000000, 0x00000000}},
+    {{{0x00000000, 0x00000000, 0x00000000, 0x00000000}},
+     {{0x00000000, 0x00000000}},
      {{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}}},
-    {{{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}}, {{0xffffffff, 0xffffffff}},
+    {{{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}},
+     {{0xffffffff, 0xffffffff}},
      {{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}}},
-    {{{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}}, {{0xa4093822, 0x299f31d0}},
+    {{{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}},
+     {{0xa4093822, 0x299f31d0}},
      {{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}}},
 };
 const KnownAnswer kKat7[] = {
-    {{{0x00000000, 0x00000000, 0x00000000, 0x00000000}}, {{0x00000000, 0x00000000}},
+    {{{0x00000000, 0x00000000, 0x00000000, 0x00000000}},
+     {{0x00000000, 0x00000000}},
      {{0x5f6fb709, 0x0d893f64, 0x4f121f81, 0x4f730a48}}},
-    {{{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}}, {{0xffffffff, 0xffffffff}},
+    {{{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}},
+     {{0xffffffff, 0xffffffff}},
      {{0x5207ddc2, 0x45165e59, 0x4d8ee751, 0x8c52f662}}},
-    {{{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}}, {{0xa4093822, 0x299f31d0}},
+    {{{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}},
+     {{0xa4093822, 0x299f31d0}},
      {{0x4dfccaba, 0x190a87f0, 0xc47362ba, 0xb6b5242a}}},
 };
 
@@ -62,9 +68,9 @@ TEST(Philox, SevenRoundsMatchRandom123KnownAnswers) {
 TEST(Philox, RandomBlockPutsSeedInTheKeyAndOffsetInTheLowCounterWords) {
   expect_block_eq(philox::random_block(0, 0), kKat10[0].want);
   const uint64_t seed = 0x299f31d0a4093822ull, counter = 0x85a308d3243f6a88ull;
-  expect_block_eq(philox::random_block(seed, counter),
-                  philox::philox4x32<10>(Block{{0x243f6a88, 0x85a308d3, 0, 0}},
-                                         Key{{0xa4093822, 0x299f31d0}}));
+  expect_block_eq(
+      philox::random_block(seed, counter),
+      philox::philox4x32<10>(Block{{0x243f6a88, 0x85a308d3, 0, 0}}, Key{{0xa4093822, 0x299f31d0}}));
   // Seeds that differ only in their high word, counters only in theirs, give other blocks.
   const Block a = philox::random_block(1, 5), b = philox::random_block(1 + (1ull << 32), 5),
               c = philox::random_block(1, 5 + (1ull << 32));

@@ -38,10 +38,12 @@ std::vector<std::string> names_of(const SafetensorsFile& f) {
   return names;
 }
 
-// The fixture's value of element i in layer `layer`: (i + 1) * 0.25 * (layer + 1), weights alternate sign.
+// The fixture's value of element i in layer `layer`: (i + 1) * 0.25 * (layer + 1), weights
+// alternate sign.
 std::vector<double> mlp_values(int layer, int n, bool weight) {
   std::vector<double> v;
-  for (int i = 0; i < n; ++i) v.push_back((i + 1) * 0.25 * (layer + 1) * (weight && i % 2 ? -1 : 1));
+  for (int i = 0; i < n; ++i)
+    v.push_back((i + 1) * 0.25 * (layer + 1) * (weight && i % 2 ? -1 : 1));
   return v;
 }
 
@@ -67,7 +69,8 @@ TEST(SafetensorsFixture, ReadsMlpInFileOrderWithMetadata) {
     EXPECT_EQ(f.at(name).dtype(), DType::Float32);
     EXPECT_EQ(testing::host_values(f.at(name)), testing::host_values(want));
   }
-  EXPECT_EQ(f.metadata, (std::map<std::string, std::string>{{"format", "pt"}, {"note", "hand-built"}}));
+  EXPECT_EQ(f.metadata,
+            (std::map<std::string, std::string>{{"format", "pt"}, {"note", "hand-built"}}));
 }
 
 TEST(SafetensorsFixture, WidensF16AndBf16ToFloat32) {
@@ -88,14 +91,15 @@ TEST(SafetensorsFixture, HalfPrecisionSpecialValuesWidenExactly) {
   ScratchDir dir;
   // F16: 1, -2, 65504 (max), 2^-24 (smallest subnormal), 2^-14 (smallest normal), -0, +inf, nan;
   // BF16: 1, -2.5, inf, 2^-133 (a subnormal float32).
-  const std::vector<uint16_t> f16 = {0x3C00, 0xC000, 0x7BFF, 0x0001, 0x0400, 0x8000, 0x7C00, 0x7E00};
+  const std::vector<uint16_t> f16 = {0x3C00, 0xC000, 0x7BFF, 0x0001,
+                                     0x0400, 0x8000, 0x7C00, 0x7E00};
   const std::vector<uint16_t> bf16 = {0x3F80, 0xC020, 0x7F80, 0x0001};
   std::string data(reinterpret_cast<const char*>(f16.data()), 16);
   data.append(reinterpret_cast<const char*>(bf16.data()), 8);
   const std::string p = dir.write_raw(
-      "h.safetensors",
-      st_bytes(R"({"h":{"dtype":"F16","shape":[8],"data_offsets":[0,16]},)"
-               R"("b":{"dtype":"BF16","shape":[4],"data_offsets":[16,24]}})", data));
+      "h.safetensors", st_bytes(R"({"h":{"dtype":"F16","shape":[8],"data_offsets":[0,16]},)"
+                                R"("b":{"dtype":"BF16","shape":[4],"data_offsets":[16,24]}})",
+                                data));
   const SafetensorsFile f = read_safetensors(p);
   const std::vector<float> h = f.at("h").to_vector<float>();
   EXPECT_EQ(h[0], 1.f);
@@ -118,7 +122,8 @@ TEST(SafetensorsFixture, HalfPrecisionSpecialValuesWidenExactly) {
 TEST(SafetensorsWrite, MatchesSpecFixtureByteForByte) {
   ScratchDir dir;
   write_safetensors(dir.path("mlp.safetensors"), mlp_tensors(), {{"note", "hand-built"}});
-  EXPECT_EQ(read_file_bytes(dir.path("mlp.safetensors")), read_file_bytes(fixture("mlp_3_2_1.safetensors")));
+  EXPECT_EQ(read_file_bytes(dir.path("mlp.safetensors")),
+            read_file_bytes(fixture("mlp_3_2_1.safetensors")));
 }
 
 TEST(SafetensorsWrite, RejectsBadArgumentsAndKeepsTheExistingFile) {
@@ -127,13 +132,19 @@ TEST(SafetensorsWrite, RejectsBadArgumentsAndKeepsTheExistingFile) {
   write_safetensors(p, mlp_tensors());
   const std::string before = read_file_bytes(p);
   const Tensor x = Tensor::zeros({2});
-  expect_error<ValueError>([&] { write_safetensors(p, {{"a", x}, {"b", x}, {"a", x}}); },
-                           {"w.safetensors", "two tensors are named 'a'"});
+  expect_error<ValueError>(
+      [&] {
+        write_safetensors(p, {{"a", x}, {"b", x}, {"a", x}});
+      },
+      {"w.safetensors", "two tensors are named 'a'"});
   expect_error<ValueError>([&] { write_safetensors(p, {{"", x}}); }, {"empty name"});
   expect_error<ValueError>([&] { write_safetensors(p, {{"__metadata__", x}}); }, {"reserved"});
   expect_error<ValueError>([&] { write_safetensors(p, {{"w", Tensor()}}); }, {"'w' is undefined"});
-  expect_error<ValueError>([&] { write_safetensors(p, {{"w", x}}, {{"format", "np"}}); },
-                           {"\"format\" is \"np\"", "\"pt\""});
+  expect_error<ValueError>(
+      [&] {
+        write_safetensors(p, {{"w", x}}, {{"format", "np"}});
+      },
+      {"\"format\" is \"np\"", "\"pt\""});
   expect_error<ValueError>([&] { write_safetensors(p, {{"bad\xff", x}}); }, {"UTF-8"});
   EXPECT_EQ(read_file_bytes(p), before);
   EXPECT_EQ(dir.listing(), std::vector<std::string>{"w.safetensors"});
@@ -251,10 +262,12 @@ TEST(SafetensorsMalformed, RejectsBadEntries) {
       {entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8,8]})"), "not a list [begin, end]"},
       {entry(R"({"dtype":"F32","shape":[2],"data_offsets":[-1,8]})"), "data_offsets[0] = -1"},
       {entry(R"({"dtype":"F32","shape":[0],"data_offsets":[8,0]})"), "[8, 0] with begin > end"},
-      {entry(R"({"dtype":"F32","shape":[4],"data_offsets":[0,16]})"), "beyond the data buffer (8 bytes)"},
+      {entry(R"({"dtype":"F32","shape":[4],"data_offsets":[0,16]})"),
+       "beyond the data buffer (8 bytes)"},
       {entry(R"({"dtype":"F32","shape":[3],"data_offsets":[0,8]})"),
        "[0, 8] (8 bytes) but shape [3] of F32 needs 12 bytes"},
-      {entry(R"({"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]})"), "too large"},
+      {entry(R"({"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]})"),
+       "too large"},
       {R"({"__metadata__":[],"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
        "\"__metadata__\" is [], not an object"},
       {R"({"__metadata__":{"step":7},"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
@@ -281,7 +294,8 @@ TEST(SafetensorsRead, ManyEmptyTensorsKeepTheHeaderOrder) {
   std::vector<std::string> names;
   for (int i = 0; i < 20000; ++i) {
     names.push_back("t" + std::to_string((i * 7919) % 20000));  // not sorted
-    header += (i ? "," : "") + ("\"" + names.back() + R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})");
+    header += (i ? "," : "") +
+              ("\"" + names.back() + R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})");
   }
   const std::string p = dir.write_raw("many.safetensors", st_bytes(header + "}", ""));
   EXPECT_EQ(names_of(read_safetensors(p)), names);
@@ -297,18 +311,21 @@ TEST(SafetensorsMalformed, RejectsOverlapsHolesAndUncoveredBytes) {
       {two("[0,4]", "[2,6]"), 8, "tensors 'a' [0, 4] and 'b' [2, 6] overlap"},
       {two("[0,4]", "[0,4]"), 8, "overlap"},
       {two("[4,8]", "[8,12]"), 12, "data bytes [0, 4) belong to no tensor"},
-      {two("[0,4]", "[8,12]"), 12, "data bytes [4, 8) belong to no tensor (a hole before tensor 'b')"},
+      {two("[0,4]", "[8,12]"), 12,
+       "data bytes [4, 8) belong to no tensor (a hole before tensor 'b')"},
       {two("[0,4]", "[4,8]"), 10, "data bytes [8, 10) at the end of the file belong to no tensor"},
   };
   for (const auto& [header, size, message] : cases) {
     SCOPED_TRACE(header);
-    const std::string p = dir.write_raw("bad.safetensors", st_bytes(header, std::string(size, '\0')));
+    const std::string p =
+        dir.write_raw("bad.safetensors", st_bytes(header, std::string(size, '\0')));
     expect_error<IoError>([&] { read_safetensors(p); }, {"bad.safetensors", message});
   }
   // A quoted value is cut short: a 100 KB "dtype" is not copied into the message.
-  const std::string long_dtype = dir.write_raw(
-      "long.safetensors", st_bytes(R"({"t":{"dtype":)" + std::string(100000, '7') + R"(,"shape":[2],"data_offsets":[0,8]}})",
-                                   std::string(8, '\0')));
+  const std::string long_dtype =
+      dir.write_raw("long.safetensors", st_bytes(R"({"t":{"dtype":)" + std::string(100000, '7') +
+                                                     R"(,"shape":[2],"data_offsets":[0,8]}})",
+                                                 std::string(8, '\0')));
   try {
     read_safetensors(long_dtype);
     FAIL() << "no error";
@@ -316,7 +333,8 @@ TEST(SafetensorsMalformed, RejectsOverlapsHolesAndUncoveredBytes) {
     EXPECT_LT(std::string(e.what()).size(), 500u) << e.what();
   }
   // Tiled out of order in the header is fine: the data order wins.
-  const std::string p = dir.write_raw("ok.safetensors", st_bytes(two("[4,8]", "[0,4]"), std::string(8, '\0')));
+  const std::string p =
+      dir.write_raw("ok.safetensors", st_bytes(two("[4,8]", "[0,4]"), std::string(8, '\0')));
   EXPECT_EQ(names_of(read_safetensors(p)), (std::vector<std::string>{"b", "a"}));
 }
 

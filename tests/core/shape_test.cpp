@@ -29,9 +29,10 @@ TEST(Shape, AnElementCountBeyond64BitsIsAValueErrorNamingTheShape) {
     Shape({4, int64_t{1} << 62, 1});
     FAIL() << "no error";
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("[4, 4611686018427387904, 1]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[4, 4611686018427387904, 1]"), std::string::npos)
+        << e.what();
   }
-  EXPECT_EQ(Shape({int64_t{1} << 62, 0}).numel(), 0);            // a zero extent: no overflow
+  EXPECT_EQ(Shape({int64_t{1} << 62, 0}).numel(), 0);  // a zero extent: no overflow
   EXPECT_EQ(Shape({int64_t{1} << 31, int64_t{1} << 31}).numel(), int64_t{1} << 62);
   EXPECT_EQ(dims_str({-1, int64_t{1} << 62}), "[-1, 4611686018427387904]");  // no validation
 }
@@ -40,8 +41,15 @@ TEST(Excerpt, CutsLongTextAtACharacterBoundary) {
   EXPECT_EQ(excerpt("short", 80), "short");
   EXPECT_EQ(excerpt(std::string(100, 'k'), 80), std::string(80, 'k') + "...");
   // "ab" then a 2-byte character (é): a cut at 3 bytes would split it, so it moves back to 2.
-  EXPECT_EQ(excerpt("ab\xc3\xa9" "cdef", 3), "ab...");
-  EXPECT_EQ(excerpt("ab\xc3\xa9" "cdef", 4), "ab\xc3\xa9" "...");
+  EXPECT_EQ(excerpt("ab\xc3\xa9"
+                    "cdef",
+                    3),
+            "ab...");
+  EXPECT_EQ(excerpt("ab\xc3\xa9"
+                    "cdef",
+                    4),
+            "ab\xc3\xa9"
+            "...");
 }
 
 TEST(Shape, PrintsLikeAList) {

@@ -87,7 +87,8 @@ TEST(StreamErrors, MismatchedDevicesAreRejected) {
 // stream of the faulted device from another current device must not throw (which would end the
 // process in a destructor); the fault is reported by the next call that checks.
 TEST(StreamCuda, DestroyingAStreamAfterADeviceFaultReportsTheFaultInsteadOfTerminating) {
-  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count();
+  if (cuda_device_count() < 2)
+    GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count();
   DeviceGuard on0(Device::cuda(0));
   {
     Stream s = Stream::create(Device::cuda(1));

@@ -13,7 +13,7 @@ using Strings = std::vector<std::string>;
 TEST(Strings, PrefixAndSuffix) {
   EXPECT_TRUE(ends_with("w.safetensors", ".safetensors"));
   EXPECT_TRUE(ends_with(".npy", ".npy"));
-  EXPECT_FALSE(ends_with("npy", ".npy"));       // shorter than the suffix
+  EXPECT_FALSE(ends_with("npy", ".npy"));  // shorter than the suffix
   EXPECT_TRUE(ends_with("", ""));
   EXPECT_TRUE(starts_with("model.0.weight", "model."));
   EXPECT_FALSE(starts_with("mod", "model."));
@@ -24,7 +24,7 @@ TEST(Strings, SplitKeepsEmptyItemsAndSpaces) {
   EXPECT_EQ(split("", ','), Strings{""});
   EXPECT_EQ(split("a", ','), Strings{"a"});
   EXPECT_EQ(split("a,b", ','), (Strings{"a", "b"}));
-  EXPECT_EQ(split("a,", ','), (Strings{"a", ""}));        // a trailing comma is an empty last item
+  EXPECT_EQ(split("a,", ','), (Strings{"a", ""}));  // a trailing comma is an empty last item
   EXPECT_EQ(split(",a,,b", ','), (Strings{"", "a", "", "b"}));
   EXPECT_EQ(split(" a , b", ','), (Strings{" a ", " b"}));  // no trimming
 }
@@ -62,8 +62,9 @@ TEST(Strings, RejectsEmptyEntriesAndAutoNamingTheFlag) {
       parse_device_list(list);
       ADD_FAILURE() << "accepted '" << list << "'";
     } catch (const ValueError& e) {
-      EXPECT_EQ(std::string(e.what()).find("--devices '" + std::string(list) +
-                                           "': an empty entry; give a list like cpu,cpu or cuda:0,cuda:1"),
+      EXPECT_EQ(std::string(e.what()).find(
+                    "--devices '" + std::string(list) +
+                    "': an empty entry; give a list like cpu,cpu or cuda:0,cuda:1"),
                 0u)
           << e.what();
     }
@@ -72,12 +73,13 @@ TEST(Strings, RejectsEmptyEntriesAndAutoNamingTheFlag) {
     device_list_entries("cpu,auto", "--stage-devices");
     ADD_FAILURE() << "accepted auto";
   } catch (const ValueError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("--stage-devices 'cpu,auto': name each device (cpu, cuda:N), not auto"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("--stage-devices 'cpu,auto': name each device (cpu, cuda:N), not auto"));
   }
 }
 
 TEST(Strings, ABadDeviceNameIsTheDeviceErrorOfDeviceParse) {
-  for (const char* list : {"cpu,gpu", "cpu, cpu"}) {   // a space is part of the name
+  for (const char* list : {"cpu,gpu", "cpu, cpu"}) {  // a space is part of the name
     try {
       parse_device_list(list);
       ADD_FAILURE() << "accepted '" << list << "'";

@@ -82,7 +82,8 @@ TEST_P(TensorTest, AsyncCopyFromPinnedMemoryArrivesAfterTheStreamPassesIt) {
   std::copy(values.begin(), values.end(), pinned.data<float>());
   Tensor there = Tensor::empty({1001}, DType::Float32, device());
   const Stream& s = current_stream(device());
-  copy_bytes_async(there.raw_data(), device(), pinned.raw_data(), Device::cpu(), pinned.nbytes(), s);
+  copy_bytes_async(there.raw_data(), device(), pinned.raw_data(), Device::cpu(), pinned.nbytes(),
+                   s);
   Event done = Event::create(device());
   done.record(s);
   done.synchronize();
@@ -206,7 +207,8 @@ TEST(TensorPrint, PrintsTorchStyle) {
             "tensor([1.0000, -2.5000])");
   EXPECT_EQ(Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2}).str(),
             "tensor([[1.0000, 2.0000],\n        [3.0000, 4.0000]])");
-  EXPECT_EQ(Tensor::from_vector(std::vector<double>{0.5}, {}).str(), "tensor(0.5000, dtype=float64)");
+  EXPECT_EQ(Tensor::from_vector(std::vector<double>{0.5}, {}).str(),
+            "tensor(0.5000, dtype=float64)");
   EXPECT_EQ(Tensor::zeros({0, 3}).str(), "tensor([], size=[0, 3])");
 }
 

@@ -92,7 +92,8 @@ void read_past_a_tensor_in_its_blocks_slack() {
   DeviceGuard on(gpu);
   Tensor in = Tensor::from_vector(std::vector<float>(100, 1.f), Shape({100}), gpu);
   Tensor out = Tensor::zeros(Shape({1}), DType::Float32, gpu);
-  read_one_past_the_end_kernel<<<1, 128, 0, current_stream(gpu).native_handle()>>>(out.data<float>(), in.data<float>(), 100);
+  read_one_past_the_end_kernel<<<1, 128, 0, current_stream(gpu).native_handle()>>>(
+      out.data<float>(), in.data<float>(), 100);
   synchronize(gpu);
 }
 
@@ -103,18 +104,21 @@ void read_a_tensor_after_it_went_back_to_the_cache() {
   Tensor out = Tensor::zeros(Shape({1}), DType::Float32, gpu);
   const float* stale = in.data<float>();
   in = Tensor();  // its block is cached, not freed: without the mark a read would succeed
-  read_one_past_the_end_kernel<<<1, 128, 0, current_stream(gpu).native_handle()>>>(out.data<float>(), stale, 10);
+  read_one_past_the_end_kernel<<<1, 128, 0, current_stream(gpu).native_handle()>>>(
+      out.data<float>(), stale, 10);
   synchronize(gpu);
 }
 
 TEST_F(CudaEmuChecks, AReadIntoTheCachingAllocatorsRoundingSlackIsReported) {
   SKIP_UNLESS(kAddressChecks, "emu");
-  EXPECT_DEATH(read_past_a_tensor_in_its_blocks_slack(), "use-after-poison.*read_one_past_the_end_kernel");
+  EXPECT_DEATH(read_past_a_tensor_in_its_blocks_slack(),
+               "use-after-poison.*read_one_past_the_end_kernel");
 }
 
 TEST_F(CudaEmuChecks, AReadOfATensorWhoseBlockWentBackToTheCacheIsReported) {
   SKIP_UNLESS(kAddressChecks, "emu");
-  EXPECT_DEATH(read_a_tensor_after_it_went_back_to_the_cache(), "use-after-poison.*read_one_past_the_end_kernel");
+  EXPECT_DEATH(read_a_tensor_after_it_went_back_to_the_cache(),
+               "use-after-poison.*read_one_past_the_end_kernel");
 }
 
 // ---- races ----

@@ -36,14 +36,15 @@ TEST(CudaEmuBlocks, EveryBlockRunsOnceInSomeOrder) {
   std::sort(sorted.begin(), sorted.end());
   std::vector<int> want(kBlocks);
   std::iota(want.begin(), want.end(), 0);
-  EXPECT_EQ(sorted, want);   // each block exactly once
-  EXPECT_NE(got, want);      // not simply in index order: code must not depend on one
+  EXPECT_EQ(sorted, want);  // each block exactly once
+  EXPECT_NE(got, want);     // not simply in index order: code must not depend on one
 }
 
 // Block 0 waits for a flag that block 1 sets: finishes only when blocks run at the same time.
 __global__ void blocks_meet_kernel(int* flag) {
   if (threadIdx.x != 0) return;
-  if (blockIdx.x == 1) atomicExch(flag, 1);
+  if (blockIdx.x == 1)
+    atomicExch(flag, 1);
   else
     while (atomicAdd(flag, 0) == 0) {
     }
@@ -74,7 +75,8 @@ TEST(CudaEmuBarrier, SharedMemoryIsPerBlockAndTheBarrierOrders) {
   EMU_OK(cudaDeviceSynchronize());
   const std::vector<int> got = out.to_host();
   for (int b = 0; b < kBlocks; ++b)
-    for (int t = 0; t < kThreads; ++t) ASSERT_EQ(got[b * kThreads + t], ((t + 1) % kThreads) * 10 + b);
+    for (int t = 0; t < kThreads; ++t)
+      ASSERT_EQ(got[b * kThreads + t], ((t + 1) % kThreads) * 10 + b);
 }
 
 __global__ void half_block_barrier_kernel(int* out) {
@@ -113,7 +115,8 @@ TEST(CudaEmuSharedMemory, DynamicSharedMemoryAndItsOptIn) {
   constexpr int kBig = 64 * 1024;
   dynamic_shared_sum_kernel<<<1, 32, kBig>>>(out.get(), 32);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
-  EMU_OK(cudaFuncSetAttribute(dynamic_shared_sum_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBig));
+  EMU_OK(cudaFuncSetAttribute(dynamic_shared_sum_kernel,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, kBig));
   dynamic_shared_sum_kernel<<<1, 32, kBig>>>(out.get(), 32);
   EMU_OK(cudaGetLastError());
   EMU_OK(cudaDeviceSynchronize());
@@ -126,16 +129,18 @@ __global__ void warp_intrinsics_kernel(int* out) {
   const int lane = int(threadIdx.x) % 32;
   int v = lane + 1;
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
-  out[0 * 32 + lane] = v;                                        // lane 0: 528
+  out[0 * 32 + lane] = v;  // lane 0: 528
   int x = lane;
   for (int m = 1; m < 32; m *= 2) x += __shfl_xor_sync(0xffffffffu, x, m);
-  out[1 * 32 + lane] = x;                                        // every lane: 496
-  out[2 * 32 + lane] = __shfl_sync(0xffffffffu, lane * 3, 5);    // 15
-  out[3 * 32 + lane] = __shfl_up_sync(0xffffffffu, lane, 1, 16); // within 16-lane segments
+  out[1 * 32 + lane] = x;                                         // every lane: 496
+  out[2 * 32 + lane] = __shfl_sync(0xffffffffu, lane * 3, 5);     // 15
+  out[3 * 32 + lane] = __shfl_up_sync(0xffffffffu, lane, 1, 16);  // within 16-lane segments
   out[4 * 32 + lane] = int(__ballot_sync(0xffffffffu, lane % 3 == 0));
   out[5 * 32 + lane] = __all_sync(0xffffffffu, lane < 32) + 2 * __any_sync(0xffffffffu, lane == 7);
-  if (lane < 8) out[6 * 32 + lane] = __shfl_down_sync(0x000000ffu, lane, 2, 8);  // a partial warp
-  else out[6 * 32 + lane] = -1;
+  if (lane < 8)
+    out[6 * 32 + lane] = __shfl_down_sync(0x000000ffu, lane, 2, 8);  // a partial warp
+  else
+    out[6 * 32 + lane] = -1;
   __syncwarp();
   out[7 * 32 + lane] = int(__activemask());
 }
@@ -217,7 +222,8 @@ TEST(CudaEmuLaunch, LimitsAreCheckedAsOnTheDevice) {
   bounded_kernel<<<1, 256>>>();
   const cudaError_t over_bounds = cudaGetLastError();
   EXPECT_EQ(over_bounds, cudaErrorLaunchOutOfResources);
-  EXPECT_NE(std::string(cudaGetErrorString(over_bounds)).find("__launch_bounds__ allow 128"), std::string::npos);
+  EXPECT_NE(std::string(cudaGetErrorString(over_bounds)).find("__launch_bounds__ allow 128"),
+            std::string::npos);
   bounded_kernel<<<1, 128>>>();
   EMU_OK(cudaGetLastError());
   EMU_OK(cudaDeviceSynchronize());
@@ -254,12 +260,16 @@ namespace wmma = nvcuda::wmma;
 
 template <class In, int K>
 __global__ void wmma_tile_kernel(float* d, const In* a, const In* b) {
-  wmma::fragment<wmma::matrix_a, 16, 16, K, typename std::conditional<std::is_same<In, float>::value,
-                                                                        wmma::precision::tf32, In>::type,
-                 wmma::row_major> fa;
-  wmma::fragment<wmma::matrix_b, 16, 16, K, typename std::conditional<std::is_same<In, float>::value,
-                                                                        wmma::precision::tf32, In>::type,
-                 wmma::row_major> fb;
+  wmma::fragment<
+      wmma::matrix_a, 16, 16, K,
+      typename std::conditional<std::is_same<In, float>::value, wmma::precision::tf32, In>::type,
+      wmma::row_major>
+      fa;
+  wmma::fragment<
+      wmma::matrix_b, 16, 16, K,
+      typename std::conditional<std::is_same<In, float>::value, wmma::precision::tf32, In>::type,
+      wmma::row_major>
+      fb;
   wmma::fragment<wmma::accumulator, 16, 16, K, float> acc;
   wmma::fill_fragment(acc, 1.0f);
   wmma::load_matrix_sync(fa, a, K);
@@ -283,7 +293,8 @@ TEST(CudaEmuWmma, Tf32AndBf16TilesAreWarpCollectives) {
       ASSERT_EQ(got[i * 16 + j], want) << i << "," << j;
     }
   std::vector<__nv_bfloat16> a16(16 * 16), b16(16 * 16);
-  for (int i = 0; i < 256; ++i) a16[i] = __float2bfloat16(float(i % 5 - 2)), b16[i] = __float2bfloat16(float(i % 3 - 1));
+  for (int i = 0; i < 256; ++i)
+    a16[i] = __float2bfloat16(float(i % 5 - 2)), b16[i] = __float2bfloat16(float(i % 3 - 1));
   DeviceBuffer<__nv_bfloat16> ab(a16), bb(b16);
   wmma_tile_kernel<__nv_bfloat16, 16><<<1, 32>>>(d.get(), ab.get(), bb.get());
   EMU_OK(cudaDeviceSynchronize());
@@ -291,7 +302,8 @@ TEST(CudaEmuWmma, Tf32AndBf16TilesAreWarpCollectives) {
   for (int i = 0; i < 16; ++i)
     for (int j = 0; j < 16; ++j) {
       float want = 1.f;
-      for (int q = 0; q < 16; ++q) want += __bfloat162float(a16[i * 16 + q]) * __bfloat162float(b16[q * 16 + j]);
+      for (int q = 0; q < 16; ++q)
+        want += __bfloat162float(a16[i * 16 + q]) * __bfloat162float(b16[q * 16 + j]);
       ASSERT_EQ(got[i * 16 + j], want) << i << "," << j;
     }
 }
@@ -316,15 +328,18 @@ TEST(CudaEmuDevices, SeveralDevicesEachWithAFixedCapacity) {
   EXPECT_EQ(free_b - free_after, std::size_t(1) << 20);
   void* huge = nullptr;
   EXPECT_EQ(cudaMalloc(&huge, total_b), cudaErrorMemoryAllocation);
-  EXPECT_NE(std::string(cudaGetErrorString(cudaGetLastError())).find("bytes free"), std::string::npos);
+  EXPECT_NE(std::string(cudaGetErrorString(cudaGetLastError())).find("bytes free"),
+            std::string::npos);
   EMU_OK(cudaFree(p1));
   EXPECT_EQ(cudaFree(p1), cudaErrorInvalidValue);  // a double free is refused
   EMU_OK(cudaSetDevice(0));
   // A copy that runs past its allocation is refused.
   DeviceBuffer<float> small(4);
   std::vector<float> host(8);
-  EXPECT_EQ(cudaMemcpy(small.get(), host.data(), 8 * sizeof(float), cudaMemcpyHostToDevice), cudaErrorInvalidValue);
-  EXPECT_NE(std::string(cudaGetErrorString(cudaGetLastError())).find("past the end"), std::string::npos);
+  EXPECT_EQ(cudaMemcpy(small.get(), host.data(), 8 * sizeof(float), cudaMemcpyHostToDevice),
+            cudaErrorInvalidValue);
+  EXPECT_NE(std::string(cudaGetErrorString(cudaGetLastError())).find("past the end"),
+            std::string::npos);
 }
 
 // Spins until the host sets *flag: completes only if the launch returned before the kernel ran.
@@ -357,7 +372,8 @@ TEST(CudaEmuStreams, LaunchesReturnAtOnceAndStreamsOverlap) {
 }
 
 __global__ void copy_kernel(float* dst, const float* src, int n) {
-  for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += int(gridDim.x * blockDim.x)) dst[i] = src[i];
+  for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += int(gridDim.x * blockDim.x))
+    dst[i] = src[i];
 }
 
 // A device-to-device copy on s1 feeds a kernel on s2. With the event wait the kernel sees the
@@ -365,7 +381,8 @@ __global__ void copy_kernel(float* dst, const float* src, int n) {
 // missing wait as a GPU would, by a wrong result.
 TEST(CudaEmuStreams, AMissingEventWaitGivesAWrongResult) {
 #if defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "under emu-tsan this bug is a reported race (CudaEmuChecks.ACopyWhoseEventWaitIsRemovedIsAReportedRace)";
+  GTEST_SKIP() << "under emu-tsan this bug is a reported race "
+                  "(CudaEmuChecks.ACopyWhoseEventWaitIsRemovedIsAReportedRace)";
 #endif
   constexpr int n = 256;
   for (bool wait : {true, false}) {
@@ -374,9 +391,11 @@ TEST(CudaEmuStreams, AMissingEventWaitGivesAWrongResult) {
     EMU_OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
     EMU_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
     EMU_OK(cudaEventCreate(&copied));
-    DeviceBuffer<float> src(std::vector<float>(n, 2.f)), staged(std::vector<float>(n, -1.f)), out(n);
+    DeviceBuffer<float> src(std::vector<float>(n, 2.f)), staged(std::vector<float>(n, -1.f)),
+        out(n);
     mtemu::set_stream_delay(s1, 50000);
-    EMU_OK(cudaMemcpyAsync(staged.get(), src.get(), n * sizeof(float), cudaMemcpyDeviceToDevice, s1));
+    EMU_OK(
+        cudaMemcpyAsync(staged.get(), src.get(), n * sizeof(float), cudaMemcpyDeviceToDevice, s1));
     EMU_OK(cudaEventRecord(copied, s1));
     if (wait) {
       EMU_OK(cudaStreamWaitEvent(s2, copied, 0));

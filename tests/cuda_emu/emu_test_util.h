@@ -10,7 +10,8 @@
 
 #include "cuda_emu/testing.h"
 
-#define EMU_OK(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
+#define EMU_OK(call) \
+  ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
 
 namespace minitrain::emu_testing {
 
@@ -44,7 +45,8 @@ class DeviceBuffer {
 inline std::string fault_after_sync(cudaError_t* code = nullptr) {
   const cudaError_t e = cudaDeviceSynchronize();
   if (code) *code = e;
-  std::string text = e == cudaSuccess ? "" : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+  std::string text =
+      e == cudaSuccess ? "" : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
   int device = 0;
   cudaGetDevice(&device);
   mtemu::clear_device_fault(device);

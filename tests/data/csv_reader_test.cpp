@@ -19,14 +19,13 @@ using testing::ScratchDir;
 
 TEST(CsvReader, ReadsQuotesCrlfBlankLinesAndSpaces) {
   ScratchDir dir;
-  const std::string path = dir.write_raw(
-      "good.csv",
-      "a,\"b\",target, c\r\n"
-      "1, 2.5,\"10\",-3\r\n"
-      "\r\n"
-      "  \n"
-      "\"4\",5e-1, 11 ,\" 6 \"\r\n"
-      "7,8,12,9\r\n");
+  const std::string path = dir.write_raw("good.csv",
+                                         "a,\"b\",target, c\r\n"
+                                         "1, 2.5,\"10\",-3\r\n"
+                                         "\r\n"
+                                         "  \n"
+                                         "\"4\",5e-1, 11 ,\" 6 \"\r\n"
+                                         "7,8,12,9\r\n");
   const TensorDataset ds = load_csv_dataset(path, {"target"});
   ASSERT_EQ(ds.size(), 3);
   EXPECT_EQ(ds.feature_dim(), 3);
@@ -46,8 +45,7 @@ TEST(CsvReader, TargetsFollowTheGivenOrderAndTheLastNewlineIsOptional) {
 
 TEST(CsvReader, AcceptsEveryPlainNumberForm) {
   ScratchDir dir;
-  const std::string path =
-      dir.write_raw("n.csv", "x,y\n+1,.5\n5.,-0\n1e-3,1E+2\n1e-50,0.1\n");
+  const std::string path = dir.write_raw("n.csv", "x,y\n+1,.5\n5.,-0\n1e-3,1E+2\n1e-50,0.1\n");
   const TensorDataset ds = load_csv_dataset(path, {"y"});
   EXPECT_EQ(host_values(ds.features()),
             (std::vector<double>{1, 5, double(1e-3f), 0}));  // 1e-50 underflows to 0 in float32
@@ -65,11 +63,16 @@ TEST(CsvReader, BadCellNamesFileLineAndColumn) {
 TEST(CsvReader, RejectsMissingAndNonFiniteValues) {
   ScratchDir dir;
   const std::vector<std::pair<std::string, std::string>> cases{
-      {"nan", "'nan' is not a finite number"}, {"inf", "'inf' is not a finite number"},
-      {"-inf", "'-inf' is not a finite number"}, {"", "empty cell"},
-      {"\"\"", "empty cell"},                   {"1e", "'1e' is not a number"},
-      {"1.5x", "'1.5x' is not a number"},       {"0x10", "'0x10' is not a number"},
-      {"1e39", "'1e39' is too large for float32"}, {"1e400", "'1e400' is too large for float32"},
+      {"nan", "'nan' is not a finite number"},
+      {"inf", "'inf' is not a finite number"},
+      {"-inf", "'-inf' is not a finite number"},
+      {"", "empty cell"},
+      {"\"\"", "empty cell"},
+      {"1e", "'1e' is not a number"},
+      {"1.5x", "'1.5x' is not a number"},
+      {"0x10", "'0x10' is not a number"},
+      {"1e39", "'1e39' is too large for float32"},
+      {"1e400", "'1e400' is too large for float32"},
       {"--1", "'--1' is not a number"}};
   for (const auto& [cell, message] : cases) {
     SCOPED_TRACE("cell: " + cell);

@@ -34,7 +34,8 @@ std::shared_ptr<TensorDataset> numbered(int64_t n) {
     x.push_back(float(100 + r));
     y.push_back(float(-r));
   }
-  return std::make_shared<TensorDataset>(Tensor::from_vector(x, {n, 2}), Tensor::from_vector(y, {n}));
+  return std::make_shared<TensorDataset>(Tensor::from_vector(x, {n, 2}),
+                                         Tensor::from_vector(y, {n}));
 }
 
 std::vector<int64_t> rows_of(const Batch& b) {
@@ -316,8 +317,8 @@ TEST_P(DataLoaderDevice, BatchesStayIntactWhileManyAreHeld) {
   for (int i = 0; i < 30; ++i) held.push_back(loader.next());
   for (const Batch& b : held) {
     const auto order = epoch_order(30, true, 4, b.epoch);
-    EXPECT_EQ(rows_of(b), std::vector<int64_t>(order.begin() + 3 * b.index,
-                                               order.begin() + 3 * b.index + 3));
+    EXPECT_EQ(rows_of(b),
+              std::vector<int64_t>(order.begin() + 3 * b.index, order.begin() + 3 * b.index + 3));
   }
 }
 

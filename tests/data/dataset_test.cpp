@@ -46,12 +46,17 @@ TEST(TensorDataset, StoresFloat64InputsAsFloat32) {
 
 TEST(TensorDataset, RejectsMismatchedOrMisshapenTensors) {
   expect_error<ShapeError>(
-      [] { TensorDataset(Tensor::zeros({4, 3}), Tensor::zeros({5, 1})); },
+      [] {
+        TensorDataset(Tensor::zeros({4, 3}), Tensor::zeros({5, 1}));
+      },
       {"4 rows", "5", "[4, 3]", "[5, 1]"});
   expect_error<ShapeError>([] { TensorDataset(Tensor::zeros({4}), Tensor::zeros({4})); },
                            {"[N, in]", "[4]"});
-  expect_error<ShapeError>([] { TensorDataset(Tensor::zeros({4, 2}), Tensor::zeros({4, 1, 1})); },
-                           {"[4, 1, 1]"});
+  expect_error<ShapeError>(
+      [] {
+        TensorDataset(Tensor::zeros({4, 2}), Tensor::zeros({4, 1, 1}));
+      },
+      {"[4, 1, 1]"});
   expect_error<ValueError>([] { TensorDataset(Tensor(), Tensor::zeros({4})); }, {"defined"});
 }
 

@@ -22,9 +22,11 @@ namespace {
 using testing::expect_error;
 using Ids = std::vector<int64_t>;
 
-std::vector<Ids> all_ranks(int64_t n, int ranks, bool shuffle, uint64_t seed, bool drop_last, int64_t epoch) {
+std::vector<Ids> all_ranks(int64_t n, int ranks, bool shuffle, uint64_t seed, bool drop_last,
+                           int64_t epoch) {
   std::vector<Ids> out;
-  for (int r = 0; r < ranks; ++r) out.push_back(DistributedSampler(n, ranks, r, shuffle, seed, drop_last).indices(epoch));
+  for (int r = 0; r < ranks; ++r)
+    out.push_back(DistributedSampler(n, ranks, r, shuffle, seed, drop_last).indices(epoch));
   return out;
 }
 
@@ -60,7 +62,8 @@ TEST(DistributedSampler, SharesAreDisjointAndCoverEveryRow) {
   for (int64_t n : {1, 7, 12, 97}) {
     for (int ranks : {1, 2, 3, 5}) {
       std::multiset<int64_t> seen;
-      for (const Ids& share : all_ranks(n, ranks, true, 11, false, 1)) seen.insert(share.begin(), share.end());
+      for (const Ids& share : all_ranks(n, ranks, true, 11, false, 1))
+        seen.insert(share.begin(), share.end());
       const int64_t total = (n + ranks - 1) / ranks * ranks;
       ASSERT_EQ(int64_t(seen.size()), total) << n << " rows, " << ranks << " ranks";
       for (int64_t r = 0; r < n; ++r) {
@@ -88,11 +91,13 @@ TEST(DistributedSampler, DeterministicPerSeedAndEpochAndEpochsDiffer) {
 
 TEST(DistributedSampler, BadSettingsAreRefused) {
   expect_error<ValueError>([] { DistributedSampler(10, 3, 3); }, {"rank 3 is outside [0, 3)"});
-  expect_error<ValueError>([] { DistributedSampler(10, 0, 0); }, {"num_replicas must be >= 1, got 0"});
+  expect_error<ValueError>([] { DistributedSampler(10, 0, 0); },
+                           {"num_replicas must be >= 1, got 0"});
   expect_error<ValueError>([] { DistributedSampler(0, 1, 0); }, {"the dataset is empty"});
   expect_error<ValueError>([] { DistributedSampler(2, 3, 0, false, 0, true); },
                            {"drop_last with 2 rows and 3 ranks"});
-  expect_error<ValueError>([] { DistributedSampler(4, 1, 0).indices(-1); }, {"epoch must be >= 0, got -1"});
+  expect_error<ValueError>([] { DistributedSampler(4, 1, 0).indices(-1); },
+                           {"epoch must be >= 0, got -1"});
 }
 
 // Pearson's chi-square of draw counts against weights: with 5 drawable rows (4 degrees of freedom)
@@ -116,8 +121,8 @@ TEST(WeightedRandomSampler, FrequenciesFollowTheWeights) {
     const double expected = draws * w[i] / 20.0;
     chi2 += (count[i] - expected) * (count[i] - expected) / expected;
   }
-  EXPECT_LT(chi2, 30.0) << "counts " << count[0] << " " << count[1] << " " << count[2] << " " << count[3] << " "
-                        << count[5];
+  EXPECT_LT(chi2, 30.0) << "counts " << count[0] << " " << count[1] << " " << count[2] << " "
+                        << count[3] << " " << count[5];
 }
 
 TEST(WeightedRandomSampler, DeterministicPerSeedAndEpochAndEpochsDiffer) {
@@ -138,7 +143,8 @@ TEST(WeightedRandomSampler, RanksSplitTheSameDraw) {
     ASSERT_EQ(share.size(), 4);
     const Ids got = share.indices(1);
     Ids want;
-    for (std::size_t i = static_cast<std::size_t>(r); i < whole.size(); i += 3) want.push_back(whole[i]);
+    for (std::size_t i = static_cast<std::size_t>(r); i < whole.size(); i += 3)
+      want.push_back(whole[i]);
     EXPECT_EQ(got, want) << "rank " << r;
   }
 }
@@ -149,8 +155,10 @@ TEST(WeightedRandomSampler, BadWeightsAreNamed) {
   expect_error<ValueError>([] { WeightedRandomSampler({INFINITY}, 4); }, {"weight 0 is inf"});
   expect_error<ValueError>([] { WeightedRandomSampler({0, 0, 0}, 4); }, {"all 3 weights are 0"});
   expect_error<ValueError>([] { WeightedRandomSampler({}, 4); }, {"no weights"});
-  expect_error<ValueError>([] { WeightedRandomSampler({1}, 0); }, {"num_samples must be >= 1, got 0"});
-  expect_error<ValueError>([] { WeightedRandomSampler({1}, 3, 0, 2, 5); }, {"rank 5 is outside [0, 2)"});
+  expect_error<ValueError>([] { WeightedRandomSampler({1}, 0); },
+                           {"num_samples must be >= 1, got 0"});
+  expect_error<ValueError>([] { WeightedRandomSampler({1}, 3, 0, 2, 5); },
+                           {"rank 5 is outside [0, 2)"});
 }
 
 // ---- the DataLoader's sampler option ----
@@ -162,7 +170,8 @@ std::shared_ptr<TensorDataset> numbered(int64_t n) {
     x.push_back(float(r));
     y.push_back(float(r));
   }
-  return std::make_shared<TensorDataset>(Tensor::from_vector(x, {n, 1}), Tensor::from_vector(y, {n}));
+  return std::make_shared<TensorDataset>(Tensor::from_vector(x, {n, 1}),
+                                         Tensor::from_vector(y, {n}));
 }
 
 Ids rows_of(const Batch& b) {

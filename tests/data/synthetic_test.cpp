@@ -59,7 +59,7 @@ TEST(SyntheticRegression, NoiseHasTheRequestedSpread) {
     sq += (b[i] - a[i]) * (b[i] - a[i]);
   }
   const double mean = sum / n, stddev = std::sqrt(sq / n - mean * mean);
-  EXPECT_NEAR(mean, 0.0, 0.02);    // 4 standard errors (0.5 / sqrt(20000) = 0.0035) and margin
+  EXPECT_NEAR(mean, 0.0, 0.02);  // 4 standard errors (0.5 / sqrt(20000) = 0.0035) and margin
   EXPECT_NEAR(stddev, 0.5, 0.02);
 }
 

@@ -48,7 +48,8 @@ struct Tolerance {
 };
 constexpr Tolerance kCpuTolerance{/*loss_rtol=*/1e-6, /*weight_atol=*/4e-7,
                                   /*weight_rtol=*/1e-6};
-constexpr Tolerance kCudaTolerance{/*loss_rtol=*/4e-6, /*weight_atol=*/1.6e-6, /*weight_rtol=*/4e-6};
+constexpr Tolerance kCudaTolerance{/*loss_rtol=*/4e-6, /*weight_atol=*/1.6e-6,
+                                   /*weight_rtol=*/4e-6};
 
 std::string fixture(const std::string& name) {
   return std::string(MINITRAIN_TEST_DATA_DIR) + "/torch_reference/" + name;
@@ -64,9 +65,7 @@ double meta_double(const SafetensorsFile& f, const std::string& key) {
   return std::stod(meta(f, key));
 }
 
-bool meta_bool(const SafetensorsFile& f, const std::string& key) {
-  return meta(f, key) == "true";
-}
+bool meta_bool(const SafetensorsFile& f, const std::string& key) { return meta(f, key) == "true"; }
 
 /// The optimizer the fixture was trained with, as `minitrain train` would configure it.
 OptimizerConfig optimizer_config(const SafetensorsFile& f) {
@@ -99,8 +98,8 @@ std::vector<std::pair<std::string, Tensor>> with_prefix(const SafetensorsFile& f
 }
 
 struct TrainResult {
-  std::vector<double> losses;                            // per step, before the update
-  std::vector<std::pair<std::string, Tensor>> weights;   // final, on the CPU
+  std::vector<double> losses;                           // per step, before the update
+  std::vector<std::pair<std::string, Tensor>> weights;  // final, on the CPU
 };
 
 /// What the script does in torch: for each batch (consecutive rows), loss = MSE(mean),
@@ -120,8 +119,8 @@ TrainResult train_like_torch(const SafetensorsFile& f, Device device, int prefet
   lo.prefetch = prefetch;
   DataLoader loader(std::make_shared<TensorDataset>(f.at("X"), f.at("Y")), lo);
   const int64_t steps = std::stoll(meta(f, "epochs")) * loader.batches_per_epoch();
-  MT_CHECK(steps == f.at("losses").numel(), "the loader gives ", steps,
-           " steps but torch took ", f.at("losses").numel());
+  MT_CHECK(steps == f.at("losses").numel(), "the loader gives ", steps, " steps but torch took ",
+           f.at("losses").numel());
 
   MSELoss loss_fn(Reduction::Mean);
   TrainResult r;
@@ -189,8 +188,8 @@ TEST_P(TorchEquivalence, AdamWMatchesTorch) {
 TEST_P(TorchEquivalence, LoadsTorchWeightsFileAndGivesTorchOutputs) {
   const SafetensorsFile io = read_safetensors(fixture("torch_mlp_io.safetensors"));
   Generator gen(123);
-  auto model = make_mlp(parse_mlp_spec(meta(io, "model")),
-                        parse_activation(meta(io, "activation")), gen, device());
+  auto model = make_mlp(parse_mlp_spec(meta(io, "model")), parse_activation(meta(io, "activation")),
+                        gen, device());
   load_weights(fixture("torch_mlp_weights.safetensors"), *model);
   model->eval();
   const Tensor got = model->forward(io.at("input").to(device())).to(Device::cpu());
@@ -218,8 +217,7 @@ bool bit_identical(const TrainResult& a, const TrainResult& b) {
 // background prefetch thread), then a model large enough that the GEMMs and the optimizer's
 // loops split over two threads, with a shuffling loader.
 TEST(TrainingDeterminism, TorchCaseIsBitIdenticalRunToRun) {
-  const SafetensorsFile f =
-      read_safetensors(fixture("train_adamw_amsgrad_tanh.safetensors"));
+  const SafetensorsFile f = read_safetensors(fixture("train_adamw_amsgrad_tanh.safetensors"));
   const TrainResult a = train_like_torch(f, Device::cpu());
   const TrainResult b = train_like_torch(f, Device::cpu());
   const TrainResult c = train_like_torch(f, Device::cpu(), /*prefetch=*/0);

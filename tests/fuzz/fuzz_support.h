@@ -15,13 +15,13 @@
 
 /// A broken invariant on a successfully read input: print it and abort, which libFuzzer records
 /// as a crash with the input that caused it.
-#define FUZZ_CHECK(cond, what)                                                          \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::fprintf(stderr, "fuzz check failed at %s:%d: %s (%s)\n", __FILE__, __LINE__, \
-                   #cond, what);                                                        \
-      std::abort();                                                                     \
-    }                                                                                   \
+#define FUZZ_CHECK(cond, what)                                                                 \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      std::fprintf(stderr, "fuzz check failed at %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond, \
+                   what);                                                                      \
+      std::abort();                                                                            \
+    }                                                                                          \
   } while (0)
 
 namespace minitrain::fuzz {

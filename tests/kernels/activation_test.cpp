@@ -15,8 +15,8 @@ namespace minitrain {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::host_values;
 using testing::host_max_abs;
+using testing::host_values;
 using testing::random_doubles;
 using testing::random_tensor;
 
@@ -31,11 +31,16 @@ constexpr double kPi = 3.14159265358979323846;
 double ref_forward(Activation a, double x) {
   const double k = std::sqrt(2.0 / kPi), kappa = 0.044715;
   switch (a) {
-    case Activation::ReLU: return x > 0 ? x : 0.0;
-    case Activation::GELU: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-    case Activation::GELUTanh: return 0.5 * x * (1 + std::tanh(k * (x + kappa * x * x * x)));
-    case Activation::Tanh: return std::tanh(x);
-    case Activation::Sigmoid: return 1 / (1 + std::exp(-x));
+    case Activation::ReLU:
+      return x > 0 ? x : 0.0;
+    case Activation::GELU:
+      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case Activation::GELUTanh:
+      return 0.5 * x * (1 + std::tanh(k * (x + kappa * x * x * x)));
+    case Activation::Tanh:
+      return std::tanh(x);
+    case Activation::Sigmoid:
+      return 1 / (1 + std::exp(-x));
   }
   return 0;
 }
@@ -43,7 +48,8 @@ double ref_forward(Activation a, double x) {
 double ref_derivative(Activation a, double x) {
   const double k = std::sqrt(2.0 / kPi), kappa = 0.044715;
   switch (a) {
-    case Activation::ReLU: return x > 0 ? 1.0 : 0.0;
+    case Activation::ReLU:
+      return x > 0 ? 1.0 : 0.0;
     case Activation::GELU:  // Phi(x) + x phi(x)
       return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) +
              x * std::exp(-0.5 * x * x) / std::sqrt(2 * kPi);
@@ -51,7 +57,8 @@ double ref_derivative(Activation a, double x) {
       const double u = k * (x + kappa * x * x * x), t = std::tanh(u);
       return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * kappa * x * x);
     }
-    case Activation::Tanh: return 1 - std::tanh(x) * std::tanh(x);
+    case Activation::Tanh:
+      return 1 - std::tanh(x) * std::tanh(x);
     case Activation::Sigmoid: {
       const double s = 1 / (1 + std::exp(-x));
       return s * (1 - s);
@@ -137,10 +144,10 @@ TEST_P(ActivationTest, MatchesTorchAtKnownPoints) {
   Tensor x = Tensor::from_vector(std::vector<double>{1.0, -1.0, 0.0, -2.0}, {4}, device());
   // the defining formulas evaluated in float64 (Python's math module), which torch's float64
   // GELU(), GELU(approximate='tanh') and sigmoid reproduce to the last bit or two
-  EXPECT_ALLCLOSE(host_values(activation_forward(x, Activation::GELU)),
-                  (std::vector<double>{0.8413447460685429, -0.15865525393145707, 0.0,
-                                       -0.04550026389635842}),
-                  1e-15, 1e-15);
+  EXPECT_ALLCLOSE(
+      host_values(activation_forward(x, Activation::GELU)),
+      (std::vector<double>{0.8413447460685429, -0.15865525393145707, 0.0, -0.04550026389635842}),
+      1e-15, 1e-15);
   const std::vector<double> gt = host_values(activation_forward(x, Activation::GELUTanh));
   EXPECT_NEAR(gt[0], 0.8411919906082768, 1e-15);
   EXPECT_NEAR(gt[1], -0.15880800939172324, 1e-15);
@@ -161,8 +168,8 @@ TEST_P(ActivationTest, SigmoidAndTanhStayFiniteForLargeInputs) {
                    : Tensor::from_vector(big, {4}, device());
     Tensor g = Tensor::zeros({4}, dtype, device());
     g = activation_forward(g, Activation::Sigmoid);  // 0.5 everywhere: a non-zero gradient
-    for (Activation a : {Activation::Sigmoid, Activation::Tanh, Activation::GELU,
-                         Activation::GELUTanh}) {
+    for (Activation a :
+         {Activation::Sigmoid, Activation::Tanh, Activation::GELU, Activation::GELUTanh}) {
       const std::vector<double> y = host_values(activation_forward(x, a));
       const std::vector<double> dx = host_values(activation_backward(g, x, a));
       for (size_t i = 0; i < y.size(); ++i) {

@@ -11,8 +11,8 @@ namespace minitrain {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::host_values;
 using testing::host_max_abs;
+using testing::host_values;
 using testing::random_tensor;
 
 std::vector<double> reference(const Tensor& x, const Tensor& bias) {
@@ -68,10 +68,10 @@ TEST_P(BiasAddTest, WrongBiasLengthNamesBothShapes) {
 TEST_P(BiasAddTest, RejectsWrongRanksDTypesAndUndefined) {
   Tensor x = Tensor::zeros({4, 3}, DType::Float32, device());
   Tensor bias = Tensor::zeros({3}, DType::Float32, device());
-  EXPECT_THROW(bias_add(x.reshape({12}), bias), ShapeError);            // x must be 2-D
-  EXPECT_THROW(bias_add(x, bias.reshape({1, 3})), ShapeError);          // bias must be 1-D
+  EXPECT_THROW(bias_add(x.reshape({12}), bias), ShapeError);    // x must be 2-D
+  EXPECT_THROW(bias_add(x, bias.reshape({1, 3})), ShapeError);  // bias must be 1-D
   Tensor out = Tensor::zeros({3, 4}, DType::Float32, device());
-  EXPECT_THROW(bias_add(out, x, bias), ShapeError);                     // out must match x
+  EXPECT_THROW(bias_add(out, x, bias), ShapeError);  // out must match x
   EXPECT_THROW(bias_add(x, Tensor::zeros({3}, DType::Float64, device())), DTypeError);
   EXPECT_THROW(bias_add(x, Tensor()), Error);
 }

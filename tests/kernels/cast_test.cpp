@@ -11,8 +11,8 @@ namespace minitrain {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::host_values;
 using testing::host_max_abs;
+using testing::host_values;
 using testing::random_doubles;
 using testing::random_floats;
 

@@ -6,7 +6,6 @@
 namespace minitrain {
 namespace {
 
-
 TEST(OperandChecks, AcceptCompatibleOperands) {
   Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({2, 3});
   EXPECT_NO_THROW(check_compatible("op", {{"a", a}, {"b", b}}));
@@ -17,7 +16,9 @@ TEST(OperandChecks, AcceptCompatibleOperands) {
 TEST(OperandChecks, ShapeMismatchNamesTheOpAndBothShapes) {
   Tensor a = Tensor::zeros({32, 7}), b = Tensor::zeros({16, 8});
   EXPECT_THROW(check_same_shape("add", {{"a", a}, {"b", b}}), ShapeError);
-  const std::string msg = testing::error_message([&] { check_same_shape("add", {{"a", a}, {"b", b}}); });
+  const std::string msg = testing::error_message([&] {
+    check_same_shape("add", {{"a", a}, {"b", b}});
+  });
   EXPECT_NE(msg.find("add"), std::string::npos) << msg;
   EXPECT_NE(msg.find("a [32, 7]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("b [16, 8]"), std::string::npos) << msg;
@@ -26,13 +27,17 @@ TEST(OperandChecks, ShapeMismatchNamesTheOpAndBothShapes) {
 TEST(OperandChecks, DtypeMismatchIsDTypeError) {
   Tensor a = Tensor::zeros({2}), b = Tensor::zeros({2}, DType::Float64);
   EXPECT_THROW(check_compatible("mul", {{"a", a}, {"b", b}}), DTypeError);
-  const std::string msg = testing::error_message([&] { check_compatible("mul", {{"a", a}, {"b", b}}); });
+  const std::string msg = testing::error_message([&] {
+    check_compatible("mul", {{"a", a}, {"b", b}});
+  });
   EXPECT_NE(msg.find("float64"), std::string::npos) << msg;
 }
 
 TEST(OperandChecks, UndefinedOperandIsNamed) {
   Tensor a = Tensor::zeros({2}), missing;
-  const std::string msg = testing::error_message([&] { check_compatible("sub", {{"a", a}, {"grad", missing}}); });
+  const std::string msg = testing::error_message([&] {
+    check_compatible("sub", {{"a", a}, {"grad", missing}});
+  });
   EXPECT_NE(msg.find("'grad'"), std::string::npos) << msg;
 }
 
@@ -46,7 +51,9 @@ class CudaOperandChecks : public testing::DeviceTest {};
 
 TEST_P(CudaOperandChecks, DeviceMismatchNamesBothDevices) {
   Tensor a = Tensor::zeros({3}), b = Tensor::zeros({3}, DType::Float32, device());
-  const std::string msg = testing::error_message([&] { check_compatible("add", {{"a", a}, {"b", b}}); });
+  const std::string msg = testing::error_message([&] {
+    check_compatible("add", {{"a", a}, {"b", b}});
+  });
   EXPECT_NE(msg.find("a on cpu"), std::string::npos) << msg;
   EXPECT_NE(msg.find("b on cuda:0"), std::string::npos) << msg;
 }

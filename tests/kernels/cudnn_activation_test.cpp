@@ -13,8 +13,8 @@
 namespace minitrain {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::error_message;
+using ::testing::HasSubstr;
 using testing::host_max_abs;
 using testing::random_tensor;
 

@@ -23,7 +23,8 @@ namespace {
 
 TEST(DeviceCopyCuda, GpuToGpuCopyIsDoneWhenToReturns) {
   if (cuda_device_count() < 2)
-    GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count() << " " << cuda_unavailable_reason();
+    GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count() << " "
+                 << cuda_unavailable_reason();
   const Device src_device = Device::cuda(0), dst_device = Device::cuda(1);
   const Tensor host = testing::random_tensor(Shape({1000}), 5);
   Tensor moved;

@@ -15,13 +15,14 @@ namespace minitrain {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::host_values;
 using testing::host_max_abs;
+using testing::host_values;
 using testing::random_tensor;
 
 class ElementwiseTest : public testing::DeviceTest {};
 
-const int64_t kSizes[] = {1, 7, 1000, testing::kLargeSize};  // odd sizes hit the tails of every loop split
+const int64_t kSizes[] = {1, 7, 1000,
+                          testing::kLargeSize};  // odd sizes hit the tails of every loop split
 
 // Each result is one correctly rounded operation on exactly representable inputs, so the only
 // error is that rounding: half an ulp of the dtype, i.e. rtol 6e-8 (float) / 1.2e-16 (double).
@@ -96,8 +97,8 @@ TEST_P(ElementwiseTest, OutputMayAliasAnInput) {
   }
   add(a, a, b);  // a += b
   ASSERT_GT(host_max_abs(a), 0.0);
-  EXPECT_ALLCLOSE(host_values(a), want, 0.0, 0.0);  // the same single rounding as the reference
-  add(a, a, a);  // a = 2a, every operand the same tensor
+  EXPECT_ALLCLOSE(host_values(a), want, 0.0, 0.0);   // the same single rounding as the reference
+  add(a, a, a);                                      // a = 2a, every operand the same tensor
   EXPECT_ALLCLOSE(host_values(a), twice, 0.0, 0.0);  // doubling is exact
 }
 

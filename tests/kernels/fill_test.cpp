@@ -10,17 +10,18 @@
 namespace minitrain {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::allclose;
-using testing::host_values;
+using ::testing::HasSubstr;
 using testing::host_max_abs;
+using testing::host_values;
 using testing::random_tensor;
 
 class FillTest : public testing::DeviceTest {};
 
 TEST_P(FillTest, SetsEveryElementOnOddSizes) {
   for (DType dtype : {DType::Float32, DType::Float64})
-    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, testing::kLargeSize}) {  // odd sizes hit the grid-stride tails
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000},
+                      testing::kLargeSize}) {  // odd sizes hit the grid-stride tails
       Tensor t = Tensor::zeros({n}, dtype, device());
       fill(t, 2.5);
       ASSERT_GT(host_max_abs(t), 0.0);

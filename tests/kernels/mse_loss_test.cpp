@@ -15,8 +15,8 @@ namespace minitrain {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::host_values;
 using testing::host_max_abs;
+using testing::host_values;
 using testing::random_tensor;
 
 const int64_t kSizes[] = {1, 7, 1000, 1 << 20};

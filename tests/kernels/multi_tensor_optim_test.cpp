@@ -16,8 +16,8 @@
 namespace minitrain {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::error_message;
+using ::testing::HasSubstr;
 using testing::host_max_abs;
 using testing::host_values;
 using testing::random_tensor;
@@ -77,7 +77,9 @@ TEST(MultiTensorPlan, CoversEveryElementOnceAcrossSeveralLaunches) {
 TEST(MultiTensorPlan, RejectsBadLimits) {
   EXPECT_THAT(error_message([] { plan_multi_tensor_launches({4}, 0, 4, 100); }),
               HasSubstr("max_tensors = 0, max_blocks = 4 and chunk = 100 must all be >= 1"));
-  EXPECT_THAT(error_message([] { plan_multi_tensor_launches({4, -1}, 2, 4, 100); }),
+  EXPECT_THAT(error_message([] {
+                plan_multi_tensor_launches({4, -1}, 2, 4, 100);
+              }),
               HasSubstr("tensor 1 has size -1"));
 }
 
@@ -88,8 +90,8 @@ TEST_P(MultiTensorOptim, SgdEqualsPerTensorStepsBitwise) {
     double momentum, dampening, weight_decay;
     bool nesterov;
   };
-  const Variant variants[] = {{0, 0, 0, false}, {0, 0, 0.1, false}, {0.9, 0.3, 0, false},
-                              {0.9, 0, 0.05, true}};
+  const Variant variants[] = {
+      {0, 0, 0, false}, {0, 0, 0.1, false}, {0.9, 0.3, 0, false}, {0.9, 0, 0.05, true}};
   for (DType dtype : {DType::Float32, DType::Float64})
     for (const Variant& v : variants)
       for (int count : {6, 100}) {  // 100 > 48 tensors: more than one launch on a GPU
@@ -128,8 +130,11 @@ TEST_P(MultiTensorOptim, AdamAndAdamWEqualPerTensorStepsBitwise) {
     double weight_decay;
     bool decoupled, amsgrad;
   };
-  const Variant variants[] = {{0, false, false}, {0.1, false, false}, {0.1, true, false},
-                              {0.01, true, true}, {0, false, true}};
+  const Variant variants[] = {{0, false, false},
+                              {0.1, false, false},
+                              {0.1, true, false},
+                              {0.01, true, true},
+                              {0, false, true}};
   for (DType dtype : {DType::Float32, DType::Float64})
     for (const Variant& v : variants)
       for (int count : {6, 100}) {  // 100 > 30 tensors: several launches on a GPU

@@ -28,8 +28,6 @@ const DType kDTypes[] = {DType::Float32, DType::Float64};
 int64_t per_block(DType d) { return d == DType::Float32 ? 4 : 2; }
 int64_t counters_for(int64_t n, DType d) { return (n + per_block(d) - 1) / per_block(d); }
 
-
-
 // What element i of a uniform / normal draw at `offset` must be, from core/philox.h on the host.
 std::vector<double> reference_uniform(int64_t n, DType d, double lo, double hi, uint64_t seed,
                                       uint64_t offset) {
@@ -48,8 +46,8 @@ std::vector<double> reference_uniform(int64_t n, DType d, double lo, double hi, 
   return want;
 }
 
-std::vector<double> reference_normal(int64_t n, DType d, double mean, double stddev,
-                                     uint64_t seed, uint64_t offset) {
+std::vector<double> reference_normal(int64_t n, DType d, double mean, double stddev, uint64_t seed,
+                                     uint64_t offset) {
   std::vector<double> want(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const philox::Block b = philox::random_block(seed, offset + uint64_t(i / per_block(d)));
@@ -195,8 +193,7 @@ TEST_P(RandomTest, DrawsStartOnBlockBoundariesOfOneStream) {
   uniform_(whole, 0, 1, one);
   uniform_(first, 0, 1, two);
   uniform_(second, 0, 1, two);
-  const std::vector<double> w = host_values(whole), a = host_values(first),
-                            b = host_values(second);
+  const std::vector<double> w = host_values(whole), a = host_values(first), b = host_values(second);
   EXPECT_EQ(a, std::vector<double>(w.begin(), w.begin() + 7));
   EXPECT_EQ(b, std::vector<double>(w.begin() + 8, w.end()));
 }

@@ -114,8 +114,8 @@ TEST_P(ReduceTest, SameBitsRunAfterRun) {
 }
 
 TEST_P(ReduceTest, SumRowsMatchesReferenceOnOddShapes) {
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {
-      {1, 1}, {7, 13}, {1000, 3}, {3, 1000}, {300, 700}, {0, 5}};
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1},    {7, 13},    {1000, 3},
+                                                           {3, 1000}, {300, 700}, {0, 5}};
   for (auto [rows, cols] : shapes) {
     const std::vector<double> v = random_values(rows * cols, 7 + uint32_t(rows * cols));
     std::vector<double> want(size_t(cols), 0.0);

@@ -70,8 +70,7 @@ void expect_gradients_match(Module& m, Tensor x, uint32_t seed) {
   for (auto& [name, p] : m.named_parameters()) {
     ASSERT_TRUE(p->grad.defined()) << name;
     ASSERT_GT(host_max_abs(p->grad), 0.0) << name << " gradient is all zeros";
-    EXPECT_ALLCLOSE(p->grad, numeric_gradient(p->value, objective), kAtol, kRtol)
-        << "dL/d" << name;
+    EXPECT_ALLCLOSE(p->grad, numeric_gradient(p->value, objective), kAtol, kRtol) << "dL/d" << name;
   }
 }
 
@@ -103,9 +102,8 @@ TEST_P(ActivationGradCheck, MatchesCentralDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ActivationGradCheck,
-                         ::testing::Values(Activation::ReLU, Activation::GELU,
-                                           Activation::GELUTanh, Activation::Tanh,
-                                           Activation::Sigmoid),
+                         ::testing::Values(Activation::ReLU, Activation::GELU, Activation::GELUTanh,
+                                           Activation::Tanh, Activation::Sigmoid),
                          [](const ::testing::TestParamInfo<Activation>& info) {
                            return std::string(activation_name(info.param));
                          });

@@ -17,8 +17,8 @@
 namespace minitrain {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::error_message;
+using ::testing::HasSubstr;
 using testing::host_max_abs;
 using testing::host_values;
 using testing::random_tensor;
@@ -133,7 +133,8 @@ TEST(LinearInit, WithinTorchBoundsAndDeterministic) {
 TEST(LinearInit, WeightFirstThenBiasFromTheGenerator) {
   Generator gen(5), manual(5);
   Linear layer(7, 3, gen, true, Device::cpu(), DType::Float64);
-  Tensor w = Tensor::empty(Shape{3, 7}, DType::Float64), b = Tensor::empty(Shape{3}, DType::Float64);
+  Tensor w = Tensor::empty(Shape{3, 7}, DType::Float64),
+         b = Tensor::empty(Shape{3}, DType::Float64);
   kaiming_uniform_(w, manual);
   linear_bias_uniform_(b, 7, manual);
   EXPECT_EQ(host_values(layer.weight().value), host_values(w));
@@ -245,7 +246,9 @@ TEST(LinearGrad, EmptyBatchGivesEmptyOutputAndAddsNothing) {
 TEST(LayerMode, BackwardWithoutTrainingForwardThrows) {
   Generator gen(11);
   Linear layer(7, 3, gen);
-  EXPECT_THAT(error_message([&] { layer.backward(Tensor::zeros(Shape{5, 3})); }),
+  EXPECT_THAT(error_message([&] {
+                layer.backward(Tensor::zeros(Shape{5, 3}));
+              }),
               HasSubstr("linear: backward called without a preceding training-mode forward"));
   EXPECT_THROW(layer.backward(Tensor::zeros(Shape{5, 3})), Error);
 
@@ -260,7 +263,9 @@ TEST(LayerMode, BackwardWithoutTrainingForwardThrows) {
   ActivationLayer relu(Activation::ReLU);
   relu.eval();
   relu.forward(Tensor::zeros(Shape{2, 2}));
-  EXPECT_THAT(error_message([&] { relu.backward(Tensor::zeros(Shape{2, 2})); }),
+  EXPECT_THAT(error_message([&] {
+                relu.backward(Tensor::zeros(Shape{2, 2}));
+              }),
               HasSubstr("ReLU(): backward called without a preceding training-mode forward"));
   relu.train();
   relu.forward(Tensor::zeros(Shape{2, 2}));
@@ -270,7 +275,8 @@ TEST(LayerMode, BackwardWithoutTrainingForwardThrows) {
 TEST(LayerMode, SequentialPropagatesTrainAndEval) {
   Generator gen(12);
   Sequential model;
-  model.add(std::make_unique<Linear>(3, 4, gen)).add(std::make_unique<ActivationLayer>(Activation::Tanh));
+  model.add(std::make_unique<Linear>(3, 4, gen))
+      .add(std::make_unique<ActivationLayer>(Activation::Tanh));
   model.eval();
   EXPECT_FALSE(model[0].is_training());
   EXPECT_FALSE(model[1].is_training());
@@ -290,16 +296,22 @@ TEST(LinearErrors, ShapeErrorsNameBothShapes) {
   Generator gen(13);
   Linear layer(8, 16, gen);
   EXPECT_THROW(layer.forward(Tensor::zeros(Shape{32, 7})), ShapeError);
-  EXPECT_EQ(error_message([&] { layer.forward(Tensor::zeros(Shape{32, 7})); }),
+  EXPECT_EQ(error_message([&] {
+              layer.forward(Tensor::zeros(Shape{32, 7}));
+            }),
             "linear: input has 7 features but weight expects 8 (input [32, 7], weight [16, 8])");
   EXPECT_THROW(layer.forward(Tensor::zeros(Shape{2, 4, 8})), ShapeError);
-  EXPECT_THAT(error_message([&] { layer.forward(Tensor::zeros(Shape{2, 4, 8})); }),
+  EXPECT_THAT(error_message([&] {
+                layer.forward(Tensor::zeros(Shape{2, 4, 8}));
+              }),
               HasSubstr("[2, 4, 8]"));
   EXPECT_THROW(layer.forward(Tensor::zeros(Shape{8})), ShapeError);
 
   layer.forward(Tensor::zeros(Shape{32, 8}));
   EXPECT_THROW(layer.backward(Tensor::zeros(Shape{32, 15})), ShapeError);
-  EXPECT_EQ(error_message([&] { layer.backward(Tensor::zeros(Shape{31, 16})); }),
+  EXPECT_EQ(error_message([&] {
+              layer.backward(Tensor::zeros(Shape{31, 16}));
+            }),
             "linear: grad_output is [31, 16] but the forward output was [32, 16]");
 }
 
@@ -317,7 +329,9 @@ TEST(ActivationLayerErrors, GradOutputShapeMustMatch) {
   ActivationLayer gelu(Activation::GELU);
   gelu.forward(Tensor::zeros(Shape{2, 3}));
   EXPECT_THROW(gelu.backward(Tensor::zeros(Shape{3, 2})), ShapeError);
-  EXPECT_THAT(error_message([&] { gelu.backward(Tensor::zeros(Shape{3, 2})); }),
+  EXPECT_THAT(error_message([&] {
+                gelu.backward(Tensor::zeros(Shape{3, 2}));
+              }),
               HasSubstr("[3, 2]"));
 }
 
@@ -335,7 +349,8 @@ TEST(Repr, MatchesTorch) {
 
   Sequential seq;
   EXPECT_EQ(seq.repr(), "Sequential()");
-  seq.add(std::make_unique<Linear>(3, 2, gen)).add(std::make_unique<ActivationLayer>(Activation::ReLU));
+  seq.add(std::make_unique<Linear>(3, 2, gen))
+      .add(std::make_unique<ActivationLayer>(Activation::ReLU));
   auto inner = std::make_unique<Sequential>();
   inner->add(std::make_unique<Linear>(2, 1, gen, false));
   seq.add(std::move(inner));

@@ -20,8 +20,8 @@
 namespace minitrain {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::error_message;
+using ::testing::HasSubstr;
 using testing::host_max_abs;
 using testing::host_values;
 using testing::random_tensor;
@@ -33,8 +33,8 @@ TEST(ParseMlpSpec, ReadsTheSizes) {
 }
 
 TEST(ParseMlpSpec, RejectsMalformedSpecsNamingTheText) {
-  for (const char* bad : {"mlp:", "mlp:3", "mlp:3,-1", "mlp:3,x", "foo:3,2", "mlp:3,,2",
-                          "mlp:3,2,", "mlp:0,2", "mlp:3, 2", "MLP:3,2", "", "mlp:3,99999999999999999999"}) {
+  for (const char* bad : {"mlp:", "mlp:3", "mlp:3,-1", "mlp:3,x", "foo:3,2", "mlp:3,,2", "mlp:3,2,",
+                          "mlp:0,2", "mlp:3, 2", "MLP:3,2", "", "mlp:3,99999999999999999999"}) {
     EXPECT_THROW(parse_mlp_spec(bad), ValueError) << bad;
     EXPECT_THAT(error_message([&] { parse_mlp_spec(bad); }),
                 HasSubstr(std::string("'") + bad + "'"));
@@ -60,8 +60,8 @@ TEST(MakeMlp, LinearActivationAlternationWithTorchNames) {
     names.push_back(name);
     shapes.push_back(p->value.shape());
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias",
-                                             "4.weight", "4.bias"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias", "4.weight",
+                                             "4.bias"}));
   EXPECT_EQ(shapes, (std::vector<Shape>{{16, 3}, {16}, {8, 16}, {8}, {2, 8}, {2}}));
   EXPECT_EQ(model->num_parameters(), 16 * 3 + 16 + 8 * 16 + 8 + 2 * 8 + 2);
   EXPECT_THROW(make_mlp({3}, Activation::ReLU, gen), ValueError);
@@ -144,7 +144,8 @@ TEST_P(MlpOnDevice, ManualSgdOnASmoothTargetLearns) {
   const int64_t n = 64;
   const std::vector<double> xs = testing::random_doubles(n * 3, 31);
   std::vector<float> xf(xs.begin(), xs.end()), yf(n);
-  for (int64_t i = 0; i < n; ++i) yf[i] = float(std::sin(xs[i * 3]) + xs[i * 3 + 1] * xs[i * 3 + 2]);
+  for (int64_t i = 0; i < n; ++i)
+    yf[i] = float(std::sin(xs[i * 3]) + xs[i * 3 + 1] * xs[i * 3 + 2]);
   const Tensor x = Tensor::from_vector(xf, Shape{n, 3}, device());
   const Tensor y = Tensor::from_vector(yf, Shape{n, 1}, device());
   Generator gen(32);

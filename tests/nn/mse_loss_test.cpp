@@ -10,8 +10,8 @@
 namespace minitrain {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::error_message;
+using ::testing::HasSubstr;
 using testing::host_values;
 
 class MseLossOnDevice : public testing::DeviceTest {};

@@ -18,10 +18,10 @@
 namespace minitrain {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::error_message;
+using ::testing::HasSubstr;
 using testing::host_values;
+using ::testing::Not;
 
 using TensorList = std::vector<std::pair<std::string, Tensor>>;
 
@@ -83,8 +83,8 @@ TEST(StateDict, LoadRejectsMissingAndUnexpectedKeysChangingNothing) {
   auto model = mlp({3, 4, 2}, 6);
   const auto before = values_of(*model);
   TensorList sd = state_dict(*mlp({3, 4, 2}, 7));
-  sd.erase(sd.begin() + 1);                       // drop 0.bias
-  sd.erase(sd.begin() + 2);                       // drop 2.bias
+  sd.erase(sd.begin() + 1);  // drop 0.bias
+  sd.erase(sd.begin() + 2);  // drop 2.bias
   sd.emplace_back("3.weight", Tensor::zeros(Shape{2, 2}));
   sd.emplace_back("extra", Tensor::zeros(Shape{1}));
   EXPECT_THROW(load_state_dict(*model, sd), ValueError);
@@ -149,7 +149,8 @@ TEST(Weights, FailedSaveLeavesTheExistingFileIntact) {
   auto model = mlp({3, 4, 2}, 14);
   save_weights(path, *model);
   std::ifstream in(path, std::ios::binary);
-  const std::string original((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string original((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
   in.close();
 
   // A module whose names clash: write_safetensors refuses it before touching the file.

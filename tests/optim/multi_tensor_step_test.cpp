@@ -38,10 +38,10 @@ struct Params {
   // Step `step`'s gradients; parameter 5 has none at step 1 (torch's grad=None: skipped).
   void set_grads(int step, Device d, DType dtype) {
     for (std::size_t i = 0; i < owned.size(); ++i) {
-      owned[i]->grad = (step == 1 && i == 5)
-                           ? Tensor()
-                           : random_tensor(owned[i]->value.shape(), 500u + 71u * step + i, d,
-                                           dtype, -0.5, 0.5);
+      owned[i]->grad =
+          (step == 1 && i == 5)
+              ? Tensor()
+              : random_tensor(owned[i]->value.shape(), 500u + 71u * step + i, d, dtype, -0.5, 0.5);
     }
   }
 };
@@ -105,8 +105,7 @@ TEST_P(MultiTensorOptimizerStep, AdamAndAdamWEqualPerTensorKernels) {
       ASSERT_GT(host_max_abs(ps.owned[0]->value), 0.0);
       for (std::size_t i = 0; i < n; ++i)
         EXPECT_EQ(host_values(ps.owned[i]->value), host_values(want[i]))
-            << (decoupled ? "adamw" : "adam") << (amsgrad ? " amsgrad" : "") << ", parameter "
-            << i;
+            << (decoupled ? "adamw" : "adam") << (amsgrad ? " amsgrad" : "") << ", parameter " << i;
     }
 }
 

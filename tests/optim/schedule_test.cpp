@@ -71,7 +71,8 @@ TEST(LrSchedule, InvalidArgumentsAreValueErrors) {
 }
 
 TEST(LrSchedule, NamedSchedulesComeFromTheTable) {
-  EXPECT_EQ(schedule_names(), (std::vector<std::string>{"none", "step", "cosine"}));  // --help's order
+  EXPECT_EQ(schedule_names(),
+            (std::vector<std::string>{"none", "step", "cosine"}));  // --help's order
   ScheduleSettings s;
   s.lr = 0.5;
   s.total_steps = 10;

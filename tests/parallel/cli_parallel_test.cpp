@@ -86,7 +86,8 @@ TEST(ParallelCli, ModelParallelThreeStagesFiveMicroBatchesSavesOneDevicesWeights
   c.micro_batches = 5;
   c.devices = "cpu,cpu,cpu";
   const std::string info = train(c);
-  EXPECT_NE(info.find("model parallel: 3 stages, 5 micro-batches, bubble"), std::string::npos) << info;
+  EXPECT_NE(info.find("model parallel: 3 stages, 5 micro-batches, bubble"), std::string::npos)
+      << info;
   expect_same_weights_file(dir.path("mp.safetensors"), dir.path("one.safetensors"));
 }
 
@@ -97,9 +98,12 @@ TEST(ParallelCli, BadParallelSettingsAreRefusedNamingTheFlags) {
     const char* expect;
   };
   const Case cases[] = {
-      {"dp without replicas", [](TrainConfig& c) { c.parallel = "dp"; }, "--parallel dp needs --replicas N"},
-      {"dp zero replicas", [](TrainConfig& c) { c.parallel = "dp", c.replicas = -1; }, "--replicas must be >= 1"},
-      {"dp replicas vs devices", [](TrainConfig& c) { c.parallel = "dp", c.replicas = 3, c.devices = "cpu,cpu"; },
+      {"dp without replicas", [](TrainConfig& c) { c.parallel = "dp"; },
+       "--parallel dp needs --replicas N"},
+      {"dp zero replicas", [](TrainConfig& c) { c.parallel = "dp", c.replicas = -1; },
+       "--replicas must be >= 1"},
+      {"dp replicas vs devices",
+       [](TrainConfig& c) { c.parallel = "dp", c.replicas = 3, c.devices = "cpu,cpu"; },
        "--replicas 3 but --devices 'cpu,cpu' names 2 device(s)"},
       {"dp with stages", [](TrainConfig& c) { c.parallel = "dp", c.replicas = 2, c.stages = 2; },
        "--stages go(es) with --parallel mp"},
@@ -109,8 +113,10 @@ TEST(ParallelCli, BadParallelSettingsAreRefusedNamingTheFlags) {
        "--micro-batches must be >= 1"},
       {"mp too many stages", [](TrainConfig& c) { c.parallel = "mp", c.stages = 6; },
        "--stages 6 is more than the 5 layer(s)"},
-      {"none with devices", [](TrainConfig& c) { c.devices = "cpu"; }, "--devices given without --parallel"},
-      {"empty device entry", [](TrainConfig& c) { c.parallel = "dp", c.devices = "cpu,,cpu"; }, "an empty entry"},
+      {"none with devices", [](TrainConfig& c) { c.devices = "cpu"; },
+       "--devices given without --parallel"},
+      {"empty device entry", [](TrainConfig& c) { c.parallel = "dp", c.devices = "cpu,,cpu"; },
+       "an empty entry"},
       {"ddp with replicas", [](TrainConfig& c) { c.parallel = "ddp", c.replicas = 2; },
        "--replicas does not go with --parallel ddp: the ranks come from the launcher"},
   };
@@ -130,7 +136,8 @@ TEST(ParallelCli, BadParallelSettingsAreRefusedNamingTheFlags) {
 // GPU GEMM sums in another order than the CPU's, so float32 rounding over 15 Adam steps (1e-4).
 void expect_gpu_run_saves_the_cpu_weights(const std::string& parallel) {
   if (cuda_device_count() < 2)
-    GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count() << " " << cuda_unavailable_reason();
+    GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count() << " "
+                 << cuda_unavailable_reason();
   ScratchDir dir;
   train(small_run(dir.path("one.safetensors")));
   TrainConfig c = small_run(dir.path("gpu.safetensors"));
@@ -147,7 +154,9 @@ void expect_gpu_run_saves_the_cpu_weights(const std::string& parallel) {
     EXPECT_ALLCLOSE(g.tensors[i].second, w.tensors[i].second, 1e-5, 1e-4) << g.tensors[i].first;
 }
 
-TEST(ParallelCliCuda, DataParallelOnTwoGpusSavesTheCpuRunsWeights) { expect_gpu_run_saves_the_cpu_weights("dp"); }
+TEST(ParallelCliCuda, DataParallelOnTwoGpusSavesTheCpuRunsWeights) {
+  expect_gpu_run_saves_the_cpu_weights("dp");
+}
 
 // The targets arrive on the first stage's GPU and the prediction leaves the last stage's.
 TEST(ParallelCliCuda, ModelParallelOnTwoGpusFourMicroBatchesSavesTheCpuRunsWeights) {

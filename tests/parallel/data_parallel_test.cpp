@@ -62,7 +62,8 @@ void expect_replicas_identical(DataParallel& dp) {
   for (int r = 1; r < dp.replicas(); ++r) {
     NamedParameters pr = dp.replica(r).named_parameters();
     for (std::size_t i = 0; i < p0.size(); ++i)
-      EXPECT_EQ(testing::host_values(pr[i].second->value), testing::host_values(p0[i].second->value))
+      EXPECT_EQ(testing::host_values(pr[i].second->value),
+                testing::host_values(p0[i].second->value))
           << "replica " << r << " " << pr[i].first;
   }
 }
@@ -112,7 +113,8 @@ TEST(DataParallel, ForwardAndBackwardMatchOneDevice) {
     EXPECT_ALLCLOSE(dx, dx_ref, kAtol, kRtol) << n << " rows";
     NamedParameters p = dp.named_parameters(), q = ref->named_parameters();
     for (std::size_t i = 0; i < p.size(); ++i)
-      EXPECT_ALLCLOSE(p[i].second->grad, q[i].second->grad, kAtol, kRtol) << n << " rows, " << p[i].first;
+      EXPECT_ALLCLOSE(p[i].second->grad, q[i].second->grad, kAtol, kRtol)
+          << n << " rows, " << p[i].first;
   }
 }
 
@@ -184,7 +186,8 @@ TEST(DataParallel, StepUsesReplicaZerosGradientsAsTheCallerLeftThem) {
   dp.forward(x);
   dp.backward(testing::random_tensor(Shape({6, kSizes.back()}), 4));
   for (auto& [name, p] : dp.named_parameters()) p->grad.copy_(Tensor::zeros(p->grad.shape()));
-  const std::vector<double> before = testing::host_values(dp.replica(1).named_parameters()[0].second->value);
+  const std::vector<double> before =
+      testing::host_values(dp.replica(1).named_parameters()[0].second->value);
   opt->step();
   EXPECT_EQ(testing::host_values(dp.replica(1).named_parameters()[0].second->value), before);
   expect_replicas_identical(dp);
@@ -202,7 +205,8 @@ TEST(DataParallel, WrongUseGetsClearErrors) {
 }
 
 TEST(DataParallelCuda, TwoGpusMatchOneDevice) {
-  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count();
+  if (cuda_device_count() < 2)
+    GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count();
   DataParallel dp(factory(42), {Device::cuda(0), Device::cuda(1)});
   auto ref = mlp(42, Device::cuda(0), false);
   std::unique_ptr<Optimizer> dp_opt = dp.make_optimizer(adam());
@@ -223,7 +227,8 @@ TEST(DataParallelCuda, TwoGpusMatchOneDevice) {
 // those GPUs slowed down: the replicas must train from the copied weights, not from what their
 // memory held before, so the copy and the replicas' own streams must be ordered.
 TEST(DataParallelCuda, TwoAndThreeGpusTrainFromWeightsCopiedIntoTheReplicas) {
-  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count();
+  if (cuda_device_count() < 2)
+    GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count();
   for (int gpus = 2; gpus <= std::min(3, cuda_device_count()); ++gpus) {
     SCOPED_TRACE(std::to_string(gpus) + " GPUs");
     std::vector<Device> devices;
@@ -233,7 +238,8 @@ TEST(DataParallelCuda, TwoAndThreeGpusTrainFromWeightsCopiedIntoTheReplicas) {
     NamedParameters want = ref->named_parameters(), p0 = dp.named_parameters();
     for (std::size_t i = 0; i < p0.size(); ++i) p0[i].second->value.copy_(want[i].second->value);
     {
-      testing::SlowCallerStreams slow(std::vector<Device>(devices.begin() + 1, devices.end()), 20000);
+      testing::SlowCallerStreams slow(std::vector<Device>(devices.begin() + 1, devices.end()),
+                                      20000);
       for (int r = 1; r < gpus; ++r) {
         NamedParameters pr = dp.replica(r).named_parameters();
         for (std::size_t i = 0; i < pr.size(); ++i) pr[i].second->value.copy_(p0[i].second->value);
@@ -255,7 +261,8 @@ TEST(DataParallelCuda, TwoAndThreeGpusTrainFromWeightsCopiedIntoTheReplicas) {
 
 // broadcast_replica0_parameters: what --init and --resume use now, in the replicas' own threads.
 TEST(DataParallelCuda, BroadcastGivesEveryReplicaReplicaZerosWeights) {
-  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count();
+  if (cuda_device_count() < 2)
+    GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count();
   DataParallel dp(factory(42), {Device::cuda(0), Device::cuda(1)});
   auto other = mlp(77, Device::cpu(), false);
   NamedParameters src = other->named_parameters(), dst = dp.named_parameters();

@@ -22,7 +22,8 @@ namespace {
 using namespace testing::ddp;
 
 // A generous deadline: a rank that desynchronises fails the test instead of hanging it.
-std::unique_ptr<MpiCommunicator> test_world(AllReduceAlgorithm algorithm = AllReduceAlgorithm::Native) {
+std::unique_ptr<MpiCommunicator> test_world(
+    AllReduceAlgorithm algorithm = AllReduceAlgorithm::Native) {
   CommOptions o;
   o.timeout = std::chrono::seconds(20);
   o.all_reduce = algorithm;
@@ -43,10 +44,11 @@ double max_diff_to_rank0(Communicator& comm, const Weights& w) {
   return d.item();
 }
 
-void expect_matches_one_device(const Case& c, AllReduceAlgorithm algorithm = AllReduceAlgorithm::Native) {
+void expect_matches_one_device(const Case& c,
+                               AllReduceAlgorithm algorithm = AllReduceAlgorithm::Native) {
   auto comm = test_world(algorithm);
-  const std::string what = "world " + std::to_string(comm->size()) + " rank " + std::to_string(comm->rank()) +
-                           " " + c.str();
+  const std::string what = "world " + std::to_string(comm->size()) + " rank " +
+                           std::to_string(comm->rank()) + " " + c.str();
   const Weights got = train_ddp(*comm, c);
   expect_weights_close(got, train_one_device(c, comm->size()), what);
   EXPECT_EQ(max_diff_to_rank0(*comm, got), 0.0) << what << ": the replicas drifted apart";

@@ -26,10 +26,10 @@ using namespace testing::ddp;
 
 constexpr double kGpuAtol = 1e-5, kGpuRtol = 1e-4;
 
-#define SKIP_UNLESS_GPUS(n)                                                                   \
-  do {                                                                                        \
-    if (cuda_device_count() < (n))                                                            \
-      GTEST_SKIP() << "needs " << (n) << " GPUs, this machine has " << cuda_device_count()    \
+#define SKIP_UNLESS_GPUS(n)                                                                     \
+  do {                                                                                          \
+    if (cuda_device_count() < (n))                                                              \
+      GTEST_SKIP() << "needs " << (n) << " GPUs, this machine has " << cuda_device_count()      \
                    << (cuda_device_count() == 0 ? " (" + cuda_unavailable_reason() + ")" : ""); \
   } while (0)
 
@@ -58,7 +58,8 @@ std::vector<Weights> train_gpus(int world, const Case& c, CommOptions options = 
   return out;
 }
 
-void expect_ranks_match(const std::vector<Weights>& got, const Weights& want, const std::string& what) {
+void expect_ranks_match(const std::vector<Weights>& got, const Weights& want,
+                        const std::string& what) {
   for (std::size_t r = 0; r < got.size(); ++r) {
     expect_weights_close(got[r], want, what + " rank " + std::to_string(r), kGpuAtol, kGpuRtol);
     // NCCL gives every rank the same reduced bytes, so the replicas stay bit-identical.

@@ -25,8 +25,8 @@
 namespace minitrain {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::error_message;
+using ::testing::HasSubstr;
 using testing::run_cpu_ranks;
 using testing::run_ranks;
 using testing::run_ranks_collect;
@@ -39,7 +39,8 @@ std::vector<Weights> train_threads(int world, const Case& c, CommOptions options
   return out;
 }
 
-void expect_all_ranks_match(const std::vector<Weights>& ranks, const Weights& want, const std::string& what) {
+void expect_all_ranks_match(const std::vector<Weights>& ranks, const Weights& want,
+                            const std::string& what) {
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     expect_weights_close(ranks[r], want, what + " rank " + std::to_string(r));
     // Every rank applies the same averaged gradient, so the replicas stay bit-identical.
@@ -96,12 +97,14 @@ TEST(DdpThreads, BucketsFollowReverseLayerOrderAndSize) {
     return out;
   };
   using Names = std::vector<std::vector<std::string>>;
-  EXPECT_EQ(names(1), (Names{{"4.bias"}, {"4.weight"}, {"2.bias"}, {"2.weight"}, {"0.bias"}, {"0.weight"}}));
+  EXPECT_EQ(names(1),
+            (Names{{"4.bias"}, {"4.weight"}, {"2.bias"}, {"2.weight"}, {"0.bias"}, {"0.weight"}}));
   EXPECT_EQ(names(DdpOptions{}.bucket_bytes),
             (Names{{"4.bias", "4.weight", "2.bias", "2.weight", "0.bias", "0.weight"}}));
   // Bytes: 4.bias 12, 4.weight 144, 2.bias 48, 2.weight 768, 0.bias 64, 0.weight 320. With 200:
   // 2.weight (768) is larger than a bucket and gets its own; no parameter is ever split.
-  EXPECT_EQ(names(200), (Names{{"4.bias", "4.weight"}, {"2.bias"}, {"2.weight"}, {"0.bias"}, {"0.weight"}}));
+  EXPECT_EQ(names(200),
+            (Names{{"4.bias", "4.weight"}, {"2.bias"}, {"2.weight"}, {"0.bias"}, {"0.weight"}}));
 }
 
 TEST(DdpThreads, RingAndNativeAllReduceAgree) {
@@ -157,11 +160,15 @@ class RecordingCommunicator final : public Communicator {
     inner_.native_all_reduce(t, op);
   }
   void broadcast(Tensor& t, int root) override { inner_.broadcast(t, root); }
-  void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override { inner_.reduce_scatter(out, in, op); }
+  void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override {
+    inner_.reduce_scatter(out, in, op);
+  }
   void all_gather(Tensor& out, const Tensor& in) override { inner_.all_gather(out, in); }
   void send(const Tensor& t, int peer) override { inner_.send(t, peer); }
   void recv(Tensor& t, int peer) override { inner_.recv(t, peer); }
-  void send_recv(const Tensor& s, int sp, Tensor& r, int rp) override { inner_.send_recv(s, sp, r, rp); }
+  void send_recv(const Tensor& s, int sp, Tensor& r, int rp) override {
+    inner_.send_recv(s, sp, r, rp);
+  }
   void barrier() override { inner_.barrier(); }
 
   /// Waits (up to `limit`) until at least `n` all-reduces have started; whether they have.
@@ -193,7 +200,8 @@ class Probe final : public Module {
   explicit Probe(RecordingCommunicator& comm) : comm_(comm) {}
   Tensor forward(const Tensor& x) override { return x; }
   Tensor backward(const Tensor& g) override {
-    started_before_end = wait ? comm_.wait_started(1, std::chrono::seconds(20)) : !comm_.numels().empty();
+    started_before_end =
+        wait ? comm_.wait_started(1, std::chrono::seconds(20)) : !comm_.numels().empty();
     return g;
   }
   std::string repr() const override { return "Probe()"; }
@@ -264,7 +272,8 @@ TEST(DdpThreads, BadOptionsAndModule) {
     EXPECT_THROW(DistributedDataParallel(mlp(kSeed), comm, o), ValueError);
     EXPECT_THAT(error_message([&] { DistributedDataParallel(mlp(kSeed), comm, o); }),
                 HasSubstr("bucket_bytes must be at least 1, got 0"));
-    EXPECT_THAT(error_message([&] { DistributedDataParallel(nullptr, comm); }), HasSubstr("module is null"));
+    EXPECT_THAT(error_message([&] { DistributedDataParallel(nullptr, comm); }),
+                HasSubstr("module is null"));
     DistributedDataParallel ddp(mlp(kSeed), comm);
     EXPECT_NO_THROW(ddp.to(Device::cpu()));
     EXPECT_THROW(ddp.to(Device::cuda(0)), DeviceError);
@@ -275,10 +284,12 @@ TEST(DdpThreads, DifferentModelsOnTheRanksAreValueError) {
   std::vector<std::string> msgs(2);
   run_cpu_ranks(2, {}, [&](Communicator& comm) {
     Generator gen(1);
-    auto m = make_mlp(comm.rank() == 0 ? kSizes : std::vector<int64_t>{5, 16, 3}, Activation::Tanh, gen);
+    auto m =
+        make_mlp(comm.rank() == 0 ? kSizes : std::vector<int64_t>{5, 16, 3}, Activation::Tanh, gen);
     msgs[comm.rank()] = error_message([&] { DistributedDataParallel(std::move(m), comm); });
   });
-  for (int r = 0; r < 2; ++r) EXPECT_THAT(msgs[r], HasSubstr("the ranks hold different models")) << r;
+  for (int r = 0; r < 2; ++r)
+    EXPECT_THAT(msgs[r], HasSubstr("the ranks hold different models")) << r;
 }
 
 TEST(DdpThreads, PeerThatNeverCallsBackwardIsCommError) {
@@ -313,7 +324,8 @@ TEST(SequentialBackwardHook, CalledAfterEachChildInReverseOrder) {
   m->set_backward_hook([&](std::size_t i) {
     order.push_back(i);
     // The child's gradients are final when the hook runs: not all zero for a Linear.
-    for (auto& [name, p] : (*m)[i].named_parameters()) grad_ready.push_back(testing::host_max_abs(p->grad) > 0);
+    for (auto& [name, p] : (*m)[i].named_parameters())
+      grad_ready.push_back(testing::host_max_abs(p->grad) > 0);
   });
   MSELoss loss;
   loss.forward(m->forward(batch_x(0, 4)), batch_y(0, 4));

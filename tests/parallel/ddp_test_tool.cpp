@@ -30,10 +30,11 @@ std::vector<double> values(const Tensor& t) {
 }
 
 int compare(const std::string& got_path, const std::string& want_path, double atol, double rtol) {
-  const SafetensorsFile got = minitrain::read_safetensors(got_path), want = minitrain::read_safetensors(want_path);
+  const SafetensorsFile got = minitrain::read_safetensors(got_path),
+                        want = minitrain::read_safetensors(want_path);
   if (got.tensors.size() != want.tensors.size()) {
-    std::printf("%s has %zu tensors, %s has %zu\n", got_path.c_str(), got.tensors.size(), want_path.c_str(),
-                want.tensors.size());
+    std::printf("%s has %zu tensors, %s has %zu\n", got_path.c_str(), got.tensors.size(),
+                want_path.c_str(), want.tensors.size());
     return 1;
   }
   int bad = 0;
@@ -59,8 +60,8 @@ int compare(const std::string& got_path, const std::string& want_path, double at
       }
     }
     const bool ok = largest > 0 && worst <= 0;
-    std::printf("%s %s: %zu values, max |got| %.6g, worst [%zu] got %.9g want %.9g\n", ok ? "ok " : "BAD",
-                name.c_str(), g.size(), largest, at, g[at], w[at]);
+    std::printf("%s %s: %zu values, max |got| %.6g, worst [%zu] got %.9g want %.9g\n",
+                ok ? "ok " : "BAD", name.c_str(), g.size(), largest, at, g[at], w[at]);
     bad += ok ? 0 : 1;
   }
   return bad == 0 ? 0 : 1;
@@ -89,13 +90,15 @@ int metadata(const std::string& path, const std::string& key) {
 int main(int argc, char** argv) {
   try {
     const std::string what = argc > 1 ? argv[1] : "";
-    if (what == "compare" && argc == 6) return compare(argv[2], argv[3], std::atof(argv[4]), std::atof(argv[5]));
+    if (what == "compare" && argc == 6)
+      return compare(argv[2], argv[3], std::atof(argv[4]), std::atof(argv[5]));
     if (what == "weights" && argc == 4) return write_weights(argv[2], std::atoll(argv[3]));
     if (what == "metadata" && argc == 4) return metadata(argv[2], argv[3]);
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());
     return 1;
   }
-  std::printf("usage: %s compare GOT WANT ATOL RTOL | weights PATH N | metadata FILE KEY\n", argv[0]);
+  std::printf("usage: %s compare GOT WANT ATOL RTOL | weights PATH N | metadata FILE KEY\n",
+              argv[0]);
   return 2;
 }

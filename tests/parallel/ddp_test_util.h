@@ -131,7 +131,8 @@ inline Weights train_rank(DistributedDataParallel& ddp, const Case& c,
     for (int m = 0; m < c.micro_batches; ++m) {
       const int64_t begin = m * per_micro + rank * kLocalBatch;
       MSELoss loss;
-      loss.forward(ddp.forward(x.narrow(begin, kLocalBatch).to(d)), y.narrow(begin, kLocalBatch).to(d));
+      loss.forward(ddp.forward(x.narrow(begin, kLocalBatch).to(d)),
+                   y.narrow(begin, kLocalBatch).to(d));
       Tensor g = loss.backward();
       if (c.micro_batches > 1) g = scale(g, 1.0 / c.micro_batches);  // the Trainer's scaling
       if (m + 1 < c.micro_batches) {

@@ -1,8 +1,10 @@
 // Faults of multi-process jobs, end to end with the real minitrain binary (issue 12):
-//  - a DDP rank that is stopped (SIGSTOP) or killed ends the whole job within --comm-timeout + 10 s,
+//  - a DDP rank that is stopped (SIGSTOP) or killed ends the whole job within --comm-timeout + 10
+//  s,
 //    with the survivor's one-line CommError printed and no rank left running (before the fix the
 //    survivor printed its error, then hung for ever in MPI_Finalize);
-//  - `minitrain launch` and `minitrain pipelines` killed with SIGKILL take their children with them;
+//  - `minitrain launch` and `minitrain pipelines` killed with SIGKILL take their children with
+//  them;
 //  - a pipelines run killed by a signal is reported as killed by it.
 // CPU ranks of a DDP job need mpirun (the CPU backend is MPI; `minitrain launch` starts
 // torchrun-style ranks, which only the GPU backend can join), so the DDP cases run under mpirun.
@@ -12,7 +14,8 @@
 // with that tag: whoever their parent is now, grandchildren included. Zombies count as gone (the
 // container's init may never reap an orphan).
 //
-// Needs MINITRAIN (the binary) and MPIEXEC (mpirun) in the environment (tests/parallel/CMakeLists.txt).
+// Needs MINITRAIN (the binary) and MPIEXEC (mpirun) in the environment
+// (tests/parallel/CMakeLists.txt).
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -135,7 +138,8 @@ class FaultCase : public ::testing::Test {
     SubprocessOptions o;
     o.argv = std::move(argv);
     o.env = {{"MT_FAULT_TEST_TAG", tag_},
-             // Open MPI as root, 2 ranks on however few cores, shared memory without ptrace (CI containers).
+             // Open MPI as root, 2 ranks on however few cores, shared memory without ptrace (CI
+             // containers).
              {"OMPI_ALLOW_RUN_AS_ROOT", "1"},
              {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
              {"OMPI_MCA_rmaps_base_oversubscribe", "1"},
@@ -150,7 +154,8 @@ class FaultCase : public ::testing::Test {
   void expect_nothing_left(std::chrono::milliseconds within) {
     std::vector<int> left;
     wait_until([&] { return (left = tagged()).empty(); }, within);
-    EXPECT_TRUE(left.empty()) << "still running: " << pid_list(left) << "\noutput:\n" << read_file(file("output.txt"));
+    EXPECT_TRUE(left.empty()) << "still running: " << pid_list(left) << "\noutput:\n"
+                              << read_file(file("output.txt"));
   }
 
   std::string minitrain_, mpiexec_, tag_, dir_;
@@ -169,11 +174,34 @@ class DdpFault : public FaultCase {
     }
     char timeout[32];
     std::snprintf(timeout, sizeof timeout, "%g", kCommTimeoutSeconds);
-    Subprocess job = start({mpiexec_, "-n", "2", minitrain_, "train", "--parallel", "ddp", "--model", "mlp:4,16,2",
-                            "--data", "synthetic:96", "--device", "cpu", "--steps", "100000000", "--batch-size", "4",
-                            "--comm-timeout", timeout, "--progress", "none", "--log", file("m.jsonl")});
+    Subprocess job = start({mpiexec_,
+                            "-n",
+                            "2",
+                            minitrain_,
+                            "train",
+                            "--parallel",
+                            "ddp",
+                            "--model",
+                            "mlp:4,16,2",
+                            "--data",
+                            "synthetic:96",
+                            "--device",
+                            "cpu",
+                            "--steps",
+                            "100000000",
+                            "--batch-size",
+                            "4",
+                            "--comm-timeout",
+                            timeout,
+                            "--progress",
+                            "none",
+                            "--log",
+                            file("m.jsonl")});
     const bool training = wait_until(
-        [&] { return (non_empty(file("m.jsonl")) && non_empty(file("m.rank1.jsonl"))) || job.poll().has_value(); },
+        [&] {
+          return (non_empty(file("m.jsonl")) && non_empty(file("m.rank1.jsonl"))) ||
+                 job.poll().has_value();
+        },
         120s);
     if (!training || job.poll()) {
       ADD_FAILURE() << "the 2 ranks did not start training\n" << read_file(file("output.txt"));
@@ -187,7 +215,8 @@ class DdpFault : public FaultCase {
     const auto t0 = Clock::now();
     ::kill(rank1[0], sig);
     // Wait past the bound (so a slow end is measured, not only flagged), but not for ever.
-    const std::optional<ExitStatus> s = job.wait_for(std::chrono::seconds(static_cast<int>(kJobEndBoundSeconds) + 20));
+    const std::optional<ExitStatus> s =
+        job.wait_for(std::chrono::seconds(static_cast<int>(kJobEndBoundSeconds) + 20));
     if (!s) return -1;
     *status = *s;
     return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -197,10 +226,14 @@ class DdpFault : public FaultCase {
     ExitStatus status;
     const double seconds = fault_rank_one(sig, &status);
     const std::string output = read_file(file("output.txt"));
-    ASSERT_GE(seconds, 0) << "mpirun still ran " << static_cast<int>(kJobEndBoundSeconds) + 20 << " s after rank 1 got "
-                          << signal_name(sig) << "\noutput:\n" << output;
-    std::printf("[   TIME   ] rank 1 got %s; the job ended %.2f s later (--comm-timeout %g s, bound %g s), %s\n",
-                signal_name(sig).c_str(), seconds, kCommTimeoutSeconds, kJobEndBoundSeconds, status.str().c_str());
+    ASSERT_GE(seconds, 0) << "mpirun still ran " << static_cast<int>(kJobEndBoundSeconds) + 20
+                          << " s after rank 1 got " << signal_name(sig) << "\noutput:\n"
+                          << output;
+    std::printf(
+        "[   TIME   ] rank 1 got %s; the job ended %.2f s later (--comm-timeout %g s, bound %g s), "
+        "%s\n",
+        signal_name(sig).c_str(), seconds, kCommTimeoutSeconds, kJobEndBoundSeconds,
+        status.str().c_str());
     EXPECT_LE(seconds, kJobEndBoundSeconds) << output;
     EXPECT_FALSE(status.ok()) << "the job reported success after losing a rank\n" << output;
     expect_nothing_left(3s);
@@ -215,7 +248,8 @@ class DdpFault : public FaultCase {
 TEST_F(DdpFault, AStoppedRankEndsTheJobWithinTheDeadlinePlusTenSeconds) {
   check_job_ended(SIGSTOP);
   EXPECT_NE(output_.find("rank 0: minitrain: error: all_reduce: rank 0 waited"), std::string::npos)
-      << "no CommError line from the surviving rank:\n" << output_;
+      << "no CommError line from the surviving rank:\n"
+      << output_;
 }
 
 TEST_F(DdpFault, AKilledRankEndsTheJobWithinTheDeadlinePlusTenSeconds) { check_job_ended(SIGKILL); }
@@ -224,11 +258,33 @@ TEST_F(DdpFault, AKilledRankEndsTheJobWithinTheDeadlinePlusTenSeconds) { check_j
 // after the same step, rank 0 writes the checkpoint, all exit 143) is not a lost peer, so no rank
 // aborts the job, which could kill rank 0 in the middle of writing the checkpoint.
 TEST_F(DdpFault, AnOrderlyStopOnSigtermIsNotAborted) {
-  Subprocess job = start({mpiexec_, "-n", "2", minitrain_, "train", "--parallel", "ddp", "--model", "mlp:4,16,2",
-                          "--data", "synthetic:96", "--device", "cpu", "--steps", "100000000", "--batch-size", "4",
-                          "--comm-timeout", "30", "--progress", "none", "--log", file("m.jsonl"), "--checkpoint-dir",
+  Subprocess job = start({mpiexec_,
+                          "-n",
+                          "2",
+                          minitrain_,
+                          "train",
+                          "--parallel",
+                          "ddp",
+                          "--model",
+                          "mlp:4,16,2",
+                          "--data",
+                          "synthetic:96",
+                          "--device",
+                          "cpu",
+                          "--steps",
+                          "100000000",
+                          "--batch-size",
+                          "4",
+                          "--comm-timeout",
+                          "30",
+                          "--progress",
+                          "none",
+                          "--log",
+                          file("m.jsonl"),
+                          "--checkpoint-dir",
                           file("ckpt")});
-  ASSERT_TRUE(wait_until([&] { return non_empty(file("m.jsonl")) && non_empty(file("m.rank1.jsonl")); }, 120s))
+  ASSERT_TRUE(wait_until(
+      [&] { return non_empty(file("m.jsonl")) && non_empty(file("m.rank1.jsonl")); }, 120s))
       << read_file(file("output.txt"));
   const std::vector<int> ranks = live_processes_with({tag_entry(), "OMPI_COMM_WORLD_SIZE=2"});
   ASSERT_EQ(ranks.size(), 2u) << pid_list(ranks);
@@ -243,15 +299,17 @@ TEST_F(DdpFault, AnOrderlyStopOnSigtermIsNotAborted) {
   expect_nothing_left(3s);
 }
 
-// ---- launch and pipelines killed with SIGKILL: no destructor runs, the kernel kills the children ----
+// ---- launch and pipelines killed with SIGKILL: no destructor runs, the kernel kills the children
+// ----
 
 TEST_F(FaultCase, LaunchKilledWithSigkillTakesItsRanksWithIt) {
   // Each rank starts a child of its own: the kernel kills the ranks (PR_SET_PDEATHSIG), the
   // launcher's group reaper their children.
   Subprocess launcher = start({minitrain_, "launch", "-n", "2", "--", "sh", "-c",
-                               "sleep 120 & echo $! > " + dir_ + "/grandchild.$RANK; echo $$ > " + dir_ +
-                                   "/rank.$RANK; wait"});
-  ASSERT_TRUE(wait_until([&] { return non_empty(file("rank.0")) && non_empty(file("rank.1")); }, 30s))
+                               "sleep 120 & echo $! > " + dir_ + "/grandchild.$RANK; echo $$ > " +
+                                   dir_ + "/rank.$RANK; wait"});
+  ASSERT_TRUE(
+      wait_until([&] { return non_empty(file("rank.0")) && non_empty(file("rank.1")); }, 30s))
       << read_file(file("output.txt"));
   // The launcher, its 2 ranks and their 2 children (and the launcher's reaper).
   ASSERT_GE(tagged().size(), 5u) << pid_list(tagged());
@@ -268,10 +326,13 @@ std::string pipelines_config(int runs) {
 
 TEST_F(FaultCase, PipelinesKilledWithSigkillTakesItsRunsWithIt) {
   std::ofstream(file("runs.toml")) << pipelines_config(2);
-  Subprocess pipelines = start({minitrain_, "pipelines", "--config", file("runs.toml"), "--out", file("out"),
-                                "--cpu-slots", "2", "--status-every", "0.2"});
-  ASSERT_TRUE(wait_until([&] { return non_empty(file("out/r0/metrics.jsonl")) && non_empty(file("out/r1/metrics.jsonl")); },
-                         60s))
+  Subprocess pipelines = start({minitrain_, "pipelines", "--config", file("runs.toml"), "--out",
+                                file("out"), "--cpu-slots", "2", "--status-every", "0.2"});
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return non_empty(file("out/r0/metrics.jsonl")) && non_empty(file("out/r1/metrics.jsonl"));
+      },
+      60s))
       << read_file(file("output.txt"));
   ASSERT_GE(tagged().size(), 3u) << "want pipelines and its 2 runs: " << pid_list(tagged());
   ASSERT_EQ(::kill(pipelines.pid(), SIGKILL), 0);
@@ -283,12 +344,14 @@ TEST_F(FaultCase, PipelinesKilledWithSigkillTakesItsRunsWithIt) {
 // signal, not "reasoned" by the progress line it printed last.
 TEST_F(FaultCase, PipelinesReportsARunKilledByASignal) {
   std::ofstream(file("runs.toml")) << pipelines_config(1);
-  Subprocess pipelines = start({minitrain_, "pipelines", "--config", file("runs.toml"), "--out", file("out"),
-                                "--status-every", "0.2"});
-  ASSERT_TRUE(wait_until([&] { return non_empty(file("out/r0/metrics.jsonl")); }, 60s)) << read_file(file("output.txt"));
+  Subprocess pipelines = start({minitrain_, "pipelines", "--config", file("runs.toml"), "--out",
+                                file("out"), "--status-every", "0.2"});
+  ASSERT_TRUE(wait_until([&] { return non_empty(file("out/r0/metrics.jsonl")); }, 60s))
+      << read_file(file("output.txt"));
   std::vector<int> runs;  // the run: a tagged process other than pipelines and its group reaper
   for (int pid : tagged())
-    if (pid != pipelines.pid() && read_file("/proc/" + std::to_string(pid) + "/comm") != "mt-group-reaper\n")
+    if (pid != pipelines.pid() &&
+        read_file("/proc/" + std::to_string(pid) + "/comm") != "mt-group-reaper\n")
       runs.push_back(pid);
   ASSERT_EQ(runs.size(), 1u) << pid_list(runs);
   ASSERT_EQ(::kill(runs[0], SIGKILL), 0);
@@ -296,7 +359,8 @@ TEST_F(FaultCase, PipelinesReportsARunKilledByASignal) {
   ASSERT_TRUE(s.has_value()) << read_file(file("output.txt"));
   EXPECT_EQ(s->code, 1) << s->str();
   const std::string summary = read_file(file("out/summary.json"));
-  EXPECT_NE(summary.find("\"reason\": \"killed by signal 9 (SIGKILL)\""), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"reason\": \"killed by signal 9 (SIGKILL)\""), std::string::npos)
+      << summary;
   EXPECT_NE(read_file(file("output.txt")).find("killed by signal 9 (SIGKILL)"), std::string::npos)
       << read_file(file("output.txt"));
 }

@@ -23,8 +23,8 @@
 namespace minitrain {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::error_message;
+using ::testing::HasSubstr;
 using testing::host_max_abs;
 using testing::random_tensor;
 
@@ -118,19 +118,20 @@ TEST(ModelParallelBackward, SkipsInputGradLikeTheModel) {
 
 TEST(ModelParallelBackward, NeedsATrainingForward) {
   auto mp = split(kSizes, 2, 2);
-  EXPECT_THAT(error_message([&] { mp->backward(random_tensor({4, 3}, 1)); }),
+  EXPECT_THAT(error_message([&] {
+                mp->backward(random_tensor({4, 3}, 1));
+              }),
               HasSubstr("no training-mode forward"));
   mp->forward(random_tensor({4, 6}, 2));
-  EXPECT_THAT(error_message([&] { mp->backward(random_tensor({5, 3}, 1)); }),
-              HasSubstr("4 rows"));
+  EXPECT_THAT(error_message([&] { mp->backward(random_tensor({5, 3}, 1)); }), HasSubstr("4 rows"));
 }
 
 // `--parallel mp --stages 3 --micro-batches 5` against one device on the same global batch.
 // rtol 1e-5: every step's gradient agrees to a few ulps (above); SGD adds lr * g, so weights keep
 // that relative error; Adam divides m by sqrt(v) of the same slightly perturbed g, and a handful
 // of steps keeps the drift near float32 epsilon (~1e-7) times the step count, well inside 1e-5.
-void train_and_compare(bool adam, std::vector<Device> devices = {Device::cpu()}, double atol = kAtol,
-                       double rtol = kRtol) {
+void train_and_compare(bool adam, std::vector<Device> devices = {Device::cpu()},
+                       double atol = kAtol, double rtol = kRtol) {
   const std::vector<int64_t> sizes = {8, 24, 24, 24, 4};
   auto ref = mlp(sizes, 3, Activation::ReLU);
   ModelParallel mp(mlp(sizes, 3, Activation::ReLU), 3, 5, devices);
@@ -249,7 +250,9 @@ TEST(ModelParallelThreads, StageExceptionsReachTheCaller) {
   auto model = mlp(kSizes);
   model->add(std::make_unique<FailingLayer>());
   ModelParallel mp(std::move(model), 3, 4, {Device::cpu()}, {2, 7});
-  EXPECT_THAT(error_message([&] { mp.forward(random_tensor({8, 6}, 1)); }),
+  EXPECT_THAT(error_message([&] {
+                mp.forward(random_tensor({8, 6}, 1));
+              }),
               HasSubstr("failing layer: boom"));
   // A shape error in stage 0 (6 features expected) comes back as the ShapeError it is.
   EXPECT_THROW(mp.forward(random_tensor({8, 5}, 1)), ShapeError);
@@ -306,7 +309,8 @@ TEST(ModelParallelCuda, TwoGpusMatchOneDevice) {
 // GEMM rounds unlike the CPU's: rtol 1e-4 over six steps.
 TEST(ModelParallelCuda, TrainingOnTwoAndThreeGpusMatchesOneDevice) {
   if (cuda_device_count() < 2)
-    GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count() << " " << cuda_unavailable_reason();
+    GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count() << " "
+                 << cuda_unavailable_reason();
   for (int gpus = 2; gpus <= std::min(3, cuda_device_count()); ++gpus) {
     std::vector<Device> devices;
     for (int i = 0; i < gpus; ++i) devices.push_back(Device::cuda(i));

@@ -16,7 +16,8 @@ inline bool process_gone(int pid) {
   std::string text;
   if (!std::getline(stat, text)) return true;
   const auto close_paren = text.rfind(')');  // the state follows the command name in parentheses
-  return close_paren != std::string::npos && close_paren + 2 < text.size() && text[close_paren + 2] == 'Z';
+  return close_paren != std::string::npos && close_paren + 2 < text.size() &&
+         text[close_paren + 2] == 'Z';
 }
 
 /// Waits up to `within` for process_gone(pid).

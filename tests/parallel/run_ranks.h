@@ -41,7 +41,8 @@ inline void run_ranks(std::vector<std::unique_ptr<Communicator>>& comms,
 }
 
 /// n CPU ranks of the threads backend, fn run on each.
-inline void run_cpu_ranks(int n, CommOptions options, const std::function<void(Communicator&)>& fn) {
+inline void run_cpu_ranks(int n, CommOptions options,
+                          const std::function<void(Communicator&)>& fn) {
   auto comms = make_thread_communicators(std::vector<Device>(n, Device::cpu()), options);
   run_ranks(comms, fn);
 }

@@ -65,7 +65,8 @@ Tensor random_tensor(const Shape& shape, uint32_t seed, Device device, DType dty
                      double hi) {
   if (dtype == DType::Float64)
     return Tensor::from_vector(random_doubles(shape.numel(), seed, lo, hi), shape, device);
-  return Tensor::from_vector(random_floats(shape.numel(), seed, float(lo), float(hi)), shape, device);
+  return Tensor::from_vector(random_floats(shape.numel(), seed, float(lo), float(hi)), shape,
+                             device);
 }
 
 std::vector<double> host_values(const Tensor& t) {
@@ -127,12 +128,13 @@ std::string error_message(const std::function<void()>& f) {
   }
   if (bad == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
-         << bad << " of " << got.size() << " values differ beyond atol=" << atol
-         << " rtol=" << rtol << "; worst at index " << worst << ": got " << got[worst]
-         << ", want " << want[worst] << " (|diff| " << std::fabs(got[worst] - want[worst]) << ")";
+         << bad << " of " << got.size() << " values differ beyond atol=" << atol << " rtol=" << rtol
+         << "; worst at index " << worst << ": got " << got[worst] << ", want " << want[worst]
+         << " (|diff| " << std::fabs(got[worst] - want[worst]) << ")";
 }
 
-::testing::AssertionResult allclose(const Tensor& got, const Tensor& want, double atol, double rtol) {
+::testing::AssertionResult allclose(const Tensor& got, const Tensor& want, double atol,
+                                    double rtol) {
   if (got.shape() != want.shape())
     return ::testing::AssertionFailure()
            << "shapes differ: got " << got.shape() << ", want " << want.shape();
@@ -175,18 +177,22 @@ class GpuLabelListener : public ::testing::EmptyTestEventListener {
     const std::string m = r.message();
     if (!skipped_for_want_of_a_gpu(m)) return;
     if (label_ == "cpu")
-      mislabelled_ += "labelled cpu (cmake/MinitrainHelpers.cmake, Note [gpu label]), but it skipped "
-                      "for want of a GPU: " + m + "\n";
+      mislabelled_ +=
+          "labelled cpu (cmake/MinitrainHelpers.cmake, Note [gpu label]), but it skipped "
+          "for want of a GPU: " +
+          m + "\n";
     if (require_gpu_) missing_gpu_ += m + "\n";
   }
 
   void OnTestEnd(const ::testing::TestInfo& info) override {
     const ::testing::TestResult& result = *info.result();
     if (label_ == "gpu" && !result.Skipped() && !result.Failed() && cuda_device_count() == 0)
-      mislabelled_ += std::string("labelled gpu (cmake/MinitrainHelpers.cmake, Note [gpu label]), "
-                                  "but it passed on a machine without a GPU (") +
-                      cuda_unavailable_reason() + "), so it does not need one: " +
-                      info.test_suite_name() + "." + info.name() + "\n";
+      mislabelled_ += std::string(
+                          "labelled gpu (cmake/MinitrainHelpers.cmake, Note [gpu label]), "
+                          "but it passed on a machine without a GPU (") +
+                      cuda_unavailable_reason() +
+                      "), so it does not need one: " + info.test_suite_name() + "." + info.name() +
+                      "\n";
   }
 
   void OnTestProgramEnd(const ::testing::UnitTest&) override {

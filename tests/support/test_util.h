@@ -18,10 +18,10 @@
 namespace minitrain::testing {
 
 /// Skips the current test (GTEST_SKIP) when `d` is a CUDA device this machine cannot use.
-#define MT_SKIP_UNLESS_AVAILABLE(d)                                                       \
-  do {                                                                                     \
-    if ((d).is_cuda() && ::minitrain::cuda_device_count() == 0)                            \
-      GTEST_SKIP() << "no CUDA device: " << ::minitrain::cuda_unavailable_reason();        \
+#define MT_SKIP_UNLESS_AVAILABLE(d)                                                 \
+  do {                                                                              \
+    if ((d).is_cuda() && ::minitrain::cuda_device_count() == 0)                     \
+      GTEST_SKIP() << "no CUDA device: " << ::minitrain::cuda_unavailable_reason(); \
   } while (0)
 
 class DeviceTest : public ::testing::TestWithParam<Device> {
@@ -33,11 +33,10 @@ class DeviceTest : public ::testing::TestWithParam<Device> {
 std::string device_param_name(const ::testing::TestParamInfo<Device>& info);
 
 /// Instantiates a DeviceTest-derived suite for cpu and cuda:0.
-#define MT_INSTANTIATE_DEVICE_TEST_SUITE(Suite)                                                \
-  INSTANTIATE_TEST_SUITE_P(Devices, Suite,                                                     \
-                           ::testing::Values(::minitrain::Device::cpu(),                        \
-                                             ::minitrain::Device::cuda(0)),                     \
-                           ::minitrain::testing::device_param_name)
+#define MT_INSTANTIATE_DEVICE_TEST_SUITE(Suite)                                                    \
+  INSTANTIATE_TEST_SUITE_P(                                                                        \
+      Devices, Suite, ::testing::Values(::minitrain::Device::cpu(), ::minitrain::Device::cuda(0)), \
+      ::minitrain::testing::device_param_name)
 
 /// For a scope, the calling thread's current stream on each of `devices` sleeps `microseconds`
 /// before every operation (emulated GPUs only; elsewhere it does nothing), so that work another
@@ -88,7 +87,8 @@ std::string error_message(const std::function<void()>& f);
 
 /// |got - want| <= atol + rtol * |want| elementwise, same shape; the message names the worst
 /// element. Use as EXPECT_TRUE(allclose(...)) or via EXPECT_ALLCLOSE.
-::testing::AssertionResult allclose(const Tensor& got, const Tensor& want, double atol, double rtol);
+::testing::AssertionResult allclose(const Tensor& got, const Tensor& want, double atol,
+                                    double rtol);
 ::testing::AssertionResult allclose(const std::vector<double>& got, const std::vector<double>& want,
                                     double atol, double rtol);
 

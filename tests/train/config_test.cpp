@@ -48,14 +48,23 @@ TEST(TrainConfig, SetsEveryKindFromCommandLineText) {
 
 TEST(TrainConfig, BadCommandLineTextNamesFlagAndText) {
   TrainConfig c;
-  EXPECT_NE(error_message([&] { set_config_value(c, "lr", "fast"); }).find("--lr expects a number, got 'fast'"),
+  EXPECT_NE(error_message([&] {
+              set_config_value(c, "lr", "fast");
+            }).find("--lr expects a number, got 'fast'"),
             std::string::npos);
-  EXPECT_NE(error_message([&] { set_config_value(c, "epochs", "2.5"); }).find("--epochs expects an integer"),
+  EXPECT_NE(error_message([&] {
+              set_config_value(c, "epochs", "2.5");
+            }).find("--epochs expects an integer"),
             std::string::npos);
-  EXPECT_NE(error_message([&] { set_config_value(c, "betas", "0.9"); }).find("--betas expects two numbers"),
+  EXPECT_NE(error_message([&] {
+              set_config_value(c, "betas", "0.9");
+            }).find("--betas expects two numbers"),
             std::string::npos);
-  EXPECT_NE(error_message([&] { set_config_value(c, "seed", "-1"); }).find("--seed must be >= 0"), std::string::npos);
-  EXPECT_NE(error_message([&] { set_config_value(c, "lerning-rate", "1"); }).find("unknown option --lerning-rate"),
+  EXPECT_NE(error_message([&] { set_config_value(c, "seed", "-1"); }).find("--seed must be >= 0"),
+            std::string::npos);
+  EXPECT_NE(error_message([&] {
+              set_config_value(c, "lerning-rate", "1");
+            }).find("unknown option --lerning-rate"),
             std::string::npos);
 }
 
@@ -93,17 +102,22 @@ TEST(TrainConfig, TomlUnknownKeyNamesFileLineAndKey) {
 
 TEST(TrainConfig, TomlWrongTypeNamesKeyLineAndBothTypes) {
   TrainConfig c;
-  const std::string msg = error_message([&] { apply_toml_config(c, "model = 'mlp:2,1'\nsteps = 1.5\n", "r.toml"); });
-  EXPECT_NE(msg.find("r.toml:2: key 'steps' must be an integer, got a floating-point number"), std::string::npos)
+  const std::string msg =
+      error_message([&] { apply_toml_config(c, "model = 'mlp:2,1'\nsteps = 1.5\n", "r.toml"); });
+  EXPECT_NE(msg.find("r.toml:2: key 'steps' must be an integer, got a floating-point number"),
+            std::string::npos)
       << msg;
   EXPECT_EQ(c.model, TrainConfig{}.model);
-  EXPECT_NE(error_message([&] { apply_toml_config(c, "lr = 'fast'\n", "r.toml"); }).find("'lr' must be a number"),
+  EXPECT_NE(error_message([&] {
+              apply_toml_config(c, "lr = 'fast'\n", "r.toml");
+            }).find("'lr' must be a number"),
             std::string::npos);
 }
 
 TEST(TrainConfig, TomlSyntaxErrorNamesFileAndLine) {
   TrainConfig c;
-  const std::string msg = error_message([&] { apply_toml_config(c, "lr = 0.1\nsteps = = 3\n", "bad.toml"); });
+  const std::string msg =
+      error_message([&] { apply_toml_config(c, "lr = 0.1\nsteps = = 3\n", "bad.toml"); });
   EXPECT_NE(msg.find("bad.toml:2: invalid TOML"), std::string::npos) << msg;
 }
 
@@ -115,9 +129,10 @@ TEST(TrainConfig, MissingConfigFileIsAnIoErrorNamingIt) {
 
 TEST(TrainConfig, TomlFilePathsAreRelativeToTheFile) {
   testing::ScratchDir dir;
-  const std::string path = dir.write_raw("run.toml",
-                                         "data = 'x.npy'\ntargets = '/abs/y.npy'\nsave = 'out/w.safetensors'\n"
-                                         "model = 'mlp:2,1'\n");
+  const std::string path =
+      dir.write_raw("run.toml",
+                    "data = 'x.npy'\ntargets = '/abs/y.npy'\nsave = 'out/w.safetensors'\n"
+                    "model = 'mlp:2,1'\n");
   TrainConfig c;
   apply_toml_config_file(c, path);
   EXPECT_EQ(c.data, dir.path("x.npy"));
@@ -138,30 +153,42 @@ struct BadConfigCase {
 
 TEST(TrainConfig, ValidateRejectsImpossibleValuesWithOneClearMessageEach) {
   const std::vector<BadConfigCase> cases = {
-      {"batch size 0", [](TrainConfig& c) { c.batch_size = 0; }, "--batch-size must be >= 1, got 0"},
+      {"batch size 0", [](TrainConfig& c) { c.batch_size = 0; },
+       "--batch-size must be >= 1, got 0"},
       {"negative lr", [](TrainConfig& c) { c.lr = -0.1; }, "--lr must be >= 0, got -0.1"},
-      {"epochs and steps", [](TrainConfig& c) { c.epochs = 2, c.steps = 10; }, "--epochs and --steps both given"},
+      {"epochs and steps", [](TrainConfig& c) { c.epochs = 2, c.steps = 10; },
+       "--epochs and --steps both given"},
       {"zero epochs", [](TrainConfig& c) { c.epochs = 0; }, "--epochs must be >= 1"},
-      {"targets without npy", [](TrainConfig& c) { c.targets = "y.npy"; }, "--targets is for .npy data"},
+      {"targets without npy", [](TrainConfig& c) { c.targets = "y.npy"; },
+       "--targets is for .npy data"},
       {"npy without targets", [](TrainConfig& c) { c.data = "x.npy"; }, "needs --targets Y.npy"},
       {"csv without columns", [](TrainConfig& c) { c.data = "t.csv"; }, "needs --target-columns"},
       {"unknown data", [](TrainConfig& c) { c.data = "data.parquet"; }, "--data 'data.parquet'"},
       {"bad synthetic rows", [](TrainConfig& c) { c.data = "synthetic:-5"; }, "positive integer"},
-      {"unknown optimizer", [](TrainConfig& c) { c.optimizer = "lion"; }, "--optimizer: unknown value 'lion'"},
+      {"unknown optimizer", [](TrainConfig& c) { c.optimizer = "lion"; },
+       "--optimizer: unknown value 'lion'"},
       {"nesterov without momentum", [](TrainConfig& c) { c.optimizer = "sgd", c.nesterov = true; },
        "--nesterov needs --momentum > 0"},
-      {"momentum with adam", [](TrainConfig& c) { c.momentum = 0.9; }, "--momentum and --nesterov apply to"},
+      {"momentum with adam", [](TrainConfig& c) { c.momentum = 0.9; },
+       "--momentum and --nesterov apply to"},
       {"beta of 1", [](TrainConfig& c) { c.beta2 = 1.0; }, "--betas must each be in [0, 1)"},
-      {"step schedule without step size", [](TrainConfig& c) { c.schedule = "step"; }, "--step-size"},
-      {"negative clip", [](TrainConfig& c) { c.clip_grad_norm = -1; }, "--clip-grad-norm must be > 0"},
+      {"step schedule without step size", [](TrainConfig& c) { c.schedule = "step"; },
+       "--step-size"},
+      {"negative clip", [](TrainConfig& c) { c.clip_grad_norm = -1; },
+       "--clip-grad-norm must be > 0"},
       {"grad accum 0", [](TrainConfig& c) { c.grad_accum = 0; }, "--grad-accum must be >= 1"},
-      {"checkpoint-every without dir", [](TrainConfig& c) { c.checkpoint_every = 5; }, "needs --checkpoint-dir"},
-      {"resume without dir", [](TrainConfig& c) { c.resume = true; }, "--resume needs --checkpoint-dir"},
+      {"checkpoint-every without dir", [](TrainConfig& c) { c.checkpoint_every = 5; },
+       "needs --checkpoint-dir"},
+      {"resume without dir", [](TrainConfig& c) { c.resume = true; },
+       "--resume needs --checkpoint-dir"},
       {"save not safetensors", [](TrainConfig& c) { c.save = "w.bin"; }, "*.safetensors"},
-      {"parallel dp", [](TrainConfig& c) { c.parallel = "dp"; }, "--parallel dp needs --replicas N"},
-      {"parallel nonsense", [](TrainConfig& c) { c.parallel = "zz"; }, "--parallel: unknown value 'zz'"},
+      {"parallel dp", [](TrainConfig& c) { c.parallel = "dp"; },
+       "--parallel dp needs --replicas N"},
+      {"parallel nonsense", [](TrainConfig& c) { c.parallel = "zz"; },
+       "--parallel: unknown value 'zz'"},
       {"replicas", [](TrainConfig& c) { c.replicas = 2; }, "--replicas given without --parallel"},
-      {"activation", [](TrainConfig& c) { c.activation = "swish"; }, "--activation: unknown value 'swish'"},
+      {"activation", [](TrainConfig& c) { c.activation = "swish"; },
+       "--activation: unknown value 'swish'"},
       {"model", [](TrainConfig& c) { c.model = "resnet50"; }, "--model 'resnet50'"},
   };
   for (const BadConfigCase& bad : cases) {

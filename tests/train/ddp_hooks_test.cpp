@@ -181,9 +181,12 @@ TEST(TrainerDdpHooks, ResumeOnAnotherLayoutContinuesAtTheSameGlobalSample) {
   SmallRun wider(16);
   Trainer refused(*wider.model, *wider.opt, *wider.loader, o);
   const std::string msg = testing::error_message([&] { refused.resume(path); });
-  EXPECT_NE(msg.find("written by 2 rank(s) x batch size 4 (global batch 8) after 24 rows of epoch 0"),
-            std::string::npos) << msg;
-  EXPECT_NE(msg.find("this run's 1 rank(s) x batch size 16 (global batch 16)"), std::string::npos) << msg;
+  EXPECT_NE(
+      msg.find("written by 2 rank(s) x batch size 4 (global batch 8) after 24 rows of epoch 0"),
+      std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("this run's 1 rank(s) x batch size 16 (global batch 16)"), std::string::npos)
+      << msg;
 }
 
 TEST(RankLogPath, RankZeroKeepsThePathOthersInsertTheirRank) {
@@ -212,14 +215,19 @@ TEST(DdpSettings, MisplacedFlagsAreRefusedNamingThem) {
   };
   const Case cases[] = {
       {[](TrainConfig& c) { c.replicas = 2; },
-       "--replicas does not go with --parallel ddp: the ranks come from the launcher, one process per rank "
+       "--replicas does not go with --parallel ddp: the ranks come from the launcher, one process "
+       "per rank "
        "(mpirun -n N, or minitrain launch -n N)"},
-      {[](TrainConfig& c) { c.micro_batches = 2; }, "--micro-batches with --parallel ddp needs --stages S"},
-      {[](TrainConfig& c) { c.devices = "cpu,cpu"; }, "--devices with --parallel ddp lists the devices of one rank's"},
+      {[](TrainConfig& c) { c.micro_batches = 2; },
+       "--micro-batches with --parallel ddp needs --stages S"},
+      {[](TrainConfig& c) { c.devices = "cpu,cpu"; },
+       "--devices with --parallel ddp lists the devices of one rank's"},
       {[](TrainConfig& c) { c.stages = 9; }, "--stages 9 is more than the 5 layer(s)"},
-      {[](TrainConfig& c) { c.stages = 2, c.micro_batches = 100; }, "--micro-batches 100 is more than --batch-size 64"},
+      {[](TrainConfig& c) { c.stages = 2, c.micro_batches = 100; },
+       "--micro-batches 100 is more than --batch-size 64"},
       {[](TrainConfig& c) { c.bucket_size = "lots"; }, "--bucket-size 'lots'"},
-      {[](TrainConfig& c) { c.all_reduce = "tree"; }, "--all-reduce: unknown value 'tree' (choose one of: native, ring)"},
+      {[](TrainConfig& c) { c.all_reduce = "tree"; },
+       "--all-reduce: unknown value 'tree' (choose one of: native, ring)"},
   };
   for (const Case& k : cases) {
     TrainConfig c;
@@ -253,11 +261,13 @@ TEST(SampleWeights, ARunDrawsRowsByWeightAndBadWeightsAreNamed) {
 
   w[7] = -3.0f;
   write_npy(dir.path("negative.npy"), Tensor::from_vector(w, {20}));
-  testing::expect_error<ValueError>([&] { run_training(weighted_run(dir.path("negative.npy")), info, progress); },
-                                    {"--sample-weights", "weight 7 is -3"});
+  testing::expect_error<ValueError>(
+      [&] { run_training(weighted_run(dir.path("negative.npy")), info, progress); },
+      {"--sample-weights", "weight 7 is -3"});
   write_npy(dir.path("short.npy"), Tensor::from_vector(std::vector<float>(19, 1.0f), {19}));
-  testing::expect_error<ShapeError>([&] { run_training(weighted_run(dir.path("short.npy")), info, progress); },
-                                    {"holds an array of shape [19] but the data has 20 rows"});
+  testing::expect_error<ShapeError>(
+      [&] { run_training(weighted_run(dir.path("short.npy")), info, progress); },
+      {"holds an array of shape [19] but the data has 20 rows"});
 }
 
 }  // namespace

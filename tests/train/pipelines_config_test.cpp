@@ -15,7 +15,9 @@ namespace {
 
 using testing::error_message;
 
-PipelinesFile parse(const std::string& text) { return parse_pipelines_config(text, "runs.toml", "/data/dir"); }
+PipelinesFile parse(const std::string& text) {
+  return parse_pipelines_config(text, "runs.toml", "/data/dir");
+}
 
 TEST(PipelinesConfig, RunKeysOverrideDefaultsAndPathsResolveAgainstTheFile) {
   const PipelinesFile f = parse(R"(
@@ -58,8 +60,8 @@ memory-cap = "4GiB"
 }
 
 TEST(PipelinesConfig, RelativeBaseDirBecomesAbsolute) {
-  const PipelinesFile f = parse_pipelines_config("[[run]]\nname = \"a\"\ndata = \"x.csv\"\ntarget-columns = \"y\"\n",
-                                                 "runs.toml", "sub");
+  const PipelinesFile f = parse_pipelines_config(
+      "[[run]]\nname = \"a\"\ndata = \"x.csv\"\ntarget-columns = \"y\"\n", "runs.toml", "sub");
   ASSERT_EQ(f.runs.size(), 1u);
   EXPECT_EQ(f.runs[0].config.data, (std::filesystem::current_path() / "sub" / "x.csv").string());
 }
@@ -79,9 +81,12 @@ lr = -1.0
 )");
   ASSERT_EQ(f.runs.size(), 3u);
   EXPECT_EQ(f.runs[0].error, "");
-  EXPECT_EQ(f.runs[1].error, "run 'typo': runs.toml:7: unknown key 'lerning-rate' (did you mean 'lr'?)");
-  EXPECT_NE(f.runs[2].error.find("run 'negative': runs.toml:9: "), std::string::npos) << f.runs[2].error;
-  EXPECT_NE(f.runs[2].error.find("--lr must be >= 0, got -1"), std::string::npos) << f.runs[2].error;
+  EXPECT_EQ(f.runs[1].error,
+            "run 'typo': runs.toml:7: unknown key 'lerning-rate' (did you mean 'lr'?)");
+  EXPECT_NE(f.runs[2].error.find("run 'negative': runs.toml:9: "), std::string::npos)
+      << f.runs[2].error;
+  EXPECT_NE(f.runs[2].error.find("--lr must be >= 0, got -1"), std::string::npos)
+      << f.runs[2].error;
 }
 
 TEST(PipelinesConfig, AWrongTypeAndABadDeviceAndParallelFailTheirRun) {
@@ -97,7 +102,8 @@ parallel = "dp"
 replicas = 2
 )");
   ASSERT_EQ(f.runs.size(), 3u);
-  EXPECT_EQ(f.runs[0].error, "run 'type': runs.toml:3: key 'batch-size' must be an integer, got a string");
+  EXPECT_EQ(f.runs[0].error,
+            "run 'type': runs.toml:3: key 'batch-size' must be an integer, got a string");
   EXPECT_NE(f.runs[1].error.find("run 'dev': runs.toml:4: "), std::string::npos) << f.runs[1].error;
   EXPECT_NE(f.runs[1].error.find("tpu"), std::string::npos) << f.runs[1].error;
   EXPECT_NE(f.runs[2].error.find("parallel = 'dp': a pipelines run is one process on one device"),
@@ -107,32 +113,42 @@ replicas = 2
 
 TEST(PipelinesConfig, FileLevelProblemsRejectTheWholeFile) {
   EXPECT_EQ(error_message([] { parse("[defaults]\nlr = 0.1\n"); }),
-            "runs.toml: no runs; add one [[run]] table per run with a name and training keys (name = \"a\", lr = 0.01)");
+            "runs.toml: no runs; add one [[run]] table per run with a name and training keys (name "
+            "= \"a\", lr = 0.01)");
   EXPECT_EQ(error_message([] { parse("[[run]]\nname = \"a\"\n[[run]]\nname = \"a\"\n"); }),
             "runs.toml:4: run name 'a' is used twice; give each [[run]] its own name");
   EXPECT_EQ(error_message([] { parse("[[run]]\nname = \"a\"\n[[run]]\nlr = 0.1\n"); }),
             "runs.toml:3: [[run]] #2 has no name; give it name = \"...\" (its output directory)");
-  EXPECT_NE(error_message([] { parse("[[run]]\nname = \"../up\"\n"); })
-                .find("runs.toml:2: run name '../up' is not a safe directory name"),
+  EXPECT_NE(error_message([] {
+              parse("[[run]]\nname = \"../up\"\n");
+            }).find("runs.toml:2: run name '../up' is not a safe directory name"),
             std::string::npos);
-  EXPECT_NE(error_message([] { parse("[[run]]\nname = \"a\"\nlr = = 3\n"); }).find("runs.toml:3: invalid TOML"),
+  EXPECT_NE(error_message([] {
+              parse("[[run]]\nname = \"a\"\nlr = = 3\n");
+            }).find("runs.toml:3: invalid TOML"),
             std::string::npos);
-  EXPECT_NE(error_message([] { parse("lr = 0.1\n[[run]]\nname = \"a\"\n"); })
-                .find("runs.toml:1: unknown top-level key 'lr'"),
+  EXPECT_NE(error_message([] {
+              parse("lr = 0.1\n[[run]]\nname = \"a\"\n");
+            }).find("runs.toml:1: unknown top-level key 'lr'"),
             std::string::npos);
   EXPECT_EQ(error_message([] { parse("[defaults]\nbatchsize = 3\n[[run]]\nname = \"a\"\n"); }),
             "runs.toml:2: unknown key 'batchsize' (did you mean 'batch-size'?)");
   EXPECT_THROW(parse("[[run]]\nname = 3\n"), ValueError);
   // One key under two spellings in one table: refused, not "the last one wins".
-  EXPECT_EQ(error_message([] { parse("[defaults]\nbatch-size = 3\nbatch_size = 4\n[[run]]\nname = \"a\"\n"); }),
-            "runs.toml:3: key 'batch_size' sets 'batch-size', which 'batch-size' already set in this table; keep "
+  EXPECT_EQ(error_message([] {
+              parse("[defaults]\nbatch-size = 3\nbatch_size = 4\n[[run]]\nname = \"a\"\n");
+            }),
+            "runs.toml:3: key 'batch_size' sets 'batch-size', which 'batch-size' already set in "
+            "this table; keep "
             "one of them");
-  const PipelinesFile twice = parse("[defaults]\nbatch_size = 3\n[[run]]\nname = \"a\"\nbatch_size = 5\n"
-                                    "[[run]]\nname = \"b\"\nlr = 0.1\nbatch-size = 2\nbatch_size = 4\n");
+  const PipelinesFile twice = parse(
+      "[defaults]\nbatch_size = 3\n[[run]]\nname = \"a\"\nbatch_size = 5\n"
+      "[[run]]\nname = \"b\"\nlr = 0.1\nbatch-size = 2\nbatch_size = 4\n");
   EXPECT_EQ(twice.runs[0].error, "");  // a run overriding [defaults] is what runs are for
   EXPECT_EQ(twice.runs[0].config.batch_size, 5);
-  EXPECT_EQ(twice.runs[1].error, "run 'b': runs.toml:10: key 'batch_size' sets 'batch-size', which 'batch-size' "
-                                 "already set in this table; keep one of them");
+  EXPECT_EQ(twice.runs[1].error,
+            "run 'b': runs.toml:10: key 'batch_size' sets 'batch-size', which 'batch-size' "
+            "already set in this table; keep one of them");
 }
 
 TEST(PipelinesConfig, ReadingAMissingFileIsAnIoError) {

@@ -37,11 +37,15 @@ TEST(Progress, PlainLinesComeEveryTenthOfTheRunWithStepLossRateAndEta) {
   p.finish();
   const std::vector<std::string> lines = lines_of(out.str());
   ASSERT_EQ(lines.size(), 11u) << out.str();  // step 1, then 10, 20, ..., 100
-  EXPECT_EQ(lines[0].rfind("step 1/100 (1%)  epoch 1  loss 1  lr 0.003  12345 samples/s  ETA ", 0), 0u) << lines[0];
-  const std::regex format(R"(step \d+/100 \(\d+%\)  epoch \d+  loss [0-9.e+-]+  lr 0\.003  12345 samples/s  ETA \d+:\d\d)");
+  EXPECT_EQ(lines[0].rfind("step 1/100 (1%)  epoch 1  loss 1  lr 0.003  12345 samples/s  ETA ", 0),
+            0u)
+      << lines[0];
+  const std::regex format(
+      R"(step \d+/100 \(\d+%\)  epoch \d+  loss [0-9.e+-]+  lr 0\.003  12345 samples/s  ETA \d+:\d\d)");
   for (const std::string& l : lines) EXPECT_TRUE(std::regex_match(l, format)) << l;
   EXPECT_EQ(lines[1].rfind("step 10/100 (10%)  epoch 1  loss 0.1  ", 0), 0u) << lines[1];
-  EXPECT_EQ(lines.back().rfind("step 100/100 (100%)  epoch 10  loss 0.01  ", 0), 0u) << lines.back();
+  EXPECT_EQ(lines.back().rfind("step 100/100 (100%)  epoch 10  loss 0.01  ", 0), 0u)
+      << lines.back();
   EXPECT_EQ(out.str().find('\r'), std::string::npos);
 }
 

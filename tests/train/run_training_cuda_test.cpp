@@ -23,9 +23,8 @@ namespace {
 
 using testing::ScratchDir;
 
-#define SKIP_UNLESS_CUDA()                                                                   \
-  if (cuda_device_count() < 1)                                                               \
-  GTEST_SKIP() << "needs a CUDA device: " << cuda_unavailable_reason()
+#define SKIP_UNLESS_CUDA() \
+  if (cuda_device_count() < 1) GTEST_SKIP() << "needs a CUDA device: " << cuda_unavailable_reason()
 
 // 45 rows in batches of 10 (a partial last batch), 3 epochs of Adam: 15 steps.
 TrainConfig small_run(const std::string& device, const std::string& save) {
@@ -49,7 +48,8 @@ std::string train(const TrainConfig& c) {
   return info.str();
 }
 
-void expect_weights_close(const std::string& got, const std::string& want, double atol, double rtol) {
+void expect_weights_close(const std::string& got, const std::string& want, double atol,
+                          double rtol) {
   const SafetensorsFile g = read_safetensors(got), w = read_safetensors(want);
   ASSERT_EQ(g.tensors.size(), w.tensors.size());
   for (std::size_t i = 0; i < g.tensors.size(); ++i) {
@@ -82,7 +82,8 @@ TEST(RunTrainingCuda, EveryCudaGemmSavesTheCpuRunsWeights) {
     train(c);
     const bool bf16 = name.find("bf16") != std::string::npos;
     const double rtol = !gemm_backend(name).reduced_precision_inputs ? 1e-4 : bf16 ? 5e-2 : 1e-2;
-    expect_weights_close(dir.path(name + ".safetensors"), dir.path("cpu.safetensors"), 10 * rtol * 1e-2, rtol);
+    expect_weights_close(dir.path(name + ".safetensors"), dir.path("cpu.safetensors"),
+                         10 * rtol * 1e-2, rtol);
   }
 }
 
@@ -105,7 +106,8 @@ TEST(RunTrainingCuda, ResumedRunSavesWhatOneStraightRunSaves) {
                         b = read_safetensors(dir.path("resumed.safetensors"));
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
   for (std::size_t i = 0; i < a.tensors.size(); ++i)
-    EXPECT_EQ(testing::tensor_bytes(a.tensors[i].second), testing::tensor_bytes(b.tensors[i].second))
+    EXPECT_EQ(testing::tensor_bytes(a.tensors[i].second),
+              testing::tensor_bytes(b.tensors[i].second))
         << a.tensors[i].first;
 }
 

@@ -93,7 +93,8 @@ TEST(RunTraining, ResumeGivesTheSameWeightsAndLossesAsOneRun) {
   ASSERT_EQ(wa.tensors.size(), 4u);
   for (std::size_t i = 0; i < wa.tensors.size(); ++i) {
     EXPECT_EQ(wa.tensors[i].first, wb.tensors[i].first);
-    EXPECT_EQ(testing::tensor_bytes(wa.tensors[i].second), testing::tensor_bytes(wb.tensors[i].second))
+    EXPECT_EQ(testing::tensor_bytes(wa.tensors[i].second),
+              testing::tensor_bytes(wb.tensors[i].second))
         << wa.tensors[i].first;
   }
 }
@@ -130,8 +131,8 @@ TEST(RunTraining, DataThatDoesNotFitTheModelFailsAndKeepsExistingFiles) {
   c.targets = dir.path("y.npy");
   c.save = dir.write_raw("w.safetensors", "precious weights");
   c.log = dir.write_raw("m.jsonl", "precious log\n");
-  testing::expect_error<ShapeError>([&] { train(c); },
-                                    {"5 feature column(s)", "expects 8 inputs", "--model mlp:5,16,1"});
+  testing::expect_error<ShapeError>(
+      [&] { train(c); }, {"5 feature column(s)", "expects 8 inputs", "--model mlp:5,16,1"});
   EXPECT_EQ(read_file_bytes(c.save), "precious weights");
   EXPECT_EQ(read_file_bytes(c.log), "precious log\n");
 }
@@ -172,7 +173,8 @@ TEST(RunTraining, MissingDataFileIsAnIoErrorNamingIt) {
 TEST(RunTraining, SaveIntoAMissingDirectoryFailsBeforeTraining) {
   TrainConfig c;
   c.save = "/nonexistent/dir/w.safetensors";
-  testing::expect_error<IoError>([&] { train(c); }, {"--save: ", "/nonexistent/dir", "No such file or directory"});
+  testing::expect_error<IoError>([&] { train(c); },
+                                 {"--save: ", "/nonexistent/dir", "No such file or directory"});
 }
 
 TEST(RunTraining, UnwritableOutputsFailBeforeTrainingAndStaleTemporariesGo) {
@@ -182,7 +184,8 @@ TEST(RunTraining, UnwritableOutputsFailBeforeTrainingAndStaleTemporariesGo) {
   testing::expect_error<IoError>([&] { train(c); }, {"--log: ", "/proc/minitrain-m.jsonl"});
   c.log.clear();
   c.checkpoint_dir = "/proc";
-  testing::expect_error<IoError>([&] { train(c); }, {"--checkpoint-dir: ", "/proc/checkpoint.safetensors"});
+  testing::expect_error<IoError>([&] { train(c); },
+                                 {"--checkpoint-dir: ", "/proc/checkpoint.safetensors"});
   // A temporary of the checkpoint left by a killed write (pid 2^22 + 1 is above Linux's pid_max).
   c.checkpoint_dir = dir.path("ck");
   std::filesystem::create_directories(c.checkpoint_dir);
@@ -195,8 +198,8 @@ TEST(RunTraining, UnwritableOutputsFailBeforeTrainingAndStaleTemporariesGo) {
 TEST(RunTraining, EpochsSetTheStepCountAndGradAccumDividesIt) {
   ScratchDir dir;
   TrainConfig c = small_config(dir);
-  c.epochs = 3;       // 90 rows / 16 = 6 batches an epoch: 18 batches
-  c.grad_accum = 4;   // 4 steps of 4 batches, then one of 2
+  c.epochs = 3;      // 90 rows / 16 = 6 batches an epoch: 18 batches
+  c.grad_accum = 4;  // 4 steps of 4 batches, then one of 2
   const TrainReport r = train(c);
   EXPECT_EQ(r.total_steps, 5);
   EXPECT_EQ(logged_losses(c.log).size(), 5u);
@@ -219,7 +222,8 @@ TEST(RunTraining, DropLastDropsEachEpochsPartialBatch) {
   TrainConfig resumed = first;
   resumed.resume = true;
   resumed.drop_last = true;
-  testing::expect_error<ValueError>([&] { train(resumed); }, {"drop-last false", "this run has true"});
+  testing::expect_error<ValueError>([&] { train(resumed); },
+                                    {"drop-last false", "this run has true"});
 }
 
 }  // namespace

@@ -42,7 +42,8 @@ struct TinyRun {
   std::unique_ptr<DataLoader> loader;
   std::vector<double> losses;
 
-  TinyRun(const OptimizerConfig& oc, bool shuffle, int64_t batch_size = 8, uint64_t seed = 5) : gen(seed) {
+  TinyRun(const OptimizerConfig& oc, bool shuffle, int64_t batch_size = 8, uint64_t seed = 5)
+      : gen(seed) {
     model = make_mlp({3, 16, 2}, Activation::Tanh, gen);
     opt = make_optimizer(oc, model->named_parameters());
     DataLoaderOptions lo;
@@ -86,7 +87,8 @@ TEST(Trainer, LossIsTheBatchLossBeforeTheUpdateOnConsecutiveRows) {
   OptimizerConfig oc = sgd_config();
   oc.lr = 0.0;
   TinyRun run(oc, /*shuffle=*/false);
-  Trainer(*run.model, *run.opt, *run.loader, run.options(7)).run();  // 7 batches: 6 full, then 2 rows
+  Trainer(*run.model, *run.opt, *run.loader, run.options(7))
+      .run();  // 7 batches: 6 full, then 2 rows
   ASSERT_EQ(run.losses.size(), 7u);
 
   const auto data = small_data();
@@ -167,7 +169,8 @@ TEST_P(TrainerResume, IsBitIdenticalToAnUninterruptedRun) {
   std::vector<double> joined(first.losses.begin(), first.losses.begin() + 10);
   joined.insert(joined.end(), resumed.losses.begin(), resumed.losses.end());
   ASSERT_EQ(joined.size(), straight.losses.size());
-  for (std::size_t i = 0; i < joined.size(); ++i) EXPECT_EQ(joined[i], straight.losses[i]) << "step " << i + 1;
+  for (std::size_t i = 0; i < joined.size(); ++i)
+    EXPECT_EQ(joined[i], straight.losses[i]) << "step " << i + 1;
   EXPECT_TRUE(resumed.weights() == straight.weights()) << "weights differ after resuming";
   EXPECT_EQ(resumed.gen.offset(), straight.gen.offset());
 }
@@ -193,7 +196,8 @@ ResumeCase adam_amsgrad() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, TrainerResume,
-                         ::testing::Values(sgd_nesterov(), adam_amsgrad(), ResumeCase{"adamw", make_oc("adamw", 0.01)}),
+                         ::testing::Values(sgd_nesterov(), adam_amsgrad(),
+                                           ResumeCase{"adamw", make_oc("adamw", 0.01)}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Trainer, ResumeRejectsACheckpointOfAnotherBatchSize) {
@@ -220,8 +224,9 @@ TEST(Trainer, ResumeIntoAnotherModelIsAShapeErrorThatChangesNothing) {
   auto other = make_mlp({3, 4, 2}, Activation::Tanh, gen);
   auto opt = make_optimizer(sgd_config(), other->named_parameters());
   const std::string before = tensor_bytes(state_dict(*other)[0].second);
-  testing::expect_error<ShapeError>([&] { load_checkpoint(checkpoint_path(dir.path("")), *other, *opt); },
-                                    {"does not fit the model"});
+  testing::expect_error<ShapeError>(
+      [&] { load_checkpoint(checkpoint_path(dir.path("")), *other, *opt); },
+      {"does not fit the model"});
   EXPECT_EQ(tensor_bytes(state_dict(*other)[0].second), before);
 }
 
@@ -247,10 +252,12 @@ TEST(Trainer, NonFiniteLossStopsTheRunAndKeepsTheLastGoodCheckpoint) {
   const int64_t failed_step = std::stoll(msg.substr(msg.find("step ") + 5));
 
   TinyRun check(make_oc("sgd", 50.0), true);
-  const CheckpointPosition p = load_checkpoint(checkpoint_path(dir.path("")), *check.model, *check.opt);
+  const CheckpointPosition p =
+      load_checkpoint(checkpoint_path(dir.path("")), *check.model, *check.opt);
   EXPECT_LT(p.step, failed_step);
   EXPECT_NO_THROW(check_parameters_finite(*check.model, "checkpoint"));
-  for (const auto& name : dir.listing()) EXPECT_EQ(name, "checkpoint.safetensors") << "left behind: " << name;
+  for (const auto& name : dir.listing())
+    EXPECT_EQ(name, "checkpoint.safetensors") << "left behind: " << name;
 }
 
 TEST(Trainer, CheckpointHoldsModelOptimizerStateAndPosition) {
@@ -290,9 +297,11 @@ TEST(Trainer, MetricsLogHasOneJsonLinePerStep) {
   int n = 0;
   while (std::getline(in, line)) {
     ++n;
-    EXPECT_EQ(line.rfind("{\"step\":" + std::to_string(n) + ",\"epoch\":1,\"loss\":", 0), 0u) << line;
-    for (const char* key : {"\"lr\":0.05", "\"step_ms\":", "\"samples_per_s\":", "\"device\":\"cpu\"",
-                            "\"memory_in_use_bytes\":", "\"memory_peak_bytes\":"})
+    EXPECT_EQ(line.rfind("{\"step\":" + std::to_string(n) + ",\"epoch\":1,\"loss\":", 0), 0u)
+        << line;
+    for (const char* key :
+         {"\"lr\":0.05", "\"step_ms\":", "\"samples_per_s\":", "\"device\":\"cpu\"",
+          "\"memory_in_use_bytes\":", "\"memory_peak_bytes\":"})
       EXPECT_NE(line.find(key), std::string::npos) << key << " missing in " << line;
   }
   EXPECT_EQ(n, 5);
@@ -324,7 +333,8 @@ TEST(Trainer, ResumedMetricsLogDropsATornLastLineWithANote) {
   }
   // A bad line before the last is not a torn write: still an error naming it.
   const std::string path = dir.write_raw("bad.jsonl", "{\"step\":1}\nnot json\n{\"step\":2}\n");
-  testing::expect_error<IoError>([&] { MetricsLog log(path, 2); }, {"bad.jsonl:2: not a metrics line"});
+  testing::expect_error<IoError>([&] { MetricsLog log(path, 2); },
+                                 {"bad.jsonl:2: not a metrics line"});
   // An intact log needs no note.
   const std::string good = dir.write_raw("good.jsonl", "{\"step\":1}\n");
   EXPECT_EQ(MetricsLog(good, 1).repair_note(), "");

@@ -53,7 +53,8 @@ void syncthreads(const void* site);
 void syncwarp(unsigned mask);
 unsigned activemask();
 enum class Shfl : int { Idx, Up, Down, Xor };
-void shuffle(unsigned mask, Shfl kind, int arg, int width, const void* in, void* out, std::size_t size);
+void shuffle(unsigned mask, Shfl kind, int arg, int width, const void* in, void* out,
+             std::size_t size);
 unsigned ballot(unsigned mask, bool predicate);
 /// Claims `bytes` of static shared memory for the declaration `tag` in the running block (the
 /// first thread to get there allocates; every thread of the block gets the same storage).
@@ -74,8 +75,10 @@ namespace mtemu {
 /// (rewrite_cuda.py): storage per block, allocated apart so the memory checks see its bounds.
 template <class T, std::size_t kAlign>
 T& shared_var(const void* tag, const char* name) {
-  static_assert(std::is_trivially_default_constructible<T>::value, "__shared__ variables cannot have initialisers");
-  return *static_cast<T*>(detail::block_shared(tag, sizeof(T), kAlign < alignof(T) ? alignof(T) : kAlign, name));
+  static_assert(std::is_trivially_default_constructible<T>::value,
+                "__shared__ variables cannot have initialisers");
+  return *static_cast<T*>(
+      detail::block_shared(tag, sizeof(T), kAlign < alignof(T) ? alignof(T) : kAlign, name));
 }
 /// `extern __shared__ T name[];`: the launch's dynamic shared memory.
 template <class T>
@@ -88,14 +91,20 @@ T* dynamic_shared_var(std::size_t align) {
 
 // Not inlined away from the call site: the return address names the barrier, so threads of one
 // block that wait at different __syncthreads() calls are reported.
-__attribute__((noinline)) inline void __syncthreads() { ::mtemu::detail::syncthreads(__builtin_return_address(0)); }
+__attribute__((noinline)) inline void __syncthreads() {
+  ::mtemu::detail::syncthreads(__builtin_return_address(0));
+}
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ::mtemu::detail::syncwarp(mask); }
 inline unsigned __activemask() { return ::mtemu::detail::activemask(); }
-inline unsigned __ballot_sync(unsigned mask, int predicate) { return ::mtemu::detail::ballot(mask, predicate != 0); }
+inline unsigned __ballot_sync(unsigned mask, int predicate) {
+  return ::mtemu::detail::ballot(mask, predicate != 0);
+}
 inline int __all_sync(unsigned mask, int predicate) {
   return ::mtemu::detail::ballot(mask, predicate != 0) == mask;
 }
-inline int __any_sync(unsigned mask, int predicate) { return ::mtemu::detail::ballot(mask, predicate != 0) != 0; }
+inline int __any_sync(unsigned mask, int predicate) {
+  return ::mtemu::detail::ballot(mask, predicate != 0) != 0;
+}
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 [[noreturn]] inline void __trap() { ::mtemu::detail::device_trap("__trap()"); }
@@ -103,7 +112,8 @@ inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 namespace mtemu::detail {
 template <class T>
 T shuffle_as(unsigned mask, T v, Shfl kind, int arg, int width) {
-  static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 16, "shuffles move up to 16 bytes");
+  static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 16,
+                "shuffles move up to 16 bytes");
   T out;
   shuffle(mask, kind, arg, width, &v, &out, sizeof(T));
   return out;
@@ -133,7 +143,8 @@ namespace mtemu::detail {
 template <class T, class F>
 T atomic_update(T* address, F f) {  // compare-and-swap loop for the floating-point forms
   T old = __atomic_load_n(address, __ATOMIC_RELAXED);
-  while (!__atomic_compare_exchange_n(address, &old, f(old), true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+  while (!__atomic_compare_exchange_n(address, &old, f(old), true, __ATOMIC_SEQ_CST,
+                                      __ATOMIC_RELAXED)) {
   }
   return old;
 }
@@ -149,28 +160,29 @@ T atomic_update_fp(T* address, T (*f)(T, T), T v) {
     const T new_value = f(old_value, v);
     Bits new_bits;
     std::memcpy(&new_bits, &new_value, sizeof(T));
-    if (__atomic_compare_exchange_n(bits, &old_bits, new_bits, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+    if (__atomic_compare_exchange_n(bits, &old_bits, new_bits, true, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_RELAXED))
       return old_value;
   }
 }
 }  // namespace mtemu::detail
 
-#define MTEMU_INTEGER_ATOMICS(T)                                                                       \
-  inline T atomicAdd(T* a, T v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }                  \
-  inline T atomicSub(T* a, T v) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }                  \
-  inline T atomicExch(T* a, T v) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }                \
-  inline T atomicAnd(T* a, T v) { return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); }                  \
-  inline T atomicOr(T* a, T v) { return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); }                    \
-  inline T atomicXor(T* a, T v) { return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); }                  \
-  inline T atomicMax(T* a, T v) {                                                                      \
-    return ::mtemu::detail::atomic_update(a, [v](T o) { return o < v ? v : o; });                       \
-  }                                                                                                    \
-  inline T atomicMin(T* a, T v) {                                                                      \
-    return ::mtemu::detail::atomic_update(a, [v](T o) { return v < o ? v : o; });                       \
-  }                                                                                                    \
-  inline T atomicCAS(T* a, T compare, T v) {                                                           \
-    __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);             \
-    return compare;                                                                                    \
+#define MTEMU_INTEGER_ATOMICS(T)                                                            \
+  inline T atomicAdd(T* a, T v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }      \
+  inline T atomicSub(T* a, T v) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }      \
+  inline T atomicExch(T* a, T v) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }    \
+  inline T atomicAnd(T* a, T v) { return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); }      \
+  inline T atomicOr(T* a, T v) { return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); }        \
+  inline T atomicXor(T* a, T v) { return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); }      \
+  inline T atomicMax(T* a, T v) {                                                           \
+    return ::mtemu::detail::atomic_update(a, [v](T o) { return o < v ? v : o; });           \
+  }                                                                                         \
+  inline T atomicMin(T* a, T v) {                                                           \
+    return ::mtemu::detail::atomic_update(a, [v](T o) { return v < o ? v : o; });           \
+  }                                                                                         \
+  inline T atomicCAS(T* a, T compare, T v) {                                                \
+    __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
+    return compare;                                                                         \
   }
 MTEMU_INTEGER_ATOMICS(int)
 MTEMU_INTEGER_ATOMICS(unsigned int)
@@ -178,13 +190,16 @@ MTEMU_INTEGER_ATOMICS(unsigned long long)
 #undef MTEMU_INTEGER_ATOMICS
 
 inline float atomicAdd(float* a, float v) {
-  return ::mtemu::detail::atomic_update_fp<float>(a, [](float o, float x) { return o + x; }, v);
+  return ::mtemu::detail::atomic_update_fp<float>(
+      a, [](float o, float x) { return o + x; }, v);
 }
 inline double atomicAdd(double* a, double v) {
-  return ::mtemu::detail::atomic_update_fp<double>(a, [](double o, double x) { return o + x; }, v);
+  return ::mtemu::detail::atomic_update_fp<double>(
+      a, [](double o, double x) { return o + x; }, v);
 }
 inline float atomicExch(float* a, float v) {
-  return ::mtemu::detail::atomic_update_fp<float>(a, [](float, float x) { return x; }, v);
+  return ::mtemu::detail::atomic_update_fp<float>(
+      a, [](float, float x) { return x; }, v);
 }
 
 // ---- device math that CUDA has and C++ spells differently ----

@@ -2,7 +2,8 @@
 // The emulated kernel launch. The build rewrites
 //     kernel<<<grid, block, smem, stream>>>(args...);
 // into
-//     kernel | ::mtemu::launch("kernel", __FILE__, __LINE__, max_threads, grid, block, smem, stream)(args...);
+//     kernel | ::mtemu::launch("kernel", __FILE__, __LINE__, max_threads, grid, block, smem,
+//     stream)(args...);
 // (cuda_emu/rewrite_cuda.py): launch() holds the configuration, (args...) copies the arguments,
 // and `|` with the kernel's address converts them to its parameter types and queues the grid on
 // the stream, returning at once as a real launch does. Errors go to cudaGetLastError().
@@ -40,10 +41,14 @@ inline dim3 as_dim3(dim3 d) { return d; }
 template <class I, class = std::enable_if_t<std::is_integral<I>::value>>
 dim3 as_dim3(I v) {
   // A negative or huge count must fail the launch's check, not wrap to a small grid.
-  return v < 0 || static_cast<unsigned long long>(v) > 0xffffffffull ? dim3(0) : dim3(static_cast<unsigned>(v));
+  return v < 0 || static_cast<unsigned long long>(v) > 0xffffffffull
+             ? dim3(0)
+             : dim3(static_cast<unsigned>(v));
 }
 inline cudaStream_t as_stream(cudaStream_t s) { return s; }
-inline cudaStream_t as_stream(int zero) { return zero == 0 ? nullptr : reinterpret_cast<cudaStream_t>(-1); }
+inline cudaStream_t as_stream(int zero) {
+  return zero == 0 ? nullptr : reinterpret_cast<cudaStream_t>(-1);
+}
 }  // namespace detail
 
 template <class... A>
@@ -63,14 +68,16 @@ struct PendingLaunch {
 };
 
 template <class G, class B, class... Rest>
-PendingLaunch launch(const char* kernel, const char* file, int line, int max_threads, G grid, B block,
-                     Rest... rest) {
-  static_assert(sizeof...(Rest) <= 2, "<<<grid, block, shared bytes, stream>>> takes at most four values");
+PendingLaunch launch(const char* kernel, const char* file, int line, int max_threads, G grid,
+                     B block, Rest... rest) {
+  static_assert(sizeof...(Rest) <= 2,
+                "<<<grid, block, shared bytes, stream>>> takes at most four values");
   PendingLaunch p{{kernel, file, line, max_threads}, {}};
   p.config.grid = detail::as_dim3(grid);
   p.config.block = detail::as_dim3(block);
   const auto extra = std::make_tuple(rest...);
-  if constexpr (sizeof...(Rest) >= 1) p.config.dynamic_smem = static_cast<std::size_t>(std::get<0>(extra));
+  if constexpr (sizeof...(Rest) >= 1)
+    p.config.dynamic_smem = static_cast<std::size_t>(std::get<0>(extra));
   if constexpr (sizeof...(Rest) >= 2) p.config.stream = detail::as_stream(std::get<1>(extra));
   return p;
 }

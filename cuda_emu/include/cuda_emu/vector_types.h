@@ -8,7 +8,8 @@ struct uint3 {
 };
 struct dim3 {
   unsigned int x = 1, y = 1, z = 1;
-  constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+  constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
+      : x(vx), y(vy), z(vz) {}
   constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
   constexpr operator uint3() const { return uint3{x, y, z}; }
 };

@@ -16,8 +16,8 @@ namespace minitrain::gemm_ladder {
 __global__ void __launch_bounds__(CoalescedTiling::kThreads) gemm_coalesced_kernel(GemmArgs g) {
   using T = CoalescedTiling;
   const int tid = static_cast<int>(threadIdx.x);
-  // The lesson of this rung: consecutive threads on consecutive columns (the same mapping as the tiling's
-  // local_row/local_col, which gemm_tiling_test.cpp checks on the CPU).
+  // The lesson of this rung: consecutive threads on consecutive columns (the same mapping as the
+  // tiling's local_row/local_col, which gemm_tiling_test.cpp checks on the CPU).
   const int64_t row = block_row0<T>(blockIdx.x, blockIdx.y) + tid / T::kBlockN;
   const int64_t col = block_col0<T>(blockIdx.x, blockIdx.y) + tid % T::kBlockN;
   if (!in_c(row, col, g.m, g.n)) return;

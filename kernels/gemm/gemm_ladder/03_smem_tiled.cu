@@ -19,11 +19,13 @@ constexpr int kSmemTiledLd = SmemTiledTiling::kBlockK + 1;
 
 __global__ void __launch_bounds__(SmemTiledTiling::kThreads) gemm_smem_tiled_kernel(GemmArgs g) {
   using T = SmemTiledTiling;
-  static_assert(T::kBlockM == T::kBlockK && T::kBlockN == T::kBlockK, "square tiles share one stride");
+  static_assert(T::kBlockM == T::kBlockK && T::kBlockN == T::kBlockK,
+                "square tiles share one stride");
   __shared__ float as[T::kBlockM * kSmemTiledLd];  // op(A) tile [BM][BK]
   __shared__ float bs[T::kBlockK * kSmemTiledLd];  // op(B) tile [BK][BN]
   const int tid = static_cast<int>(threadIdx.x);
-  const int64_t row0 = block_row0<T>(blockIdx.x, blockIdx.y), col0 = block_col0<T>(blockIdx.x, blockIdx.y);
+  const int64_t row0 = block_row0<T>(blockIdx.x, blockIdx.y),
+                col0 = block_col0<T>(blockIdx.x, blockIdx.y);
   const int lr = T::local_row(tid, 0), lc = T::local_col(tid, 0);
   float acc = 0.f;
   for (int64_t k0 = 0; k0 < g.k; k0 += T::kBlockK) {
@@ -31,11 +33,13 @@ __global__ void __launch_bounds__(SmemTiledTiling::kThreads) gemm_smem_tiled_ker
     load_tile<T::kBlockK, T::kBlockN, T::kThreads, false>(bs, kSmemTiledLd, g.b, k0, col0, tid);
     __syncthreads();  // the tiles are complete
 #pragma unroll
-    for (int q = 0; q < T::kBlockK; ++q) acc += as[lr * kSmemTiledLd + q] * bs[q * kSmemTiledLd + lc];
+    for (int q = 0; q < T::kBlockK; ++q)
+      acc += as[lr * kSmemTiledLd + q] * bs[q * kSmemTiledLd + lc];
     __syncthreads();  // everyone is done reading before the next tiles overwrite them
   }
   // Threads outside C still took part in the loads and barriers above; only the store is guarded.
-  if (in_c(row0 + lr, col0 + lc, g.m, g.n)) store_c(g.c, g.n, row0 + lr, col0 + lc, acc, g.alpha, g.beta);
+  if (in_c(row0 + lr, col0 + lc, g.m, g.n))
+    store_c(g.c, g.n, row0 + lr, col0 + lc, acc, g.alpha, g.beta);
 }
 
 void gemm_smem_tiled_cuda(const GemmArgs& g, CUstream_st* stream) {

@@ -31,7 +31,8 @@ using T = DoubleBufferedTiling;
 constexpr int kLd = T::kBlockK + 1;
 constexpr int kTileFloats = T::kBlockM * kLd;
 constexpr int kPerThread = T::kBlockM * T::kBlockK / T::kThreads;  // elements per operand and tile
-static_assert(T::kBlockM == T::kBlockK && T::kBlockN == T::kBlockK, "square tiles share one stride");
+static_assert(T::kBlockM == T::kBlockK && T::kBlockN == T::kBlockK,
+              "square tiles share one stride");
 
 /// Where element `step` of this thread's share of the tile of op(X) at (r0, c0) lives: its shared
 /// slot, and whether it lies inside X (outside it the slot gets zero).
@@ -48,7 +49,8 @@ __device__ __forceinline__ Slot slot(const Operand& x, int64_t r0, int64_t c0, i
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 /// Starts the copy of one tile of op(X) into `s` with cp.async; out-of-range elements copy zero
 /// bytes and zero-fill their 4 (the source pointer stays valid, it is never read).
-__device__ __forceinline__ void copy_tile_async(float* s, const Operand& x, int64_t r0, int64_t c0, int tid) {
+__device__ __forceinline__ void copy_tile_async(float* s, const Operand& x, int64_t r0, int64_t c0,
+                                                int tid) {
 #pragma unroll
   for (int step = 0; step < kPerThread; ++step) {
     const Slot e = slot(x, r0, c0, tid, step);
@@ -58,15 +60,16 @@ __device__ __forceinline__ void copy_tile_async(float* s, const Operand& x, int6
 }
 #else
 /// The fallback's two halves: fetch one tile's elements into registers, then store them.
-__device__ __forceinline__ void fetch_tile(float (&r)[kPerThread], const Operand& x, int64_t r0, int64_t c0,
-                                           int tid) {
+__device__ __forceinline__ void fetch_tile(float (&r)[kPerThread], const Operand& x, int64_t r0,
+                                           int64_t c0, int tid) {
 #pragma unroll
   for (int step = 0; step < kPerThread; ++step) {
     const Slot e = slot(x, r0, c0, tid, step);
     r[step] = e.inside ? x.at(e.r, e.c) : 0.f;
   }
 }
-__device__ __forceinline__ void store_tile(float* s, const float (&r)[kPerThread], const Operand& x, int tid) {
+__device__ __forceinline__ void store_tile(float* s, const float (&r)[kPerThread], const Operand& x,
+                                           int tid) {
 #pragma unroll
   for (int step = 0; step < kPerThread; ++step) s[slot(x, 0, 0, tid, step).smem] = r[step];
 }
@@ -78,7 +81,8 @@ __global__ void __launch_bounds__(T::kThreads) gemm_double_buffered_kernel(GemmA
   __shared__ float as[2][kTileFloats];  // op(A) tiles [BM][BK], buffer k % 2 holds tile k
   __shared__ float bs[2][kTileFloats];  // op(B) tiles [BK][BN]
   const int tid = static_cast<int>(threadIdx.x);
-  const int64_t row0 = block_row0<T>(blockIdx.x, blockIdx.y), col0 = block_col0<T>(blockIdx.x, blockIdx.y);
+  const int64_t row0 = block_row0<T>(blockIdx.x, blockIdx.y),
+                col0 = block_col0<T>(blockIdx.x, blockIdx.y);
   const int lr = tid / T::kBlockN, lc = tid % T::kBlockN;  // this thread's C element in the tile
   const int64_t tiles = ceil_div(g.k, T::kBlockK);
   float acc = 0.f;
@@ -98,7 +102,7 @@ __global__ void __launch_bounds__(T::kThreads) gemm_double_buffered_kernel(GemmA
       copy_tile_async(as[buf ^ 1], g.a, row0, (t + 1) * T::kBlockK, tid);
       copy_tile_async(bs[buf ^ 1], g.b, (t + 1) * T::kBlockK, col0, tid);
     }
-    __pipeline_commit();     // one batch per iteration (possibly empty), so "prior 1" is tile t+1
+    __pipeline_commit();       // one batch per iteration (possibly empty), so "prior 1" is tile t+1
     __pipeline_wait_prior(1);  // this thread's copies of tile t have landed...
     __syncthreads();           // ...and everyone's
     multiply(buf);
@@ -129,7 +133,8 @@ __global__ void __launch_bounds__(T::kThreads) gemm_double_buffered_kernel(GemmA
   }
 #endif
   // Threads outside C still took part in the loads and barriers above; only the store is guarded.
-  if (in_c(row0 + lr, col0 + lc, g.m, g.n)) store_c(g.c, g.n, row0 + lr, col0 + lc, acc, g.alpha, g.beta);
+  if (in_c(row0 + lr, col0 + lc, g.m, g.n))
+    store_c(g.c, g.n, row0 + lr, col0 + lc, acc, g.alpha, g.beta);
 }
 
 void gemm_double_buffered_cuda(const GemmArgs& g, CUstream_st* stream) {

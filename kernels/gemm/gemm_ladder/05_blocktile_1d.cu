@@ -14,12 +14,14 @@
 
 namespace minitrain::gemm_ladder {
 
-__global__ void __launch_bounds__(Blocktile1dTiling::kThreads) gemm_blocktile_1d_kernel(GemmArgs g) {
+__global__ void __launch_bounds__(Blocktile1dTiling::kThreads)
+    gemm_blocktile_1d_kernel(GemmArgs g) {
   using T = Blocktile1dTiling;
   __shared__ float as[T::kBlockM * T::kBlockK];  // op(A) tile [BM][BK]
   __shared__ float bs[T::kBlockK * T::kBlockN];  // op(B) tile [BK][BN]
   const int tid = static_cast<int>(threadIdx.x);
-  const int64_t row0 = block_row0<T>(blockIdx.x, blockIdx.y), col0 = block_col0<T>(blockIdx.x, blockIdx.y);
+  const int64_t row0 = block_row0<T>(blockIdx.x, blockIdx.y),
+                col0 = block_col0<T>(blockIdx.x, blockIdx.y);
   const int lc = T::local_col(tid, 0);
   float acc[T::kTM] = {};
   for (int64_t k0 = 0; k0 < g.k; k0 += T::kBlockK) {

@@ -24,7 +24,8 @@ __global__ void __launch_bounds__(VectorizedTiling::kThreads) gemm_vectorized_ke
   __shared__ __align__(16) float as_t[T::kBlockK * kVecLdA];  // op(A) tile transposed: [BK][BM]
   __shared__ __align__(16) float bs[T::kBlockK * kVecLdB];    // op(B) tile [BK][BN]
   const int tid = static_cast<int>(threadIdx.x);
-  const int64_t row0 = block_row0<T>(blockIdx.x, blockIdx.y), col0 = block_col0<T>(blockIdx.x, blockIdx.y);
+  const int64_t row0 = block_row0<T>(blockIdx.x, blockIdx.y),
+                col0 = block_col0<T>(blockIdx.x, blockIdx.y);
   const int lr = T::local_row(tid, 0), lc = T::local_col(tid, 0);  // the thread tile's corner
   float acc[T::kTM][T::kTN] = {};
   float a_frag[T::kTM], b_frag[T::kTN];

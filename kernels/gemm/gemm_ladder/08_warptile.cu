@@ -23,7 +23,8 @@ __global__ void __launch_bounds__(WarptileTiling::kThreads) gemm_warptile_kernel
   __shared__ __align__(16) float as_t[T::kBlockK * kWarpLdA];  // op(A) tile transposed: [BK][BM]
   __shared__ __align__(16) float bs[T::kBlockK * kWarpLdB];    // op(B) tile [BK][BN]
   const int tid = static_cast<int>(threadIdx.x);
-  const int64_t row0 = block_row0<T>(blockIdx.x, blockIdx.y), col0 = block_col0<T>(blockIdx.x, blockIdx.y);
+  const int64_t row0 = block_row0<T>(blockIdx.x, blockIdx.y),
+                col0 = block_col0<T>(blockIdx.x, blockIdx.y);
   float acc[T::kRowsPerThread][T::kColsPerThread] = {};
   float a_frag[T::kRowsPerThread], b_frag[T::kColsPerThread];
   for (int64_t k0 = 0; k0 < g.k; k0 += T::kBlockK) {
@@ -41,7 +42,8 @@ __global__ void __launch_bounds__(WarptileTiling::kThreads) gemm_warptile_kernel
       // Each sub-tile's TM (TN) values are contiguous in shared memory: float4 reads.
 #pragma unroll
       for (int i = 0; i < T::kRowsPerThread; i += 4) {
-        const float4 v = *reinterpret_cast<const float4*>(&as_t[q * kWarpLdA + T::local_row(tid, i)]);
+        const float4 v =
+            *reinterpret_cast<const float4*>(&as_t[q * kWarpLdA + T::local_row(tid, i)]);
         a_frag[i] = v.x, a_frag[i + 1] = v.y, a_frag[i + 2] = v.z, a_frag[i + 3] = v.w;
       }
 #pragma unroll

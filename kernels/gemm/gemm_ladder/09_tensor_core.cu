@@ -37,7 +37,9 @@ struct Bf16Inputs {
   using Smem = __nv_bfloat16;
   static constexpr int kK = 16, kPad = 16;
   struct Round {
-    __device__ __forceinline__ __nv_bfloat16 operator()(float v) const { return __float2bfloat16(v); }
+    __device__ __forceinline__ __nv_bfloat16 operator()(float v) const {
+      return __float2bfloat16(v);
+    }
   };
 };
 
@@ -50,11 +52,13 @@ __global__ void __launch_bounds__(TensorCoreTiling::kThreads) gemm_tensor_core_k
   static_assert(T::kBlockK % P::kK == 0, "the block's k depth is whole fragments");
   __shared__ __align__(128) S as[T::kBlockM * kLdA];  // op(A) tile [BM][BK], rounded
   __shared__ __align__(128) S bs[T::kBlockK * kLdB];  // op(B) tile [BK][BN], rounded
-  __shared__ __align__(128) float cs[kWarps][T::kFrag * T::kFrag];  // one fragment per warp, for the epilogue
+  __shared__ __align__(
+      128) float cs[kWarps][T::kFrag * T::kFrag];  // one fragment per warp, for the epilogue
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int warp_row = (warp / T::kWarpsN) * T::kWarpM, warp_col = (warp % T::kWarpsN) * T::kWarpN;
-  const int64_t row0 = block_row0<T>(blockIdx.x, blockIdx.y), col0 = block_col0<T>(blockIdx.x, blockIdx.y);
+  const int64_t row0 = block_row0<T>(blockIdx.x, blockIdx.y),
+                col0 = block_col0<T>(blockIdx.x, blockIdx.y);
 
   wmma::fragment<wmma::accumulator, T::kFrag, T::kFrag, P::kK, float> acc[T::kFragM][T::kFragN];
 #pragma unroll
@@ -63,13 +67,17 @@ __global__ void __launch_bounds__(TensorCoreTiling::kThreads) gemm_tensor_core_k
     for (int j = 0; j < T::kFragN; ++j) wmma::fill_fragment(acc[i][j], 0.f);
 
   for (int64_t k0 = 0; k0 < g.k; k0 += T::kBlockK) {
-    load_tile<T::kBlockM, T::kBlockK, T::kThreads, false>(as, kLdA, g.a, row0, k0, tid, typename P::Round());
-    load_tile<T::kBlockK, T::kBlockN, T::kThreads, false>(bs, kLdB, g.b, k0, col0, tid, typename P::Round());
+    load_tile<T::kBlockM, T::kBlockK, T::kThreads, false>(as, kLdA, g.a, row0, k0, tid,
+                                                          typename P::Round());
+    load_tile<T::kBlockK, T::kBlockN, T::kThreads, false>(bs, kLdB, g.b, k0, col0, tid,
+                                                          typename P::Round());
     __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < T::kBlockK; kk += P::kK) {
-      wmma::fragment<wmma::matrix_a, T::kFrag, T::kFrag, P::kK, typename P::Frag, wmma::row_major> a_frag[T::kFragM];
-      wmma::fragment<wmma::matrix_b, T::kFrag, T::kFrag, P::kK, typename P::Frag, wmma::row_major> b_frag[T::kFragN];
+      wmma::fragment<wmma::matrix_a, T::kFrag, T::kFrag, P::kK, typename P::Frag, wmma::row_major>
+          a_frag[T::kFragM];
+      wmma::fragment<wmma::matrix_b, T::kFrag, T::kFrag, P::kK, typename P::Frag, wmma::row_major>
+          b_frag[T::kFragN];
 #pragma unroll
       for (int i = 0; i < T::kFragM; ++i)
         wmma::load_matrix_sync(a_frag[i], as + (warp_row + i * T::kFrag) * kLdA + kk, kLdA);
@@ -79,7 +87,8 @@ __global__ void __launch_bounds__(TensorCoreTiling::kThreads) gemm_tensor_core_k
 #pragma unroll
       for (int i = 0; i < T::kFragM; ++i)
 #pragma unroll
-        for (int j = 0; j < T::kFragN; ++j) wmma::mma_sync(acc[i][j], a_frag[i], b_frag[j], acc[i][j]);
+        for (int j = 0; j < T::kFragN; ++j)
+          wmma::mma_sync(acc[i][j], a_frag[i], b_frag[j], acc[i][j]);
     }
     __syncthreads();
   }
@@ -97,8 +106,8 @@ __global__ void __launch_bounds__(TensorCoreTiling::kThreads) gemm_tensor_core_k
         const int64_t row = row0 + T::local_row(tid, i * T::kRowsPerLanePerFrag + e);
         const int64_t col = col0 + T::local_col(tid, j);
         if (in_c(row, col, g.m, g.n))
-          store_c(g.c, g.n, row, col, cs[warp][T::frag_row(lane, e) * T::kFrag + T::frag_col(lane)], g.alpha,
-                  g.beta);
+          store_c(g.c, g.n, row, col, cs[warp][T::frag_row(lane, e) * T::kFrag + T::frag_col(lane)],
+                  g.alpha, g.beta);
       }
       __syncwarp();  // all lanes have read the staging tile before the next fragment lands
     }

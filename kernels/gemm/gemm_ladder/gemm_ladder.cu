@@ -20,18 +20,22 @@ bool rows_16b_aligned(const float* p, int64_t ld) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && ld % 4 == 0;
 }
 
-GemmBackend ladder_entry(const char* name, const char* technique, bool reduced_precision, Launcher launch) {
+GemmBackend ladder_entry(const char* name, const char* technique, bool reduced_precision,
+                         Launcher launch) {
   const std::string backend = name;
-  GemmFloatFn fn = [backend, launch](Device device, float* c, const float* a, bool trans_a, const float* b,
-                                     bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, float beta) {
-    MT_CHECK_AS(DeviceError, device.is_cuda(), "gemm backend '", backend, "' runs on CUDA devices, got ",
-                device.str(), "; move the tensors to a GPU or pick a CPU backend (openblas, eigen)");
-    MT_CHECK_AS(ValueError, m >= 0 && n >= 0 && k >= 0, "gemm backend '", backend, "': sizes must be >= 0, got m = ",
-                m, ", n = ", n, ", k = ", k);
+  GemmFloatFn fn = [backend, launch](Device device, float* c, const float* a, bool trans_a,
+                                     const float* b, bool trans_b, int64_t m, int64_t n, int64_t k,
+                                     float alpha, float beta) {
+    MT_CHECK_AS(DeviceError, device.is_cuda(), "gemm backend '", backend,
+                "' runs on CUDA devices, got ", device.str(),
+                "; move the tensors to a GPU or pick a CPU backend (openblas, eigen)");
+    MT_CHECK_AS(ValueError, m >= 0 && n >= 0 && k >= 0, "gemm backend '", backend,
+                "': sizes must be >= 0, got m = ", m, ", n = ", n, ", k = ", k);
     if (m == 0 || n == 0) return;
-    MT_CHECK_AS(ValueError, c != nullptr && (k == 0 || (a != nullptr && b != nullptr)), "gemm backend '", backend,
-                "': null pointer for a non-empty product (c = ", static_cast<const void*>(c), ", a = ",
-                static_cast<const void*>(a), ", b = ", static_cast<const void*>(b), ")");
+    MT_CHECK_AS(ValueError, c != nullptr && (k == 0 || (a != nullptr && b != nullptr)),
+                "gemm backend '", backend,
+                "': null pointer for a non-empty product (c = ", static_cast<const void*>(c),
+                ", a = ", static_cast<const void*>(a), ", b = ", static_cast<const void*>(b), ")");
     gemm_ladder::GemmArgs g{};
     g.c = c;
     g.a = gemm_ladder::operand_a(a, trans_a, m, k);

@@ -22,9 +22,10 @@ __device__ __forceinline__ int smem_index(int r, int c, int ld_s) {
 }
 
 /// One element per thread per step, coalesced along the stored contiguous dimension.
-template <int ROWS, int COLS, int THREADS, bool SMEM_T, typename SmemT, typename Convert = NoConvert>
-__device__ __forceinline__ void load_tile(SmemT* s, int ld_s, const Operand& x, int64_t r0, int64_t c0,
-                                          int tid, Convert convert = Convert()) {
+template <int ROWS, int COLS, int THREADS, bool SMEM_T, typename SmemT,
+          typename Convert = NoConvert>
+__device__ __forceinline__ void load_tile(SmemT* s, int ld_s, const Operand& x, int64_t r0,
+                                          int64_t c0, int tid, Convert convert = Convert()) {
   static_assert((ROWS * COLS) % THREADS == 0, "every thread copies the same number of elements");
 #pragma unroll
   for (int step = 0; step < ROWS * COLS / THREADS; ++step) {
@@ -38,8 +39,8 @@ __device__ __forceinline__ void load_tile(SmemT* s, int ld_s, const Operand& x, 
 /// checks the pointer and ld % 4 == 0 on the host); a group that crosses the matrix edge falls
 /// back to guarded scalar loads.
 template <int ROWS, int COLS, int THREADS, bool SMEM_T>
-__device__ __forceinline__ void load_tile_vec4(float* s, int ld_s, const Operand& x, int64_t r0, int64_t c0,
-                                               int tid) {
+__device__ __forceinline__ void load_tile_vec4(float* s, int ld_s, const Operand& x, int64_t r0,
+                                               int64_t c0, int tid) {
   static_assert(ROWS % 4 == 0 && COLS % 4 == 0, "both tile sides hold whole groups of 4");
   static_assert((ROWS * COLS / 4) % THREADS == 0, "every thread copies the same number of groups");
 #pragma unroll
@@ -48,7 +49,8 @@ __device__ __forceinline__ void load_tile_vec4(float* s, int ld_s, const Operand
     const int64_t gr = r0 + t.r, gc = c0 + t.c;
     // The group runs down op(X)'s rows when X is stored transposed, along its columns otherwise.
     const int dr = x.trans ? 1 : 0, dc = x.trans ? 0 : 1;
-    const bool whole = x.trans ? (gc < x.cols && gr + 3 < x.rows) : (gr < x.rows && gc + 3 < x.cols);
+    const bool whole =
+        x.trans ? (gc < x.cols && gr + 3 < x.rows) : (gr < x.rows && gc + 3 < x.cols);
     float v[4];
     if (whole) {
       const float4 f = *reinterpret_cast<const float4*>(x.p + x.offset(gr, gc));
@@ -58,8 +60,10 @@ __device__ __forceinline__ void load_tile_vec4(float* s, int ld_s, const Operand
       for (int e = 0; e < 4; ++e) v[e] = x.at_or_zero(gr + e * dr, gc + e * dc);
     }
     if (SMEM_T == x.trans) {
-      // The group lies along a shared-memory row: one 16-byte store (ld_s and t are multiples of 4).
-      *reinterpret_cast<float4*>(&s[smem_index<SMEM_T>(t.r, t.c, ld_s)]) = make_float4(v[0], v[1], v[2], v[3]);
+      // The group lies along a shared-memory row: one 16-byte store (ld_s and t are multiples of
+      // 4).
+      *reinterpret_cast<float4*>(&s[smem_index<SMEM_T>(t.r, t.c, ld_s)]) =
+          make_float4(v[0], v[1], v[2], v[3]);
     } else {
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[smem_index<SMEM_T>(t.r + e * dr, t.c + e * dc, ld_s)] = v[e];

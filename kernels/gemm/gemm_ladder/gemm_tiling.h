@@ -27,7 +27,9 @@ struct Operand {
   int64_t rows, cols;
   bool trans;
 
-  MT_HOST_DEVICE int64_t offset(int64_t r, int64_t c) const { return trans ? c * ld + r : r * ld + c; }
+  MT_HOST_DEVICE int64_t offset(int64_t r, int64_t c) const {
+    return trans ? c * ld + r : r * ld + c;
+  }
   MT_HOST_DEVICE float at(int64_t r, int64_t c) const { return p[offset(r, c)]; }
   /// Tiles hang over the matrix edge: loads there read zero, which adds nothing to the sums.
   MT_HOST_DEVICE float at_or_zero(int64_t r, int64_t c) const {
@@ -53,7 +55,9 @@ struct GemmArgs {
   bool vec_a, vec_b;  ///< rows of A / B start on 16-byte boundaries: float4 loads are legal
 };
 
-MT_HOST_DEVICE bool in_c(int64_t row, int64_t col, int64_t m, int64_t n) { return row < m && col < n; }
+MT_HOST_DEVICE bool in_c(int64_t row, int64_t col, int64_t m, int64_t n) {
+  return row < m && col < n;
+}
 
 /// The epilogue every variant shares. beta == 0 never reads C, so NaN or garbage there is ignored
 /// (BLAS semantics).
@@ -168,13 +172,14 @@ struct WarptileTiling {
 /// 128 x 128 C tile split into 2 x 4 warp tiles of 64 x 32, each kFragM x kFragN WMMA 16 x 16
 /// accumulator fragments. The epilogue stages one fragment at a time through shared memory; there
 /// lane l writes column l % 16 of rows l / 16, l / 16 + 2, ... (8 rows), so a half-warp writes 16
-/// consecutive floats of one C row. Row index i = fragment row * 8 + e, column index j = fragment column.
+/// consecutive floats of one C row. Row index i = fragment row * 8 + e, column index j = fragment
+/// column.
 struct TensorCoreTiling {
   static constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 16;
   static constexpr int kWarpM = 64, kWarpN = 32, kFrag = 16;
   static constexpr int kFragM = kWarpM / kFrag, kFragN = kWarpN / kFrag;  // 4 x 2
-  static constexpr int kWarpsN = kBlockN / kWarpN;                         // 4
-  static constexpr int kThreads = 32 * (kBlockM / kWarpM) * kWarpsN;       // 256
+  static constexpr int kWarpsN = kBlockN / kWarpN;                        // 4
+  static constexpr int kThreads = 32 * (kBlockM / kWarpM) * kWarpsN;      // 256
   static constexpr int kRowsPerLanePerFrag = kFrag * kFrag / 32;  // 8 elements a lane per fragment
   static constexpr int kRowsPerThread = kFragM * kRowsPerLanePerFrag, kColsPerThread = kFragN;
   static constexpr bool kRowTilesOnX = false;

@@ -27,7 +27,8 @@ namespace {
 // The ladder in order, read from its one table (gemm_ladder_rungs.h). Test instances are named
 // after it, so they exist in every build; a CPU-only build (which compiles no ladder) and a
 // machine without a GPU report them skipped.
-const std::vector<std::string> kLadder(std::begin(gemm_ladder::kRungNames), std::end(gemm_ladder::kRungNames));
+const std::vector<std::string> kLadder(std::begin(gemm_ladder::kRungNames),
+                                       std::end(gemm_ladder::kRungNames));
 
 #if MINITRAIN_WITH_CUDA
 constexpr bool kLadderBuilt = true;
@@ -72,11 +73,14 @@ TEST(GemmLadderRegistry, RejectsCpuPointersAndNegativeSizesBeforeLaunching) {
         [&] { backend.float32(Device::cpu(), &c, &a, false, &b, false, 1, 1, 1, 1.f, 0.f); });
     EXPECT_NE(cpu.find("'" + name + "'"), std::string::npos) << cpu;
     EXPECT_NE(cpu.find("runs on CUDA devices, got cpu"), std::string::npos) << cpu;
-    EXPECT_THROW(backend.float32(Device::cpu(), &c, &a, false, &b, false, 1, 1, 1, 1.f, 0.f), DeviceError);
+    EXPECT_THROW(backend.float32(Device::cpu(), &c, &a, false, &b, false, 1, 1, 1, 1.f, 0.f),
+                 DeviceError);
     const std::string negative = testing::error_message(
         [&] { backend.float32(Device::cuda(0), &c, &a, false, &b, false, 2, -1, 3, 1.f, 0.f); });
-    EXPECT_NE(negative.find("sizes must be >= 0, got m = 2, n = -1, k = 3"), std::string::npos) << negative;
-    EXPECT_THROW(backend.float32(Device::cuda(0), &c, &a, false, &b, false, 2, -1, 3, 1.f, 0.f), ValueError);
+    EXPECT_NE(negative.find("sizes must be >= 0, got m = 2, n = -1, k = 3"), std::string::npos)
+        << negative;
+    EXPECT_THROW(backend.float32(Device::cuda(0), &c, &a, false, &b, false, 2, -1, 3, 1.f, 0.f),
+                 ValueError);
   }
 }
 
@@ -86,8 +90,8 @@ struct Case {
   int64_t m, n, k;
 };
 // Odd sizes hit every tail of every tile; 128^3 is whole tiles; k = 0 is the empty product.
-const Case kCases[] = {{1, 1, 1},    {17, 33, 65},  {1000, 1, 1000}, {129, 127, 63}, {1, 1000, 7},
-                       {64, 48, 0},  {128, 128, 128}, {257, 130, 33}, {33, 260, 16}};
+const Case kCases[] = {{1, 1, 1},   {17, 33, 65},    {1000, 1, 1000}, {129, 127, 63}, {1, 1000, 7},
+                       {64, 48, 0}, {128, 128, 128}, {257, 130, 33},  {33, 260, 16}};
 
 struct Scale {
   float alpha, beta;
@@ -130,10 +134,13 @@ std::vector<float> cpu_gemm(const Case& p, bool ta, bool tb, Scale s, const std:
   return c;
 }
 
-// Runs `backend` and cuBLAS (the CPU GEMM on emulated GPUs) on the same inputs; returns {got, want}.
-std::pair<std::vector<float>, std::vector<float>> run_both(const GemmBackend& backend, const Case& p, bool ta,
-                                                           bool tb, Scale s, const std::vector<float>& a,
-                                                           const std::vector<float>& b, const std::vector<float>& c,
+// Runs `backend` and cuBLAS (the CPU GEMM on emulated GPUs) on the same inputs; returns {got,
+// want}.
+std::pair<std::vector<float>, std::vector<float>> run_both(const GemmBackend& backend,
+                                                           const Case& p, bool ta, bool tb, Scale s,
+                                                           const std::vector<float>& a,
+                                                           const std::vector<float>& b,
+                                                           const std::vector<float>& c,
                                                            int64_t offset) {
   const Device d = Device::cuda(0);
   DeviceBuffer da(a, offset), db(b, offset), dc(c, offset), dref(c, offset);
@@ -150,11 +157,13 @@ std::pair<std::vector<float>, std::vector<float>> run_both(const GemmBackend& ba
 
 std::vector<float> initial_c(int64_t count, float beta, uint32_t seed) {
   // beta == 0 must ignore C entirely: NaN there would poison any kernel that reads it.
-  if (beta == 0.f) return std::vector<float>(static_cast<size_t>(count), std::numeric_limits<float>::quiet_NaN());
+  if (beta == 0.f)
+    return std::vector<float>(static_cast<size_t>(count), std::numeric_limits<float>::quiet_NaN());
   return testing::random_small_ints(count, seed, -3, 3);
 }
 
-::testing::AssertionResult exactly_equal(const std::vector<float>& got, const std::vector<float>& want, int64_t n) {
+::testing::AssertionResult exactly_equal(const std::vector<float>& got,
+                                         const std::vector<float>& want, int64_t n) {
   int64_t mismatches = 0, first = -1;
   for (size_t i = 0; i < want.size(); ++i)
     if (!(got[i] == want[i])) {
@@ -162,9 +171,9 @@ std::vector<float> initial_c(int64_t count, float beta, uint32_t seed) {
       ++mismatches;
     }
   if (mismatches == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << mismatches << " of " << want.size() << " elements differ; first C("
-                                       << first / n << ", " << first % n << ") = " << got[first] << ", cuBLAS "
-                                       << want[first];
+  return ::testing::AssertionFailure()
+         << mismatches << " of " << want.size() << " elements differ; first C(" << first / n << ", "
+         << first % n << ") = " << got[first] << ", cuBLAS " << want[first];
 }
 
 TEST_P(CudaGemmLadder, MatchesCublasExactlyOnSmallIntegers) {
@@ -173,9 +182,9 @@ TEST_P(CudaGemmLadder, MatchesCublasExactlyOnSmallIntegers) {
     for (bool ta : {false, true})
       for (bool tb : {false, true})
         for (const Scale s : kScales) {
-          SCOPED_TRACE(::testing::Message() << GetParam() << " m " << p.m << " n " << p.n << " k " << p.k
-                                            << " trans_a " << ta << " trans_b " << tb << " alpha " << s.alpha
-                                            << " beta " << s.beta);
+          SCOPED_TRACE(::testing::Message()
+                       << GetParam() << " m " << p.m << " n " << p.n << " k " << p.k << " trans_a "
+                       << ta << " trans_b " << tb << " alpha " << s.alpha << " beta " << s.beta);
           const std::vector<float> a = testing::random_small_ints(p.m * p.k, ++seed, -3, 3);
           const std::vector<float> b = testing::random_small_ints(p.k * p.n, ++seed, -3, 3);
           const std::vector<float> c = initial_c(p.m * p.n, s.beta, ++seed);
@@ -195,8 +204,9 @@ TEST_P(CudaGemmLadder, MisalignedRowsMatchCublasExactly) {
   for (const Case& p : {Case{64, 128, 32}, Case{130, 68, 20}, Case{31, 37, 41}})
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << GetParam() << " misaligned m " << p.m << " n " << p.n << " k "
-                                          << p.k << " trans_a " << ta << " trans_b " << tb);
+        SCOPED_TRACE(::testing::Message()
+                     << GetParam() << " misaligned m " << p.m << " n " << p.n << " k " << p.k
+                     << " trans_a " << ta << " trans_b " << tb);
         const std::vector<float> a = testing::random_small_ints(p.m * p.k, ++seed, -3, 3);
         const std::vector<float> b = testing::random_small_ints(p.k * p.n, ++seed, -3, 3);
         const std::vector<float> c = testing::random_small_ints(p.m * p.n, ++seed, -3, 3);
@@ -226,7 +236,9 @@ TEST_P(CudaGemmLadder, RandomInputsAgreeWithCublasWithinRounding) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ladder, CudaGemmLadder, ::testing::ValuesIn(kLadder),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace minitrain

@@ -33,8 +33,8 @@ struct Problem {
 
 // C = alpha * op(A) op(B) + beta * C in double; A is stored [m, k] ([k, m] when trans_a).
 std::vector<double> naive_gemm(const std::vector<double>& a, bool trans_a,
-                               const std::vector<double>& b, bool trans_b, Problem p,
-                               double alpha, double beta, std::vector<double> c) {
+                               const std::vector<double>& b, bool trans_b, Problem p, double alpha,
+                               double beta, std::vector<double> c) {
   for (int64_t i = 0; i < p.m; ++i)
     for (int64_t j = 0; j < p.n; ++j) {
       double acc = 0;
@@ -66,9 +66,9 @@ Shape stored(int64_t rows, int64_t cols, bool trans) {
 // Runs gemm on `d` and checks it against the naive loop, exactly.
 void expect_exact(Problem p, bool ta, bool tb, double alpha, double beta, Device d,
                   DType dtype = DType::Float32) {
-  SCOPED_TRACE(::testing::Message() << "m=" << p.m << " k=" << p.k << " n=" << p.n
-                                  << " trans_a=" << ta << " trans_b=" << tb << " alpha=" << alpha
-                                  << " beta=" << beta << " " << dtype);
+  SCOPED_TRACE(::testing::Message()
+               << "m=" << p.m << " k=" << p.k << " n=" << p.n << " trans_a=" << ta
+               << " trans_b=" << tb << " alpha=" << alpha << " beta=" << beta << " " << dtype);
   const uint32_t seed = uint32_t(p.m * 131 + p.k * 17 + p.n + 2 * ta + tb);
   const std::vector<double> a = small_ints(p.m * p.k, seed);
   const std::vector<double> b = small_ints(p.k * p.n, seed + 1);
@@ -85,12 +85,11 @@ void expect_exact(Problem p, bool ta, bool tb, double alpha, double beta, Device
   EXPECT_TRUE(testing::allclose(got, want, 0, 0));
 }
 
-
 class GemmTest : public testing::DeviceTest {};
 
 TEST_P(GemmTest, AllTransposesMatchNaiveLoopOnOddShapes) {
-  const Problem problems[] = {{1, 1, 1},   {17, 33, 65},  {1000, 1, 1000}, {1, 1000, 1},
-                              {3, 2, 1},   {64, 64, 64},  {129, 255, 67},  {256, 512, 128}};
+  const Problem problems[] = {{1, 1, 1}, {17, 33, 65}, {1000, 1, 1000}, {1, 1000, 1},
+                              {3, 2, 1}, {64, 64, 64}, {129, 255, 67},  {256, 512, 128}};
   for (const Problem& p : problems)
     for (bool ta : {false, true})
       for (bool tb : {false, true}) expect_exact(p, ta, tb, 1.0, 0.0, device());
@@ -100,18 +99,20 @@ TEST_P(GemmTest, AlphaAndBetaScaleExactly) {
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
       expect_exact({17, 33, 65}, ta, tb, 2.0, -3.0, device());
-      expect_exact({5, 9, 4}, ta, tb, -1.0, 1.0, device());   // accumulate: C += -AB
-      expect_exact({5, 9, 4}, ta, tb, 0.0, 2.0, device());    // alpha 0: only beta * C
+      expect_exact({5, 9, 4}, ta, tb, -1.0, 1.0, device());  // accumulate: C += -AB
+      expect_exact({5, 9, 4}, ta, tb, 0.0, 2.0, device());   // alpha 0: only beta * C
     }
 }
 
 TEST_P(GemmTest, Float64MatchesNaiveLoop) {
   if (device().is_cuda() && cuda_emulated()) {
     const std::string msg = testing::error_message([&] {
-      matmul(Tensor::zeros(Shape{2, 3}, DType::Float64, device()), Tensor::zeros(Shape{3, 2}, DType::Float64, device()));
+      matmul(Tensor::zeros(Shape{2, 3}, DType::Float64, device()),
+             Tensor::zeros(Shape{3, 2}, DType::Float64, device()));
     });
     EXPECT_NE(msg.find("cuBLAS, which has, is absent on emulated GPUs"), std::string::npos) << msg;
-    GTEST_SKIP() << "needs cuBLAS on a real GPU (float64 GEMMs on cuda are cuBLAS's; the emulated GPUs have none)";
+    GTEST_SKIP() << "needs cuBLAS on a real GPU (float64 GEMMs on cuda are cuBLAS's; the emulated "
+                    "GPUs have none)";
   }
   for (bool ta : {false, true})
     for (bool tb : {false, true})
@@ -176,11 +177,11 @@ TEST_P(GemmTest, MatmulBuildsTheLinearLayerProducts) {
       host_values(y), naive_gemm(x, false, w, true, {8, 5, 3}, 1, 0, std::vector<double>(24)), 0,
       0));
   EXPECT_TRUE(testing::allclose(
-      host_values(dx), naive_gemm(dy, false, w, false, {8, 3, 5}, 1, 0, std::vector<double>(40)),
-      0, 0));
+      host_values(dx), naive_gemm(dy, false, w, false, {8, 3, 5}, 1, 0, std::vector<double>(40)), 0,
+      0));
   EXPECT_TRUE(testing::allclose(
-      host_values(dw), naive_gemm(dy, true, x, false, {3, 8, 5}, 1, 0, std::vector<double>(15)),
-      0, 0));
+      host_values(dw), naive_gemm(dy, true, x, false, {3, 8, 5}, 1, 0, std::vector<double>(15)), 0,
+      0));
 }
 
 TEST_P(GemmTest, InnerMismatchNamesAllShapes) {
@@ -248,8 +249,8 @@ TEST(GemmCpu, SameBitsForAnyThreadCount) {
         }
         for (size_t t = 1; t < results.size(); ++t)
           EXPECT_TRUE(results[t] == results[0])
-              << "m=" << p.m << " k=" << p.k << " n=" << p.n << " ta=" << ta << " tb=" << tb
-              << ": " << t + 1 << " threads differ from 1";
+              << "m=" << p.m << " k=" << p.k << " n=" << p.n << " ta=" << ta << " tb=" << tb << ": "
+              << t + 1 << " threads differ from 1";
       }
   set_num_threads(saved);
 }

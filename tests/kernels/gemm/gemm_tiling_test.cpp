@@ -1,6 +1,6 @@
-// The GEMM ladder's tile geometry (kernels/gemm/gemm_ladder/gemm_tiling.h), checked on the CPU with the
-// very functions the kernels call: for every variant and odd shapes the blocks' threads cover each
-// C element exactly once and never stray outside their tile, the tile loads read each operand
+// The GEMM ladder's tile geometry (kernels/gemm/gemm_ladder/gemm_tiling.h), checked on the CPU with
+// the very functions the kernels call: for every variant and odd shapes the blocks' threads cover
+// each C element exactly once and never stray outside their tile, the tile loads read each operand
 // element once in coalesced order, and op(A)/op(B) indexing plus the epilogue give a correct GEMM.
 
 #include <gtest/gtest.h>
@@ -20,7 +20,8 @@ struct Shape2 {
   int64_t m, n;
 };
 // Odd shapes hit every tail: 1x1, one row, one column, one past and one short of a tile.
-const Shape2 kShapes[] = {{1, 1}, {17, 33}, {1000, 1}, {1, 1000}, {129, 127}, {128, 128}, {300, 257}, {65, 63}};
+const Shape2 kShapes[] = {{1, 1},     {17, 33},   {1000, 1},  {1, 1000},
+                          {129, 127}, {128, 128}, {300, 257}, {65, 63}};
 
 template <class Tiling>
 class GemmTiling : public ::testing::Test {};
@@ -30,8 +31,8 @@ using Tilings = ::testing::Types<NaiveTiling, CoalescedTiling, SmemTiledTiling, 
 struct TilingName {
   template <class T>
   static std::string GetName(int i) {
-    static const char* const names[] = {"naive", "coalesced", "smem_tiled", "blocktile_1d", "blocktile_2d",
-                                        "warptile", "tensor_core"};
+    static const char* const names[] = {"naive",        "coalesced", "smem_tiled", "blocktile_1d",
+                                        "blocktile_2d", "warptile",  "tensor_core"};
     return names[i];
   }
 };
@@ -45,7 +46,8 @@ TYPED_TEST(GemmTiling, ThreadsCoverTheBlockTileExactlyOnce) {
       for (int j = 0; j < T::kColsPerThread; ++j) {
         const int r = T::local_row(tid, i), c = T::local_col(tid, j);
         ASSERT_TRUE(r >= 0 && r < T::kBlockM && c >= 0 && c < T::kBlockN)
-            << "thread " << tid << " element (" << i << ", " << j << ") at (" << r << ", " << c << ")";
+            << "thread " << tid << " element (" << i << ", " << j << ") at (" << r << ", " << c
+            << ")";
         ++hits[r * T::kBlockN + c];
       }
   for (int e = 0; e < T::kBlockM * T::kBlockN; ++e)
@@ -73,16 +75,19 @@ TYPED_TEST(GemmTiling, GridCoversCExactlyOnceAndGuardedStoresStayInside) {
               ++hits[static_cast<size_t>(row * s.n + col)];
               ++owned;
             }
-        ASSERT_GT(owned, 0) << "block (" << bx << ", " << by << ") owns nothing: the grid is too large";
+        ASSERT_GT(owned, 0) << "block (" << bx << ", " << by
+                            << ") owns nothing: the grid is too large";
       }
-    for (int64_t e = 0; e < s.m * s.n; ++e) ASSERT_EQ(hits[static_cast<size_t>(e)], 1) << "C element " << e;
+    for (int64_t e = 0; e < s.m * s.n; ++e)
+      ASSERT_EQ(hits[static_cast<size_t>(e)], 1) << "C element " << e;
   }
 }
 
 // Every element of an operand tile is loaded once, and consecutive threads read consecutive
 // addresses of the stored matrix (the coalescing the kernels rely on).
 void check_scalar_load(int rows, int cols, int threads, bool trans) {
-  SCOPED_TRACE(::testing::Message() << rows << " x " << cols << " tile, " << threads << " threads, trans " << trans);
+  SCOPED_TRACE(::testing::Message()
+               << rows << " x " << cols << " tile, " << threads << " threads, trans " << trans);
   ASSERT_EQ(rows * cols % threads, 0);
   std::vector<int> hits(static_cast<size_t>(rows * cols), 0);
   const int64_t ld = 1000;  // stored row length of the whole matrix
@@ -100,7 +105,8 @@ void check_scalar_load(int rows, int cols, int threads, bool trans) {
         }
       }
     }
-  for (int e = 0; e < rows * cols; ++e) ASSERT_EQ(hits[static_cast<size_t>(e)], 1) << "tile element " << e;
+  for (int e = 0; e < rows * cols; ++e)
+    ASSERT_EQ(hits[static_cast<size_t>(e)], 1) << "tile element " << e;
 }
 
 void check_vec4_load(int rows, int cols, int threads, bool trans) {
@@ -118,7 +124,8 @@ void check_vec4_load(int rows, int cols, int threads, bool trans) {
         ++hits[static_cast<size_t>(r * cols + c)];
       }
     }
-  for (int e = 0; e < rows * cols; ++e) ASSERT_EQ(hits[static_cast<size_t>(e)], 1) << "tile element " << e;
+  for (int e = 0; e < rows * cols; ++e)
+    ASSERT_EQ(hits[static_cast<size_t>(e)], 1) << "tile element " << e;
 }
 
 TYPED_TEST(GemmTiling, TileLoadsReadEachOperandElementOnceCoalesced) {
@@ -132,10 +139,14 @@ TYPED_TEST(GemmTiling, TileLoadsReadEachOperandElementOnceCoalesced) {
 
 TEST(GemmTileLoad, Vec4GroupsCoverTheVectorizedAndWarptileTiles) {
   for (bool trans : {false, true}) {
-    check_vec4_load(VectorizedTiling::kBlockM, VectorizedTiling::kBlockK, VectorizedTiling::kThreads, trans);
-    check_vec4_load(VectorizedTiling::kBlockK, VectorizedTiling::kBlockN, VectorizedTiling::kThreads, trans);
-    check_vec4_load(WarptileTiling::kBlockM, WarptileTiling::kBlockK, WarptileTiling::kThreads, trans);
-    check_vec4_load(WarptileTiling::kBlockK, WarptileTiling::kBlockN, WarptileTiling::kThreads, trans);
+    check_vec4_load(VectorizedTiling::kBlockM, VectorizedTiling::kBlockK,
+                    VectorizedTiling::kThreads, trans);
+    check_vec4_load(VectorizedTiling::kBlockK, VectorizedTiling::kBlockN,
+                    VectorizedTiling::kThreads, trans);
+    check_vec4_load(WarptileTiling::kBlockM, WarptileTiling::kBlockK, WarptileTiling::kThreads,
+                    trans);
+    check_vec4_load(WarptileTiling::kBlockK, WarptileTiling::kBlockN, WarptileTiling::kThreads,
+                    trans);
   }
 }
 
@@ -166,11 +177,20 @@ TEST(GemmOperand, KernelBodyOnTheCpuMatchesATripleLoop) {
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (float beta : {0.f, 0.5f}) {
-        SCOPED_TRACE(::testing::Message() << "trans_a " << ta << " trans_b " << tb << " beta " << beta);
+        SCOPED_TRACE(::testing::Message()
+                     << "trans_a " << ta << " trans_b " << tb << " beta " << beta);
         std::vector<float> c(c0);
         if (beta == 0.f) c.assign(c.size(), std::numeric_limits<float>::quiet_NaN());
-        const GemmArgs g{c.data(), operand_a(a.data(), ta, m, k), operand_b(b.data(), tb, k, n), m, n, k, 2.f, beta,
-                         false, false};
+        const GemmArgs g{c.data(),
+                         operand_a(a.data(), ta, m, k),
+                         operand_b(b.data(), tb, k, n),
+                         m,
+                         n,
+                         k,
+                         2.f,
+                         beta,
+                         false,
+                         false};
         using T = NaiveTiling;
         const GridSize grid = grid_for_shape<T>(m, n);
         for (int64_t by = 0; by < grid.y; ++by)
@@ -187,7 +207,8 @@ TEST(GemmOperand, KernelBodyOnTheCpuMatchesATripleLoop) {
           for (int64_t j = 0; j < n; ++j) {
             double want = 0;
             for (int64_t q = 0; q < k; ++q)
-              want += double(ta ? a[q * m + i] : a[i * k + q]) * double(tb ? b[j * k + q] : b[q * n + j]);
+              want += double(ta ? a[q * m + i] : a[i * k + q]) *
+                      double(tb ? b[j * k + q] : b[q * n + j]);
             want = 2 * want + (beta == 0.f ? 0.0 : beta * c0[i * n + j]);
             ASSERT_EQ(c[i * n + j], static_cast<float>(want)) << "C(" << i << ", " << j << ")";
           }

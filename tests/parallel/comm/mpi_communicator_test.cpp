@@ -224,7 +224,8 @@ TEST(MpiCommunicator, MissingRankInCollectiveTimesOut) {
       } catch (const CommError& e) {
         message = e.what();
       }
-      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       ASSERT_FALSE(message.empty()) << "all_reduce without rank 1 returned instead of timing out";
       EXPECT_NE(message.find("all_reduce"), std::string::npos) << message;
       EXPECT_NE(message.find("rank " + std::to_string(comm.rank())), std::string::npos) << message;

@@ -36,10 +36,10 @@ std::vector<Device> gpus(int n) {
   return d;
 }
 
-#define SKIP_UNLESS_GPUS(n)                                                                   \
-  do {                                                                                        \
-    if (cuda_device_count() < (n))                                                            \
-      GTEST_SKIP() << "needs " << (n) << " GPUs, this machine has " << cuda_device_count()    \
+#define SKIP_UNLESS_GPUS(n)                                                                     \
+  do {                                                                                          \
+    if (cuda_device_count() < (n))                                                              \
+      GTEST_SKIP() << "needs " << (n) << " GPUs, this machine has " << cuda_device_count()      \
                    << (cuda_device_count() == 0 ? " (" + cuda_unavailable_reason() + ")" : ""); \
   } while (0)
 
@@ -66,7 +66,8 @@ void check_collectives(Communicator& comm) {
     Tensor b = rank_tensor(rank, n, d);
     comm.broadcast(b, size - 1);
     std::vector<float> bv = b.to_vector<float>();
-    for (int64_t i = 0; i < n; ++i) MT_CHECK(bv[i] == value(size - 1, i), "broadcast n=", n, " i=", i);
+    for (int64_t i = 0; i < n; ++i)
+      MT_CHECK(bv[i] == value(size - 1, i), "broadcast n=", n, " i=", i);
 
     Tensor in = rank_tensor(rank, n * size, d);
     Tensor out = Tensor::zeros({n}, DType::Float32, d);
@@ -114,7 +115,8 @@ TEST(NcclCommunicatorCuda, FromUniqueIdJoinsOneGroup) {
   std::vector<std::unique_ptr<Communicator>> comms(n);
   std::vector<std::thread> threads;  // ncclCommInitRank blocks until every rank has joined
   for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] { comms[r] = NcclCommunicator::from_unique_id(id, r, n, Device::cuda(r)); });
+    threads.emplace_back(
+        [&, r] { comms[r] = NcclCommunicator::from_unique_id(id, r, n, Device::cuda(r)); });
   for (auto& t : threads) t.join();
   testing::run_ranks(comms, check_collectives);
 }

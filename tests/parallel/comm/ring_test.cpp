@@ -47,9 +47,8 @@ TEST(RingAllReduce, IsExactForEveryOpRankCountAndAwkwardLength) {
                         int64_t((1 << 16) + 3)})
       for (DType dtype : {DType::Float32, DType::Float64})
         for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
-          const auto got = all_reduce_results(n, AllReduceAlgorithm::Ring, op, [&](int r) {
-            return rank_tensor(r, len, dtype);
-          });
+          const auto got = all_reduce_results(n, AllReduceAlgorithm::Ring, op,
+                                              [&](int r) { return rank_tensor(r, len, dtype); });
           for (int r = 0; r < n; ++r)
             for (int64_t i = 0; i < len; ++i) {
               double sum = 0, max = rank_value(0, i);

@@ -75,8 +75,8 @@ TEST(ThreadCommunicator, NativeAllReduceIsExactForEveryOpRankCountAndLength) {
             const std::vector<double> got = host_values(t);
             for (int64_t i = 0; i < len; ++i)
               ASSERT_EQ(got[i], expected_reduce(op, n, i, dtype))
-                  << reduce_op_name(op) << " n=" << n << " len=" << len << " rank "
-                  << comm.rank() << " i=" << i;
+                  << reduce_op_name(op) << " n=" << n << " len=" << len << " rank " << comm.rank()
+                  << " i=" << i;
           });
 }
 

@@ -25,7 +25,8 @@ using ::minitrain::testing::error_message;
 
 // A fresh directory per test, so runs and tests never see each other's files.
 std::string scratch_dir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "rendezvous_" + name + "_" + std::to_string(::getpid());
+  const std::string dir =
+      ::testing::TempDir() + "rendezvous_" + name + "_" + std::to_string(::getpid());
   std::system(("rm -rf '" + dir + "'").c_str());
   return dir;
 }
@@ -65,13 +66,15 @@ TEST(FileRendezvous, ThreadsOfOneJobShareRankZerosBytes) {
   std::vector<std::future<std::string>> others;
   for (int r = 1; r < 4; ++r)
     others.push_back(std::async(std::launch::async, [&, r] {
-      return FileRendezvous(rank_env(r, 4, "job-a"), options_in(dir)).share("ignored by rank " + std::to_string(r));
+      return FileRendezvous(rank_env(r, 4, "job-a"), options_in(dir))
+          .share("ignored by rank " + std::to_string(r));
     }));
   std::this_thread::sleep_for(50ms);  // the others are already polling
   FileRendezvous zero(rank_env(0, 4, "job-a"), options_in(dir));
   EXPECT_EQ(zero.share(payload), payload);
   for (auto& f : others) EXPECT_EQ(f.get(), payload);
-  EXPECT_NE(zero.path().find(dir + "/minitrain-rendezvous-job-a-nccl-id"), std::string::npos) << zero.path();
+  EXPECT_NE(zero.path().find(dir + "/minitrain-rendezvous-job-a-nccl-id"), std::string::npos)
+      << zero.path();
   EXPECT_EQ(::access(zero.path().c_str(), F_OK), 0);
   zero.remove();
   EXPECT_NE(::access(zero.path().c_str(), F_OK), 0);
@@ -103,7 +106,8 @@ TEST(FileRendezvous, AForkedProcessReadsTheBytes) {
 TEST(FileRendezvous, IgnoresAFileOfAnotherJobUntilRankZeroReplacesIt) {
   const std::string dir = scratch_dir("other_job");
   FileRendezvous zero(rank_env(0, 2, "job-b"), options_in(dir));
-  // A file at this job's path that says it belongs to job "job-old" (same name after sanitising, say).
+  // A file at this job's path that says it belongs to job "job-old" (same name after sanitising,
+  // say).
   zero.publish("x");
   std::string text = read_file_bytes(zero.path());
   text.replace(text.find("job job-b"), 9, "job job-old");
@@ -111,7 +115,8 @@ TEST(FileRendezvous, IgnoresAFileOfAnotherJobUntilRankZeroReplacesIt) {
 
   FileRendezvous one(rank_env(1, 2, "job-b"), options_in(dir, 300ms));
   const std::string msg = error_message([&] { one.wait(); });
-  EXPECT_NE(msg.find("found only a file of another job (job id 'job-old')"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("found only a file of another job (job id 'job-old')"), std::string::npos)
+      << msg;
 
   auto waiting = std::async(std::launch::async, [&] {
     return FileRendezvous(rank_env(1, 2, "job-b"), options_in(dir)).wait();
@@ -125,7 +130,8 @@ TEST(FileRendezvous, WithoutAJobIdIgnoresAFileFromBeforeThisProcessStarted) {
   const std::string dir = scratch_dir("stale");
   FileRendezvous zero(rank_env(0, 2, ""), options_in(dir));
   EXPECT_EQ(zero.job_key(), "127.0.0.1:29511");
-  EXPECT_NE(zero.path().find("minitrain-rendezvous-127.0.0.1_29511-nccl-id"), std::string::npos) << zero.path();
+  EXPECT_NE(zero.path().find("minitrain-rendezvous-127.0.0.1_29511-nccl-id"), std::string::npos)
+      << zero.path();
   zero.publish("old run");
   // Backdate it by a day: a leftover of a run that crashed.
   std::string text = read_file_bytes(zero.path());
@@ -137,7 +143,8 @@ TEST(FileRendezvous, WithoutAJobIdIgnoresAFileFromBeforeThisProcessStarted) {
 
   FileRendezvous one(rank_env(1, 2, ""), options_in(dir, 200ms));
   const std::string msg = error_message([&] { one.wait(); });
-  EXPECT_NE(msg.find("found only a file written before this process started"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("found only a file written before this process started"), std::string::npos)
+      << msg;
 
   zero.publish("this run");  // rank 0 replaces it
   EXPECT_EQ(one.wait(), "this run");
@@ -151,7 +158,9 @@ TEST(FileRendezvous, TimeoutNamesThePathTheWaitAndWhatToCheck) {
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 250ms);
   const std::string msg = error_message([&] { one.wait(); });
   EXPECT_NE(msg.find("rendezvous: rank 1 of 3 waited 0."), std::string::npos) << msg;
-  EXPECT_NE(msg.find(" s for rank 0's file '" + one.path() + "' (job id 'job-t')"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(" s for rank 0's file '" + one.path() + "' (job id 'job-t')"),
+            std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("check that rank 0 is running"), std::string::npos) << msg;
   EXPECT_NE(msg.find("MINITRAIN_RENDEZVOUS_DIR"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("found only"), std::string::npos) << msg;  // nothing was there
@@ -162,27 +171,33 @@ TEST(FileRendezvous, IgnoresAFileThatIsNoRendezvousFile) {
   FileRendezvous one(rank_env(1, 2, "job-g"), options_in(dir, 150ms));
   ASSERT_EQ(std::system(("mkdir -p '" + dir + "'").c_str()), 0);
   write_file_atomically(one.path(), "hello\n");
-  EXPECT_NE(error_message([&] { one.wait(); }).find("found only a file that is not a minitrain rendezvous file"),
+  EXPECT_NE(error_message([&] {
+              one.wait();
+            }).find("found only a file that is not a minitrain rendezvous file"),
             std::string::npos);
   FileRendezvous zero(rank_env(0, 2, "job-g"), options_in(dir));
   zero.publish("abc");
   std::string text = read_file_bytes(zero.path());
   write_file_atomically(zero.path(), text.substr(0, text.size() - 1));  // one payload byte short
-  EXPECT_NE(error_message([&] { one.wait(); }).find("payload has 2 bytes instead of 3"), std::string::npos);
+  EXPECT_NE(error_message([&] { one.wait(); }).find("payload has 2 bytes instead of 3"),
+            std::string::npos);
 }
 
 TEST(FileRendezvous, DirectoryComesFromTheEnvironmentAndMustBeWritable) {
   EXPECT_EQ(rendezvous_dir("/explicit"), "/explicit");
   ::setenv("MINITRAIN_RENDEZVOUS_DIR", "/shared/rdzv", 1);
   EXPECT_EQ(rendezvous_dir(""), "/shared/rdzv");
-  EXPECT_EQ(FileRendezvous(rank_env(0, 2, "j"), RendezvousOptions{}).path(), "/shared/rdzv/minitrain-rendezvous-j-nccl-id");
+  EXPECT_EQ(FileRendezvous(rank_env(0, 2, "j"), RendezvousOptions{}).path(),
+            "/shared/rdzv/minitrain-rendezvous-j-nccl-id");
   ::unsetenv("MINITRAIN_RENDEZVOUS_DIR");
   const char* tmpdir = std::getenv("TMPDIR");
   EXPECT_EQ(rendezvous_dir(""), tmpdir && *tmpdir ? std::string(tmpdir) : std::string("/tmp"));
 
   FileRendezvous nowhere(rank_env(0, 2, "j"), options_in("/nonexistent/a/b"));
   EXPECT_THROW(nowhere.publish("x"), IoError);
-  EXPECT_NE(error_message([&] { nowhere.publish("x"); }).find("cannot create the directory '/nonexistent/a/b'"),
+  EXPECT_NE(error_message([&] {
+              nowhere.publish("x");
+            }).find("cannot create the directory '/nonexistent/a/b'"),
             std::string::npos);
 }
 

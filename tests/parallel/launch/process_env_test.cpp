@@ -41,8 +41,12 @@ TEST(ProcessEnv, NoLauncherIsASingleProcess) {
 }
 
 TEST(ProcessEnv, ReadsTorchrunVariables) {
-  const ProcessEnv e = detect({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"},
-                               {"MASTER_ADDR", "node0.cluster"}, {"MASTER_PORT", "29500"},
+  const ProcessEnv e = detect({{"RANK", "5"},
+                               {"WORLD_SIZE", "8"},
+                               {"LOCAL_RANK", "1"},
+                               {"LOCAL_WORLD_SIZE", "4"},
+                               {"MASTER_ADDR", "node0.cluster"},
+                               {"MASTER_PORT", "29500"},
                                {"TORCHELASTIC_RUN_ID", "run-7"}});
   EXPECT_EQ(e.source, "torchrun");
   EXPECT_EQ(e.rank, 5);
@@ -69,8 +73,10 @@ TEST(ProcessEnv, JobIdPrefersMinitrainThenTorchelasticThenSlurm) {
 }
 
 TEST(ProcessEnv, ReadsOpenMpiAndPmiVariables) {
-  const ProcessEnv e = detect({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "6"},
-                               {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"}});
+  const ProcessEnv e = detect({{"OMPI_COMM_WORLD_RANK", "3"},
+                               {"OMPI_COMM_WORLD_SIZE", "6"},
+                               {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                               {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"}});
   EXPECT_EQ(e.source, "mpi");
   EXPECT_TRUE(e.under_mpi());
   EXPECT_EQ(e.rank, 3);
@@ -84,18 +90,26 @@ TEST(ProcessEnv, ReadsOpenMpiAndPmiVariables) {
 }
 
 TEST(ProcessEnv, ReadsSlurmVariables) {
-  const ProcessEnv e = detect({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "7"}, {"SLURM_LOCALID", "0"},
-                               {"SLURM_NODEID", "3"}, {"SLURM_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_JOB_ID", "4242"}});
+  const ProcessEnv e = detect({{"SLURM_PROCID", "5"},
+                               {"SLURM_NTASKS", "7"},
+                               {"SLURM_LOCALID", "0"},
+                               {"SLURM_NODEID", "3"},
+                               {"SLURM_TASKS_PER_NODE", "2(x3),1"},
+                               {"SLURM_JOB_ID", "4242"}});
   EXPECT_EQ(e.source, "slurm");
   EXPECT_EQ(e.rank, 5);
   EXPECT_EQ(e.world_size, 7);
   EXPECT_EQ(e.local_rank, 0);
   EXPECT_EQ(e.local_world_size, 1);  // node 3 is the fourth node: the "1"
   EXPECT_EQ(e.job_id, "4242");
-  const ProcessEnv per_node = detect({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "1"},
+  const ProcessEnv per_node = detect({{"SLURM_PROCID", "3"},
+                                      {"SLURM_NTASKS", "4"},
+                                      {"SLURM_LOCALID", "1"},
                                       {"SLURM_NTASKS_PER_NODE", "2"}});
   EXPECT_EQ(per_node.local_world_size, 2);
-  EXPECT_NE(detect_error({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_NODEID", "2"},
+  EXPECT_NE(detect_error({{"SLURM_PROCID", "0"},
+                          {"SLURM_NTASKS", "4"},
+                          {"SLURM_NODEID", "2"},
                           {"SLURM_TASKS_PER_NODE", "2(x2)"}})
                 .find("SLURM_TASKS_PER_NODE='2(x2)' lists 2 node(s) but SLURM_NODEID is 2"),
             std::string::npos);
@@ -116,18 +130,22 @@ TEST(ProcessEnv, TorchrunComesBeforeMpiAndMpiBeforeSlurm) {
 
 TEST(ProcessEnv, NamesMalformedValues) {
   EXPECT_THROW(detect({{"RANK", "one"}, {"WORLD_SIZE", "2"}}), ValueError);
-  EXPECT_NE(detect_error({{"RANK", "one"}, {"WORLD_SIZE", "2"}}).find("RANK='one' is not a non-negative integer"),
+  EXPECT_NE(detect_error({{"RANK", "one"}, {"WORLD_SIZE", "2"}})
+                .find("RANK='one' is not a non-negative integer"),
             std::string::npos);
   for (const char* bad : {"", "-1", "2.0", " 2", "2 ", "0x2", "99999999999"})
-    EXPECT_NE(detect_error({{"RANK", "0"}, {"WORLD_SIZE", bad}}).find(std::string("WORLD_SIZE='") + bad + "'"),
+    EXPECT_NE(detect_error({{"RANK", "0"}, {"WORLD_SIZE", bad}})
+                  .find(std::string("WORLD_SIZE='") + bad + "'"),
               std::string::npos)
         << "'" << bad << "'";
-  EXPECT_NE(detect_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "x"}}).find("LOCAL_RANK='x'"),
+  EXPECT_NE(detect_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "x"}})
+                .find("LOCAL_RANK='x'"),
             std::string::npos);
   EXPECT_NE(detect_error({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "two"}})
                 .find("OMPI_COMM_WORLD_SIZE='two'"),
             std::string::npos);
-  EXPECT_NE(detect_error({{"SLURM_PROCID", "a"}, {"SLURM_NTASKS", "2"}}).find("SLURM_PROCID='a'"), std::string::npos);
+  EXPECT_NE(detect_error({{"SLURM_PROCID", "a"}, {"SLURM_NTASKS", "2"}}).find("SLURM_PROCID='a'"),
+            std::string::npos);
   EXPECT_NE(detect_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}})
                 .find("MASTER_PORT='70000' is not a TCP port"),
             std::string::npos);
@@ -135,15 +153,21 @@ TEST(ProcessEnv, NamesMalformedValues) {
 }
 
 TEST(ProcessEnv, NamesInconsistentValues) {
-  EXPECT_NE(detect_error({{"RANK", "4"}, {"WORLD_SIZE", "4"}}).find("RANK=4 is not a rank of a job of WORLD_SIZE=4"),
+  EXPECT_NE(detect_error({{"RANK", "4"}, {"WORLD_SIZE", "4"}})
+                .find("RANK=4 is not a rank of a job of WORLD_SIZE=4"),
             std::string::npos);
-  EXPECT_NE(detect_error({{"RANK", "0"}, {"WORLD_SIZE", "0"}}).find("WORLD_SIZE=0 must be at least 1"),
+  EXPECT_NE(
+      detect_error({{"RANK", "0"}, {"WORLD_SIZE", "0"}}).find("WORLD_SIZE=0 must be at least 1"),
+      std::string::npos);
+  EXPECT_NE(detect_error({{"RANK", "1"}}).find("RANK is set but WORLD_SIZE is not"),
             std::string::npos);
-  EXPECT_NE(detect_error({{"RANK", "1"}}).find("RANK is set but WORLD_SIZE is not"), std::string::npos);
-  EXPECT_NE(detect_error({{"WORLD_SIZE", "2"}}).find("WORLD_SIZE is set but RANK is not"), std::string::npos);
-  EXPECT_NE(detect_error({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}})
-                .find("LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2"),
+  EXPECT_NE(detect_error({{"WORLD_SIZE", "2"}}).find("WORLD_SIZE is set but RANK is not"),
             std::string::npos);
+  EXPECT_NE(
+      detect_error(
+          {{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}})
+          .find("LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2"),
+      std::string::npos);
   EXPECT_NE(detect_error({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "3"}})
                 .find("LOCAL_WORLD_SIZE=3 must be between 1 and WORLD_SIZE=2"),
             std::string::npos);
@@ -176,7 +200,9 @@ TEST(RankDevice, GpuRequestBecomesTheLocalRanksGpuOrADeviceError) {
     EXPECT_THROW(rank_device(Device::cuda(), e), DeviceError);
     const std::string msg = error_message([&] { rank_device(Device::cuda(), e); });
     if (gpus > 0)
-      EXPECT_NE(msg.find("LOCAL_RANK=1 asks for cuda:1 but this machine has 1 GPU(s)"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("LOCAL_RANK=1 asks for cuda:1 but this machine has 1 GPU(s)"),
+                std::string::npos)
+          << msg;
     else
       EXPECT_NE(msg.find("cuda:1"), std::string::npos) << msg;
   }
@@ -185,7 +211,8 @@ TEST(RankDevice, GpuRequestBecomesTheLocalRanksGpuOrADeviceError) {
 }
 
 TEST(InitProcessGroup, CpuRanksWithoutMpirunAreAValueErrorThatSaysUseMpirun) {
-  const ProcessEnv e = detect({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}});
+  const ProcessEnv e = detect(
+      {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}});
   ProcessGroupOptions o;
   o.backend = "mpi";
   EXPECT_THROW(init_process_group(e, Device::cpu(), o), ValueError);
@@ -193,20 +220,23 @@ TEST(InitProcessGroup, CpuRanksWithoutMpirunAreAValueErrorThatSaysUseMpirun) {
   EXPECT_NE(msg.find("rank 1 of WORLD_SIZE=2 (from torchrun variables)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("run `mpirun -n 2 <command>` for CPU ranks"), std::string::npos) << msg;
   // "auto" on the CPU is the same backend and the same refusal.
-  EXPECT_NE(error_message([&] { init_process_group(e, Device::cpu()); }).find("mpirun -n 2"), std::string::npos);
+  EXPECT_NE(error_message([&] { init_process_group(e, Device::cpu()); }).find("mpirun -n 2"),
+            std::string::npos);
 }
 
 TEST(InitProcessGroup, RejectsUnknownAndMismatchedBackends) {
   const ProcessEnv single;
   ProcessGroupOptions o;
   o.backend = "gloo";
-  EXPECT_NE(error_message([&] { init_process_group(single, Device::cpu(), o); })
-                .find("unknown backend 'gloo' (expected auto, mpi or nccl)"),
+  EXPECT_NE(error_message([&] {
+              init_process_group(single, Device::cpu(), o);
+            }).find("unknown backend 'gloo' (expected auto, mpi or nccl)"),
             std::string::npos);
   o.backend = "nccl";
   EXPECT_THROW(init_process_group(single, Device::cpu(), o), ValueError);
-  EXPECT_NE(error_message([&] { init_process_group(single, Device::cpu(), o); }).find("device is cpu"),
-            std::string::npos);
+  EXPECT_NE(
+      error_message([&] { init_process_group(single, Device::cpu(), o); }).find("device is cpu"),
+      std::string::npos);
   o.backend = "mpi";
   EXPECT_THROW(init_process_group(single, Device::cuda(0), o), ValueError);
 }
@@ -216,7 +246,9 @@ TEST(InitProcessGroup, NcclInACpuOnlyBuildIsADeviceError) {
   ProcessGroupOptions o;
   o.backend = "nccl";
   EXPECT_THROW(init_process_group(ProcessEnv{}, Device::cuda(0), o), DeviceError);
-  EXPECT_NE(error_message([&] { init_process_group(ProcessEnv{}, Device::cuda(0), o); }).find("CPU-only build"),
+  EXPECT_NE(error_message([&] {
+              init_process_group(ProcessEnv{}, Device::cuda(0), o);
+            }).find("CPU-only build"),
             std::string::npos);
   EXPECT_THROW(nccl_unique_id(), DeviceError);
 }

@@ -50,7 +50,8 @@ TEST(ProcessGroupMpi, CpuGroupAllReducesTheSumOfEveryRank) {
     EXPECT_EQ(comm->backend(), "mpi");
     EXPECT_EQ(comm->rank(), env.rank);
     EXPECT_EQ(comm->size(), env.world_size);
-    // Rank r holds (r + 1) * (i + 1): every rank must end with (i + 1) * n (n + 1) / 2. An odd length.
+    // Rank r holds (r + 1) * (i + 1): every rank must end with (i + 1) * n (n + 1) / 2. An odd
+    // length.
     const int64_t n = 7;
     std::vector<float> mine(n);
     for (int64_t i = 0; i < n; ++i) mine[i] = static_cast<float>((env.rank + 1) * (i + 1));
@@ -58,7 +59,8 @@ TEST(ProcessGroupMpi, CpuGroupAllReducesTheSumOfEveryRank) {
     comm->all_reduce(t, ReduceOp::Sum);
     const int64_t ranks = env.world_size;
     for (int64_t i = 0; i < n; ++i)
-      EXPECT_EQ(t.data<float>()[i], static_cast<float>((i + 1) * ranks * (ranks + 1) / 2)) << backend << " element " << i;
+      EXPECT_EQ(t.data<float>()[i], static_cast<float>((i + 1) * ranks * (ranks + 1) / 2))
+          << backend << " element " << i;
   }
 }
 
@@ -67,15 +69,18 @@ TEST(ProcessGroupMpi, AnEnvironmentThatContradictsMpirunIsACommError) {
   env.world_size += 1;  // as if another launcher's WORLD_SIZE leaked into the job
   ProcessGroupOptions options;
   options.backend = "mpi";
-  const std::string msg = ::minitrain::testing::error_message([&] { init_process_group(env, Device::cpu(), options); });
-  EXPECT_NE(msg.find("MPI says rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size - 1)),
+  const std::string msg =
+      ::minitrain::testing::error_message([&] { init_process_group(env, Device::cpu(), options); });
+  EXPECT_NE(msg.find("MPI says rank " + std::to_string(env.rank) + " of " +
+                     std::to_string(env.world_size - 1)),
             std::string::npos)
       << msg;
 }
 
 TEST(ProcessGroupMpi, NcclWithoutAGpuPerRankIsADeviceError) {
   const ProcessEnv env = detect_process_env();
-  if (cuda_device_count() > env.local_rank) GTEST_SKIP() << "this rank has a GPU: see ProcessGroupMpiCuda";
+  if (cuda_device_count() > env.local_rank)
+    GTEST_SKIP() << "this rank has a GPU: see ProcessGroupMpiCuda";
   ProcessGroupOptions options;
   options.backend = "nccl";
   // Every rank fails before any collective, so no rank waits for another.
@@ -108,7 +113,8 @@ TEST(ProcessGroupMpiCuda, NcclIdTravelsByMpiBroadcast) {
   Tensor got = t.to(Device::cpu());
   const int64_t ranks = env.world_size;
   for (int64_t i = 0; i < n; ++i)
-    ASSERT_EQ(got.data<float>()[i], static_cast<float>((i % 5 + 1) * ranks * (ranks + 1) / 2)) << "element " << i;
+    ASSERT_EQ(got.data<float>()[i], static_cast<float>((i % 5 + 1) * ranks * (ranks + 1) / 2))
+        << "element " << i;
 }
 
 }  // namespace

@@ -24,7 +24,8 @@ constexpr const char* kRankVariable = "MINITRAIN_TEST_NCCL_RANK";
 
 TEST(ProcessGroupCuda, NcclRankOfALaunchedJob) {
   if (std::getenv(kRankVariable) == nullptr)
-    GTEST_SKIP() << "runs only as a rank started by ProcessGroupCuda.NcclRanksAllReduceThroughTheFileRendezvous";
+    GTEST_SKIP() << "runs only as a rank started by "
+                    "ProcessGroupCuda.NcclRanksAllReduceThroughTheFileRendezvous";
   const ProcessEnv env = detect_process_env();
   ASSERT_EQ(env.source, "torchrun");
   const Device device = rank_device(Device::cuda(), env);
@@ -45,21 +46,28 @@ TEST(ProcessGroupCuda, NcclRankOfALaunchedJob) {
   Tensor got = t.to(Device::cpu());
   const int64_t ranks = env.world_size;
   for (int64_t i = 0; i < n; ++i)
-    ASSERT_EQ(got.data<float>()[i], static_cast<float>((i % 17 + 1) * ranks * (ranks + 1) / 2)) << "element " << i;
+    ASSERT_EQ(got.data<float>()[i], static_cast<float>((i % 17 + 1) * ranks * (ranks + 1) / 2))
+        << "element " << i;
 }
 
 TEST(ProcessGroupCuda, NcclRanksAllReduceThroughTheFileRendezvous) {
   if (cuda_emulated()) GTEST_SKIP() << "needs NCCL on real GPUs (the emulated GPUs have none)";
   if (std::getenv(kRankVariable) != nullptr) GTEST_SKIP() << "a rank does not start ranks";
   const int gpus = cuda_device_count();
-  if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << gpus << " (" << cuda_unavailable_reason() << ")";
+  if (gpus < 2)
+    GTEST_SKIP() << "needs 2 GPUs, this machine has " << gpus << " (" << cuda_unavailable_reason()
+                 << ")";
   const std::string job = "nccl-pg-test-" + std::to_string(::getpid());
   std::vector<Subprocess> ranks;
   for (int r = 0; r < 2; ++r) {
     SubprocessOptions o;
     o.argv = {self_executable(), "--gtest_filter=ProcessGroupCuda.NcclRankOfALaunchedJob"};
-    o.env = {{"RANK", std::to_string(r)},       {"WORLD_SIZE", "2"},       {"LOCAL_RANK", std::to_string(r)},
-             {"LOCAL_WORLD_SIZE", "2"},          {"MINITRAIN_JOB_ID", job}, {"MINITRAIN_RENDEZVOUS_DIR", ::testing::TempDir()},
+    o.env = {{"RANK", std::to_string(r)},
+             {"WORLD_SIZE", "2"},
+             {"LOCAL_RANK", std::to_string(r)},
+             {"LOCAL_WORLD_SIZE", "2"},
+             {"MINITRAIN_JOB_ID", job},
+             {"MINITRAIN_RENDEZVOUS_DIR", ::testing::TempDir()},
              {kRankVariable, "1"}};
     ranks.push_back(Subprocess::start(o));
   }
@@ -77,11 +85,13 @@ TEST(ProcessGroupCuda, NcclRanksAllReduceThroughTheFileRendezvous) {
   for (int r = 0; r < 2; ++r) {
     std::string text;
     for (const std::string& line : output[r]) text += line + "\n";
-    const std::optional<ExitStatus> ended = ranks[r].poll();  // still running at the deadline: stop it
+    const std::optional<ExitStatus> ended =
+        ranks[r].poll();  // still running at the deadline: stop it
     const ExitStatus s = ended ? *ended : ranks[r].terminate(std::chrono::seconds(1));
     EXPECT_TRUE(s.ok()) << "rank " << r << " ended with " << s.str() << ":\n" << text;
     EXPECT_NE(text.find("[  PASSED  ] 1 test"), std::string::npos) << "rank " << r << ":\n" << text;
-    EXPECT_EQ(text.find("[  SKIPPED ]"), std::string::npos) << "rank " << r << " skipped:\n" << text;
+    EXPECT_EQ(text.find("[  SKIPPED ]"), std::string::npos) << "rank " << r << " skipped:\n"
+                                                            << text;
   }
 }
 

@@ -26,7 +26,8 @@ using ::minitrain::testing::becomes_gone;
 using ::minitrain::testing::error_message;
 using ::minitrain::testing::process_gone;
 
-Subprocess sh(const std::string& script, std::vector<std::pair<std::string, std::string>> env = {}) {
+Subprocess sh(const std::string& script,
+              std::vector<std::pair<std::string, std::string>> env = {}) {
   SubprocessOptions o;
   o.argv = {"sh", "-c", script};
   o.env = std::move(env);
@@ -88,7 +89,8 @@ TEST(Subprocess, ReadsStdoutAndStderrAsLinesIncludingALastLineWithoutNewline) {
 
 TEST(Subprocess, ReadsLongOutputWithoutLosingLines) {
   // More than a pipe's 64 KiB, so the child blocks until we read: the reader must keep up.
-  Subprocess p = sh("i=0; while [ $i -lt 5000 ]; do echo \"line $i with some padding text\"; i=$((i+1)); done");
+  Subprocess p = sh(
+      "i=0; while [ $i -lt 5000 ]; do echo \"line $i with some padding text\"; i=$((i+1)); done");
   const auto lines = all_lines(p);
   ASSERT_EQ(lines.size(), 5000u);
   EXPECT_EQ(lines.front(), "line 0 with some padding text");
@@ -105,8 +107,10 @@ TEST(Subprocess, StandardInputIsEmpty) {
 TEST(Subprocess, PassesEnvironmentVariablesOverTheInheritedOnes) {
   ::setenv("MT_SUBPROCESS_TEST_INHERITED", "from parent", 1);
   ::setenv("MT_SUBPROCESS_TEST_OVERRIDDEN", "old", 1);
-  Subprocess p = sh("echo \"$MT_SUBPROCESS_TEST_INHERITED|$MT_SUBPROCESS_TEST_OVERRIDDEN|$MT_SUBPROCESS_TEST_NEW\"",
-                    {{"MT_SUBPROCESS_TEST_OVERRIDDEN", "new"}, {"MT_SUBPROCESS_TEST_NEW", "a b=c"}});
+  Subprocess p =
+      sh("echo "
+         "\"$MT_SUBPROCESS_TEST_INHERITED|$MT_SUBPROCESS_TEST_OVERRIDDEN|$MT_SUBPROCESS_TEST_NEW\"",
+         {{"MT_SUBPROCESS_TEST_OVERRIDDEN", "new"}, {"MT_SUBPROCESS_TEST_NEW", "a b=c"}});
   EXPECT_EQ(all_lines(p), (std::vector<std::string>{"from parent|new|a b=c"}));
   ::unsetenv("MT_SUBPROCESS_TEST_INHERITED");
   ::unsetenv("MT_SUBPROCESS_TEST_OVERRIDDEN");
@@ -147,7 +151,8 @@ TEST(Subprocess, WaitForReturnsNothingBeforeTheDeadlineThenTheStatus) {
 }
 
 TEST(Subprocess, TerminateKillsAChildThatIgnoresSigtermAndItsChildren) {
-  // The shell ignores TERM (and so does the sleep it starts); only the SIGKILL after the grace ends them.
+  // The shell ignores TERM (and so does the sleep it starts); only the SIGKILL after the grace ends
+  // them.
   Subprocess p = sh("trap '' TERM; sleep 60 & echo $!; wait; wait; wait");
   const std::string grandchild = first_line(p);
   ASSERT_NE(grandchild, "(no line)");
@@ -157,11 +162,12 @@ TEST(Subprocess, TerminateKillsAChildThatIgnoresSigtermAndItsChildren) {
   const auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_EQ(s.signal, SIGKILL) << s.str();
   EXPECT_GE(took, 300ms);  // it had its grace
-  EXPECT_TRUE(becomes_gone(grandchild_pid, 10s)) << "pid " << grandchild_pid << " survived the process group's SIGKILL";
+  EXPECT_TRUE(becomes_gone(grandchild_pid, 10s))
+      << "pid " << grandchild_pid << " survived the process group's SIGKILL";
 }
 
-// A stopped child acts on SIGTERM only once continued: without the SIGCONT it would hold out for the
-// whole grace and need SIGKILL.
+// A stopped child acts on SIGTERM only once continued: without the SIGCONT it would hold out for
+// the whole grace and need SIGKILL.
 TEST(Subprocess, TerminateEndsAStoppedChildWithSigterm) {
   Subprocess p = sh("echo ready; kill -STOP $$; sleep 60");
   ASSERT_EQ(first_line(p), "ready");
@@ -186,9 +192,11 @@ TEST(Subprocess, WhatAnEndedChildLeftInItsGroupIsKilled) {
     ASSERT_TRUE(p.wait_for(20s).has_value());
     EXPECT_FALSE(process_gone(signalled));
     p.signal(SIGKILL);  // to the group, after its leader ended
-    EXPECT_TRUE(becomes_gone(signalled, 10s)) << "pid " << signalled << " survived a signal to its group";
+    EXPECT_TRUE(becomes_gone(signalled, 10s))
+        << "pid " << signalled << " survived a signal to its group";
   }
-  EXPECT_TRUE(becomes_gone(destroyed, 10s)) << "pid " << destroyed << " survived the destructor of its group's Subprocess";
+  EXPECT_TRUE(becomes_gone(destroyed, 10s))
+      << "pid " << destroyed << " survived the destructor of its group's Subprocess";
 }
 
 TEST(Subprocess, NamesSignals) {
@@ -230,26 +238,33 @@ TEST(Subprocess, NamesAProgramThatCannotStart) {
   o.argv = {"minitrain-no-such-program", "--flag"};
   EXPECT_THROW(Subprocess::start(o), IoError);
   const std::string msg = error_message([&] { Subprocess::start(o); });
-  EXPECT_NE(msg.find("cannot run 'minitrain-no-such-program': No such file or directory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cannot run 'minitrain-no-such-program': No such file or directory"),
+            std::string::npos)
+      << msg;
 
-  const std::string not_executable = ::testing::TempDir() + "not_executable_" + std::to_string(::getpid());
+  const std::string not_executable =
+      ::testing::TempDir() + "not_executable_" + std::to_string(::getpid());
   { std::ofstream(not_executable) << "exit 0\n"; }  // mode 0644: exists, but may not be run
   o.argv = {not_executable};
   const std::string denied = error_message([&] { Subprocess::start(o); });
-  EXPECT_NE(denied.find("cannot run '" + not_executable + "': Permission denied"), std::string::npos) << denied;
+  EXPECT_NE(denied.find("cannot run '" + not_executable + "': Permission denied"),
+            std::string::npos)
+      << denied;
   std::remove(not_executable.c_str());
 
   o.argv = {"true"};
   o.working_dir = "/nonexistent/dir";
   const std::string dir = error_message([&] { Subprocess::start(o); });
-  EXPECT_NE(dir.find("cannot enter the working directory '/nonexistent/dir': No such file or directory"),
-            std::string::npos)
+  EXPECT_NE(
+      dir.find("cannot enter the working directory '/nonexistent/dir': No such file or directory"),
+      std::string::npos)
       << dir;
 
   o.working_dir.clear();
   o.output_path = "/nonexistent/dir/out.log";
   const std::string out = error_message([&] { Subprocess::start(o); });
-  EXPECT_NE(out.find("cannot open its output file '/nonexistent/dir/out.log'"), std::string::npos) << out;
+  EXPECT_NE(out.find("cannot open its output file '/nonexistent/dir/out.log'"), std::string::npos)
+      << out;
 
   EXPECT_THROW(Subprocess::start(SubprocessOptions{}), ValueError);
   SubprocessOptions bad_env;

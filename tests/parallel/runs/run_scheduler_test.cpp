@@ -1,6 +1,6 @@
-// The scheduler of independent runs (`minitrain pipelines`): queueing by device, GPU pinning, failure isolation and interruption
-// with fake processes (no children, exact event order), then the same paths with real /bin/sh
-// children, and the run-file readers and summaries.
+// The scheduler of independent runs (`minitrain pipelines`): queueing by device, GPU pinning,
+// failure isolation and interruption with fake processes (no children, exact event order), then the
+// same paths with real /bin/sh children, and the run-file readers and summaries.
 
 #include <gtest/gtest.h>
 
@@ -65,7 +65,8 @@ class FakeProcess : public RunningProcess {
 
 ProcessStarter fake_starter(FakeWorld& w) {
   return [&w](const SubprocessOptions& o) -> std::unique_ptr<RunningProcess> {
-    if (o.argv.at(1) == "throw") MT_THROW(IoError, "cannot run 'nowhere': No such file or directory");
+    if (o.argv.at(1) == "throw")
+      MT_THROW(IoError, "cannot run 'nowhere': No such file or directory");
     w.started.push_back(o);
     w.events.push_back("start " + o.argv[1]);
     std::string gpu;
@@ -97,16 +98,19 @@ RunsOptions fast(int cpu_slots, int gpus) {
 }
 
 std::vector<RunResult> run_fake(FakeWorld& w, const std::vector<RunJob>& jobs, const RunsOptions& o,
-                                     std::ostream* status = nullptr, const std::function<bool()>& stop = {}) {
+                                std::ostream* status = nullptr,
+                                const std::function<bool()>& stop = {}) {
   std::ostringstream sink;
   return schedule_runs(jobs, o, fake_starter(w), status ? *status : sink, stop);
 }
 
 TEST(RunScheduler, OneCpuSlotRunsCpuRunsOneAfterAnotherInFileOrder) {
   FakeWorld w;
-  const auto r = run_fake(w, {fake_job("a", "cpu", 3), fake_job("b", "cpu", 1), fake_job("c", "cpu", 2)}, fast(1, 0));
+  const auto r = run_fake(
+      w, {fake_job("a", "cpu", 3), fake_job("b", "cpu", 1), fake_job("c", "cpu", 2)}, fast(1, 0));
   EXPECT_EQ(w.max_running, 1);
-  EXPECT_EQ(w.events, (std::vector<std::string>{"start a", "end a", "start b", "end b", "start c", "end c"}));
+  EXPECT_EQ(w.events,
+            (std::vector<std::string>{"start a", "end a", "start b", "end b", "start c", "end c"}));
   ASSERT_EQ(r.size(), 3u);
   for (const RunResult& x : r) {
     EXPECT_TRUE(x.ok()) << x.name << ": " << x.reason;
@@ -121,7 +125,8 @@ TEST(RunScheduler, OneCpuSlotRunsCpuRunsOneAfterAnotherInFileOrder) {
 
 TEST(RunScheduler, TwoCpuSlotsRunTwoAtOnce) {
   FakeWorld w;
-  const auto r = run_fake(w, {fake_job("a", "cpu", 5), fake_job("b", "cpu", 5), fake_job("c", "cpu", 5)}, fast(2, 0));
+  const auto r = run_fake(
+      w, {fake_job("a", "cpu", 5), fake_job("b", "cpu", 5), fake_job("c", "cpu", 5)}, fast(2, 0));
   EXPECT_EQ(w.max_running, 2);
   ASSERT_GE(w.events.size(), 3u);
   EXPECT_EQ(w.events[0], "start a");
@@ -135,8 +140,8 @@ TEST(RunScheduler, GpuRunsArePinnedOnePerGpuAndCpuRunsDoNotWaitForThem) {
   // cuda:1 takes GPU 1; the next "cuda" takes GPU 0; the third GPU run waits for one; the CPU
   // run behind them starts at once.
   const auto r = run_fake(w,
-                          {fake_job("g1", "cuda:1", 4), fake_job("any1", "cuda", 8), fake_job("any2", "cuda", 2),
-                           fake_job("c", "cpu", 2)},
+                          {fake_job("g1", "cuda:1", 4), fake_job("any1", "cuda", 8),
+                           fake_job("any2", "cuda", 2), fake_job("c", "cpu", 2)},
                           fast(1, 2));
   EXPECT_EQ(w.device_env["g1"], "1");
   EXPECT_EQ(w.device_env["any1"], "0");
@@ -145,7 +150,9 @@ TEST(RunScheduler, GpuRunsArePinnedOnePerGpuAndCpuRunsDoNotWaitForThem) {
   EXPECT_EQ(w.events[0], "start g1");
   EXPECT_EQ(w.events[1], "start any1");
   EXPECT_EQ(w.events[2], "start c");
-  const auto pos = [&](const std::string& e) { return std::find(w.events.begin(), w.events.end(), e) - w.events.begin(); };
+  const auto pos = [&](const std::string& e) {
+    return std::find(w.events.begin(), w.events.end(), e) - w.events.begin();
+  };
   EXPECT_LT(pos("end g1"), pos("start any2"));
   EXPECT_EQ(r[0].device, "cuda:1");
   EXPECT_EQ(r[1].device, "cuda:0");
@@ -158,10 +165,11 @@ TEST(RunScheduler, AFailingRunDoesNotStopTheOthers) {
   FakeWorld w;
   RunJob setup = fake_job("setup", "cpu");
   setup.setup_error = "run 'setup': runs.toml:7: unknown key 'lerning-rate' (did you mean 'lr'?)";
-  const auto r = run_fake(w,
-                          {fake_job("a", "cpu", 2), fake_job("bad", "cpu", 2, 3), fake_job("throw", "cpu"), setup,
-                           fake_job("gpu", "cuda"), fake_job("gpu9", "cuda:9"), fake_job("z", "cpu", 2)},
-                          fast(1, 0));
+  const auto r = run_fake(
+      w,
+      {fake_job("a", "cpu", 2), fake_job("bad", "cpu", 2, 3), fake_job("throw", "cpu"), setup,
+       fake_job("gpu", "cuda"), fake_job("gpu9", "cuda:9"), fake_job("z", "cpu", 2)},
+      fast(1, 0));
   ASSERT_EQ(r.size(), 7u);
   EXPECT_TRUE(r[0].ok());
   EXPECT_EQ(r[1].state, RunState::Failed);
@@ -172,10 +180,14 @@ TEST(RunScheduler, AFailingRunDoesNotStopTheOthers) {
   EXPECT_EQ(r[2].reason, "cannot start: cannot run 'nowhere': No such file or directory");
   EXPECT_EQ(r[3].reason, setup.setup_error);
   EXPECT_EQ(r[3].start_time, 0);
-  EXPECT_EQ(r[4].reason, "device 'cuda' but this machine has no usable GPU; use device = \"cpu\" (or \"auto\")");
-  EXPECT_EQ(r[5].reason, "device 'cuda:9' but this machine has no usable GPU; use device = \"cpu\" (or \"auto\")");
+  EXPECT_EQ(r[4].reason,
+            "device 'cuda' but this machine has no usable GPU; use device = \"cpu\" (or \"auto\")");
+  EXPECT_EQ(
+      r[5].reason,
+      "device 'cuda:9' but this machine has no usable GPU; use device = \"cpu\" (or \"auto\")");
   EXPECT_TRUE(r[6].ok());
-  EXPECT_EQ(w.events, (std::vector<std::string>{"start a", "end a", "start bad", "end bad", "start z", "end z"}));
+  EXPECT_EQ(w.events, (std::vector<std::string>{"start a", "end a", "start bad", "end bad",
+                                                "start z", "end z"}));
 }
 
 TEST(RunScheduler, AGpuIndexBeyondTheMachineFails) {
@@ -188,8 +200,8 @@ TEST(RunScheduler, AGpuIndexBeyondTheMachineFails) {
 TEST(RunScheduler, AStopRequestTerminatesRunningRunsAndFailsQueuedOnes) {
   FakeWorld w;
   int calls = 0;
-  const auto r = run_fake(w, {fake_job("long", "cpu", 1000000), fake_job("queued", "cpu")}, fast(1, 0), nullptr,
-                          [&] { return ++calls > 5; });
+  const auto r = run_fake(w, {fake_job("long", "cpu", 1000000), fake_job("queued", "cpu")},
+                          fast(1, 0), nullptr, [&] { return ++calls > 5; });
   EXPECT_EQ(w.events, (std::vector<std::string>{"start long", "terminate long", "end long"}));
   EXPECT_EQ(r[0].state, RunState::Failed);
   EXPECT_EQ(r[0].reason, "interrupted");
@@ -206,9 +218,10 @@ TEST(RunScheduler, OnATerminalTheStatusTableIsRedrawnInPlace) {
   o.status_every = std::chrono::milliseconds(1);
   const auto r = run_fake(w, {fake_job("a", "cpu", 20), fake_job("b", "cpu", 20)}, o, &status);
   const std::string s = status.str();
-  EXPECT_EQ(s.rfind("run  state", 0), 0u) << s;                // the first table is drawn as is
-  EXPECT_NE(s.find("\033[3A\033[J"), std::string::npos) << s;  // then up over its 3 lines and cleared
-  EXPECT_EQ(s.find("[a] started"), std::string::npos) << s;     // no event lines between tables
+  EXPECT_EQ(s.rfind("run  state", 0), 0u) << s;  // the first table is drawn as is
+  EXPECT_NE(s.find("\033[3A\033[J"), std::string::npos)
+      << s;                                                  // then up over its 3 lines and cleared
+  EXPECT_EQ(s.find("[a] started"), std::string::npos) << s;  // no event lines between tables
   // The last table shows the final states.
   const std::string last = s.substr(s.rfind("\033[J") + 3);
   EXPECT_NE(last.find("a    done"), std::string::npos) << last;
@@ -219,7 +232,8 @@ TEST(RunScheduler, OnATerminalTheStatusTableIsRedrawnInPlace) {
 TEST(RunScheduler, RejectsZeroCpuSlots) {
   FakeWorld w;
   std::ostringstream sink;
-  EXPECT_THROW(schedule_runs({fake_job("a", "cpu")}, fast(0, 0), fake_starter(w), sink), ValueError);
+  EXPECT_THROW(schedule_runs({fake_job("a", "cpu")}, fast(0, 0), fake_starter(w), sink),
+               ValueError);
 }
 
 // ---- run files ----
@@ -237,16 +251,21 @@ struct TempDir {
   fs::path path;
 };
 
-void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
 
 TEST(RunFiles, ProgressComesFromTheLastCompleteMetricsLineAndTheLastProgressLine) {
   TempDir t;
   write(t.file("m.jsonl"),
-        "{\"step\":1,\"epoch\":1,\"loss\":2.5,\"lr\":0.1,\"step_ms\":1.5,\"device\":\"cpu\",\"memory_in_use_bytes\":10}\n"
+        "{\"step\":1,\"epoch\":1,\"loss\":2.5,\"lr\":0.1,\"step_ms\":1.5,\"device\":\"cpu\","
+        "\"memory_in_use_bytes\":10}\n"
         "{\"step\":2,\"epoch\":1,\"loss\":1.25,\"lr\":0.1,\"step_ms\":0.75,\"device\":\"cuda:0\","
         "\"memory_in_use_bytes\":4096}\n"
         "{\"step\":3,\"epo");  // being written
-  write(t.file("out.log"), "training ...\nstep 1/40 (2%)  epoch 1  loss 2.5\nstep 2/40 (5%)  epoch 1  loss 1.25\nwarn");
+  write(
+      t.file("out.log"),
+      "training ...\nstep 1/40 (2%)  epoch 1  loss 2.5\nstep 2/40 (5%)  epoch 1  loss 1.25\nwarn");
   const RunProgress p = read_run_progress(t.file("m.jsonl"), t.file("out.log"));
   EXPECT_EQ(p.step, 2);
   EXPECT_EQ(p.total_steps, 40);
@@ -264,8 +283,10 @@ TEST(RunFiles, ProgressComesFromTheLastCompleteMetricsLineAndTheLastProgressLine
 
 TEST(RunFiles, FailureReasonIsTheLastErrorLine) {
   TempDir t;
-  write(t.file("a.log"), "training mlp\nminitrain: error: cannot open '/x.npy': No such file\nbye\n");
-  EXPECT_EQ(failure_reason(t.file("a.log")), "minitrain: error: cannot open '/x.npy': No such file");
+  write(t.file("a.log"),
+        "training mlp\nminitrain: error: cannot open '/x.npy': No such file\nbye\n");
+  EXPECT_EQ(failure_reason(t.file("a.log")),
+            "minitrain: error: cannot open '/x.npy': No such file");
   write(t.file("b.log"), "first\nlast words\n\n");
   EXPECT_EQ(failure_reason(t.file("b.log")), "last words");
   EXPECT_EQ(failure_reason(t.file("none.log")), "");
@@ -276,10 +297,12 @@ TEST(RunFiles, FailureReasonIsTheLastErrorLine) {
 TEST(RunFiles, ARunKilledByASignalIsReportedAsKilledByIt) {
   TempDir t;
   write(t.file("progress.log"), "training mlp\nstep 3/10 loss 0.5\n");
-  EXPECT_EQ(failure_reason(t.file("progress.log"), ExitStatus{0, SIGKILL}), "killed by signal 9 (SIGKILL)");
+  EXPECT_EQ(failure_reason(t.file("progress.log"), ExitStatus{0, SIGKILL}),
+            "killed by signal 9 (SIGKILL)");
   write(t.file("error.log"), "minitrain: error: out of host memory\nstep 3/10 loss 0.5\n");
-  EXPECT_EQ(failure_reason(t.file("error.log"), ExitStatus{0, SIGSEGV}),
-            "killed by signal 11 (SIGSEGV); its last error line: minitrain: error: out of host memory");
+  EXPECT_EQ(
+      failure_reason(t.file("error.log"), ExitStatus{0, SIGSEGV}),
+      "killed by signal 11 (SIGSEGV); its last error line: minitrain: error: out of host memory");
   // An exit code keeps the plain rule, and the status when the output is silent.
   EXPECT_EQ(failure_reason(t.file("progress.log"), ExitStatus{3, 0}), "step 3/10 loss 0.5");
   EXPECT_EQ(failure_reason(t.file("none.log"), ExitStatus{3, 0}), "exit status 3");
@@ -337,7 +360,7 @@ RunJob sh_job(const TempDir& t, const std::string& name, const std::string& scri
 }
 
 std::vector<RunResult> run_sh(const std::vector<RunJob>& jobs, int cpu_slots, std::ostream& status,
-                                   const std::function<bool()>& stop = {}) {
+                              const std::function<bool()>& stop = {}) {
   RunsOptions o;
   o.cpu_slots = cpu_slots;
   o.poll_every = std::chrono::milliseconds(5);
@@ -352,14 +375,15 @@ bool overlap(const RunResult& a, const RunResult& b) {
 
 TEST(RunsProcesses, RealRunsQueueOnOneSlotAndOverlapOnTwo) {
   TempDir t;
-  const std::string good = "sleep 0.4; echo '{\"step\":5,\"loss\":0.25,\"step_ms\":2.0}' > " + t.file("a.jsonl");
+  const std::string good =
+      "sleep 0.4; echo '{\"step\":5,\"loss\":0.25,\"step_ms\":2.0}' > " + t.file("a.jsonl");
   std::ostringstream status;
   {
     const auto r = run_sh({sh_job(t, "a", good), sh_job(t, "b", "sleep 0.4")}, 1, status);
     ASSERT_TRUE(r[0].ok()) << r[0].reason;
     ASSERT_TRUE(r[1].ok()) << r[1].reason;
-    EXPECT_FALSE(overlap(r[0], r[1])) << r[0].start_time << "-" << r[0].end_time << " vs " << r[1].start_time << "-"
-                                      << r[1].end_time;
+    EXPECT_FALSE(overlap(r[0], r[1])) << r[0].start_time << "-" << r[0].end_time << " vs "
+                                      << r[1].start_time << "-" << r[1].end_time;
     EXPECT_GE(r[0].seconds, 0.35);
     ASSERT_TRUE(r[0].final_loss.has_value());
     EXPECT_DOUBLE_EQ(*r[0].final_loss, 0.25);
@@ -387,9 +411,10 @@ TEST(RunsSummary, AReasonThatIsNotUtf8BecomesReplacementCharacters) {
 TEST(RunsProcesses, AFailingChildIsReportedWithItsErrorLineAndTheOthersFinish) {
   TempDir t;
   std::ostringstream status;
-  const auto r = run_sh({sh_job(t, "bad", "echo starting; echo 'minitrain: error: no such file x.npy' >&2; exit 3"),
-                         sh_job(t, "good", "echo fine")},
-                        1, status);
+  const auto r = run_sh(
+      {sh_job(t, "bad", "echo starting; echo 'minitrain: error: no such file x.npy' >&2; exit 3"),
+       sh_job(t, "good", "echo fine")},
+      1, status);
   EXPECT_EQ(r[0].state, RunState::Failed);
   EXPECT_EQ(r[0].exit_status, "exit status 3");
   EXPECT_EQ(r[0].reason, "minitrain: error: no such file x.npy");
@@ -398,7 +423,8 @@ TEST(RunsProcesses, AFailingChildIsReportedWithItsErrorLineAndTheOthersFinish) {
   std::string line;
   std::getline(log, line);
   EXPECT_EQ(line, "fine");  // stdout went to the run's own file
-  EXPECT_NE(status.str().find("[bad] failed (exit status 3) after"), std::string::npos) << status.str();
+  EXPECT_NE(status.str().find("[bad] failed (exit status 3) after"), std::string::npos)
+      << status.str();
 }
 
 TEST(RunsProcesses, ARealChildKilledByASignalIsReportedAsKilled) {
@@ -408,22 +434,26 @@ TEST(RunsProcesses, ARealChildKilledByASignalIsReportedAsKilled) {
   EXPECT_EQ(r[0].state, RunState::Failed);
   EXPECT_EQ(r[0].exit_status, "signal 9 (Killed)");
   EXPECT_EQ(r[0].reason, "killed by signal 9 (SIGKILL)");
-  EXPECT_NE(status.str().find("[killed] failed (signal 9 (Killed)) after"), std::string::npos) << status.str();
+  EXPECT_NE(status.str().find("[killed] failed (signal 9 (Killed)) after"), std::string::npos)
+      << status.str();
 }
 
 TEST(RunsProcesses, AStopRequestTerminatesARealChild) {
   TempDir t;
   std::ostringstream status;
   const auto begin = std::chrono::steady_clock::now();
-  const auto r = run_sh({sh_job(t, "sleeper", "echo '{\"step\":1,\"loss\":1.5}' > " + t.file("sleeper.jsonl") +
-                                                "; exec sleep 30")},
-                        1, status, [&] { return std::chrono::steady_clock::now() - begin > std::chrono::milliseconds(300); });
+  const auto r = run_sh(
+      {sh_job(t, "sleeper",
+              "echo '{\"step\":1,\"loss\":1.5}' > " + t.file("sleeper.jsonl") + "; exec sleep 30")},
+      1, status,
+      [&] { return std::chrono::steady_clock::now() - begin > std::chrono::milliseconds(300); });
   EXPECT_EQ(r[0].state, RunState::Failed);
   EXPECT_EQ(r[0].reason, "interrupted");
   EXPECT_EQ(r[0].exit_status, "signal 15 (Terminated)");
   EXPECT_LT(r[0].seconds, 10.0);
   // The live status saw the run's metrics while it ran.
-  EXPECT_NE(status.str().find("[sleeper] running on cpu  step 1/?  loss 1.5"), std::string::npos) << status.str();
+  EXPECT_NE(status.str().find("[sleeper] running on cpu  step 1/?  loss 1.5"), std::string::npos)
+      << status.str();
 }
 
 }  // namespace
