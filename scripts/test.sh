@@ -12,6 +12,10 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
 else
   presets=(cpu)
 fi
+# The formatting first (after the packages, clang-format among them): seconds, and a formatting
+# slip should not wait for the builds to show.
+scripts/setup.sh --deps-only
+scripts/format.sh --check
 scripts/setup.sh "${presets[@]}"
 for preset in "${presets[@]}"; do
   echo "[test] ctest --preset $preset (${SECONDS} s since the start)"
