@@ -48,39 +48,32 @@ void activation_forward(Tensor& y, const Tensor& x, Activation a) {
   check_compatible("activation_forward", {{"y", y}, {"x", x}});
   check_same_shape("activation_forward", {{"y", y}, {"x", x}});
   const int64_t n = x.numel();
-  if (x.device().is_cpu()) {
-    dispatch_float(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      activation_forward_cpu<T>(a, y.data<T>(), x.data<T>(), n);
-    });
-  } else {
-    MT_CUDA_ONLY(DeviceGuard guard(x.device());
-                 CUstream_st* stream = current_stream(x.device()).native_handle();
-                 dispatch_float(x.dtype(), [&](auto zero) {
-                   using T = decltype(zero);
-                   activation_forward_cuda<T>(a, y.data<T>(), x.data<T>(), n, stream);
-                 }));
-  }
+  dispatch_op(
+      "activation_forward", x.device(), x.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        activation_forward_cpu<T>(a, y.data<T>(), x.data<T>(), n);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        activation_forward_cuda<T>(a, y.data<T>(), x.data<T>(), n, stream);
+      });
 }
 
 void activation_backward(Tensor& grad_x, const Tensor& grad_y, const Tensor& x, Activation a) {
   check_compatible("activation_backward", {{"grad_x", grad_x}, {"grad_y", grad_y}, {"x", x}});
   check_same_shape("activation_backward", {{"grad_x", grad_x}, {"grad_y", grad_y}, {"x", x}});
   const int64_t n = x.numel();
-  if (x.device().is_cpu()) {
-    dispatch_float(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      activation_backward_cpu<T>(a, grad_x.data<T>(), grad_y.data<T>(), x.data<T>(), n);
-    });
-  } else {
-    MT_CUDA_ONLY(DeviceGuard guard(x.device());
-                 CUstream_st* stream = current_stream(x.device()).native_handle();
-                 dispatch_float(x.dtype(), [&](auto zero) {
-                   using T = decltype(zero);
-                   activation_backward_cuda<T>(a, grad_x.data<T>(), grad_y.data<T>(), x.data<T>(),
-                                               n, stream);
-                 }));
-  }
+  dispatch_op(
+      "activation_backward", x.device(), x.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        activation_backward_cpu<T>(a, grad_x.data<T>(), grad_y.data<T>(), x.data<T>(), n);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        activation_backward_cuda<T>(a, grad_x.data<T>(), grad_y.data<T>(), x.data<T>(), n, stream);
+      });
 }
 
 Tensor activation_forward(const Tensor& x, Activation a) {

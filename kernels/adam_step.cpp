@@ -85,22 +85,18 @@ void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_a
         {{"param", param}, {"grad", grad}, {"exp_avg", exp_avg}, {"exp_avg_sq", exp_avg_sq}});
   }
   const int64_t n = param.numel();
-  if (param.device().is_cpu()) {
-    dispatch_float(param.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      adam_step_cpu<T>(param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(),
-                       args.amsgrad ? max_exp_avg_sq.data<T>() : nullptr, n, args);
-    });
-  } else {
-    MT_CUDA_ONLY(DeviceGuard guard(param.device());
-                 CUstream_st* stream = current_stream(param.device()).native_handle();
-                 dispatch_float(param.dtype(), [&](auto zero) {
-                   using T = decltype(zero);
-                   adam_step_cuda<T>(
-                       param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(),
-                       args.amsgrad ? max_exp_avg_sq.data<T>() : nullptr, n, args, stream);
-                 }));
-  }
+  dispatch_op(
+      "adam_step", param.device(), param.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        adam_step_cpu<T>(param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(),
+                         args.amsgrad ? max_exp_avg_sq.data<T>() : nullptr, n, args);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        adam_step_cuda<T>(param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(),
+                          args.amsgrad ? max_exp_avg_sq.data<T>() : nullptr, n, args, stream);
+      });
 }
 
 }  // namespace minitrain

@@ -101,21 +101,18 @@ void bias_activation_forward(Tensor& y, Tensor& pre, const Tensor& x, const Tens
   }
   check_bias(op, x, bias);
   const int64_t rows = x.size(0), cols = x.size(1);
-  if (x.device().is_cpu()) {
-    dispatch_float(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      bias_activation_forward_cpu<T>(a, y.data<T>(), keep ? pre.data<T>() : nullptr, x.data<T>(),
-                                     bias.data<T>(), rows, cols);
-    });
-  } else {
-    MT_CUDA_ONLY(DeviceGuard guard(x.device());
-                 CUstream_st* stream = current_stream(x.device()).native_handle();
-                 dispatch_float(x.dtype(), [&](auto zero) {
-                   using T = decltype(zero);
-                   bias_activation_forward_cuda<T>(a, y.data<T>(), keep ? pre.data<T>() : nullptr,
-                                                   x.data<T>(), bias.data<T>(), rows, cols, stream);
-                 }));
-  }
+  dispatch_op(
+      "bias_activation_forward", x.device(), x.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        bias_activation_forward_cpu<T>(a, y.data<T>(), keep ? pre.data<T>() : nullptr, x.data<T>(),
+                                       bias.data<T>(), rows, cols);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        bias_activation_forward_cuda<T>(a, y.data<T>(), keep ? pre.data<T>() : nullptr, x.data<T>(),
+                                        bias.data<T>(), rows, cols, stream);
+      });
 }
 
 Tensor bias_activation_forward(const Tensor& x, const Tensor& bias, Activation a, Tensor* pre_out) {
@@ -138,22 +135,18 @@ void bias_activation_backward(Tensor& grad_pre, Tensor& grad_bias, const Tensor&
   check_same_shape(op, {{"grad_pre", grad_pre}, {"grad_y", grad_y}, {"pre", pre}});
   check_bias(op, pre, grad_bias);
   const int64_t rows = pre.size(0), cols = pre.size(1);
-  if (pre.device().is_cpu()) {
-    dispatch_float(pre.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      bias_activation_backward_cpu<T>(a, grad_pre.data<T>(), grad_bias.data<T>(), grad_y.data<T>(),
-                                      pre.data<T>(), rows, cols);
-    });
-  } else {
-    MT_CUDA_ONLY(DeviceGuard guard(pre.device());
-                 CUstream_st* stream = current_stream(pre.device()).native_handle();
-                 dispatch_float(pre.dtype(), [&](auto zero) {
-                   using T = decltype(zero);
-                   bias_activation_backward_cuda<T>(a, grad_pre.data<T>(), grad_bias.data<T>(),
-                                                    grad_y.data<T>(), pre.data<T>(), rows, cols,
-                                                    stream);
-                 }));
-  }
+  dispatch_op(
+      "bias_activation_backward", pre.device(), pre.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        bias_activation_backward_cpu<T>(a, grad_pre.data<T>(), grad_bias.data<T>(),
+                                        grad_y.data<T>(), pre.data<T>(), rows, cols);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        bias_activation_backward_cuda<T>(a, grad_pre.data<T>(), grad_bias.data<T>(),
+                                         grad_y.data<T>(), pre.data<T>(), rows, cols, stream);
+      });
 }
 
 }  // namespace minitrain

@@ -36,19 +36,16 @@ void bias_add(Tensor& out, const Tensor& x, const Tensor& bias) {
               ")");
   check_same_shape("bias_add", {{"out", out}, {"x", x}});
   const int64_t rows = x.size(0), cols = x.size(1);
-  if (x.device().is_cpu()) {
-    dispatch_float(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      bias_add_cpu<T>(out.data<T>(), x.data<T>(), bias.data<T>(), rows, cols);
-    });
-  } else {
-    MT_CUDA_ONLY(DeviceGuard guard(x.device());
-                 CUstream_st* stream = current_stream(x.device()).native_handle();
-                 dispatch_float(x.dtype(), [&](auto zero) {
-                   using T = decltype(zero);
-                   bias_add_cuda<T>(out.data<T>(), x.data<T>(), bias.data<T>(), rows, cols, stream);
-                 }));
-  }
+  dispatch_op(
+      "bias_add", x.device(), x.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        bias_add_cpu<T>(out.data<T>(), x.data<T>(), bias.data<T>(), rows, cols);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        bias_add_cuda<T>(out.data<T>(), x.data<T>(), bias.data<T>(), rows, cols, stream);
+      });
 }
 
 Tensor bias_add(const Tensor& x, const Tensor& bias) {

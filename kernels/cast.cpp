@@ -34,27 +34,24 @@ void cast(Tensor& out, const Tensor& in) {
     return;
   }
   const int64_t n = in.numel();
-  if (in.device().is_cpu()) {
-    dispatch_float(in.dtype(), [&](auto from_zero) {
-      using From = decltype(from_zero);
-      dispatch_float(out.dtype(), [&](auto to_zero) {
-        using To = decltype(to_zero);
-        if constexpr (!std::is_same_v<To, From>)
-          cast_cpu<To, From>(out.data<To>(), in.data<From>(), n);
+  dispatch_op(
+      "cast", in.device(), in.dtype(),
+      [&](auto from_zero) {
+        using From = decltype(from_zero);
+        dispatch_float(out.dtype(), [&](auto to_zero) {
+          using To = decltype(to_zero);
+          if constexpr (!std::is_same_v<To, From>)
+            cast_cpu<To, From>(out.data<To>(), in.data<From>(), n);
+        });
+      },
+      [&](auto from_zero, auto stream) {
+        using From = decltype(from_zero);
+        dispatch_float(out.dtype(), [&](auto to_zero) {
+          using To = decltype(to_zero);
+          if constexpr (!std::is_same_v<To, From>)
+            cast_cuda<To, From>(out.data<To>(), in.data<From>(), n, stream);
+        });
       });
-    });
-  } else {
-    MT_CUDA_ONLY(DeviceGuard guard(in.device());
-                 CUstream_st* stream = current_stream(in.device()).native_handle();
-                 dispatch_float(in.dtype(), [&](auto from_zero) {
-                   using From = decltype(from_zero);
-                   dispatch_float(out.dtype(), [&](auto to_zero) {
-                     using To = decltype(to_zero);
-                     if constexpr (!std::is_same_v<To, From>)
-                       cast_cuda<To, From>(out.data<To>(), in.data<From>(), n, stream);
-                   });
-                 }));
-  }
 }
 
 Tensor cast(const Tensor& in, DType to) {

@@ -1,13 +1,24 @@
 #pragma once
-// Dispatch helpers for op entry points.
+// Dispatch helpers for op entry points: which device, which element type.
 //
 // dispatch_float(dtype, f) calls f(T{}) with T = float or double, so one templated body serves
-// both element types. MT_CUDA_ONLY(stmt) compiles `stmt` in CUDA builds; in a CPU-only build a
-// CUDA tensor cannot exist (Tensor creation throws DeviceError first), so the branch becomes an
-// error that names the op, and the CUDA launchers are never referenced.
+// both element types. on_device(op, device, cpu, cuda) runs cpu() on the CPU, or cuda(stream) on a
+// GPU with that device current and its current stream; dispatch_op does both at once, the whole
+// body of most entry points:
+//
+//   dispatch_op("fill", out.device(), out.dtype(),
+//       [&](auto zero) { using T = decltype(zero); fill_cpu<T>(...); },
+//       [&](auto zero, auto stream) { using T = decltype(zero); fill_cuda<T>(..., stream); });
+//
+// The CUDA body must be a generic lambda (an `auto` parameter): its body is then compiled only
+// where it is called, so in a CPU-only build, where it never is, the CUDA launchers are never
+// referenced and the call site needs no #if. A CUDA tensor cannot exist in such a build (Tensor
+// creation throws DeviceError first); should one reach an op anyway, the op is named in the error.
 
+#include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/stream.h"
 
 namespace minitrain {
 
@@ -28,8 +39,37 @@ namespace detail {
 }
 }  // namespace detail
 
+/// cpu() on the CPU; on a GPU, cuda(stream) with `device` current and `stream` its current
+/// CUstream_st*. `cuda` must be a generic lambda ([&](auto stream) {...}): see the file comment.
+template <typename Cpu, typename Cuda>
+decltype(auto) on_device(const char* op, const Device& device, Cpu&& cpu, Cuda&& cuda) {
+  if (device.is_cpu()) return cpu();
+#if MINITRAIN_WITH_CUDA
+  (void)op;  // named only in the CPU-only build's error
+  DeviceGuard guard(device);
+  return cuda(current_stream(device).native_handle());
+#else
+  (void)cuda;
+  detail::no_cuda(op);
+#endif
+}
+
+/// on_device and dispatch_float together: cpu(T{}) on the CPU, cuda(T{}, stream) on a GPU, with
+/// T = float or double by `dtype`. The device is made current before the element type is chosen.
+template <typename Cpu, typename Cuda>
+decltype(auto) dispatch_op(const char* op, const Device& device, DType dtype, Cpu&& cpu,
+                           Cuda&& cuda) {
+  return on_device(
+      op, device, [&] { return dispatch_float(dtype, cpu); },
+      [&](auto stream) {
+        return dispatch_float(dtype, [&](auto zero) { return cuda(zero, stream); });
+      });
+}
+
 }  // namespace minitrain
 
+// MT_CUDA_ONLY(stmt): `stmt` in CUDA builds, the op-naming DeviceError in CPU-only ones. For the
+// few entry points whose CUDA path is not one body on one device (gemm's vendor-library path).
 #if MINITRAIN_WITH_CUDA
 #define MT_CUDA_ONLY(...) __VA_ARGS__
 #else

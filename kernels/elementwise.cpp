@@ -83,7 +83,7 @@ void binary_on_cpu(Binary kind, T* out, const T* a, const T* b, int64_t n) {
   }
 }
 
-#if MINITRAIN_WITH_CUDA
+// A template, so a CPU-only build (which never calls it) never references the CUDA launchers.
 template <typename T>
 void binary_on_cuda(Binary kind, T* out, const T* a, const T* b, int64_t n, CUstream_st* s) {
   switch (kind) {
@@ -97,25 +97,21 @@ void binary_on_cuda(Binary kind, T* out, const T* a, const T* b, int64_t n, CUst
       return max_cuda<T>(out, a, b, n, s);
   }
 }
-#endif
 
 void binary(const char* op, Binary kind, Tensor& out, const Tensor& a, const Tensor& b) {
   check_compatible(op, {{"out", out}, {"a", a}, {"b", b}});
   check_same_shape(op, {{"out", out}, {"a", a}, {"b", b}});
   const int64_t n = out.numel();
-  if (out.device().is_cpu()) {
-    dispatch_float(out.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      binary_on_cpu<T>(kind, out.data<T>(), a.data<T>(), b.data<T>(), n);
-    });
-  } else {
-    MT_CUDA_ONLY(DeviceGuard guard(out.device());
-                 CUstream_st* stream = current_stream(out.device()).native_handle();
-                 dispatch_float(out.dtype(), [&](auto zero) {
-                   using T = decltype(zero);
-                   binary_on_cuda<T>(kind, out.data<T>(), a.data<T>(), b.data<T>(), n, stream);
-                 }));
-  }
+  dispatch_op(
+      op, out.device(), out.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        binary_on_cpu<T>(kind, out.data<T>(), a.data<T>(), b.data<T>(), n);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        binary_on_cuda<T>(kind, out.data<T>(), a.data<T>(), b.data<T>(), n, stream);
+      });
 }
 
 Tensor binary_new(const char* op, Binary kind, const Tensor& a, const Tensor& b) {
@@ -145,19 +141,16 @@ void scale(Tensor& out, const Tensor& x, double alpha) {
   check_compatible("scale", {{"out", out}, {"x", x}});
   check_same_shape("scale", {{"out", out}, {"x", x}});
   const int64_t n = out.numel();
-  if (out.device().is_cpu()) {
-    dispatch_float(out.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      scale_cpu<T>(out.data<T>(), x.data<T>(), static_cast<T>(alpha), n);
-    });
-  } else {
-    MT_CUDA_ONLY(DeviceGuard guard(out.device());
-                 CUstream_st* stream = current_stream(out.device()).native_handle();
-                 dispatch_float(out.dtype(), [&](auto zero) {
-                   using T = decltype(zero);
-                   scale_cuda<T>(out.data<T>(), x.data<T>(), static_cast<T>(alpha), n, stream);
-                 }));
-  }
+  dispatch_op(
+      "scale", out.device(), out.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        scale_cpu<T>(out.data<T>(), x.data<T>(), static_cast<T>(alpha), n);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        scale_cuda<T>(out.data<T>(), x.data<T>(), static_cast<T>(alpha), n, stream);
+      });
 }
 
 Tensor scale(const Tensor& x, double alpha) {
@@ -171,19 +164,16 @@ void axpy(Tensor& y, double alpha, const Tensor& x) {
   check_compatible("axpy", {{"y", y}, {"x", x}});
   check_same_shape("axpy", {{"y", y}, {"x", x}});
   const int64_t n = y.numel();
-  if (y.device().is_cpu()) {
-    dispatch_float(y.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      axpy_cpu<T>(y.data<T>(), static_cast<T>(alpha), x.data<T>(), n);
-    });
-  } else {
-    MT_CUDA_ONLY(DeviceGuard guard(y.device());
-                 CUstream_st* stream = current_stream(y.device()).native_handle();
-                 dispatch_float(y.dtype(), [&](auto zero) {
-                   using T = decltype(zero);
-                   axpy_cuda<T>(y.data<T>(), static_cast<T>(alpha), x.data<T>(), n, stream);
-                 }));
-  }
+  dispatch_op(
+      "axpy", y.device(), y.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        axpy_cpu<T>(y.data<T>(), static_cast<T>(alpha), x.data<T>(), n);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        axpy_cuda<T>(y.data<T>(), static_cast<T>(alpha), x.data<T>(), n, stream);
+      });
 }
 
 }  // namespace minitrain

@@ -22,19 +22,16 @@ template void fill_cpu<double>(double*, double, int64_t);
 void fill(Tensor& out, double value) {
   check_compatible("fill", {{"out", out}});
   const int64_t n = out.numel();
-  if (out.device().is_cpu()) {
-    dispatch_float(out.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      fill_cpu<T>(out.data<T>(), static_cast<T>(value), n);
-    });
-  } else {
-    MT_CUDA_ONLY(DeviceGuard guard(out.device());
-                 CUstream_st* stream = current_stream(out.device()).native_handle();
-                 dispatch_float(out.dtype(), [&](auto zero) {
-                   using T = decltype(zero);
-                   fill_cuda<T>(out.data<T>(), static_cast<T>(value), n, stream);
-                 }));
-  }
+  dispatch_op(
+      "fill", out.device(), out.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        fill_cpu<T>(out.data<T>(), static_cast<T>(value), n);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        fill_cuda<T>(out.data<T>(), static_cast<T>(value), n, stream);
+      });
 }
 
 void zero_(Tensor& out) { fill(out, 0.0); }

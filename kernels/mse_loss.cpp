@@ -152,32 +152,28 @@ void mse_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target, Red
                 out.shape());
   const int64_t n = pred.numel();
   const double divisor = reduction == Reduction::Mean ? double(n) : 1.0;
-  if (pred.device().is_cpu()) {
-    dispatch_float(pred.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      if (reduction == Reduction::None)
-        mse_loss_elementwise_cpu<T>(out.data<T>(), pred.data<T>(), target.data<T>(), n);
-      else
-        mse_loss_reduce_cpu<T>(out.data<T>(), pred.data<T>(), target.data<T>(), n, divisor);
-    });
-  } else {
-    MT_CUDA_ONLY(DeviceGuard guard(pred.device());
-                 CUstream_st* stream = current_stream(pred.device()).native_handle();
-                 // Freed on return while the kernels may still run: safe, as the caching allocator
-                 // hands the block only to later work on this same stream (Note [streams and the
-                 // caching allocator]).
-                 Tensor workspace; if (reduction != Reduction::None) workspace = Tensor::empty(
-                                       {kMseReduceBlocks}, DType::Float64, pred.device());
-                 dispatch_float(pred.dtype(), [&](auto zero) {
-                   using T = decltype(zero);
-                   if (reduction == Reduction::None)
-                     mse_loss_elementwise_cuda<T>(out.data<T>(), pred.data<T>(), target.data<T>(),
-                                                  n, stream);
-                   else
-                     mse_loss_reduce_cuda<T>(out.data<T>(), pred.data<T>(), target.data<T>(), n,
-                                             divisor, workspace.data<double>(), stream);
-                 }));
-  }
+  dispatch_op(
+      "mse_loss_forward", pred.device(), pred.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        if (reduction == Reduction::None)
+          mse_loss_elementwise_cpu<T>(out.data<T>(), pred.data<T>(), target.data<T>(), n);
+        else
+          mse_loss_reduce_cpu<T>(out.data<T>(), pred.data<T>(), target.data<T>(), n, divisor);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        if (reduction == Reduction::None) {
+          mse_loss_elementwise_cuda<T>(out.data<T>(), pred.data<T>(), target.data<T>(), n, stream);
+          return;
+        }
+        // Freed on return while the kernel may still run: safe, as the caching allocator hands
+        // the block only to later work on this same stream (Note [streams and the caching
+        // allocator]).
+        Tensor workspace = Tensor::empty({kMseReduceBlocks}, DType::Float64, pred.device());
+        mse_loss_reduce_cuda<T>(out.data<T>(), pred.data<T>(), target.data<T>(), n, divisor,
+                                workspace.data<double>(), stream);
+      });
 }
 
 void mse_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& pred,
@@ -196,22 +192,18 @@ void mse_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& 
                 grad_out.shape());
   const int64_t n = pred.numel();
   const double norm = reduction == Reduction::Mean ? 2.0 / double(n) : 2.0;
-  if (pred.device().is_cpu()) {
-    dispatch_float(pred.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      mse_loss_backward_cpu<T>(grad_pred.data<T>(), grad_out.data<T>(), pred.data<T>(),
-                               target.data<T>(), n, static_cast<T>(norm), per_element);
-    });
-  } else {
-    MT_CUDA_ONLY(DeviceGuard guard(pred.device());
-                 CUstream_st* stream = current_stream(pred.device()).native_handle();
-                 dispatch_float(pred.dtype(), [&](auto zero) {
-                   using T = decltype(zero);
-                   mse_loss_backward_cuda<T>(grad_pred.data<T>(), grad_out.data<T>(),
-                                             pred.data<T>(), target.data<T>(), n,
-                                             static_cast<T>(norm), per_element, stream);
-                 }));
-  }
+  dispatch_op(
+      "mse_loss_backward", pred.device(), pred.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        mse_loss_backward_cpu<T>(grad_pred.data<T>(), grad_out.data<T>(), pred.data<T>(),
+                                 target.data<T>(), n, static_cast<T>(norm), per_element);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        mse_loss_backward_cuda<T>(grad_pred.data<T>(), grad_out.data<T>(), pred.data<T>(),
+                                  target.data<T>(), n, static_cast<T>(norm), per_element, stream);
+      });
 }
 
 void mse_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
@@ -230,27 +222,25 @@ void mse_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pre
   // The divisor of mse_loss_forward and the norm of mse_loss_backward, computed the same way.
   const double divisor = reduction == Reduction::Mean ? double(n) : 1.0;
   const double norm = reduction == Reduction::Mean ? 2.0 / double(n) : 2.0;
-  if (pred.device().is_cpu()) {
-    dispatch_float(pred.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      mse_loss_forward_backward_cpu<T>(out.data<T>(), grad_pred.data<T>(), pred.data<T>(),
-                                       target.data<T>(), n, divisor, static_cast<T>(norm),
-                                       per_element);
-    });
-  } else {
-    MT_CUDA_ONLY(DeviceGuard guard(pred.device());
-                 CUstream_st* stream = current_stream(pred.device()).native_handle();
-                 // Freed on return while the kernels may still run: see mse_loss_forward.
-                 Tensor workspace; if (!per_element) workspace = Tensor::empty(
-                                       {kMseReduceBlocks}, DType::Float64, pred.device());
-                 dispatch_float(pred.dtype(), [&](auto zero) {
-                   using T = decltype(zero);
-                   mse_loss_forward_backward_cuda<T>(
-                       out.data<T>(), grad_pred.data<T>(), pred.data<T>(), target.data<T>(), n,
-                       divisor, static_cast<T>(norm), per_element,
-                       per_element ? nullptr : workspace.data<double>(), stream);
-                 }));
-  }
+  dispatch_op(
+      "mse_loss_forward_backward", pred.device(), pred.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        mse_loss_forward_backward_cpu<T>(out.data<T>(), grad_pred.data<T>(), pred.data<T>(),
+                                         target.data<T>(), n, divisor, static_cast<T>(norm),
+                                         per_element);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        // Freed on return while the kernel may still run: see mse_loss_forward.
+        Tensor workspace;
+        if (!per_element)
+          workspace = Tensor::empty({kMseReduceBlocks}, DType::Float64, pred.device());
+        mse_loss_forward_backward_cuda<T>(out.data<T>(), grad_pred.data<T>(), pred.data<T>(),
+                                          target.data<T>(), n, divisor, static_cast<T>(norm),
+                                          per_element,
+                                          per_element ? nullptr : workspace.data<double>(), stream);
+      });
 }
 
 Tensor mse_loss_forward(const Tensor& pred, const Tensor& target, Reduction reduction) {

@@ -124,12 +124,9 @@ void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grad
   dispatch_float(params[0].dtype(), [&](auto zero) {
     using T = decltype(zero);
     const TensorTable<T> t = table_of<T>({&params, &grads, momentum ? &momentum_bufs : nullptr}, n);
-    if (device.is_cpu()) {
-      sgd_step_multi_cpu<T>(t, args);
-    } else {
-      MT_CUDA_ONLY(DeviceGuard guard(device);
-                   sgd_step_multi_cuda<T>(t, args, current_stream(device).native_handle()));
-    }
+    on_device(
+        op, device, [&] { sgd_step_multi_cpu<T>(t, args); },
+        [&](auto stream) { sgd_step_multi_cuda<T>(t, args, stream); });
   });
 }
 
@@ -164,12 +161,9 @@ void adam_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& gra
     using T = decltype(zero);
     const TensorTable<T> t = table_of<T>(
         {&params, &grads, &exp_avgs, &exp_avg_sqs, args.amsgrad ? &max_exp_avg_sqs : nullptr}, n);
-    if (device.is_cpu()) {
-      adam_step_multi_cpu<T>(t, args);
-    } else {
-      MT_CUDA_ONLY(DeviceGuard guard(device);
-                   adam_step_multi_cuda<T>(t, args, current_stream(device).native_handle()));
-    }
+    on_device(
+        op, device, [&] { adam_step_multi_cpu<T>(t, args); },
+        [&](auto stream) { adam_step_multi_cuda<T>(t, args, stream); });
   });
 }
 

@@ -93,13 +93,12 @@ void uniform_(Tensor& t, double lo, double hi, Generator& g) {
     const uint64_t offset = g.advance(random_counters<T>(n));
     if (n == 0) return;
     const T lo_t = static_cast<T>(lo), hi_t = static_cast<T>(hi);
-    if (t.device().is_cpu()) {
-      uniform_cpu<T>(t.data<T>(), n, lo_t, hi_t, g.seed(), offset);
-    } else {
-      MT_CUDA_ONLY(DeviceGuard guard(t.device());
-                   uniform_cuda<T>(t.data<T>(), n, lo_t, hi_t, g.seed(), offset,
-                                   current_stream(t.device()).native_handle()));
-    }
+    on_device(
+        "uniform_", t.device(),
+        [&] { uniform_cpu<T>(t.data<T>(), n, lo_t, hi_t, g.seed(), offset); },
+        [&](auto stream) {
+          uniform_cuda<T>(t.data<T>(), n, lo_t, hi_t, g.seed(), offset, stream);
+        });
   });
 }
 
@@ -117,13 +116,12 @@ void normal_(Tensor& t, double mean, double stddev, Generator& g) {
                 ", std=", stddev, " overflow ", dtype_of<T>::value, "; use a float64 tensor");
     const uint64_t offset = g.advance(random_counters<T>(n));
     if (n == 0) return;
-    if (t.device().is_cpu()) {
-      normal_cpu<T>(t.data<T>(), n, mean_t, std_t, g.seed(), offset);
-    } else {
-      MT_CUDA_ONLY(DeviceGuard guard(t.device());
-                   normal_cuda<T>(t.data<T>(), n, mean_t, std_t, g.seed(), offset,
-                                  current_stream(t.device()).native_handle()));
-    }
+    on_device(
+        "normal_", t.device(),
+        [&] { normal_cpu<T>(t.data<T>(), n, mean_t, std_t, g.seed(), offset); },
+        [&](auto stream) {
+          normal_cuda<T>(t.data<T>(), n, mean_t, std_t, g.seed(), offset, stream);
+        });
   });
 }
 

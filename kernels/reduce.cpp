@@ -75,22 +75,17 @@ void reduce_into(Tensor& out, const Tensor& x, ReduceOp op) {
   check_compatible(name, {{"out", out}, {"x", x}});
   check_ndim(name, {"out", out}, 0);
   const int64_t n = x.numel();
-  if (x.device().is_cpu()) {
-    dispatch_float(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      reduce_cpu(out.data<T>(), x.data<T>(), n, op);
-    });
-    return;
-  }
-  MT_CUDA_ONLY({
-    DeviceGuard guard(x.device());
-    Tensor partials = Tensor::empty(Shape{reduce_cuda_partials(n)}, DType::Float64, x.device());
-    CUstream_st* stream = current_stream(x.device()).native_handle();
-    dispatch_float(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      reduce_cuda(out.data<T>(), x.data<T>(), n, op, partials.data<double>(), stream);
-    });
-  });
+  dispatch_op(
+      "reduce_into", x.device(), x.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        reduce_cpu(out.data<T>(), x.data<T>(), n, op);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        Tensor partials = Tensor::empty(Shape{reduce_cuda_partials(n)}, DType::Float64, x.device());
+        reduce_cuda(out.data<T>(), x.data<T>(), n, op, partials.data<double>(), stream);
+      });
 }
 
 Tensor reduce_new(const Tensor& x, ReduceOp op) {
@@ -163,21 +158,16 @@ void sum_rows(Tensor& out, const Tensor& x) {
   MT_CHECK_AS(ShapeError, out.size(0) == cols, "sum_rows: out has ", out.size(0),
               " entries but x has ", cols, " columns (out ", out.shape(), ", x ", x.shape(),
               "); out must be [cols]");
-  if (x.device().is_cpu()) {
-    dispatch_float(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      sum_rows_cpu(out.data<T>(), x.data<T>(), rows, cols);
-    });
-    return;
-  }
-  MT_CUDA_ONLY({
-    DeviceGuard guard(x.device());
-    CUstream_st* stream = current_stream(x.device()).native_handle();
-    dispatch_float(x.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      sum_rows_cuda(out.data<T>(), x.data<T>(), rows, cols, stream);
-    });
-  });
+  dispatch_op(
+      "sum_rows", x.device(), x.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        sum_rows_cpu(out.data<T>(), x.data<T>(), rows, cols);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        sum_rows_cuda(out.data<T>(), x.data<T>(), rows, cols, stream);
+      });
 }
 
 Tensor sum_rows(const Tensor& x) {

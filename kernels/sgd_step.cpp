@@ -51,21 +51,18 @@ void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SGD
     check_same_shape("sgd_step", {{"param", param}, {"grad", grad}});
   }
   const int64_t n = param.numel();
-  if (param.device().is_cpu()) {
-    dispatch_float(param.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      sgd_step_cpu<T>(param.data<T>(), grad.data<T>(), momentum ? momentum_buf.data<T>() : nullptr,
-                      n, args);
-    });
-  } else {
-    MT_CUDA_ONLY(DeviceGuard guard(param.device());
-                 CUstream_st* stream = current_stream(param.device()).native_handle();
-                 dispatch_float(param.dtype(), [&](auto zero) {
-                   using T = decltype(zero);
-                   sgd_step_cuda<T>(param.data<T>(), grad.data<T>(),
-                                    momentum ? momentum_buf.data<T>() : nullptr, n, args, stream);
-                 }));
-  }
+  dispatch_op(
+      "sgd_step", param.device(), param.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        sgd_step_cpu<T>(param.data<T>(), grad.data<T>(),
+                        momentum ? momentum_buf.data<T>() : nullptr, n, args);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        sgd_step_cuda<T>(param.data<T>(), grad.data<T>(),
+                         momentum ? momentum_buf.data<T>() : nullptr, n, args, stream);
+      });
 }
 
 }  // namespace minitrain
