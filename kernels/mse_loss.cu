@@ -1,42 +1,20 @@
 // MSE loss on the GPU. The elementwise parts use the shared vectorized map (16-byte packs when
 // aligned); mean/sum is a deterministic two-pass reduction: pass 1 gives each of at most
 // kMseReduceBlocks blocks a grid-stride share (in packs when pred and target are aligned),
-// reduced in registers, then across the warp with shuffles and across warps in shared memory, to
-// one double per block; pass 2 (one block) reduces those partials in a fixed order. No atomics,
-// so the same input gives the same bits every run. The fused forward + backward is pass 1 with
-// the gradient stored on the way: the same code, hence the same summation order and loss.
-// Memory-bound: pass 1 reads each input once (and the fused one writes the gradient once);
-// pass 2 touches 8 KiB.
+// reduced in registers, then over the block (kernels/block_reduce.cuh), to one double per block;
+// pass 2 (one block) reduces those partials in a fixed order. No atomics, so the same input gives
+// the same bits every run. The fused forward + backward is pass 1 with the gradient stored on the
+// way: the same code, hence the same summation order and loss. Memory-bound: pass 1 reads each
+// input once (and the fused one writes the gradient once); pass 2 touches 8 KiB.
 
+#include "kernels/block_reduce.cuh"
 #include "kernels/mse_loss.h"
+#include "kernels/reduce.h"
 #include "kernels/vectorized.cuh"
 
 namespace minitrain {
 
 namespace {
-constexpr int kWarp = 32;
-static_assert(kBlock % kWarp == 0 && kBlock / kWarp <= kWarp,
-              "block_sum assumes whole warps and at most 32 of them");
-
-// The sum of `v` over the block, valid in thread 0. Every thread of the block must call it, once
-// per kernel (a second call would need a __syncthreads() before reusing warp_sums).
-__device__ double block_sum(double v) {
-  __shared__ double warp_sums[kBlock / kWarp];
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  // step 1: each warp folds its 32 values into lane 0 (tree order: fixed, hence deterministic)
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v += __shfl_down_sync(0xffffffffu, v, offset);
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
-  // step 2: warp 0 folds the per-warp sums
-  if (warp == 0) {
-    v = lane < int(blockDim.x) / kWarp ? warp_sums[lane] : 0.0;
-    for (int offset = kWarp / 2; offset > 0; offset /= 2)
-      v += __shfl_down_sync(0xffffffffu, v, offset);
-  }
-  return v;
-}
-
 // One element of pass 1: its square added to acc, and with kGrad its gradient (mse_loss_backward's
 // expression with grad_out = 1) returned for storing.
 template <typename T>
@@ -82,7 +60,7 @@ __global__ void mse_loss_partial_sums_kernel(double* partials, T* grad, const T*
     const T g = squared_error_step(acc, pred[i], target[i], norm);
     if constexpr (kGrad) grad[i] = g;
   }
-  acc = block_sum(acc);
+  acc = block_reduce<reduce_detail::SumOf>(acc);
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
 
@@ -92,7 +70,7 @@ __global__ void mse_loss_finish_kernel(T* out, const double* partials, int num_p
                                        double divisor) {
   double acc = 0;
   for (int i = threadIdx.x; i < num_partials; i += blockDim.x) acc += partials[i];
-  acc = block_sum(acc);
+  acc = block_reduce<reduce_detail::SumOf>(acc);
   if (threadIdx.x == 0) out[0] = static_cast<T>(acc / divisor);
 }
 

@@ -1,6 +1,6 @@
 // Reductions on the GPU: each thread folds a grid-stride slice in double (16-byte packs when the
-// input is aligned, kernels/vectorized.cuh), warps combine with shuffles (__shfl_down_sync),
-// warps' results meet in shared memory; pass 1 leaves one partial per block, pass 2 (one block)
+// input is aligned, kernels/vectorized.cuh), the block folds those with shuffles and shared
+// memory (kernels/block_reduce.cuh); pass 1 leaves one partial per block, pass 2 (one block)
 // folds those. Memory-bound; the grid depends only on n and the pack path only on the pointer's
 // alignment, so results for a given tensor are bit-identical run to run (no atomics).
 // sum_rows: kernels/column_reduce.cuh (32 columns x 16 row slices a block, coalesced reads).
@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "kernels/block_reduce.cuh"
 #include "kernels/column_reduce.cuh"
 #include "kernels/reduce.h"
 #include "kernels/vectorized.cuh"
@@ -17,29 +18,11 @@ namespace minitrain {
 
 namespace {
 
-constexpr int kWarp = 32;
 // Each thread of pass 1 handles at least this many elements before blocks are added, and at most
 // kMaxPartials blocks run: about 8 waves of 256-thread blocks on a 132-SM H100 is already enough
 // to saturate memory bandwidth, and pass 2 then folds at most 1024 values.
 constexpr int64_t kItemsPerThread = 8;
 constexpr int64_t kMaxPartials = 1024;
-
-// Valid in thread 0 only. Needs blockDim.x == kBlock (a multiple of the warp size).
-template <typename Op>
-__device__ double block_reduce(double v) {
-  __shared__ double warp_results[kBlock / kWarp];
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v = Op::combine(v, __shfl_down_sync(0xffffffffu, v, offset));
-  if (lane == 0) warp_results[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < kBlock / kWarp ? warp_results[lane] : Op::identity();
-    for (int offset = kWarp / 2; offset > 0; offset /= 2)
-      v = Op::combine(v, __shfl_down_sync(0xffffffffu, v, offset));
-  }
-  return v;
-}
 
 // ---- CUDA kernels ----
 
