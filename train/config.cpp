@@ -47,6 +47,14 @@ KeyEntry optional_member(const char* name, K kind, std::optional<T> TrainConfig:
           }};
 }
 
+// "none | dp (replicas, one thread each) | ...": a table of choices as --help prints it.
+template <std::size_t N>
+std::string choices_help(const Choice (&table)[N], const char* sep) {
+  std::vector<std::string> items;
+  for (const Choice& c : table) items.push_back(std::string(c.name) + " (" + c.what + ")");
+  return join(items, sep);
+}
+
 // A default as --help prints it: 0, 0.01, 300.
 std::string number_text(double v) {
   std::ostringstream os;
@@ -61,6 +69,9 @@ std::vector<KeyEntry> make_table() {
   static const std::string activation_help = join(activation_names(), " | ");
   static const std::string optimizer_help = join(optimizer_names(), " | ");
   static const std::string schedule_help = join(schedule_names(), " | ");
+  static const std::string parallel_help = choices_help(kParallelModes, " | ");
+  static const std::string all_reduce_help =
+      choices_help(kAllReduceAlgorithms, " | ") + ": the all-reduce of --parallel dp/ddp";
   static const std::string progress_help =
       join(progress_mode_names(), " | ") + " (auto: a bar on a terminal, else lines)";
   static const std::string stages_help =
@@ -123,9 +134,7 @@ std::vector<KeyEntry> make_table() {
   t.push_back(member("resume", K::Bool, &TrainConfig::resume, "continue from --checkpoint-dir"));
   t.push_back(member("log", K::String, &TrainConfig::log, "metrics.jsonl: one JSON line per step"));
   t.push_back(member("progress", K::String, &TrainConfig::progress, progress_help.c_str()));
-  t.push_back(member("parallel", K::String, &TrainConfig::parallel,
-                     "none | dp (replicas, one thread each) | ddp (one process per rank) | mp "
-                     "(layer-split stages)"));
+  t.push_back(member("parallel", K::String, &TrainConfig::parallel, parallel_help.c_str()));
   t.push_back(member("replicas", K::Int, &TrainConfig::replicas,
                      "--parallel dp: replicas (default: one per --devices entry)"));
   t.push_back(member(
@@ -136,8 +145,7 @@ std::vector<KeyEntry> make_table() {
       member("micro-batches", K::Int, &TrainConfig::micro_batches, micro_batches_help.c_str()));
   t.push_back(
       member("bucket-size", K::String, &TrainConfig::bucket_size, bucket_size_help.c_str()));
-  t.push_back(member("all-reduce", K::String, &TrainConfig::all_reduce,
-                     "native | ring: the all-reduce of --parallel dp/ddp"));
+  t.push_back(member("all-reduce", K::String, &TrainConfig::all_reduce, all_reduce_help.c_str()));
   t.push_back(
       member("comm-timeout", K::Float, &TrainConfig::comm_timeout, comm_timeout_help.c_str()));
   t.push_back(member("sample-weights", K::String, &TrainConfig::sample_weights,

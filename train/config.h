@@ -13,6 +13,20 @@
 
 namespace minitrain {
 
+/// One value a string setting may take, and what it means (for --help).
+struct Choice {
+  const char* name;
+  const char* what;
+};
+/// The values of --parallel and of --all-reduce: the help text and the checker read these.
+inline constexpr Choice kParallelModes[] = {{"none", "one device"},
+                                            {"dp", "replicas, one thread each"},
+                                            {"ddp", "one process per rank"},
+                                            {"mp", "layer-split stages"}};
+inline constexpr Choice kAllReduceAlgorithms[] = {
+    {"native", "the backend's own: NCCL, MPI, or the threads' shared-memory sum"},
+    {"ring", "minitrain's ring over send/recv"}};
+
 struct TrainConfig {
   // ---- model ----
   std::string model = "mlp:4,64,64,1";  ///< mlp:IN,H1,...,OUT
@@ -54,13 +68,13 @@ struct TrainConfig {
   bool resume = false;            ///< continue from checkpoint_dir's checkpoint
   std::string log;                ///< metrics, one JSON object per line per step
   std::string progress = "auto";  ///< auto | bar | lines | none
-  // ---- parallelism: none | dp | ddp | mp; 0 / "" = not given ----
+  // ---- parallelism: a name of kParallelModes; 0 / "" = not given ----
   std::string parallel = "none";
   int64_t replicas = 0, stages = 0, micro_batches = 0;
   std::string devices;
   // ---- distributed data parallel (--parallel ddp) ----
   std::string bucket_size = "25MiB";  ///< gradient bucket size (bytes, "25MiB")
-  std::string all_reduce = "native";  ///< native | ring
+  std::string all_reduce = "native";  ///< a name of kAllReduceAlgorithms
   double comm_timeout = 300.0;        ///< seconds a collective may wait for a peer
   // ---- sampling ----
   std::string sample_weights;  ///< W.npy: one weight per row; rows drawn with replacement

@@ -45,6 +45,13 @@ void check_one_of(const char* flag, const std::string& v, const std::vector<std:
            ")");
 }
 
+template <std::size_t N>
+void check_one_of(const char* flag, const std::string& v, const Choice (&table)[N]) {
+  std::vector<std::string> names;
+  for (const Choice& c : table) names.push_back(c.name);
+  check_one_of(flag, v, names);
+}
+
 void validate_data(const TrainConfig& c) {
   const bool synthetic = c.data == "synthetic" || starts_with(c.data, "synthetic:");
   const bool npy = ends_with(c.data, ".npy");
@@ -161,7 +168,7 @@ void validate_loop_and_files(const TrainConfig& c) {
 
 // Note: 0 means "not given" for replicas, stages and micro-batches (see parallel_devices()).
 void validate_parallel(const TrainConfig& c) {
-  check_one_of("parallel", c.parallel, {"none", "dp", "ddp", "mp"});
+  check_one_of("parallel", c.parallel, kParallelModes);
   const bool dp = c.parallel == "dp", mp = c.parallel == "mp", ddp = c.parallel == "ddp";
   std::string misplaced;
   auto misplace = [&](bool given, const char* flag) {
@@ -256,7 +263,7 @@ void check_bytes(const char* flag, const std::string& text) {
 
 void validate_communication_and_memory(const TrainConfig& c) {
   check_bytes("bucket-size", c.bucket_size);
-  check_one_of("all-reduce", c.all_reduce, {"native", "ring"});
+  check_one_of("all-reduce", c.all_reduce, kAllReduceAlgorithms);
   if (!std::isfinite(c.comm_timeout) || c.comm_timeout <= 0 ||
       c.comm_timeout > kMaxCommTimeoutSeconds)
     MT_THROW(ValueError, "--comm-timeout must be a positive number of seconds up to ",
