@@ -44,7 +44,12 @@ std::string where(const BlockRun& b, int t) {
          idx3(b.threads[t].ctx.thread_idx);
 }
 
-// Records the first fault of the block and leaves the running thread's fiber for good.
+// Thrown by fault_here through the faulting GPU thread's own frames (the kernel's, the
+// emulator's), so that what they own is freed, up to thread_entry, which ends the fiber.
+struct ThreadFaulted {};
+
+// Records the first fault of the block and ends the running thread: the scheduler resumes no
+// thread of a faulted block.
 [[noreturn]] void fault_here(cudaError_t code, const std::string& what) {
   BlockRun* b;
   {
@@ -56,16 +61,21 @@ std::string where(const BlockRun& b, int t) {
     }
     this_thread(*b).wait = Wait::Done;
   }
-  b->fibers[b->running]->yield();
-  std::abort();  // the scheduler never resumes a faulted block
+  throw ThreadFaulted{};
 }
 
 void thread_entry(void* arg) {
   EmuThread* t = static_cast<EmuThread*>(arg);
   BlockRun& b = *t->ctx.block;
   san::acquire(const_cast<char*>(&b.grid->start_token));
-  b.grid->body();
+  bool faulted = false;
+  try {
+    b.grid->body();
+  } catch (const ThreadFaulted&) {
+    faulted = true;
+  }
   san::release(const_cast<char*>(&b.grid->done_token));
+  if (faulted) return;  // recorded in the block (and this thread marked Done); the block stops
   san::IgnoreAll ignore;
   t->wait = Wait::Done;
   ++b.exited;

@@ -77,6 +77,9 @@ struct CUstream_st {
 };
 
 struct CUevent_st {
+  // The event's own reference, dropped by cudaEventDestroy: records still queued hold copies, so
+  // the event is freed when the last of them has run (a real leak shows under LeakSanitizer).
+  std::shared_ptr<CUevent_st> self;
   int device = 0;
   unsigned flags = 0;
   std::mutex m;

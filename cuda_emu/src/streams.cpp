@@ -237,18 +237,24 @@ cudaError_t cudaEventCreate(cudaEvent_t* event) {
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   const int dev = current_device();
   if (dev >= device_count()) return fail(cudaErrorInvalidDevice, "cudaEventCreate: no such device");
-  auto* e = new CUevent_st();
+  auto e = std::make_shared<CUevent_st>();
   e->device = dev;
   e->flags = flags;
-  *event = e;
+  e->self = e;
+  *event = e.get();
   return ok();
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: null event");
-  // Queued records still refer to it; it is small, so it is retired rather than freed.
-  std::lock_guard<std::mutex> lock(event->m);
-  event->device = -1;
+  std::shared_ptr<CUevent_st> own;  // released after the lock: it may be the last reference
+  {
+    std::lock_guard<std::mutex> lock(event->m);
+    if (!event->self)
+      return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: destroyed twice");
+    event->device = -1;
+    own = std::move(event->self);
+  }
   return ok();
 }
 
@@ -262,11 +268,13 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
                 "cudaEventRecord: event of cuda:" + std::to_string(event->device) +
                     " recorded on a stream of cuda:" + std::to_string(s->device));
   uint64_t generation;
+  std::shared_ptr<CUevent_st> e;  // keeps the event alive until the record has run
   {
     std::lock_guard<std::mutex> lock(event->m);
     generation = ++event->generation;
+    e = event->self;
   }
-  CUevent_st* e = event;
+  if (!e) return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: not a live event");
   enqueue(*s, [e, generation] {
     std::lock_guard<std::mutex> lock(e->m);
     if (e->generation == generation) {
