@@ -68,11 +68,20 @@ function(minitrain_add_library name)
   elseif(MINITRAIN_WITH_CUDA)
     list(APPEND sources ${ARG_CUDA_SOURCES} ${ARG_VENDOR_SOURCES})
   endif()
-  add_library(${name} STATIC ${sources})
+  # Static unless BUILD_SHARED_LIBS is ON.
+  add_library(${name} ${sources})
   if(MINITRAIN_CUDA_EMULATED)
-    target_include_directories(${name} BEFORE PUBLIC ${PROJECT_BINARY_DIR}/cuda_emu_src)
+    target_include_directories(${name} BEFORE PUBLIC $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/cuda_emu_src>)
   endif()
-  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  # Built: the source tree ("core/tensor.h"); installed: PREFIX/include/minitrain, same paths.
+  target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                            $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/minitrain>)
+  target_compile_features(${name} PUBLIC cxx_std_17)
+  # minitrain::core for minitrain_core, the same name as the installed package gives it.
+  string(REGEX REPLACE "^minitrain_" "" short ${name})
+  set_target_properties(${name} PROPERTIES EXPORT_NAME ${short})
+  add_library(minitrain::${short} ALIAS ${name})
+  set_property(GLOBAL APPEND PROPERTY MINITRAIN_LIBRARIES ${name})  # installed by cmake/MinitrainInstall.cmake
   target_link_libraries(${name} PUBLIC ${ARG_LIBS})
   minitrain_target_defaults(${name})
   if(MINITRAIN_WITH_CUDA AND NOT MINITRAIN_CUDA_EMULATED)

@@ -20,6 +20,9 @@ scripts/setup.sh "${presets[@]}"
 for preset in "${presets[@]}"; do
   echo "[test] ctest --preset $preset (${SECONDS} s since the start)"
   ctest --preset "$preset"
+  # The installed library from outside: cmake --install, then examples/consumer/ built through
+  # find_package(minitrain) and through pkg-config, and run.
+  scripts/check_install.sh "$preset"
 done
 
 # The gpu-labelled suite on emulated GPUs (cuda_emu/: the CUDA code on CPU threads, with

@@ -1,0 +1,56 @@
+# cmake --install BUILD --prefix P: the minitrain command (P/bin), the libraries (P/lib), the
+# public headers under P/include/minitrain/ (the same paths as in the tree: "core/tensor.h"), a
+# relocatable CMake package (P/lib/cmake/minitrain: find_package(minitrain 0.1), then
+# minitrain::minitrain or a layer's minitrain::core, minitrain::nn, ...) and P/lib/pkgconfig/minitrain.pc.
+# Not for emulated builds: their kernels run on cuda_emu/, which is a test harness, not a product.
+include(CMakePackageConfigHelpers)
+
+get_property(minitrain_libraries GLOBAL PROPERTY MINITRAIN_LIBRARIES)
+install(TARGETS ${minitrain_libraries} minitrain_library EXPORT minitrainTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS minitrain RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+foreach(layer core kernels nn optim data parallel train tools)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minitrain
+    FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
+endforeach()
+
+set(minitrain_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/minitrain)
+install(EXPORT minitrainTargets NAMESPACE minitrain:: DESTINATION ${minitrain_cmake_dir})
+# What the installed targets link, for minitrainConfig.cmake's find_dependency calls.
+set(MINITRAIN_PACKAGE_WITH_CUDA ${MINITRAIN_WITH_CUDA_LIBS})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/minitrainConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/minitrainConfig.cmake INSTALL_DESTINATION ${minitrain_cmake_dir})
+# 0.x: a minor version may break the API, so 0.1 accepts 0.1.z only.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/minitrainConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/minitrainConfig.cmake
+              ${PROJECT_BINARY_DIR}/minitrainConfigVersion.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/FindCUDNN.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/FindNCCL.cmake
+        DESTINATION ${minitrain_cmake_dir})
+
+# pkg-config: the libraries in link order (a layer before the layers it uses), then the system
+# libraries. The build's own definitions (MINITRAIN_WITH_CUDA, ...) go into Cflags: the headers
+# read them.
+set(pc_libs "-lminitrain_runs_table -lminitrain_train -lminitrain_parallel -lminitrain_data")
+string(APPEND pc_libs " -lminitrain_optim -lminitrain_nn -lminitrain_kernels -lminitrain_core")
+set(pc_cuda_libs "")
+if(MINITRAIN_WITH_CUDA_LIBS)
+  set(dirs ${CUDAToolkit_LIBRARY_DIR})
+  foreach(lib ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
+    get_filename_component(dir ${lib} DIRECTORY)
+    list(APPEND dirs ${dir})
+  endforeach()
+  list(REMOVE_DUPLICATES dirs)
+  list(TRANSFORM dirs PREPEND "-L")
+  list(JOIN dirs " " pc_cuda_libs)
+  string(APPEND pc_cuda_libs " -lcudart -lcublas -lcublasLt -lcudnn -lnccl")
+endif()
+set(pc_defines "-DMINITRAIN_WITH_CUDA=$<BOOL:${MINITRAIN_WITH_CUDA}>")
+string(APPEND pc_defines " -DMINITRAIN_WITH_CUDA_LIBS=$<BOOL:${MINITRAIN_WITH_CUDA_LIBS}>")
+string(APPEND pc_defines " -DMINITRAIN_CUDA_EMULATED=0")
+configure_file(${PROJECT_SOURCE_DIR}/cmake/minitrain.pc.in ${PROJECT_BINARY_DIR}/minitrain.pc.in @ONLY)
+file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/minitrain.pc INPUT ${PROJECT_BINARY_DIR}/minitrain.pc.in)
+install(FILES ${PROJECT_BINARY_DIR}/minitrain.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
