@@ -63,6 +63,11 @@ const Discovery& discovery() {
                              : e == cudaErrorNoDevice         ? "no CUDA device found"
                                                               : "CUDA unavailable") +
                  " (" + cudaGetErrorString(e) + ")";
+      int runtime = 0, driver = 0;
+      (void)cudaRuntimeGetVersion(&runtime);
+      (void)cudaDriverGetVersion(&driver);
+      const std::string advice = cuda_driver_advice(runtime, driver);
+      if (!advice.empty()) d.reason += ": " + advice;
     }
 #else
     d.reason = "minitrain was compiled without CUDA";
@@ -125,6 +130,26 @@ namespace {
   return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
 }
 }  // namespace
+
+std::string cuda_driver_advice(int runtime_version, int driver_version) {
+  const int runtime_major = runtime_version / 1000, driver_major = driver_version / 1000;
+  if (runtime_version <= 0 || driver_major >= runtime_major) return "";
+  // The first driver branch of each CUDA major version (NVIDIA's CUDA release notes, table 3).
+  const char* branch = runtime_major >= 13   ? "R580"
+                       : runtime_major == 12 ? "R525"
+                       : runtime_major == 11 ? "R450"
+                                             : "one of its time";
+  std::string text = "the CUDA " + std::to_string(runtime_major) + "." +
+                     std::to_string(runtime_version % 1000 / 10) + " runtime needs driver " +
+                     branch + " or newer; ";
+  if (driver_version <= 0)
+    text += "this machine has no NVIDIA driver";
+  else
+    text += "this machine's driver supports CUDA " + std::to_string(driver_major) + "." +
+            std::to_string(driver_version % 1000 / 10) + " at most: build with CUDA " +
+            std::to_string(driver_major) + " (scripts/setup.sh), or update the driver";
+  return text;
+}
 
 CudaVersions cuda_versions() {
   CudaVersions v;

@@ -67,4 +67,10 @@ struct CudaVersions {
 };
 CudaVersions cuda_versions();
 
+/// Why a CUDA runtime cannot start on a driver, in plain words, or "" where it can. Versions as
+/// cudaRuntimeGetVersion / cudaDriverGetVersion give them (12020: CUDA 12.2; the driver's is the
+/// newest CUDA it supports, 0 without a driver). A runtime runs on any driver of its major version
+/// or newer (CUDA's minor version compatibility), so only the major versions are compared.
+std::string cuda_driver_advice(int runtime_version, int driver_version);
+
 }  // namespace minitrain

@@ -41,6 +41,21 @@ TEST(DeviceName, PrintsTorchStyle) {
   EXPECT_EQ(Device::cuda(2).str(), "cuda:2");
 }
 
+// A runtime newer than the driver is named in plain words with the way out; one of the same major
+// version as the driver, or older, is fine (minor version compatibility).
+TEST(DriverAdvice, NamesTheDriverTheRuntimeNeeds) {
+  EXPECT_EQ(cuda_driver_advice(13000, 12020),
+            "the CUDA 13.0 runtime needs driver R580 or newer; this machine's driver supports "
+            "CUDA 12.2 at most: build with CUDA 12 (scripts/setup.sh), or update the driver");
+  EXPECT_EQ(cuda_driver_advice(12080, 11040).substr(0, 48),
+            "the CUDA 12.8 runtime needs driver R525 or newer");
+  EXPECT_EQ(cuda_driver_advice(13000, 0),
+            "the CUDA 13.0 runtime needs driver R580 or newer; this machine has no NVIDIA driver");
+  EXPECT_EQ(cuda_driver_advice(12080, 12020), "");  // 12.8 runs on a 12.2 driver
+  EXPECT_EQ(cuda_driver_advice(12020, 13000), "");
+  EXPECT_EQ(cuda_driver_advice(0, 13000), "");  // no runtime: nothing to say
+}
+
 TEST(DeviceDiscovery, ReportsACountAndAReasonWhenZero) {
   const int n = cuda_device_count();
   EXPECT_GE(n, 0);
