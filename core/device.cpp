@@ -146,8 +146,8 @@ std::string cuda_driver_advice(int runtime_version, int driver_version) {
     text += "this machine has no NVIDIA driver";
   else
     text += "this machine's driver supports CUDA " + std::to_string(driver_major) + "." +
-            std::to_string(driver_version % 1000 / 10) + " at most: build with CUDA " +
-            std::to_string(driver_major) + " (scripts/setup.sh), or update the driver";
+            std::to_string(driver_version % 1000 / 10) + " at most: build with a CUDA " +
+            std::to_string(driver_major) + " toolkit, or update the driver";
   return text;
 }
 

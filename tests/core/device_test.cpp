@@ -46,7 +46,7 @@ TEST(DeviceName, PrintsTorchStyle) {
 TEST(DriverAdvice, NamesTheDriverTheRuntimeNeeds) {
   EXPECT_EQ(cuda_driver_advice(13000, 12020),
             "the CUDA 13.0 runtime needs driver R580 or newer; this machine's driver supports "
-            "CUDA 12.2 at most: build with CUDA 12 (scripts/setup.sh), or update the driver");
+            "CUDA 12.2 at most: build with a CUDA 12 toolkit, or update the driver");
   EXPECT_EQ(cuda_driver_advice(12080, 11040).substr(0, 48),
             "the CUDA 12.8 runtime needs driver R525 or newer");
   EXPECT_EQ(cuda_driver_advice(13000, 0),
