@@ -8,6 +8,7 @@
 
 #include "core/finite.h"
 #include "core/safetensors.h"
+#include "core/version.h"
 #include "kernels/cast.h"
 
 namespace minitrain {
@@ -103,7 +104,9 @@ void save_weights(const std::string& path, Module& m,
                   const std::map<std::string, std::string>& metadata) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (auto& [name, p] : m.named_parameters()) tensors.emplace_back(name, p->value);
-  write_safetensors(path, tensors, metadata);
+  std::map<std::string, std::string> meta = {{"minitrain_version", MINITRAIN_VERSION}};
+  for (const auto& [k, v] : metadata) meta[k] = v;  // the caller's may override
+  write_safetensors(path, tensors, meta);
 }
 
 void load_weights(const std::string& path, Module& m) {

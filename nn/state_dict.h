@@ -20,7 +20,8 @@ std::vector<std::pair<std::string, Tensor>> state_dict(Module& m);
 /// (ValueError / ShapeError) naming every such key, before anything is changed.
 void load_state_dict(Module& m, const std::vector<std::pair<std::string, Tensor>>& tensors);
 
-/// Atomic write (core/atomic_file.h); metadata goes into __metadata__ beside "format": "pt".
+/// Atomic write (core/atomic_file.h); metadata goes into __metadata__ beside "format": "pt" and
+/// "minitrain_version" (core/version.h: the version that wrote the file).
 void save_weights(const std::string& path, Module& m,
                   const std::map<std::string, std::string>& metadata = {});
 void load_weights(const std::string& path, Module& m);

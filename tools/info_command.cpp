@@ -6,10 +6,7 @@
 #include "core/bytes.h"
 #include "core/device.h"
 #include "core/parallel_for.h"
-
-#ifndef MINITRAIN_VERSION
-#define MINITRAIN_VERSION "unknown"
-#endif
+#include "core/version.h"
 
 namespace minitrain::cli {
 

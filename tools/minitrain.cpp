@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "core/version.h"
 #include "parallel/comm/mpi_communicator.h"
 #include "tools/bench_command.h"
 #include "tools/info_command.h"

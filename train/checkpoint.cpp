@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "core/strings.h"
+#include "core/version.h"
 #include "nn/state_dict.h"
 
 namespace minitrain {
@@ -56,6 +57,7 @@ void save_checkpoint(const std::string& path, Module& model, const Optimizer& op
 
   std::map<std::string, std::string> meta = extra;
   meta["minitrain.checkpoint"] = "1";
+  meta["minitrain_version"] = MINITRAIN_VERSION;  // the writer's
   meta["step"] = std::to_string(position.step);
   meta["batches_seen"] = std::to_string(position.batches_seen);
   meta["epoch"] = std::to_string(position.epoch);

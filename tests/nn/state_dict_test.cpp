@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/safetensors.h"
+#include "core/version.h"
 #include "nn/linear.h"
 #include "nn/mlp.h"
 #include "tests/support/test_util.h"
@@ -119,6 +120,7 @@ TEST(Weights, SaveLoadRoundTripThroughSafetensors) {
 
   const SafetensorsFile file = read_safetensors(path);
   EXPECT_EQ(file.metadata.at("format"), "pt");
+  EXPECT_EQ(file.metadata.at("minitrain_version"), MINITRAIN_VERSION);  // the writer's
   EXPECT_EQ(file.metadata.at("step"), "12");
   ASSERT_EQ(file.tensors.size(), 4u);
   EXPECT_EQ(file.tensors[0].first, "0.weight");
