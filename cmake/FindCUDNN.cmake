@@ -1,5 +1,6 @@
 # FindCUDNN: cuDNN ships no CMake config. Looks beside the CUDA toolkit and in the usual prefixes;
-# CUDNN_ROOT overrides. Defines CUDNN::cudnn and CUDNN_VERSION.
+# CUDNN_ROOT overrides. Defines CUDNN::cudnn, CUDNN::headers (the headers alone: minitrain opens
+# the library at run time, core/vendor/vendor_library.h) and CUDNN_VERSION.
 find_path(CUDNN_INCLUDE_DIR cudnn_version.h
   HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
   PATH_SUFFIXES include)
@@ -23,5 +24,9 @@ if(CUDNN_FOUND AND NOT TARGET CUDNN::cudnn)
   set_target_properties(CUDNN::cudnn PROPERTIES
     IMPORTED_LOCATION "${CUDNN_LIBRARY}"
     INTERFACE_INCLUDE_DIRECTORIES "${CUDNN_INCLUDE_DIR}")
+endif()
+if(CUDNN_FOUND AND NOT TARGET CUDNN::headers)
+  add_library(CUDNN::headers INTERFACE IMPORTED)
+  set_target_properties(CUDNN::headers PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${CUDNN_INCLUDE_DIR}")
 endif()
 mark_as_advanced(CUDNN_INCLUDE_DIR CUDNN_LIBRARY)

@@ -1,5 +1,5 @@
 # FindNCCL: NCCL ships no CMake config. Looks beside the CUDA toolkit and in the usual prefixes;
-# NCCL_ROOT overrides. Defines NCCL::nccl and NCCL_VERSION.
+# NCCL_ROOT overrides. Defines NCCL::nccl, NCCL::headers and NCCL_VERSION.
 find_path(NCCL_INCLUDE_DIR nccl.h
   HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
   PATH_SUFFIXES include)
@@ -23,5 +23,9 @@ if(NCCL_FOUND AND NOT TARGET NCCL::nccl)
   set_target_properties(NCCL::nccl PROPERTIES
     IMPORTED_LOCATION "${NCCL_LIBRARY}"
     INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
+endif()
+if(NCCL_FOUND AND NOT TARGET NCCL::headers)  # the headers alone (core/vendor/vendor_library.h)
+  add_library(NCCL::headers INTERFACE IMPORTED)
+  set_target_properties(NCCL::headers PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
 endif()
 mark_as_advanced(NCCL_INCLUDE_DIR NCCL_LIBRARY)

@@ -12,6 +12,8 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 #include <nccl.h>
+
+#include "core/vendor/vendor_library.h"
 #endif
 
 namespace minitrain {
@@ -164,16 +166,50 @@ CudaVersions cuda_versions() {
     v.driver = dotted(drv / 1000, drv % 1000 / 10, 0);
   else
     v.driver = "none";
-  int ma = 0, mi = 0, pa = 0;
-  if (cublasGetProperty(MAJOR_VERSION, &ma) == CUBLAS_STATUS_SUCCESS &&
-      cublasGetProperty(MINOR_VERSION, &mi) == CUBLAS_STATUS_SUCCESS &&
-      cublasGetProperty(PATCH_LEVEL, &pa) == CUBLAS_STATUS_SUCCESS)
-    v.cublas = dotted(ma, mi, pa);
-  const size_t dnn = cudnnGetVersion();  // major*10000 + minor*100 + patch since cuDNN 9
-  v.cudnn = dotted(int(dnn / 10000), int(dnn % 10000 / 100), int(dnn % 100));
-  int nccl = 0;
-  if (ncclGetVersion(&nccl) == ncclSuccess)
-    v.nccl = dotted(nccl / 10000, nccl % 10000 / 100, nccl % 100);
+  // Note [lazy CUDA libraries] in core/CMakeLists.txt: without a GPU nothing would use the vendor
+  // libraries, so they are not opened just to print versions; the versions compiled against are
+  // given instead.
+  if (cuda_device_count() == 0) {
+    v.cublas = dotted(CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_PATCH);
+    v.cudnn = dotted(CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL);
+    v.nccl = dotted(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+    v.vendor_note = "compiled against; opened on first GPU use";
+    return v;
+  }
+  std::string missing;
+  // Each query opens its library; one that cannot be opened is named, the others still report.
+  auto query = [&](auto version) -> std::string {
+    try {
+      return version();
+    } catch (const DeviceError& e) {
+      const std::string what = e.what();
+      missing += (missing.empty() ? "" : "; ") + what.substr(0, what.find('\n'));
+      return "missing";
+    }
+  };
+  v.cublas = query([] {
+    int ma = 0, mi = 0, pa = 0;
+    if (cublasGetProperty(MAJOR_VERSION, &ma) != CUBLAS_STATUS_SUCCESS ||
+        cublasGetProperty(MINOR_VERSION, &mi) != CUBLAS_STATUS_SUCCESS ||
+        cublasGetProperty(PATCH_LEVEL, &pa) != CUBLAS_STATUS_SUCCESS)
+      return std::string("unknown");
+    return dotted(ma, mi, pa);
+  });
+  v.cudnn = query([] {
+    const size_t dnn = cudnnGetVersion();  // major*10000 + minor*100 + patch since cuDNN 9
+    return dotted(int(dnn / 10000), int(dnn % 10000 / 100), int(dnn % 100));
+  });
+  v.nccl = query([] {
+    int nccl = 0;
+    if (ncclGetVersion(&nccl) != ncclSuccess) return std::string("unknown");
+    return dotted(nccl / 10000, nccl % 10000 / 100, nccl % 100);
+  });
+  std::string paths;
+  for (VendorLibrary library : kVendorLibraries)
+    if (const std::string path = vendor_library_path(library); !path.empty())
+      paths += (paths.empty() ? "" : ", ") + path;
+  v.vendor_note = "loaded: " + (paths.empty() ? std::string("none") : paths);
+  if (!missing.empty()) v.vendor_note += "; " + missing;
 #endif
   return v;
 }

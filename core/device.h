@@ -61,9 +61,12 @@ struct CudaDeviceInfo {
 };
 std::vector<CudaDeviceInfo> cuda_devices();
 
-/// Versions compiled in and found at run time; empty strings in a CPU-only build.
+/// Versions compiled in and found at run time; empty strings in a CPU-only build. The vendor
+/// libraries' (cuBLAS, cuDNN, NCCL) are the loaded ones where a GPU exists, else those compiled
+/// against: without a GPU they are not opened (Note [lazy CUDA libraries], core/CMakeLists.txt).
 struct CudaVersions {
   std::string runtime, driver, cublas, cudnn, nccl;
+  std::string vendor_note;  ///< which of the two, where the libraries were found, what is missing
 };
 CudaVersions cuda_versions();
 

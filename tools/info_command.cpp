@@ -21,8 +21,10 @@ int run_info(std::ostream& out) {
 
   if (cuda_compiled()) {
     const CudaVersions v = cuda_versions();
-    out << "CUDA runtime " << v.runtime << ", driver " << v.driver << ", cuBLAS " << v.cublas
-        << ", cuDNN " << v.cudnn << ", NCCL " << v.nccl << "\n";
+    out << "CUDA runtime " << v.runtime << ", driver " << v.driver << "\n";
+    out << "cuBLAS " << v.cublas << ", cuDNN " << v.cudnn << ", NCCL " << v.nccl;
+    if (!v.vendor_note.empty()) out << " (" << v.vendor_note << ")";
+    out << "\n";
   }
   const int n = cuda_device_count();
   if (n == 0) {

@@ -1,0 +1,125 @@
+// dlopen of the vendor libraries: each one once per process, on the first call into it, from the
+// first place that has it. A failure is not cached: a later call tries again (and throws again).
+
+#include "core/vendor/vendor_library.h"
+
+#include <cublas_api.h>  // CUBLAS_VER_MAJOR
+#include <cudnn_version.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <nccl.h>
+
+#include <array>
+#include <mutex>
+
+#include "core/error.h"
+
+// The directories where CMake found the libraries at configure time (core/CMakeLists.txt).
+#ifndef MINITRAIN_CUDA_LIBRARY_DIR
+#define MINITRAIN_CUDA_LIBRARY_DIR ""
+#endif
+#ifndef MINITRAIN_CUDNN_LIBRARY_DIR
+#define MINITRAIN_CUDNN_LIBRARY_DIR ""
+#endif
+#ifndef MINITRAIN_NCCL_LIBRARY_DIR
+#define MINITRAIN_NCCL_LIBRARY_DIR ""
+#endif
+
+namespace minitrain {
+
+namespace {
+
+std::vector<std::string> nonempty(std::initializer_list<const char*> dirs) {
+  std::vector<std::string> out;
+  for (const char* d : dirs)
+    if (d && *d) out.emplace_back(d);
+  return out;
+}
+
+std::string versioned(const char* stem, int major) {
+  return std::string(stem) + ".so." + std::to_string(major);
+}
+
+// Loaded handles, by VendorLibrary. Only ever set, never closed: the functions stay in use until
+// exit, and unloading cuDNN or NCCL while their threads run is unsafe.
+struct Loaded {
+  std::mutex mutex;
+  std::array<void*, std::size(kVendorLibraries)> handles{};
+};
+
+Loaded& loaded() {
+  static Loaded l;
+  return l;
+}
+
+}  // namespace
+
+const VendorLibrarySpec& vendor_library_spec(VendorLibrary library) {
+  static const std::array<VendorLibrarySpec, std::size(kVendorLibraries)> specs = {{
+      {"cuBLAS", versioned("libcublas", CUBLAS_VER_MAJOR), nonempty({MINITRAIN_CUDA_LIBRARY_DIR}),
+       "it serves the cuBLAS GEMM backends, the default on a GPU: choose a hand-written kernel "
+       "instead, e.g. --gemm warptile (minitrain train --help lists them)"},
+      {"cuBLASLt", versioned("libcublasLt", CUBLAS_VER_MAJOR),
+       nonempty({MINITRAIN_CUDA_LIBRARY_DIR}),
+       "it serves the cublaslt GEMM backend and cuBLAS itself: choose a hand-written kernel "
+       "instead, e.g. --gemm warptile (minitrain train --help lists them)"},
+      {"cuDNN", versioned("libcudnn", CUDNN_MAJOR), nonempty({MINITRAIN_CUDNN_LIBRARY_DIR}),
+       "only the cuDNN activation baselines of the benchmarks use it"},
+      {"NCCL", versioned("libnccl", NCCL_MAJOR), nonempty({MINITRAIN_NCCL_LIBRARY_DIR}),
+       "it serves GPU collectives: --parallel dp runs without it with --all-reduce ring, and "
+       "CPU ranks use --backend mpi"},
+  }};
+  return specs[static_cast<std::size_t>(library)];
+}
+
+void* open_vendor_library(const VendorLibrarySpec& spec) {
+  std::vector<std::string> candidates{spec.soname};
+  for (const std::string& dir : spec.directories) candidates.push_back(dir + "/" + spec.soname);
+  std::string tried;
+  for (const std::string& file : candidates) {
+    // RTLD_LOCAL: the library's symbols do not join the global scope, where they could shadow
+    // minitrain's forwarding stubs for later-loaded objects.
+    if (void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
+    const char* error = dlerror();
+    std::string why = error ? error : "not found";
+    // dlerror() starts with the file name, which the line already gives.
+    if (why.rfind(file + ": ", 0) == 0) why.erase(0, file.size() + 2);
+    tried += detail::concat("\n  ", file, ": ", why);
+  }
+  MT_THROW(DeviceError, spec.name, " (", spec.soname,
+           ") could not be loaded; minitrain opens it on first use, and looked in:", tried,
+           "\nInstall it (from a CUDA toolkit of the same major version, or NVIDIA's pip wheels) "
+           "and put its lib directory on LD_LIBRARY_PATH; without it: ",
+           spec.without);
+}
+
+void* vendor_symbol(VendorLibrary library, const char* symbol) {
+  const VendorLibrarySpec& spec = vendor_library_spec(library);
+  void* handle = nullptr;
+  {
+    Loaded& l = loaded();
+    std::lock_guard<std::mutex> lock(l.mutex);
+    void*& slot = l.handles[static_cast<std::size_t>(library)];
+    if (slot == nullptr) slot = open_vendor_library(spec);
+    handle = slot;
+  }
+  void* address = dlsym(handle, symbol);
+  MT_CHECK_AS(DeviceError, address != nullptr, spec.name, " at ", vendor_library_path(library),
+              " has no function ", symbol, ": it is older than the ", spec.name,
+              " this build was compiled against (", spec.soname,
+              "); install a newer one or put it first on LD_LIBRARY_PATH");
+  return address;
+}
+
+std::string vendor_library_path(VendorLibrary library) {
+  Loaded& l = loaded();
+  std::lock_guard<std::mutex> lock(l.mutex);
+  void* handle = l.handles[static_cast<std::size_t>(library)];
+  if (handle == nullptr) return "";
+  link_map* map = nullptr;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr || map->l_name == nullptr)
+    return vendor_library_spec(library).soname;
+  return map->l_name;
+}
+
+}  // namespace minitrain
