@@ -118,7 +118,10 @@ int TrainCommand::run(std::ostream& out, std::ostream& progress) {
     r = run_training(config, out, progress, &StopOnSignals::requested());
   } catch (const Error& e) {
     if (world <= 1) throw;
-    std::cerr << "rank " << rank << ": minitrain: error: " << e.what() << "\n";
+    // One write: std::cerr is unbuffered, and the ranks share mpirun's stderr, so a line written
+    // piece by piece came out interleaved with the other rank's ("rank 1rank 0: ...").
+    std::cerr << detail::concat("rank ", rank, ": minitrain: error: ", e.what(), "\n")
+              << std::flush;
     return 1;
   }
   const TrainSummary& s = r.summary;
