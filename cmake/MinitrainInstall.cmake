@@ -51,4 +51,7 @@ string(APPEND pc_defines " -DMINITRAIN_WITH_CUDA_LIBS=$<BOOL:${MINITRAIN_WITH_CU
 string(APPEND pc_defines " -DMINITRAIN_CUDA_EMULATED=0")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/minitrain.pc.in ${PROJECT_BINARY_DIR}/minitrain.pc.in @ONLY)
 file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/minitrain.pc INPUT ${PROJECT_BINARY_DIR}/minitrain.pc.in)
-install(FILES ${PROJECT_BINARY_DIR}/minitrain.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# minitrain-mpi.pc: the MPI backend (Note [MPI as an opt-in library], parallel/launch/mpi_backend.h).
+configure_file(${PROJECT_SOURCE_DIR}/cmake/minitrain-mpi.pc.in ${PROJECT_BINARY_DIR}/minitrain-mpi.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/minitrain.pc ${PROJECT_BINARY_DIR}/minitrain-mpi.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

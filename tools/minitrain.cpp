@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/version.h"
 #include "parallel/comm/mpi_communicator.h"
+#include "parallel/launch/mpi_bootstrap.h"
 #include "tools/bench_command.h"
 #include "tools/info_command.h"
 #include "tools/launch_command.h"
@@ -16,6 +17,7 @@
 #include "tools/train_command.h"
 
 int main(int argc, char** argv) {
+  minitrain::use_mpi_backend();  // --parallel ddp under mpirun (Note [MPI as an opt-in library])
   CLI::App app{"minitrain: a small C++/CUDA deep-learning framework"};
   app.require_subcommand(1);
   app.set_version_flag("--version", MINITRAIN_VERSION);

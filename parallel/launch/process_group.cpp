@@ -1,57 +1,20 @@
 // init_process_group: one communicator per process, from the environment the launcher set.
 // The only bytes that must travel before NCCL can connect are rank 0's unique id; they go by MPI
 // when mpirun started the job, else through the shared-file rendezvous. NCCL then opens its own
-// connections (sockets or InfiniBand) from that id.
+// connections (sockets or InfiniBand) from that id. MPI itself is reached through mpi_backend()
+// (Note [MPI as an opt-in library] in parallel/launch/mpi_backend.h).
 
 #include "parallel/launch/process_group.h"
 
-#include <mpi.h>
-
-#include <cstdio>
 #include <cstring>
-#include <thread>
 
 #include "core/error.h"
-#include "parallel/launch/file_rendezvous.h"
-#include "parallel/comm/mpi_communicator.h"
 #include "parallel/comm/nccl_communicator.h"
+#include "parallel/launch/file_rendezvous.h"
+#include "parallel/launch/mpi_backend.h"
 
 namespace minitrain {
 namespace {
-
-std::string seconds(std::chrono::steady_clock::duration d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", std::chrono::duration<double>(d).count());
-  return buf;
-}
-
-// Rank 0's id to every rank of MPI_COMM_WORLD, with a deadline (MPI_Bcast has none).
-NcclUniqueId broadcast_id_over_mpi(const ProcessEnv& env, NcclUniqueId id,
-                                   std::chrono::milliseconds timeout) {
-  MpiRuntime::instance();
-  // On a timeout the request stays pending in MPI and may still write into its buffer, so the
-  // buffer lives on the heap and is deliberately not freed then.
-  auto* buffer = new NcclUniqueId(id);
-  MPI_Request request;
-  MPI_Ibcast(buffer->data(), static_cast<int>(buffer->size()), MPI_BYTE, 0, MPI_COMM_WORLD,
-             &request);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int done = 0;;) {
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (done) break;
-    if (std::chrono::steady_clock::now() - t0 > timeout) {
-      record_lost_peer();  // the broadcast stays pending: MPI_Finalize would wait for rank 0
-      MT_THROW(CommError, "init_process_group: rank ", env.rank, " waited ",
-               seconds(std::chrono::steady_clock::now() - t0),
-               " s for the NCCL id from rank 0 (MPI broadcast); check that all ", env.world_size,
-               " ranks call init_process_group");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  NcclUniqueId out = *buffer;
-  delete buffer;
-  return out;
-}
 
 std::unique_ptr<Communicator> init_mpi(const ProcessEnv& env, const ProcessGroupOptions& options) {
   MT_CHECK_AS(ValueError, env.world_size == 1 || env.under_mpi(), "init_process_group: rank ",
@@ -61,13 +24,7 @@ std::unique_ptr<Communicator> init_mpi(const ProcessEnv& env, const ProcessGroup
               env.world_size,
               " <command>` for CPU ranks (minitrain has no network transport of its own), "
               "or give each rank a GPU (--device cuda) for the nccl backend");
-  auto comm = MpiCommunicator::world(options.comm);
-  // mpirun and the environment must agree, or ranks would wait for partners that do not exist.
-  MT_CHECK_AS(CommError, comm->size() == env.world_size && comm->rank() == env.rank,
-              "init_process_group: MPI says rank ", comm->rank(), " of ", comm->size(),
-              " but the environment (", env.source, ") says rank ", env.rank, " of ",
-              env.world_size, "; do not mix mpirun with another launcher's RANK/WORLD_SIZE");
-  return comm;
+  return mpi_backend("init_process_group's mpi backend").init_world(env, options);
 }
 
 std::unique_ptr<Communicator> init_nccl(const ProcessEnv& env, Device device,
@@ -83,9 +40,10 @@ std::unique_ptr<Communicator> init_nccl(const ProcessEnv& env, Device device,
   std::unique_ptr<FileRendezvous> rendezvous;
   if (env.world_size > 1) {
     if (env.under_mpi()) {
-      MpiRuntime::note_timeout(
-          options.comm.timeout);  // the NCCL ranks' deadline, for leaving the MPI job
-      id = broadcast_id_over_mpi(env, id, options.init_timeout);
+      const MpiBackend& mpi =
+          mpi_backend("init_process_group under mpirun (the NCCL id's broadcast)");
+      mpi.note_timeout(options.comm.timeout);  // the NCCL ranks' deadline, for leaving the MPI job
+      id = mpi.broadcast_nccl_id(env, id, options.init_timeout);
     } else {
       RendezvousOptions r;
       r.dir = options.rendezvous_dir;

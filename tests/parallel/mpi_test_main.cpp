@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "parallel/comm/mpi_communicator.h"
+#include "parallel/launch/mpi_bootstrap.h"
 
 namespace {
 
@@ -30,6 +31,7 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   minitrain::MpiRuntime::instance();
+  minitrain::use_mpi_backend();  // init_process_group's mpi backend (process_group_mpi_test.cpp)
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) {

@@ -241,6 +241,19 @@ TEST(InitProcessGroup, RejectsUnknownAndMismatchedBackends) {
   EXPECT_THROW(init_process_group(single, Device::cuda(0), o), ValueError);
 }
 
+// This program links minitrain_parallel without minitrain_mpi (Note [MPI as an opt-in library]):
+// asking for MPI says what to link and call, instead of failing to link or crashing.
+TEST(InitProcessGroup, MpiInAProgramWithoutTheMpiLibrarySaysWhatToLink) {
+  const ProcessEnv single;  // one rank, no launcher: the mpi backend would be a world of one
+  ProcessGroupOptions o;
+  o.backend = "mpi";
+  EXPECT_THROW(init_process_group(single, Device::cpu(), o), ValueError);
+  const std::string msg = error_message([&] { init_process_group(single, Device::cpu(), o); });
+  EXPECT_NE(msg.find("init_process_group's mpi backend needs MPI"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("link minitrain::mpi"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("minitrain::use_mpi_backend()"), std::string::npos) << msg;
+}
+
 TEST(InitProcessGroup, NcclInACpuOnlyBuildIsADeviceError) {
   if (cuda_compiled()) GTEST_SKIP() << "a CUDA build: the nccl backend exists here";
   ProcessGroupOptions o;
