@@ -34,7 +34,7 @@ deb_suite="http://deb.debian.org/debian trixie non-free"
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 stamp=$dir/.minitrain-cuda12
-want="${wheels[*]} $deb_package=$deb_version"
+want="layout 2: ${wheels[*]} $deb_package=$deb_version"
 if [ -x "$dir/bin/nvcc" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   log "toolkit already assembled in $dir ($want); nothing to do"
   exit 0
@@ -130,6 +130,15 @@ for lib in "$target/lib"/lib*.so.*; do
   name=$(basename "$lib")
   ln -sfn "$name" "$target/lib/${name%%.so.*}.so"
 done
+# No wheel has the static runtime, yet CMake's CUDA compiler check always links it
+# (CMakeDetermineCompilerABI forces CMAKE_CUDA_RUNTIME_LIBRARY=Static); when that check fails, CMake
+# knows none of nvcc's implicit include directories and passes -isystem /usr/include, which breaks
+# every .cu. So: libcudart_static.a is a linker script naming the shared libcudart.so.12, and
+# libcudadevrt.a an empty archive. A build with CMAKE_CUDA_RUNTIME_LIBRARY=Shared (as
+# scripts/check_cuda12.sh configures) never links either.
+printf 'INPUT(libcudart.so.12)\n' > "$target/lib/libcudart_static.a"
+printf '!<arch>\n' > "$target/lib/libcudadevrt.a"
+log "made libX.so links, libcudart_static.a (-> libcudart.so.12) and an empty libcudadevrt.a"
 echo "$want" > "$stamp"
 rm -rf "$cache"  # pip's own cache keeps the wheels; $stamp says the work is done
 log "assembled in $dir in $((SECONDS - start)) s ($(du -sh "$dir" | cut -f1)): $("$dir/bin/nvcc" --version | tail -n2 | head -n1)"
