@@ -3,7 +3,8 @@
 # CUDA 13): assembles the pinned 12.4 toolkit (scripts/cuda12_toolkit.sh, cached in
 # build/cuda12-toolkit), builds the default target (libraries, minitrain, examples) in build/cuda12
 # for sm_80 only, then checks that no header or library of another CUDA toolkit crept in. Nothing runs.
-#   usage: scripts/check_cuda12.sh          (exit status non-zero when anything fails)
+#   usage: scripts/check_cuda12.sh   (non-zero exit when anything fails; CHECK_CUDA12_JOBS=N for
+#          N compile jobs instead of one per core)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
@@ -30,8 +31,11 @@ cmake -S . -B "$build" -G Ninja \
   -DCUDAToolkit_ROOT="$toolkit" -DCUDNN_ROOT="$toolkit" -DNCCL_ROOT="$toolkit" \
   -DCMAKE_CUDA_ARCHITECTURES=80 -DCMAKE_CUDA_RUNTIME_LIBRARY=Shared \
   -DMINITRAIN_BUILD_TESTS=OFF -DMINITRAIN_BUILD_BENCHMARKS=OFF -DMINITRAIN_INSTALL=OFF >/dev/null
+# What CMake found must be this toolkit's (the cuDNN and NCCL ones only where the build looks them up).
 for var in CMAKE_CUDA_COMPILER CUDNN_INCLUDE_DIR CUDNN_LIBRARY NCCL_INCLUDE_DIR NCCL_LIBRARY; do
   value=$(sed -n "s/^$var:[A-Z]*=//p" "$build/CMakeCache.txt")
+  [ -n "$value" ] || [ "$var" != CMAKE_CUDA_COMPILER ] || fail "CMake found no CUDA compiler"
+  [ -n "$value" ] || continue
   case "$(realpath -m "$value")" in
     "$toolkit"/*) ;;
     *) fail "$var is '$value', not in $toolkit (another toolkit was found first)" ;;
@@ -39,7 +43,7 @@ for var in CMAKE_CUDA_COMPILER CUDNN_INCLUDE_DIR CUDNN_LIBRARY NCCL_INCLUDE_DIR 
 done
 log "configured $build in $((SECONDS - configure_start)) s"
 
-jobs=$(nproc)
+jobs=${CHECK_CUDA12_JOBS:-$(nproc)}
 build_start=$SECONDS
 cmake --build "$build" --parallel "$jobs"
 log "built $build with $jobs jobs in $((SECONDS - build_start)) s"

@@ -43,6 +43,8 @@ start=$SECONDS
 cache=$dir/.download
 mkdir -p "$cache/wheels" "$cache/apt/lists/partial" "$cache/apt/archives/partial"
 
+python3 -m pip --version >/dev/null 2>&1 || { echo "cuda12_toolkit: needs pip (python3 -m pip); on Debian: apt-get install python3-pip" >&2; exit 1; }
+
 # ---- 1. the wheels (pip skips files already downloaded) ----------------------------------------
 log "downloading wheels: ${wheels[*]}"
 python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$cache/wheels" "${wheels[@]}"
