@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Proves the CUDA build compiles and links against CUDA 12 too (the main build uses the machine's
+# CUDA 13): assembles the pinned 12.4 toolkit (scripts/cuda12_toolkit.sh, cached in
+# build/cuda12-toolkit), builds the default target (libraries, minitrain, examples) in build/cuda12
+# for sm_80 only, then checks that no header or library of another CUDA toolkit crept in. Nothing runs.
+#   usage: scripts/check_cuda12.sh   (non-zero exit when anything fails; CHECK_CUDA12_JOBS=N for
+#          N compile jobs instead of one per core)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$SECONDS
+log() { printf '[cuda12] %s\n' "$*"; }
+fail() { printf 'check_cuda12: %s\n' "$*" >&2; exit 1; }
+
+toolkit=$PWD/build/cuda12-toolkit
+build=build/cuda12
+scripts/cuda12_toolkit.sh "$toolkit"
+# Ahead of /usr/local/cuda/bin, so that nothing finds the CUDA 13 nvcc by PATH; and none of the
+# variables that point compilers or CMake at another toolkit (LIBRARY_PATH, CUDA_HOME, ...).
+export PATH="$toolkit/bin:$PATH"
+unset CUDA_HOME CUDA_PATH CUDACXX CUDAHOSTCXX LIBRARY_PATH CPATH C_INCLUDE_PATH CPLUS_INCLUDE_PATH
+nvcc_version=$("$toolkit/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\), \(V[0-9.]*\).*/\1 (\2)/p')
+log "nvcc $nvcc_version: $toolkit/bin/nvcc"
+
+# The wheels ship no static cudart (libcudart_static.a), so the shared one: the tree links
+# CUDA::cudart (shared) anyway, and this keeps the linker from falling back to another toolkit's
+# static cudart in a default search path such as /usr/local/lib.
+configure_start=$SECONDS
+cmake -S . -B "$build" -G Ninja \
+  -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_COMPILER="$toolkit/bin/nvcc" \
+  -DCUDAToolkit_ROOT="$toolkit" -DCUDNN_ROOT="$toolkit" -DNCCL_ROOT="$toolkit" \
+  -DCMAKE_CUDA_ARCHITECTURES=80 -DCMAKE_CUDA_RUNTIME_LIBRARY=Shared \
+  -DMINITRAIN_BUILD_TESTS=OFF -DMINITRAIN_BUILD_BENCHMARKS=OFF -DMINITRAIN_INSTALL=OFF >/dev/null
+# What CMake found must be this toolkit's (the cuDNN and NCCL ones only where the build looks them up).
+for var in CMAKE_CUDA_COMPILER CUDNN_INCLUDE_DIR CUDNN_LIBRARY NCCL_INCLUDE_DIR NCCL_LIBRARY; do
+  value=$(sed -n "s/^$var:[A-Z]*=//p" "$build/CMakeCache.txt")
+  [ -n "$value" ] || [ "$var" != CMAKE_CUDA_COMPILER ] || fail "CMake found no CUDA compiler"
+  [ -n "$value" ] || continue
+  case "$(realpath -m "$value")" in
+    "$toolkit"/*) ;;
+    *) fail "$var is '$value', not in $toolkit (another toolkit was found first)" ;;
+  esac
+done
+log "configured $build in $((SECONDS - configure_start)) s"
+
+jobs=${CHECK_CUDA12_JOBS:-$(nproc)}
+build_start=$SECONDS
+cmake --build "$build" --parallel "$jobs"
+log "built $build with $jobs jobs in $((SECONDS - build_start)) s"
+
+# Every header an object was compiled with (ninja's recorded dependencies) and every library the
+# binaries load must be CUDA 12's: a CUDA 13 header from /usr/local/include or /usr/local/cuda
+# would make this check prove nothing.
+strays=$(ninja -C "$build" -t deps | grep -E '^ +/' | grep -vF "$PWD/" |
+         grep -E 'cuda|cudnn|nccl|cublas|/crt/' | sort -u | head -n 20 || true)
+[ -z "$strays" ] || fail "headers from outside $toolkit were compiled in:
+$strays"
+minitrain=$build/tools/minitrain
+[ -x "$minitrain" ] || fail "$minitrain was not built"
+needed=$(readelf -d "$minitrain" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+case "$needed" in *libcudart.so.13* | *libcublas.so.13* | *libcublasLt.so.13*)
+  fail "$minitrain needs CUDA 13 libraries: $needed" ;;
+esac
+log "minitrain needs: $needed"
+log "CUDA 12 ($nvcc_version) build compiled and linked in $((SECONDS - start)) s"
