@@ -2,7 +2,8 @@
 # Proves the CUDA build compiles and links against CUDA 12 too (the main build uses the machine's
 # CUDA 13): assembles the pinned 12.4 toolkit (scripts/cuda12_toolkit.sh, cached in
 # build/cuda12-toolkit), builds the default target (libraries, minitrain, examples) in build/cuda12
-# for sm_80 only, then checks that no header or library of another CUDA toolkit crept in. Nothing runs.
+# for sm_80 only, then checks that no header or library of another CUDA toolkit crept in. Nothing
+# runs on a GPU; `minitrain info` runs (on the CPU) to name the versions compiled in.
 #   usage: scripts/check_cuda12.sh   (non-zero exit when anything fails; CHECK_CUDA12_JOBS=N for
 #          N compile jobs instead of one per core)
 set -euo pipefail
@@ -21,9 +22,10 @@ unset CUDA_HOME CUDA_PATH CUDACXX CUDAHOSTCXX LIBRARY_PATH CPATH C_INCLUDE_PATH 
 nvcc_version=$("$toolkit/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\), \(V[0-9.]*\).*/\1 (\2)/p')
 log "nvcc $nvcc_version: $toolkit/bin/nvcc"
 
-# The wheels ship no static cudart (libcudart_static.a), so the shared one: the tree links
-# CUDA::cudart (shared) anyway, and this keeps the linker from falling back to another toolkit's
-# static cudart in a default search path such as /usr/local/lib.
+# The wheels ship no static cudart (libcudart_static.a), so this build links the shared runtime
+# (CMAKE_CUDA_RUNTIME_LIBRARY=Shared; the default build links the static one, Note [lazy CUDA
+# libraries] in core/CMakeLists.txt), which also keeps the linker from falling back to another
+# toolkit's static cudart in a default search path such as /usr/local/lib.
 configure_start=$SECONDS
 cmake -S . -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=Release \
@@ -58,8 +60,17 @@ $strays"
 minitrain=$build/tools/minitrain
 [ -x "$minitrain" ] || fail "$minitrain was not built"
 needed=$(readelf -d "$minitrain" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
-case "$needed" in *libcudart.so.13* | *libcublas.so.13* | *libcublasLt.so.13*)
-  fail "$minitrain needs CUDA 13 libraries: $needed" ;;
+case "$needed" in *libcudart.so.12*) ;; *) fail "$minitrain does not link the CUDA 12 runtime: $needed" ;; esac
+# cuBLAS, cuDNN and NCCL are opened at run time, by the sonames of the headers compiled against.
+case "$needed" in *libcublas* | *libcudnn* | *libnccl* | *libcudart.so.13*)
+  fail "$minitrain links a vendor library or CUDA 13's runtime: $needed" ;;
 esac
+# The versions compiled in are CUDA 12's: `minitrain info` runs without a GPU, and without one it
+# names the versions it was compiled against (the sonames it will open carry the same majors).
+info=$(LD_LIBRARY_PATH="$toolkit/lib64" "$minitrain" info) || fail "minitrain info failed: $info"
+grep -q '^CUDA runtime 12\.' <<<"$info" || fail "info names another runtime: $info"
+grep -Eq '^cuBLAS 12\.[0-9.]+, cuDNN 9\.[0-9.]+, NCCL 2\.[0-9.]+ \(compiled against' <<<"$info" ||
+  fail "info names other library versions: $info"
+log "$(grep -E '^(CUDA runtime|cuBLAS)' <<<"$info" | tr '\n' ';')"
 log "minitrain needs: $needed"
 log "CUDA 12 ($nvcc_version) build compiled and linked in $((SECONDS - start)) s"

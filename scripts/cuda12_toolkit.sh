@@ -29,7 +29,7 @@ wheels=(
 )
 deb_package=nvidia-cuda-toolkit
 deb_version=12.4.131~12.4.1-2
-deb_suite="http://deb.debian.org/debian trixie non-free"
+deb_suite="trixie non-free"  # on the Debian archive this machine's apt already uses (below)
 
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
@@ -51,8 +51,19 @@ python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$cache/whe
 
 # ---- 2. the compiler driver from Debian's package, with a private apt state ----------------------
 if ! compgen -G "$cache/${deb_package}_*.deb" >/dev/null; then
-  log "downloading $deb_package=$deb_version from '$deb_suite'"
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $deb_suite" > "$cache/apt/sources.list"
+  # The archive's address is the one the system's own sources give for its Debian release, so
+  # that this script names no mirror of its own.
+  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  archive=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 2>/dev/null |
+            awk -v c="$codename" '$2 == c { print $1; exit }')
+  if [ -z "$archive" ]; then
+    apt-get update -qq
+    archive=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 2>/dev/null |
+              awk -v c="$codename" '$2 == c { print $1; exit }')
+  fi
+  [ -n "$archive" ] || { echo "cuda12_toolkit: found no Debian archive for '$codename' in apt's sources" >&2; exit 1; }
+  log "downloading $deb_package=$deb_version from $archive $deb_suite"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $archive $deb_suite" > "$cache/apt/sources.list"
   apt_opts=(-o "Dir::Etc::SourceList=$cache/apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
             -o "Dir::State::Lists=$cache/apt/lists" -o "Dir::Cache=$cache/apt"
             -o APT::Sandbox::User=root -qq)

@@ -3,7 +3,8 @@
 # compiler exists it tests the CUDA build (GPU cases run where a GPU exists and report skipped
 # where not); then a CPU-only build of the same tree; then every GPU case again on emulated GPUs
 # (the emu preset: the CUDA code on CPU threads with AddressSanitizer and UBSan, no toolkit needed);
-# then the file readers' fuzz targets (the fuzz preset: clang, libFuzzer, ASan and UBSan).
+# then the file readers' fuzz targets (the fuzz preset: clang, libFuzzer, ASan and UBSan); then
+# the CUDA build once more, compiled against CUDA 12 (scripts/check_cuda12.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,4 +39,9 @@ ctest --preset emu
 echo "[test] fuzzing: ctest --preset fuzz (${SECONDS} s since the start)"
 scripts/setup.sh fuzz
 ctest --preset fuzz
+# CUDA 12: the CUDA build compiled and linked (not run on a GPU) against a pinned CUDA 12.4 toolkit
+# assembled from PyPI's NVIDIA wheels and Debian's nvcc (scripts/cuda12_toolkit.sh), beside the
+# machine's CUDA 13 build above; sm_80 only, no tests.
+echo "[test] CUDA 12 compile: scripts/check_cuda12.sh (${SECONDS} s since the start)"
+scripts/check_cuda12.sh
 echo "[test] all suites passed in ${SECONDS} s"

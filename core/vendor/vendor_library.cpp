@@ -3,7 +3,7 @@
 
 #include "core/vendor/vendor_library.h"
 
-#include <cublas_api.h>  // CUBLAS_VER_MAJOR
+#include <cublas_v2.h>  // CUBLAS_VER_MAJOR (cublas_api.h alone is refused by CUDA 12)
 #include <cudnn_version.h>
 #include <dlfcn.h>
 #include <link.h>
@@ -25,6 +25,11 @@
 #define MINITRAIN_NCCL_LIBRARY_DIR ""
 #endif
 
+// "libcublas.so." "13": the sonames as literals, so that `strings` on a build shows which major
+// versions it will open (scripts/check_cuda12.sh checks them).
+#define MT_STRINGIFY_VALUE(x) #x
+#define MT_SONAME(stem, major) stem ".so." MT_STRINGIFY_VALUE(major)
+
 namespace minitrain {
 
 namespace {
@@ -34,10 +39,6 @@ std::vector<std::string> nonempty(std::initializer_list<const char*> dirs) {
   for (const char* d : dirs)
     if (d && *d) out.emplace_back(d);
   return out;
-}
-
-std::string versioned(const char* stem, int major) {
-  return std::string(stem) + ".so." + std::to_string(major);
 }
 
 // Loaded handles, by VendorLibrary. Only ever set, never closed: the functions stay in use until
@@ -56,16 +57,16 @@ Loaded& loaded() {
 
 const VendorLibrarySpec& vendor_library_spec(VendorLibrary library) {
   static const std::array<VendorLibrarySpec, std::size(kVendorLibraries)> specs = {{
-      {"cuBLAS", versioned("libcublas", CUBLAS_VER_MAJOR), nonempty({MINITRAIN_CUDA_LIBRARY_DIR}),
+      {"cuBLAS", MT_SONAME("libcublas", CUBLAS_VER_MAJOR), nonempty({MINITRAIN_CUDA_LIBRARY_DIR}),
        "it serves the cuBLAS GEMM backends, the default on a GPU: choose a hand-written kernel "
        "instead, e.g. --gemm warptile (minitrain train --help lists them)"},
-      {"cuBLASLt", versioned("libcublasLt", CUBLAS_VER_MAJOR),
+      {"cuBLASLt", MT_SONAME("libcublasLt", CUBLAS_VER_MAJOR),
        nonempty({MINITRAIN_CUDA_LIBRARY_DIR}),
        "it serves the cublaslt GEMM backend and cuBLAS itself: choose a hand-written kernel "
        "instead, e.g. --gemm warptile (minitrain train --help lists them)"},
-      {"cuDNN", versioned("libcudnn", CUDNN_MAJOR), nonempty({MINITRAIN_CUDNN_LIBRARY_DIR}),
+      {"cuDNN", MT_SONAME("libcudnn", CUDNN_MAJOR), nonempty({MINITRAIN_CUDNN_LIBRARY_DIR}),
        "only the cuDNN activation baselines of the benchmarks use it"},
-      {"NCCL", versioned("libnccl", NCCL_MAJOR), nonempty({MINITRAIN_NCCL_LIBRARY_DIR}),
+      {"NCCL", MT_SONAME("libnccl", NCCL_MAJOR), nonempty({MINITRAIN_NCCL_LIBRARY_DIR}),
        "it serves GPU collectives: --parallel dp runs without it with --all-reduce ring, and "
        "CPU ranks use --backend mpi"},
   }};
