@@ -16,14 +16,14 @@ log() { printf '[setup] %s\n' "$*"; }
 # the machine already but are installed here too if missing (the toolkit is not: it comes from
 # NVIDIA, and without it the build is CPU-only). clang with its sanitizer and libFuzzer runtimes
 # (libclang-rt-14-dev) and its OpenMP (libomp-14-dev) build the fuzz preset; clang-format checks
-# the formatting (scripts/format.sh).
+# the formatting (scripts/format.sh); pip downloads the CUDA 12 wheels (scripts/cuda12_toolkit.sh).
 packages=(
   cmake ninja-build g++ pkg-config
   libgtest-dev libbenchmark-dev
   libeigen3-dev libopenblas-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
   libopenmpi-dev openmpi-bin
-  libboost-context-dev python3
+  libboost-context-dev python3 python3-pip
   clang libclang-rt-14-dev libomp-14-dev clang-format
 )
 missing=()
