@@ -6,6 +6,15 @@
 include(CMakePackageConfigHelpers)
 
 get_property(minitrain_libraries GLOBAL PROPERTY MINITRAIN_LIBRARIES)
+# A shared build (BUILD_SHARED_LIBS=ON): each installed library finds the others beside it, and
+# the command finds them in ../lib, wherever the prefix is moved; directories outside the project
+# that the build linked from (the CUDA runtime's) are kept.
+if(BUILD_SHARED_LIBS)
+  set_target_properties(${minitrain_libraries} PROPERTIES INSTALL_RPATH "$ORIGIN"
+                        INSTALL_RPATH_USE_LINK_PATH ON)
+  set_target_properties(minitrain PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}"
+                        INSTALL_RPATH_USE_LINK_PATH ON)
+endif()
 install(TARGETS ${minitrain_libraries} minitrain_library EXPORT minitrainTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

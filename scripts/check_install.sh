@@ -2,7 +2,8 @@
 # The installed library, as a user of it sees it: installs build/PRESET into a fresh prefix, then
 # builds examples/consumer/ from a separate directory twice, once through find_package(minitrain)
 # and once through pkg-config, runs both, and checks that each printed a finite loss, saved the
-# same weights, and links no MPI or NVIDIA library.   usage: scripts/check_install.sh PRESET   (release or cpu, already built)
+# same weights, and links no MPI or NVIDIA library.
+#   usage: scripts/check_install.sh NAME   (build/NAME already built: release, cpu, cpu-shared, ...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:?usage: scripts/check_install.sh PRESET}
@@ -50,7 +51,9 @@ PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --exists minitrain
 # shellcheck disable=SC2046  # the flags are words
 ${CXX:-g++} -O2 examples/consumer/main.cpp -o "$work/train_mlp_pc" \
   $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs minitrain)
-check_run pkg_config "$work/train_mlp_pc"
+# A pkg-config link sets no run path: a shared build's libraries are found as a user would find
+# them outside the system's directories.
+LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" check_run pkg_config "$work/train_mlp_pc"
 check_needed "$work/train_mlp_pc"
 
 cmp -s "$work/find_package.safetensors" "$work/pkg_config.safetensors" ||

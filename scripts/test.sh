@@ -25,6 +25,11 @@ for preset in "${presets[@]}"; do
   # find_package(minitrain) and through pkg-config, and run.
   scripts/check_install.sh "$preset"
 done
+# The same install check on shared libraries (BUILD_SHARED_LIBS=ON; CPU-only, no tests: the
+# libraries, the command and the consumer).
+echo "[test] shared libraries: scripts/check_install.sh cpu-shared (${SECONDS} s since the start)"
+scripts/setup.sh cpu-shared
+scripts/check_install.sh cpu-shared
 
 # The gpu-labelled suite on emulated GPUs (cuda_emu/: the CUDA code on CPU threads, with
 # AddressSanitizer and UBSan; no toolkit or driver needed): every case that needs only the CUDA
