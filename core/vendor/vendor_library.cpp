@@ -59,16 +59,16 @@ const VendorLibrarySpec& vendor_library_spec(VendorLibrary library) {
   static const std::array<VendorLibrarySpec, std::size(kVendorLibraries)> specs = {{
       {"cuBLAS", MT_SONAME("libcublas", CUBLAS_VER_MAJOR), nonempty({MINITRAIN_CUDA_LIBRARY_DIR}),
        "it serves the cuBLAS GEMM backends, the default on a GPU: choose a hand-written kernel "
-       "instead, e.g. --gemm warptile (minitrain train --help lists them)"},
+       "instead, e.g. --gemm warptile"},
       {"cuBLASLt", MT_SONAME("libcublasLt", CUBLAS_VER_MAJOR),
        nonempty({MINITRAIN_CUDA_LIBRARY_DIR}),
        "it serves the cublaslt GEMM backend and cuBLAS itself: choose a hand-written kernel "
-       "instead, e.g. --gemm warptile (minitrain train --help lists them)"},
+       "instead, e.g. --gemm warptile"},
       {"cuDNN", MT_SONAME("libcudnn", CUDNN_MAJOR), nonempty({MINITRAIN_CUDNN_LIBRARY_DIR}),
        "only the cuDNN activation baselines of the benchmarks use it"},
       {"NCCL", MT_SONAME("libnccl", NCCL_MAJOR), nonempty({MINITRAIN_NCCL_LIBRARY_DIR}),
-       "it serves GPU collectives: --parallel dp runs without it with --all-reduce ring, and "
-       "CPU ranks use --backend mpi"},
+       "it serves --parallel ddp on GPUs, whose ranks talk through NCCL: --parallel dp over "
+       "one machine's GPUs needs no NCCL, nor does --parallel ddp --device cpu under mpirun"},
   }};
   return specs[static_cast<std::size_t>(library)];
 }
