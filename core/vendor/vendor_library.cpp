@@ -43,8 +43,11 @@ std::vector<std::string> nonempty(std::initializer_list<const char*> dirs) {
 
 // Loaded handles, by VendorLibrary. Only ever set, never closed: the functions stay in use until
 // exit, and unloading cuDNN or NCCL while their threads run is unsafe.
+// The mutex is recursive: a library's constructors, run inside dlopen, may call into another
+// vendor library, whose stub then opens that one under the same lock (in a shared build, where
+// minitrain's stubs interpose on calls between the vendor libraries).
 struct Loaded {
-  std::mutex mutex;
+  std::recursive_mutex mutex;
   std::array<void*, std::size(kVendorLibraries)> handles{};
 };
 
@@ -99,7 +102,7 @@ void* vendor_symbol(VendorLibrary library, const char* symbol) {
   void* handle = nullptr;
   {
     Loaded& l = loaded();
-    std::lock_guard<std::mutex> lock(l.mutex);
+    std::lock_guard<std::recursive_mutex> lock(l.mutex);
     void*& slot = l.handles[static_cast<std::size_t>(library)];
     if (slot == nullptr) slot = open_vendor_library(spec);
     handle = slot;
@@ -114,7 +117,7 @@ void* vendor_symbol(VendorLibrary library, const char* symbol) {
 
 std::string vendor_library_path(VendorLibrary library) {
   Loaded& l = loaded();
-  std::lock_guard<std::mutex> lock(l.mutex);
+  std::lock_guard<std::recursive_mutex> lock(l.mutex);
   void* handle = l.handles[static_cast<std::size_t>(library)];
   if (handle == nullptr) return "";
   link_map* map = nullptr;
