@@ -160,12 +160,14 @@ std::string header_list(const std::vector<std::string>& names) {
   return s;
 }
 
-}  // namespace
+// What to do with a named target column that the header lacks.
+enum class MissingTarget { error, skip };
 
-TensorDataset load_csv_dataset(const std::string& path,
-                               const std::vector<std::string>& target_columns) {
-  MT_CHECK_AS(ValueError, !target_columns.empty(), "load_csv_dataset('", path,
-              "'): no target columns given; name the columns to predict (--target-columns a,b)");
+// The table split into features X and targets Y (one column per target found); the targets'
+// header names in `found_targets`.
+TensorDataset read_csv_table(const std::string& path,
+                             const std::vector<std::string>& wanted_targets, MissingTarget missing,
+                             std::vector<std::string>* found_targets) {
   const std::string text = read_file_bytes(path);
   CsvScanner scanner(path, text.data(), text.data() + text.size());
 
@@ -195,15 +197,17 @@ TensorDataset load_csv_dataset(const std::string& path,
   // ---- which column goes where: role[c] >= 0 is a feature index, < 0 is -(target index) - 1 ----
   std::vector<int64_t> role(static_cast<std::size_t>(ncols), 0);
   std::vector<bool> is_target(static_cast<std::size_t>(ncols), false);
-  for (std::size_t j = 0; j < target_columns.size(); ++j) {
-    const auto it = column_of.find(target_columns[j]);
-    MT_CHECK_AS(IoError, it != column_of.end(), path, ": no column '",
-                excerpt(target_columns[j], 40), "' for the targets; the header (line ", header_line,
-                ") has ", header_list(names));
+  std::vector<std::string> target_columns;
+  for (const std::string& wanted : wanted_targets) {
+    const auto it = column_of.find(wanted);
+    if (it == column_of.end() && missing == MissingTarget::skip) continue;
+    MT_CHECK_AS(IoError, it != column_of.end(), path, ": no column '", excerpt(wanted, 40),
+                "' for the targets; the header (line ", header_line, ") has ", header_list(names));
     MT_CHECK_AS(IoError, !is_target[static_cast<std::size_t>(it->second)], path,
-                ": target column '", target_columns[j], "' is named twice in the target columns");
+                ": target column '", wanted, "' is named twice in the target columns");
     is_target[static_cast<std::size_t>(it->second)] = true;
-    role[static_cast<std::size_t>(it->second)] = -static_cast<int64_t>(j) - 1;
+    role[static_cast<std::size_t>(it->second)] = -static_cast<int64_t>(target_columns.size()) - 1;
+    target_columns.push_back(wanted);
   }
   const int64_t out_dim = static_cast<int64_t>(target_columns.size());
   const int64_t in_dim = ncols - out_dim;
@@ -254,7 +258,22 @@ TensorDataset load_csv_dataset(const std::string& path,
     x = x.narrow(0, rows);
     y = y.narrow(0, rows);
   }
+  if (found_targets) *found_targets = std::move(target_columns);
   return TensorDataset(std::move(x), std::move(y));
+}
+
+}  // namespace
+
+TensorDataset load_csv_dataset(const std::string& path,
+                               const std::vector<std::string>& target_columns) {
+  MT_CHECK_AS(ValueError, !target_columns.empty(), "load_csv_dataset('", path,
+              "'): no target columns given; name the columns to predict (--target-columns a,b)");
+  return read_csv_table(path, target_columns, MissingTarget::error, nullptr);
+}
+
+Tensor load_csv_features(const std::string& path, const std::vector<std::string>& drop_columns,
+                         std::vector<std::string>* dropped) {
+  return read_csv_table(path, drop_columns, MissingTarget::skip, dropped).features();
 }
 
 }  // namespace minitrain

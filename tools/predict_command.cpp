@@ -10,16 +10,28 @@
 namespace minitrain::cli {
 
 PredictCommand::PredictCommand(CLI::App& parent) {
-  app_ = parent.add_subcommand("predict",
-                               "run a trained model on X.npy and write its outputs to Y.npy");
-  app_->add_option("--weights", config_.weights, "weights (.safetensors), e.g. from train --save")
+  app_ = parent.add_subcommand(
+      "predict",
+      "run a trained model on X.npy or T.csv and write its outputs to Y.npy or Y.csv; the model "
+      "and activation come from the weights' metadata");
+  app_->add_option("--weights", config_.weights,
+                   "weights (.safetensors) from train --save, or a checkpoint")
       ->required();
-  app_->add_option("--model", config_.model, "mlp:IN,H1,...,OUT, as trained")->required();
+  app_->add_option("--model", config_.model,
+                   "mlp:IN,H1,...,OUT; only for weights that do not say (e.g. made by PyTorch), "
+                   "an error where it differs from theirs");
   app_->add_option("--activation", config_.activation,
-                   join(activation_names(), " | ") + ", as trained");
-  app_->add_option("--input", config_.input, "features X.npy [rows, IN]")->required();
-  app_->add_option("--output", config_.output, "predictions Y.npy [rows, OUT], written atomically")
+                   join(activation_names(), " | ") + "; as --model");
+  app_->add_option("--input", config_.input,
+                   "features X.npy [rows, IN], or a CSV table with a header (the training's "
+                   "target columns, if present, are left out)")
       ->required();
+  app_->add_option("--output", config_.output,
+                   "predictions Y.npy [rows, OUT] or Y.csv (by the extension), written atomically")
+      ->required();
+  app_->add_option("--target-columns", config_.target_columns,
+                   "columns of a CSV input that are not features (default: the training's)")
+      ->delimiter(',');
   app_->add_option("--device", config_.device, "auto | cpu | cuda | cuda:N");
   app_->add_option("--batch-size", config_.batch_size, "rows per forward pass");
 }

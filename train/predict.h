@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/device.h"
 #include "core/tensor.h"
@@ -16,17 +17,24 @@ namespace minitrain {
 Tensor predict(Module& model, const Tensor& x, Device device, int64_t batch_size = 4096);
 
 struct PredictConfig {
-  std::string weights;  ///< .safetensors with PyTorch Sequential names
-  std::string model;    ///< mlp:IN,...,OUT
-  std::string activation = "relu";
-  std::string input;   ///< X.npy [N, IN]
-  std::string output;  ///< Y.npy [N, OUT], written atomically at the end
+  std::string weights;  ///< .safetensors from train --save, a checkpoint, or PyTorch's state_dict
+  /// mlp:IN,...,OUT and the activation. Empty: the ones the weights' metadata names (minitrain
+  /// writes both); given: used where the metadata has none, and an error where it differs.
+  std::string model;
+  std::string activation;
+  std::string
+      input;  ///< X.npy [N, IN] or T.csv with a header (the training targets' columns left out)
+  std::string output;  ///< Y.npy [N, OUT] or Y.csv, by its extension; written atomically at the end
+  /// Columns of a CSV input that are not features (the targets); empty: the weights' metadata's
+  /// 'target_columns'. Columns the file lacks are no error (unlabelled data).
+  std::vector<std::string> target_columns;
   std::string device = "auto";
   int64_t batch_size = 4096;
 };
 
-/// Checks every input (model spec, weights against the model, input shape against the model,
-/// the output's directory) before computing, then writes the output. Returns the rows predicted.
+/// Checks every input (model spec and activation against the weights' metadata, weights against
+/// the model, input shape against the model, the output's directory and extension) before
+/// computing, then writes the output. Returns the rows predicted.
 int64_t run_predict(const PredictConfig& config);
 
 }  // namespace minitrain

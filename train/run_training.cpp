@@ -36,6 +36,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// What a weights file or checkpoint says of its model, so that `minitrain predict` needs no flags
+// to rebuild it: the spec, the activation, and for a table the target columns (the columns that
+// are not features, and the names of the outputs).
+std::map<std::string, std::string> model_metadata(const TrainConfig& c) {
+  std::map<std::string, std::string> m{{"model", c.model}, {"activation", c.activation}};
+  // A JSON list: a column's name may hold a comma.
+  if (!c.target_columns.empty()) m["target_columns"] = nlohmann::json(c.target_columns).dump();
+  return m;
+}
+
 // The synthetic data's seed, apart from the init's: the same Philox seed would make the first
 // inputs and the first weights the same numbers.
 constexpr uint64_t kDataSeedMix = 0x9E3779B97F4A7C15ull;
@@ -381,8 +391,8 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   to.schedule = make_schedule(c, to.total_steps);
   to.checkpoint_dir = c.checkpoint_dir;
   to.checkpoint_every = c.checkpoint_every;
-  to.checkpoint_metadata = {
-      {"config", config_to_json(c)}, {"model", c.model}, {"activation", c.activation}};
+  to.checkpoint_metadata = model_metadata(c);
+  to.checkpoint_metadata["config"] = config_to_json(c);
   to.generator = &gen;
   if (distributed) {
     to.world_size = world;
@@ -456,11 +466,11 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
 
   if (!c.save.empty()) {
     check_parameters_finite(*model, "--save");  // on every rank: the weights are the same on all
-    if (rank == 0)
-      save_weights(c.save, *model,
-                   {{"model", c.model},
-                    {"activation", c.activation},
-                    {"step", std::to_string(trainer.step())}});
+    if (rank == 0) {
+      auto metadata = model_metadata(c);
+      metadata["step"] = std::to_string(trainer.step());
+      save_weights(c.save, *model, metadata);
+    }
     report.saved = c.save;
   }
   // No rank leaves before the weights are written: a script started after any rank returns finds

@@ -43,6 +43,27 @@ TEST(CsvReader, TargetsFollowTheGivenOrderAndTheLastNewlineIsOptional) {
   EXPECT_EQ(host_values(ds.targets()), (std::vector<double>{3, 1, 6, 4}));
 }
 
+// For prediction: every column is a feature but the named ones the header has (the training's
+// targets); a named column the table lacks (unlabelled data) is no error.
+TEST(CsvReader, FeaturesAloneLeaveOutTheNamedColumnsThatExist) {
+  ScratchDir dir;
+  const std::string path = dir.write_raw("t.csv", "t1,x,t2,z\n1,2,3,4\n5,6,7,8\n");
+  EXPECT_EQ(host_values(load_csv_features(path)), (std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8}));
+  std::vector<std::string> dropped;
+  const Tensor x = load_csv_features(path, {"t2", "absent", "t1"}, &dropped);
+  EXPECT_EQ(x.shape(), (Shape{2, 2}));
+  EXPECT_EQ(host_values(x), (std::vector<double>{2, 4, 6, 8}));
+  EXPECT_EQ(dropped, (std::vector<std::string>{"t2", "t1"}));
+  // Every column dropped leaves no features; a bad cell is named as in load_csv_dataset.
+  expect_error<IoError>(
+      [&] {
+        load_csv_features(path, {"t1", "x", "t2", "z"});
+      },
+      {"which leaves no features"});
+  const std::string bad = dir.write_raw("bad.csv", "a,b\n1,x\n");
+  expect_error<IoError>([&] { load_csv_features(bad); }, {"bad.csv:2: column 'b' (2)"});
+}
+
 TEST(CsvReader, AcceptsEveryPlainNumberForm) {
   ScratchDir dir;
   const std::string path = dir.write_raw("n.csv", "x,y\n+1,.5\n5.,-0\n1e-3,1E+2\n1e-50,0.1\n");

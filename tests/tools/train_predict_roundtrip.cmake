@@ -39,4 +39,26 @@ file(READ "${WORK}/y.npy" header LIMIT 6 HEX)
 if(NOT header STREQUAL "934e554d5059")  # \x93NUMPY
   message(FATAL_ERROR "y.npy is not a .npy file (starts ${header})")
 endif()
+# The weights say what they are: no --model or --activation, the training table itself as input
+# (its target column 'y' left out, as the weights' metadata names it) and a CSV out, whose header
+# names the output after that column.
+run("${MINITRAIN}" predict --weights "${WORK}/w.safetensors" --input "${FIXTURES}/train_small.csv"
+    --output "${WORK}/y.csv" --device cpu)
+if(NOT out MATCHES "predicted 40 rows")
+  message(FATAL_ERROR "unexpected predict output on the CSV: ${out}")
+endif()
+file(STRINGS "${WORK}/y.csv" rows)
+list(LENGTH rows n)
+list(GET rows 0 header)
+list(GET rows 1 first)
+if(NOT n EQUAL 41 OR NOT header STREQUAL "y" OR NOT first MATCHES "^-?[0-9.e+-]+$")
+  message(FATAL_ERROR "y.csv: ${n} lines, header '${header}', first row '${first}'")
+endif()
+# A flag that contradicts the weights is refused, and says so.
+execute_process(COMMAND "${MINITRAIN}" predict --weights "${WORK}/w.safetensors" --activation relu
+                        --input "${FIXTURES}/f32_2x3.npy" --output "${WORK}/z.npy" --device cpu
+                RESULT_VARIABLE code ERROR_VARIABLE err)
+if(code EQUAL 0 OR NOT err MATCHES "--activation relu contradicts the weights: .* was trained as tanh")
+  message(FATAL_ERROR "a contradicting --activation was not refused (exit ${code}): ${err}")
+endif()
 message(STATUS "train -> predict round trip ok")

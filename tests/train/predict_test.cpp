@@ -10,8 +10,10 @@
 #include "core/npy.h"
 #include "nn/mlp.h"
 #include "nn/state_dict.h"
+#include "optim/optimizer.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
+#include "train/checkpoint.h"
 #include "train/predict.h"
 
 namespace minitrain {
@@ -53,6 +55,7 @@ TEST(Predict, InputWithTheWrongColumnsNamesBothAndKeepsTheOutput) {
   PredictConfig c;
   c.weights = dir.path("w.safetensors");
   c.model = "mlp:8,4,1";
+  c.activation = "relu";  // weights without metadata: both flags are needed
   c.input = dir.path("x.npy");
   c.output = dir.write_raw("y.npy", "precious");
   c.device = "cpu";
@@ -74,6 +77,142 @@ TEST(Predict, WeightsForAnotherModelAreRefused) {
   c.device = "cpu";
   EXPECT_THROW(run_predict(c), Error);
   EXPECT_FALSE(std::ifstream(c.output).good());
+}
+
+// The weights say what they are: with minitrain's metadata, predict needs neither --model nor
+// --activation, and gives exactly the model's own forward.
+struct SavedModel {
+  std::unique_ptr<Module> model;
+  Tensor x;
+  Tensor want;  // model(x)
+};
+
+SavedModel save_gelu_model(const ScratchDir& dir, const std::map<std::string, std::string>& meta) {
+  Generator gen(4);
+  SavedModel s;
+  s.model = make_mlp({3, 8, 2}, Activation::GELU, gen);
+  save_weights(dir.path("w.safetensors"), *s.model, meta);
+  s.x = testing::random_tensor({13, 3}, 9);
+  write_npy(dir.path("x.npy"), s.x);
+  s.model->eval();
+  s.want = s.model->forward(s.x);
+  return s;
+}
+
+PredictConfig config_for(const ScratchDir& dir, const std::string& weights, const std::string& in,
+                         const std::string& out) {
+  PredictConfig c;
+  c.weights = dir.path(weights);
+  c.input = dir.path(in);
+  c.output = dir.path(out);
+  c.device = "cpu";
+  return c;
+}
+
+TEST(Predict, TakesModelAndActivationFromTheWeightsMetadata) {
+  ScratchDir dir;
+  const SavedModel s = save_gelu_model(dir, {{"model", "mlp:3,8,2"}, {"activation", "gelu"}});
+  PredictConfig c = config_for(dir, "w.safetensors", "x.npy", "y.npy");
+  EXPECT_EQ(run_predict(c), 13);
+  EXPECT_EQ(testing::tensor_bytes(read_npy(c.output)), testing::tensor_bytes(s.want));
+  // The same values given as flags agree.
+  c.model = "mlp:3,8,2";
+  c.activation = "gelu";
+  EXPECT_EQ(run_predict(c), 13);
+}
+
+TEST(Predict, AFlagThatContradictsTheWeightsIsAnErrorNamingBoth) {
+  ScratchDir dir;
+  save_gelu_model(dir, {{"model", "mlp:3,8,2"}, {"activation", "gelu"}});
+  PredictConfig c = config_for(dir, "w.safetensors", "x.npy", "y.npy");
+  c.activation = "relu";  // would run, and give wrong numbers
+  testing::expect_error<ValueError>(
+      [&] { run_predict(c); },
+      {"--activation relu contradicts the weights", "trained as gelu", "metadata 'activation'"});
+  c.activation = "";
+  c.model = "mlp:3,16,2";
+  testing::expect_error<ValueError>([&] { run_predict(c); },
+                                    {"--model mlp:3,16,2 contradicts", "trained as mlp:3,8,2"});
+  EXPECT_FALSE(std::ifstream(c.output).good());
+}
+
+TEST(Predict, WeightsWithoutMetadataNeedTheFlagsAndSaySo) {
+  ScratchDir dir;
+  save_gelu_model(dir, {});  // as PyTorch's save_file would write them
+  PredictConfig c = config_for(dir, "w.safetensors", "x.npy", "y.npy");
+  testing::expect_error<ValueError>([&] { run_predict(c); },
+                                    {"does not say which model", "give --model"});
+  c.model = "mlp:3,8,2";
+  testing::expect_error<ValueError>([&] { run_predict(c); },
+                                    {"does not say which activation", "give --activation"});
+  c.activation = "gelu";
+  EXPECT_EQ(run_predict(c), 13);
+}
+
+TEST(Predict, ReadsACheckpointLikeTheWeightsItHolds) {
+  ScratchDir dir;
+  const SavedModel s = save_gelu_model(dir, {});
+  SGD sgd(s.model->named_parameters(), SGDOptions{});
+  save_checkpoint(dir.path("ckpt.safetensors"), *s.model, sgd, CheckpointPosition{},
+                  {{"model", "mlp:3,8,2"}, {"activation", "gelu"}});
+  PredictConfig c = config_for(dir, "ckpt.safetensors", "x.npy", "y.npy");
+  EXPECT_EQ(run_predict(c), 13);
+  EXPECT_EQ(testing::tensor_bytes(read_npy(c.output)), testing::tensor_bytes(s.want));
+}
+
+TEST(Predict, ReadsCsvLeavingOutTheTrainingTargetsAndWritesCsvByExtension) {
+  ScratchDir dir;
+  const SavedModel s = save_gelu_model(
+      dir, {{"model", "mlp:3,8,2"}, {"activation", "gelu"}, {"target_columns", R"(["p","q, r"])"}});
+  // The table the model was trained on: features a, b, c with the targets among them.
+  std::string table = "a,\"q, r\",b,p,c\n";
+  const float* x = s.x.data<float>();
+  for (int64_t i = 0; i < 13; ++i) {
+    char row[160];
+    std::snprintf(row, sizeof row, "%.9g,7,%.9g,8,%.9g\n", x[i * 3], x[i * 3 + 1], x[i * 3 + 2]);
+    table += row;
+  }
+  dir.write_raw("t.csv", table);
+  PredictConfig c = config_for(dir, "w.safetensors", "t.csv", "y.csv");
+  EXPECT_EQ(run_predict(c), 13);
+  const std::string out = read_file_bytes(c.output);
+  ASSERT_EQ(out.substr(0, out.find('\n')), "p,q, r");  // the outputs named as the targets were
+  // The CSV's values are the .npy path's, to float32's 9 significant digits.
+  c.output = dir.path("y.npy");
+  run_predict(c);
+  EXPECT_EQ(testing::tensor_bytes(read_npy(c.output)), testing::tensor_bytes(s.want));
+  std::istringstream lines(out);
+  std::string line;
+  std::getline(lines, line);
+  const float* want = s.want.data<float>();
+  for (int64_t i = 0; i < 13; ++i) {
+    ASSERT_TRUE(std::getline(lines, line)) << "row " << i;
+    float a = 0, b = 0;
+    ASSERT_EQ(std::sscanf(line.c_str(), "%f,%f", &a, &b), 2) << line;
+    EXPECT_EQ(a, want[i * 2]) << "row " << i;
+    EXPECT_EQ(b, want[i * 2 + 1]) << "row " << i;
+  }
+}
+
+TEST(Predict, UnlabelledCsvAndUnknownExtensions) {
+  ScratchDir dir;
+  save_gelu_model(dir,
+                  {{"model", "mlp:3,8,2"}, {"activation", "gelu"}, {"target_columns", "[\"p\"]"}});
+  dir.write_raw("u.csv", "a,b,c\n1,2,3\n4,5,6\n");  // no target column: nothing to leave out
+  PredictConfig c = config_for(dir, "w.safetensors", "u.csv", "y.npy");
+  EXPECT_EQ(run_predict(c), 2);
+  c.output = dir.path("y.txt");
+  testing::expect_error<ValueError>([&] { run_predict(c); },
+                                    {"--output", "y.txt", "neither .npy nor .csv"});
+  c.output = dir.path("y.npy");
+  c.input = dir.write_raw("x.parquet", "PAR1");
+  testing::expect_error<ValueError>([&] { run_predict(c); }, {"--input", "x.parquet"});
+  // A table with a column too many (an unnamed target) says how to name it.
+  c.input = dir.write_raw("t4.csv", "a,b,c,d\n1,2,3,4\n");
+  testing::expect_error<ShapeError>([&] { run_predict(c); },
+                                    {"[1, 4]", "expects [rows, 3]", "--target-columns"});
+  c.target_columns = {"d"};
+  EXPECT_EQ(run_predict(c), 1);
 }
 
 }  // namespace
