@@ -133,6 +133,8 @@ std::vector<KeyEntry> make_table() {
                      "steps between checkpoints (0: only at the end)"));
   t.push_back(member("resume", K::Bool, &TrainConfig::resume, "continue from --checkpoint-dir"));
   t.push_back(member("log", K::String, &TrainConfig::log, "metrics.jsonl: one JSON line per step"));
+  t.push_back(member("log-every", K::Int, &TrainConfig::log_every,
+                     "steps per --log line (default 1): a line holds the means of its steps"));
   t.push_back(member("progress", K::String, &TrainConfig::progress, progress_help.c_str()));
   t.push_back(member("parallel", K::String, &TrainConfig::parallel, parallel_help.c_str()));
   t.push_back(member("replicas", K::Int, &TrainConfig::replicas,

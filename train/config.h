@@ -67,6 +67,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;   ///< steps; 0: only at the end of the run
   bool resume = false;            ///< continue from checkpoint_dir's checkpoint
   std::string log;                ///< metrics, one JSON object per line per step
+  int64_t log_every = 1;          ///< steps per metrics line (their means over the interval)
   std::string progress = "auto";  ///< auto | bar | lines | none
   // ---- parallelism: a name of kParallelModes; 0 / "" = not given ----
   std::string parallel = "none";

@@ -152,6 +152,8 @@ void validate_loop_and_files(const TrainConfig& c) {
   if (c.steps) check_at_most("steps", *c.steps, kMaxSteps);
   check_at_least("threads", c.threads, 0);
   check_at_most("threads", c.threads, kMaxWorkers);
+  check_at_least("log-every", c.log_every, 1);
+  check_at_most("log-every", c.log_every, kMaxSteps);
   check_at_least("checkpoint-every", c.checkpoint_every, 0);
   check_at_most("checkpoint-every", c.checkpoint_every, kMaxSteps);
   if (c.checkpoint_every > 0 && c.checkpoint_dir.empty())

@@ -3,6 +3,7 @@
 
 #include "train/metrics_log.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -50,7 +51,10 @@ std::string kept_lines(const std::string& path, int64_t last_step, std::string& 
 
 }  // namespace
 
-MetricsLog::MetricsLog(const std::string& path, int64_t continue_after_step) : path_(path) {
+MetricsLog::MetricsLog(const std::string& path, int64_t continue_after_step, int64_t every)
+    : path_(path), every_(every) {
+  MT_CHECK_AS(ValueError, every >= 1, "--log-every must be at least 1 (steps per line), got ",
+              every);
   std::ios::openmode mode = std::ios::out | std::ios::trunc;
   if (continue_after_step >= 0 && file_exists(path)) {
     write_file_atomically(path, kept_lines(path, continue_after_step, repair_note_));
@@ -60,9 +64,10 @@ MetricsLog::MetricsLog(const std::string& path, int64_t continue_after_step) : p
   if (!out_) MT_THROW(IoError, "cannot write the metrics log '", path, "': ", std::strerror(errno));
 }
 
-std::string metrics_json_line(const StepStats& s) {
+std::string metrics_json_line(const StepStats& s, int64_t steps) {
   nlohmann::ordered_json j;
   j["step"] = s.step;
+  if (steps > 0) j["steps"] = steps;
   j["epoch"] = s.epoch;
   j["loss"] = s.loss;
   j["lr"] = s.lr;
@@ -88,7 +93,43 @@ std::string rank_log_path(const std::string& path, int rank, int world_size) {
 }
 
 void MetricsLog::write(const StepStats& stats) {
-  out_ << metrics_json_line(stats) << '\n';
+  if (every_ == 1) {  // the common case: the step's own line, as it was
+    write_line(stats, 0);
+    return;
+  }
+  ++pending_steps_;
+  pending_last_ = stats;
+  loss_sum_ += stats.loss;
+  ms_sum_ += stats.step_ms;
+  samples_ += stats.samples;
+  if (stats.grad_norm >= 0) {
+    grad_norm_sum_ += stats.grad_norm;
+    ++grad_norms_;
+  }
+  peak_ = std::max(peak_, stats.memory_peak);
+  if (stats.step % every_ == 0 || stats.step >= stats.total_steps) flush_pending();
+}
+
+void MetricsLog::flush_pending() {
+  if (pending_steps_ == 0) return;
+  StepStats mean = pending_last_;
+  const double n = static_cast<double>(pending_steps_);
+  mean.loss = loss_sum_ / n;
+  mean.step_ms = ms_sum_ / n;
+  mean.samples = samples_;
+  mean.samples_per_s = ms_sum_ > 0 ? static_cast<double>(samples_) / (ms_sum_ * 1e-3) : 0.0;
+  mean.grad_norm = grad_norms_ > 0 ? grad_norm_sum_ / static_cast<double>(grad_norms_) : -1.0;
+  mean.memory_peak = peak_;
+  const int64_t steps = pending_steps_;
+  pending_steps_ = 0;
+  loss_sum_ = ms_sum_ = grad_norm_sum_ = 0;
+  samples_ = grad_norms_ = 0;
+  peak_ = 0;
+  write_line(mean, steps);
+}
+
+void MetricsLog::write_line(const StepStats& stats, int64_t steps) {
+  out_ << metrics_json_line(stats, steps) << '\n';
   out_.flush();
   if (!out_) MT_THROW(IoError, "cannot write the metrics log '", path_, "' (disk full?)");
 }

@@ -2,7 +2,11 @@
 // Metrics as JSON lines: one object per optimizer step,
 //   {"step":1,"epoch":1,"loss":0.52,"lr":0.003,"step_ms":0.41,"samples_per_s":156000,
 //    "device":"cpu","memory_in_use_bytes":123456,"memory_peak_bytes":234567}
-// flushed line by line, so a run that stops keeps every step it finished.
+// flushed line by line, so a run that stops keeps every step it finished. With an interval of
+// N > 1 steps (--log-every N) a line stands for the steps since the previous line, at step k*N and
+// at the run's last or stopping step: "steps" says how many, loss, step_ms and grad_norm are
+// their means, samples_per_s their samples over their time, lr, epoch and memory in use the last
+// step's, memory_peak_bytes the highest.
 
 #include <cstdint>
 #include <fstream>
@@ -18,20 +22,33 @@ class MetricsLog {
   /// and including that step and appends after them. A torn last line (a write cut short by a
   /// full disk or a kill) is dropped and named in repair_note(); a bad line before the last is an
   /// IoError, as is a file that cannot be written.
-  explicit MetricsLog(const std::string& path, int64_t continue_after_step = -1);
+  /// `every`: the steps a line stands for (>= 1; ValueError otherwise).
+  explicit MetricsLog(const std::string& path, int64_t continue_after_step = -1, int64_t every = 1);
+  /// Adds a step; writes its line when it ends an interval (step % every == 0, or the run's last).
   void write(const StepStats& stats);
+  /// Writes the steps added since the last line, if any (a run that stops or fails early).
+  void flush_pending();
   const std::string& path() const noexcept { return path_; }
   /// What resuming had to repair in the old log ("dropped a torn last line ..."), or "".
   const std::string& repair_note() const noexcept { return repair_note_; }
 
  private:
+  void write_line(const StepStats& stats, int64_t steps);
+
   std::string path_;
   std::string repair_note_;
   std::ofstream out_;
+  int64_t every_ = 1;
+  // The interval being summed: its steps, and the sums that become means.
+  int64_t pending_steps_ = 0;
+  StepStats pending_last_;
+  double loss_sum_ = 0, ms_sum_ = 0, grad_norm_sum_ = 0;
+  int64_t samples_ = 0, grad_norms_ = 0;
+  uint64_t peak_ = 0;
 };
 
-/// One log line (without the newline).
-std::string metrics_json_line(const StepStats& stats);
+/// One log line (without the newline); `steps` > 0 adds "steps" (a line for several steps).
+std::string metrics_json_line(const StepStats& stats, int64_t steps = 0);
 
 /// The log file of rank `rank` in a job of `world_size` ranks: `path` itself for rank 0 (and for a
 /// single process), else ".rank<r>" before the extension, so every rank writes its own file:

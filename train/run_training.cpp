@@ -430,7 +430,8 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   // ---- inputs are good: from here on, files are written ----
   std::unique_ptr<MetricsLog> log;
   if (!c.log.empty()) {
-    log = std::make_unique<MetricsLog>(rank_log_path(c.log, rank, world), report.resumed_from_step);
+    log = std::make_unique<MetricsLog>(rank_log_path(c.log, rank, world), report.resumed_from_step,
+                                       c.log_every);
     if (!log->repair_note().empty()) info << "warning: " << log->repair_note() << "\n";
   }
   Progress progress(progress_out, progress_mode, trainer.step() + 1, to.total_steps);

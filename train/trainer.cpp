@@ -228,6 +228,7 @@ TrainSummary Trainer::run() {
       const StepStats s = train_step();
       if (options_.log != nullptr) options_.log->write(s);
       if (!std::isfinite(s.loss)) {
+        if (options_.log != nullptr) options_.log->flush_pending();  // the line that shows it
         std::string kept = last_checkpoint_.empty()
                                ? std::string("no checkpoint was written")
                                : "the last good checkpoint is '" + last_checkpoint_ + "'";
@@ -248,6 +249,7 @@ TrainSummary Trainer::run() {
            (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0)))
         save_checkpoint(checkpoint_path(options_.checkpoint_dir));
       if (stop) {
+        if (options_.log != nullptr) options_.log->flush_pending();  // a partial interval
         summary.stopped_early = true;
         summary.stop_signal =
             options_.stop_requested != nullptr ? options_.stop_requested->load() : 0;

@@ -307,6 +307,54 @@ TEST(Trainer, MetricsLogHasOneJsonLinePerStep) {
   EXPECT_EQ(n, 5);
 }
 
+// --log-every N: a line at steps N, 2N, ... and the last, each holding its steps' means.
+TEST(Trainer, MetricsLogEveryNStepsWritesTheMeansOfEachInterval) {
+  ScratchDir dir;
+  const std::string path = dir.path("m.jsonl");
+  std::vector<StepStats> steps;
+  {
+    MetricsLog log(path, -1, /*every=*/3);
+    for (int64_t k = 1; k <= 7; ++k) {
+      StepStats s;
+      s.step = k;
+      s.total_steps = 7;
+      s.epoch = k <= 4 ? 1 : 2;
+      s.loss = 0.5 * static_cast<double>(k);  // 0.5, 1.0, ... exact in binary
+      s.lr = 0.1 * static_cast<double>(k);
+      s.step_ms = static_cast<double>(k);
+      s.samples = 4;
+      s.grad_norm = static_cast<double>(2 * k);
+      s.memory_peak = static_cast<uint64_t>(k == 2 ? 900 : 100 * k);
+      log.write(s);
+    }
+  }
+  std::istringstream in(read_file_bytes(path));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u) << read_file_bytes(path);
+  // Steps 1-3: loss mean 1.0, step_ms mean 2, 12 samples in 6 ms, grad_norm mean 4, peak 900.
+  EXPECT_EQ(lines[0].rfind("{\"step\":3,\"steps\":3,\"epoch\":1,\"loss\":1.0,", 0), 0u) << lines[0];
+  for (const char* part : {"\"step_ms\":2.0", "\"samples_per_s\":2000.0", "\"grad_norm\":4.0",
+                           "\"memory_peak_bytes\":900"})
+    EXPECT_NE(lines[0].find(part), std::string::npos) << part << " in " << lines[0];
+  // Steps 4-6 (epoch and lr: the last step's), then the run's last step alone.
+  EXPECT_EQ(lines[1].rfind("{\"step\":6,\"steps\":3,\"epoch\":2,\"loss\":2.5,", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[2].rfind("{\"step\":7,\"steps\":1,\"epoch\":2,\"loss\":3.5,", 0), 0u) << lines[2];
+  // A run that stops between lines keeps its last steps: flush_pending writes them.
+  {
+    MetricsLog log(path, -1, 4);
+    StepStats s;
+    s.total_steps = 100;
+    for (s.step = 1; s.step <= 2; ++s.step) log.write(s);
+    EXPECT_EQ(read_file_bytes(path), "");
+    log.flush_pending();
+    log.flush_pending();  // nothing more to write
+  }
+  EXPECT_EQ(read_file_bytes(path).rfind("{\"step\":2,\"steps\":2,", 0), 0u)
+      << read_file_bytes(path);
+  testing::expect_error<ValueError>([&] { MetricsLog log(path, -1, 0); }, {"--log-every", "got 0"});
+}
+
 TEST(Trainer, ResumedMetricsLogDropsStepsAfterTheCheckpoint) {
   ScratchDir dir;
   const std::string path = dir.write_raw("m.jsonl", "{\"step\":1}\n{\"step\":2}\n{\"step\":3}\n");
