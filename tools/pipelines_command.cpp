@@ -112,6 +112,7 @@ int PipelinesCommand::run(std::ostream& out, std::ostream& status) {
               status_every_);
   PipelinesFile file = read_pipelines_config(config_path_);
   const fs::path out_dir = out_dir_.empty() ? default_out_dir(config_path_) : fs::path(out_dir_);
+  place_run_outputs(file, out_dir.string());  // before anything is written: two runs, one file
   make_dir(out_dir);
 
   const int gpus = cuda_device_count();
@@ -138,11 +139,11 @@ int PipelinesCommand::run(std::ostream& out, std::ostream& status) {
     const bool gpu = job.device != "cpu";
     c.device = gpu ? "cuda:0" : "cpu";  // a GPU run sees only its GPU (CUDA_VISIBLE_DEVICES)
     if (!gpu && c.threads == 0) c.threads = cpu_threads;
-    if (c.log.empty()) {
-      c.log = (dir / "metrics.jsonl").string();
-      // A stale log of an earlier invocation would show as this run's progress until it starts.
-      if (!c.resume) fs::remove(c.log);
-    }
+    // A stale log of an earlier invocation would show as this run's progress until it starts.
+    if (c.log == (dir / "metrics.jsonl").string() && !c.resume) fs::remove(c.log);
+    // Outputs placed in the run's directory may name a folder of their own there.
+    for (const std::string* p : {&c.save, &c.log})
+      if (!p->empty() && p->rfind(dir.string() + "/", 0) == 0) make_dir(fs::path(*p).parent_path());
     c.progress = "lines";
     job.metrics_path = c.log;
     const std::string config_file = (dir / "config.toml").string();

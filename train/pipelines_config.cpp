@@ -6,7 +6,9 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -35,6 +37,13 @@ bool safe_name(const std::string& name) {
 
 // Sets one key through apply_toml_config. That reads a one-key document, so its messages say
 // "SOURCE:1: ..."; the line is replaced by the key's line in the real file.
+// The keys a run writes: a relative path there names a file in the run's own directory
+// (place_run_outputs), not beside runs.toml.
+bool is_output_key(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return key == "save" || key == "checkpoint-dir" || key == "log";
+}
+
 void apply_key(TrainConfig& config, const std::string& key, const toml::node& node,
                const std::string& source, const std::string& base_dir) {
   toml::table one;
@@ -42,7 +51,7 @@ void apply_key(TrainConfig& config, const std::string& key, const toml::node& no
   std::ostringstream text;
   text << one;
   try {
-    apply_toml_config(config, text.str(), source, base_dir);
+    apply_toml_config(config, text.str(), source, is_output_key(key) ? "" : base_dir);
   } catch (const ValueError& e) {
     std::string what = e.what();
     const std::string prefix = source + ":1";
@@ -59,14 +68,27 @@ void apply_key(TrainConfig& config, const std::string& key, const toml::node& no
 // override [defaults]).
 using config_detail::check_one_spelling_per_key;
 
-void make_paths_absolute(TrainConfig& c) {
-  const auto absolute = [](std::string& p) {
-    if (p.empty() || p == "synthetic" || p.rfind("synthetic:", 0) == 0) return;
-    p = std::filesystem::absolute(p).lexically_normal().string();
-  };
-  for (std::string* p :
-       {&c.data, &c.targets, &c.init, &c.save, &c.checkpoint_dir, &c.log, &c.sample_weights})
-    absolute(*p);
+std::vector<std::string*> input_paths(TrainConfig& c) {
+  return {&c.data, &c.targets, &c.init, &c.sample_weights};
+}
+std::vector<std::string*> output_paths(TrainConfig& c) {
+  return {&c.save, &c.checkpoint_dir, &c.log};
+}
+
+// Every "{name}" in the run's paths becomes its name, so that one [defaults] line serves all runs.
+void expand_name(TrainConfig& c, const std::string& name) {
+  const std::string token = "{name}";
+  for (auto* paths : {input_paths, output_paths})
+    for (std::string* p : paths(c))
+      for (std::size_t at = 0; (at = p->find(token, at)) != std::string::npos; at += name.size())
+        p->replace(at, token.size(), name);
+}
+
+void make_inputs_absolute(TrainConfig& c) {
+  for (std::string* p : input_paths(c)) {
+    if (p->empty() || *p == "synthetic" || p->rfind("synthetic:", 0) == 0) continue;
+    *p = std::filesystem::absolute(*p).lexically_normal().string();
+  }
 }
 
 // Checks a run can be one independent process on one device; ValueError otherwise.
@@ -158,10 +180,33 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
           (what.rfind(source + ":", 0) == 0 ? what
                                             : source + ":" + std::to_string(r.line) + ": " + what);
     }
-    make_paths_absolute(r.config);
+    expand_name(r.config, r.name);
+    make_inputs_absolute(r.config);
     file.runs.push_back(std::move(r));
   }
   return file;
+}
+
+void place_run_outputs(PipelinesFile& file, const std::string& out_dir) {
+  std::map<std::string, std::string> writer;  // output path -> "run 'a' (save)"
+  for (PipelineRunConfig& run : file.runs) {
+    if (!run.error.empty()) continue;  // never started
+    const std::filesystem::path dir = std::filesystem::absolute(out_dir) / run.name;
+    TrainConfig& c = run.config;
+    if (c.log.empty()) c.log = "metrics.jsonl";
+    const std::pair<std::string*, const char*> outputs[] = {
+        {&c.save, "save"}, {&c.checkpoint_dir, "checkpoint-dir"}, {&c.log, "log"}};
+    for (const auto& [p, key] : outputs) {
+      if (p->empty()) continue;
+      *p = (dir / *p).lexically_normal().string();  // an absolute *p stays as it is
+      const std::string who = "run '" + run.name + "' (" + key + ")";
+      const auto [it, fresh] = writer.emplace(*p, who);
+      MT_CHECK_AS(ValueError, fresh, file.path, ": ", who, " and ", it->second,
+                  " would both write ", *p,
+                  "; give each run its own path: put {name} in it, or make it relative, which "
+                  "places it in the run's own directory");
+    }
+  }
 }
 
 PipelinesFile read_pipelines_config(const std::string& path) {

@@ -15,6 +15,11 @@
 //   device = "cpu"
 //   optimizer = "sgd"
 //
+// Paths: inputs (data, targets, init, sample-weights) relative to the file's directory; outputs
+// (save, checkpoint-dir, log) relative to the run's own directory, OUT/NAME/ (place_run_outputs),
+// so that a `save = "w.safetensors"` in [defaults] gives each run its own file. "{name}" in any
+// path becomes the run's name.
+//
 // A file that cannot be read as a whole (TOML syntax, no runs, a run without a name or with a
 // name used twice, a bad [defaults] key) is a ValueError naming file:line. A run whose own keys
 // do not check (an unknown key, a bad value) is kept with its error: it is reported as failed
@@ -38,6 +43,12 @@ struct PipelinesFile {
   std::string path;
   std::vector<PipelineRunConfig> runs;  ///< in file order
 };
+
+/// Puts each run's outputs in place: a relative save, checkpoint-dir or log (metrics.jsonl when
+/// unset) under `out_dir`/NAME/, an absolute one kept. ValueError, before any run starts, when two
+/// runs would write the same path (an absolute save in [defaults], say), naming both and the path.
+/// Runs kept with an error are left out: they never start.
+void place_run_outputs(PipelinesFile& file, const std::string& out_dir);
 
 /// Reads `path` (IoError when it cannot be read; ValueError for a file-level problem).
 PipelinesFile read_pipelines_config(const std::string& path);

@@ -54,9 +54,80 @@ memory-cap = "4GiB"
   EXPECT_EQ(b.config.device, "auto");  // the built-in default, untouched by [defaults]
   EXPECT_DOUBLE_EQ(b.config.lr, 0.25);
   EXPECT_EQ(b.config.data, "/abs/other.csv");
-  EXPECT_EQ(b.config.log, "/data/dir/logs/b.jsonl");
+  EXPECT_EQ(b.config.log, "logs/b.jsonl");  // an output: placed in the run's directory, below
   EXPECT_EQ(b.config.memory_cap, "4GiB");
   EXPECT_EQ(b.config.steps, 7);
+}
+
+// Outputs belong to runs: a relative save, checkpoint-dir or log lands in OUT/NAME/, "{name}"
+// anywhere in a path is the run's name, and two runs that would write one file are refused.
+TEST(PipelinesConfig, OutputsLandInEachRunsDirectoryAndNameExpands) {
+  PipelinesFile f = parse(R"(
+[defaults]
+save = "w.safetensors"
+checkpoint-dir = "/ckpt/{name}"
+data = "tables/{name}.csv"
+target-columns = ["y"]
+
+[[run]]
+name = "a"
+log = "logs/m.jsonl"
+
+[[run]]
+name = "b"
+save = "/models/{name}-final.safetensors"
+)");
+  place_run_outputs(f, "/out");
+  const TrainConfig& a = f.runs[0].config;
+  const TrainConfig& b = f.runs[1].config;
+  EXPECT_EQ(a.save, "/out/a/w.safetensors");  // one [defaults] line, a file per run
+  EXPECT_EQ(a.log, "/out/a/logs/m.jsonl");
+  EXPECT_EQ(b.log, "/out/b/metrics.jsonl");  // unset: the run's metrics.jsonl
+  EXPECT_EQ(a.checkpoint_dir, "/ckpt/a");
+  EXPECT_EQ(b.checkpoint_dir, "/ckpt/b");
+  EXPECT_EQ(b.save, "/models/b-final.safetensors");
+  EXPECT_EQ(a.data, "/data/dir/tables/a.csv");  // inputs: beside runs.toml, {name} expanded too
+}
+
+TEST(PipelinesConfig, TwoRunsWritingOneFileAreRefusedNamingBoth) {
+  PipelinesFile f = parse(R"(
+[defaults]
+save = "/models/w.safetensors"
+
+[[run]]
+name = "a"
+
+[[run]]
+name = "broken"
+lr = "fast"
+
+[[run]]
+name = "c"
+)");
+  const std::string msg = error_message([&] { place_run_outputs(f, "/out"); });
+  EXPECT_NE(msg.find("run 'c' (save) and run 'a' (save) would both write /models/w.safetensors"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("put {name} in it"), std::string::npos) << msg;
+  // A relative path that leaves the run's directory can clash too; a run with an error never
+  // starts, so its paths clash with nothing.
+  PipelinesFile g = parse(R"(
+[[run]]
+name = "a"
+log = "../b/metrics.jsonl"
+
+[[run]]
+name = "b"
+
+[[run]]
+name = "c"
+lr = "fast"
+log = "../a/../b/metrics.jsonl"
+)");
+  const std::string msg2 = error_message([&] { place_run_outputs(g, "/out"); });
+  EXPECT_NE(msg2.find("run 'b' (log) and run 'a' (log) would both write /out/b/metrics.jsonl"),
+            std::string::npos)
+      << msg2;
 }
 
 TEST(PipelinesConfig, RelativeBaseDirBecomesAbsolute) {
