@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -69,7 +70,9 @@ std::string metrics_json_line(const StepStats& s, int64_t steps) {
   j["step"] = s.step;
   if (steps > 0) j["steps"] = steps;
   j["epoch"] = s.epoch;
-  j["loss"] = s.loss;
+  j["loss"] = s.loss;  // JSON has no inf or NaN: a non-finite loss is null, spelled out below
+  if (!std::isfinite(s.loss))
+    j["loss_nonfinite"] = std::isnan(s.loss) ? "nan" : s.loss > 0 ? "inf" : "-inf";
   j["lr"] = s.lr;
   j["step_ms"] = s.step_ms;
   j["samples_per_s"] = s.samples_per_s;
@@ -77,6 +80,7 @@ std::string metrics_json_line(const StepStats& s, int64_t steps) {
   j["device"] = s.device;
   j["memory_in_use_bytes"] = s.memory_in_use;
   j["memory_peak_bytes"] = s.memory_peak;
+  j["host_memory_peak_bytes"] = s.host_memory_peak;
   return j.dump(-1, ' ', false,
                 nlohmann::json::error_handler_t::replace);  // a device name is ASCII, but be safe
 }

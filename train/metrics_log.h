@@ -1,7 +1,9 @@
 #pragma once
 // Metrics as JSON lines: one object per optimizer step,
 //   {"step":1,"epoch":1,"loss":0.52,"lr":0.003,"step_ms":0.41,"samples_per_s":156000,
-//    "device":"cpu","memory_in_use_bytes":123456,"memory_peak_bytes":234567}
+//    "device":"cpu","memory_in_use_bytes":123456,"memory_peak_bytes":234567,
+//    "host_memory_peak_bytes":45678912}
+// (a non-finite loss is null, with "loss_nonfinite": "inf", "-inf" or "nan" beside it)
 // flushed line by line, so a run that stops keeps every step it finished. With an interval of
 // N > 1 steps (--log-every N) a line stands for the steps since the previous line, at step k*N and
 // at the run's last or stopping step: "steps" says how many, loss, step_ms and grad_norm are

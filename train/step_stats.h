@@ -19,6 +19,7 @@ struct StepStats {
   std::string device;          ///< "cpu", "cuda:0"
   uint64_t memory_in_use = 0;  ///< device allocator bytes after the step
   uint64_t memory_peak = 0;
+  uint64_t host_memory_peak = 0;  ///< the process's peak resident memory so far
 };
 
 }  // namespace minitrain

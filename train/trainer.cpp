@@ -8,6 +8,7 @@
 
 #include "core/allocator.h"
 #include "core/checked_math.h"
+#include "core/host_memory.h"
 #include "core/stream.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
@@ -215,6 +216,7 @@ StepStats Trainer::train_step() {
   const MemoryStats mem = memory_stats(device_);
   s.memory_in_use = mem.in_use;
   s.memory_peak = mem.peak;
+  s.host_memory_peak = host_memory_peak_bytes();
   return s;
 }
 

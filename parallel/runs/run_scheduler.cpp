@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -252,6 +253,8 @@ class Scheduler {
     const RunProgress p = read_run_progress(job.metrics_path, job.output_path);
     r.result.steps = p.step;
     r.result.final_loss = p.loss;
+    // The run's own peak (sampling misses a short run's, and a finished run has no RSS left).
+    r.result.peak_host_memory = std::max(r.result.peak_host_memory, p.host_memory_peak);
     r.total_steps = p.total_steps;
     if (!interrupted_reason.empty()) {
       r.result.state = RunState::Failed;
@@ -362,6 +365,14 @@ ProcessStarter subprocess_starter() {
   };
 }
 
+namespace {
+double nonfinite_value(const std::string& text) {
+  if (text == "inf") return std::numeric_limits<double>::infinity();
+  if (text == "-inf") return -std::numeric_limits<double>::infinity();
+  return std::numeric_limits<double>::quiet_NaN();
+}
+}  // namespace
+
 RunProgress read_run_progress(const std::string& metrics_path, const std::string& output_path) {
   RunProgress p;
   // The last complete metrics line: a line being written is skipped until its '\n' arrives.
@@ -373,12 +384,14 @@ RunProgress read_run_progress(const std::string& metrics_path, const std::string
     p.step = j["step"].get<int64_t>();
     if (j.contains("loss") && j["loss"].is_number())
       p.loss = j["loss"].get<double>();
-    else if (j.contains("loss"))
-      p.loss = std::nan("");  // a diverged run logs NaN as null
+    else if (j.contains("loss"))  // a diverged run logs null, and says which non-finite value
+      p.loss = nonfinite_value(j.value("loss_nonfinite", std::string("nan")));
     if (j.contains("step_ms") && j["step_ms"].is_number()) p.step_ms = j["step_ms"].get<double>();
     if (j.contains("device") && j["device"].is_string()) p.device = j["device"].get<std::string>();
     if (j.contains("memory_in_use_bytes") && j["memory_in_use_bytes"].is_number_unsigned())
       p.device_memory = j["memory_in_use_bytes"].get<uint64_t>();
+    if (j.contains("host_memory_peak_bytes") && j["host_memory_peak_bytes"].is_number_unsigned())
+      p.host_memory_peak = j["host_memory_peak_bytes"].get<uint64_t>();
     break;
   }
   // The run's length: its progress lines read "step S/T (P%)  epoch ...".
@@ -450,6 +463,10 @@ std::string runs_summary_json(const std::vector<RunResult>& results) {
     j["final_loss"] = r.final_loss && std::isfinite(*r.final_loss)
                           ? nlohmann::ordered_json(*r.final_loss)
                           : nlohmann::ordered_json(nullptr);
+    if (r.final_loss && !std::isfinite(*r.final_loss))  // JSON has no inf: spelled out
+      j["final_loss_nonfinite"] = std::isnan(*r.final_loss) ? "nan"
+                                  : *r.final_loss > 0       ? "inf"
+                                                            : "-inf";
     j["steps"] = r.steps;
     j["seconds"] = r.seconds;
     j["start_time"] = r.start_time;

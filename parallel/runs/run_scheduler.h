@@ -71,8 +71,9 @@ struct RunProgress {
   int64_t total_steps = 0;  ///< from the last "step S/T" progress line of its output; 0: unknown
   std::optional<double> loss;
   double step_ms = 0;
-  std::string device;          ///< as the run reports it ("cpu", "cuda:0")
-  uint64_t device_memory = 0;  ///< memory_in_use_bytes
+  std::string device;             ///< as the run reports it ("cpu", "cuda:0")
+  uint64_t device_memory = 0;     ///< memory_in_use_bytes
+  uint64_t host_memory_peak = 0;  ///< host_memory_peak_bytes: the run's own peak resident memory
 };
 /// "S/T", "S/?" when the total is unknown, "-" before the first step.
 std::string run_step_text(const RunProgress& p);
@@ -110,7 +111,7 @@ struct RunResult {
   int64_t steps = 0;
   double seconds = 0;
   double start_time = 0, end_time = 0;  ///< Unix seconds; 0 when never started
-  uint64_t peak_host_memory = 0;        ///< the largest RSS seen at a status update
+  uint64_t peak_host_memory = 0;        ///< the run's peak resident memory (its log's, or sampled)
 };
 
 /// Runs every job to its end (or until `stop_requested` returns true: the running ones are
@@ -121,7 +122,8 @@ std::vector<RunResult> schedule_runs(const std::vector<RunJob>& jobs, const Runs
                                      const std::function<bool()>& stop_requested = {});
 
 /// {"runs": [{name, device, status: ok|failed, exit_status, reason, final_loss, steps, seconds,
-/// start_time, end_time, peak_host_memory_bytes}, ...], "failed": N}
+/// start_time, end_time, peak_host_memory_bytes, and final_loss_nonfinite ("inf", "-inf", "nan")
+/// where final_loss is null for a non-finite loss}, ...], "failed": N}
 std::string runs_summary_json(const std::vector<RunResult>& results);
 /// Writes runs_summary_json to `path` atomically.
 void write_runs_summary(const std::string& path, const std::vector<RunResult>& results);

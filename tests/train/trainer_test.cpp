@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -293,18 +294,36 @@ TEST(Trainer, MetricsLogHasOneJsonLinePerStep) {
   Trainer(*run.model, *run.opt, *run.loader, o).run();
 
   std::istringstream in(read_file_bytes(dir.path("m.jsonl")));
-  std::string line;
+  std::string line, last;
   int n = 0;
   while (std::getline(in, line)) {
+    last = line;
     ++n;
     EXPECT_EQ(line.rfind("{\"step\":" + std::to_string(n) + ",\"epoch\":1,\"loss\":", 0), 0u)
         << line;
     for (const char* key :
          {"\"lr\":0.05", "\"step_ms\":", "\"samples_per_s\":", "\"device\":\"cpu\"",
-          "\"memory_in_use_bytes\":", "\"memory_peak_bytes\":"})
+          "\"memory_in_use_bytes\":", "\"memory_peak_bytes\":", "\"host_memory_peak_bytes\":"})
       EXPECT_NE(line.find(key), std::string::npos) << key << " missing in " << line;
   }
   EXPECT_EQ(n, 5);
+  // The process's own peak resident memory: a test binary holds at least a MiB.
+  ASSERT_NE(last.find("\"host_memory_peak_bytes\":"), std::string::npos) << last;
+  EXPECT_EQ(last.find("\"host_memory_peak_bytes\":0,"), std::string::npos) << last;
+  EXPECT_EQ(last.find("\"host_memory_peak_bytes\":0}"), std::string::npos) << last;
+}
+
+TEST(Trainer, AMetricsLineSpellsOutANonFiniteLoss) {
+  StepStats s;
+  s.step = 3;
+  s.loss = std::numeric_limits<double>::infinity();
+  EXPECT_NE(metrics_json_line(s).find("\"loss\":null,\"loss_nonfinite\":\"inf\""),
+            std::string::npos)
+      << metrics_json_line(s);
+  s.loss = std::nan("");
+  EXPECT_NE(metrics_json_line(s).find("\"loss_nonfinite\":\"nan\""), std::string::npos);
+  s.loss = 0.5;
+  EXPECT_EQ(metrics_json_line(s).find("loss_nonfinite"), std::string::npos);
 }
 
 // --log-every N: a line at steps N, 2N, ... and the last, each holding its steps' means.

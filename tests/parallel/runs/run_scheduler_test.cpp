@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -279,6 +281,33 @@ TEST(RunFiles, ProgressComesFromTheLastCompleteMetricsLineAndTheLastProgressLine
   EXPECT_EQ(none.step, 0);
   EXPECT_EQ(none.total_steps, 0);
   EXPECT_FALSE(none.loss.has_value());
+}
+
+// A diverged run logs a null loss with the value spelled out ("inf"), and every line carries the
+// process's own peak host memory, which a run that has ended still reports.
+TEST(RunFiles, ANonFiniteLossKeepsItsValueAndTheHostPeakIsRead) {
+  TempDir t;
+  write(t.file("m.jsonl"),
+        "{\"step\":1,\"loss\":0.5,\"host_memory_peak_bytes\":1048576}\n"
+        "{\"step\":2,\"loss\":null,\"loss_nonfinite\":\"inf\",\"host_memory_peak_bytes\":"
+        "2097152}\n");
+  write(t.file("out.log"), "");
+  const RunProgress p = read_run_progress(t.file("m.jsonl"), t.file("out.log"));
+  ASSERT_TRUE(p.loss.has_value());
+  EXPECT_EQ(*p.loss, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(p.host_memory_peak, 2097152u);
+  write(t.file("m.jsonl"), "{\"step\":1,\"loss\":null,\"loss_nonfinite\":\"-inf\"}\n");
+  EXPECT_EQ(*read_run_progress(t.file("m.jsonl"), t.file("out.log")).loss,
+            -std::numeric_limits<double>::infinity());
+  write(t.file("m.jsonl"), "{\"step\":1,\"loss\":null}\n");  // an older log: NaN
+  EXPECT_TRUE(std::isnan(*read_run_progress(t.file("m.jsonl"), t.file("out.log")).loss));
+
+  RunResult diverged;
+  diverged.name = "hot";
+  diverged.final_loss = std::numeric_limits<double>::infinity();
+  const nlohmann::json j = nlohmann::json::parse(runs_summary_json({diverged}));
+  EXPECT_TRUE(j["runs"][0]["final_loss"].is_null());
+  EXPECT_EQ(j["runs"][0]["final_loss_nonfinite"], "inf");
 }
 
 TEST(RunFiles, FailureReasonIsTheLastErrorLine) {
