@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -68,6 +69,65 @@ void apply_key(TrainConfig& config, const std::string& key, const toml::node& no
 // override [defaults]).
 using config_detail::check_one_spelling_per_key;
 
+// A run may be crossed with at most this many sweep points: a typo such as a list of 10,000
+// learning rates should not start 10,000 processes.
+constexpr std::size_t kMaxSweepRuns = 1000;
+
+// One point of the [sweep] grid: a value per swept key, and the name suffix they make.
+struct SweepPoint {
+  std::vector<std::pair<std::string, const toml::node*>> values;
+  std::string name;  ///< "lr-0.001-optimizer-sgd"; empty without a [sweep]
+};
+
+// A value as it reads in a run name: 0.001, sgd, 64; a list's items joined by '+'. Characters a
+// directory name cannot hold become '_'.
+std::string name_text(const toml::node& value) {
+  std::string text;
+  if (const auto* list = value.as_array()) {
+    for (const toml::node& item : *list) text += (text.empty() ? "" : "+") + name_text(item);
+    return text;
+  }
+  if (auto str = value.value_exact<std::string>()) {
+    text = *str;
+  } else if (auto f = value.value_exact<double>()) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", *f);
+    text = buf;
+  } else if (auto i = value.value_exact<int64_t>()) {
+    text = std::to_string(*i);
+  } else if (auto b = value.value_exact<bool>()) {
+    text = *b ? "true" : "false";
+  } else {
+    text = "value";  // a table or a date: apply_key says what is wrong with it
+  }
+  for (char& c : text)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '_' || c == '-' || c == '+'))
+      c = '_';
+  return text;
+}
+
+// Every combination of the swept values, the first key varying slowest; one empty point without
+// a [sweep].
+std::vector<SweepPoint> sweep_grid(const toml::table* sweep) {
+  std::vector<SweepPoint> grid(1);
+  if (sweep == nullptr) return grid;
+  for (const auto& [k, v] : *sweep) {
+    const std::string key(k.str());
+    std::vector<SweepPoint> next;
+    for (const SweepPoint& point : grid) {
+      for (const toml::node& value : *v.as_array()) {
+        SweepPoint p = point;
+        p.values.emplace_back(key, &value);
+        p.name += (p.name.empty() ? "" : "-") + key + "-" + name_text(value);
+        next.push_back(std::move(p));
+      }
+    }
+    grid = std::move(next);
+  }
+  return grid;
+}
+
 std::vector<std::string*> input_paths(TrainConfig& c) {
   return {&c.data, &c.targets, &c.init, &c.sample_weights};
 }
@@ -114,6 +174,9 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
 
   TrainConfig defaults;
   const toml::array* runs = nullptr;
+  const toml::table* sweep = nullptr;
+  int sweep_line = 0;
+  std::size_t grid_size = 1;
   for (const auto& [key, node] : table) {
     const std::string name(key.str());
     if (name == "defaults") {
@@ -127,6 +190,24 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
                     ": [defaults] cannot set 'name'; each [[run]] names itself");
         apply_key(defaults, kname, v, source, base_dir);
       }
+    } else if (name == "sweep") {
+      sweep = node.as_table();
+      MT_CHECK_AS(ValueError, sweep != nullptr, source, ":", line_of(node),
+                  ": 'sweep' must be a table ([sweep] with lists of values: lr = [1e-3, 3e-3])");
+      check_one_spelling_per_key(*sweep, source);
+      sweep_line = line_of(node);
+      for (const auto& [k, v] : *sweep) {
+        const std::string kname(k.str());
+        const toml::array* values = v.as_array();
+        MT_CHECK_AS(ValueError, kname != "name", source, ":", line_of(v),
+                    ": [sweep] cannot vary 'name'; run names are made from the values");
+        MT_CHECK_AS(ValueError, values != nullptr && !values->empty(), source, ":", line_of(v),
+                    ": [sweep] ", kname, " must be a non-empty list of values (", kname,
+                    " = [a, b])");
+        grid_size *= values->size();
+        MT_CHECK_AS(ValueError, grid_size <= kMaxSweepRuns, source, ":", line_of(v),
+                    ": [sweep] makes more than ", kMaxSweepRuns, " runs per [[run]]");
+      }
     } else if (name == "run") {
       runs = node.as_array();
       MT_CHECK_AS(ValueError, runs != nullptr && runs->is_array_of_tables(), source, ":",
@@ -134,25 +215,33 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
                   ": 'run' must be an array of tables: write each run as a [[run]] table");
     } else {
       MT_THROW(ValueError, source, ":", line_of(node), ": unknown top-level key '", excerpt(name),
-               "'; runs.toml holds an optional [defaults] table and [[run]] tables (put training "
-               "keys in them)");
+               "'; runs.toml holds an optional [defaults] table, an optional [sweep] table and "
+               "[[run]] tables (put training keys in them)");
     }
   }
-  MT_CHECK_AS(ValueError, runs != nullptr && !runs->empty(), source,
+  MT_CHECK_AS(ValueError, (runs != nullptr && !runs->empty()) || sweep != nullptr, source,
               ": no runs; add one [[run]] table per run with a name and training keys (name = "
-              "\"a\", lr = 0.01)");
+              "\"a\", lr = 0.01), or a [sweep] table of values to try");
 
   PipelinesFile file;
   file.path = source;
+  // The runs the file names ([[run]] tables), each crossed with every point of the [sweep] grid;
+  // with a [sweep] and no [[run]], the grid alone.
+  struct BaseRun {
+    std::string name;
+    int line = 0;
+    const toml::table* keys = nullptr;
+  };
+  std::vector<BaseRun> bases;
   std::set<std::string> names;
   int index = 0;
-  for (const toml::node& run_node : *runs) {
+  const toml::array no_runs;
+  for (const toml::node& run_node : runs != nullptr ? *runs : no_runs) {  // both lvalues: no copy
     ++index;
     const toml::table& run = *run_node.as_table();
-    PipelineRunConfig r;
-    r.line = line_of(run_node);
+    const int line = line_of(run_node);
     const toml::node* name_node = run.get("name");
-    MT_CHECK_AS(ValueError, name_node != nullptr, source, ":", r.line, ": [[run]] #", index,
+    MT_CHECK_AS(ValueError, name_node != nullptr, source, ":", line, ": [[run]] #", index,
                 " has no name; give it name = \"...\" (its output directory)");
     const std::optional<std::string> name = name_node->value_exact<std::string>();
     MT_CHECK_AS(ValueError, name.has_value(), source, ":", line_of(*name_node), ": [[run]] #",
@@ -163,26 +252,55 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
                 "starting with '.')");
     MT_CHECK_AS(ValueError, names.insert(*name).second, source, ":", line_of(*name_node),
                 ": run name '", *name, "' is used twice; give each [[run]] its own name");
-    r.name = *name;
-    r.config = defaults;
-    try {
-      check_one_spelling_per_key(run, source);
-      for (const auto& [k, v] : run) {
-        const std::string kname(k.str());
-        if (kname != "name") apply_key(r.config, kname, v, source, base_dir);
+    bases.push_back({*name, line, &run});
+  }
+  if (bases.empty()) bases.push_back({"", sweep_line, nullptr});
+
+  const std::vector<SweepPoint> grid = sweep_grid(sweep);
+  std::set<std::string> made;
+  for (const BaseRun& base : bases) {
+    for (const SweepPoint& point : grid) {
+      PipelineRunConfig r;
+      r.line = base.line;
+      r.name = base.name.empty()    ? point.name
+               : point.name.empty() ? base.name
+                                    : base.name + "-" + point.name;
+      MT_CHECK_AS(ValueError, safe_name(r.name), source, ":", r.line, ": run name '",
+                  excerpt(r.name),
+                  "' (from [sweep]) is not a safe directory name of at most 100 "
+                  "characters; sweep fewer keys or shorter values");
+      MT_CHECK_AS(ValueError, made.insert(r.name).second, source, ":", r.line, ": run name '",
+                  r.name,
+                  "' comes out twice; give the [[run]] tables names that [sweep] "
+                  "suffixes cannot repeat");
+      r.config = defaults;
+      try {
+        for (const auto& [key, value] : point.values)
+          apply_key(r.config, key, *value, source, base_dir);
+        if (base.keys != nullptr) {
+          check_one_spelling_per_key(*base.keys, source);
+          for (const auto& [k, v] : *base.keys) {
+            const std::string kname(k.str());
+            if (kname == "name") continue;
+            MT_CHECK_AS(ValueError, sweep == nullptr || !sweep->contains(kname), source, ":",
+                        line_of(v), ": the run sets '", kname,
+                        "', which [sweep] varies; drop one of the two");
+            apply_key(r.config, kname, v, source, base_dir);
+          }
+        }
+        check_run(r.config);
+      } catch (const Error& e) {
+        // Key errors already name their line; a combination that does not check names the run's.
+        const std::string what = e.what();
+        r.error = "run '" + r.name + "': " +
+                  (what.rfind(source + ":", 0) == 0
+                       ? what
+                       : source + ":" + std::to_string(r.line) + ": " + what);
       }
-      check_run(r.config);
-    } catch (const Error& e) {
-      // Key errors already name their line; a combination that does not check names the run's.
-      const std::string what = e.what();
-      r.error =
-          "run '" + r.name + "': " +
-          (what.rfind(source + ":", 0) == 0 ? what
-                                            : source + ":" + std::to_string(r.line) + ": " + what);
+      expand_name(r.config, r.name);
+      make_inputs_absolute(r.config);
+      file.runs.push_back(std::move(r));
     }
-    expand_name(r.config, r.name);
-    make_inputs_absolute(r.config);
-    file.runs.push_back(std::move(r));
   }
   return file;
 }

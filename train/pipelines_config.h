@@ -15,6 +15,11 @@
 //   device = "cpu"
 //   optimizer = "sgd"
 //
+// [sweep]: a table of lists; every combination of their values (keys in name order, the first
+// varying slowest) is crossed with each [[run]], or stands alone without [[run]] tables, and
+// names its run: "NAME-lr-0.001-optimizer-sgd" ("lr-0.001-..." alone). A run that sets a swept key
+// fails naming it; more than 1000 combinations is a ValueError.
+//
 // Paths: inputs (data, targets, init, sample-weights) relative to the file's directory; outputs
 // (save, checkpoint-dir, log) relative to the run's own directory, OUT/NAME/ (place_run_outputs),
 // so that a `save = "w.safetensors"` in [defaults] gives each run its own file. "{name}" in any

@@ -130,6 +130,78 @@ log = "../a/../b/metrics.jsonl"
       << msg2;
 }
 
+// [sweep]: every combination of the listed values, crossed with each [[run]] (or alone), named
+// after the values.
+TEST(PipelinesConfig, ASweepMakesOneRunPerCombinationNamedAfterItsValues) {
+  const PipelinesFile f = parse(R"(
+[defaults]
+steps = 5
+
+[sweep]
+optimizer = ["sgd", "adam"]
+lr = [1e-3, 0.25]
+
+[[run]]
+name = "small"
+model = "mlp:4,8,1"
+
+[[run]]
+name = "big"
+model = "mlp:4,64,1"
+)");
+  std::vector<std::string> names;
+  for (const PipelineRunConfig& r : f.runs) names.push_back(r.name);
+  // Keys in name order (toml++ keeps a table sorted): lr varies slowest.
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "small-lr-0.001-optimizer-sgd", "small-lr-0.001-optimizer-adam",
+                       "small-lr-0.25-optimizer-sgd", "small-lr-0.25-optimizer-adam",
+                       "big-lr-0.001-optimizer-sgd", "big-lr-0.001-optimizer-adam",
+                       "big-lr-0.25-optimizer-sgd", "big-lr-0.25-optimizer-adam"}));
+  const PipelineRunConfig& r = f.runs[6];
+  EXPECT_EQ(r.error, "");
+  EXPECT_EQ(r.config.model, "mlp:4,64,1");
+  EXPECT_EQ(r.config.optimizer, "sgd");
+  EXPECT_DOUBLE_EQ(r.config.lr, 0.25);
+  EXPECT_EQ(r.config.steps, 5);
+
+  // The grid alone, without [[run]] tables.
+  const PipelinesFile g = parse("[sweep]\nbatch-size = [16, 64]\n");
+  ASSERT_EQ(g.runs.size(), 2u);
+  EXPECT_EQ(g.runs[0].name, "batch-size-16");
+  EXPECT_EQ(g.runs[1].config.batch_size, 64);
+}
+
+TEST(PipelinesConfig, SweepMistakesAreNamed) {
+  // A run that sets a swept key: its runs fail, naming the key; the file is still read.
+  const PipelinesFile f = parse("[sweep]\nlr = [0.1, 0.2]\n[[run]]\nname = \"a\"\nlr = 0.5\n");
+  ASSERT_EQ(f.runs.size(), 2u);
+  EXPECT_NE(f.runs[0].error.find("the run sets 'lr', which [sweep] varies"), std::string::npos)
+      << f.runs[0].error;
+  // A bad value fails the runs that use it, naming it.
+  const PipelinesFile g = parse("[sweep]\nlr = [0.1, \"fast\"]\n");
+  ASSERT_EQ(g.runs.size(), 2u);
+  EXPECT_EQ(g.runs[0].error, "");
+  EXPECT_NE(g.runs[1].error.find("run 'lr-fast'"), std::string::npos) << g.runs[1].error;
+  // Not a list, an empty list, or 'name': the file is refused.
+  EXPECT_NE(error_message([] {
+              parse("[sweep]\nlr = 0.1\n");
+            }).find("runs.toml:2: [sweep] lr must be a non-empty list of values"),
+            std::string::npos);
+  EXPECT_NE(error_message([] { parse("[sweep]\nlr = []\n"); }).find("non-empty list"),
+            std::string::npos);
+  EXPECT_NE(
+      error_message([] { parse("[sweep]\nname = [\"a\"]\n"); }).find("[sweep] cannot vary 'name'"),
+      std::string::npos);
+  // More than 1000 runs is refused before anything starts.
+  std::string big = "[sweep]\nlr = [";
+  for (int i = 0; i < 40; ++i) big += (i ? "," : "") + std::to_string(i + 1);
+  big += "]\nseed = [";
+  for (int i = 0; i < 40; ++i) big += (i ? "," : "") + std::to_string(i + 1);
+  big += "]\n";
+  EXPECT_NE(error_message([&] { parse(big); }).find("makes more than 1000 runs"),
+            std::string::npos);
+}
+
 TEST(PipelinesConfig, RelativeBaseDirBecomesAbsolute) {
   const PipelinesFile f = parse_pipelines_config(
       "[[run]]\nname = \"a\"\ndata = \"x.csv\"\ntarget-columns = \"y\"\n", "runs.toml", "sub");
@@ -185,7 +257,7 @@ replicas = 2
 TEST(PipelinesConfig, FileLevelProblemsRejectTheWholeFile) {
   EXPECT_EQ(error_message([] { parse("[defaults]\nlr = 0.1\n"); }),
             "runs.toml: no runs; add one [[run]] table per run with a name and training keys (name "
-            "= \"a\", lr = 0.01)");
+            "= \"a\", lr = 0.01), or a [sweep] table of values to try");
   EXPECT_EQ(error_message([] { parse("[[run]]\nname = \"a\"\n[[run]]\nname = \"a\"\n"); }),
             "runs.toml:4: run name 'a' is used twice; give each [[run]] its own name");
   EXPECT_EQ(error_message([] { parse("[[run]]\nname = \"a\"\n[[run]]\nlr = 0.1\n"); }),
