@@ -1,27 +1,19 @@
-// `minitrain predict`: weights (the model and activation read from their metadata) + X.npy or
-// T.csv -> Y.npy or Y.csv.
+// `minitrain predict`: weights (the model rebuilt from their metadata, train/trained_model.h) +
+// X.npy or T.csv -> Y.npy or Y.csv.
 
 #include "train/predict.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <map>
-
-#include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/npy.h"
-#include "core/safetensors.h"
 #include "core/shape.h"
 #include "core/strings.h"
 #include "data/readers.h"
-#include "kernels/activation.h"
 #include "kernels/cast.h"
-#include "nn/mlp.h"
-#include "nn/state_dict.h"
-#include "train/flag_context.h"
+#include "train/trained_model.h"
 
 namespace minitrain {
 
@@ -32,54 +24,6 @@ bool is_csv(const std::string& path, const char* flag) {
   MT_CHECK_AS(ValueError, ends_with(path, ".npy"), flag, " ", path,
               ": the extension says the format, and it is neither .npy nor .csv");
   return false;
-}
-
-// The tensors of a model by state_dict names, and the file's metadata: a weights file as train
-// --save (or PyTorch) writes it, or a checkpoint, whose "model." tensors are the model's.
-struct TrainedWeights {
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  std::map<std::string, std::string> metadata;
-};
-
-TrainedWeights read_trained_weights(const std::string& path) {
-  SafetensorsFile file;
-  with_flag_context("--weights", [&] { file = read_safetensors(path); });
-  TrainedWeights w;
-  w.metadata = std::move(file.metadata);
-  if (w.metadata.count("minitrain.checkpoint") == 0) {
-    w.tensors = std::move(file.tensors);
-    return w;
-  }
-  const std::string prefix = "model.";
-  for (auto& [name, t] : file.tensors)
-    if (starts_with(name, prefix)) w.tensors.emplace_back(name.substr(prefix.size()), std::move(t));
-  return w;
-}
-
-// What the weights say `key` is, or the flag's value where they say nothing; a flag that says
-// otherwise than the weights is an error (a wrong --activation would give wrong outputs quietly).
-// `same` compares two values as what they mean (a model by its sizes, an activation by its kind).
-template <typename Same>
-std::string settle(const TrainedWeights& w, const std::string& weights_path, const char* key,
-                   const char* flag, const std::string& flag_value, Same same) {
-  const auto it = w.metadata.find(key);
-  if (it == w.metadata.end()) return flag_value;
-  MT_CHECK_AS(ValueError, flag_value.empty() || same(flag_value, it->second), flag, " ", flag_value,
-              " contradicts the weights: ", weights_path, " was trained as ", it->second,
-              " (its metadata '", key, "'); leave ", flag,
-              " out, or give the weights of the model you mean");
-  return it->second;
-}
-
-// The metadata's 'target_columns': a JSON list of names (train/run_training.cpp writes it).
-std::vector<std::string> metadata_names(const std::string& text, const std::string& path) {
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  const bool ok = j.is_array() && std::all_of(j.begin(), j.end(), [](const nlohmann::json& v) {
-                    return v.is_string();
-                  });
-  MT_CHECK_AS(IoError, ok, path, ": metadata 'target_columns' is '", excerpt(text, 80),
-              "', not a JSON list of column names");
-  return j.get<std::vector<std::string>>();
 }
 
 // Y as CSV: a header (the training's target column names where they fit, else y0, y1, ...),
@@ -145,30 +89,14 @@ int64_t run_predict(const PredictConfig& c) {
   check_available(device);
 
   // ---- the model, as the weights describe it ----
-  const TrainedWeights w = read_trained_weights(c.weights);
-  const std::string model_spec =
-      settle(w, c.weights, "model", "--model", c.model,
-             [](const auto& a, const auto& b) { return parse_mlp_spec(a) == parse_mlp_spec(b); });
-  MT_CHECK_AS(ValueError, !model_spec.empty(), "--weights ", c.weights,
-              " does not say which model it holds (no 'model' in its metadata, as in a file "
-              "made by PyTorch): give --model mlp:IN,...,OUT");
-  const std::vector<int64_t> sizes = parse_mlp_spec(model_spec);
-  const std::string activation = settle(
-      w, c.weights, "activation", "--activation", c.activation,
-      [](const auto& a, const auto& b) { return parse_activation(a) == parse_activation(b); });
-  MT_CHECK_AS(ValueError, !activation.empty(), "--weights ", c.weights,
-              " does not say which activation its model uses (no 'activation' in its metadata): "
-              "give --activation (",
-              join(activation_names(), ", "), ")");
-  Generator gen(0);  // every parameter is then overwritten by the weights file
-  auto model = make_mlp(sizes, parse_activation(activation), gen, device);
-  with_flag_context("--weights", [&] { load_state_dict(*model, w.tensors); });
+  const TrainedModel trained = load_trained_model(c.weights, c.model, c.activation, device);
+  Module& model = *trained.model;
+  const std::vector<int64_t>& sizes = trained.sizes;
+  const std::string& model_spec = trained.spec;
 
   // ---- the input: X.npy, or a table's feature columns ----
-  std::vector<std::string> targets = c.target_columns;
-  if (targets.empty())
-    if (const auto it = w.metadata.find("target_columns"); it != w.metadata.end())
-      targets = metadata_names(it->second, c.weights);
+  const std::vector<std::string> targets =
+      c.target_columns.empty() ? trained.target_columns : c.target_columns;
   std::vector<std::string> dropped;
   const Tensor x = csv_in ? load_csv_features(c.input, targets, &dropped) : read_npy(c.input);
   if (x.ndim() != 2 || x.size(1) != sizes.front())
@@ -182,7 +110,7 @@ int64_t run_predict(const PredictConfig& c) {
   if (!dir.empty() && !std::filesystem::is_directory(dir))
     MT_THROW(IoError, "--output ", c.output, ": directory '", dir.string(), "' does not exist");
 
-  const Tensor y = predict(*model, x, device, c.batch_size);
+  const Tensor y = predict(model, x, device, c.batch_size);
   if (csv_out)
     write_csv(c.output, y, targets);
   else

@@ -1,0 +1,99 @@
+// Rebuilding a model from what its weights file says of itself (train/trained_model.h).
+
+#include "train/trained_model.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/generator.h"
+#include "core/safetensors.h"
+#include "core/strings.h"
+#include "kernels/activation.h"
+#include "nn/mlp.h"
+#include "nn/state_dict.h"
+#include "train/flag_context.h"
+
+namespace minitrain {
+namespace {
+
+// The tensors of a model by state_dict names, and the file's metadata: a weights file as train
+// --save (or PyTorch) writes it, or a checkpoint, whose "model." tensors are the model's.
+struct TrainedWeights {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+TrainedWeights read_trained_weights(const std::string& path) {
+  SafetensorsFile file;
+  with_flag_context("--weights", [&] { file = read_safetensors(path); });
+  TrainedWeights w;
+  w.metadata = std::move(file.metadata);
+  if (w.metadata.count("minitrain.checkpoint") == 0) {
+    w.tensors = std::move(file.tensors);
+    return w;
+  }
+  const std::string prefix = "model.";
+  for (auto& [name, t] : file.tensors)
+    if (starts_with(name, prefix)) w.tensors.emplace_back(name.substr(prefix.size()), std::move(t));
+  return w;
+}
+
+// What the weights say `key` is, or the flag's value where they say nothing; a flag that says
+// otherwise than the weights is an error (a wrong --activation would give wrong outputs quietly).
+// `same` compares two values as what they mean (a model by its sizes, an activation by its kind).
+template <typename Same>
+std::string settle(const TrainedWeights& w, const std::string& weights_path, const char* key,
+                   const char* flag, const std::string& flag_value, Same same) {
+  const auto it = w.metadata.find(key);
+  if (it == w.metadata.end()) return flag_value;
+  MT_CHECK_AS(ValueError, flag_value.empty() || same(flag_value, it->second), flag, " ", flag_value,
+              " contradicts the weights: ", weights_path, " was trained as ", it->second,
+              " (its metadata '", key, "'); leave ", flag,
+              " out, or give the weights of the model you mean");
+  return it->second;
+}
+
+// The metadata's 'target_columns': a JSON list of names (train/run_training.cpp writes it).
+std::vector<std::string> metadata_names(const std::string& text, const std::string& path) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const bool ok = j.is_array() && std::all_of(j.begin(), j.end(), [](const nlohmann::json& v) {
+                    return v.is_string();
+                  });
+  MT_CHECK_AS(IoError, ok, path, ": metadata 'target_columns' is '", excerpt(text, 80),
+              "', not a JSON list of column names");
+  return j.get<std::vector<std::string>>();
+}
+
+}  // namespace
+
+TrainedModel load_trained_model(const std::string& weights, const std::string& model_flag,
+                                const std::string& activation_flag, Device device) {
+  const TrainedWeights w = read_trained_weights(weights);
+  TrainedModel t;
+  t.spec = settle(w, weights, "model", "--model", model_flag, [](const auto& a, const auto& b) {
+    return parse_mlp_spec(a) == parse_mlp_spec(b);
+  });
+  MT_CHECK_AS(ValueError, !t.spec.empty(), "--weights ", weights,
+              " does not say which model it holds (no 'model' in its metadata, as in a file "
+              "made by PyTorch): give --model mlp:IN,...,OUT");
+  t.sizes = parse_mlp_spec(t.spec);
+  t.activation = settle(
+      w, weights, "activation", "--activation", activation_flag,
+      [](const auto& a, const auto& b) { return parse_activation(a) == parse_activation(b); });
+  MT_CHECK_AS(ValueError, !t.activation.empty(), "--weights ", weights,
+              " does not say which activation its model uses (no 'activation' in its metadata): "
+              "give --activation (",
+              join(activation_names(), ", "), ")");
+  if (const auto it = w.metadata.find("target_columns"); it != w.metadata.end())
+    t.target_columns = metadata_names(it->second, weights);
+  Generator gen(0);  // every parameter is then overwritten by the weights file
+  t.model = make_mlp(t.sizes, parse_activation(t.activation), gen, device);
+  with_flag_context("--weights", [&] { load_state_dict(*t.model, w.tensors); });
+  return t;
+}
+
+}  // namespace minitrain

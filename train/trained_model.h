@@ -1,0 +1,30 @@
+#pragma once
+// A trained model rebuilt from its weights file, as `minitrain predict` and `evaluate` need it:
+// the model spec, activation and (for a table) target columns come from the file's metadata,
+// which train --save and checkpoints write; flags only fill in what a file does not say (one made
+// by PyTorch), and a flag that contradicts the file is an error.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "nn/module.h"
+
+namespace minitrain {
+
+struct TrainedModel {
+  std::unique_ptr<Module> model;  ///< in eval-ready state, on the requested device
+  std::string spec;               ///< mlp:IN,...,OUT
+  std::vector<int64_t> sizes;     ///< the spec's widths
+  std::string activation;
+  std::vector<std::string> target_columns;  ///< the training table's targets; empty for .npy data
+};
+
+/// Reads `weights` (train --save weights, a checkpoint, or PyTorch's state_dict) and builds its
+/// model on `device`. `model_flag` / `activation_flag` ("" = not given) are used where the
+/// metadata has no value; ValueError where they contradict it or where neither says.
+TrainedModel load_trained_model(const std::string& weights, const std::string& model_flag,
+                                const std::string& activation_flag, Device device);
+
+}  // namespace minitrain
