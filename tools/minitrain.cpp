@@ -10,6 +10,7 @@
 #include "parallel/comm/mpi_communicator.h"
 #include "parallel/launch/mpi_bootstrap.h"
 #include "tools/bench_command.h"
+#include "tools/evaluate_command.h"
 #include "tools/info_command.h"
 #include "tools/launch_command.h"
 #include "tools/pipelines_command.h"
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   CLI::App* info = app.add_subcommand("info", "devices, memory, CUDA/cuBLAS/cuDNN/NCCL versions");
   minitrain::cli::TrainCommand train(app);
   minitrain::cli::PredictCommand predict(app);
+  minitrain::cli::EvaluateCommand evaluate(app);
   minitrain::cli::LaunchCommand launch(app);
   minitrain::cli::PipelinesCommand pipelines(app);
   minitrain::cli::BenchCommand bench(app);
@@ -34,9 +36,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // CLI11 reports an unknown command as "A subcommand is required"; name it instead.
     if (argc > 1 && argv[1][0] != '-' && app.get_subcommands().empty()) {
-      std::cerr
-          << "minitrain: unknown command '" << argv[1]
-          << "' (commands: info, train, predict, launch, pipelines, bench); see minitrain --help\n";
+      std::cerr << "minitrain: unknown command '" << argv[1]
+                << "' (commands: info, train, predict, evaluate, launch, pipelines, bench); see "
+                   "minitrain --help\n";
       return 2;
     }
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
@@ -61,6 +63,8 @@ int main(int argc, char** argv) {
       code = train.run(std::cout, std::cerr);
     else if (predict.parsed())
       code = predict.run(std::cout);
+    else if (evaluate.parsed())
+      code = evaluate.run(std::cout);
     else if (launch.parsed())
       code = launch.run(std::cout, std::cerr);
     else if (pipelines.parsed())

@@ -1,5 +1,5 @@
 #pragma once
-// `minitrain predict --weights W.safetensors --model mlp:... --input X.npy --output Y.npy`.
+// `minitrain predict --weights W.safetensors --input X.npy|T.csv --output Y.npy|Y.csv`.
 
 #include <ostream>
 

@@ -61,4 +61,12 @@ execute_process(COMMAND "${MINITRAIN}" predict --weights "${WORK}/w.safetensors"
 if(code EQUAL 0 OR NOT err MATCHES "--activation relu contradicts the weights: .* was trained as tanh")
   message(FATAL_ERROR "a contradicting --activation was not refused (exit ${code}): ${err}")
 endif()
+# evaluate: the training table scored with the weights alone (targets from their metadata), one
+# JSON line; 12 steps already explain most of the variance (r2 0.89 when written), so r2 must be
+# between 0 and 1: a model that knows nothing scores 0 or below.
+run("${MINITRAIN}" evaluate --weights "${WORK}/w.safetensors" --data "${FIXTURES}/train_small.csv"
+    --device cpu)
+if(NOT out MATCHES "^\\{\"rows\":40,\"outputs\":1,\"loss\":[0-9.e-]+,\"mse\":.*\"r2\":0\\.[0-9]+(e-[0-9]+)?\\}\n$")
+  message(FATAL_ERROR "unexpected evaluate output: ${out}")
+endif()
 message(STATUS "train -> predict round trip ok")
