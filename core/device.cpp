@@ -153,7 +153,7 @@ std::string cuda_driver_advice(int runtime_version, int driver_version) {
   return text;
 }
 
-CudaVersions cuda_versions() {
+CudaVersions cuda_versions([[maybe_unused]] bool open_libraries) {
   CudaVersions v;
 #if MINITRAIN_CUDA_EMULATED
   v.runtime = "emulated (cuda_emu: CPU threads)";
@@ -169,7 +169,7 @@ CudaVersions cuda_versions() {
   // Note [lazy CUDA libraries] in core/CMakeLists.txt: without a GPU nothing would use the vendor
   // libraries, so they are not opened just to print versions; the versions compiled against are
   // given instead.
-  if (cuda_device_count() == 0) {
+  if (cuda_device_count() == 0 && !open_libraries) {
     v.cublas = dotted(CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_PATCH);
     v.cudnn = dotted(CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL);
     v.nccl = dotted(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
@@ -182,8 +182,12 @@ CudaVersions cuda_versions() {
     try {
       return version();
     } catch (const DeviceError& e) {
-      const std::string what = e.what();
-      missing += (missing.empty() ? "" : "; ") + what.substr(0, what.find('\n'));
+      // The loader's first two lines: what is missing, and the first place it looked.
+      std::string what = e.what();
+      const std::size_t first = what.find('\n');
+      if (first != std::string::npos) what = what.substr(0, what.find('\n', first + 1));
+      for (std::size_t at; (at = what.find("\n  ")) != std::string::npos;) what.replace(at, 3, " ");
+      missing += (missing.empty() ? "" : "; ") + what;
       return "missing";
     }
   };
@@ -210,6 +214,7 @@ CudaVersions cuda_versions() {
       paths += (paths.empty() ? "" : ", ") + path;
   v.vendor_note = "loaded: " + (paths.empty() ? std::string("none") : paths);
   if (!missing.empty()) v.vendor_note += "; " + missing;
+  v.vendor_missing = !missing.empty();
 #endif
   return v;
 }

@@ -67,8 +67,10 @@ std::vector<CudaDeviceInfo> cuda_devices();
 struct CudaVersions {
   std::string runtime, driver, cublas, cudnn, nccl;
   std::string vendor_note;  ///< which of the two, where the libraries were found, what is missing
+  bool vendor_missing = false;  ///< a vendor library could not be opened
 };
-CudaVersions cuda_versions();
+/// `open_libraries`: open the vendor libraries (and report what they are) even without a GPU.
+CudaVersions cuda_versions(bool open_libraries = false);
 
 /// Why a CUDA runtime cannot start on a driver, in plain words, or "" where it can. Versions as
 /// cudaRuntimeGetVersion / cudaDriverGetVersion give them (12020: CUDA 12.2; the driver's is the

@@ -72,5 +72,14 @@ grep -q '^CUDA runtime 12\.' <<<"$info" || fail "info names another runtime: $in
 grep -Eq '^cuBLAS 12\.[0-9.]+, cuDNN 9\.[0-9.]+, NCCL 2\.[0-9.]+ \(compiled against' <<<"$info" ||
   fail "info names other library versions: $info"
 log "$(grep -E '^(CUDA runtime|cuBLAS)' <<<"$info" | tr '\n' ';')"
+# And at run time the stubs open CUDA 12's libraries by their sonames (the wheels' copies here;
+# info --libraries opens them without a GPU). cuDNN's version is read from its sub-libraries,
+# which this toolkit leaves out (cuda12_toolkit.sh): the libcudnn.so.9 shim finds them on the
+# loader's path, so on a machine with another cuDNN 9 that one's version is shown.
+libraries=$(LD_LIBRARY_PATH="$toolkit/lib64" "$minitrain" info --libraries) ||
+  fail "minitrain info --libraries could not open CUDA 12's libraries: $libraries"
+grep -Eq "^cuBLAS 12\.[0-9.]+, cuDNN 9\.[0-9.]+, NCCL 2\.[0-9.]+ \(loaded: [^)]*libcublas\.so\.12" <<<"$libraries" ||
+  fail "info --libraries: $libraries"
+log "$(grep -E '^cuBLAS' <<<"$libraries")"
 log "minitrain needs: $needed"
 log "CUDA 12 ($nvcc_version) build compiled and linked in $((SECONDS - start)) s"

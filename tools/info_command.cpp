@@ -10,7 +10,7 @@
 
 namespace minitrain::cli {
 
-int run_info(std::ostream& out) {
+int run_info(std::ostream& out, bool open_libraries) {
   out << "minitrain " << MINITRAIN_VERSION << " ("
       << (cuda_emulated()   ? "CUDA build on emulated GPUs"
           : cuda_compiled() ? "CUDA build"
@@ -19,17 +19,19 @@ int run_info(std::ostream& out) {
   out << "cpu: " << std::thread::hardware_concurrency() << " hardware threads, " << num_threads()
       << " used by minitrain (OMP_NUM_THREADS sets it)\n";
 
+  int code = 0;
   if (cuda_compiled()) {
-    const CudaVersions v = cuda_versions();
+    const CudaVersions v = cuda_versions(open_libraries);
     out << "CUDA runtime " << v.runtime << ", driver " << v.driver << "\n";
     out << "cuBLAS " << v.cublas << ", cuDNN " << v.cudnn << ", NCCL " << v.nccl;
     if (!v.vendor_note.empty()) out << " (" << v.vendor_note << ")";
     out << "\n";
+    if (open_libraries && v.vendor_missing) code = 1;
   }
   const int n = cuda_device_count();
   if (n == 0) {
     out << "GPUs: none (" << cuda_unavailable_reason() << "); everything runs on the CPU\n";
-    return 0;
+    return code;
   }
   out << "GPUs: " << n << "\n";
   for (const CudaDeviceInfo& d : cuda_devices()) {
@@ -37,7 +39,7 @@ int run_info(std::ostream& out) {
         << d.compute_minor << ", " << d.multiprocessors << " SMs, " << format_bytes(d.total_bytes)
         << " total, " << format_bytes(d.free_bytes) << " free\n";
   }
-  return 0;
+  return code;
 }
 
 }  // namespace minitrain::cli

@@ -5,5 +5,7 @@
 #include <ostream>
 
 namespace minitrain::cli {
-int run_info(std::ostream& out);
+/// `open_libraries` (--libraries): open cuBLAS, cuDNN and NCCL even without a GPU, to check an
+/// installation (on a login node, say); returns 1 when one of them cannot be opened.
+int run_info(std::ostream& out, bool open_libraries = false);
 }  // namespace minitrain::cli

@@ -24,6 +24,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", MINITRAIN_VERSION);
 
   CLI::App* info = app.add_subcommand("info", "devices, memory, CUDA/cuBLAS/cuDNN/NCCL versions");
+  bool info_libraries = false;
+  info->add_flag("--libraries", info_libraries,
+                 "open cuBLAS, cuDNN and NCCL now, even without a GPU, and say which files were "
+                 "found (exit 1 if one is missing)");
   minitrain::cli::TrainCommand train(app);
   minitrain::cli::PredictCommand predict(app);
   minitrain::cli::EvaluateCommand evaluate(app);
@@ -58,7 +62,7 @@ int main(int argc, char** argv) {
   int code = 0;
   try {
     if (info->parsed())
-      code = minitrain::cli::run_info(std::cout);
+      code = minitrain::cli::run_info(std::cout, info_libraries);
     else if (train.parsed())
       code = train.run(std::cout, std::cerr);
     else if (predict.parsed())

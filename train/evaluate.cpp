@@ -17,7 +17,8 @@ namespace minitrain {
 
 Evaluation run_evaluate(const EvaluateConfig& c) {
   MT_CHECK_AS(ValueError, !c.weights.empty(), "evaluate needs --weights W.safetensors");
-  MT_CHECK_AS(ValueError, !c.data.empty(), "evaluate needs --data X.npy --targets Y.npy, or --data T.csv");
+  MT_CHECK_AS(ValueError, !c.data.empty(),
+              "evaluate needs --data X.npy --targets Y.npy, or --data T.csv");
   const Device device = Device::parse(c.device);
   check_available(device);
   const TrainedModel trained = load_trained_model(c.weights, c.model, c.activation, device);
@@ -29,8 +30,9 @@ Evaluation run_evaluate(const EvaluateConfig& c) {
   MT_CHECK_AS(ValueError,
               c.target_columns.empty() || trained.target_columns.empty() ||
                   c.target_columns == trained.target_columns,
-              "--target-columns ", join(c.target_columns, ","), " contradicts the weights: ",
-              c.weights, " was trained to predict ", join(trained.target_columns, ","),
+              "--target-columns ", join(c.target_columns, ","),
+              " contradicts the weights: ", c.weights, " was trained to predict ",
+              join(trained.target_columns, ","),
               " (its metadata 'target_columns'); leave --target-columns out");
   const std::vector<std::string> targets =
       c.target_columns.empty() ? trained.target_columns : c.target_columns;

@@ -3,7 +3,7 @@
 # no CUDA library but the static runtime, opens cuBLAS only on a GPU path's first call, and with
 # every NVIDIA library hidden (tmpfs mounted over their directories in a private mount namespace)
 # still starts, prints --help and info, and trains on the CPU; the GPU path then fails with the
-# loader's DeviceError naming what is missing.
+# loader's DeviceError naming what is missing, and info --libraries exits 1 saying the same.
 #   vendor_libraries_check.sh MINITRAIN PROBE LIBRARY_FILE...
 # Exit 77 (ctest: skipped) where a mount namespace cannot be made (not root, no unshare).
 set -uo pipefail
@@ -45,6 +45,7 @@ unshare -m --propagation private bash -c '
   "$minitrain" train --device cpu --steps 3 --progress lines >"$scratch/train" 2>&1
   echo $? >"$scratch/train.rc"
   "$probe" >"$scratch/probe" 2>&1; echo $? >"$scratch/probe.rc"
+  "$minitrain" info --libraries >"$scratch/libraries" 2>&1; echo $? >"$scratch/libraries.rc"
 ' hide "$minitrain" "$probe" "$scratch" "${dirs[@]}"
 rc=$?
 [ "$rc" -eq 0 ] || fail "could not hide ${dirs[*]} (exit $rc)"
@@ -57,6 +58,10 @@ grep -q '^done: ' "$scratch/train" || fail "train: $(cat "$scratch/train")"
 [ "$(cat "$scratch/probe.rc")" = 3 ] || fail "probe without cuBLAS: exit $(cat "$scratch/probe.rc"): $(cat "$scratch/probe")"
 grep -Eq 'cuBLAS \(libcublas\.so\.[0-9]+\) could not be loaded' "$scratch/probe" || fail "probe: $(cat "$scratch/probe")"
 grep -q 'LD_LIBRARY_PATH' "$scratch/probe" || fail "no advice: $(cat "$scratch/probe")"
+# info --libraries checks an installation: it exits 1 and says what it could not open.
+[ "$(cat "$scratch/libraries.rc")" = 1 ] || fail "info --libraries without them: exit $(cat "$scratch/libraries.rc")"
+grep -Eq 'cuBLAS missing, cuDNN missing, NCCL missing .*cuBLAS \(libcublas\.so\.[0-9]+\) could not be loaded' \
+  "$scratch/libraries" || fail "info --libraries: $(cat "$scratch/libraries")"
 echo "without the libraries: --help, info and a CPU train ran; the first cuBLAS call said:"
 sed -n 's/^error: //p' "$scratch/probe" | head -3
 echo "PASS"

@@ -25,8 +25,9 @@ struct Fixture {
   Fixture() {
     Generator gen(3);
     auto model = make_mlp({3, 8, 2}, Activation::Tanh, gen);
-    save_weights(dir.path("w.safetensors"), *model,
-                 {{"model", "mlp:3,8,2"}, {"activation", "tanh"}, {"target_columns", R"(["p","q"])"}});
+    save_weights(
+        dir.path("w.safetensors"), *model,
+        {{"model", "mlp:3,8,2"}, {"activation", "tanh"}, {"target_columns", R"(["p","q"])"}});
     x = testing::random_tensor({21, 3}, 5);
     model->eval();
     fx = model->forward(x);
@@ -98,9 +99,9 @@ TEST(Evaluate, ATableTakesItsTargetsFromTheWeightsAndBadInputIsNamed) {
   EXPECT_EQ(run_evaluate(c).loss, 0.0);  // the table's own targets, found by name
 
   c.target_columns = {"q", "p"};
-  testing::expect_error<ValueError>([&] { run_evaluate(c); },
-                                    {"--target-columns q,p contradicts the weights",
-                                     "trained to predict p,q"});
+  testing::expect_error<ValueError>(
+      [&] { run_evaluate(c); },
+      {"--target-columns q,p contradicts the weights", "trained to predict p,q"});
   c.target_columns = {};
   c.data = f.dir.path("x.npy");
   c.targets = "";
