@@ -163,11 +163,10 @@ std::string header_list(const std::vector<std::string>& names) {
 // What to do with a named target column that the header lacks.
 enum class MissingTarget { error, skip };
 
-// The table split into features X and targets Y (one column per target found); the targets'
-// header names in `found_targets`.
+// The table split into features X and targets Y (one column per target found).
 TensorDataset read_csv_table(const std::string& path,
-                             const std::vector<std::string>& wanted_targets, MissingTarget missing,
-                             std::vector<std::string>* found_targets) {
+                             const std::vector<std::string>& wanted_targets,
+                             MissingTarget missing) {
   const std::string text = read_file_bytes(path);
   CsvScanner scanner(path, text.data(), text.data() + text.size());
 
@@ -258,7 +257,6 @@ TensorDataset read_csv_table(const std::string& path,
     x = x.narrow(0, rows);
     y = y.narrow(0, rows);
   }
-  if (found_targets) *found_targets = std::move(target_columns);
   return TensorDataset(std::move(x), std::move(y));
 }
 
@@ -268,12 +266,11 @@ TensorDataset load_csv_dataset(const std::string& path,
                                const std::vector<std::string>& target_columns) {
   MT_CHECK_AS(ValueError, !target_columns.empty(), "load_csv_dataset('", path,
               "'): no target columns given; name the columns to predict (--target-columns a,b)");
-  return read_csv_table(path, target_columns, MissingTarget::error, nullptr);
+  return read_csv_table(path, target_columns, MissingTarget::error);
 }
 
-Tensor load_csv_features(const std::string& path, const std::vector<std::string>& drop_columns,
-                         std::vector<std::string>* dropped) {
-  return read_csv_table(path, drop_columns, MissingTarget::skip, dropped).features();
+Tensor load_csv_features(const std::string& path, const std::vector<std::string>& drop_columns) {
+  return read_csv_table(path, drop_columns, MissingTarget::skip).features();
 }
 
 }  // namespace minitrain

@@ -28,10 +28,10 @@ TensorDataset load_csv_dataset(const std::string& path,
 
 /// The feature columns of a CSV table, for prediction: every column but those of `drop_columns`
 /// that the header has (the targets of the table the model was trained on; columns it lacks are
-/// no error, so unlabelled data reads too), in file order, as float32 [rows, features]. The names
-/// of the columns dropped go to `dropped` when given. Otherwise the checks of load_csv_dataset.
-Tensor load_csv_features(const std::string& path, const std::vector<std::string>& drop_columns = {},
-                         std::vector<std::string>* dropped = nullptr);
+/// no error, so unlabelled data reads too), in file order, as float32 [rows, features]. Otherwise
+/// the checks of load_csv_dataset.
+Tensor load_csv_features(const std::string& path,
+                         const std::vector<std::string>& drop_columns = {});
 
 /// The built-in task: x ~ U(-1, 1)^in, y_j = sum_i sin((i + j + 1) x_i) / sqrt(in) + 0.1 * x_{j mod
 /// in}^2 plus N(0, noise^2). A fixed smooth nonlinear function of the inputs, learnable by an MLP.

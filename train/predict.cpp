@@ -97,11 +97,10 @@ int64_t run_predict(const PredictConfig& c) {
   // ---- the input: X.npy, or a table's feature columns ----
   const std::vector<std::string> targets =
       c.target_columns.empty() ? trained.target_columns : c.target_columns;
-  std::vector<std::string> dropped;
-  const Tensor x = csv_in ? load_csv_features(c.input, targets, &dropped) : read_npy(c.input);
+  const Tensor x = csv_in ? load_csv_features(c.input, targets) : read_npy(c.input);
   if (x.ndim() != 2 || x.size(1) != sizes.front())
-    MT_THROW(ShapeError, "--input ", c.input, " has shape ", x.shape(), " but --model ", model_spec,
-             " expects [rows, ", sizes.front(), "]",
+    MT_THROW(ShapeError, "--input ", c.input, " has shape ", x.shape(), " but the model ",
+             model_spec, " expects [rows, ", sizes.front(), "]",
              x.ndim() == 1 ? " (a 1-D array: reshape it to [rows, features])"
              : csv_in      ? " (every column but the targets is a feature; name the targets "
                              "with --target-columns)"
