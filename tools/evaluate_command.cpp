@@ -4,8 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/strings.h"
-#include "kernels/activation.h"
+#include "tools/trained_model_options.h"
 
 namespace minitrain::cli {
 
@@ -14,19 +13,13 @@ EvaluateCommand::EvaluateCommand(CLI::App& parent) {
       "evaluate",
       "a trained model's loss (MSE, as training reports it), MAE, RMSE and R^2 on labelled data, "
       "as one JSON line; the model comes from the weights' metadata");
-  app_->add_option("--weights", config_.weights,
-                   "weights (.safetensors) from train --save, or a checkpoint")
-      ->required();
+  add_trained_model_options(*app_, config_.weights, config_.model, config_.activation);
   app_->add_option("--data", config_.data, "features X.npy (with --targets) or a CSV table")
       ->required();
   app_->add_option("--targets", config_.targets, "targets Y.npy, with --data X.npy");
   app_->add_option("--target-columns", config_.target_columns,
                    "a CSV table's target columns (default: the training's, from the weights)")
       ->delimiter(',');
-  app_->add_option("--model", config_.model,
-                   "mlp:IN,H1,...,OUT; only for weights that do not say, as in predict");
-  app_->add_option("--activation", config_.activation,
-                   join(activation_names(), " | ") + "; as --model");
   app_->add_option("--device", config_.device, "auto | cpu | cuda | cuda:N");
   app_->add_option("--batch-size", config_.batch_size, "rows per forward pass");
 }

@@ -4,8 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/strings.h"
-#include "kernels/activation.h"
+#include "tools/trained_model_options.h"
 
 namespace minitrain::cli {
 
@@ -14,14 +13,7 @@ PredictCommand::PredictCommand(CLI::App& parent) {
       "predict",
       "run a trained model on X.npy or T.csv and write its outputs to Y.npy or Y.csv; the model "
       "and activation come from the weights' metadata");
-  app_->add_option("--weights", config_.weights,
-                   "weights (.safetensors) from train --save, or a checkpoint")
-      ->required();
-  app_->add_option("--model", config_.model,
-                   "mlp:IN,H1,...,OUT; only for weights that do not say (e.g. made by PyTorch), "
-                   "an error where it differs from theirs");
-  app_->add_option("--activation", config_.activation,
-                   join(activation_names(), " | ") + "; as --model");
+  add_trained_model_options(*app_, config_.weights, config_.model, config_.activation);
   app_->add_option("--input", config_.input,
                    "features X.npy [rows, IN], or a CSV table with a header (the training's "
                    "target columns, if present, are left out)")
