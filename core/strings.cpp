@@ -2,6 +2,9 @@
 
 #include "core/strings.h"
 
+#include <cmath>
+#include <limits>
+
 #include "core/error.h"
 
 namespace minitrain {
@@ -59,6 +62,16 @@ std::vector<Device> parse_device_list(const std::string& list, const std::string
   std::vector<Device> devices;
   for (const std::string& d : device_list_entries(list, flag)) devices.push_back(Device::parse(d));
   return devices;
+}
+
+const char* nonfinite_name(double v) noexcept {
+  return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+}
+
+double nonfinite_value(const std::string& name) noexcept {
+  if (name == "inf") return std::numeric_limits<double>::infinity();
+  if (name == "-inf") return -std::numeric_limits<double>::infinity();
+  return std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace minitrain

@@ -21,6 +21,12 @@ std::vector<std::string> split(const std::string& text, char sep);
 std::string join(const std::vector<std::string>& items, const std::string& sep);
 std::string join(const std::vector<int64_t>& items, const std::string& sep);
 
+/// JSON has no inf or NaN, so minitrain's JSON writes a non-finite number as null with its name
+/// beside it: "inf", "-inf" or "nan" (nonfinite_name), read back by nonfinite_value ("nan" for
+/// anything else, as a null without a name was).
+const char* nonfinite_name(double v) noexcept;
+double nonfinite_value(const std::string& name) noexcept;
+
 /// A byte count in the largest binary unit that holds it exactly, for reprs of settings:
 /// 26214400 -> "25 MiB", 3072 -> "3 KiB", 1000 -> "1000 B". (core/bytes.h's format_bytes rounds
 /// to two decimals instead, for measured amounts.)

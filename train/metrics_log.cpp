@@ -13,6 +13,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/strings.h"
 
 namespace minitrain {
 namespace {
@@ -71,8 +72,7 @@ std::string metrics_json_line(const StepStats& s, int64_t steps) {
   if (steps > 0) j["steps"] = steps;
   j["epoch"] = s.epoch;
   j["loss"] = s.loss;  // JSON has no inf or NaN: a non-finite loss is null, spelled out below
-  if (!std::isfinite(s.loss))
-    j["loss_nonfinite"] = std::isnan(s.loss) ? "nan" : s.loss > 0 ? "inf" : "-inf";
+  if (!std::isfinite(s.loss)) j["loss_nonfinite"] = nonfinite_name(s.loss);
   j["lr"] = s.lr;
   j["step_ms"] = s.step_ms;
   j["samples_per_s"] = s.samples_per_s;

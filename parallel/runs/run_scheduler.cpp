@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <limits>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -365,14 +364,6 @@ ProcessStarter subprocess_starter() {
   };
 }
 
-namespace {
-double nonfinite_value(const std::string& text) {
-  if (text == "inf") return std::numeric_limits<double>::infinity();
-  if (text == "-inf") return -std::numeric_limits<double>::infinity();
-  return std::numeric_limits<double>::quiet_NaN();
-}
-}  // namespace
-
 RunProgress read_run_progress(const std::string& metrics_path, const std::string& output_path) {
   RunProgress p;
   // The last complete metrics line: a line being written is skipped until its '\n' arrives.
@@ -464,9 +455,7 @@ std::string runs_summary_json(const std::vector<RunResult>& results) {
                           ? nlohmann::ordered_json(*r.final_loss)
                           : nlohmann::ordered_json(nullptr);
     if (r.final_loss && !std::isfinite(*r.final_loss))  // JSON has no inf: spelled out
-      j["final_loss_nonfinite"] = std::isnan(*r.final_loss) ? "nan"
-                                  : *r.final_loss > 0       ? "inf"
-                                                            : "-inf";
+      j["final_loss_nonfinite"] = nonfinite_name(*r.final_loss);
     j["steps"] = r.steps;
     j["seconds"] = r.seconds;
     j["start_time"] = r.start_time;

@@ -1,6 +1,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "core/error.h"
 #include "core/strings.h"
 
@@ -88,6 +91,17 @@ TEST(Strings, ABadDeviceNameIsTheDeviceErrorOfDeviceParse) {
     }
   }
   EXPECT_NO_THROW(device_list_entries("cpu,gpu"));  // entries are not device names yet
+}
+
+TEST(Strings, NonFiniteNumbersHaveNamesThatReadBack) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_STREQ(nonfinite_name(inf), "inf");
+  EXPECT_STREQ(nonfinite_name(-inf), "-inf");
+  EXPECT_STREQ(nonfinite_name(std::nan("")), "nan");
+  EXPECT_EQ(nonfinite_value("inf"), inf);
+  EXPECT_EQ(nonfinite_value("-inf"), -inf);
+  EXPECT_TRUE(std::isnan(nonfinite_value("nan")));
+  EXPECT_TRUE(std::isnan(nonfinite_value("")));  // a null without a name
 }
 
 }  // namespace
