@@ -1,0 +1,72 @@
+#pragma once
+// The training losses behind one interface, with torch.nn's formulas, defaults and reductions:
+//
+//   auto loss = make_loss({"cross_entropy"});           // LossOptions: name + its settings
+//   Tensor l = loss->forward(logits, classes);          // 0-d for mean/sum
+//   Tensor g = loss->backward();                        // dL/dlogits with dL/dl = 1
+//
+// A loss is not a Module: it takes two inputs and starts the backward pass. Targets come in two
+// kinds (TargetKind): values of the prediction's shape (mse, l1, smooth_l1, huber,
+// bce_with_logits), or class indices (cross_entropy): one per row, shape [N] or [N, 1], stored in
+// the prediction's float dtype (exact up to 2^24 classes; see Note [class indices as floats]).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "kernels/mse_loss.h"  // Reduction
+
+namespace minitrain {
+
+enum class TargetKind {
+  Values,        ///< a target per prediction element, of the prediction's shape
+  ClassIndices,  ///< one class index per row of [N, C] logits
+};
+
+struct LossOptions {
+  std::string name = "mse";  ///< one of loss_names()
+  Reduction reduction = Reduction::Mean;
+  double beta = 1.0;   ///< smooth_l1: torch's beta (the L2 region's half-width), >= 0
+  double delta = 1.0;  ///< huber: torch's delta, > 0
+  /// cross_entropy: one weight per class (torch's weight=), empty for all 1.
+  std::vector<double> class_weights;
+  double label_smoothing = 0.0;  ///< cross_entropy: in [0, 1]
+  int64_t ignore_index = -100;   ///< cross_entropy: rows with this target count for nothing
+  /// bce_with_logits: one weight per output column for the positive term (torch's pos_weight=),
+  /// empty for all 1.
+  std::vector<double> pos_weight;
+};
+
+class Loss {
+ public:
+  virtual ~Loss() = default;
+  const LossOptions& options() const noexcept { return options_; }
+  const std::string& name() const noexcept { return options_.name; }
+  virtual TargetKind target_kind() const noexcept { return TargetKind::Values; }
+
+  /// 0-d loss for mean/sum, one value per element (or per row for cross_entropy) for none.
+  /// ShapeError names both shapes when pred and target do not fit together; ValueError names the
+  /// row of a class index outside [0, C) that is not ignore_index.
+  virtual Tensor forward(const Tensor& pred, const Tensor& target) = 0;
+  /// dL/dpred for the last forward, with dL/dloss = 1 (ones for reduction none).
+  virtual Tensor backward() = 0;
+  /// forward then backward, as one pass where the loss has a fused kernel; the training step's
+  /// call. The loss and the gradient equal forward's and backward's.
+  virtual Tensor forward_backward(const Tensor& pred, const Tensor& target, Tensor& grad_pred);
+
+ protected:
+  explicit Loss(LossOptions options) : options_(std::move(options)) {}
+  LossOptions options_;
+};
+
+/// The loss `options.name` names; ValueError listing loss_names() for another name, and for a
+/// setting out of its range (naming it and its value).
+std::unique_ptr<Loss> make_loss(const LossOptions& options);
+/// Every name make_loss takes, in the order --help lists them.
+const std::vector<std::string>& loss_names();
+/// Whether `name` takes class indices (as make_loss(name)->target_kind() would say).
+TargetKind loss_target_kind(const std::string& name);
+
+}  // namespace minitrain
