@@ -5,6 +5,7 @@
 #include "core/npy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -211,9 +212,11 @@ class HeaderParser {
 // ---- header fields ----
 
 struct ArrayInfo {
-  DType dtype = DType::Float32;
-  bool swap_bytes = false;  // the file's byte order is not the host's
+  DType dtype = DType::Float32;  // of the tensor read (float64 for an integer file)
+  bool swap_bytes = false;       // the file's byte order is not the host's
   std::vector<int64_t> dims;
+  char int_kind = 0;     // 'i', 'u' or 'b' for an integer or bool file; 0 for floats
+  std::size_t item = 0;  // bytes per item in the file
 };
 
 // "8" -> "64": an item size in bytes as bits, or "" when it is not a plausible size (at most
@@ -254,7 +257,7 @@ std::string numpy_type_name(char kind, const std::string& size) {
   }
 }
 
-void parse_descr(const PyValue& v, const std::string& path, ArrayInfo& info) {
+void parse_descr(const PyValue& v, const std::string& path, NpyIntegers integers, ArrayInfo& info) {
   MT_CHECK_AS(
       IoError, v.kind != PyValue::Kind::List, "cannot read '", path,
       "': it holds a structured array (descr is a list of fields); minitrain reads plain "
@@ -268,11 +271,21 @@ void parse_descr(const PyValue& v, const std::string& path, ArrayInfo& info) {
   if (!d.empty() && std::strchr("<>=|", d[0]) != nullptr) order = d[i++];
   const char kind = i < d.size() ? d[i] : '\0';
   const std::string size = i + 1 <= d.size() ? d.substr(i + 1) : "";
+  const bool file_little =
+      order == '<' || ((order == '=' || order == '|') && host_is_little_endian());
   if (kind == 'f' && (size == "4" || size == "8")) {
     info.dtype = size == "4" ? DType::Float32 : DType::Float64;
-    const bool file_little =
-        order == '<' || ((order == '=' || order == '|') && host_is_little_endian());
+    info.item = size == "4" ? 4 : 8;
     info.swap_bytes = file_little != host_is_little_endian();
+    return;
+  }
+  const bool int_size = size == "1" || size == "2" || size == "4" || size == "8";
+  if (integers == NpyIntegers::AsFloat64 &&
+      (((kind == 'i' || kind == 'u') && int_size) || (kind == 'b' && size == "1"))) {
+    info.dtype = DType::Float64;
+    info.int_kind = kind;
+    info.item = static_cast<std::size_t>(size[0] - '0');
+    info.swap_bytes = info.item > 1 && file_little != host_is_little_endian();
     return;
   }
   const std::string name = numpy_type_name(kind, size);
@@ -283,7 +296,7 @@ void parse_descr(const PyValue& v, const std::string& path, ArrayInfo& info) {
            "' (minitrain reads '<f4' and '<f8', or big-endian '>f4'/'>f8')");
 }
 
-ArrayInfo parse_header(const std::string& text, const std::string& path) {
+ArrayInfo parse_header(const std::string& text, const std::string& path, NpyIntegers integers) {
   const auto entries = HeaderParser(text, path).parse_dict();
   const PyValue* descr = nullptr;
   const PyValue* fortran = nullptr;
@@ -306,7 +319,7 @@ ArrayInfo parse_header(const std::string& text, const std::string& path) {
                 name, "' key (\"", shown(text), "\")");
 
   ArrayInfo info;
-  parse_descr(*descr, path, info);
+  parse_descr(*descr, path, integers, info);
 
   MT_CHECK_AS(IoError, shape->kind == PyValue::Kind::Tuple, "cannot read '", path,
               "': 'shape' must be a tuple of integers, not ", kind_name(shape->kind));
@@ -331,7 +344,7 @@ ArrayInfo parse_header(const std::string& text, const std::string& path) {
 // The data's byte count; a shape whose size does not fit in 64 bits names itself. The file's own
 // length bounds a valid count, so an overflow can only come from a corrupt or hostile header.
 uint64_t checked_byte_count(const ArrayInfo& info, const std::string& path) {
-  int64_t n = static_cast<int64_t>(dtype_size(info.dtype));
+  int64_t n = static_cast<int64_t>(info.item);
   for (int64_t d : info.dims)
     if (__builtin_mul_overflow(n, d, &n))
       MT_THROW(IoError, "cannot read '", path, "': shape ", shown(dims_str(info.dims)),
@@ -374,7 +387,40 @@ std::string npy_preamble(const Tensor& t) {
 
 }  // namespace
 
-Tensor read_npy(const std::string& path, Device device) {
+// An integer file's items (already in host byte order) as float64, exactly: refused past 2^53.
+template <typename I>
+void integers_to_double(const unsigned char* bytes, int64_t n, double* out,
+                        const std::string& path) {
+  for (int64_t i = 0; i < n; ++i) {
+    I v;
+    std::memcpy(&v, bytes + i * static_cast<int64_t>(sizeof(I)), sizeof(I));
+    const double d = static_cast<double>(v);
+    MT_CHECK_AS(IoError, std::fabs(d) <= 9007199254740992.0, "cannot read '", path, "': item ", i,
+                " (", static_cast<long long>(v), ") is too large to hold exactly as a number");
+    out[i] = d;
+  }
+}
+
+void convert_integers(const ArrayInfo& info, const std::vector<unsigned char>& bytes, int64_t n,
+                      double* out, const std::string& path) {
+  const bool is_signed = info.int_kind == 'i';
+  switch (info.item) {
+    case 1:
+      return is_signed ? integers_to_double<int8_t>(bytes.data(), n, out, path)
+                       : integers_to_double<uint8_t>(bytes.data(), n, out, path);
+    case 2:
+      return is_signed ? integers_to_double<int16_t>(bytes.data(), n, out, path)
+                       : integers_to_double<uint16_t>(bytes.data(), n, out, path);
+    case 4:
+      return is_signed ? integers_to_double<int32_t>(bytes.data(), n, out, path)
+                       : integers_to_double<uint32_t>(bytes.data(), n, out, path);
+    default:
+      return is_signed ? integers_to_double<int64_t>(bytes.data(), n, out, path)
+                       : integers_to_double<uint64_t>(bytes.data(), n, out, path);
+  }
+}
+
+Tensor read_npy(const std::string& path, Device device, NpyIntegers integers) {
   check_available(device);  // fail before reading a large file, not after
   InputFile file(path);
   constexpr std::size_t kFixed = kMagicLen + 2;
@@ -403,7 +449,7 @@ Tensor read_npy(const std::string& path, Device device) {
 
   std::string header(static_cast<std::size_t>(header_len), '\0');
   file.read(header.data(), header.size());
-  const ArrayInfo info = parse_header(header, path);
+  const ArrayInfo info = parse_header(header, path, integers);
 
   const uint64_t want = checked_byte_count(info, path);
   const uint64_t have = file.size() - data_start;
@@ -416,7 +462,12 @@ Tensor read_npy(const std::string& path, Device device) {
               " needs ", want, " bytes, the file has ", have, ")");
 
   Tensor t = Tensor::empty(shape, info.dtype, Device::cpu());
-  if (want > 0) {
+  if (info.int_kind != 0) {
+    std::vector<unsigned char> bytes(static_cast<std::size_t>(want));
+    if (want > 0) file.read(bytes.data(), bytes.size());
+    if (info.swap_bytes) byte_swap(bytes.data(), static_cast<std::size_t>(t.numel()), info.item);
+    convert_integers(info, bytes, t.numel(), t.data<double>(), path);
+  } else if (want > 0) {
     file.read(t.raw_data(), static_cast<std::size_t>(want));
     if (info.swap_bytes)
       byte_swap(t.raw_data(), static_cast<std::size_t>(t.numel()), dtype_size(info.dtype));

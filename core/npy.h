@@ -10,10 +10,17 @@
 
 namespace minitrain {
 
+/// What read_npy does with an integer or bool array.
+enum class NpyIntegers {
+  Refuse,     ///< an IoError saying how to convert it (features must be floats)
+  AsFloat64,  ///< read as float64, exactly (class labels); a value past 2^53 is an IoError
+};
+
 /// Reads a float32/float64 array (format 1.0, 2.0 or 3.0; little- or big-endian; C order) onto
-/// `device`. Throws IoError for a missing, malformed or unsupported file (an integer array, a
-/// Fortran-order one, ...) with advice on how to convert it.
-Tensor read_npy(const std::string& path, Device device = Device::cpu());
+/// `device`. Throws IoError for a missing, malformed or unsupported file (an integer array unless
+/// `integers` says otherwise, a Fortran-order one, ...) with advice on how to convert it.
+Tensor read_npy(const std::string& path, Device device = Device::cpu(),
+                NpyIntegers integers = NpyIntegers::Refuse);
 
 /// Writes `t` (any device) as NumPy itself would: format 1.0 (2.0 when the header needs it),
 /// little-endian, C order, data aligned to 64 bytes. Atomic: a failed write leaves `path` as it

@@ -164,9 +164,50 @@ std::string header_list(const std::vector<std::string>& names) {
 enum class MissingTarget { error, skip };
 
 // The table split into features X and targets Y (one column per target found).
+// A cell's text as the user wrote it: quotes removed, "" read as ".
+std::string cell_text(const Cell& c) {
+  std::string t(c.begin, c.end);
+  if (c.quoted)
+    for (std::size_t i = 0; (i = t.find("\"\"", i)) != std::string::npos; ++i) t.erase(i, 1);
+  return t;
+}
+
+// The label column's cells as class indices (see load_csv_dataset's CsvClassLabels).
+void map_class_labels(const std::string& path, const std::string& column,
+                      const std::vector<std::string>& cells, const std::vector<int64_t>& lines,
+                      CsvClassLabels& labels, float* y) {
+  const auto n = static_cast<int64_t>(cells.size());
+  if (labels.names.empty()) {
+    bool numeric = true;
+    for (int64_t i = 0; i < n && numeric; ++i) {
+      const std::string& text = cells[static_cast<std::size_t>(i)];
+      const Cell c{text.data(), text.data() + text.size(), false};
+      float v = 0;
+      numeric = parse_number(c, v) == nullptr;
+      y[i] = v;
+    }
+    if (numeric) return;  // integer labels are checked against the classes by the caller
+    labels.names = cells;
+    std::sort(labels.names.begin(), labels.names.end());
+    labels.names.erase(std::unique(labels.names.begin(), labels.names.end()), labels.names.end());
+  }
+  std::unordered_map<std::string, int64_t> index;
+  for (std::size_t k = 0; k < labels.names.size(); ++k)
+    index.emplace(labels.names[k], static_cast<int64_t>(k));
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string& cell = cells[static_cast<std::size_t>(i)];
+    const auto it = index.find(cell);
+    MT_CHECK_AS(IoError, it != index.end(), path, ":", lines[static_cast<std::size_t>(i)],
+                ": column '", excerpt(column, 40), "': label '", excerpt(cell, 40),
+                "' is not one of the ", labels.names.size(), " classes of the training data (",
+                header_list(labels.names), ")");
+    y[i] = static_cast<float>(it->second);
+  }
+}
+
 TensorDataset read_csv_table(const std::string& path,
-                             const std::vector<std::string>& wanted_targets,
-                             MissingTarget missing) {
+                             const std::vector<std::string>& wanted_targets, MissingTarget missing,
+                             CsvClassLabels* labels = nullptr) {
   const std::string text = read_file_bytes(path);
   CsvScanner scanner(path, text.data(), text.data() + text.size());
 
@@ -209,6 +250,11 @@ TensorDataset read_csv_table(const std::string& path,
     target_columns.push_back(wanted);
   }
   const int64_t out_dim = static_cast<int64_t>(target_columns.size());
+  MT_CHECK_AS(ValueError, labels == nullptr || out_dim == 1, path, ": a classifier's targets are ",
+              "one label column, but ", out_dim, " target columns were named");
+  const int64_t label_column = labels == nullptr ? -1 : column_of.at(target_columns.front());
+  std::vector<std::string> label_cells;  // the label column's text, mapped once all is read
+  std::vector<int64_t> label_lines;
   const int64_t in_dim = ncols - out_dim;
   MT_CHECK_AS(IoError, in_dim > 0, path, ": every column (", header_list(names),
               ") is a target, which leaves no features");
@@ -235,6 +281,14 @@ TensorDataset read_csv_table(const std::string& path,
     float* yr = ys + rows * out_dim;
     for (int64_t c = 0; c < ncols; ++c) {
       const Cell& cell = cells[static_cast<std::size_t>(c)];
+      if (c == label_column) {
+        label_cells.push_back(cell_text(cell));
+        label_lines.push_back(line);
+        MT_CHECK_AS(IoError, !label_cells.back().empty(), path, ":", line, ": column '",
+                    excerpt(names[static_cast<std::size_t>(c)], 40), "' (", c + 1,
+                    "): empty label");
+        continue;
+      }
       float v = 0;
       if (const char* why = parse_number(cell, v)) {
         const std::string what =
@@ -253,6 +307,8 @@ TensorDataset read_csv_table(const std::string& path,
   }
   MT_CHECK_AS(IoError, rows > 0, path, ": the header (line ", header_line,
               ") is followed by no data rows");
+  if (labels != nullptr)
+    map_class_labels(path, target_columns.front(), label_cells, label_lines, *labels, ys);
   if (rows < capacity) {
     x = x.narrow(0, rows);
     y = y.narrow(0, rows);
@@ -263,10 +319,11 @@ TensorDataset read_csv_table(const std::string& path,
 }  // namespace
 
 TensorDataset load_csv_dataset(const std::string& path,
-                               const std::vector<std::string>& target_columns) {
+                               const std::vector<std::string>& target_columns,
+                               CsvClassLabels* class_labels) {
   MT_CHECK_AS(ValueError, !target_columns.empty(), "load_csv_dataset('", path,
               "'): no target columns given; name the columns to predict (--target-columns a,b)");
-  return read_csv_table(path, target_columns, MissingTarget::error);
+  return read_csv_table(path, target_columns, MissingTarget::error, class_labels);
 }
 
 Tensor load_csv_features(const std::string& path, const std::vector<std::string>& drop_columns) {

@@ -77,3 +77,15 @@ void TensorDataset::gather(const std::vector<int64_t>& indices, Tensor& x, Tenso
 }
 
 }  // namespace minitrain
+
+namespace minitrain {
+
+TensorDataset subset(const Dataset& data, const std::vector<int64_t>& rows) {
+  const auto k = static_cast<int64_t>(rows.size());
+  Tensor x = Tensor::empty({k, data.feature_dim()});
+  Tensor y = Tensor::empty({k, data.target_dim()});
+  data.gather(rows, x, y);
+  return TensorDataset(std::move(x), std::move(y));
+}
+
+}  // namespace minitrain

@@ -40,4 +40,8 @@ class TensorDataset final : public Dataset {
   Tensor x_, y_;
 };
 
+/// The rows `rows` of `data`, in that order, as a new TensorDataset (a copy); ValueError for a row
+/// out of range.
+TensorDataset subset(const Dataset& data, const std::vector<int64_t>& rows);
+
 }  // namespace minitrain

@@ -26,7 +26,7 @@ void check_finite_data(const Tensor& t, const std::string& path, const char* wha
 
 TensorDataset load_npy_dataset(const std::string& features_path, const std::string& targets_path) {
   Tensor x = read_npy(features_path);
-  Tensor y = read_npy(targets_path);
+  Tensor y = read_npy(targets_path, Device::cpu(), NpyIntegers::AsFloat64);  // labels may be ints
   MT_CHECK_AS(ShapeError, x.ndim() == 2, "features file '", features_path,
               "' holds an array of shape ", x.shape(),
               "; features must be [N, in] (reshape a 1-D array of N samples to [N, 1])");

@@ -10,7 +10,13 @@
 
 namespace minitrain {
 
-/// Features X.npy [N, in] and targets Y.npy [N, out] or [N]; ShapeError naming both files and
+/// The class names of a CSV label column (see load_csv_dataset): index order; empty for numbers.
+struct CsvClassLabels {
+  std::vector<std::string> names;
+};
+
+/// Features X.npy [N, in] and targets Y.npy [N, out] or [N] (float, or integer class labels read
+/// exactly); ShapeError naming both files and
 /// shapes when N differs or a file has the wrong rank, IoError for a missing or malformed file
 /// or N = 0.
 TensorDataset load_npy_dataset(const std::string& features_path, const std::string& targets_path);
@@ -23,8 +29,14 @@ TensorDataset load_npy_dataset(const std::string& features_path, const std::stri
 /// target column, no feature column left, an empty file or one with no data rows. Quoted cells
 /// ("1.5"), spaces around cells, CRLF line ends, a UTF-8 BOM and blank lines are accepted.
 /// Values are parsed as float64 and rounded to float32. ValueError for no target columns.
+///
+/// With `class_labels` the one target column holds class labels: numbers (taken as class indices,
+/// which the caller checks against the classes), or any text. Text labels become indices in the
+/// order of class_labels->names: given (the training table's classes, for held-out data; a label
+/// outside them is an IoError naming the line), or when empty set to the sorted distinct labels.
 TensorDataset load_csv_dataset(const std::string& path,
-                               const std::vector<std::string>& target_columns);
+                               const std::vector<std::string>& target_columns,
+                               CsvClassLabels* class_labels = nullptr);
 
 /// The feature columns of a CSV table, for prediction: every column but those of `drop_columns`
 /// that the header has (the targets of the table the model was trained on; columns it lacks are

@@ -1,0 +1,62 @@
+// Checking and counting class labels on the host: a few passes over one column.
+
+#include "data/class_labels.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace minitrain {
+namespace {
+
+// The labels as doubles, whatever the float dtype and device.
+std::vector<double> host_labels(const Tensor& labels) {
+  const Tensor t = labels.to(Device::cpu());
+  if (t.dtype() == DType::Float64) return t.to_vector<double>();
+  const std::vector<float> f = t.to_vector<float>();
+  return {f.begin(), f.end()};
+}
+
+}  // namespace
+
+void check_class_labels(const Tensor& labels, int64_t classes, int64_t ignore_index,
+                        const std::string& source) {
+  const bool column = labels.ndim() == 1 || (labels.ndim() == 2 && labels.size(1) == 1);
+  MT_CHECK_AS(ShapeError, column, source, " holds targets of shape ", labels.shape(),
+              "; a classifier takes one class label per row (shape [N] or [N, 1])");
+  const std::vector<double> v = host_labels(labels);
+  for (std::size_t row = 0; row < v.size(); ++row) {
+    const double y = v[row];
+    if (y == static_cast<double>(ignore_index)) continue;
+    if (!(y >= 0 && y < static_cast<double>(classes) && y == std::floor(y)))
+      MT_THROW(ValueError, source, ": row ", row, " (0-based) has label ", y,
+               ", but a label must be an integer class index in [0, ", classes,
+               ") for a model with ", classes, " outputs (or ", ignore_index,
+               ", the --ignore-index, for a row to skip)");
+  }
+}
+
+std::vector<int64_t> label_values(const Tensor& labels) {
+  std::vector<int64_t> out;
+  for (double y : host_labels(labels)) out.push_back(static_cast<int64_t>(y));
+  return out;
+}
+
+std::vector<int64_t> class_counts(const Tensor& labels, int64_t classes, int64_t ignore_index) {
+  std::vector<int64_t> counts(static_cast<std::size_t>(classes), 0);
+  for (int64_t y : label_values(labels))
+    if (y != ignore_index) ++counts[static_cast<std::size_t>(y)];
+  return counts;
+}
+
+std::vector<double> balanced_class_weights(const std::vector<int64_t>& counts) {
+  int64_t n = 0;
+  for (int64_t c : counts) n += c;
+  const double classes = static_cast<double>(counts.size());
+  std::vector<double> w;
+  for (int64_t c : counts)
+    w.push_back(c > 0 ? static_cast<double>(n) / (classes * static_cast<double>(c)) : 1.0);
+  return w;
+}
+
+}  // namespace minitrain
