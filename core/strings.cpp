@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 #include "core/error.h"
 
@@ -72,6 +73,12 @@ double nonfinite_value(const std::string& name) noexcept {
   if (name == "inf") return std::numeric_limits<double>::infinity();
   if (name == "-inf") return -std::numeric_limits<double>::infinity();
   return std::numeric_limits<double>::quiet_NaN();
+}
+
+std::string number_text(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
 }
 
 }  // namespace minitrain

@@ -32,6 +32,9 @@ double nonfinite_value(const std::string& name) noexcept;
 /// to two decimals instead, for measured amounts.)
 std::string bytes_str(int64_t bytes);
 
+/// A number as a stream prints it by default (6 significant digits): 0.25, 1e-05, 300.
+std::string number_text(double v);
+
 /// The entries of a device list such as "cpu,cpu" or "cuda:0,cuda:1", in order, unparsed.
 /// ValueError naming `flag` and the list for an empty entry ("cpu,,cpu", "cpu,") or "auto"
 /// (a list names its devices). Checks no device name: see parse_device_list.

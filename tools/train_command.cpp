@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -37,6 +38,46 @@ std::string number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
+}
+
+// "done: steps 1-800 of 800 in 3.21 s (2e+04 samples/s); loss 0.512 -> 0.0312 (16.4x lower;
+// step 1 -> epoch 8 mean), accuracy 0.95": the end is the last epoch's mean, not the last step's
+// loss (often a small last batch's).
+std::string done_line(const TrainSummary& s, int64_t total_steps) {
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "%s: steps %lld-%lld of %lld in %.2f s (%.0f samples/s); loss %.6g -> %.6g (",
+                s.stopped_early ? "stopped" : "done", static_cast<long long>(s.first_step),
+                static_cast<long long>(s.last_step), static_cast<long long>(total_steps), s.seconds,
+                s.seconds > 0 ? s.samples / s.seconds : 0.0, s.first_loss, s.epoch_loss);
+  std::string text = line;
+  if (s.epoch_loss > 0 && s.epoch_loss < s.first_loss) {
+    std::snprintf(line, sizeof line, "%.1fx lower; ", s.first_loss / s.epoch_loss);
+    text += line;
+  }
+  text +=
+      "step " + std::to_string(s.first_step) + " -> epoch " + std::to_string(s.epoch) + " mean)";
+  if (std::isfinite(s.epoch_accuracy)) text += ", accuracy " + number(s.epoch_accuracy);
+  return text;
+}
+
+// "held out (1000 rows): val_loss 0.0401, val_accuracy 0.94 after step 800; best val_loss 0.0398
+// at step 700 (best.safetensors)".
+std::string held_out_line(const TrainSummary& s, const TrainReport& r) {
+  const auto metrics = [](const ValMetrics& v) {
+    std::string t = "val_loss " + number(v.loss);
+    if (std::isfinite(v.accuracy)) t += ", val_accuracy " + number(v.accuracy);
+    if (std::isfinite(v.topk_accuracy))
+      t += ", val_top" + std::to_string(v.topk) + "_accuracy " + number(v.topk_accuracy);
+    return t;
+  };
+  std::string t = "held out (" + std::to_string(s.last_val->rows) +
+                  " rows): " + metrics(*s.last_val) + " after step " + std::to_string(s.last_step);
+  if (s.best_val) {
+    t += "; best " + metrics(*s.best_val) + " at step " + std::to_string(s.best_step);
+    if (!r.saved_best.empty()) t += " (" + r.saved_best + ")";
+  }
+  return t;
 }
 
 }  // namespace
@@ -129,23 +170,15 @@ int TrainCommand::run(std::ostream& out, std::ostream& progress) {
   // rank stopped because another rank was signalled reports SIGTERM's, the launcher's signal.
   const int exit_code = s.stopped_early ? 128 + (s.stop_signal != 0 ? s.stop_signal : SIGTERM) : 0;
   if (r.rank != 0) return exit_code;
-  char line[256];
-  if (s.last_step >= s.first_step) {
-    std::snprintf(line, sizeof line,
-                  "%s: steps %lld-%lld of %lld in %.2f s (%.0f samples/s); loss %.6g -> %.6g",
-                  s.stopped_early ? "stopped" : "done", static_cast<long long>(s.first_step),
-                  static_cast<long long>(s.last_step), static_cast<long long>(r.total_steps),
-                  s.seconds, s.seconds > 0 ? s.samples / s.seconds : 0.0, s.first_loss,
-                  s.last_loss);
-    out << line;
-    if (s.last_loss > 0 && s.last_loss < s.first_loss) {
-      std::snprintf(line, sizeof line, " (%.1fx lower)", s.first_loss / s.last_loss);
-      out << line;
-    }
-    out << "\n";
-  } else {
+  if (s.last_step >= s.first_step)
+    out << done_line(s, r.total_steps) << "\n";
+  else
     out << "done: the checkpoint is already at step " << r.total_steps << "; nothing to train\n";
-  }
+  if (s.last_val) out << held_out_line(s, r) << "\n";
+  if (s.early_stopped)
+    out << "early stop: no lower val_loss in " << config.early_stop
+        << " evaluation(s) in a row; stopped after step " << s.last_step << " of " << r.total_steps
+        << "\n";
   if (!s.last_checkpoint.empty()) out << "checkpoint: " << s.last_checkpoint << "\n";
   if (!r.saved.empty()) out << "weights: " << r.saved << "\n";
   if (!config.log.empty())

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "kernels/activation.h"
+#include "nn/loss.h"
 #include "optim/make_optimizer.h"
 #include "optim/schedule.h"
 #include "train/config_keys.h"
@@ -53,13 +54,6 @@ std::string choices_help(const Choice (&table)[N], const char* sep) {
   std::vector<std::string> items;
   for (const Choice& c : table) items.push_back(std::string(c.name) + " (" + c.what + ")");
   return join(items, sep);
-}
-
-// A default as --help prints it: 0, 0.01, 300.
-std::string number_text(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
 }
 
 std::vector<KeyEntry> make_table() {
@@ -150,6 +144,31 @@ std::vector<KeyEntry> make_table() {
   t.push_back(member("all-reduce", K::String, &TrainConfig::all_reduce, all_reduce_help.c_str()));
   t.push_back(
       member("comm-timeout", K::Float, &TrainConfig::comm_timeout, comm_timeout_help.c_str()));
+  static const std::string loss_help = join(loss_names(), " | ");
+  t.push_back(member("loss", K::String, &TrainConfig::loss, loss_help.c_str()));
+  t.push_back(member("class-weights", K::String, &TrainConfig::class_weights,
+                     "cross_entropy: auto (n / (classes x count), torch's balanced weights) | "
+                     "W.npy (one weight per class)"));
+  t.push_back(member("label-smoothing", K::Float, &TrainConfig::label_smoothing,
+                     "cross_entropy: torch's label_smoothing, in [0, 1]"));
+  t.push_back(member("ignore-index", K::Int, &TrainConfig::ignore_index,
+                     "cross_entropy: rows with this label count for nothing (default -100)"));
+  t.push_back(member("huber-delta", K::Float, &TrainConfig::huber_delta, "huber: delta"));
+  t.push_back(member("smooth-l1-beta", K::Float, &TrainConfig::smooth_l1_beta, "smooth_l1: beta"));
+  t.push_back(member("val-data", K::String, &TrainConfig::val_data,
+                     "held-out X.npy | T.csv, evaluated during training"));
+  t.push_back(member("val-targets", K::String, &TrainConfig::val_targets,
+                     "held-out Y.npy (with --val-data X.npy)"));
+  t.push_back(member("val-split", K::Float, &TrainConfig::val_split,
+                     "hold out this fraction of --data (by --seed; stratified for classes)"));
+  t.push_back(member("eval-every", K::Int, &TrainConfig::eval_every,
+                     "steps between evaluations (0: at each epoch's end only)"));
+  t.push_back(member("save-best", K::String, &TrainConfig::save_best,
+                     "weights at the evaluation with the lowest val_loss (.safetensors)"));
+  t.push_back(member("early-stop", K::Int, &TrainConfig::early_stop,
+                     "stop after this many evaluations without a lower val_loss (0: never)"));
+  t.push_back(member("topk", K::Int, &TrainConfig::topk,
+                     "classifiers: also report top-k accuracy (default 1: top-1 only)"));
   t.push_back(member("sample-weights", K::String, &TrainConfig::sample_weights,
                      "W.npy: a weight per row; rows drawn with replacement (imbalanced data)"));
   t.push_back(member(

@@ -77,6 +77,21 @@ struct TrainConfig {
   std::string bucket_size = "25MiB";  ///< gradient bucket size (bytes, "25MiB")
   std::string all_reduce = "native";  ///< a name of kAllReduceAlgorithms
   double comm_timeout = 300.0;        ///< seconds a collective may wait for a peer
+  // ---- loss (nn/loss.h) ----
+  std::string loss = "mse";      ///< a name of loss_names()
+  std::string class_weights;     ///< cross_entropy: "auto" (balanced) | W.npy (one per class)
+  double label_smoothing = 0.0;  ///< cross_entropy
+  int64_t ignore_index = -100;   ///< cross_entropy: rows with this label count for nothing
+  double huber_delta = 1.0;      ///< huber
+  double smooth_l1_beta = 1.0;   ///< smooth_l1
+  // ---- validation (train/validation.h) ----
+  std::string val_data;     ///< X.npy | T.csv held out (with val_targets for .npy)
+  std::string val_targets;  ///< Y.npy, with a .npy val_data
+  double val_split = 0.0;   ///< fraction of --data held out instead (seeded; stratified by class)
+  int64_t eval_every = 0;   ///< steps between evaluations; 0: at each epoch's end only
+  std::string save_best;    ///< weights of the best evaluation (lowest val_loss)
+  int64_t early_stop = 0;   ///< stop after this many evaluations without improvement; 0: never
+  int64_t topk = 1;         ///< classifiers: also report top-k accuracy when k > 1
   // ---- sampling ----
   std::string sample_weights;  ///< W.npy: one weight per row; rows drawn with replacement
   // ---- kernels and memory ----

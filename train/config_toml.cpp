@@ -122,15 +122,17 @@ std::optional<Value> convert(const KeyEntry& e, const toml::node& node) {
 }
 
 bool is_path_key(const std::string& name) {
-  for (const char* k :
-       {"data", "targets", "init", "save", "checkpoint-dir", "log", "sample-weights"})
+  for (const char* k : {"data", "targets", "init", "save", "checkpoint-dir", "log",
+                        "sample-weights", "val-data", "val-targets", "save-best", "class-weights"})
     if (name == k) return true;
   return false;
 }
 
 // `value` relative to `base_dir` when it is a relative path (and not "synthetic[:N]" data).
 std::string relative_to(const std::string& base_dir, const std::string& value) {
-  if (value.empty() || value == "synthetic" || starts_with(value, "synthetic:")) return value;
+  // "auto" is --class-weights' word, not a file.
+  if (value.empty() || value == "auto" || value == "synthetic" || starts_with(value, "synthetic:"))
+    return value;
   const std::filesystem::path p(value);
   if (p.is_absolute() || base_dir == ".") return value;
   return (std::filesystem::path(base_dir) / p).string();

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "kernels/activation.h"
+#include "nn/loss.h"
 #include "optim/make_optimizer.h"
 #include "optim/schedule.h"
 #include "train/config.h"
@@ -168,6 +169,82 @@ void validate_loop_and_files(const TrainConfig& c) {
   check_one_of("progress", c.progress, progress_mode_names());
 }
 
+// The loss and its settings; settings of another loss are refused rather than ignored.
+void validate_loss(const TrainConfig& c) {
+  check_one_of("loss", c.loss, loss_names());
+  const TrainConfig d;
+  const bool ce = c.loss == "cross_entropy";
+  if (!ce && (!c.class_weights.empty() || c.label_smoothing != d.label_smoothing ||
+              c.ignore_index != d.ignore_index))
+    MT_THROW(ValueError,
+             "--class-weights, --label-smoothing and --ignore-index apply to --loss "
+             "cross_entropy, not to --loss ",
+             c.loss);
+  if (c.loss != "huber" && c.huber_delta != d.huber_delta)
+    MT_THROW(ValueError, "--huber-delta applies to --loss huber, not to --loss ", c.loss);
+  if (c.loss != "smooth_l1" && c.smooth_l1_beta != d.smooth_l1_beta)
+    MT_THROW(ValueError, "--smooth-l1-beta applies to --loss smooth_l1, not to --loss ", c.loss);
+  check_finite("label-smoothing", c.label_smoothing);
+  if (c.label_smoothing < 0 || c.label_smoothing > 1)
+    MT_THROW(ValueError, "--label-smoothing must be in [0, 1], got ", c.label_smoothing);
+  check_finite("huber-delta", c.huber_delta);
+  if (c.huber_delta <= 0) MT_THROW(ValueError, "--huber-delta must be > 0, got ", c.huber_delta);
+  check_finite("smooth-l1-beta", c.smooth_l1_beta);
+  if (c.smooth_l1_beta < 0)
+    MT_THROW(ValueError, "--smooth-l1-beta must be >= 0, got ", c.smooth_l1_beta);
+  if (!c.class_weights.empty() && c.class_weights != "auto" && !ends_with(c.class_weights, ".npy"))
+    MT_THROW(ValueError, "--class-weights '", c.class_weights,
+             "': expected auto or a .npy file of one weight per class");
+  check_at_least("topk", c.topk, 1);
+  if (c.topk > 1 && !ce)
+    MT_THROW(ValueError,
+             "--topk is an accuracy of classifiers (--loss cross_entropy), not of --loss ", c.loss);
+}
+
+// Held-out data: a file (--val-data) or a share of --data (--val-split), and what is done with
+// its evaluations.
+void validate_validation(const TrainConfig& c) {
+  const bool file = !c.val_data.empty();
+  check_finite("val-split", c.val_split);
+  if (c.val_split < 0 || c.val_split >= 1)
+    MT_THROW(ValueError, "--val-split is the fraction of --data held out, in [0, 1), got ",
+             c.val_split);
+  if (file && c.val_split > 0)
+    MT_THROW(ValueError,
+             "--val-data and --val-split both given: the held-out rows come from one "
+             "of them");
+  if (file && !ends_with(c.val_data, ".npy") && !ends_with(c.val_data, ".csv"))
+    MT_THROW(ValueError, "--val-data '", c.val_data,
+             "': expected X.npy (with --val-targets) or T.csv");
+  if (file && ends_with(c.val_data, ".npy") && c.val_targets.empty())
+    MT_THROW(ValueError, "--val-data ", c.val_data, " needs --val-targets Y.npy");
+  if (!c.val_targets.empty() && !(file && ends_with(c.val_data, ".npy")))
+    MT_THROW(ValueError, "--val-targets goes with --val-data X.npy");
+  if (file && ends_with(c.val_data, ".csv") && !ends_with(c.data, ".csv"))
+    MT_THROW(ValueError, "--val-data ", c.val_data,
+             " is a table, so --data must be one too (the "
+             "target columns are named once, by --target-columns)");
+  const bool validating = file || c.val_split > 0;
+  check_at_least("eval-every", c.eval_every, 0);
+  check_at_most("eval-every", c.eval_every, kMaxSteps);
+  check_at_least("early-stop", c.early_stop, 0);
+  check_at_most("early-stop", c.early_stop, kMaxSteps);
+  std::string needs;
+  if (c.eval_every > 0) needs = "--eval-every";
+  if (!c.save_best.empty()) needs = "--save-best";
+  if (c.early_stop > 0) needs = "--early-stop";
+  if (!validating && !needs.empty())
+    MT_THROW(ValueError, needs,
+             " needs held-out data: --val-split F (a share of --data) or "
+             "--val-data FILE");
+  if (!c.save_best.empty() && !ends_with(c.save_best, ".safetensors"))
+    MT_THROW(ValueError, "--save-best '", c.save_best,
+             "': weights are written as .safetensors; name the file *.safetensors");
+  if (!c.save_best.empty() && c.save_best == c.save)
+    MT_THROW(ValueError, "--save-best and --save both name '", c.save,
+             "': the best and the final weights need two files");
+}
+
 // Note: 0 means "not given" for replicas, stages and micro-batches (see parallel_devices()).
 void validate_parallel(const TrainConfig& c) {
   check_one_of("parallel", c.parallel, kParallelModes);
@@ -285,6 +362,8 @@ void validate(const TrainConfig& c) {
              "': expected mlp:IN,H1,...,OUT (e.g. mlp:8,64,64,1)");
   check_one_of("activation", c.activation, activation_names());
   validate_data(c);
+  validate_loss(c);
+  validate_validation(c);
   validate_optimizer(c);
   validate_schedule(c);
   validate_loop_and_files(c);

@@ -73,6 +73,16 @@ std::string metrics_json_line(const StepStats& s, int64_t steps) {
   j["epoch"] = s.epoch;
   j["loss"] = s.loss;  // JSON has no inf or NaN: a non-finite loss is null, spelled out below
   if (!std::isfinite(s.loss)) j["loss_nonfinite"] = nonfinite_name(s.loss);
+  if (std::isfinite(s.accuracy)) j["accuracy"] = s.accuracy;
+  if (s.epoch_end) j["epoch_end"] = true;
+  if (s.val) {
+    j["val_loss"] = s.val->loss;
+    if (!std::isfinite(s.val->loss)) j["val_loss_nonfinite"] = nonfinite_name(s.val->loss);
+    if (std::isfinite(s.val->accuracy)) j["val_accuracy"] = s.val->accuracy;
+    if (std::isfinite(s.val->topk_accuracy))
+      j["val_top" + std::to_string(s.val->topk) + "_accuracy"] = s.val->topk_accuracy;
+    j["val_rows"] = s.val->rows;
+  }
   j["lr"] = s.lr;
   j["step_ms"] = s.step_ms;
   j["samples_per_s"] = s.samples_per_s;
@@ -104,6 +114,9 @@ void MetricsLog::write(const StepStats& stats) {
   ++pending_steps_;
   pending_last_ = stats;
   loss_sum_ += stats.loss;
+  accuracy_sum_ += stats.accuracy;
+  if (stats.val) val_ = stats.val;
+  epoch_end_ = epoch_end_ || stats.epoch_end;
   ms_sum_ += stats.step_ms;
   samples_ += stats.samples;
   if (stats.grad_norm >= 0) {
@@ -119,6 +132,9 @@ void MetricsLog::flush_pending() {
   StepStats mean = pending_last_;
   const double n = static_cast<double>(pending_steps_);
   mean.loss = loss_sum_ / n;
+  mean.accuracy = accuracy_sum_ / n;
+  mean.val = val_;
+  mean.epoch_end = epoch_end_;
   mean.step_ms = ms_sum_ / n;
   mean.samples = samples_;
   mean.samples_per_s = ms_sum_ > 0 ? static_cast<double>(samples_) / (ms_sum_ * 1e-3) : 0.0;
@@ -126,7 +142,9 @@ void MetricsLog::flush_pending() {
   mean.memory_peak = peak_;
   const int64_t steps = pending_steps_;
   pending_steps_ = 0;
-  loss_sum_ = ms_sum_ = grad_norm_sum_ = 0;
+  loss_sum_ = ms_sum_ = grad_norm_sum_ = accuracy_sum_ = 0;
+  val_.reset();
+  epoch_end_ = false;
   samples_ = grad_norms_ = 0;
   peak_ = 0;
   write_line(mean, steps);

@@ -16,6 +16,8 @@
 #include "core/npy.h"
 #include "core/parallel_for.h"
 #include "core/strings.h"
+#include "data/class_labels.h"
+#include "data/holdout_split.h"
 #include "data/readers.h"
 #include "data/sampler.h"
 #include "kernels/gemm/gemm_registry.h"
@@ -30,6 +32,7 @@
 #include "parallel/launch/process_env.h"
 #include "parallel/launch/process_group.h"
 #include "train/flag_context.h"
+#include "train/validation.h"
 
 namespace minitrain {
 namespace {
@@ -39,10 +42,16 @@ namespace fs = std::filesystem;
 // What a weights file or checkpoint says of its model, so that `minitrain predict` needs no flags
 // to rebuild it: the spec, the activation, and for a table the target columns (the columns that
 // are not features, and the names of the outputs).
-std::map<std::string, std::string> model_metadata(const TrainConfig& c) {
-  std::map<std::string, std::string> m{{"model", c.model}, {"activation", c.activation}};
-  // A JSON list: a column's name may hold a comma.
+// `classes`: the names of a CSV label column's classes, in index order (empty: numbered).
+std::map<std::string, std::string> model_metadata(const TrainConfig& c,
+                                                  const std::vector<std::string>& classes) {
+  std::map<std::string, std::string> m{
+      {"model", c.model}, {"activation", c.activation}, {"loss", c.loss}};
+  // JSON lists: a column's or a class's name may hold a comma.
   if (!c.target_columns.empty()) m["target_columns"] = nlohmann::json(c.target_columns).dump();
+  if (!classes.empty())
+    m["classes"] =
+        nlohmann::json(classes).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return m;
 }
 
@@ -50,31 +59,74 @@ std::map<std::string, std::string> model_metadata(const TrainConfig& c) {
 // inputs and the first weights the same numbers.
 constexpr uint64_t kDataSeedMix = 0x9E3779B97F4A7C15ull;
 
-std::shared_ptr<const Dataset> load_data(const TrainConfig& c, const std::vector<int64_t>& sizes) {
-  if (ends_with(c.data, ".npy"))
-    return std::make_shared<TensorDataset>(load_npy_dataset(c.data, c.targets));
-  if (ends_with(c.data, ".csv"))
-    return std::make_shared<TensorDataset>(load_csv_dataset(c.data, c.target_columns));
-  return std::make_shared<TensorDataset>(make_synthetic_regression(
-      synthetic_rows(c.data), sizes.front(), sizes.back(), c.seed ^ kDataSeedMix));
+// A table or a pair of .npy files; a classifier's CSV label column is read as class labels.
+TensorDataset load_table(const std::string& data, const std::string& targets, const TrainConfig& c,
+                         CsvClassLabels* labels) {
+  if (ends_with(data, ".npy")) return load_npy_dataset(data, targets);
+  return load_csv_dataset(data, c.target_columns, labels);
 }
 
-void check_data_fits_model(const Dataset& d, const TrainConfig& c,
-                           const std::vector<int64_t>& sizes) {
+void check_data_fits_model(const Dataset& d, const std::string& source, const TrainConfig& c,
+                           const std::vector<int64_t>& sizes, bool classifier) {
   if (d.feature_dim() != sizes.front()) {
     std::vector<int64_t> fixed = sizes;
     fixed.front() = d.feature_dim();
-    MT_THROW(ShapeError, "--data ", c.data, " has ", d.feature_dim(),
+    MT_THROW(ShapeError, source, " has ", d.feature_dim(),
              " feature column(s) per row but --model ", c.model, " expects ", sizes.front(),
              " inputs; use --model mlp:", join(fixed, ","));
+  }
+  if (classifier) {
+    MT_CHECK_AS(ShapeError, d.target_dim() == 1, source, " has ", d.target_dim(),
+                " target columns per row, but --loss ", c.loss,
+                " takes one class label per row (for one-hot targets, save their argmax)");
+    return;
   }
   if (d.target_dim() != sizes.back()) {
     std::vector<int64_t> fixed = sizes;
     fixed.back() = d.target_dim();
-    MT_THROW(ShapeError, "--data ", c.data, " has ", d.target_dim(),
-             " target(s) per row but --model ", c.model, " has ", sizes.back(),
-             " outputs; use --model mlp:", join(fixed, ","));
+    MT_THROW(ShapeError, source, " has ", d.target_dim(), " target(s) per row but --model ",
+             c.model, " has ", sizes.back(), " outputs; use --model mlp:", join(fixed, ","));
   }
+}
+
+// Text class labels name the classes: the model needs one output per class.
+void check_classes_fit_model(const std::vector<std::string>& classes, const TrainConfig& c,
+                             const std::vector<int64_t>& sizes) {
+  if (classes.empty() || static_cast<int64_t>(classes.size()) == sizes.back()) return;
+  std::vector<int64_t> fixed = sizes;
+  fixed.back() = static_cast<int64_t>(classes.size());
+  MT_THROW(ShapeError, "--data ", c.data, " has ", classes.size(), " classes in column '",
+           c.target_columns.front(), "' but --model ", c.model, " has ", sizes.back(),
+           " outputs; a classifier has one output per class: use --model mlp:", join(fixed, ","));
+}
+
+// --class-weights: auto (balanced, from the training rows) or one weight per class from a file.
+std::vector<double> read_class_weights(const TrainConfig& c, const Dataset& train,
+                                       int64_t classes) {
+  if (c.class_weights.empty()) return {};
+  if (c.class_weights == "auto") {
+    const auto& t = dynamic_cast<const TensorDataset&>(train);
+    return balanced_class_weights(class_counts(t.targets(), classes, c.ignore_index));
+  }
+  const Tensor w = read_npy(c.class_weights);
+  MT_CHECK_AS(ShapeError, w.ndim() == 1 && w.numel() == classes, "--class-weights ",
+              c.class_weights, " holds an array of shape ", w.shape(), " but the model has ",
+              classes, " classes; give one weight per class (shape [", classes, "])");
+  std::vector<double> out;
+  std::vector<double> values;
+  if (w.dtype() == DType::Float64) {
+    values = w.to_vector<double>();
+  } else {
+    const std::vector<float> f = w.to_vector<float>();
+    values.assign(f.begin(), f.end());
+  }
+  for (int64_t i = 0; i < classes; ++i) {
+    const double v = values[static_cast<std::size_t>(i)];
+    MT_CHECK_AS(ValueError, std::isfinite(v) && v >= 0, "--class-weights ", c.class_weights,
+                ": the weight of class ", i, " is ", v, "; weights must be finite and >= 0");
+    out.push_back(v);
+  }
+  return out;
 }
 
 // A file the run writes must be writable now, found out before the first step rather than after
@@ -143,8 +195,9 @@ void check_resume_config(const std::string& path, const TrainConfig& c, int worl
                " (or start a new --checkpoint-dir)");
     }
   }
-  for (const char* key : {"model", "activation", "data", "targets", "target-columns", "optimizer",
-                          "shuffle", "drop-last", "seed", "grad-accum"}) {
+  for (const char* key :
+       {"model", "activation", "data", "targets", "target-columns", "optimizer", "shuffle",
+        "drop-last", "seed", "grad-accum", "loss", "val-split", "class-weights"}) {
     if (saved.contains(key) && saved[key] != now[key])
       MT_THROW(ValueError, "--resume: the checkpoint in ", c.checkpoint_dir, " was written with ",
                key, " ", saved[key].dump(), ", this run has ", now[key].dump(),
@@ -232,38 +285,276 @@ int64_t synthetic_rows(const std::string& spec) {
   return rows;
 }
 
-TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream& progress_out,
-                         const std::atomic<int>* stop_requested) {
-  // ---- check everything before the first step ----
+namespace {
+
+// ---- the steps of a run, in order ----
+
+// Settings checked and resolved: where the run goes and what it builds.
+struct RunPlan {
+  Device device = Device::cpu();  // where batches arrive and the loss is computed
+  std::vector<Device> devices;    // dp replicas, mp or hybrid stages; empty otherwise
+  bool dp = false, mp = false, ddp = false;
+  ProcessEnv env;  // a single process unless ddp
+  std::vector<int64_t> sizes;
+  Activation activation = Activation::ReLU;
+  ProgressMode progress_mode = ProgressMode::Lines;
+  bool classifier = false;  // the loss takes class labels
+};
+
+RunPlan plan_run(const TrainConfig& c) {
   validate(c);
   if (c.threads > 0) set_num_threads(static_cast<int>(c.threads));
-  Device device = Device::parse(c.device);
-  const bool dp = c.parallel == "dp", mp = c.parallel == "mp", ddp = c.parallel == "ddp";
-  ProcessEnv env;  // a single process unless ddp
-  if (ddp) {
-    env = detect_process_env();
-    device = rank_device(device, env);  // "cuda": this rank's GPU, cuda:LOCAL_RANK
+  RunPlan p;
+  p.device = Device::parse(c.device);
+  p.dp = c.parallel == "dp";
+  p.mp = c.parallel == "mp";
+  p.ddp = c.parallel == "ddp";
+  if (p.ddp) {
+    p.env = detect_process_env();
+    p.device = rank_device(p.device, p.env);  // "cuda": this rank's GPU, cuda:LOCAL_RANK
   }
-  check_available(device);
-  check_gemm_backend(c.gemm, device);
-  std::vector<Device> devices;
-  if (dp || mp || (ddp && c.stages != 0)) {
-    devices = parallel_devices(c, device);
-    device =
-        devices.front();  // batches arrive, and the loss is computed, on the first replica/stage
+  check_available(p.device);
+  check_gemm_backend(c.gemm, p.device);
+  if (p.dp || p.mp || (p.ddp && c.stages != 0)) {
+    p.devices = parallel_devices(c, p.device);
+    p.device = p.devices.front();  // batches arrive, and the loss is computed, on the first
   }
   if (!c.memory_cap.empty()) {
     const uint64_t cap = parse_bytes(c.memory_cap);
-    for (const Device& d : devices.empty() ? std::vector<Device>{device} : devices)
+    for (const Device& d : p.devices.empty() ? std::vector<Device>{p.device} : p.devices)
       set_memory_cap(d, cap);
   }
-  const std::vector<int64_t> sizes = parse_mlp_spec(c.model);
-  const Activation activation = parse_activation(c.activation);
-  const ProgressMode progress_mode = parse_progress_mode(c.progress);
+  p.sizes = parse_mlp_spec(c.model);
+  p.activation = parse_activation(c.activation);
+  p.progress_mode = parse_progress_mode(c.progress);
+  p.classifier = loss_target_kind(c.loss) == TargetKind::ClassIndices;
+  return p;
+}
 
-  const std::shared_ptr<const Dataset> data = load_data(c, sizes);
-  check_data_fits_model(*data, c, sizes);
+// The rows to train on and to hold out, and the loss they are scored with.
+struct RunData {
+  std::shared_ptr<const Dataset> train, val;  // val: null without validation
+  std::string val_source;                     // "--val-data F" or "--val-split F of --data"
+  std::vector<std::string> classes;           // a CSV label column's class names
+  LossOptions loss;
+};
+
+RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
+  RunData d;
+  const std::vector<int64_t>& sizes = p.sizes;
+  const int64_t classes = sizes.back();
+  CsvClassLabels labels;
+  CsvClassLabels* wanted_labels = p.classifier ? &labels : nullptr;
+  std::shared_ptr<TensorDataset> all;
+  if (ends_with(c.data, ".npy") || ends_with(c.data, ".csv")) {
+    all = std::make_shared<TensorDataset>(load_table(c.data, c.targets, c, wanted_labels));
+  } else {
+    MT_CHECK_AS(ValueError, !p.classifier, "--loss ", c.loss, " needs class labels, but --data ",
+                c.data,
+                " is a regression; give a table with a label column or X.npy with --targets "
+                "Y.npy of labels");
+    all = std::make_shared<TensorDataset>(make_synthetic_regression(
+        synthetic_rows(c.data), sizes.front(), sizes.back(), c.seed ^ kDataSeedMix));
+  }
+  check_data_fits_model(*all, "--data " + c.data, c, sizes, p.classifier);
+  d.classes = labels.names;
+  if (p.classifier) {
+    check_classes_fit_model(d.classes, c, sizes);
+    check_class_labels(all->targets(), classes, c.ignore_index,
+                       c.targets.empty() ? c.data : c.targets);
+  }
+  d.train = all;
+  if (c.val_split > 0) {
+    const HoldoutSplit split =
+        holdout_split(all->size(), c.val_split, c.seed,
+                      p.classifier ? label_values(all->targets()) : std::vector<int64_t>{});
+    d.train = std::make_shared<TensorDataset>(subset(*all, split.train));
+    d.val = std::make_shared<TensorDataset>(subset(*all, split.held_out));
+    d.val_source = "--val-split " + number_text(c.val_split) + " of --data";
+  } else if (!c.val_data.empty()) {
+    CsvClassLabels val_labels = labels;  // the training table's classes, in its order
+    auto val = std::make_shared<TensorDataset>(
+        load_table(c.val_data, c.val_targets, c, p.classifier ? &val_labels : nullptr));
+    check_data_fits_model(*val, "--val-data " + c.val_data, c, sizes, p.classifier);
+    if (p.classifier)
+      check_class_labels(val->targets(), classes, c.ignore_index,
+                         c.val_targets.empty() ? c.val_data : c.val_targets);
+    d.val = std::move(val);
+    d.val_source = "--val-data " + c.val_data;
+  }
+  d.loss.name = c.loss;
+  d.loss.beta = c.smooth_l1_beta;
+  d.loss.delta = c.huber_delta;
+  d.loss.label_smoothing = c.label_smoothing;
+  d.loss.ignore_index = c.ignore_index;
+  if (p.classifier) d.loss.class_weights = read_class_weights(c, *d.train, classes);
+  return d;
+}
+
+// The model (wrapped for dp, mp, ddp or the hybrid) and handles on its wrappers.
+struct BuiltModel {
+  std::unique_ptr<Module> model;
+  DataParallel* data_parallel = nullptr;
+  ModelParallel* model_parallel = nullptr;
+  DistributedDataParallel* distributed = nullptr;
+};
+
+BuiltModel build_model(const TrainConfig& c, const RunPlan& p, Generator& gen, Communicator* comm) {
+  BuiltModel b;
+  const Device device = p.device;
+  if (p.dp) {
+    // Every replica is built from the same seed, so replica 0's initial weights are the one-device
+    // run's; DataParallel then broadcasts replica 0's weights anyway.
+    auto dpm = std::make_unique<DataParallel>(
+        [&](Device d) {
+          Generator replica_gen(c.seed);
+          std::unique_ptr<Sequential> m = make_mlp(p.sizes, p.activation, replica_gen, d);
+          m->set_needs_input_grad(false);
+          set_gemm_backend(*m, c.gemm);
+          return std::unique_ptr<Module>(std::move(m));
+        },
+        p.devices);
+    make_mlp(p.sizes, p.activation, gen, device);  // advance `gen` as the one-device run does
+    b.data_parallel = dpm.get();
+    b.model = std::move(dpm);
+  } else {
+    // Under ddp every rank builds the model from --seed, so all start from the one-device run's
+    // weights (and `gen` advances as there); the wrapper broadcasts rank 0's anyway.
+    std::unique_ptr<Sequential> seq = make_mlp(p.sizes, p.activation, gen, device);
+    seq->set_needs_input_grad(false);  // the input is data: skip the first layer's dx GEMM
+    set_gemm_backend(*seq, c.gemm);
+    std::unique_ptr<Module> local;
+    if (p.mp || (p.ddp && c.stages != 0)) {  // ddp with --stages: each rank a pipeline
+      const int64_t stages = p.mp ? stages_or_default(c) : c.stages;
+      auto mpm =
+          std::make_unique<ModelParallel>(std::move(seq), static_cast<int>(stages),
+                                          static_cast<int>(micro_batches_or_default(c)), p.devices);
+      b.model_parallel = mpm.get();
+      local = std::move(mpm);
+    } else {
+      local = std::move(seq);
+    }
+    if (p.ddp) {
+      DdpOptions ddp_options;
+      ddp_options.bucket_bytes = static_cast<int64_t>(parse_bytes(c.bucket_size));
+      auto ddpm = std::make_unique<DistributedDataParallel>(std::move(local), *comm, ddp_options);
+      b.distributed = ddpm.get();
+      b.model = std::move(ddpm);
+    } else {
+      b.model = std::move(local);
+    }
+  }
+  if (!c.init.empty()) {
+    with_flag_context("--init", [&] { load_weights(c.init, *b.model); });
+    if (b.data_parallel) b.data_parallel->broadcast_replica0_parameters();
+  }
+  return b;
+}
+
+std::unique_ptr<Optimizer> build_optimizer(const TrainConfig& c, const BuiltModel& b) {
+  OptimizerConfig oc;
+  oc.name = c.optimizer;
+  oc.lr = c.lr;
+  oc.momentum = c.momentum;
+  oc.nesterov = c.nesterov;
+  oc.weight_decay = c.weight_decay.value_or(-1.0);
+  oc.beta1 = c.beta1;
+  oc.beta2 = c.beta2;
+  oc.eps = c.eps;
+  oc.amsgrad = c.amsgrad;
+  return b.data_parallel ? b.data_parallel->make_optimizer(oc)
+                         : make_optimizer(oc, b.model->named_parameters());
+}
+
+// --batch-size is per rank (as in torch): each rank takes its share of every epoch's order, or
+// of the epoch's weighted draw (made alike on every rank).
+DataLoaderOptions loader_options(const TrainConfig& c, const RunPlan& p, const Dataset& train,
+                                 const std::vector<double>& sample_weights, int rank, int world) {
+  DataLoaderOptions lo;
+  lo.batch_size = c.batch_size;
+  lo.shuffle = c.shuffle;
+  lo.drop_last = c.drop_last;
+  lo.seed = c.seed;
+  lo.device = p.device;
+  if (!sample_weights.empty())
+    lo.sampler =
+        std::make_shared<WeightedRandomSampler>(sample_weights, train.size(), c.seed, world, rank);
+  else if (p.ddp)
+    lo.sampler = std::make_shared<DistributedSampler>(train.size(), world, rank, c.shuffle, c.seed);
+  return lo;
+}
+
+// A vector of doubles added over the ranks (an all-reduce SUM); null without a communicator.
+std::function<void(std::vector<double>&)> sum_over_ranks(Communicator* comm) {
+  if (comm == nullptr) return nullptr;
+  return [comm](std::vector<double>& v) {
+    Tensor t = Tensor::from_vector(v, {static_cast<int64_t>(v.size())}, comm->device());
+    comm->all_reduce(t, ReduceOp::Sum);
+    v = t.to_vector<double>();
+  };
+}
+
+// The ddp hooks of the Trainer (TrainerOptions' multi-rank section).
+void set_ddp_hooks(TrainerOptions& to, DistributedDataParallel* distributed, Communicator* cm,
+                   int rank) {
+  to.world_size = cm->size();
+  // Only the step's last batch all-reduces; the others accumulate locally (torch's no_sync).
+  to.before_backward = [distributed](bool sync) { distributed->set_require_gradient_sync(sync); };
+  // The mean of the ranks' batch means is the global batch's mean: every rank's batch has the
+  // same number of rows. Called after the step's last backward, when no bucket is in flight.
+  // One all-reduce carries the loss and the stop request: the mean of the requests is > 0 when
+  // any rank was signalled, so every rank stops after the same step.
+  to.reduce_loss = [cm](double loss, bool& stop) {
+    Tensor t = Tensor::from_vector(std::vector<double>{loss, stop ? 1.0 : 0.0}, {2}, cm->device());
+    cm->all_reduce(t, ReduceOp::Avg);
+    const std::vector<double> mean = t.to_vector<double>();
+    stop = mean[1] > 0;
+    return mean[0];
+  };
+  to.sum_over_ranks = sum_over_ranks(cm);
+  to.write_checkpoints = rank == 0;
+  to.after_checkpoint = [cm] { cm->barrier(); };  // nobody goes on (or reads it) half-written
+}
+
+// The line that says what is trained where.
+std::string describe_run(const TrainConfig& c, const RunData& d, const BuiltModel& b,
+                         const TrainReport& r, const Communicator* comm, int64_t epochs,
+                         bool weighted_rows) {
+  std::ostringstream what;
+  what << "training " << c.model << " (" << c.activation << ", " << b.model->num_parameters()
+       << " parameters) on " << r.device << ": " << c.data << " (" << d.train->size() << " rows";
+  if (d.val) what << ", " << d.val->size() << " held out by " << d.val_source;
+  what << "), " << c.loss << " loss";
+  if (!d.classes.empty()) what << " over " << d.classes.size() << " classes";
+  what << ", " << c.optimizer << " lr " << c.lr << ", batch " << c.batch_size
+       << (b.distributed ? " per rank" : "") << ", " << r.total_steps << " steps";
+  if (b.data_parallel) what << ", data parallel: " << b.data_parallel->replicas() << " replicas";
+  if (b.distributed) {
+    const int world = r.world_size;
+    what << ", distributed data parallel: " << world << (world == 1 ? " rank" : " ranks") << " ("
+         << comm->backend() << ", " << c.all_reduce << " all-reduce, buckets of " << c.bucket_size
+         << ", global batch " << c.batch_size * world << ")";
+  }
+  if (weighted_rows) what << ", rows drawn by --sample-weights";
+  if (b.model_parallel) {
+    what << ", model parallel: " << b.model_parallel->stages() << " stages, "
+         << b.model_parallel->micro_batches() << " micro-batches, bubble "
+         << static_cast<int>(b.model_parallel->bubble_fraction() * 100 + 0.5) << "%";
+  }
+  if (epochs > 0) what << " (" << epochs << (epochs == 1 ? " epoch)" : " epochs)");
+  if (r.resumed_from_step >= 0) what << ", resuming after step " << r.resumed_from_step;
+  return what.str();
+}
+
+}  // namespace
+
+TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream& progress_out,
+                         const std::atomic<int>* stop_requested) {
+  // ---- check everything before the first step ----
+  const RunPlan plan = plan_run(c);
+  const RunData data = load_run_data(c, plan);
   if (!c.save.empty()) prepare_output("save", c.save, info);
+  if (!c.save_best.empty()) prepare_output("save-best", c.save_best, info);
   if (!c.log.empty()) prepare_output("log", c.log, info);
   std::string resume_path;
   if (c.resume) {
@@ -271,11 +562,11 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     if (!fs::exists(resume_path))
       MT_THROW(IoError, "--resume: no checkpoint in '", c.checkpoint_dir, "' (expected ",
                resume_path, "); run without --resume to start afresh");
-    check_resume_config(resume_path, c, env.world_size);
+    check_resume_config(resume_path, c, plan.env.world_size);
   }
   std::vector<double> sample_weights;
   if (!c.sample_weights.empty())
-    sample_weights = read_sample_weights(c.sample_weights, data->size());
+    sample_weights = read_sample_weights(c.sample_weights, data.train->size());
   if (!c.checkpoint_dir.empty()) {
     std::error_code ec;
     fs::create_directories(c.checkpoint_dir, ec);
@@ -287,99 +578,16 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
 
   // Declared before the model: the DDP wrapper uses it until it is destroyed.
   std::unique_ptr<Communicator> comm;
-  if (ddp) comm = init_process_group(env, device, process_group_options(c));
+  if (plan.ddp) comm = init_process_group(plan.env, plan.device, process_group_options(c));
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
 
   Generator gen(c.seed);
-  std::unique_ptr<Module> model;
-  DataParallel* data_parallel = nullptr;
-  ModelParallel* model_parallel = nullptr;
-  DistributedDataParallel* distributed = nullptr;
-  if (dp) {
-    // Every replica is built from the same seed, so replica 0's initial weights are the one-device
-    // run's; DataParallel then broadcasts replica 0's weights anyway.
-    auto dpm = std::make_unique<DataParallel>(
-        [&](Device d) {
-          Generator replica_gen(c.seed);
-          std::unique_ptr<Sequential> m = make_mlp(sizes, activation, replica_gen, d);
-          m->set_needs_input_grad(false);
-          set_gemm_backend(*m, c.gemm);
-          return std::unique_ptr<Module>(std::move(m));
-        },
-        devices);
-    make_mlp(sizes, activation, gen, device);  // advance `gen` as the one-device run does
-    data_parallel = dpm.get();
-    model = std::move(dpm);
-  } else if (ddp) {
-    // Every rank builds the model from --seed, so all start from the one-device run's weights
-    // (and `gen` advances as there); the wrapper broadcasts rank 0's anyway.
-    std::unique_ptr<Sequential> seq = make_mlp(sizes, activation, gen, device);
-    seq->set_needs_input_grad(false);
-    set_gemm_backend(*seq, c.gemm);
-    std::unique_ptr<Module> local;
-    if (c.stages != 0) {  // hybrid: each rank a pipeline of --stages stages
-      auto mpm =
-          std::make_unique<ModelParallel>(std::move(seq), static_cast<int>(c.stages),
-                                          static_cast<int>(micro_batches_or_default(c)), devices);
-      model_parallel = mpm.get();
-      local = std::move(mpm);
-    } else {
-      local = std::move(seq);
-    }
-    DdpOptions ddp_options;
-    ddp_options.bucket_bytes = static_cast<int64_t>(parse_bytes(c.bucket_size));
-    auto ddpm = std::make_unique<DistributedDataParallel>(std::move(local), *comm, ddp_options);
-    distributed = ddpm.get();
-    model = std::move(ddpm);
-  } else {
-    std::unique_ptr<Sequential> seq = make_mlp(sizes, activation, gen, device);
-    seq->set_needs_input_grad(
-        false);  // the input is data: skip the first layer's dx GEMM, as torch does
-    set_gemm_backend(*seq, c.gemm);
-    if (mp) {
-      auto mpm =
-          std::make_unique<ModelParallel>(std::move(seq), static_cast<int>(stages_or_default(c)),
-                                          static_cast<int>(micro_batches_or_default(c)), devices);
-      model_parallel = mpm.get();
-      model = std::move(mpm);
-    } else {
-      model = std::move(seq);
-    }
-  }
-  if (!c.init.empty()) {
-    with_flag_context("--init", [&] { load_weights(c.init, *model); });
-    if (data_parallel) data_parallel->broadcast_replica0_parameters();
-  }
+  BuiltModel built = build_model(c, plan, gen, comm.get());
+  Module& model = *built.model;
+  std::unique_ptr<Optimizer> optimizer = build_optimizer(c, built);
+  DataLoader loader(data.train, loader_options(c, plan, *data.train, sample_weights, rank, world));
 
-  OptimizerConfig oc;
-  oc.name = c.optimizer;
-  oc.lr = c.lr;
-  oc.momentum = c.momentum;
-  oc.nesterov = c.nesterov;
-  oc.weight_decay = c.weight_decay.value_or(-1.0);
-  oc.beta1 = c.beta1;
-  oc.beta2 = c.beta2;
-  oc.eps = c.eps;
-  oc.amsgrad = c.amsgrad;
-  std::unique_ptr<Optimizer> optimizer = data_parallel
-                                             ? data_parallel->make_optimizer(oc)
-                                             : make_optimizer(oc, model->named_parameters());
-
-  DataLoaderOptions lo;
-  lo.batch_size = c.batch_size;
-  lo.shuffle = c.shuffle;
-  lo.drop_last = c.drop_last;
-  lo.seed = c.seed;
-  lo.device = device;
-  // --batch-size is per rank (as in torch): each rank takes its share of every epoch's order, or
-  // of the epoch's weighted draw (made alike on every rank).
-  if (!sample_weights.empty())
-    lo.sampler =
-        std::make_shared<WeightedRandomSampler>(sample_weights, data->size(), c.seed, world, rank);
-  else if (ddp)
-    lo.sampler = std::make_shared<DistributedSampler>(data->size(), world, rank, c.shuffle, c.seed);
-  DataLoader loader(data, lo);
-
+  const std::map<std::string, std::string> metadata = model_metadata(c, data.classes);
   TrainerOptions to;
   to.stop_requested = stop_requested;
   const int64_t bpe = loader.batches_per_epoch();
@@ -391,39 +599,45 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   to.schedule = make_schedule(c, to.total_steps);
   to.checkpoint_dir = c.checkpoint_dir;
   to.checkpoint_every = c.checkpoint_every;
-  to.checkpoint_metadata = model_metadata(c);
+  to.checkpoint_metadata = metadata;
   to.checkpoint_metadata["config"] = config_to_json(c);
   to.generator = &gen;
-  if (distributed) {
-    to.world_size = world;
-    // Only the step's last batch all-reduces; the others accumulate locally (torch's no_sync).
-    to.before_backward = [distributed](bool sync) { distributed->set_require_gradient_sync(sync); };
-    // The mean of the ranks' batch means is the global batch's mean: every rank's batch has the
-    // same number of rows. Called after the step's last backward, when no bucket is in flight.
-    Communicator* cm = comm.get();
-    // One all-reduce carries the loss and the stop request: the mean of the requests is > 0
-    // when any rank was signalled, so every rank stops after the same step.
-    to.reduce_loss = [cm](double loss, bool& stop) {
-      Tensor t =
-          Tensor::from_vector(std::vector<double>{loss, stop ? 1.0 : 0.0}, {2}, cm->device());
-      cm->all_reduce(t, ReduceOp::Avg);
-      const std::vector<double> mean = t.to_vector<double>();
-      stop = mean[1] > 0;
-      return mean[0];
-    };
-    to.write_checkpoints = rank == 0;
-    to.after_checkpoint = [cm] { cm->barrier(); };  // nobody goes on (or reads it) half-written
+  to.loss = make_loss(data.loss);
+  if (built.distributed) set_ddp_hooks(to, built.distributed, comm.get(), rank);
+  std::unique_ptr<Validator> validator;
+  if (data.val) {
+    ValidatorOptions vo;
+    vo.loss = data.loss;
+    vo.batch_size = std::max<int64_t>(c.batch_size, 1024);  // no gradients: larger batches fit
+    vo.device = plan.device;
+    vo.topk = c.topk;
+    if (comm) {  // each rank its own rows, every row once
+      vo.rows = strided_rows(data.val->size(), rank, world);
+      vo.sum_over_ranks = sum_over_ranks(comm.get());
+    }
+    validator = std::make_unique<Validator>(data.val, vo);
+    to.validate = [&validator, &model] { return validator->evaluate(model); };
+    to.eval_every = c.eval_every;
+    to.early_stop = c.early_stop;
+    if (!c.save_best.empty() && rank == 0) {
+      to.on_best = [&c, &model, &metadata](int64_t step, const ValMetrics& v) {
+        auto m = metadata;
+        m["step"] = std::to_string(step);
+        m["val_loss"] = nlohmann::json(v.loss).dump();  // shortest round trip
+        save_weights(c.save_best, model, m);
+      };
+    }
   }
-  Trainer trainer(*model, *optimizer, loader, to);
+  Trainer trainer(model, *optimizer, loader, to);
 
   TrainReport report;
   report.rank = rank;
   report.world_size = world;
   report.total_steps = to.total_steps;
-  report.device = devices.empty() ? device.str() : join_devices(devices);
+  report.device = plan.devices.empty() ? plan.device.str() : join_devices(plan.devices);
   if (!resume_path.empty()) {
     trainer.resume(resume_path);
-    if (data_parallel) data_parallel->broadcast_replica0_parameters();
+    if (built.data_parallel) built.data_parallel->broadcast_replica0_parameters();
     report.resumed_from_step = trainer.step();
   }
 
@@ -434,30 +648,11 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
                                        c.log_every);
     if (!log->repair_note().empty()) info << "warning: " << log->repair_note() << "\n";
   }
-  Progress progress(progress_out, progress_mode, trainer.step() + 1, to.total_steps);
-
-  std::ostringstream what;
-  what << "training " << c.model << " (" << c.activation << ", " << model->num_parameters()
-       << " parameters) on " << report.device << ": " << c.data << " (" << data->size()
-       << " rows), " << c.optimizer << " lr " << c.lr << ", batch " << c.batch_size
-       << (distributed ? " per rank" : "") << ", " << to.total_steps << " steps";
-  if (data_parallel) what << ", data parallel: " << data_parallel->replicas() << " replicas";
-  if (distributed) {
-    what << ", distributed data parallel: " << world << (world == 1 ? " rank" : " ranks") << " ("
-         << comm->backend() << ", " << c.all_reduce << " all-reduce, buckets of " << c.bucket_size
-         << ", global batch " << c.batch_size * world << ")";
-  }
-  if (!sample_weights.empty()) what << ", rows drawn by --sample-weights";
-  if (model_parallel) {
-    what << ", model parallel: " << model_parallel->stages() << " stages, "
-         << model_parallel->micro_batches() << " micro-batches, bubble "
-         << static_cast<int>(model_parallel->bubble_fraction() * 100 + 0.5) << "%";
-  }
-  if (epochs > 0) what << " (" << epochs << (epochs == 1 ? " epoch)" : " epochs)");
-  if (report.resumed_from_step >= 0) what << ", resuming after step " << report.resumed_from_step;
+  Progress progress(progress_out, plan.progress_mode, trainer.step() + 1, to.total_steps);
   // With several ranks only rank 0 talks to the console; the others keep their own logs.
   if (rank == 0) {
-    info << what.str() << "\n";
+    info << describe_run(c, data, built, report, comm.get(), epochs, !sample_weights.empty())
+         << "\n";
     info.flush();
   }
 
@@ -466,14 +661,15 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   report.summary = trainer.run();
 
   if (!c.save.empty()) {
-    check_parameters_finite(*model, "--save");  // on every rank: the weights are the same on all
+    check_parameters_finite(model, "--save");  // on every rank: the weights are the same on all
     if (rank == 0) {
-      auto metadata = model_metadata(c);
-      metadata["step"] = std::to_string(trainer.step());
-      save_weights(c.save, *model, metadata);
+      auto m = metadata;
+      m["step"] = std::to_string(trainer.step());
+      save_weights(c.save, model, m);
     }
     report.saved = c.save;
   }
+  if (!c.save_best.empty() && report.summary.best_val) report.saved_best = c.save_best;
   // No rank leaves before the weights are written: a script started after any rank returns finds
   // them.
   if (comm) comm->barrier();

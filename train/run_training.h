@@ -20,6 +20,7 @@ struct TrainReport {
   int64_t resumed_from_step = -1;  ///< -1: a fresh run
   std::string device;
   std::string saved;             ///< --save, when written
+  std::string saved_best;        ///< --save-best, when an evaluation wrote it
   int rank = 0, world_size = 1;  ///< --parallel ddp: this process's rank and the job's ranks
 };
 

@@ -2,22 +2,37 @@
 // What one optimizer step reports: to the metrics log, the progress display and callbacks.
 
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <string>
 
 namespace minitrain {
 
+/// One held-out evaluation (train/validation.h). NaN where it does not apply.
+struct ValMetrics {
+  int64_t rows = 0;  ///< held-out rows evaluated (over all ranks)
+  double loss = std::numeric_limits<double>::quiet_NaN();           ///< the training loss's mean
+  double accuracy = std::numeric_limits<double>::quiet_NaN();       ///< classifiers: top-1
+  double topk_accuracy = std::numeric_limits<double>::quiet_NaN();  ///< classifiers, topk > 1
+  int64_t topk = 1;
+};
+
 struct StepStats {
-  int64_t step = 0;            ///< from 1
-  int64_t total_steps = 0;     ///< the step the run ends at
-  int64_t epoch = 0;           ///< from 1: the epoch of the step's first batch
-  double loss = 0.0;           ///< mean loss of the step's batches, before the update
-  double lr = 0.0;             ///< the rate this step used
-  double step_ms = 0.0;        ///< wall time of the step (forward, backward, update)
-  int64_t samples = 0;         ///< rows in the step's batches
-  double samples_per_s = 0.0;  ///< samples / step time
-  double grad_norm = -1.0;     ///< before clipping; < 0 when not clipping
-  std::string device;          ///< "cpu", "cuda:0"
-  uint64_t memory_in_use = 0;  ///< device allocator bytes after the step
+  int64_t step = 0;         ///< from 1
+  int64_t total_steps = 0;  ///< the step the run ends at
+  int64_t epoch = 0;        ///< from 1: the epoch of the step's first batch
+  double loss = 0.0;        ///< mean loss of the step's batches, before the update
+  /// Classifiers: top-1 accuracy of the step's batches (before the update); NaN otherwise.
+  double accuracy = std::numeric_limits<double>::quiet_NaN();
+  bool epoch_end = false;         ///< the step took an epoch's last batch
+  std::optional<ValMetrics> val;  ///< a held-out evaluation after this step, if one was due
+  double lr = 0.0;                ///< the rate this step used
+  double step_ms = 0.0;           ///< wall time of the step (forward, backward, update)
+  int64_t samples = 0;            ///< rows in the step's batches
+  double samples_per_s = 0.0;     ///< samples / step time
+  double grad_norm = -1.0;        ///< before clipping; < 0 when not clipping
+  std::string device;             ///< "cpu", "cuda:0"
+  uint64_t memory_in_use = 0;     ///< device allocator bytes after the step
   uint64_t memory_peak = 0;
   uint64_t host_memory_peak = 0;  ///< the process's peak resident memory so far
 };

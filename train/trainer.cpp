@@ -12,7 +12,8 @@
 #include "core/stream.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
-#include "nn/mse_loss.h"
+#include "nlohmann/json.hpp"
+#include "train/class_metrics.h"
 #include "optim/clip.h"
 
 namespace minitrain {
@@ -34,6 +35,28 @@ int64_t meta_int(const std::map<std::string, std::string>& meta, const char* key
   } catch (const std::exception&) {
     return fallback;  // load_checkpoint names the malformed field
   }
+}
+
+// The held-out record in a checkpoint's metadata ("validation"), and back.
+std::string val_record_json(const std::optional<ValMetrics>& best, int64_t best_step,
+                            int64_t evals_since_best, bool early_stopped) {
+  nlohmann::json j;
+  j["best_step"] = best_step;
+  j["evals_since_best"] = evals_since_best;
+  j["early_stopped"] = early_stopped;
+  if (best) {
+    j["best_loss"] = best->loss;
+    j["best_accuracy"] = best->accuracy;  // NaN -> null: not a classifier
+    j["best_topk_accuracy"] = best->topk_accuracy;
+    j["best_rows"] = best->rows;
+    j["topk"] = best->topk;
+  }
+  return j.dump();
+}
+
+double json_number_or_nan(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>()
+                                               : std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace
@@ -64,6 +87,7 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, DataLoader& loader, Traine
       loader_(loader),
       options_(std::move(options)),
       device_(loader.options().device) {
+  loss_ = options_.loss ? options_.loss : std::shared_ptr<Loss>(make_loss(LossOptions{}));
   MT_CHECK_AS(ValueError, options_.total_steps >= 1, "Trainer: total_steps must be >= 1, got ",
               options_.total_steps);
   MT_CHECK_AS(ValueError, options_.grad_accum >= 1, "Trainer: grad_accum must be >= 1, got ",
@@ -129,6 +153,9 @@ void Trainer::save_checkpoint(const std::string& path) {
     std::map<std::string, std::string> meta = options_.checkpoint_metadata;
     meta["batches_per_epoch"] = std::to_string(loader_.batches_per_epoch());
     meta["grad_accum"] = std::to_string(options_.grad_accum);
+    if (options_.validate)
+      meta["validation"] =
+          val_record_json(best_val_, best_step_, evals_since_best_, early_stopped_);
     minitrain::save_checkpoint(path, model_, optimizer_, position(), meta);
   }
   if (options_.after_checkpoint) options_.after_checkpoint();
@@ -164,6 +191,47 @@ void Trainer::resume(const std::string& path) {
   if (options_.generator != nullptr) options_.generator->set_state(p.rng_seed, p.rng_offset);
   loader_.seek(batches_seen_ / bpe, batches_seen_ % bpe);
   last_checkpoint_ = path;
+  const auto v = meta.find("validation");
+  if (options_.validate && v != meta.end()) {
+    const nlohmann::json j = nlohmann::json::parse(v->second, nullptr, false);
+    MT_CHECK_AS(IoError, j.is_object(), "cannot resume from '", path,
+                "': its 'validation' metadata is not a JSON object: ", v->second);
+    best_step_ = j.value("best_step", int64_t{0});
+    evals_since_best_ = j.value("evals_since_best", int64_t{0});
+    early_stopped_ = j.value("early_stopped", false);
+    if (j.contains("best_loss")) {
+      ValMetrics b;
+      b.loss = json_number_or_nan(j, "best_loss");
+      b.accuracy = json_number_or_nan(j, "best_accuracy");
+      b.topk_accuracy = json_number_or_nan(j, "best_topk_accuracy");
+      b.rows = j.value("best_rows", int64_t{0});
+      b.topk = j.value("topk", int64_t{1});
+      best_val_ = b;
+    }
+  }
+}
+
+bool Trainer::evaluation_due(const StepStats& s) const {
+  if (!options_.validate) return false;
+  return s.epoch_end || s.step == options_.total_steps ||
+         (options_.eval_every > 0 && s.step % options_.eval_every == 0);
+}
+
+bool Trainer::evaluate(StepStats& s) {
+  s.val = options_.validate();
+  // NaN never improves: a diverged model is not the best one.
+  if (!best_val_ || s.val->loss < best_val_->loss) {
+    if (std::isfinite(s.val->loss)) {
+      best_val_ = s.val;
+      best_step_ = s.step;
+      evals_since_best_ = 0;
+      if (options_.on_best) options_.on_best(s.step, *s.val);
+      return false;
+    }
+  }
+  ++evals_since_best_;
+  early_stopped_ = options_.early_stop > 0 && evals_since_best_ >= options_.early_stop;
+  return early_stopped_;
 }
 
 StepStats Trainer::train_step() {
@@ -176,17 +244,25 @@ StepStats Trainer::train_step() {
   model_.train();
   model_.zero_grad();
 
-  MSELoss loss_fn;
+  const bool classifier = loss_->target_kind() == TargetKind::ClassIndices;
   const int64_t batches = batches_for_step(s.step);
+  const int64_t batches_before = batches_seen_;
   double loss_sum = 0.0;
+  std::vector<double> counts{0.0, 0.0};  // correct, counted
   for (int64_t b = 0; b < batches; ++b) {
     Batch batch = loader_.next();
     if (b == 0) s.epoch = batch.epoch + 1;
     const Tensor pred = model_.forward(batch.x);
     // Under model parallelism the batch arrives on the first stage's device and the prediction
     // leaves the last stage's: the targets follow the prediction (a no-op on one device).
-    const Tensor loss = loss_fn.forward(pred, batch.y.to(pred.device()));
-    Tensor grad = loss_fn.backward();
+    const Tensor target = batch.y.to(pred.device());
+    Tensor grad;
+    const Tensor loss = loss_->forward_backward(pred, target, grad);
+    if (classifier) {  // before backward: a module may reuse its output's memory
+      const ClassCounts c = count_correct(pred, target, 1, loss_->options().ignore_index);
+      counts[0] += c.correct;
+      counts[1] += c.counted;
+    }
     if (batches > 1) scale(grad, grad, 1.0 / static_cast<double>(batches));
     if (options_.before_backward) options_.before_backward(b == batches - 1);
     model_.backward(grad);
@@ -198,8 +274,15 @@ StepStats Trainer::train_step() {
     ++batches_seen_;
   }
   s.loss = loss_sum / static_cast<double>(batches);
+  const int64_t bpe = loader_.batches_per_epoch();
+  s.epoch_end =
+      batches_seen_ / bpe > batches_before / bpe || batches_seen_ == options_.total_batches;
   stop_agreed_ = options_.stop_requested != nullptr && options_.stop_requested->load() != 0;
   if (options_.reduce_loss) s.loss = options_.reduce_loss(s.loss, stop_agreed_);
+  if (classifier) {
+    if (options_.sum_over_ranks) options_.sum_over_ranks(counts);
+    if (counts[1] > 0) s.accuracy = counts[0] / counts[1];
+  }
   s.device = device_.str();
 
   if (std::isfinite(s.loss)) {
@@ -225,11 +308,17 @@ TrainSummary Trainer::run() {
   summary.first_step = step_ + 1;
   summary.last_step = step_;
   const auto start = Clock::now();
+  // The current epoch's step losses (and accuracies), for its mean.
+  double epoch_loss_sum = 0, epoch_accuracy_sum = 0;
+  int64_t epoch_steps = 0;
   try {
-    while (step_ < options_.total_steps) {
-      const StepStats s = train_step();
+    // A run that early stopping ended stays ended: resuming it trains nothing.
+    while (step_ < options_.total_steps && !early_stopped_) {
+      StepStats s = train_step();
+      const bool finite = std::isfinite(s.loss);
+      const bool early_stop = finite && evaluation_due(s) && evaluate(s);
       if (options_.log != nullptr) options_.log->write(s);
-      if (!std::isfinite(s.loss)) {
+      if (!finite) {
         if (options_.log != nullptr) options_.log->flush_pending();  // the line that shows it
         std::string kept = last_checkpoint_.empty()
                                ? std::string("no checkpoint was written")
@@ -243,13 +332,29 @@ TrainSummary Trainer::run() {
       summary.last_loss = s.loss;
       summary.last_step = s.step;
       summary.samples += s.samples;
+      if (s.epoch != summary.epoch) {
+        summary.epoch = s.epoch;
+        epoch_loss_sum = epoch_accuracy_sum = 0;
+        epoch_steps = 0;
+      }
+      epoch_loss_sum += s.loss;
+      epoch_accuracy_sum += s.accuracy;
+      ++epoch_steps;
+      summary.epoch_loss = epoch_loss_sum / static_cast<double>(epoch_steps);
+      summary.epoch_accuracy = epoch_accuracy_sum / static_cast<double>(epoch_steps);
+      if (s.val) summary.last_val = s.val;
       if (options_.on_step) options_.on_step(s);
       const bool last = step_ == options_.total_steps;
-      const bool stop = stop_agreed_ && !last;
+      const bool stop = (stop_agreed_ || early_stop) && !last;
       if (!options_.checkpoint_dir.empty() &&
           (last || stop ||
            (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0)))
         save_checkpoint(checkpoint_path(options_.checkpoint_dir));
+      if (early_stop) {
+        if (options_.log != nullptr) options_.log->flush_pending();
+        summary.early_stopped = true;
+        break;
+      }
       if (stop) {
         if (options_.log != nullptr) options_.log->flush_pending();  // a partial interval
         summary.stopped_early = true;
@@ -265,6 +370,9 @@ TrainSummary Trainer::run() {
   if (options_.progress != nullptr) options_.progress->finish();
   summary.seconds = seconds_since(start);
   summary.last_checkpoint = last_checkpoint_;
+  summary.best_val = best_val_;
+  summary.best_step = best_step_;
+  summary.early_stopped = summary.early_stopped || early_stopped_;
   return summary;
 }
 

@@ -8,9 +8,11 @@
 //   Trainer(*model, *opt, loader, o).run();
 //
 // One step: set the scheduled lr, zero the gradients, then for each of grad_accum batches
-// forward, MSE loss, backward (the loss gradient scaled by 1/batches, as dividing the loss in
-// torch), then clip, check the loss is finite, and update. The loss reported for a step is the
-// mean of its batches' losses, computed before the update. Steps count from 1.
+// forward, loss (options.loss, MSE by default), backward (the loss gradient scaled by 1/batches,
+// as dividing the loss in torch), then clip, check the loss is finite, and update. The loss
+// reported for a step is the mean of its batches' losses, computed before the update. Steps count
+// from 1. With options.validate, held-out evaluations follow the steps they are due after (every
+// eval_every steps, each epoch's end, the last step), and decide the best step and early stopping.
 
 #include <atomic>
 #include <cstdint>
@@ -23,6 +25,7 @@
 #include "core/error.h"
 #include "core/generator.h"
 #include "data/data_loader.h"
+#include "nn/loss.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -54,6 +57,23 @@ struct TrainerOptions {
   MetricsLog* log = nullptr;
   Progress* progress = nullptr;
   std::function<void(const StepStats&)> on_step;  ///< after each step (and its log line)
+  /// The loss minimised; null: MSELoss with reduction mean. A loss with class-index targets makes
+  /// a classifier: steps then report the accuracy of their batches.
+  std::shared_ptr<Loss> loss;
+
+  // ---- held-out evaluation (train/validation.h) ----
+  /// Evaluates the model on held-out data; null: no evaluations. Called on every rank alike.
+  std::function<ValMetrics()> validate;
+  int64_t eval_every = 0;  ///< steps between evaluations; 0: epoch ends and the last step only
+  /// Stop after this many evaluations in a row without a lower val_loss (checkpointing as at the
+  /// end); 0: never.
+  int64_t early_stop = 0;
+  /// After an evaluation with a lower val_loss than any before (--save-best writes the weights).
+  std::function<void(int64_t step, const ValMetrics&)> on_best;
+  /// Adds each entry over the ranks (ddp: an all-reduce SUM), for the training batches' accuracy
+  /// counts; null: one process.
+  std::function<void(std::vector<double>&)> sum_over_ranks;
+
   /// Nonzero (a signal number, see StopOnSignals) asks run() to stop after the step in progress:
   /// it checkpoints (with checkpoint_dir) and returns early. Null: never.
   const std::atomic<int>* stop_requested = nullptr;
@@ -82,6 +102,16 @@ struct TrainSummary {
   int64_t first_step = 0, last_step = 0;  ///< the steps this run() took; first > last: none
   double first_loss = std::numeric_limits<double>::quiet_NaN();
   double last_loss = std::numeric_limits<double>::quiet_NaN();
+  /// The mean of the step losses of the last epoch this run() trained in (complete or not): the
+  /// training loss to report, where last_loss is one step's, often a small last batch's.
+  double epoch_loss = std::numeric_limits<double>::quiet_NaN();
+  int64_t epoch = 0;                                                 ///< that epoch, from 1
+  double epoch_accuracy = std::numeric_limits<double>::quiet_NaN();  ///< classifiers: its mean
+  std::optional<ValMetrics> last_val;  ///< the last held-out evaluation, if any
+  std::optional<ValMetrics>
+      best_val;  ///< the one with the lowest val_loss (the run's, resumed too)
+  int64_t best_step = 0;
+  bool early_stopped = false;  ///< options.early_stop ended the run
   double seconds = 0.0;
   int64_t samples = 0;
   std::string last_checkpoint;  ///< the checkpoint written last, if any
@@ -135,7 +165,19 @@ class Trainer {
   int64_t map_batch_index(const std::string& path,
                           const std::map<std::string, std::string>& meta) const;
 
+  // Whether a held-out evaluation is due after step `s` (alike on every rank).
+  bool evaluation_due(const StepStats& s) const;
+  // Runs it into s.val, updates the best and the patience; true when early stopping ends the run.
+  bool evaluate(StepStats& s);
+
   bool stop_agreed_ = false;  // the last step's stop decision, alike on every rank
+  std::shared_ptr<Loss> loss_;
+  // The held-out record, kept in checkpoints so that a resumed run stops and saves as one that
+  // was not interrupted.
+  std::optional<ValMetrics> best_val_;
+  int64_t best_step_ = 0;
+  int64_t evals_since_best_ = 0;
+  bool early_stopped_ = false;
   Module& model_;
   Optimizer& optimizer_;
   DataLoader& loader_;

@@ -10,6 +10,9 @@
 #   resume   2 ranks x 4 stop at step 6; 1 rank x 8 resumes and ends equal to the uninterrupted
 #            2-rank run; 1 rank x 4 (another global batch) is refused naming both layouts.
 #   errors   a failing rank's error line names the rank.
+#   validation --val-data of 7 rows (not a multiple of NP): each rank evaluates its own rows, the
+#            sums are all-reduced, and every val_loss equals the one-device run's; val_rows is 7
+#            (no padded duplicate counted); --save-best and --early-stop act alike on every rank.
 #   cuda     (label gpu) one NCCL rank per GPU vs one GPU; reports SKIP without a GPU.
 # The data (synthetic:96) is a multiple of NP*4 for NP = 2 and 3, so every batch is full on
 # both sides and the sums differ only in float32 rounding.
@@ -184,6 +187,43 @@ elseif(CASE STREQUAL "cuda")
     message(FATAL_ERROR "not an NCCL run:\n${out}")
   endif()
   same_weights(${WORK}/ddp.safetensors ${WORK}/one.safetensors)
+elseif(CASE STREQUAL "validation")
+  # 4 features, 2 targets, 7 rows.
+  file(WRITE ${WORK}/val.csv "a,b,c,d,t1,t2\n0.1,0.2,0.3,0.4,0.5,-0.5\n-0.3,0.9,0.1,-0.2,0.1,0.2\n"
+       "0.5,0.5,-0.5,0.7,-0.4,0.3\n0.9,-0.1,0.2,0.0,0.6,0.6\n-0.7,-0.6,0.4,0.3,-0.2,0.1\n"
+       "0.3,0.0,-0.9,0.8,0.0,-0.7\n-0.2,0.4,0.6,-0.5,0.3,0.4\n")
+  # A held-out table goes with a training table (the target columns are named once).
+  run(out ${TOOL} table ${WORK}/train.csv 96 4 2)
+  string(REPLACE "synthetic:96" "${WORK}/train.csv" table "${common}")
+  set(val --target-columns t1,t2 --val-data ${WORK}/val.csv --eval-every 5)
+  run(one ${MINITRAIN} train ${table} ${quiet} ${val} --epochs 2 --batch-size ${global_batch}
+      --log ${WORK}/one.jsonl --save ${WORK}/one.safetensors --save-best ${WORK}/one_best.safetensors)
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${table} ${quiet} ${val} --epochs 2
+      --batch-size 4 --log ${WORK}/ddp.jsonl --save ${WORK}/ddp.safetensors
+      --save-best ${WORK}/ddp_best.safetensors)
+  if(NOT out MATCHES "held out \\(7 rows\\): val_loss")
+    message(FATAL_ERROR "no held-out line for 7 rows:\n${out}")
+  endif()
+  file(STRINGS ${WORK}/one.jsonl one_lines)
+  file(STRINGS ${WORK}/ddp.jsonl ddp_lines)
+  set(evaluations 0)
+  foreach(a b IN ZIP_LISTS one_lines ddp_lines)
+    string(JSON va ERROR_VARIABLE none GET "${a}" val_loss)
+    string(JSON vb ERROR_VARIABLE none_b GET "${b}" val_loss)
+    if(none AND none_b)
+      continue()
+    endif()
+    string(JSON rows GET "${b}" val_rows)
+    if(NOT rows EQUAL 7)
+      message(FATAL_ERROR "ddp evaluated ${rows} rows, not 7: ${b}")
+    endif()
+    run(close ${TOOL} close ${va} ${vb} 1e-5)
+    math(EXPR evaluations "${evaluations} + 1")
+  endforeach()
+  if(evaluations LESS 4)
+    message(FATAL_ERROR "expected evaluations in both logs, found ${evaluations}")
+  endif()
+  same_weights(${WORK}/ddp_best.safetensors ${WORK}/one_best.safetensors)
 elseif(CASE STREQUAL "errors")
   execute_process(COMMAND ${MPIEXEC} -n 2 ${MINITRAIN} train --parallel ddp ${common} --steps 2
                           --log ${WORK}/no/such/dir/m.jsonl

@@ -6,6 +6,11 @@
 //       writes N float32 sample weights (row i: i % 4, so every fourth row has weight 0).
 //   ddp_test_tool metadata CHECKPOINT.safetensors KEY
 //       prints the value of KEY in the file's metadata (exit 1 when it is missing).
+//   ddp_test_tool table PATH.csv N IN OUT
+//       writes a CSV of N rows: IN feature columns a, b, ... and OUT targets t1, t2, ..., a fixed
+//       smooth function of the features (a regression an MLP learns).
+//   ddp_test_tool close A B RTOL
+//       exit 0 when |A - B| <= RTOL * |B| (and both are numbers), else exit 1 saying both.
 
 #include <cmath>
 #include <cstdio>
@@ -85,6 +90,38 @@ int metadata(const std::string& path, const std::string& key) {
   return 0;
 }
 
+int write_table(const std::string& path, long long n, int in, int out) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    std::printf("cannot write %s\n", path.c_str());
+    return 1;
+  }
+  for (int j = 0; j < in; ++j) std::fprintf(f, "%c,", static_cast<char>('a' + j));
+  for (int k = 0; k < out; ++k) std::fprintf(f, "t%d%s", k + 1, k + 1 < out ? "," : "\n");
+  std::vector<double> x(static_cast<std::size_t>(in));
+  for (long long i = 0; i < n; ++i) {
+    for (int j = 0; j < in; ++j) {
+      x[static_cast<std::size_t>(j)] = std::sin(0.37 * static_cast<double>(i) + 1.3 * j);
+      std::fprintf(f, "%.6f,", x[static_cast<std::size_t>(j)]);
+    }
+    for (int k = 0; k < out; ++k) {
+      double t = 0;
+      for (int j = 0; j < in; ++j) t += std::sin((j + k + 1) * x[static_cast<std::size_t>(j)]);
+      std::fprintf(f, "%.6f%s", t / 2, k + 1 < out ? "," : "\n");
+    }
+  }
+  return std::fclose(f) == 0 ? 0 : 1;
+}
+
+int close(const char* a_text, const char* b_text, double rtol) {
+  char* end_a = nullptr;
+  char* end_b = nullptr;
+  const double a = std::strtod(a_text, &end_a), b = std::strtod(b_text, &end_b);
+  const bool ok = *end_a == '\0' && *end_b == '\0' && std::fabs(a - b) <= rtol * std::fabs(b);
+  std::printf("%s %s vs %s (rtol %g)\n", ok ? "ok " : "BAD", a_text, b_text, rtol);
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,11 +131,16 @@ int main(int argc, char** argv) {
       return compare(argv[2], argv[3], std::atof(argv[4]), std::atof(argv[5]));
     if (what == "weights" && argc == 4) return write_weights(argv[2], std::atoll(argv[3]));
     if (what == "metadata" && argc == 4) return metadata(argv[2], argv[3]);
+    if (what == "table" && argc == 6)
+      return write_table(argv[2], std::atoll(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]));
+    if (what == "close" && argc == 5) return close(argv[2], argv[3], std::atof(argv[4]));
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());
     return 1;
   }
-  std::printf("usage: %s compare GOT WANT ATOL RTOL | weights PATH N | metadata FILE KEY\n",
-              argv[0]);
+  std::printf(
+      "usage: %s compare GOT WANT ATOL RTOL | weights PATH N | metadata FILE KEY | "
+      "table PATH N IN OUT | close A B RTOL\n",
+      argv[0]);
   return 2;
 }

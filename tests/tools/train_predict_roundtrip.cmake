@@ -14,7 +14,7 @@ endfunction()
 
 run("${MINITRAIN}" train --config "${FIXTURES}/train_small.toml" --steps 12
     --save "${WORK}/w.safetensors" --log "${WORK}/metrics.jsonl")
-if(NOT out MATCHES "training mlp:3,16,1 \\(tanh, [0-9]+ parameters\\) on cpu: .*train_small.csv \\(40 rows\\), sgd lr 0.05, batch 8, 12 steps")
+if(NOT out MATCHES "training mlp:3,16,1 \\(tanh, [0-9]+ parameters\\) on cpu: .*train_small.csv \\(40 rows\\), mse loss, sgd lr 0.05, batch 8, 12 steps")
   message(FATAL_ERROR "the config file's keys (or --steps over its 'epochs') were not used:\n${out}")
 endif()
 if(NOT err MATCHES "step 12/12 \\(100%\\)  epoch 3  loss ")

@@ -1,0 +1,232 @@
+// Held-out evaluation during training: it changes no weight, its loss is the mean over every
+// held-out row, and it drives --save-best, --early-stop and the summaries; a resumed run keeps its
+// record.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
+#include "core/npy.h"
+#include "core/safetensors.h"
+#include "data/readers.h"
+#include "kernels/mse_loss.h"
+#include "nn/mlp.h"
+#include "tests/core/io_test_util.h"
+#include "tests/support/test_util.h"
+#include "train/run_training.h"
+#include "train/validation.h"
+
+namespace minitrain {
+namespace {
+
+using testing::ScratchDir;
+
+TrainReport train(TrainConfig c, std::string* info_text = nullptr) {
+  c.progress = "none";
+  c.device = "cpu";
+  std::ostringstream info, progress;
+  TrainReport r = run_training(c, info, progress);
+  if (info_text != nullptr) *info_text = info.str();
+  return r;
+}
+
+std::vector<nlohmann::json> log_lines(const std::string& path) {
+  std::istringstream in(read_file_bytes(path));
+  std::vector<nlohmann::json> lines;
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+std::vector<std::string> weight_bytes(const std::string& path) {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : read_safetensors(path).tensors)
+    out.push_back(testing::tensor_bytes(t));
+  return out;
+}
+
+// 120 rows to train on, and 37 held out as files.
+TrainConfig config_with_val_files(const ScratchDir& dir) {
+  const TensorDataset train_rows = make_synthetic_regression(120, 4, 1, 11);
+  const TensorDataset val_rows = make_synthetic_regression(37, 4, 1, 12);
+  write_npy(dir.path("x.npy"), train_rows.features());
+  write_npy(dir.path("y.npy"), train_rows.targets());
+  write_npy(dir.path("vx.npy"), val_rows.features());
+  write_npy(dir.path("vy.npy"), val_rows.targets());
+  TrainConfig c;
+  c.model = "mlp:4,16,1";
+  c.data = dir.path("x.npy");
+  c.targets = dir.path("y.npy");
+  c.batch_size = 16;
+  c.epochs = 3;
+  c.seed = 5;
+  c.save = dir.path("w.safetensors");
+  c.log = dir.path("log.jsonl");
+  return c;
+}
+
+TEST(Validation, EvaluatingChangesNoWeightAndLogsEachEvaluation) {
+  ScratchDir plain_dir, val_dir;
+  const TrainConfig plain = config_with_val_files(plain_dir);
+  train(plain);
+  TrainConfig val = config_with_val_files(val_dir);
+  val.val_data = val_dir.path("vx.npy");
+  val.val_targets = val_dir.path("vy.npy");
+  val.eval_every = 5;
+  std::string info;
+  const TrainReport r = train(val, &info);
+  EXPECT_EQ(weight_bytes(plain.save), weight_bytes(val.save));
+  EXPECT_NE(info.find("held out by --val-data"), std::string::npos) << info;
+
+  // 8 batches per epoch, 24 steps: evaluations after steps 5, 8, 10, 15, 16, 20, 24.
+  std::vector<int64_t> evaluated;
+  for (const nlohmann::json& j : log_lines(val.log))
+    if (j.contains("val_loss")) {
+      evaluated.push_back(j["step"].get<int64_t>());
+      EXPECT_EQ(j["val_rows"], 37);
+    }
+  EXPECT_EQ(evaluated, (std::vector<int64_t>{5, 8, 10, 15, 16, 20, 24}));
+  ASSERT_TRUE(r.summary.last_val.has_value());
+  EXPECT_EQ(r.summary.last_val->rows, 37);
+  EXPECT_TRUE(std::isnan(r.summary.last_val->accuracy));  // a regression has no accuracy
+}
+
+// The validator's loss is torch's mean over all held-out rows, whatever its batch size.
+TEST(Validation, LossIsTheMeanOverAllRowsForAnyBatchSize) {
+  Generator gen(3);
+  auto model = make_mlp({4, 8, 2}, Activation::Tanh, gen);
+  auto data = std::make_shared<TensorDataset>(make_synthetic_regression(23, 4, 2, 4));
+  const Tensor want = mse_loss_forward(model->forward(data->features()), data->targets());
+  for (int64_t batch : {1, 5, 23, 100}) {
+    ValidatorOptions o;
+    o.batch_size = batch;
+    const ValMetrics m = Validator(data, o).evaluate(*model);
+    EXPECT_EQ(m.rows, 23);
+    EXPECT_NEAR(m.loss, want.item(), 1e-6 * want.item()) << "batch " << batch;
+  }
+}
+
+TEST(Validation, ValSplitHoldsOutRowsFromTheData) {
+  ScratchDir dir;
+  TrainConfig c;
+  c.model = "mlp:4,16,1";
+  c.data = "synthetic:100";
+  c.val_split = 0.25;
+  c.epochs = 2;
+  c.log = dir.path("log.jsonl");
+  std::string info;
+  const TrainReport r = train(c, &info);
+  EXPECT_NE(info.find("(75 rows, 25 held out by --val-split 0.25 of --data)"), std::string::npos)
+      << info;
+  ASSERT_TRUE(r.summary.last_val.has_value());
+  EXPECT_EQ(r.summary.last_val->rows, 25);
+  // The training batches cover 75 rows an epoch: 2 batches of 64 rows at most.
+  EXPECT_EQ(r.summary.samples, 150);
+}
+
+TEST(Validation, SaveBestKeepsTheWeightsOfTheLowestValLoss) {
+  ScratchDir dir;
+  TrainConfig c = config_with_val_files(dir);
+  c.val_data = dir.path("vx.npy");
+  c.val_targets = dir.path("vy.npy");
+  c.eval_every = 1;
+  c.lr = 0.03;  // large enough for val_loss to go up and down
+  c.save_best = dir.path("best.safetensors");
+  const TrainReport r = train(c);
+  double best = std::numeric_limits<double>::infinity();
+  int64_t best_step = 0;
+  for (const nlohmann::json& j : log_lines(c.log))
+    if (j["val_loss"].get<double>() < best) {
+      best = j["val_loss"].get<double>();
+      best_step = j["step"].get<int64_t>();
+    }
+  EXPECT_EQ(r.summary.best_step, best_step);
+  EXPECT_EQ(r.saved_best, c.save_best);
+  const SafetensorsFile f = read_safetensors(c.save_best);
+  EXPECT_EQ(f.metadata.at("step"), std::to_string(best_step));
+  EXPECT_DOUBLE_EQ(std::stod(f.metadata.at("val_loss")), best);
+  // The best weights score the best val_loss again.
+  TrainConfig again = c;
+  again.init = c.save_best;
+  again.lr = 0;
+  again.steps = 1;
+  again.epochs.reset();
+  again.save_best.clear();
+  again.save = dir.path("again.safetensors");
+  again.log = dir.path("again.jsonl");
+  const TrainReport a = train(again);
+  EXPECT_NEAR(a.summary.last_val->loss, best, 1e-6 * best);
+}
+
+TEST(Validation, EarlyStopEndsARunWithoutProgressAndResumingItTrainsNothing) {
+  ScratchDir dir;
+  TrainConfig c = config_with_val_files(dir);
+  c.val_split = 0.2;
+  c.lr = 0;  // val_loss never goes lower after the first evaluation
+  c.eval_every = 1;
+  c.early_stop = 3;
+  c.checkpoint_dir = dir.path("ckpt");
+  const TrainReport r = train(c);
+  EXPECT_TRUE(r.summary.early_stopped);
+  EXPECT_EQ(r.summary.last_step, 4);  // best at 1, then 3 evaluations without a lower loss
+  EXPECT_EQ(r.summary.best_step, 1);
+  EXPECT_EQ(log_lines(c.log).size(), 4u);
+  c.resume = true;
+  const TrainReport again = train(c);
+  EXPECT_EQ(again.summary.last_step, 4);  // nothing trained: first > last
+  EXPECT_GT(again.summary.first_step, again.summary.last_step);
+  EXPECT_TRUE(again.summary.early_stopped);
+}
+
+TEST(Validation, AResumedRunKeepsItsBestAndEndsAsOneRun) {
+  ScratchDir one_dir, two_dir;
+  TrainConfig one = config_with_val_files(one_dir);
+  one.val_split = 0.2;
+  one.eval_every = 2;
+  one.lr = 0.03;
+  one.save_best = one_dir.path("best.safetensors");
+  const TrainReport a = train(one);
+
+  TrainConfig two = config_with_val_files(two_dir);
+  two.val_split = 0.2;
+  two.eval_every = 2;
+  two.lr = 0.03;
+  two.save_best = two_dir.path("best.safetensors");
+  two.checkpoint_dir = two_dir.path("ckpt");
+  two.epochs.reset();
+  two.steps = 9;
+  train(two);
+  two.steps.reset();
+  two.epochs = 3;
+  two.resume = true;
+  const TrainReport b = train(two);
+  EXPECT_EQ(a.summary.best_step, b.summary.best_step);
+  ASSERT_TRUE(a.summary.best_val && b.summary.best_val);
+  EXPECT_EQ(a.summary.best_val->loss, b.summary.best_val->loss);
+  EXPECT_EQ(weight_bytes(one.save_best), weight_bytes(two.save_best));
+  EXPECT_EQ(weight_bytes(one.save), weight_bytes(two.save));
+}
+
+TEST(Validation, SettingsThatNeedHeldOutDataSaySo) {
+  TrainConfig c;
+  c.early_stop = 2;
+  testing::expect_error<ValueError>([&] { train(c); }, {"--early-stop", "--val-split"});
+  c = TrainConfig{};
+  c.val_split = 0.2;
+  c.val_data = "v.csv";
+  testing::expect_error<ValueError>([&] { train(c); }, {"--val-data and --val-split"});
+  c = TrainConfig{};
+  c.val_split = 1.0;
+  testing::expect_error<ValueError>([&] { train(c); }, {"--val-split", "[0, 1)"});
+}
+
+}  // namespace
+}  // namespace minitrain
