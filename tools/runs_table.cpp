@@ -69,16 +69,26 @@ std::string status_table(const std::vector<RunStatus>& statuses) {
 
 std::string runs_summary_table(const std::vector<RunResult>& results) {
   std::vector<std::vector<std::string>> rows;
-  rows.push_back(
-      {"run", "device", "status", "exit", "steps", "final loss", "seconds", "start", "end"});
+  rows.push_back({"run", "device", "status", "exit", "steps", "epoch loss", "best val loss",
+                  "seconds", "start", "end"});
   int failed = 0;
+  const auto number = [](const std::optional<double>& v) {
+    return v ? fmt("%.6g", *v) : std::string("-");
+  };
   for (const RunResult& r : results) {
     failed += r.ok() ? 0 : 1;
+    // A run that logged nothing has no epoch mean: its last loss (from its output) if any.
+    const std::optional<double> loss = r.outcome.epoch_loss ? r.outcome.epoch_loss : r.final_loss;
     rows.push_back({r.name, r.device, r.ok() ? "ok" : "failed", r.exit_status,
-                    std::to_string(r.steps), r.final_loss ? fmt("%.6g", *r.final_loss) : "-",
+                    std::to_string(r.steps), number(loss), number(r.outcome.best_val_loss),
                     fmt("%.2f", r.seconds), clock_time(r.start_time), clock_time(r.end_time)});
   }
   std::string out = table_text(rows);
+  if (const std::optional<BestRun> best = best_run(results))
+    out += "best: " + results[best->index].name + " (" +
+           (std::string(best->by) == "best_val_loss" ? "lowest val_loss"
+                                                     : "lowest epoch loss; no run was validated") +
+           ", " + fmt("%.6g", best->value) + ")\n";
   for (const RunResult& r : results)
     if (!r.ok()) out += r.name + ": " + r.reason + "\n";
   out += std::to_string(results.size() - static_cast<std::size_t>(failed)) + " of " +

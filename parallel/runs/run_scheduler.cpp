@@ -252,6 +252,7 @@ class Scheduler {
     const RunProgress p = read_run_progress(job.metrics_path, job.output_path);
     r.result.steps = p.step;
     r.result.final_loss = p.loss;
+    r.result.outcome = read_run_outcome(job.metrics_path);
     // The run's own peak (sampling misses a short run's, and a finished run has no RSS left).
     r.result.peak_host_memory = std::max(r.result.peak_host_memory, p.host_memory_peak);
     r.total_steps = p.total_steps;
@@ -440,7 +441,25 @@ std::vector<RunResult> schedule_runs(const std::vector<RunJob>& jobs, const Runs
   return Scheduler(jobs, options, start, status).run(stop_requested);
 }
 
+std::optional<BestRun> best_run(const std::vector<RunResult>& results) {
+  for (const char* by : {"best_val_loss", "epoch_loss"}) {
+    std::optional<BestRun> best;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const RunOutcome& o = results[i].outcome;
+      const std::optional<double> v =
+          std::string(by) == "best_val_loss" ? o.best_val_loss : o.epoch_loss;
+      if (results[i].ok() && v && std::isfinite(*v) && (!best || *v < best->value))
+        best = BestRun{i, by, *v};
+    }
+    if (best) return best;
+  }
+  return std::nullopt;
+}
+
 std::string runs_summary_json(const std::vector<RunResult>& results) {
+  const auto number = [](const std::optional<double>& v) {
+    return v && std::isfinite(*v) ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+  };
   nlohmann::ordered_json runs = nlohmann::ordered_json::array();
   int failed = 0;
   for (const RunResult& r : results) {
@@ -456,6 +475,13 @@ std::string runs_summary_json(const std::vector<RunResult>& results) {
                           : nlohmann::ordered_json(nullptr);
     if (r.final_loss && !std::isfinite(*r.final_loss))  // JSON has no inf: spelled out
       j["final_loss_nonfinite"] = nonfinite_name(*r.final_loss);
+    j["epoch_loss"] = number(r.outcome.epoch_loss);
+    j["epoch_accuracy"] = number(r.outcome.epoch_accuracy);
+    j["val_loss"] = number(r.outcome.val_loss);
+    j["val_accuracy"] = number(r.outcome.val_accuracy);
+    j["best_val_loss"] = number(r.outcome.best_val_loss);
+    j["best_step"] = r.outcome.best_val_loss ? nlohmann::ordered_json(r.outcome.best_step)
+                                             : nlohmann::ordered_json(nullptr);
     j["steps"] = r.steps;
     j["seconds"] = r.seconds;
     j["start_time"] = r.start_time;
@@ -466,6 +492,11 @@ std::string runs_summary_json(const std::vector<RunResult>& results) {
   nlohmann::ordered_json doc;
   doc["runs"] = runs;
   doc["failed"] = failed;
+  if (const std::optional<BestRun> best = best_run(results))
+    doc["best_run"] = {
+        {"name", results[best->index].name}, {"by", best->by}, {"value", best->value}};
+  else
+    doc["best_run"] = nullptr;
   // A reason quotes a run's error line, whose paths may hold bytes that are not UTF-8: they
   // become U+FFFD rather than a JSON exception that would lose the whole summary.
   return doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "parallel/launch/subprocess.h"
+#include "parallel/runs/run_outcome.h"
 
 namespace minitrain {
 
@@ -105,9 +106,10 @@ struct RunResult {
   std::string device;  ///< where it ran ("cpu", "cuda:1"), or the device it asked for
   RunState state = RunState::Queued;
   bool ok() const noexcept { return state == RunState::Done; }
-  std::string exit_status;  ///< "exit status 0", "signal 15 (Terminated)", "not started"
-  std::string reason;       ///< why it failed; "" when ok
-  std::optional<double> final_loss;
+  std::string exit_status;           ///< "exit status 0", "signal 15 (Terminated)", "not started"
+  std::string reason;                ///< why it failed; "" when ok
+  std::optional<double> final_loss;  ///< the last step's (see outcome for the epoch's mean)
+  RunOutcome outcome;                ///< its log's epoch mean and held-out numbers
   int64_t steps = 0;
   double seconds = 0;
   double start_time = 0, end_time = 0;  ///< Unix seconds; 0 when never started
@@ -121,10 +123,21 @@ std::vector<RunResult> schedule_runs(const std::vector<RunJob>& jobs, const Runs
                                      const ProcessStarter& start, std::ostream& status,
                                      const std::function<bool()>& stop_requested = {});
 
-/// {"runs": [{name, device, status: ok|failed, exit_status, reason, final_loss, steps, seconds,
-/// start_time, end_time, peak_host_memory_bytes, and final_loss_nonfinite ("inf", "-inf", "nan")
-/// where final_loss is null for a non-finite loss}, ...], "failed": N}
+/// {"runs": [{name, device, status: ok|failed, exit_status, reason, final_loss, epoch_loss,
+/// epoch_accuracy, val_loss, val_accuracy, best_val_loss, best_step, steps, seconds, start_time,
+/// end_time, peak_host_memory_bytes, and final_loss_nonfinite ("inf", "-inf", "nan") where
+/// final_loss is null for a non-finite loss}, ...], "failed": N, "best_run": {name, by, value}}
+/// (absent numbers are null). The best run is the ok run with the lowest best_val_loss; when no
+/// run was validated, the lowest epoch_loss, and "by" says which.
 std::string runs_summary_json(const std::vector<RunResult>& results);
+/// The index of the best run (see runs_summary_json) and what it was chosen by ("best_val_loss" or
+/// "epoch_loss"); nullopt when no ok run has the number.
+struct BestRun {
+  std::size_t index = 0;
+  const char* by = "";
+  double value = 0;
+};
+std::optional<BestRun> best_run(const std::vector<RunResult>& results);
 /// Writes runs_summary_json to `path` atomically.
 void write_runs_summary(const std::string& path, const std::vector<RunResult>& results);
 
