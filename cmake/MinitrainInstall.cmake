@@ -20,6 +20,9 @@ install(TARGETS ${minitrain_libraries} minitrain_library EXPORT minitrainTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS minitrain RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# `minitrain plot` finds its script in share/minitrain beside the command (tools/plot_command.cpp).
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/plot_metrics.py
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/minitrain)
 foreach(layer core kernels nn optim data parallel train tools)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minitrain
     FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")

@@ -24,7 +24,7 @@ packages=(
   libeigen3-dev libopenblas-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
   libopenmpi-dev openmpi-bin
-  libboost-context-dev python3 python3-pip
+  libboost-context-dev python3 python3-pip python3-matplotlib
   clang libclang-rt-14-dev libomp-14-dev clang-format
 )
 missing=()

@@ -14,6 +14,7 @@
 #include "tools/info_command.h"
 #include "tools/launch_command.h"
 #include "tools/pipelines_command.h"
+#include "tools/plot_command.h"
 #include "tools/predict_command.h"
 #include "tools/train_command.h"
 
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   minitrain::cli::LaunchCommand launch(app);
   minitrain::cli::PipelinesCommand pipelines(app);
   minitrain::cli::BenchCommand bench(app);
+  minitrain::cli::PlotCommand plot(app);
 
   try {
     app.parse(argc, argv);
@@ -75,6 +77,8 @@ int main(int argc, char** argv) {
       code = pipelines.run(std::cout, std::cerr);
     else if (bench.parsed())
       code = bench.run(std::cout, std::cerr);
+    else if (plot.parsed())
+      code = plot.run();
   } catch (const minitrain::Error& e) {
     std::cerr << "minitrain: error: " << e.what() << "\n";
     code = 1;

@@ -130,8 +130,13 @@ std::vector<double> read_class_weights(const TrainConfig& c, const Dataset& trai
 }
 
 // A file the run writes must be writable now, found out before the first step rather than after
-// an hour of training; temporaries that killed writes of it left behind are removed.
+// an hour of training (its directory is created); temporaries that killed writes of it left
+// behind are removed.
 void prepare_output(const char* flag, const std::string& path, std::ostream& info) {
+  // Its directory is made, as --checkpoint-dir's is: `--log runs/a/metrics.jsonl` just works.
+  const fs::path dir = fs::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty()) fs::create_directories(dir, ec);  // a failure is reported just below
   try {
     check_can_write(path);
   } catch (const IoError& e) {
