@@ -26,6 +26,8 @@ PredictCommand::PredictCommand(CLI::App& parent) {
       ->delimiter(',');
   app_->add_option("--device", config_.device, "auto | cpu | cuda | cuda:N");
   app_->add_option("--batch-size", config_.batch_size, "rows per forward pass");
+  app_->add_flag("--probabilities", config_.probabilities,
+                 "classifiers: each class's probability instead of the class");
 }
 
 bool PredictCommand::parsed() const { return app_->parsed(); }

@@ -9,11 +9,42 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "data/class_labels.h"
 #include "data/readers.h"
 #include "train/predict.h"
 #include "train/trained_model.h"
+#include "train/validation.h"
 
 namespace minitrain {
+namespace {
+
+// The mean over the classes present in `labels` of the share of their rows predicted as them
+// (argmax, first of ties): accuracy that a majority class cannot carry alone.
+double balanced_accuracy(const Tensor& logits, const Tensor& labels) {
+  const int64_t n = logits.size(0), classes = logits.size(1);
+  const float* z = logits.data<float>();
+  const float* y = labels.data<float>();
+  std::vector<double> hits(static_cast<std::size_t>(classes), 0.0),
+      rows(static_cast<std::size_t>(classes), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto label = static_cast<int64_t>(y[i]);
+    if (label < 0 || label >= classes) continue;  // ignore_index
+    int64_t best = 0;
+    for (int64_t j = 1; j < classes; ++j)
+      if (z[i * classes + j] > z[i * classes + best]) best = j;
+    rows[static_cast<std::size_t>(label)] += 1;
+    hits[static_cast<std::size_t>(label)] += best == label;
+  }
+  double sum = 0, present = 0;
+  for (int64_t k = 0; k < classes; ++k)
+    if (rows[static_cast<std::size_t>(k)] > 0) {
+      sum += hits[static_cast<std::size_t>(k)] / rows[static_cast<std::size_t>(k)];
+      present += 1;
+    }
+  return present > 0 ? sum / present : std::nan("");
+}
+
+}  // namespace
 
 Evaluation run_evaluate(const EvaluateConfig& c) {
   MT_CHECK_AS(ValueError, !c.weights.empty(), "evaluate needs --weights W.safetensors");
@@ -41,19 +72,42 @@ Evaluation run_evaluate(const EvaluateConfig& c) {
               "or made by PyTorch): give --target-columns a,b");
   MT_CHECK_AS(ValueError, csv || !c.targets.empty(), "--data ", c.data,
               " needs --targets Y.npy (the labels to compare with)");
-  const TensorDataset data =
-      csv ? load_csv_dataset(c.data, targets) : load_npy_dataset(c.data, c.targets);
+  CsvClassLabels labels{trained.classes};  // text labels map through the training's classes
+  const auto data = std::make_shared<TensorDataset>(
+      csv ? load_csv_dataset(c.data, targets, trained.classifier() ? &labels : nullptr)
+          : load_npy_dataset(c.data, c.targets));
   const int64_t in = trained.sizes.front(), out = trained.sizes.back();
-  MT_CHECK_AS(ShapeError, data.feature_dim() == in && data.target_dim() == out, "--data ", c.data,
-              " has ", data.feature_dim(), " feature(s) and ", data.target_dim(),
-              " target(s) but the model ", trained.spec, " takes ", in, " and gives ", out);
+  const int64_t target_dim = trained.classifier() ? 1 : out;
+  MT_CHECK_AS(ShapeError, data->feature_dim() == in && data->target_dim() == target_dim, "--data ",
+              c.data, " has ", data->feature_dim(), " feature(s) and ", data->target_dim(),
+              " target(s) but the model ", trained.spec, " takes ", in, " and gives ", out,
+              trained.classifier() ? " class logits (a classifier: one label per row)" : "");
+  if (trained.classifier())
+    check_class_labels(data->targets(), out, LossOptions{}.ignore_index,
+                       c.targets.empty() ? c.data : c.targets);
 
-  const Tensor y = predict(*trained.model, data.features(), device, c.batch_size);
-  const float* got = y.data<float>();
-  const float* want = data.targets().data<float>();
+  // The trained loss, as training's held-out evaluation computes it.
+  ValidatorOptions vo;
+  vo.loss.name = trained.loss;
+  vo.batch_size = c.batch_size;
+  vo.device = device;
+  const ValMetrics vm = Validator(data, vo).evaluate(*trained.model);
   Evaluation e;
-  e.rows = data.size();
+  e.rows = data->size();
   e.outputs = out;
+  e.loss_name = trained.loss;
+  e.loss = vm.loss;
+  if (trained.classifier()) {
+    e.classifier = true;
+    e.accuracy = vm.accuracy;
+    e.balanced_accuracy = balanced_accuracy(
+        predict(*trained.model, data->features(), device, c.batch_size), data->targets());
+    return e;
+  }
+
+  const Tensor y = predict(*trained.model, data->features(), device, c.batch_size);
+  const float* got = y.data<float>();
+  const float* want = data->targets().data<float>();
   // Two passes in float64: the targets' means, then the errors and the spread about the means
   // (r2's total variance without the cancellation of sum(t^2) - sum(t)^2 / n).
   std::vector<double> mean(static_cast<std::size_t>(out), 0.0);
@@ -72,12 +126,13 @@ Evaluation run_evaluate(const EvaluateConfig& c) {
   const double elements = n * static_cast<double>(out);
   double r2_sum = 0;
   for (int64_t j = 0; j < out; ++j) {
-    e.loss += sq[j] / elements;
+    e.mse += sq[j] / elements;
     e.mae += abs_err[j] / elements;
     // A constant target: r2 is 1 for a perfect fit, else 0 (sklearn's convention).
     r2_sum += spread[j] > 0 ? 1.0 - sq[j] / spread[j] : (sq[j] == 0 ? 1.0 : 0.0);
   }
-  e.rmse = std::sqrt(e.loss);
+  e.rmse = std::sqrt(e.mse);
+  if (trained.loss == "mse") e.loss = e.mse;  // the same number, from the float64 sums above
   e.r2 = r2_sum / static_cast<double>(out);
   return e;
 }
@@ -85,12 +140,21 @@ Evaluation run_evaluate(const EvaluateConfig& c) {
 std::string evaluation_json(const Evaluation& e) {
   nlohmann::ordered_json j;
   j["rows"] = e.rows;
+  if (e.classifier) {
+    j["classes"] = e.outputs;
+    j["loss"] = e.loss;
+    j["accuracy"] = e.accuracy;
+    j["balanced_accuracy"] = e.balanced_accuracy;
+    j["loss_name"] = e.loss_name;
+    return j.dump();
+  }
   j["outputs"] = e.outputs;
   j["loss"] = e.loss;
-  j["mse"] = e.loss;
+  j["mse"] = e.mse;
   j["mae"] = e.mae;
   j["rmse"] = e.rmse;
   j["r2"] = e.r2;
+  j["loss_name"] = e.loss_name;
   return j.dump();
 }
 

@@ -4,6 +4,7 @@
 // are computed in float64 over every row.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,12 +21,19 @@ struct EvaluateConfig {
   int64_t batch_size = 4096;
 };
 
-/// Regression metrics over all rows and outputs. `loss` is what training minimises and logs:
-/// torch's MSELoss with reduction 'mean' over every element.
+/// Metrics over all rows and outputs. `loss` is what training minimised and logs: the weights'
+/// loss (metadata 'loss', mse when absent) with reduction 'mean', over every row.
 struct Evaluation {
   int64_t rows = 0;
   int64_t outputs = 0;
-  double loss = 0;  ///< mean squared error
+  std::string loss_name = "mse";
+  double loss = 0;
+  // ---- classifiers (cross_entropy): top-1 accuracy and the mean of the per-class recalls ----
+  bool classifier = false;
+  double accuracy = 0;
+  double balanced_accuracy = 0;  ///< over the classes that occur in the labels
+  // ---- regressions ----
+  double mse = 0;
   double mae = 0;   ///< mean absolute error
   double rmse = 0;  ///< sqrt(loss)
   double r2 = 0;    ///< coefficient of determination, averaged over the outputs (sklearn's default)
@@ -34,7 +42,9 @@ struct Evaluation {
 /// Checks the inputs (weights against their model, data shapes against it) and evaluates.
 Evaluation run_evaluate(const EvaluateConfig& config);
 
-/// {"rows":..,"outputs":..,"loss":..,"mse":..,"mae":..,"rmse":..,"r2":..} on one line.
+/// {"rows":..,"outputs":..,"loss":..,"mse":..,"mae":..,"rmse":..,"r2":..,"loss_name":..} on one
+/// line; a classifier's: {"rows":..,"classes":..,"loss":..,"accuracy":..,"balanced_accuracy":..,
+/// "loss_name":..}.
 std::string evaluation_json(const Evaluation& e);
 
 }  // namespace minitrain

@@ -3,6 +3,7 @@
 
 #include "train/predict.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -45,6 +46,53 @@ void write_csv(const std::string& path, const Tensor& y, const std::vector<std::
       text += cell;
     }
     text += "\n";
+  }
+  AtomicFile file(path);
+  file.write(text);
+  file.commit();
+}
+
+// A classifier's outputs, row by row on the host: softmax probabilities (cross_entropy) or
+// sigmoids (bce_with_logits); with !probabilities the class instead, argmax of the row (first of
+// ties, as torch.argmax) or, per column for bce, 1 where the logit is > 0.
+Tensor classify(const Tensor& logits, bool bce, bool probabilities) {
+  const int64_t n = logits.size(0), c = logits.size(1);
+  const float* z = logits.data<float>();
+  const int64_t out_cols = probabilities || bce ? c : 1;
+  Tensor out = Tensor::empty({n, out_cols});
+  float* o = out.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = z + i * c;
+    float* dst = o + i * out_cols;
+    if (bce) {
+      for (int64_t j = 0; j < c; ++j)
+        dst[j] = probabilities ? static_cast<float>(1.0 / (1.0 + std::exp(-double(row[j]))))
+                               : (row[j] > 0 ? 1.0f : 0.0f);
+      continue;
+    }
+    int64_t best = 0;
+    for (int64_t j = 1; j < c; ++j)
+      if (row[j] > row[best]) best = j;
+    if (!probabilities) {
+      dst[0] = static_cast<float>(best);
+      continue;
+    }
+    double sum = 0;  // exp(z - max): the largest term is 1, nothing overflows
+    for (int64_t j = 0; j < c; ++j) sum += std::exp(double(row[j]) - double(row[best]));
+    for (int64_t j = 0; j < c; ++j)
+      dst[j] = static_cast<float>(std::exp(double(row[j]) - double(row[best])) / sum);
+  }
+  return out;
+}
+
+// A class column as CSV: its names where the weights know them, else the indices.
+void write_class_csv(const std::string& path, const Tensor& classes, const std::string& header,
+                     const std::vector<std::string>& names) {
+  std::string text = header + "\n";
+  const float* v = classes.data<float>();
+  for (int64_t i = 0; i < classes.size(0); ++i) {
+    const auto k = static_cast<std::size_t>(v[i]);
+    text += (names.empty() ? std::to_string(k) : names[k]) + "\n";
   }
   AtomicFile file(path);
   file.write(text);
@@ -109,11 +157,28 @@ int64_t run_predict(const PredictConfig& c) {
   if (!dir.empty() && !std::filesystem::is_directory(dir))
     MT_THROW(IoError, "--output ", c.output, ": directory '", dir.string(), "' does not exist");
 
+  const bool bce = trained.loss == "bce_with_logits";
+  MT_CHECK_AS(ValueError, !c.probabilities || trained.classifier() || bce,
+              "--probabilities is for classifiers, but ", c.weights, " was trained with --loss ",
+              trained.loss, " (a regression: its outputs are values)");
+
   const Tensor y = predict(model, x, device, c.batch_size);
-  if (csv_out)
-    write_csv(c.output, y, targets);
-  else
-    write_npy(c.output, y);
+  if (!trained.classifier() && !bce) {
+    if (csv_out)
+      write_csv(c.output, y, targets);
+    else
+      write_npy(c.output, y);
+    return x.size(0);
+  }
+  const Tensor out = classify(y, bce, c.probabilities);
+  if (!csv_out) {
+    write_npy(c.output, out);
+  } else if (c.probabilities || bce) {
+    // One column per class (or per output of bce), named by the classes where known.
+    write_csv(c.output, out, bce ? targets : trained.classes);
+  } else {
+    write_class_csv(c.output, out, targets.empty() ? "class" : targets.front(), trained.classes);
+  }
   return x.size(0);
 }
 

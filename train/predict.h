@@ -30,8 +30,15 @@ struct PredictConfig {
   std::vector<std::string> target_columns;
   std::string device = "auto";
   int64_t batch_size = 4096;
+  /// Classifiers (weights trained with cross_entropy or bce_with_logits): write each class's
+  /// probability (softmax; sigmoid per output for bce) instead of the class. A regression's
+  /// weights refuse it.
+  bool probabilities = false;
 };
 
+/// A classifier's output is its class per row ([N, 1] class indices in .npy; in CSV the class
+/// names the weights' metadata gives, under the training's label column), or per output 0/1 for
+/// bce_with_logits; with `probabilities`, [N, classes]. A regression's output is the model's.
 /// Checks every input (model spec and activation against the weights' metadata, weights against
 /// the model, input shape against the model, the output's directory and extension) before
 /// computing, then writes the output. Returns the rows predicted.

@@ -13,6 +13,7 @@
 #include "core/safetensors.h"
 #include "core/strings.h"
 #include "kernels/activation.h"
+#include "nn/loss.h"
 #include "nn/mlp.h"
 #include "nn/state_dict.h"
 #include "train/flag_context.h"
@@ -57,14 +58,16 @@ std::string settle(const TrainedWeights& w, const std::string& weights_path, con
   return it->second;
 }
 
-// The metadata's 'target_columns': a JSON list of names (train/run_training.cpp writes it).
-std::vector<std::string> metadata_names(const std::string& text, const std::string& path) {
+// The metadata's 'target_columns' or 'classes': a JSON list of names (train/run_training.cpp
+// writes them).
+std::vector<std::string> metadata_names(const std::string& text, const std::string& path,
+                                        const char* key) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   const bool ok = j.is_array() && std::all_of(j.begin(), j.end(), [](const nlohmann::json& v) {
                     return v.is_string();
                   });
-  MT_CHECK_AS(IoError, ok, path, ": metadata 'target_columns' is '", excerpt(text, 80),
-              "', not a JSON list of column names");
+  MT_CHECK_AS(IoError, ok, path, ": metadata '", key, "' is '", excerpt(text, 80),
+              "', not a JSON list of names");
   return j.get<std::vector<std::string>>();
 }
 
@@ -89,11 +92,24 @@ TrainedModel load_trained_model(const std::string& weights, const std::string& m
               "give --activation (",
               join(activation_names(), ", "), ")");
   if (const auto it = w.metadata.find("target_columns"); it != w.metadata.end())
-    t.target_columns = metadata_names(it->second, weights);
+    t.target_columns = metadata_names(it->second, weights, "target_columns");
+  if (const auto it = w.metadata.find("classes"); it != w.metadata.end())
+    t.classes = metadata_names(it->second, weights, "classes");
+  if (const auto it = w.metadata.find("loss"); it != w.metadata.end()) {
+    t.loss = it->second;
+    with_flag_context("--weights " + weights + " (metadata 'loss')",
+                      [&] { loss_target_kind(t.loss); });  // a name this build knows
+  }
+  MT_CHECK_AS(IoError,
+              t.classes.empty() || static_cast<int64_t>(t.classes.size()) == t.sizes.back(),
+              weights, ": metadata 'classes' names ", t.classes.size(), " classes but the model ",
+              t.spec, " has ", t.sizes.back(), " outputs");
   Generator gen(0);  // every parameter is then overwritten by the weights file
   t.model = make_mlp(t.sizes, parse_activation(t.activation), gen, device);
   with_flag_context("--weights", [&] { load_state_dict(*t.model, w.tensors); });
   return t;
 }
+
+bool TrainedModel::classifier() const { return loss_target_kind(loss) == TargetKind::ClassIndices; }
 
 }  // namespace minitrain

@@ -19,6 +19,10 @@ struct TrainedModel {
   std::vector<int64_t> sizes;     ///< the spec's widths
   std::string activation;
   std::vector<std::string> target_columns;  ///< the training table's targets; empty for .npy data
+  std::string loss = "mse";  ///< the loss it was trained with (metadata 'loss'; mse when absent)
+  std::vector<std::string> classes;  ///< a classifier's class names (metadata 'classes'), if any
+  /// Trained on class labels (cross_entropy): its outputs are the classes' logits.
+  bool classifier() const;
 };
 
 /// Reads `weights` (train --save weights, a checkpoint, or PyTorch's state_dict) and builds its

@@ -66,7 +66,7 @@ endif()
 # between 0 and 1: a model that knows nothing scores 0 or below.
 run("${MINITRAIN}" evaluate --weights "${WORK}/w.safetensors" --data "${FIXTURES}/train_small.csv"
     --device cpu)
-if(NOT out MATCHES "^\\{\"rows\":40,\"outputs\":1,\"loss\":[0-9.e-]+,\"mse\":.*\"r2\":0\\.[0-9]+(e-[0-9]+)?\\}\n$")
+if(NOT out MATCHES "^\\{\"rows\":40,\"outputs\":1,\"loss\":[0-9.e-]+,\"mse\":.*\"r2\":0\\.[0-9]+(e-[0-9]+)?,\"loss_name\":\"mse\"\\}\n$")
   message(FATAL_ERROR "unexpected evaluate output: ${out}")
 endif()
 message(STATUS "train -> predict round trip ok")
