@@ -179,18 +179,23 @@ void run_cross_entropy(const char* op, Tensor* out, Tensor* grad, const Tensor* 
   // The mean's divisor, and the gradient's scale computed from the same number.
   const double divisor = mean ? plan.target_weight_total : 1.0;
   const double inv_total = 1.0 / divisor;
+  // The loops' outputs, the mean/sum's per-row doubles at row_loss (on the loops' device).
+  auto outputs = [&](auto zero, double* row_loss) {
+    using T = decltype(zero);
+    return CrossEntropyOutputs<T>{row_loss,
+                                  out != nullptr && per_row ? out->data<T>() : nullptr,
+                                  grad != nullptr ? grad->data<T>() : nullptr,
+                                  grad_out != nullptr ? grad_out->data<T>() : nullptr,
+                                  per_row,
+                                  inv_total};
+  };
   dispatch_op(
       op, logits.device(), logits.dtype(),
       [&](auto zero) {
         using T = decltype(zero);
         std::vector<double> row_loss;
         if (out != nullptr && !per_row) row_loss.resize(size_t(plan.rows));
-        const CrossEntropyOutputs<T> o{row_loss.empty() ? nullptr : row_loss.data(),
-                                       out != nullptr && per_row ? out->data<T>() : nullptr,
-                                       grad != nullptr ? grad->data<T>() : nullptr,
-                                       grad_out != nullptr ? grad_out->data<T>() : nullptr,
-                                       per_row,
-                                       inv_total};
+        const auto o = outputs(zero, row_loss.empty() ? nullptr : row_loss.data());
         cross_entropy_rows_cpu<T>(logits.data<T>(), plan.rows, plan.cols,
                                   loop_args<T>(classes, spec, plan), o);
         if (out != nullptr && !per_row) {
@@ -207,12 +212,7 @@ void run_cross_entropy(const char* op, Tensor* out, Tensor* grad, const Tensor* 
         Tensor row_loss;
         if (out != nullptr && !per_row)
           row_loss = Tensor::empty({plan.rows}, DType::Float64, logits.device());
-        const CrossEntropyOutputs<T> o{row_loss.defined() ? row_loss.data<double>() : nullptr,
-                                       out != nullptr && per_row ? out->data<T>() : nullptr,
-                                       grad != nullptr ? grad->data<T>() : nullptr,
-                                       grad_out != nullptr ? grad_out->data<T>() : nullptr,
-                                       per_row,
-                                       inv_total};
+        const auto o = outputs(zero, row_loss.defined() ? row_loss.data<double>() : nullptr);
         cross_entropy_rows_cuda<T>(logits.data<T>(), plan.rows, plan.cols,
                                    loop_args<T>(classes, spec, plan), o, stream);
         if (row_loss.defined())

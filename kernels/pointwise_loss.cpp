@@ -161,9 +161,15 @@ PointwiseLossArgs<T> loop_args(const PointwiseLossSpec& spec) {
           has_pw ? spec.pos_weight.numel() : 1};
 }
 
-// pred and target of one shape on one device, and out (0-d, or pred's shape for none).
+// pred and target of one shape on one device, out (0-d, or pred's shape for none), grad_pred
+// (if given) of pred's shape, and the spec.
 void check_operands(const char* op, const Tensor& out, const char* out_name, const Tensor& pred,
-                    const Tensor& target, Reduction reduction) {
+                    const Tensor& target, Reduction reduction, const PointwiseLossSpec& spec,
+                    const Tensor* grad_pred = nullptr) {
+  if (grad_pred != nullptr) {
+    check_compatible(op, {{"grad_pred", *grad_pred}, {"pred", pred}});
+    check_same_shape(op, {{"grad_pred", *grad_pred}, {"pred", pred}});
+  }
   check_compatible(op, {{out_name, out}, {"pred", pred}, {"target", target}});
   check_same_shape(op, {{"pred", pred}, {"target", target}});
   if (reduction == Reduction::None)
@@ -171,6 +177,7 @@ void check_operands(const char* op, const Tensor& out, const char* out_name, con
   else
     MT_CHECK_AS(ShapeError, out.ndim() == 0, op, ": with reduction '", reduction_name(reduction),
                 "' ", out_name, " must be 0-d (shape []) but has shape ", out.shape());
+  check_spec(op, spec, pred);
 }
 
 double mean_divisor(Reduction reduction, int64_t n) {
@@ -181,8 +188,7 @@ double mean_divisor(Reduction reduction, int64_t n) {
 void pointwise_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target,
                             const PointwiseLossSpec& spec, Reduction reduction) {
   const char* op = "pointwise_loss_forward";
-  check_operands(op, out, "out", pred, target, reduction);
-  check_spec(op, spec, pred);
+  check_operands(op, out, "out", pred, target, reduction, spec);
   const int64_t n = pred.numel();
   const bool per_element = reduction == Reduction::None;
   const double divisor = mean_divisor(reduction, n);
@@ -211,10 +217,7 @@ void pointwise_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Te
                              const Tensor& target, const PointwiseLossSpec& spec,
                              Reduction reduction) {
   const char* op = "pointwise_loss_backward";
-  check_operands(op, grad_out, "grad_out", pred, target, reduction);
-  check_compatible(op, {{"grad_pred", grad_pred}, {"pred", pred}});
-  check_same_shape(op, {{"grad_pred", grad_pred}, {"pred", pred}});
-  check_spec(op, spec, pred);
+  check_operands(op, grad_out, "grad_out", pred, target, reduction, spec, &grad_pred);
   const int64_t n = pred.numel();
   const bool per_element = reduction == Reduction::None;
   const double norm = 1.0 / mean_divisor(reduction, n);
@@ -238,10 +241,7 @@ void pointwise_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tenso
                                      const Tensor& target, const PointwiseLossSpec& spec,
                                      Reduction reduction) {
   const char* op = "pointwise_loss_forward_backward";
-  check_operands(op, out, "out", pred, target, reduction);
-  check_compatible(op, {{"grad_pred", grad_pred}, {"pred", pred}});
-  check_same_shape(op, {{"grad_pred", grad_pred}, {"pred", pred}});
-  check_spec(op, spec, pred);
+  check_operands(op, out, "out", pred, target, reduction, spec, &grad_pred);
   const int64_t n = pred.numel();
   const bool per_element = reduction == Reduction::None;
   // forward's divisor and backward's norm, computed the same way
