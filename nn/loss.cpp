@@ -5,7 +5,9 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "nn/cross_entropy_loss.h"
 #include "nn/mse_loss.h"
+#include "nn/pointwise_loss.h"
 
 namespace minitrain {
 
@@ -36,11 +38,19 @@ struct LossEntry {
   std::unique_ptr<Loss> (*make)(const LossOptions&);
 };
 
+// The entry for a Loss class constructed from the options (its constructor checks them).
+template <typename L>
+std::unique_ptr<Loss> make(const LossOptions& o) {
+  return std::make_unique<L>(o);
+}
+
 const LossEntry kLosses[] = {
-    {"mse", TargetKind::Values,
-     [](const LossOptions& o) -> std::unique_ptr<Loss> {
-       return std::make_unique<MseLossAdapter>(o);
-     }},
+    {"mse", TargetKind::Values, make<MseLossAdapter>},
+    {"l1", TargetKind::Values, make<L1Loss>},
+    {"smooth_l1", TargetKind::Values, make<SmoothL1Loss>},
+    {"huber", TargetKind::Values, make<HuberLoss>},
+    {"bce_with_logits", TargetKind::Values, make<BCEWithLogitsLoss>},
+    {"cross_entropy", TargetKind::ClassIndices, make<CrossEntropyLoss>},
 };
 
 const LossEntry& find_loss(const std::string& name) {

@@ -69,6 +69,12 @@ Tensor random_tensor(const Shape& shape, uint32_t seed, Device device, DType dty
                              device);
 }
 
+Tensor tensor_of(const std::vector<double>& values, const Shape& shape, Device device,
+                 DType dtype) {
+  if (dtype == DType::Float64) return Tensor::from_vector(values, shape, device);
+  return Tensor::from_vector(std::vector<float>(values.begin(), values.end()), shape, device);
+}
+
 std::vector<double> host_values(const Tensor& t) {
   const Tensor h = t.to(Device::cpu());
   if (h.dtype() == DType::Float64) return h.to_vector<double>();

@@ -69,6 +69,9 @@ std::vector<float> random_small_ints(int64_t n, uint32_t seed, int lo = -4, int 
 Tensor random_tensor(const Shape& shape, uint32_t seed, Device device = Device::cpu(),
                      DType dtype = DType::Float32, double lo = -1.0, double hi = 1.0);
 
+/// `values` (numel of shape many) as a float32 or float64 tensor on `device`.
+Tensor tensor_of(const std::vector<double>& values, const Shape& shape, Device device, DType dtype);
+
 /// The tensor's values as doubles, on the host, whatever its device and dtype.
 std::vector<double> host_values(const Tensor& t);
 /// The largest |value| of a tensor, on the host (named apart from kernels/reduce.h max_abs).

@@ -1,0 +1,137 @@
+#pragma once
+// Per-element math of the losses beside MSE, shared by the CPU loops (pointwise_loss.cpp,
+// cross_entropy.cpp) and the CUDA kernels (pointwise_loss.cu, cross_entropy.cu), so each formula
+// is written once and tested on machines without a GPU. The formulas are torch.nn's:
+//
+//   l1               |d|,                                          d = pred - target
+//   smooth_l1        0.5 d^2 / beta  if |d| < beta, else |d| - 0.5 beta      (beta > 0)
+//   huber            0.5 d^2         if |d| < delta, else delta (|d| - 0.5 delta)
+//   bce_with_logits  (1 - t) x - (1 + (pw - 1) t) log_sigmoid(x),          x = pred (a logit)
+//   cross_entropy    (1 - eps) w_y (-log p_y) + eps / C sum_c w_c (-log p_c)  per row
+//
+// Each pointwise loss is a small type with loss(p, t, i) and derivative(p, t, i) (dloss/dpred of
+// one element); i, the flat index, picks bce's pos_weight column. Values are computed in the
+// element type, as torch computes them; the sums over elements accumulate in double elsewhere.
+
+#include <cstdint>
+
+#include "core/host_device.h"
+#include "kernels/activation_math.h"  // actmath::exp, sigmoid_forward
+
+namespace minitrain {
+
+namespace lossmath {
+MT_HOST_DEVICE float abs(float x) { return ::fabsf(x); }
+MT_HOST_DEVICE double abs(double x) { return ::fabs(x); }
+MT_HOST_DEVICE float log(float x) { return ::logf(x); }
+MT_HOST_DEVICE double log(double x) { return ::log(x); }
+MT_HOST_DEVICE float log1p(float x) { return ::log1pf(x); }
+MT_HOST_DEVICE double log1p(double x) { return ::log1p(x); }
+}  // namespace lossmath
+
+// ---- l1: |d|; derivative sign(d), 0 at d == 0 (torch's sgn) ----
+template <typename T>
+struct L1Math {
+  MT_HOST_DEVICE T loss(T p, T t, int64_t) const { return lossmath::abs(p - t); }
+  MT_HOST_DEVICE T derivative(T p, T t, int64_t) const {
+    const T d = p - t;
+    return d > T(0) ? T(1) : (d < T(0) ? T(-1) : T(0));
+  }
+};
+
+// ---- smooth_l1 with beta > 0 (beta == 0 is l1, as torch.nn.functional.smooth_l1_loss does) ----
+template <typename T>
+struct SmoothL1Math {
+  T beta;
+  MT_HOST_DEVICE T loss(T p, T t, int64_t) const {
+    const T z = lossmath::abs(p - t);
+    return z < beta ? T(0.5) * z * z / beta : z - T(0.5) * beta;
+  }
+  MT_HOST_DEVICE T derivative(T p, T t, int64_t) const {
+    const T d = p - t;
+    if (d <= -beta) return T(-1);
+    if (d >= beta) return T(1);
+    return d / beta;
+  }
+};
+
+// ---- huber with delta > 0: smooth_l1 scaled by delta (huber = delta * smooth_l1(beta = delta))
+// ----
+template <typename T>
+struct HuberMath {
+  T delta;
+  MT_HOST_DEVICE T loss(T p, T t, int64_t) const {
+    const T z = lossmath::abs(p - t);
+    return z < delta ? T(0.5) * z * z : delta * (z - T(0.5) * delta);
+  }
+  MT_HOST_DEVICE T derivative(T p, T t, int64_t) const {
+    const T d = p - t;
+    if (d <= -delta) return -delta;
+    if (d >= delta) return delta;
+    return d;
+  }
+};
+
+// ---- bce_with_logits: torch's stable form through log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|)),
+// which exponentiates only non-positive numbers, so |x| = 1000 neither overflows nor loses the
+// loss. pos_weight (nullable: all 1) has `cols` entries, one per column of the row-major
+// prediction (1 entry: broadcast to every column), as torch broadcasts a [C] pos_weight over
+// [N, C]. derivative = (1 - t) - (1 + (pw - 1) t) * sigmoid(-x) ----
+template <typename T>
+MT_HOST_DEVICE T log_sigmoid(T x) {
+  const T min_x_0 = x < T(0) ? x : T(0);
+  return min_x_0 - lossmath::log1p(actmath::exp(-lossmath::abs(x)));
+}
+
+template <typename T>
+struct BceWithLogitsMath {
+  const T* pos_weight;  ///< nullptr for all 1
+  int64_t cols;         ///< entries of pos_weight: the prediction's last extent, or 1
+  MT_HOST_DEVICE T log_weight(T t, int64_t i) const {
+    if (pos_weight == nullptr) return T(1);
+    return (pos_weight[cols == 1 ? 0 : i % cols] - T(1)) * t + T(1);
+  }
+  MT_HOST_DEVICE T loss(T x, T t, int64_t i) const {
+    return (T(1) - t) * x - log_weight(t, i) * log_sigmoid(x);
+  }
+  MT_HOST_DEVICE T derivative(T x, T t, int64_t i) const {
+    return (T(1) - t) - log_weight(t, i) * sigmoid_forward(-x);
+  }
+};
+
+// ---- cross_entropy of one row of logits x[0..C) with target class y and class weights w ----
+//
+// With m = max_c x_c, shifted logits s_c = x_c - m (<= 0, so exp cannot overflow), the row's
+// lse = log(sum_c exp(s_c)) and log p_c = s_c - lse:
+//   loss = (1 - eps) w_y (lse - s_y) + eps/C (lse * W - sum_c w_c s_c),   W = sum_c w_c
+// (the smoothing term written through s_c, not x_c: with logits of 1e4 the x_c form cancels
+// catastrophically). Its gradient with respect to x_j:
+//   (1 - eps) w_y (p_j - [j == y]) + eps/C (W p_j - w_j) = p_j * a - b_j,
+//   a = (1 - eps) w_y + eps/C W,   b_j = (1 - eps) w_y [j == y] + eps/C w_j,
+// which without weights is softmax minus the smoothed one-hot. Row sums are in double.
+struct CrossEntropyCoefficients {
+  double keep;          ///< 1 - eps: the one-hot's share
+  double spread;        ///< eps / C: each class's share of the smoothing
+  double weight_total;  ///< W = sum_c w_c (C without weights)
+  bool smoothing;       ///< eps > 0: the smoothing term is computed at all
+};
+
+/// The loss of a non-ignored row from its statistics (w_y: the target's weight; s_y: its shifted
+/// logit; weighted_shifted: sum_c w_c s_c, used only with smoothing).
+MT_HOST_DEVICE double cross_entropy_row_loss(const CrossEntropyCoefficients& k, double lse,
+                                             double s_y, double w_y, double weighted_shifted) {
+  const double nll = k.keep * w_y * (lse - s_y);
+  return k.smoothing ? nll + k.spread * (lse * k.weight_total - weighted_shifted) : nll;
+}
+
+/// dloss/dx_j * scale for a non-ignored row: p_j = exp(s_j - lse) in the element type.
+template <typename T>
+MT_HOST_DEVICE T cross_entropy_grad(const CrossEntropyCoefficients& k, T s_j, double lse,
+                                    double w_y, double w_j, bool is_target, double scale) {
+  const T p = actmath::exp(static_cast<T>(double(s_j) - lse));
+  const double a = k.keep * w_y + k.spread * k.weight_total;
+  const double b = (is_target ? k.keep * w_y : 0.0) + k.spread * w_j;
+  return static_cast<T>((double(p) * a - b) * scale);
+}
+
+}  // namespace minitrain

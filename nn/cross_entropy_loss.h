@@ -1,0 +1,33 @@
+#pragma once
+// torch.nn.CrossEntropyLoss behind nn/loss.h: logits [N, C] and one class index per row ([N] or
+// [N, 1], in the logits' dtype), with options.class_weights, label_smoothing, ignore_index and
+// reduction. The fused kernel (kernels/cross_entropy.h) gives forward_backward in one pass.
+
+#include "kernels/cross_entropy.h"
+#include "nn/loss.h"
+
+namespace minitrain {
+
+class CrossEntropyLoss final : public Loss {
+ public:
+  /// ValueError for label_smoothing outside [0, 1] or a class weight that is negative or not
+  /// finite, naming the setting and its value. options.name becomes "cross_entropy".
+  explicit CrossEntropyLoss(LossOptions options = {});
+  TargetKind target_kind() const noexcept override { return TargetKind::ClassIndices; }
+
+  /// 0-d for mean/sum, [N] for none. ShapeError when the shapes do not fit (class_weights' length
+  /// against C included, naming both); ValueError naming the row, value and C for a bad index.
+  Tensor forward(const Tensor& logits, const Tensor& classes) override;
+  Tensor backward() override;
+  Tensor forward_backward(const Tensor& logits, const Tensor& classes,
+                          Tensor& grad_logits) override;
+
+ private:
+  CrossEntropySpec spec_for(const Tensor& logits);
+
+  Tensor logits_, classes_;
+  Tensor grad_out_;       // dL/dloss = 1, kept between steps
+  Tensor class_weights_;  // options().class_weights in the logits' dtype, on their device
+};
+
+}  // namespace minitrain
