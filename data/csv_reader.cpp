@@ -160,7 +160,8 @@ std::string header_list(const std::vector<std::string>& names) {
   return s;
 }
 
-// What to do with a named target column that the header lacks.
+// What to do with a named target column that the header lacks: an error (training data), or
+// skip it (prediction: the targets are dropped, so only the features are read at all).
 enum class MissingTarget { error, skip };
 
 // The table split into features X and targets Y (one column per target found).
@@ -289,6 +290,9 @@ TensorDataset read_csv_table(const std::string& path,
                     "): empty label");
         continue;
       }
+      const int64_t r = role[static_cast<std::size_t>(c)];
+      // Features only (prediction): a target column is not read, so a text label is no error.
+      if (r < 0 && missing == MissingTarget::skip) continue;
       float v = 0;
       if (const char* why = parse_number(cell, v)) {
         const std::string what =
@@ -296,7 +300,6 @@ TensorDataset read_csv_table(const std::string& path,
         MT_THROW(IoError, path, ":", line, ": column '",
                  excerpt(names[static_cast<std::size_t>(c)], 40), "' (", c + 1, "): ", what);
       }
-      const int64_t r = role[static_cast<std::size_t>(c)];
       if (r >= 0) {
         xr[r] = v;
       } else {

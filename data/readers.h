@@ -40,8 +40,8 @@ TensorDataset load_csv_dataset(const std::string& path,
 
 /// The feature columns of a CSV table, for prediction: every column but those of `drop_columns`
 /// that the header has (the targets of the table the model was trained on; columns it lacks are
-/// no error, so unlabelled data reads too), in file order, as float32 [rows, features]. Otherwise
-/// the checks of load_csv_dataset.
+/// no error, so unlabelled data reads too), in file order, as float32 [rows, features]. The dropped
+/// columns are not read (text class labels are fine). Otherwise the checks of load_csv_dataset.
 Tensor load_csv_features(const std::string& path,
                          const std::vector<std::string>& drop_columns = {});
 

@@ -226,11 +226,11 @@ elseif(CASE STREQUAL "validation")
   same_weights(${WORK}/ddp_best.safetensors ${WORK}/one_best.safetensors)
 elseif(CASE STREQUAL "errors")
   execute_process(COMMAND ${MPIEXEC} -n 2 ${MINITRAIN} train --parallel ddp ${common} --steps 2
-                          --log ${WORK}/no/such/dir/m.jsonl
+                          --log /proc/minitrain-no-such-dir/m.jsonl
                   RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
   # Every rank fails the same check, but mpirun may stop the job after the first one reports it,
   # so any rank's line will do.
-  if(code EQUAL 0 OR NOT "${out}${err}" MATCHES "rank [01]: minitrain: error: --log:? .*no/such/dir")
+  if(code EQUAL 0 OR NOT "${out}${err}" MATCHES "rank [01]: minitrain: error: --log:? .*minitrain-no-such-dir")
     message(FATAL_ERROR "expected each rank's error prefixed with its rank (exit ${code}):\n${out}${err}")
   endif()
 else()

@@ -170,11 +170,19 @@ TEST(RunTraining, MissingDataFileIsAnIoErrorNamingIt) {
   testing::expect_error<IoError>([&] { train(c); }, {"/nonexistent/x.npy"});
 }
 
-TEST(RunTraining, SaveIntoAMissingDirectoryFailsBeforeTraining) {
-  TrainConfig c;
-  c.save = "/nonexistent/dir/w.safetensors";
-  testing::expect_error<IoError>([&] { train(c); },
-                                 {"--save: ", "/nonexistent/dir", "No such file or directory"});
+// A missing directory is made (as --checkpoint-dir's is); one that cannot be made fails before
+// training, naming the path.
+TEST(RunTraining, SaveMakesItsDirectoryOrFailsBeforeTraining) {
+  ScratchDir dir;
+  TrainConfig c = small_config(dir);
+  c.steps = 1;
+  c.save = dir.path("runs/a/w.safetensors");
+  c.log = dir.path("runs/a/m.jsonl");
+  train(c);
+  EXPECT_TRUE(std::filesystem::exists(c.save));
+  EXPECT_TRUE(std::filesystem::exists(c.log));
+  c.save = dir.write_raw("a_file", "x") + "/sub/w.safetensors";  // under a file: no directory
+  testing::expect_error<IoError>([&] { train(c); }, {"--save: ", "a_file/sub/w.safetensors"});
 }
 
 TEST(RunTraining, UnwritableOutputsFailBeforeTrainingAndStaleTemporariesGo) {
