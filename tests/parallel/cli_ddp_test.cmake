@@ -12,7 +12,8 @@
 #   errors   a failing rank's error line names the rank.
 #   validation --val-data of 7 rows (not a multiple of NP): each rank evaluates its own rows, the
 #            sums are all-reduced, and every val_loss equals the one-device run's; val_rows is 7
-#            (no padded duplicate counted); --save-best and --early-stop act alike on every rank.
+#            (no padded duplicate counted); --save-best keeps the one-device run's best weights, and
+#            --early-stop ends every rank after the same step.
 #   cuda     (label gpu) one NCCL rank per GPU vs one GPU; reports SKIP without a GPU.
 # The data (synthetic:96) is a multiple of NP*4 for NP = 2 and 3, so every batch is full on
 # both sides and the sums differ only in float32 rounding.
@@ -224,6 +225,15 @@ elseif(CASE STREQUAL "validation")
     message(FATAL_ERROR "expected evaluations in both logs, found ${evaluations}")
   endif()
   same_weights(${WORK}/ddp_best.safetensors ${WORK}/one_best.safetensors)
+  # Early stopping decides alike on every rank (a rank that went on alone would hang the job):
+  # with lr 0 no evaluation after the first is lower, so 2 more end the run after step 3.
+  string(REPLACE "--lr;0.01" "--lr;0" frozen "${table}")
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${frozen} ${quiet} --target-columns
+      t1,t2 --val-data ${WORK}/val.csv --eval-every 1 --early-stop 2 --epochs 2 --batch-size 4
+      --checkpoint-dir ${WORK}/ck)
+  if(NOT out MATCHES "early stop: no lower val_loss in 2 evaluation\\(s\\) in a row; stopped after step 3 of")
+    message(FATAL_ERROR "ddp early stop did not end the run after step 3:\n${out}")
+  endif()
 elseif(CASE STREQUAL "errors")
   execute_process(COMMAND ${MPIEXEC} -n 2 ${MINITRAIN} train --parallel ddp ${common} --steps 2
                           --log /proc/minitrain-no-such-dir/m.jsonl

@@ -215,6 +215,35 @@ TEST(Validation, AResumedRunKeepsItsBestAndEndsAsOneRun) {
   EXPECT_EQ(weight_bytes(one.save), weight_bytes(two.save));
 }
 
+// --parallel dp and mp evaluate through their wrappers (replicas split the held-out batch, stages
+// pass it along): the same val_loss as one device, within float32 rounding.
+TEST(Validation, DataAndModelParallelRunsScoreAsOneDevice) {
+  ScratchDir dir;
+  TrainConfig one = config_with_val_files(dir);
+  one.val_data = dir.path("vx.npy");
+  one.val_targets = dir.path("vy.npy");
+  one.model = "mlp:4,16,16,1";
+  one.save.clear();
+  one.log.clear();
+  one.shuffle = false;
+  const TrainReport a = train(one);
+  ASSERT_TRUE(a.summary.last_val.has_value());
+  TrainConfig dp = one;
+  dp.parallel = "dp";
+  dp.devices = "cpu,cpu";
+  TrainConfig mp = one;
+  mp.parallel = "mp";
+  mp.devices = "cpu,cpu";
+  mp.micro_batches = 2;
+  for (const TrainConfig& c : {dp, mp}) {
+    const TrainReport r = train(c);
+    ASSERT_TRUE(r.summary.last_val.has_value()) << c.parallel;
+    EXPECT_EQ(r.summary.last_val->rows, 37) << c.parallel;
+    EXPECT_NEAR(r.summary.last_val->loss, a.summary.last_val->loss, 1e-5 * a.summary.last_val->loss)
+        << c.parallel;
+  }
+}
+
 TEST(Validation, SettingsThatNeedHeldOutDataSaySo) {
   TrainConfig c;
   c.early_stop = 2;
