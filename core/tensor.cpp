@@ -166,6 +166,12 @@ std::vector<T> Tensor::to_vector() const {
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 
+std::vector<double> Tensor::to_double_vector() const {
+  if (dtype_ == DType::Float64) return to_vector<double>();
+  const std::vector<float> f = to_vector<float>();
+  return {f.begin(), f.end()};
+}
+
 double Tensor::item() const {
   check_defined("item");
   MT_CHECK_AS(ShapeError, numel() == 1, "item: tensor ", shape_, " has ", numel(),

@@ -67,6 +67,8 @@ class Tensor {
   /// The elements in a host vector (T must be the tensor's type).
   template <typename T>
   std::vector<T> to_vector() const;
+  /// The elements in a host vector of doubles, whatever the float dtype (exact: float32 widens).
+  std::vector<double> to_double_vector() const;
   /// The single element of a one-element tensor, converted to double.
   double item() const;
 

@@ -7,24 +7,13 @@
 #include "core/error.h"
 
 namespace minitrain {
-namespace {
-
-// The labels as doubles, whatever the float dtype and device.
-std::vector<double> host_labels(const Tensor& labels) {
-  const Tensor t = labels.to(Device::cpu());
-  if (t.dtype() == DType::Float64) return t.to_vector<double>();
-  const std::vector<float> f = t.to_vector<float>();
-  return {f.begin(), f.end()};
-}
-
-}  // namespace
 
 void check_class_labels(const Tensor& labels, int64_t classes, int64_t ignore_index,
                         const std::string& source) {
   const bool column = labels.ndim() == 1 || (labels.ndim() == 2 && labels.size(1) == 1);
   MT_CHECK_AS(ShapeError, column, source, " holds targets of shape ", labels.shape(),
               "; a classifier takes one class label per row (shape [N] or [N, 1])");
-  const std::vector<double> v = host_labels(labels);
+  const std::vector<double> v = labels.to_double_vector();
   for (std::size_t row = 0; row < v.size(); ++row) {
     const double y = v[row];
     if (y == static_cast<double>(ignore_index)) continue;
@@ -38,7 +27,7 @@ void check_class_labels(const Tensor& labels, int64_t classes, int64_t ignore_in
 
 std::vector<int64_t> label_values(const Tensor& labels) {
   std::vector<int64_t> out;
-  for (double y : host_labels(labels)) out.push_back(static_cast<int64_t>(y));
+  for (double y : labels.to_double_vector()) out.push_back(static_cast<int64_t>(y));
   return out;
 }
 

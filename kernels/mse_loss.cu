@@ -2,12 +2,14 @@
 // aligned); mean/sum is a deterministic two-pass reduction: pass 1 gives each of at most
 // kMseReduceBlocks blocks a grid-stride share (in packs when pred and target are aligned),
 // reduced in registers, then over the block (kernels/block_reduce.cuh), to one double per block;
-// pass 2 (one block) reduces those partials in a fixed order. No atomics, so the same input gives
-// the same bits every run. The fused forward + backward is pass 1 with the gradient stored on the
-// way: the same code, hence the same summation order and loss. Memory-bound: pass 1 reads each
-// input once (and the fused one writes the gradient once); pass 2 touches 8 KiB.
+// pass 2 (one block, kernels/loss_reduce.cuh as for the other losses) reduces those partials in a
+// fixed order. No atomics, so the same input gives the same bits every run. The fused forward +
+// backward is pass 1 with the gradient stored on the way: the same code, hence the same summation
+// order and loss. Memory-bound: pass 1 reads each input once (and the fused one writes the gradient
+// once); pass 2 touches 8 KiB.
 
 #include "kernels/block_reduce.cuh"
+#include "kernels/loss_reduce.cuh"
 #include "kernels/mse_loss.h"
 #include "kernels/reduce.h"
 #include "kernels/vectorized.cuh"
@@ -62,16 +64,6 @@ __global__ void mse_loss_partial_sums_kernel(double* partials, T* grad, const T*
   }
   acc = block_reduce<reduce_detail::SumOf>(acc);
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
-}
-
-// Pass 2 (one block): out[0] = sum(partials) / divisor.
-template <typename T>
-__global__ void mse_loss_finish_kernel(T* out, const double* partials, int num_partials,
-                                       double divisor) {
-  double acc = 0;
-  for (int i = threadIdx.x; i < num_partials; i += blockDim.x) acc += partials[i];
-  acc = block_reduce<reduce_detail::SumOf>(acc);
-  if (threadIdx.x == 0) out[0] = static_cast<T>(acc / divisor);
 }
 
 namespace {
@@ -129,8 +121,7 @@ void mse_loss_reduce_cuda(T* out, const T* pred, const T* target, int64_t n, dou
                           double* workspace, CUstream_st* stream) {
   const int blocks = reduce_blocks(n);
   launch_partial_sums<false, T>(workspace, nullptr, pred, target, n, T(0), blocks, as_cuda(stream));
-  mse_loss_finish_kernel<T><<<1, kBlock, 0, as_cuda(stream)>>>(out, workspace, blocks, divisor);
-  CHECK_CUDA_LAUNCH();
+  launch_loss_sum_partials<T>(out, workspace, blocks, divisor, as_cuda(stream));
 }
 
 template <typename T>
@@ -148,8 +139,7 @@ void mse_loss_forward_backward_cuda(T* out, T* grad_pred, const T* pred, const T
   const int blocks = reduce_blocks(n);
   launch_partial_sums<true, T>(workspace, grad_pred, pred, target, n, norm, blocks,
                                as_cuda(stream));
-  mse_loss_finish_kernel<T><<<1, kBlock, 0, as_cuda(stream)>>>(out, workspace, blocks, divisor);
-  CHECK_CUDA_LAUNCH();
+  launch_loss_sum_partials<T>(out, workspace, blocks, divisor, as_cuda(stream));
 }
 
 template <typename T>

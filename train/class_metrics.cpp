@@ -5,16 +5,6 @@
 #include "core/error.h"
 
 namespace minitrain {
-namespace {
-
-std::vector<double> host_doubles(const Tensor& t) {
-  const Tensor h = t.to(Device::cpu());
-  if (h.dtype() == DType::Float64) return h.to_vector<double>();
-  const std::vector<float> f = h.to_vector<float>();
-  return {f.begin(), f.end()};
-}
-
-}  // namespace
 
 ClassCounts count_correct(const Tensor& logits, const Tensor& labels, int64_t k,
                           int64_t ignore_index) {
@@ -22,7 +12,7 @@ ClassCounts count_correct(const Tensor& logits, const Tensor& labels, int64_t k,
               "count_correct: logits ", logits.shape(), " and labels ", labels.shape(),
               " do not fit (expected [N, C] and N labels)");
   const int64_t n = logits.size(0), classes = logits.size(1);
-  const std::vector<double> z = host_doubles(logits), y = host_doubles(labels);
+  const std::vector<double> z = logits.to_double_vector(), y = labels.to_double_vector();
   ClassCounts c;
   for (int64_t i = 0; i < n; ++i) {
     const double label = y[static_cast<std::size_t>(i)];

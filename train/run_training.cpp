@@ -113,13 +113,7 @@ std::vector<double> read_class_weights(const TrainConfig& c, const Dataset& trai
               c.class_weights, " holds an array of shape ", w.shape(), " but the model has ",
               classes, " classes; give one weight per class (shape [", classes, "])");
   std::vector<double> out;
-  std::vector<double> values;
-  if (w.dtype() == DType::Float64) {
-    values = w.to_vector<double>();
-  } else {
-    const std::vector<float> f = w.to_vector<float>();
-    values.assign(f.begin(), f.end());
-  }
+  const std::vector<double> values = w.to_double_vector();
   for (int64_t i = 0; i < classes; ++i) {
     const double v = values[static_cast<std::size_t>(i)];
     MT_CHECK_AS(ValueError, std::isfinite(v) && v >= 0, "--class-weights ", c.class_weights,
@@ -231,13 +225,7 @@ std::vector<double> read_sample_weights(const std::string& path, int64_t rows) {
   if (!column || w.numel() != rows)
     MT_THROW(ShapeError, "--sample-weights ", path, " holds an array of shape ", w.shape(),
              " but the data has ", rows, " rows; give one weight per row (shape [", rows, "])");
-  std::vector<double> values;
-  if (w.dtype() == DType::Float64) {
-    values = w.to_vector<double>();
-  } else {
-    const std::vector<float> f = w.to_vector<float>();
-    values.assign(f.begin(), f.end());
-  }
+  const std::vector<double> values = w.to_double_vector();
   // Bad weights (negative, NaN, all zero) are refused now, before anything is written.
   with_flag_context("--sample-weights " + path, [&] { WeightedRandomSampler(values, rows); });
   return values;

@@ -21,6 +21,7 @@
 #include "nn/mlp.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
+#include "tests/train/train_test_util.h"
 #include "train/run_training.h"
 #include "train/validation.h"
 
@@ -29,14 +30,7 @@ namespace {
 
 using testing::ScratchDir;
 
-TrainReport train(TrainConfig c, std::string* info_text = nullptr) {
-  c.progress = "none";
-  c.device = "cpu";
-  std::ostringstream info, progress;
-  TrainReport r = run_training(c, info, progress);
-  if (info_text != nullptr) *info_text = info.str();
-  return r;
-}
+using testing::train;
 
 std::vector<nlohmann::json> log_lines(const std::string& path) {
   std::istringstream in(read_file_bytes(path));
