@@ -1,18 +1,25 @@
 #!/usr/bin/env python3
 """Draws Google Benchmark JSON results (minitrain bench, or a bench binary's --benchmark_out) as
-markdown tables and SVG charts, with the Python standard library only: CI machines and users may
-have no matplotlib, and an SVG drawn by hand is a few lines of text that any browser shows.
+markdown tables and matplotlib charts (PNG and SVG).
 
-  python3 scripts/plot_bench.py bench-results/*.json [--out bench-results]
+  python3 scripts/plot_bench.py bench-results/*.json [--out bench-results] [--format png,svg]
 
 For each FILE.json it writes OUT/FILE.md (one row per benchmark: time and every user counter)
-and, for the counters it knows, charts:
-  FILE_gflops.svg   GFLOP/s against the square GEMM size, one line per backend (log x)
-  FILE_gbps.svg     GB/s against bytes, one line per kernel, the copy as the roof (log-log)
-  FILE_busbw.svg    all-reduce bus bandwidth against bytes (log-log)
-  FILE_params.svg   optimizer parameters/s, one bar per benchmark
-  FILE_samples.svg  training samples/s, one bar per benchmark
+and, for the counters it knows, charts, each as FILE_KIND.png and FILE_KIND.svg (--format picks):
+  FILE_gflops   GFLOP/s against the square GEMM size, one line per backend (log x); cuBLAS
+                (OpenBLAS on a CPU run) dashed black as the reference, cuBLAS TF32 dash-dotted
+  FILE_gbps     GB/s against bytes, one line per kernel, the copy dashed black as the reference
+                roof (log-log)
+  FILE_busbw    all-reduce bus bandwidth against bytes (log-log)
+  FILE_params   optimizer parameters/s, one bar per benchmark
+  FILE_samples  training samples/s, one bar per benchmark
 Every chart names the device and host from the JSON's context. All markdown also goes to stdout.
+The SVGs keep their text as <text> (svg.fonttype none), so it can be searched.
+
+Exit status: 0 when everything was written; 2 when an input is not readable benchmark JSON (the
+message names the file) or OUT cannot be created; 3 when matplotlib is missing: the markdown
+tables are still written and printed, and the script says once what to install (on Debian,
+sudo apt-get install python3-matplotlib; elsewhere, pip install matplotlib).
 """
 
 import argparse
@@ -22,7 +29,6 @@ import os
 import re
 import sys
 import tempfile
-from xml.sax.saxutils import escape, quoteattr
 
 # Keys Google Benchmark writes for every run; everything else numeric is a user counter.
 STANDARD_KEYS = {
@@ -34,11 +40,12 @@ STANDARD_KEYS = {
 # Name components Google Benchmark appends to say how a run was timed; not part of the case.
 TIMING_SUFFIX = re.compile(r"^(real_time|manual_time|process_time|(min_time|min_warmup_time|iterations|"
                            r"repeats|threads):.*)$")
-PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-           "#bcbd22", "#7f7f7f", "#393b79", "#637939"]
 UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 BYTE_SUFFIX = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "K": 1 << 10, "M": 1 << 20,
                "G": 1 << 30}
+NEEDS = ("plot_bench: the charts need matplotlib (the markdown tables are written): on Debian, sudo apt-get "
+         "install python3-matplotlib (scripts/setup.sh installs it); elsewhere, pip install matplotlib")
+FORMATS = ("png", "svg")
 
 
 class BenchFileError(Exception):
@@ -193,26 +200,17 @@ def split_series(rows, counter, x_counter=None, x_pattern=None):
     return series
 
 
-# ---- SVG ---------------------------------------------------------------------------------------
+# ---- charts (matplotlib) -----------------------------------------------------------------------
 
-def nice_step(span, ticks=5):
-    raw = span / ticks
-    mag = 10 ** math.floor(math.log10(raw))
-    for m in (1, 2, 2.5, 5, 10):
-        if raw <= m * mag:
-            return m * mag
-    return 10 * mag
-
-
-def log_ticks(lo, hi):
-    """Powers of 2 over a short range (GEMM sizes), powers of 10 over a long one (bytes)."""
-    base = 2 if hi / lo <= 2 ** 16 else 10
+def log_ticks(lo, hi, binary=False):
+    """Powers of 2 for bytes and over a short range (GEMM sizes), else powers of 10; at most 12."""
+    base = 2 if binary or hi / lo <= 2 ** 16 else 10
     first = math.floor(math.log(lo, base) + 1e-9)
     last = math.ceil(math.log(hi, base) - 1e-9)
     ticks = [base ** e for e in range(first, last + 1)]
     while len(ticks) > 12:
         ticks = ticks[::2]
-    return ticks
+    return base, ticks
 
 
 def format_bytes(v):
@@ -222,160 +220,154 @@ def format_bytes(v):
     return f"{v:g} B"
 
 
-class Chart:
-    """An SVG canvas with a plot area, axes and a legend on the right."""
-    W, H, LEFT, RIGHT, TOP, BOTTOM = 900, 520, 90, 230, 70, 60
-
-    def __init__(self, title, subtitle, height=None):
-        self.H = height or self.H
-        self.parts = [
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{self.W}" height="{self.H}" '
-            f'viewBox="0 0 {self.W} {self.H}" font-family="sans-serif" font-size="12">',
-            f'<rect width="{self.W}" height="{self.H}" fill="white"/>',
-            self.text(self.W / 2, 24, title, size=16, anchor="middle", weight="bold"),
-            self.text(self.W / 2, 44, subtitle, size=11, anchor="middle", fill="#555"),
-        ]
-        self.x0, self.x1 = self.LEFT, self.W - self.RIGHT
-        self.y0, self.y1 = self.H - self.BOTTOM, self.TOP
-
-    @staticmethod
-    def text(x, y, s, size=12, anchor="start", fill="#000", weight="normal", rotate=None):
-        transform = f' transform="rotate({rotate} {x:.1f} {y:.1f})"' if rotate is not None else ""
-        return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" fill="{fill}" '
-                f'font-weight="{weight}"{transform}>{escape(s)}</text>')
-
-    def add(self, element):
-        self.parts.append(element)
-
-    def legend(self, entries):
-        """entries: [(label, colour, dashed)]"""
-        x, y = self.x1 + 20, self.y1 + 10
-        for i, (label, colour, dashed) in enumerate(entries):
-            yy = y + 18 * i
-            dash = ' stroke-dasharray="6 4"' if dashed else ""
-            self.add(f'<line x1="{x}" y1="{yy}" x2="{x + 24}" y2="{yy}" stroke="{colour}" stroke-width="2.5"{dash}/>')
-            self.add(self.text(x + 30, yy + 4, label, size=11))
-
-    def svg(self):
-        return "\n".join(self.parts + ["</svg>"]) + "\n"
+# How the references are drawn, in the order they are met: black, dashed, then dash-dotted.
+REFERENCE_STYLES = [("#000000", (0, (6, 3))), ("#444444", (0, (6, 2, 1.5, 2))), ("#000000", (0, (1.5, 2)))]
 
 
-def line_chart(title, subtitle, xlabel, ylabel, series, logy=False, roof=None, x_format=None):
-    """Lines of (x, y) on log x; `roof` names the series drawn dashed as the ceiling."""
+def new_figure(plt, title, subtitle, height=5.2):
+    fig, ax = plt.subplots(figsize=(9.5, height))
+    # The title a fixed distance above the device line, whatever the figure's height.
+    ax.set_title(subtitle, fontsize=9, color="#444444", pad=6)
+    ax.annotate(title, xy=(0.5, 1.0), xycoords="axes fraction", xytext=(0, 24), textcoords="offset points",
+                ha="center", va="bottom", fontsize=14, fontweight="bold")
+    return fig, ax
+
+
+def line_chart(plt, title, subtitle, xlabel, ylabel, series, logy=False, references=None, x_format=None):
+    """Lines of (x, y) on log x; `references` maps a series to its legend note ('reference'), and
+    those are drawn in black, dashed, first in the legend."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
+    references = references or {}
+    fig, ax = new_figure(plt, title, subtitle)
     xs = [x for pts in series.values() for x, _ in pts]
-    ys = [y for pts in series.values() for _, y in pts if y > 0 or not logy]
-    c = Chart(title, subtitle)
     xlo, xhi = min(xs), max(xs)
     if xlo == xhi:
         xlo, xhi = xlo / 2, xhi * 2
-    xticks = log_ticks(xlo, xhi)
-    xlo, xhi = min(xlo, xticks[0]), max(xhi, xticks[-1])
-    if logy:
-        ylo, yhi = min(ys), max(ys)
-        if ylo == yhi:
-            ylo, yhi = ylo / 2, yhi * 2
-        yticks = [10.0 ** e for e in range(math.floor(math.log10(ylo)), math.ceil(math.log10(yhi)) + 1)]
-        ylo, yhi = yticks[0], yticks[-1]
-        fy = lambda v: c.y0 - (math.log10(v) - math.log10(ylo)) / (math.log10(yhi) - math.log10(ylo)) * (c.y0 - c.y1)
-    else:
-        ylo, yhi = 0.0, max(ys) if ys and max(ys) > 0 else 1.0
-        step = nice_step(yhi)
-        yhi = math.ceil(yhi / step) * step
-        yticks = [i * step for i in range(int(round(yhi / step)) + 1)]
-        fy = lambda v: c.y0 - (v - ylo) / (yhi - ylo) * (c.y0 - c.y1)
-    fx = lambda v: c.x0 + (math.log(v) - math.log(xlo)) / (math.log(xhi) - math.log(xlo)) * (c.x1 - c.x0)
-    x_format = x_format or (lambda v: f"{v:g}")
-
-    for t in xticks:
-        c.add(f'<line x1="{fx(t):.1f}" y1="{c.y0}" x2="{fx(t):.1f}" y2="{c.y1}" stroke="#e5e5e5"/>')
-        c.add(c.text(fx(t), c.y0 + 16, x_format(t), size=11, anchor="middle"))
-    for t in yticks:
-        c.add(f'<line x1="{c.x0}" y1="{fy(t):.1f}" x2="{c.x1}" y2="{fy(t):.1f}" stroke="#e5e5e5"/>')
-        c.add(c.text(c.x0 - 6, fy(t) + 4, human(t), size=11, anchor="end"))
-    c.add(f'<rect x="{c.x0}" y="{c.y1}" width="{c.x1 - c.x0}" height="{c.y0 - c.y1}" fill="none" stroke="#000"/>')
-    c.add(c.text((c.x0 + c.x1) / 2, c.H - 18, xlabel + " (log scale)", anchor="middle"))
-    c.add(c.text(22, (c.y0 + c.y1) / 2, ylabel + (" (log scale)" if logy else ""), anchor="middle", rotate=-90))
-
-    entries = []
-    for i, (name, pts) in enumerate(sorted(series.items(), key=lambda kv: (kv[0] != roof, kv[0]))):
-        colour = "#000" if name == roof else PALETTE[i % len(PALETTE)]
-        pts = [(x, y) for x, y in pts if y > 0 or not logy]
+    base, xticks = log_ticks(xlo, xhi, binary=x_format is format_bytes)
+    ax.set_xscale("log", base=base)
+    ax.xaxis.set_major_locator(FixedLocator(xticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: (x_format or (lambda t: f"{t:g}"))(v)))
+    ax.set_xlim(min(xlo, xticks[0]) / (base ** 0.15), max(xhi, xticks[-1]) * (base ** 0.15))
+    colours = [c for c in plt.rcParams["axes.prop_cycle"].by_key()["color"]]
+    order = sorted(series, key=lambda k: (k not in references, list(references).index(k) if k in references else 0, k))
+    plain = 0
+    for name in order:
+        pts = [(x, y) for x, y in series[name] if y > 0 or not logy]
         if not pts:
             continue
-        dash = ' stroke-dasharray="6 4"' if name == roof else ""
-        path = " ".join(f"{fx(x):.1f},{fy(y):.1f}" for x, y in pts)
-        c.add(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash}>'
-              f'<title>{escape(name)}</title></polyline>')
-        for x, y in pts:
-            c.add(f'<circle cx="{fx(x):.1f}" cy="{fy(y):.1f}" r="3" fill="{colour}"/>')
-        entries.append((name + (" (roof)" if name == roof else ""), colour, name == roof))
-    c.legend(entries)
-    return c.svg()
+        px, py = [x for x, _ in pts], [y for _, y in pts]
+        if name in references:
+            colour, dash = REFERENCE_STYLES[list(references).index(name) % len(REFERENCE_STYLES)]
+            ax.plot(px, py, color=colour, linestyle=dash, linewidth=2.2, marker="s", markersize=4,
+                    label=f"{name} ({references[name]})", zorder=3)
+        else:
+            ax.plot(px, py, color=colours[plain % len(colours)], linewidth=1.8, marker="o", markersize=4.5,
+                    label=name, zorder=2)
+            plain += 1
+    ys = [y for pts in series.values() for _, y in pts if y > 0]
+    if logy:
+        ax.set_yscale("log")
+        # 1-2-5 ticks over a few decades (one labelled tick a decade is too few to read off)
+        decades = math.log10(max(ys) / min(ys)) if ys else 0
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 3 else (1.0,)))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    else:
+        ax.set_ylim(bottom=0, top=(max(ys) if ys else 1.0) * 1.06)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: human(v) if v else "0"))
+    ax.set_xlabel(xlabel + " (log scale)")
+    ax.set_ylabel(ylabel + (" (log scale)" if logy else ""))
+    ax.grid(True, which="major", alpha=0.35)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=9, frameon=False)
+    return fig
 
 
-def bar_chart(title, subtitle, xlabel, bars):
-    """Horizontal bars, one per (label, value), on a linear axis from 0."""
-    n = len(bars)
-    c = Chart(title, subtitle, height=Chart.TOP + Chart.BOTTOM + 20 * n + 10)
-    c.x0 = 20 + 7 * max(len(label) for label, _ in bars)  # room for the labels (about 7 px a character)
-    c.x1 = c.W - 40
-    vmax = max(v for _, v in bars) or 1.0
-    step = nice_step(vmax)
-    vmax = math.ceil(vmax / step) * step
-    fx = lambda v: c.x0 + v / vmax * (c.x1 - c.x0)
-    for i in range(int(round(vmax / step)) + 1):
-        t = i * step
-        c.add(f'<line x1="{fx(t):.1f}" y1="{c.y1}" x2="{fx(t):.1f}" y2="{c.y0}" stroke="#e5e5e5"/>')
-        c.add(c.text(fx(t), c.y0 + 16, human(t), size=11, anchor="middle"))
-    for i, (label, v) in enumerate(bars):
-        y = c.y1 + 5 + 20 * i
-        c.add(f'<rect x="{c.x0}" y="{y}" width="{max(fx(v) - c.x0, 0.5):.1f}" height="14" '
-              f'fill="{PALETTE[0]}"><title>{escape(label)}: {human(v)}</title></rect>')
-        c.add(c.text(c.x0 - 6, y + 11, label, size=11, anchor="end"))
-        c.add(c.text(fx(v) + 4, y + 11, human(v), size=10, fill="#333"))
-    c.add(f'<line x1="{c.x0}" y1="{c.y0}" x2="{c.x1}" y2="{c.y0}" stroke="#000"/>')
-    c.add(f'<line x1="{c.x0}" y1="{c.y1}" x2="{c.x0}" y2="{c.y0}" stroke="#000"/>')
-    c.add(c.text((c.x0 + c.x1) / 2, c.H - 18, xlabel, anchor="middle"))
-    return c.svg()
+def bar_chart(plt, title, subtitle, xlabel, bars):
+    """Horizontal bars, one per (label, value), first on top, on a linear axis from 0."""
+    from matplotlib.ticker import FuncFormatter
+    fig, ax = new_figure(plt, title, subtitle, height=1.9 + 0.42 * len(bars))
+    labels = [label for label, _ in bars]
+    values = [v for _, v in bars]
+    ax.barh(range(len(bars)), values, height=0.62, color="#1f77b4")
+    ax.set_yticks(range(len(bars)))
+    ax.set_yticklabels(labels, fontsize=9)
+    ax.invert_yaxis()
+    vmax = max(values) if values and max(values) > 0 else 1.0
+    ax.set_xlim(0, vmax * 1.15)  # room for the value written after each bar
+    for i, v in enumerate(values):
+        ax.text(v + vmax * 0.01, i, human(v), va="center", fontsize=8.5, color="#333333")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: human(v) if v else "0"))
+    ax.set_xlabel(xlabel)
+    ax.grid(True, axis="x", alpha=0.35)
+    ax.set_axisbelow(True)
+    return fig
 
 
-def charts(stem, context, rows):
-    """{file name: svg text} for the counters this file has."""
+def gemm_references(series):
+    """cuBLAS is the reference of a GPU run (cuBLAS TF32 that of the tensor-core variants),
+    OpenBLAS that of a CPU run: the backends pct_of_ref is measured against."""
+    parts = {name: name.split("/") for name in series}
+    refs = {}
+    for name in sorted(series):
+        if "cublas" in parts[name]:
+            refs[name] = "reference"
+    for name in sorted(series):
+        if "cublas_tf32" in parts[name]:
+            refs[name] = "TF32 reference"
+    if not any("cublas" in p for p in parts.values()):
+        for name in sorted(series):
+            if "openblas" in parts[name]:
+                refs[name] = "reference"
+    return refs
+
+
+def charts(plt, stem, context, rows):
+    """{chart name (no extension): matplotlib figure} for the counters this file has."""
     sub = device_line(context)
     out = {}
     gemm = split_series(rows, "GFLOP/s", x_pattern=r"(?:square_)?\d+(?:x\d+)*")
     if gemm:
-        out[f"{stem}_gflops.svg"] = line_chart(f"{stem}: GEMM throughput by size", sub,
-                                               "matrix size m = n = k", "GFLOP/s", gemm)
+        out[f"{stem}_gflops"] = line_chart(plt, f"{stem}: GEMM throughput by size", sub,
+                                           "matrix size m = n = k", "GFLOP/s", gemm,
+                                           references=gemm_references(gemm))
     for counter in ("GB/s", "bytes_per_second"):
         mem = split_series(rows, counter, x_counter="bytes")
         if mem:
             scale = 1e-9 if counter == "bytes_per_second" else 1.0
             mem = {k: [(x, y * scale) for x, y in v] for k, v in mem.items()}
             roof = next((k for k in sorted(mem) if "copy" in k.lower()), None)
-            out[f"{stem}_gbps.svg"] = line_chart(f"{stem}: memory bandwidth by size", sub, "buffer size", "GB/s",
-                                                 mem, logy=True, roof=roof, x_format=format_bytes)
+            out[f"{stem}_gbps"] = line_chart(plt, f"{stem}: memory bandwidth by size", sub, "buffer size", "GB/s",
+                                             mem, logy=True, references={roof: "reference: roof"} if roof else None,
+                                             x_format=format_bytes)
             break
     busbw = split_series(rows, "busbw_GBps", x_counter="bytes")
     if busbw:
-        out[f"{stem}_busbw.svg"] = line_chart(f"{stem}: all-reduce bus bandwidth", sub, "bytes per rank",
-                                              "busbw GB/s", busbw, logy=True, x_format=format_bytes)
+        out[f"{stem}_busbw"] = line_chart(plt, f"{stem}: all-reduce bus bandwidth", sub, "bytes per rank",
+                                          "bus bandwidth GB/s", busbw, logy=True, x_format=format_bytes)
     for counter, suffix, label in (("params/s", "params", "parameters updated per second"),
                                    ("samples/s", "samples", "training samples per second")):
         bars = [(r["name"], float(r["counters"][counter])) for r in rows
                 if r["error"] is None and counter in r["counters"]]
         if bars:
-            out[f"{stem}_{suffix}.svg"] = bar_chart(f"{stem}: {counter}", sub, label, bars)
+            out[f"{stem}_{suffix}"] = bar_chart(plt, f"{stem}: {counter}", sub, label, bars)
     return out
 
 
 # ---- output ------------------------------------------------------------------------------------
+
+def new_file_mode():
+    """What open() would give a new file (0666 less the umask): mkstemp's temporaries are 0600."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
 
 def write_atomically(path, text):
     """A reader sees the old file or the whole new one, never half of it."""
     directory = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=directory)
     try:
+        os.chmod(tmp, new_file_mode())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
@@ -385,11 +377,53 @@ def write_atomically(path, text):
         raise
 
 
+def save_atomically(fig, path, fmt):
+    """savefig to a temporary beside `path`, then rename: a picture appears whole or not at all."""
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    os.close(fd)
+    try:
+        os.chmod(tmp, new_file_mode())
+        # No date in the SVG and fixed ids (svg.hashsalt): the same input draws the same file.
+        fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight", facecolor="white",
+                    metadata={"Date": None} if fmt == "svg" else None)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def import_pyplot():
+    """matplotlib.pyplot on the Agg backend (no display needed), or None when it is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    plt.rcParams["svg.fonttype"] = "none"  # text stays <text>, searchable, not glyph paths
+    plt.rcParams["svg.hashsalt"] = "minitrain"
+    if "text.parse_math" in plt.rcParams:
+        plt.rcParams["text.parse_math"] = False  # a '$' in a benchmark name is just a '$'
+    return plt
+
+
+def parse_formats(text):
+    formats = [f.strip().lower().lstrip(".") for f in text.split(",") if f.strip()]
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or not formats:
+        raise argparse.ArgumentTypeError(f"'{text}': give png, svg or png,svg")
+    return list(dict.fromkeys(formats))
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("files", nargs="+", metavar="FILE.json", help="Google Benchmark JSON output")
     p.add_argument("--out", default="bench-results", help="output directory (default bench-results)")
+    p.add_argument("--format", default="png,svg", type=parse_formats,
+                   help="chart formats, comma-separated (default png,svg)")
     args = p.parse_args(argv)
     try:
         loaded = [(path, *load(path)) for path in args.files]
@@ -410,11 +444,20 @@ def main(argv):
         target = os.path.join(args.out, stem + ".md")
         write_atomically(target, md)
         written.append(target)
-        for name, svg in charts(stem, context, rows).items():
-            target = os.path.join(args.out, name)
-            write_atomically(target, svg)
-            written.append(target)
+    plt = import_pyplot()
+    if plt is not None:
+        for path, context, rows in loaded:
+            stem = os.path.splitext(os.path.basename(path))[0]
+            for name, fig in charts(plt, stem, context, rows).items():
+                for fmt in args.format:
+                    target = os.path.join(args.out, f"{name}.{fmt}")
+                    save_atomically(fig, target, fmt)
+                    written.append(target)
+                plt.close(fig)
     print("wrote: " + " ".join(written), file=sys.stderr)
+    if plt is None:
+        print(NEEDS, file=sys.stderr)
+        return 3
     return 0
 
 

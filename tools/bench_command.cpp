@@ -330,7 +330,7 @@ int BenchCommand::run(std::ostream& out, std::ostream& err) {
         !std::string(MINITRAIN_SOURCE_DIR).empty() && fs::exists(script, exists_ec);
     out << "results: ";
     for (size_t i = 0; i < written.size(); ++i) out << (i ? " " : "") << written[i];
-    out << "\ndraw them (markdown tables and SVG charts): python3 "
+    out << "\ndraw them (markdown tables, PNG and SVG charts): python3 "
         << shell_quote(have_script ? script : "scripts/plot_bench.py") << " "
         << shell_quote(out_dir_) << "/*.json --out " << shell_quote(out_dir_) << "\n";
   } else if (failed == 0) {
