@@ -2,9 +2,10 @@
 // shuffle, partial last batch kept), per-step losses and final weights match torch 1.13's within
 // float32 rounding, for SGD (plain, momentum + dampening, nesterov + weight decay), Adam and AdamW
 // (amsgrad and weight decay too) on relu / gelu / gelu_tanh / tanh / sigmoid MLPs with three
-// outputs. The reference values come from tests/fixtures/torch_reference/make_torch_reference.py
-// (torch is needed only to regenerate them). Also: a PyTorch-made weights file loads and gives
-// torch's outputs, and a CPU training run is bit-identical run to run.
+// outputs; and torch 2.15's for every other loss (the train_loss_* fixtures). The reference values
+// come from tests/fixtures/torch_reference/make_torch_reference.py (torch is needed only to
+// regenerate them). Also: a PyTorch-made weights file loads and gives torch's outputs, and a CPU
+// training run is bit-identical run to run.
 
 #include <gtest/gtest.h>
 
@@ -21,6 +22,7 @@
 #include "data/data_loader.h"
 #include "data/dataset.h"
 #include "nn/mlp.h"
+#include "nn/loss.h"
 #include "nn/mse_loss.h"
 #include "nn/state_dict.h"
 #include "optim/make_optimizer.h"
@@ -102,7 +104,35 @@ struct TrainResult {
   std::vector<std::pair<std::string, Tensor>> weights;  // final, on the CPU
 };
 
-/// What the script does in torch: for each batch (consecutive rows), loss = MSE(mean),
+/// "0.5,1,2" -> {0.5, 1, 2}: a list setting of the fixture's loss.
+std::vector<double> meta_doubles(const SafetensorsFile& f, const std::string& key) {
+  std::vector<double> v;
+  const std::string& text = meta(f, key);
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    v.push_back(std::stod(text.substr(at, comma - at)));
+    at = comma + 1;
+  }
+  return v;
+}
+
+/// The loss the fixture was trained with: MSE (mean) unless its metadata names another, with the
+/// settings it gives ("loss.delta", "loss.class_weights", ...).
+LossOptions loss_options(const SafetensorsFile& f) {
+  LossOptions o;
+  if (f.metadata.count("loss") == 0) return o;
+  o.name = meta(f, "loss");
+  const auto has = [&](const char* k) { return f.metadata.count(std::string("loss.") + k) > 0; };
+  if (has("delta")) o.delta = meta_double(f, "loss.delta");
+  if (has("beta")) o.beta = meta_double(f, "loss.beta");
+  if (has("label_smoothing")) o.label_smoothing = meta_double(f, "loss.label_smoothing");
+  if (has("ignore_index")) o.ignore_index = std::stoll(meta(f, "loss.ignore_index"));
+  if (has("class_weights")) o.class_weights = meta_doubles(f, "loss.class_weights");
+  if (has("pos_weight")) o.pos_weight = meta_doubles(f, "loss.pos_weight");
+  return o;
+}
+
+/// What the script does in torch: for each batch (consecutive rows), the loss (reduction mean),
 /// zero_grad, backward, step.
 TrainResult train_like_torch(const SafetensorsFile& f, Device device, int prefetch = 2) {
   Generator gen(0);  // the weights are overwritten by torch's initial ones
@@ -122,14 +152,14 @@ TrainResult train_like_torch(const SafetensorsFile& f, Device device, int prefet
   MT_CHECK(steps == f.at("losses").numel(), "the loader gives ", steps, " steps but torch took ",
            f.at("losses").numel());
 
-  MSELoss loss_fn(Reduction::Mean);
+  const std::unique_ptr<Loss> loss_fn = make_loss(loss_options(f));
   TrainResult r;
   for (int64_t s = 0; s < steps; ++s) {
     Batch b = loader.next();
-    Tensor loss = loss_fn.forward(model->forward(b.x), b.y);
+    Tensor loss = loss_fn->forward(model->forward(b.x), b.y);
     r.losses.push_back(loss.item());
     opt->zero_grad();
-    model->backward(loss_fn.backward());
+    model->backward(loss_fn->backward());
     opt->step();
   }
   r.weights = state_dict(*model);
@@ -179,6 +209,14 @@ TEST_P(TorchEquivalence, AdamMatchesTorch) {
 
 TEST_P(TorchEquivalence, AdamWMatchesTorch) {
   for (const char* c : {"adamw_relu", "adamw_amsgrad_tanh", "adamw_amsgrad_sigmoid"})
+    expect_matches_torch(c, device(), tolerance_for(device()));
+}
+
+// The other losses (cross_entropy with class weights, label smoothing and ignore_index, huber,
+// smooth_l1, l1, bce_with_logits with pos_weight), each through a few optimizer steps.
+TEST_P(TorchEquivalence, EveryLossTrainsAsTorch) {
+  for (const char* c : {"loss_cross_entropy", "loss_cross_entropy_weighted_smoothed_ignored",
+                        "loss_huber", "loss_smooth_l1", "loss_l1", "loss_bce_with_logits"})
     expect_matches_torch(c, device(), tolerance_for(device()));
 }
 
