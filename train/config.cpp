@@ -153,6 +153,8 @@ std::vector<KeyEntry> make_table() {
                      "cross_entropy: torch's label_smoothing, in [0, 1]"));
   t.push_back(member("ignore-index", K::Int, &TrainConfig::ignore_index,
                      "cross_entropy: rows with this label count for nothing (default -100)"));
+  t.push_back(member("pos-weight", K::String, &TrainConfig::pos_weight,
+                     "bce_with_logits: W.npy, the positive term's weight per output"));
   t.push_back(member("huber-delta", K::Float, &TrainConfig::huber_delta, "huber: delta"));
   t.push_back(member("smooth-l1-beta", K::Float, &TrainConfig::smooth_l1_beta, "smooth_l1: beta"));
   t.push_back(member("val-data", K::String, &TrainConfig::val_data,

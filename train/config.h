@@ -82,6 +82,7 @@ struct TrainConfig {
   std::string class_weights;     ///< cross_entropy: "auto" (balanced) | W.npy (one per class)
   double label_smoothing = 0.0;  ///< cross_entropy
   int64_t ignore_index = -100;   ///< cross_entropy: rows with this label count for nothing
+  std::string pos_weight;        ///< bce_with_logits: W.npy, one weight per output
   double huber_delta = 1.0;      ///< huber
   double smooth_l1_beta = 1.0;   ///< smooth_l1
   // ---- validation (train/validation.h) ----

@@ -122,8 +122,9 @@ std::optional<Value> convert(const KeyEntry& e, const toml::node& node) {
 }
 
 bool is_path_key(const std::string& name) {
-  for (const char* k : {"data", "targets", "init", "save", "checkpoint-dir", "log",
-                        "sample-weights", "val-data", "val-targets", "save-best", "class-weights"})
+  for (const char* k :
+       {"data", "targets", "init", "save", "checkpoint-dir", "log", "sample-weights", "val-data",
+        "val-targets", "save-best", "class-weights", "pos-weight"})
     if (name == k) return true;
   return false;
 }

@@ -180,6 +180,11 @@ void validate_loss(const TrainConfig& c) {
              "--class-weights, --label-smoothing and --ignore-index apply to --loss "
              "cross_entropy, not to --loss ",
              c.loss);
+  if (c.loss != "bce_with_logits" && !c.pos_weight.empty())
+    MT_THROW(ValueError, "--pos-weight applies to --loss bce_with_logits, not to --loss ", c.loss);
+  if (!c.pos_weight.empty() && !ends_with(c.pos_weight, ".npy"))
+    MT_THROW(ValueError, "--pos-weight '", c.pos_weight,
+             "': expected a .npy file of one weight per output");
   if (c.loss != "huber" && c.huber_delta != d.huber_delta)
     MT_THROW(ValueError, "--huber-delta applies to --loss huber, not to --loss ", c.loss);
   if (c.loss != "smooth_l1" && c.smooth_l1_beta != d.smooth_l1_beta)

@@ -3,6 +3,7 @@
 #include "train/run_training.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -100,6 +101,24 @@ void check_classes_fit_model(const std::vector<std::string>& classes, const Trai
            " outputs; a classifier has one output per class: use --model mlp:", join(fixed, ","));
 }
 
+// A weight per class (--class-weights W.npy) or per output (--pos-weight W.npy): a 1-D array of
+// `count` finite weights >= 0.
+std::vector<double> read_weights_file(const char* flag, const std::string& path, int64_t count,
+                                      const char* per) {
+  const Tensor w = read_npy(path);
+  MT_CHECK_AS(ShapeError, w.ndim() == 1 && w.numel() == count, "--", flag, " ", path,
+              " holds an array of shape ", w.shape(), " but the model has ", count, " ", per,
+              "; give one weight per ", per == std::string("classes") ? "class" : "output",
+              " (shape [", count, "])");
+  const std::vector<double> values = w.to_double_vector();
+  for (int64_t i = 0; i < count; ++i) {
+    const double v = values[static_cast<std::size_t>(i)];
+    MT_CHECK_AS(ValueError, std::isfinite(v) && v >= 0, "--", flag, " ", path, ": weight ", i,
+                " is ", v, "; weights must be finite and >= 0");
+  }
+  return values;
+}
+
 // --class-weights: auto (balanced, from the training rows) or one weight per class from a file.
 std::vector<double> read_class_weights(const TrainConfig& c, const Dataset& train,
                                        int64_t classes) {
@@ -108,19 +127,7 @@ std::vector<double> read_class_weights(const TrainConfig& c, const Dataset& trai
     const auto& t = dynamic_cast<const TensorDataset&>(train);
     return balanced_class_weights(class_counts(t.targets(), classes, c.ignore_index));
   }
-  const Tensor w = read_npy(c.class_weights);
-  MT_CHECK_AS(ShapeError, w.ndim() == 1 && w.numel() == classes, "--class-weights ",
-              c.class_weights, " holds an array of shape ", w.shape(), " but the model has ",
-              classes, " classes; give one weight per class (shape [", classes, "])");
-  std::vector<double> out;
-  const std::vector<double> values = w.to_double_vector();
-  for (int64_t i = 0; i < classes; ++i) {
-    const double v = values[static_cast<std::size_t>(i)];
-    MT_CHECK_AS(ValueError, std::isfinite(v) && v >= 0, "--class-weights ", c.class_weights,
-                ": the weight of class ", i, " is ", v, "; weights must be finite and >= 0");
-    out.push_back(v);
-  }
-  return out;
+  return read_weights_file("class-weights", c.class_weights, classes, "classes");
 }
 
 // A file the run writes must be writable now, found out before the first step rather than after
@@ -381,6 +388,8 @@ RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
   d.loss.label_smoothing = c.label_smoothing;
   d.loss.ignore_index = c.ignore_index;
   if (p.classifier) d.loss.class_weights = read_class_weights(c, *d.train, classes);
+  if (!c.pos_weight.empty())
+    d.loss.pos_weight = read_weights_file("pos-weight", c.pos_weight, sizes.back(), "outputs");
   return d;
 }
 

@@ -253,3 +253,78 @@ TEST(Validation, SettingsThatNeedHeldOutDataSaySo) {
 
 }  // namespace
 }  // namespace minitrain
+
+namespace minitrain {
+namespace {
+
+// Class labels from an integer .npy: the argmax of a 3-output synthetic regression, so there is
+// something to learn. Returns the config of a classifier over them.
+TrainConfig classifier_config(const ScratchDir& dir, const std::vector<int64_t>& bad_rows = {}) {
+  const TensorDataset rows = make_synthetic_regression(300, 4, 3, 21);
+  const std::vector<float> y = rows.targets().to_vector<float>();
+  std::vector<double> labels;
+  for (std::size_t i = 0; i < y.size(); i += 3)
+    labels.push_back(
+        static_cast<double>(std::max_element(y.begin() + i, y.begin() + i + 3) - (y.begin() + i)));
+  for (int64_t r : bad_rows) labels[static_cast<std::size_t>(r)] = 3;  // not a class of 3
+  write_npy(dir.path("x.npy"), rows.features());
+  // Written as float64 holding integers (an int64 .npy reads the same; see ClassLabels tests).
+  write_npy(dir.path("y.npy"), Tensor::from_vector(labels, {300}));
+  TrainConfig c;
+  c.model = "mlp:4,32,3";
+  c.data = dir.path("x.npy");
+  c.targets = dir.path("y.npy");
+  c.loss = "cross_entropy";
+  c.val_split = 0.25;
+  c.epochs = 60;
+  c.batch_size = 32;
+  c.lr = 0.01;
+  return c;
+}
+
+TEST(Classifier, LearnsHeldOutClassesWithBalancedWeightsAndReportsAccuracy) {
+  ScratchDir dir;
+  TrainConfig c = classifier_config(dir);
+  c.class_weights = "auto";
+  c.label_smoothing = 0.05;
+  c.topk = 2;
+  c.log = dir.path("log.jsonl");
+  std::string info;
+  const TrainReport r = train(c, &info);
+  EXPECT_NE(info.find("cross_entropy loss"), std::string::npos) << info;
+  ASSERT_TRUE(r.summary.last_val.has_value());
+  // A quarter of each class, rounded per class: 75 rows give or take one per class.
+  EXPECT_NEAR(r.summary.last_val->rows, 75, 3);
+  EXPECT_GT(r.summary.last_val->accuracy, 0.6);  // chance is about 1/3
+  EXPECT_GE(r.summary.last_val->topk_accuracy, r.summary.last_val->accuracy);
+  EXPECT_GT(r.summary.epoch_accuracy, 0.6);
+  const std::vector<nlohmann::json> lines = log_lines(c.log);
+  EXPECT_TRUE(lines.back().contains("accuracy"));
+  EXPECT_TRUE(lines.back().contains("val_top2_accuracy"));
+}
+
+TEST(Classifier, ALabelOutsideTheClassesNamesItsRowBeforeTraining) {
+  ScratchDir dir;
+  TrainConfig c = classifier_config(dir, {17});
+  c.save = dir.write_raw("w.safetensors", "precious");
+  testing::expect_error<ValueError>([&] { train(c); }, {"y.npy", "row 17", "label 3", "[0, 3)"});
+  EXPECT_EQ(read_file_bytes(c.save), "precious");
+}
+
+TEST(Classifier, WeightFilesMustHaveOneWeightPerClassOrOutput) {
+  ScratchDir dir;
+  TrainConfig c = classifier_config(dir);
+  write_npy(dir.path("w2.npy"), Tensor::from_vector(std::vector<float>{1, 2}, {2}));
+  c.class_weights = dir.path("w2.npy");
+  testing::expect_error<ShapeError>([&] { train(c); },
+                                    {"--class-weights", "[2]", "3 classes", "shape [3]"});
+  TrainConfig b = config_with_val_files(dir);
+  b.loss = "bce_with_logits";
+  b.pos_weight = dir.path("w2.npy");
+  testing::expect_error<ShapeError>([&] { train(b); }, {"--pos-weight", "1 outputs", "shape [1]"});
+  b.loss = "mse";
+  testing::expect_error<ValueError>([&] { train(b); }, {"--pos-weight applies to --loss bce"});
+}
+
+}  // namespace
+}  // namespace minitrain
