@@ -230,7 +230,9 @@ bool Trainer::evaluate(StepStats& s) {
     }
   }
   ++evals_since_best_;
-  early_stopped_ = options_.early_stop > 0 && evals_since_best_ >= options_.early_stop;
+  // At the last step the run ends anyway: that is no early stop (and a longer resumed run goes on).
+  early_stopped_ = options_.early_stop > 0 && evals_since_best_ >= options_.early_stop &&
+                   s.step < options_.total_steps;
   return early_stopped_;
 }
 
