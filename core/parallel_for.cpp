@@ -2,15 +2,21 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
-#include <thread>
+#include <cstdlib>
+
+#include "core/thread_policy.h"
 
 namespace minitrain {
 
 namespace {
+// OMP_NUM_THREADS when given; else the cores this process may use (its affinity and cgroup quota:
+// libgomp's own default counts the affinity mask but not a container's CPU quota).
 int default_threads() {
-  const int omp = omp_get_max_threads();  // honours OMP_NUM_THREADS
-  return omp > 0 ? omp : static_cast<int>(std::thread::hardware_concurrency());
+  const int omp = omp_get_max_threads();
+  if (std::getenv("OMP_NUM_THREADS") != nullptr && omp > 0) return omp;
+  return omp > 0 ? std::min(omp, available_cores()) : available_cores();
 }
 std::atomic<int>& threads_setting() {
   static std::atomic<int> n{default_threads()};

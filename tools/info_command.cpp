@@ -6,6 +6,7 @@
 #include "core/bytes.h"
 #include "core/device.h"
 #include "core/parallel_for.h"
+#include "core/thread_policy.h"
 #include "core/version.h"
 
 namespace minitrain::cli {
@@ -16,8 +17,10 @@ int run_info(std::ostream& out, bool open_libraries) {
           : cuda_compiled() ? "CUDA build"
                             : "CPU-only build")
       << ")\n";
-  out << "cpu: " << std::thread::hardware_concurrency() << " hardware threads, " << num_threads()
-      << " used by minitrain (OMP_NUM_THREADS sets it)\n";
+  out << "cpu: " << std::thread::hardware_concurrency() << " hardware threads, "
+      << available_cores() << " available to this process (affinity, cgroup quota), "
+      << num_threads() << " used by minitrain (OMP_NUM_THREADS sets it); threads wait "
+      << thread_wait_policy() << " (OMP_WAIT_POLICY)\n";
 
   int code = 0;
   if (cuda_compiled()) {

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "core/thread_policy.h"
 #include "core/version.h"
 #include "parallel/comm/mpi_communicator.h"
 #include "parallel/launch/mpi_bootstrap.h"
@@ -19,6 +20,8 @@
 #include "tools/train_command.h"
 
 int main(int argc, char** argv) {
+  // Before anything else: this may start the program again (Note [passive thread waiting]).
+  minitrain::use_passive_thread_waiting(argv);
   minitrain::use_mpi_backend();  // --parallel ddp under mpirun (Note [MPI as an opt-in library])
   CLI::App app{"minitrain: a small C++/CUDA deep-learning framework"};
   app.require_subcommand(1);
@@ -42,9 +45,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // CLI11 reports an unknown command as "A subcommand is required"; name it instead.
     if (argc > 1 && argv[1][0] != '-' && app.get_subcommands().empty()) {
-      std::cerr << "minitrain: unknown command '" << argv[1]
-                << "' (commands: info, train, predict, evaluate, launch, pipelines, bench); see "
-                   "minitrain --help\n";
+      std::cerr
+          << "minitrain: unknown command '" << argv[1]
+          << "' (commands: info, train, predict, evaluate, launch, pipelines, bench, plot); see "
+             "minitrain --help\n";
       return 2;
     }
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version

@@ -17,6 +17,7 @@
 #include "core/npy.h"
 #include "core/parallel_for.h"
 #include "core/strings.h"
+#include "core/thread_policy.h"
 #include "data/class_labels.h"
 #include "data/holdout_split.h"
 #include "data/readers.h"
@@ -301,8 +302,21 @@ struct RunPlan {
   bool classifier = false;  // the loss takes class labels
 };
 
-RunPlan plan_run(const TrainConfig& c) {
+// More threads than cores wait on each other (and on the OS): say so, as torch does not.
+void warn_oversubscription(const TrainConfig& c, std::ostream& info) {
+  const int cores = available_cores();
+  if (c.threads > cores)
+    info << "warning: --threads " << c.threads << " is more than the " << cores
+         << " core(s) this process may use (CPU affinity, cgroup quota); the threads will take "
+            "turns on them\n";
+  if (c.parallel == "dp" && c.replicas > cores && c.devices.empty())
+    info << "warning: --replicas " << c.replicas << " is more than the " << cores
+         << " core(s) this process may use; CPU replicas beyond that only take turns\n";
+}
+
+RunPlan plan_run(const TrainConfig& c, std::ostream& info) {
   validate(c);
+  warn_oversubscription(c, info);
   if (c.threads > 0) set_num_threads(static_cast<int>(c.threads));
   RunPlan p;
   p.device = Device::parse(c.device);
@@ -553,7 +567,7 @@ std::string describe_run(const TrainConfig& c, const RunData& d, const BuiltMode
 TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream& progress_out,
                          const std::atomic<int>* stop_requested) {
   // ---- check everything before the first step ----
-  const RunPlan plan = plan_run(c);
+  const RunPlan plan = plan_run(c, info);
   const RunData data = load_run_data(c, plan);
   if (!c.save.empty()) prepare_output("save", c.save, info);
   if (!c.save_best.empty()) prepare_output("save-best", c.save_best, info);

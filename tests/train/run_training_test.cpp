@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "core/safetensors.h"
+#include "core/thread_policy.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
 #include "tests/train/train_test_util.h"
@@ -162,6 +163,21 @@ TEST(RunTraining, MissingDataFileIsAnIoErrorNamingIt) {
   c.data = "/nonexistent/x.npy";
   c.targets = "/nonexistent/y.npy";
   testing::expect_error<IoError>([&] { train(c); }, {"/nonexistent/x.npy"});
+}
+
+TEST(RunTraining, MoreThreadsThanCoresIsAWarning) {
+  TrainConfig c;
+  c.steps = 1;
+  c.threads = available_cores() + 3;
+  std::string info;
+  train(c, &info);
+  EXPECT_NE(info.find("warning: --threads " + std::to_string(c.threads) + " is more than the " +
+                      std::to_string(available_cores()) + " core(s)"),
+            std::string::npos)
+      << info;
+  c.threads = 1;
+  train(c, &info);
+  EXPECT_EQ(info.find("warning"), std::string::npos) << info;
 }
 
 // A missing directory is made (as --checkpoint-dir's is); one that cannot be made fails before
