@@ -85,6 +85,7 @@ std::string metrics_json_line(const StepStats& s, int64_t steps) {
   }
   j["lr"] = s.lr;
   j["step_ms"] = s.step_ms;
+  j["data_wait_ms"] = s.data_wait_ms;
   j["samples_per_s"] = s.samples_per_s;
   if (s.grad_norm >= 0) j["grad_norm"] = s.grad_norm;
   j["device"] = s.device;
@@ -118,6 +119,7 @@ void MetricsLog::write(const StepStats& stats) {
   if (stats.val) val_ = stats.val;
   epoch_end_ = epoch_end_ || stats.epoch_end;
   ms_sum_ += stats.step_ms;
+  wait_sum_ += stats.data_wait_ms;
   samples_ += stats.samples;
   if (stats.grad_norm >= 0) {
     grad_norm_sum_ += stats.grad_norm;
@@ -136,13 +138,14 @@ void MetricsLog::flush_pending() {
   mean.val = val_;
   mean.epoch_end = epoch_end_;
   mean.step_ms = ms_sum_ / n;
+  mean.data_wait_ms = wait_sum_ / n;
   mean.samples = samples_;
   mean.samples_per_s = ms_sum_ > 0 ? static_cast<double>(samples_) / (ms_sum_ * 1e-3) : 0.0;
   mean.grad_norm = grad_norms_ > 0 ? grad_norm_sum_ / static_cast<double>(grad_norms_) : -1.0;
   mean.memory_peak = peak_;
   const int64_t steps = pending_steps_;
   pending_steps_ = 0;
-  loss_sum_ = ms_sum_ = grad_norm_sum_ = accuracy_sum_ = 0;
+  loss_sum_ = ms_sum_ = grad_norm_sum_ = accuracy_sum_ = wait_sum_ = 0;
   val_.reset();
   epoch_end_ = false;
   samples_ = grad_norms_ = 0;

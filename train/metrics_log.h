@@ -1,6 +1,7 @@
 #pragma once
 // Metrics as JSON lines: one object per optimizer step,
-//   {"step":1,"epoch":1,"loss":0.52,"lr":0.003,"step_ms":0.41,"samples_per_s":156000,
+//   {"step":1,"epoch":1,"loss":0.52,"lr":0.003,"step_ms":0.41,"data_wait_ms":0.01,
+//    "samples_per_s":156000,
 //    "device":"cpu","memory_in_use_bytes":123456,"memory_peak_bytes":234567,
 //    "host_memory_peak_bytes":45678912}
 // (a non-finite loss is null, with "loss_nonfinite": "inf", "-inf" or "nan" beside it); a
@@ -9,10 +10,10 @@
 // classifiers "val_accuracy" (and "val_top<k>_accuracy" for --topk k > 1)
 // flushed line by line, so a run that stops keeps every step it finished. With an interval of
 // N > 1 steps (--log-every N) a line stands for the steps since the previous line, at step k*N and
-// at the run's last or stopping step: "steps" says how many, loss, step_ms and grad_norm are
-// their means (accuracy too), samples_per_s their samples over their time, lr, epoch and memory in
-// use the last step's, memory_peak_bytes the highest, the val_ fields the interval's last
-// evaluation's, and epoch_end whether any of its steps ended an epoch.
+// at the run's last or stopping step: "steps" says how many, loss, step_ms, data_wait_ms and
+// grad_norm are their means (accuracy too), samples_per_s their samples over their time, lr, epoch
+// and memory in use the last step's, memory_peak_bytes the highest, the val_ fields the interval's
+// last evaluation's, and epoch_end whether any of its steps ended an epoch.
 
 #include <cstdint>
 #include <fstream>
@@ -49,7 +50,7 @@ class MetricsLog {
   // The interval being summed: its steps, and the sums that become means.
   int64_t pending_steps_ = 0;
   StepStats pending_last_;
-  double loss_sum_ = 0, ms_sum_ = 0, grad_norm_sum_ = 0, accuracy_sum_ = 0;
+  double loss_sum_ = 0, ms_sum_ = 0, grad_norm_sum_ = 0, accuracy_sum_ = 0, wait_sum_ = 0;
   std::optional<ValMetrics> val_;
   bool epoch_end_ = false;
   int64_t samples_ = 0, grad_norms_ = 0;

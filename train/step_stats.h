@@ -28,11 +28,14 @@ struct StepStats {
   std::optional<ValMetrics> val;  ///< a held-out evaluation after this step, if one was due
   double lr = 0.0;                ///< the rate this step used
   double step_ms = 0.0;           ///< wall time of the step (forward, backward, update)
-  int64_t samples = 0;            ///< rows in the step's batches
-  double samples_per_s = 0.0;     ///< samples / step time
-  double grad_norm = -1.0;        ///< before clipping; < 0 when not clipping
-  std::string device;             ///< "cpu", "cuda:0"
-  uint64_t memory_in_use = 0;     ///< device allocator bytes after the step
+  /// Of step_ms, the time spent waiting for the data loader's batches: near 0 when batches are
+  /// prepared ahead in time, a large share when the device starves for data.
+  double data_wait_ms = 0.0;
+  int64_t samples = 0;         ///< rows in the step's batches
+  double samples_per_s = 0.0;  ///< samples / step time
+  double grad_norm = -1.0;     ///< before clipping; < 0 when not clipping
+  std::string device;          ///< "cpu", "cuda:0"
+  uint64_t memory_in_use = 0;  ///< device allocator bytes after the step
   uint64_t memory_peak = 0;
   uint64_t host_memory_peak = 0;  ///< the process's peak resident memory so far
 };

@@ -252,7 +252,9 @@ StepStats Trainer::train_step() {
   double loss_sum = 0.0;
   std::vector<double> counts{0.0, 0.0};  // correct, counted
   for (int64_t b = 0; b < batches; ++b) {
+    const auto wait_start = Clock::now();
     Batch batch = loader_.next();
+    s.data_wait_ms += seconds_since(wait_start) * 1e3;
     if (b == 0) s.epoch = batch.epoch + 1;
     const Tensor pred = model_.forward(batch.x);
     // Under model parallelism the batch arrives on the first stage's device and the prediction

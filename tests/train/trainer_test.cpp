@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <filesystem>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -405,6 +407,57 @@ TEST(Trainer, ResumedMetricsLogDropsATornLastLineWithANote) {
   // An intact log needs no note.
   const std::string good = dir.write_raw("good.jsonl", "{\"step\":1}\n");
   EXPECT_EQ(MetricsLog(good, 1).repair_note(), "");
+}
+
+}  // namespace
+}  // namespace minitrain
+
+namespace minitrain {
+namespace {
+
+// A data set that takes 20 ms to gather a batch: a loader that cannot keep up.
+class SlowDataset final : public Dataset {
+ public:
+  SlowDataset() : rows_(make_synthetic_regression(32, 3, 2, 1)) {}
+  int64_t size() const override { return rows_.size(); }
+  int64_t feature_dim() const override { return rows_.feature_dim(); }
+  int64_t target_dim() const override { return rows_.target_dim(); }
+  void gather(const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    rows_.gather(indices, x, y);
+  }
+
+ private:
+  TensorDataset rows_;
+};
+
+// The step's wait for its batch is reported apart: a starved step shows it, a fed one does not.
+TEST(Trainer, StepsReportTheirWaitForData) {
+  for (bool slow : {true, false}) {
+    Generator gen(1);
+    auto model = make_mlp({3, 8, 2}, Activation::Tanh, gen);
+    auto opt = make_optimizer(sgd_config(), model->named_parameters());
+    DataLoaderOptions lo;
+    lo.batch_size = 8;
+    lo.prefetch = 0;  // prepared on the step's own thread: every batch is waited for
+    std::shared_ptr<const Dataset> data =
+        slow ? std::shared_ptr<const Dataset>(std::make_shared<SlowDataset>()) : small_data();
+    DataLoader loader(data, lo);
+    TrainerOptions o;
+    o.total_steps = 3;
+    std::vector<StepStats> steps;
+    o.on_step = [&](const StepStats& s) { steps.push_back(s); };
+    Trainer(*model, *opt, loader, o).run();
+    ASSERT_EQ(steps.size(), 3u);
+    for (const StepStats& s : steps) {
+      EXPECT_LE(s.data_wait_ms, s.step_ms) << "step " << s.step;
+      if (slow)
+        EXPECT_GE(s.data_wait_ms, 19.0) << "step " << s.step;
+      else
+        EXPECT_LT(s.data_wait_ms, 15.0) << "step " << s.step;
+    }
+    EXPECT_NE(metrics_json_line(steps.back()).find("\"data_wait_ms\":"), std::string::npos);
+  }
 }
 
 }  // namespace
