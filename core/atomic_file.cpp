@@ -192,6 +192,24 @@ InputFile::~InputFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void InputFile::read_at(uint64_t offset, void* dst, std::size_t bytes) const {
+  char* p = static_cast<char*>(dst);
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd_, p, bytes, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      MT_THROW(IoError, "cannot read '", path_, "': ", std::strerror(err), " (at byte ", offset,
+               ")");
+    }
+    MT_CHECK_AS(IoError, n > 0, "cannot read '", path_, "': the file ends at byte ", offset,
+                " but ", bytes, " more bytes were expected (was it truncated while being read?)");
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+}
+
 void InputFile::read(void* dst, std::size_t bytes) {
   char* p = static_cast<char*>(dst);
   while (bytes > 0) {

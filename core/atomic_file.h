@@ -68,6 +68,9 @@ class InputFile {
   const std::string& path() const noexcept { return path_; }
   /// Reads exactly `bytes` at the current position; throws IoError when the file ends first.
   void read(void* dst, std::size_t bytes);
+  /// Reads exactly `bytes` at `offset` without moving the position (pread): callable from several
+  /// threads at once. IoError when the file ends first.
+  void read_at(uint64_t offset, void* dst, std::size_t bytes) const;
 
  private:
   std::string path_;

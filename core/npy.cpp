@@ -387,6 +387,8 @@ std::string npy_preamble(const Tensor& t) {
 
 }  // namespace
 
+namespace {
+
 // An integer file's items (already in host byte order) as float64, exactly: refused past 2^53.
 template <typename I>
 void integers_to_double(const unsigned char* bytes, int64_t n, double* out,
@@ -420,9 +422,9 @@ void convert_integers(const ArrayInfo& info, const std::vector<unsigned char>& b
   }
 }
 
-Tensor read_npy(const std::string& path, Device device, NpyIntegers integers) {
-  check_available(device);  // fail before reading a large file, not after
-  InputFile file(path);
+// The header of an open .npy, checked field by field; the file is left at its first data byte.
+ArrayInfo read_layout(InputFile& file, const std::string& path, NpyIntegers integers,
+                      uint64_t& data_start) {
   constexpr std::size_t kFixed = kMagicLen + 2;
   MT_CHECK_AS(IoError, file.size() >= kFixed + 2, "cannot read '", path, "': not a .npy file (",
               file.size(), " bytes, shorter than the smallest .npy header)");
@@ -443,7 +445,7 @@ Tensor read_npy(const std::string& path, Device device, NpyIntegers integers) {
   file.read(len_le, length_bytes);
   uint64_t header_len = 0;
   for (std::size_t b = 0; b < length_bytes; ++b) header_len |= uint64_t(len_le[b]) << (8 * b);
-  const uint64_t data_start = kFixed + length_bytes + header_len;
+  data_start = kFixed + length_bytes + header_len;
   MT_CHECK_AS(IoError, data_start <= file.size(), "cannot read '", path, "': header length ",
               header_len, " runs past the end of the file (", file.size(), " bytes); truncated?");
 
@@ -460,6 +462,30 @@ Tensor read_npy(const std::string& path, Device device, NpyIntegers integers) {
   MT_CHECK_AS(IoError, have == want, "cannot read '", path, "': ", have - want,
               " trailing bytes after the data (shape ", shape.str(), " of ", dtype_name(info.dtype),
               " needs ", want, " bytes, the file has ", have, ")");
+  return info;
+}
+
+}  // namespace
+
+NpyLayout read_npy_layout(const std::string& path) {
+  InputFile file(path);
+  uint64_t data_start = 0;
+  const ArrayInfo info = read_layout(file, path, NpyIntegers::Refuse, data_start);
+  NpyLayout l;
+  l.dtype = info.dtype;
+  l.shape = Shape(info.dims);
+  l.data_offset = data_start;
+  l.swap_bytes = info.swap_bytes;
+  return l;
+}
+
+Tensor read_npy(const std::string& path, Device device, NpyIntegers integers) {
+  check_available(device);  // fail before reading a large file, not after
+  InputFile file(path);
+  uint64_t data_start = 0;
+  const ArrayInfo info = read_layout(file, path, integers, data_start);
+  const uint64_t want = checked_byte_count(info, path);
+  const Shape shape(info.dims);
 
   Tensor t = Tensor::empty(shape, info.dtype, Device::cpu());
   if (info.int_kind != 0) {

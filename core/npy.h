@@ -3,9 +3,11 @@
 // the format of --data X.npy and of predict's output. float32 and float64 only; files are
 // checked field by field so a bad file fails with a message naming the file and the field.
 
+#include <cstdint>
 #include <string>
 
 #include "core/device.h"
+#include "core/shape.h"
 #include "core/tensor.h"
 
 namespace minitrain {
@@ -21,6 +23,16 @@ enum class NpyIntegers {
 /// `integers` says otherwise, a Fortran-order one, ...) with advice on how to convert it.
 Tensor read_npy(const std::string& path, Device device = Device::cpu(),
                 NpyIntegers integers = NpyIntegers::Refuse);
+
+/// Where a float32/float64 .npy keeps its data, found with every check of read_npy but without
+/// reading the data: for reading rows on demand (data/npy_file_dataset.h).
+struct NpyLayout {
+  DType dtype = DType::Float32;
+  Shape shape;
+  uint64_t data_offset = 0;  ///< the first data byte; C order from there
+  bool swap_bytes = false;   ///< the file's byte order is not the host's
+};
+NpyLayout read_npy_layout(const std::string& path);
 
 /// Writes `t` (any device) as NumPy itself would: format 1.0 (2.0 when the header needs it),
 /// little-endian, C order, data aligned to 64 bytes. Atomic: a failed write leaves `path` as it

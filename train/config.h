@@ -35,6 +35,7 @@ struct TrainConfig {
   std::string data = "synthetic";           ///< synthetic[:N] | X.npy (with targets) | T.csv
   std::string targets;                      ///< Y.npy, with an X.npy data file
   std::vector<std::string> target_columns;  ///< with a .csv data file
+  bool data_on_disk = false;  ///< X.npy read from disk as batches need it (data/npy_file_dataset.h)
   // ---- optimizer ----
   std::string optimizer = "adam";  ///< a name of optimizer_table() (optim/make_optimizer.h)
   double lr = 3e-3;

@@ -81,6 +81,9 @@ void validate_data(const TrainConfig& c) {
   if (npy && c.targets.empty())
     MT_THROW(ValueError, "--data ", c.data,
              " needs --targets Y.npy (the targets, one row per row of ", c.data, ")");
+  if (c.data_on_disk && !npy)
+    MT_THROW(ValueError, "--data-on-disk reads .npy features from disk, but --data is '", c.data,
+             "' (convert a table with np.save)");
   if (!c.target_columns.empty() && !csv)
     MT_THROW(ValueError, "--target-columns is for .csv data, but --data is '", c.data, "'");
   if (csv && c.target_columns.empty())

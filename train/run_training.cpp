@@ -20,6 +20,7 @@
 #include "core/thread_policy.h"
 #include "data/class_labels.h"
 #include "data/holdout_split.h"
+#include "data/npy_file_dataset.h"
 #include "data/readers.h"
 #include "data/sampler.h"
 #include "kernels/gemm/gemm_registry.h"
@@ -121,12 +122,14 @@ std::vector<double> read_weights_file(const char* flag, const std::string& path,
 }
 
 // --class-weights: auto (balanced, from the training rows) or one weight per class from a file.
-std::vector<double> read_class_weights(const TrainConfig& c, const Dataset& train,
-                                       int64_t classes) {
+std::vector<double> read_class_weights(const TrainConfig& c,
+                                       const std::vector<int64_t>& train_labels, int64_t classes) {
   if (c.class_weights.empty()) return {};
   if (c.class_weights == "auto") {
-    const auto& t = dynamic_cast<const TensorDataset&>(train);
-    return balanced_class_weights(class_counts(t.targets(), classes, c.ignore_index));
+    std::vector<int64_t> counts(static_cast<std::size_t>(classes), 0);
+    for (int64_t y : train_labels)
+      if (y != c.ignore_index) ++counts[static_cast<std::size_t>(y)];
+    return balanced_class_weights(counts);
   }
   return read_weights_file("class-weights", c.class_weights, classes, "classes");
 }
@@ -359,31 +362,47 @@ RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
   const int64_t classes = sizes.back();
   CsvClassLabels labels;
   CsvClassLabels* wanted_labels = p.classifier ? &labels : nullptr;
-  std::shared_ptr<TensorDataset> all;
-  if (ends_with(c.data, ".npy") || ends_with(c.data, ".csv")) {
-    all = std::make_shared<TensorDataset>(load_table(c.data, c.targets, c, wanted_labels));
+  std::shared_ptr<const Dataset> all;
+  Tensor all_targets;    // every row's targets, in memory (labels are checked and counted here)
+  if (c.data_on_disk) {  // X.npy read as batches need it (data/npy_file_dataset.h)
+    auto on_disk = std::make_shared<NpyFileDataset>(c.data, c.targets);
+    all_targets = on_disk->targets();
+    all = std::move(on_disk);
+  } else if (ends_with(c.data, ".npy") || ends_with(c.data, ".csv")) {
+    auto table = std::make_shared<TensorDataset>(load_table(c.data, c.targets, c, wanted_labels));
+    all_targets = table->targets();
+    all = std::move(table);
   } else {
     MT_CHECK_AS(ValueError, !p.classifier, "--loss ", c.loss, " needs class labels, but --data ",
                 c.data,
                 " is a regression; give a table with a label column or X.npy with --targets "
                 "Y.npy of labels");
-    all = std::make_shared<TensorDataset>(make_synthetic_regression(
+    auto synthetic = std::make_shared<TensorDataset>(make_synthetic_regression(
         synthetic_rows(c.data), sizes.front(), sizes.back(), c.seed ^ kDataSeedMix));
+    all_targets = synthetic->targets();
+    all = std::move(synthetic);
   }
   check_data_fits_model(*all, "--data " + c.data, c, sizes, p.classifier);
   d.classes = labels.names;
+  std::vector<int64_t> label_of_row;  // classifiers: every row's class
   if (p.classifier) {
     check_classes_fit_model(d.classes, c, sizes);
-    check_class_labels(all->targets(), classes, c.ignore_index,
+    check_class_labels(all_targets, classes, c.ignore_index,
                        c.targets.empty() ? c.data : c.targets);
+    label_of_row = label_values(all_targets);
   }
   d.train = all;
+  std::vector<int64_t> train_rows;  // empty: all
   if (c.val_split > 0) {
-    const HoldoutSplit split =
-        holdout_split(all->size(), c.val_split, c.seed,
-                      p.classifier ? label_values(all->targets()) : std::vector<int64_t>{});
-    d.train = std::make_shared<TensorDataset>(subset(*all, split.train));
-    d.val = std::make_shared<TensorDataset>(subset(*all, split.held_out));
+    HoldoutSplit split = holdout_split(all->size(), c.val_split, c.seed, label_of_row);
+    if (c.data_on_disk) {  // views: the rows stay on disk
+      d.train = std::make_shared<RowsOf>(all, split.train);
+      d.val = std::make_shared<RowsOf>(all, split.held_out);
+    } else {
+      d.train = std::make_shared<TensorDataset>(subset(*all, split.train));
+      d.val = std::make_shared<TensorDataset>(subset(*all, split.held_out));
+    }
+    train_rows = std::move(split.train);
     d.val_source = "--val-split " + number_text(c.val_split) + " of --data";
   } else if (!c.val_data.empty()) {
     CsvClassLabels val_labels = labels;  // the training table's classes, in its order
@@ -396,12 +415,17 @@ RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
     d.val = std::move(val);
     d.val_source = "--val-data " + c.val_data;
   }
+  if (p.classifier && !train_rows.empty()) {  // the labels of the rows trained on
+    std::vector<int64_t> kept;
+    for (int64_t r : train_rows) kept.push_back(label_of_row[static_cast<std::size_t>(r)]);
+    label_of_row = std::move(kept);
+  }
   d.loss.name = c.loss;
   d.loss.beta = c.smooth_l1_beta;
   d.loss.delta = c.huber_delta;
   d.loss.label_smoothing = c.label_smoothing;
   d.loss.ignore_index = c.ignore_index;
-  if (p.classifier) d.loss.class_weights = read_class_weights(c, *d.train, classes);
+  if (p.classifier) d.loss.class_weights = read_class_weights(c, label_of_row, classes);
   if (!c.pos_weight.empty())
     d.loss.pos_weight = read_weights_file("pos-weight", c.pos_weight, sizes.back(), "outputs");
   return d;

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/allocator.h"
 #include "core/atomic_file.h"
 #include "core/npy.h"
 #include "core/safetensors.h"
@@ -236,6 +237,41 @@ TEST(Validation, DataAndModelParallelRunsScoreAsOneDevice) {
     EXPECT_NEAR(r.summary.last_val->loss, a.summary.last_val->loss, 1e-5 * a.summary.last_val->loss)
         << c.parallel;
   }
+}
+
+// --data-on-disk reads the same rows as loading does: the same weights and held-out numbers, with
+// a shuffled order and a held-out split (views of the rows, not copies). And it trains on features
+// ten times larger than the memory cap, which loading them cannot.
+TEST(Validation, DataOnDiskTrainsAsLoadedDataAndBeyondTheMemoryCap) {
+  ScratchDir a_dir, b_dir;
+  TrainConfig loaded = config_with_val_files(a_dir);
+  loaded.val_split = 0.2;
+  loaded.eval_every = 4;
+  TrainConfig disk = config_with_val_files(b_dir);
+  disk.val_split = 0.2;
+  disk.eval_every = 4;
+  disk.data_on_disk = true;
+  const TrainReport ra = train(loaded), rb = train(disk);
+  EXPECT_EQ(weight_bytes(loaded.save), weight_bytes(disk.save));
+  ASSERT_TRUE(ra.summary.last_val && rb.summary.last_val);
+  EXPECT_EQ(ra.summary.last_val->loss, rb.summary.last_val->loss);
+
+  ScratchDir big;
+  {  // freed before the capped runs: the cap counts every CPU tensor of the process
+    const TensorDataset rows = make_synthetic_regression(20000, 16, 1, 3);  // 1.28 MB features
+    write_npy(big.path("x.npy"), rows.features());
+    write_npy(big.path("y.npy"), rows.targets());
+  }
+  TrainConfig c;
+  c.model = "mlp:16,8,1";
+  c.data = big.path("x.npy");
+  c.targets = big.path("y.npy");
+  c.memory_cap = "128KiB";  // a tenth of the features
+  c.steps = 20;
+  EXPECT_THROW(train(c), OutOfMemory);
+  c.data_on_disk = true;
+  EXPECT_EQ(train(c).summary.last_step, 20);
+  set_memory_cap(Device::cpu(), 0);  // the cap is the process's: lift it for what follows
 }
 
 TEST(Validation, SettingsThatNeedHeldOutDataSaySo) {
