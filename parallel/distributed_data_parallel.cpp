@@ -123,23 +123,44 @@ struct DistributedDataParallel::Impl {
     });
   }
 
+  // A bucket's parameter values into its flat buffer, and back.
+  void pack_values(Bucket& b) {
+    int64_t offset = 0;
+    for (int i : b.params) {
+      const Tensor& v = params[i].second->value;
+      b.flat.narrow(offset, v.numel()).copy_(v.reshape({v.numel()}));
+      offset += v.numel();
+    }
+  }
+  void unpack_values(Bucket& b) {
+    int64_t offset = 0;
+    for (int i : b.params) {
+      Tensor& v = params[i].second->value;
+      v.reshape({v.numel()}).copy_(b.flat.narrow(offset, v.numel()));
+      offset += v.numel();
+    }
+  }
+
   // Rank 0's values into every rank's parameters, a bucket at a time (the same flat buffers).
   void broadcast_parameters() {
     for (Bucket& b : buckets) {
-      int64_t offset = 0;
-      for (int i : b.params) {
-        const Tensor& v = params[i].second->value;
-        b.flat.narrow(offset, v.numel()).copy_(v.reshape({v.numel()}));
-        offset += v.numel();
-      }
+      pack_values(b);
       comm.broadcast(b.flat, 0);
-      offset = 0;
-      for (int i : b.params) {
-        Tensor& v = params[i].second->value;
-        v.reshape({v.numel()}).copy_(b.flat.narrow(offset, v.numel()));
-        offset += v.numel();
-      }
+      unpack_values(b);
     }
+  }
+
+  // Runs `task` (collectives) on the communication thread after the caller's stream's work so
+  // far, and makes the caller's stream wait for it; rethrows the task's error.
+  void run_on_worker(const std::function<void()>& task) {
+    done.record(current_stream(device()));
+    worker->post([this, task] {
+      side.wait_for(done);
+      task();
+      done.record(side);
+    });
+    worker->finish();
+    current_stream(device()).wait_for(done);
   }
 
   // Every rank must hold the same parameters; a mismatch would otherwise pair unrelated buffers
@@ -240,15 +261,10 @@ DistributedDataParallel::DistributedDataParallel(std::unique_ptr<Module> module,
   im.build_buckets();
   im.worker = make_comm_thread(device, im.side);
   // The caller's initialisation of the values is done before the worker copies them.
-  im.done.record(current_stream(device));
-  im.worker->post([&im] {
-    im.side.wait_for(im.done);
+  im.run_on_worker([&im] {
     im.check_same_model();
     im.broadcast_parameters();
-    im.done.record(im.side);
   });
-  im.worker->finish();
-  current_stream(device).wait_for(im.done);
   im.map_layers();
 }
 
@@ -274,6 +290,55 @@ Tensor DistributedDataParallel::backward(const Tensor& grad_output) {
   }
   im.finish_sync();
   return dx;
+}
+
+void DistributedDataParallel::average_parameters() {
+  Impl& im = *impl_;
+  im.run_on_worker([&im] {
+    for (Impl::Bucket& b : im.buckets) {
+      im.pack_values(b);
+      im.comm.all_reduce(b.flat, ReduceOp::Avg);
+      im.unpack_values(b);
+    }
+  });
+}
+
+void DistributedDataParallel::average_tensors(std::vector<Tensor>& tensors) {
+  Impl& im = *impl_;
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    MT_CHECK_AS(DeviceError, tensors[i].device() == im.device(),
+                "DistributedDataParallel::average_tensors: tensor ", i, " is on ",
+                tensors[i].device(), " but rank ", im.comm.rank(), "'s communicator is on ",
+                im.device(), "; move it there first");
+  // Runs of consecutive tensors of one dtype, each up to bucket_bytes (a larger tensor alone):
+  // the same rule as the gradient buckets, so every rank groups alike.
+  im.run_on_worker([&im, &tensors] {
+    std::size_t first = 0;
+    while (first < tensors.size()) {
+      const DType dtype = tensors[first].dtype();
+      std::size_t last = first;
+      int64_t bytes = static_cast<int64_t>(tensors[first].nbytes()), numel = tensors[first].numel();
+      while (last + 1 < tensors.size() && tensors[last + 1].dtype() == dtype &&
+             bytes + static_cast<int64_t>(tensors[last + 1].nbytes()) <= im.options.bucket_bytes) {
+        ++last;
+        bytes += static_cast<int64_t>(tensors[last].nbytes());
+        numel += tensors[last].numel();
+      }
+      Tensor flat = Tensor::empty(Shape({numel}), dtype, im.device());
+      int64_t offset = 0;
+      for (std::size_t i = first; i <= last; ++i) {
+        flat.narrow(offset, tensors[i].numel()).copy_(tensors[i].reshape({tensors[i].numel()}));
+        offset += tensors[i].numel();
+      }
+      im.comm.all_reduce(flat, ReduceOp::Avg);
+      offset = 0;
+      for (std::size_t i = first; i <= last; ++i) {
+        tensors[i].reshape({tensors[i].numel()}).copy_(flat.narrow(offset, tensors[i].numel()));
+        offset += tensors[i].numel();
+      }
+      first = last + 1;
+    }
+  });
 }
 
 NamedParameters DistributedDataParallel::named_parameters(const std::string& prefix) {

@@ -71,6 +71,15 @@ class DistributedDataParallel final : public Module {
   };
   NoSync no_sync() { return NoSync(*this); }
 
+  // ---- local SGD (periodic averaging): the ranks step on their own, inside no_sync ----
+  /// Every rank's parameters replaced by their average over the ranks: one all-reduce (Avg) per
+  /// gradient bucket, on the communication thread. Collective; not while a backward is in flight.
+  void average_parameters();
+  /// The same for other tensors of the same shapes on every rank (optimizer moments), in place:
+  /// consecutive tensors of one dtype share a flat buffer of up to DdpOptions::bucket_bytes.
+  /// DeviceError for a tensor off the communicator's device.
+  void average_tensors(std::vector<Tensor>& tensors);
+
   /// Parameter names per bucket, in the order the buckets are all-reduced.
   std::vector<std::vector<std::string>> bucket_names() const;
   Module& module() noexcept;

@@ -147,6 +147,12 @@ std::vector<KeyEntry> make_table() {
   t.push_back(member("all-reduce", K::String, &TrainConfig::all_reduce, all_reduce_help.c_str()));
   t.push_back(
       member("comm-timeout", K::Float, &TrainConfig::comm_timeout, comm_timeout_help.c_str()));
+  t.push_back(optional_member(
+      "sync-every", K::Int, &TrainConfig::sync_every,
+      "--parallel ddp: local SGD, each rank steps on its own and the parameters are averaged "
+      "every K steps (not given: gradients all-reduced every step)"));
+  t.push_back(member("sync-optimizer-state", K::Bool, &TrainConfig::sync_optimizer_state,
+                     "--sync-every K > 1: average the optimizer moments too"));
   static const std::string loss_help = join(loss_names(), " | ");
   t.push_back(member("loss", K::String, &TrainConfig::loss, loss_help.c_str()));
   t.push_back(member("class-weights", K::String, &TrainConfig::class_weights,

@@ -78,6 +78,10 @@ struct TrainConfig {
   std::string bucket_size = "25MiB";  ///< gradient bucket size (bytes, "25MiB")
   std::string all_reduce = "native";  ///< a name of kAllReduceAlgorithms
   double comm_timeout = 300.0;        ///< seconds a collective may wait for a peer
+  /// Local SGD: each rank steps on its own and the parameters are averaged every K steps; not
+  /// given: DDP (each step's gradients all-reduced, what K = 1 amounts to).
+  std::optional<int64_t> sync_every;
+  bool sync_optimizer_state = false;  ///< local SGD: average the optimizer moments too
   // ---- loss (nn/loss.h) ----
   std::string loss = "mse";      ///< a name of loss_names()
   std::string class_weights;     ///< cross_entropy: "auto" (balanced) | W.npy (one per class)

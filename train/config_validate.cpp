@@ -348,7 +348,27 @@ void check_bytes(const char* flag, const std::string& text) {
   if (bytes == 0) MT_THROW(ValueError, "--", flag, " '", text, "' must be more than 0 bytes");
 }
 
+void validate_local_sgd(const TrainConfig& c) {
+  if (c.sync_every) {
+    if (c.parallel != "ddp")
+      MT_THROW(ValueError, "--sync-every ", *c.sync_every,
+               " averages the ranks of --parallel ddp, but --parallel is ", c.parallel,
+               "; add --parallel ddp (under mpirun or minitrain launch) or drop --sync-every");
+    if (c.stages != 0)
+      MT_THROW(ValueError,
+               "--sync-every works with plain --parallel ddp, not with --stages (the hybrid); "
+               "drop one of them");
+    check_at_least("sync-every", *c.sync_every, 1);
+  }
+  if (c.sync_optimizer_state && (!c.sync_every || *c.sync_every < 2))
+    MT_THROW(ValueError,
+             "--sync-optimizer-state averages the optimizer moments of local SGD; it needs "
+             "--sync-every K with K > 1 (with gradients averaged every step the moments already "
+             "agree): add --sync-every K or drop it");
+}
+
 void validate_communication_and_memory(const TrainConfig& c) {
+  validate_local_sgd(c);
   check_bytes("bucket-size", c.bucket_size);
   check_one_of("all-reduce", c.all_reduce, kAllReduceAlgorithms);
   if (!std::isfinite(c.comm_timeout) || c.comm_timeout <= 0 ||

@@ -556,6 +556,55 @@ void set_ddp_hooks(TrainerOptions& to, DistributedDataParallel* distributed, Com
   to.after_checkpoint = [cm] { cm->barrier(); };  // nobody goes on (or reads it) half-written
 }
 
+// Local SGD (--sync-every K): no gradient all-reduce; the Trainer averages the replicas at its
+// sync points (TrainerOptions::average_replicas), the optimizer moments too with
+// --sync-optimizer-state and always at a checkpoint (it holds rank 0's optimizer state only).
+void set_local_sgd_hooks(TrainerOptions& to, const TrainConfig& c,
+                         DistributedDataParallel* distributed, Optimizer* optimizer) {
+  to.before_backward = [distributed](bool) { distributed->set_require_gradient_sync(false); };
+  to.sync_every = *c.sync_every;
+  const bool moments = c.sync_optimizer_state;
+  to.average_replicas = [distributed, optimizer, moments](bool checkpoint) {
+    distributed->average_parameters();
+    if (!moments && !checkpoint) return;
+    // state_tensors() are copies on the host: averaged on the communicator's device, then
+    // loaded back with the optimizer's own scalars (its lr and step counts stay).
+    const Device device = distributed->communicator().device();
+    auto named = optimizer->state_tensors();
+    std::vector<Tensor> values;
+    for (auto& [name, t] : named) values.push_back(t.to(device));
+    distributed->average_tensors(values);
+    for (std::size_t i = 0; i < named.size(); ++i) named[i].second = values[i];
+    optimizer->load_state(named, optimizer->state_scalars());
+  };
+}
+
+// After local SGD's last averaging every rank must hold one model (the saved file is rank 0's):
+// per parameter the sum of its values and of their squares, whose maximum and minimum over the
+// ranks must be equal; an Error (a bug, not a user's mistake) otherwise.
+void check_replicas_agree(Module& model, Communicator& comm) {
+  std::vector<double> v;
+  for (auto& [name, p] : model.named_parameters()) {
+    double sum = 0, squares = 0;
+    for (double x : p->value.to_double_vector()) {
+      sum += x;
+      squares += x * x;
+    }
+    v.push_back(sum);
+    v.push_back(squares);
+  }
+  const std::size_t n = v.size();
+  for (std::size_t i = 0; i < n; ++i) v.push_back(-v[i]);
+  Tensor t = Tensor::from_vector(v, {static_cast<int64_t>(v.size())}, comm.device());
+  comm.all_reduce(t, ReduceOp::Max);
+  const std::vector<double> m = t.to_vector<double>();
+  for (std::size_t i = 0; i < n; ++i)
+    MT_CHECK(m[i] == -m[n + i],
+             "local SGD: after the last averaging the ranks' parameters differ "
+             "(rank ",
+             comm.rank(), ", checksum ", i, ": ", -m[n + i], " .. ", m[i], ")");
+}
+
 // The line that says what is trained where.
 std::string describe_run(const TrainConfig& c, const RunData& d, const BuiltModel& b,
                          const TrainReport& r, const Communicator* comm, int64_t epochs,
@@ -573,7 +622,12 @@ std::string describe_run(const TrainConfig& c, const RunData& d, const BuiltMode
     const int world = r.world_size;
     what << ", distributed data parallel: " << world << (world == 1 ? " rank" : " ranks") << " ("
          << comm->backend() << ", " << c.all_reduce << " all-reduce, buckets of " << c.bucket_size
-         << ", global batch " << c.batch_size * world << ")";
+         << ", global batch " << c.batch_size * world;
+    if (c.sync_every)
+      what << ", local SGD: parameters averaged every " << *c.sync_every
+           << (*c.sync_every == 1 ? " step" : " steps")
+           << (c.sync_optimizer_state ? " with the optimizer moments" : "");
+    what << ")";
   }
   if (weighted_rows) what << ", rows drawn by --sample-weights";
   if (b.model_parallel) {
@@ -643,7 +697,10 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   to.checkpoint_metadata["config"] = config_to_json(c);
   to.generator = &gen;
   to.loss = make_loss(data.loss);
-  if (built.distributed) set_ddp_hooks(to, built.distributed, comm.get(), rank);
+  if (built.distributed) {
+    set_ddp_hooks(to, built.distributed, comm.get(), rank);
+    if (c.sync_every) set_local_sgd_hooks(to, c, built.distributed, optimizer.get());
+  }
   std::unique_ptr<Validator> validator;
   if (data.val) {
     ValidatorOptions vo;
@@ -699,6 +756,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   trainer.set_log(log.get());
   trainer.set_progress(rank == 0 ? &progress : nullptr);
   report.summary = trainer.run();
+  if (c.sync_every) check_replicas_agree(model, *comm);
 
   if (!c.save.empty()) {
     check_parameters_finite(model, "--save");  // on every rank: the weights are the same on all

@@ -94,6 +94,8 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, DataLoader& loader, Traine
               options_.grad_accum);
   MT_CHECK_AS(ValueError, options_.checkpoint_every >= 0,
               "Trainer: checkpoint_every must be >= 0, got ", options_.checkpoint_every);
+  MT_CHECK_AS(ValueError, options_.sync_every >= 1, "Trainer: sync_every must be >= 1, got ",
+              options_.sync_every);
   MT_CHECK_AS(ValueError, options_.world_size >= 1, "Trainer: world_size must be >= 1, got ",
               options_.world_size);
   if (options_.total_batches == 0)
@@ -217,6 +219,13 @@ bool Trainer::evaluation_due(const StepStats& s) const {
          (options_.eval_every > 0 && s.step % options_.eval_every == 0);
 }
 
+bool Trainer::checkpoint_due(int64_t step, bool stop) const {
+  if (options_.checkpoint_dir.empty()) return false;
+  const bool last = step == options_.total_steps;
+  return last || (stop && !last) ||
+         (options_.checkpoint_every > 0 && step % options_.checkpoint_every == 0);
+}
+
 bool Trainer::evaluate(StepStats& s) {
   s.val = options_.validate();
   // NaN never improves: a diverged model is not the best one.
@@ -291,10 +300,18 @@ StepStats Trainer::train_step() {
 
   if (std::isfinite(s.loss)) {
     // With ddp the gradients were all-reduced, so they are the same on every rank: the local norm
-    // is already the global one, and every rank clips by the same factor.
+    // is already the global one, and every rank clips by the same factor. (Local SGD: each rank
+    // clips its own gradients by their own norm, as it steps on its own.)
     if (options_.clip_grad_norm > 0)
       s.grad_norm = clip_grad_norm_(model_.named_parameters(), options_.clip_grad_norm);
     optimizer_.step();
+    if (options_.average_replicas) {
+      // An early stop follows an evaluation, itself a sync point; a stop request is agreed above.
+      const bool checkpoint = checkpoint_due(s.step, stop_agreed_);
+      if (s.step % options_.sync_every == 0 || s.step == options_.total_steps || checkpoint ||
+          evaluation_due(s))
+        options_.average_replicas(checkpoint);
+    }
     synchronize(device_);
     step_ = s.step;
   }
@@ -350,10 +367,7 @@ TrainSummary Trainer::run() {
       if (options_.on_step) options_.on_step(s);
       const bool last = step_ == options_.total_steps;
       const bool stop = (stop_agreed_ || early_stop) && !last;
-      if (!options_.checkpoint_dir.empty() &&
-          (last || stop ||
-           (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0)))
-        save_checkpoint(checkpoint_path(options_.checkpoint_dir));
+      if (checkpoint_due(step_, stop)) save_checkpoint(checkpoint_path(options_.checkpoint_dir));
       if (early_stop) {
         if (options_.log != nullptr) options_.log->flush_pending();
         summary.early_stopped = true;

@@ -93,6 +93,14 @@ struct TrainerOptions {
   int world_size = 1;
   /// false (ddp ranks > 0): save_checkpoint checks the weights but leaves the writing to rank 0.
   bool write_checkpoints = true;
+  /// Local SGD (ddp --sync-every K): the ranks step on their own (before_backward keeps every
+  /// backward local) and this averages their replicas after the optimizer step of every sync
+  /// point: every sync_every-th step, the run's last step, and any step after which the weights
+  /// are read: a checkpoint (also a stop's), a held-out evaluation. `checkpoint` is true at a
+  /// checkpoint step: a checkpoint holds one optimizer state, so the hook averages the optimizer
+  /// moments then too, and a resumed run goes on as an uninterrupted one. Null: no averaging.
+  std::function<void(bool checkpoint)> average_replicas;
+  int64_t sync_every = 1;  ///< with average_replicas: steps between averagings (>= 1)
   /// After each checkpoint, written or not (ddp: a barrier, so that no rank goes on, or reads the
   /// file, before rank 0 has committed it).
   std::function<void()> after_checkpoint;
@@ -167,6 +175,8 @@ class Trainer {
 
   // Whether a held-out evaluation is due after step `s` (alike on every rank).
   bool evaluation_due(const StepStats& s) const;
+  // Whether run() checkpoints after step `step` (given the stop decision and an early stop).
+  bool checkpoint_due(int64_t step, bool stop) const;
   // Runs it into s.val, updates the best and the patience; true when early stopping ends the run.
   bool evaluate(StepStats& s);
 

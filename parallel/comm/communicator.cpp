@@ -36,6 +36,8 @@ const char* reduce_op_name(ReduceOp op) {
 }
 
 void Communicator::all_reduce(Tensor& t, ReduceOp op) {
+  ++all_reduce_calls_;
+  all_reduce_bytes_ += static_cast<int64_t>(t.nbytes());
   switch (options_.all_reduce) {
     case AllReduceAlgorithm::Native:
       return native_all_reduce(t, op);

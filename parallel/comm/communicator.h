@@ -8,6 +8,7 @@
 // that never arrives turns into CommError naming the operation, this rank and the peer waited on
 // ("all_reduce: rank 2 waited 5.0 s for rank 3 (send/recv step 1)"), never a hang.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -55,6 +56,11 @@ class Communicator {
   /// In place: every rank ends with op over all ranks' `t` (Avg = Sum / size). Dispatches on
   /// options().all_reduce to native_all_reduce or ring_all_reduce (parallel/comm/ring.h).
   void all_reduce(Tensor& t, ReduceOp op = ReduceOp::Sum);
+  /// all_reduce calls made through this communicator and the bytes of their tensors (what the
+  /// caller reduced, not what the algorithm sent): how much a mode communicates, for tests and
+  /// measurements (local SGD against DDP).
+  int64_t all_reduce_calls() const noexcept { return all_reduce_calls_.load(); }
+  int64_t all_reduce_bytes() const noexcept { return all_reduce_bytes_.load(); }
   /// The backend's own all-reduce.
   virtual void native_all_reduce(Tensor& t, ReduceOp op) = 0;
   /// `t` of rank `root` copied into every rank's `t`.
@@ -81,6 +87,10 @@ class Communicator {
   void check_chunks(const char* op, const Tensor& whole, const char* whole_name, const Tensor& part,
                     const char* part_name) const;
   CommOptions options_;
+
+ private:
+  std::atomic<int64_t> all_reduce_calls_{0};  // atomic: DDP calls from its communication thread
+  std::atomic<int64_t> all_reduce_bytes_{0};
 };
 
 }  // namespace minitrain

@@ -9,6 +9,11 @@
 #            rank writes its own log (rank r: .rank<r> before the extension).
 #   resume   2 ranks x 4 stop at step 6; 1 rank x 8 resumes and ends equal to the uninterrupted
 #            2-rank run; 1 rank x 4 (another global batch) is refused naming both layouts.
+#   localsgd --sync-every 1 with plain SGD equals DDP's weights (within float32 rounding: averaged
+#            parameters instead of averaged gradients); --sync-every 4 with Adam and
+#            --sync-optimizer-state ends with one model on every rank (the run checks it after the
+#            last averaging), and stopped at a checkpoint (step 6, not a multiple of 4: averaged
+#            there, moments too) then resumed on the ranks ends bit-identical to the uninterrupted run.
 #   errors   a failing rank's error line names the rank.
 #   validation --val-data of 7 rows (not a multiple of NP): each rank evaluates its own rows, the
 #            sums are all-reduced, and every val_loss equals the one-device run's; val_rows is 7
@@ -164,6 +169,37 @@ elseif(CASE STREQUAL "resume")
     message(FATAL_ERROR "the 1-rank run did not resume:\n${out}")
   endif()
   same_weights(${WORK}/resumed.safetensors ${WORK}/full.safetensors)
+elseif(CASE STREQUAL "localsgd")
+  string(REPLACE "--optimizer;adam;--lr;0.01" "--optimizer;sgd;--lr;0.05" sgd "${common}")
+  if(sgd STREQUAL common)
+    message(FATAL_ERROR "the plain SGD flags were not substituted into: ${common}")
+  endif()
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${sgd} ${quiet} --epochs 2 --batch-size 4
+      --save ${WORK}/ddp.safetensors)
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${sgd} ${quiet} --epochs 2 --batch-size 4
+      --sync-every 1 --save ${WORK}/k1.safetensors)
+  if(NOT out MATCHES "local SGD: parameters averaged every 1 step")
+    message(FATAL_ERROR "no local SGD info line:\n${out}")
+  endif()
+  same_weights(${WORK}/k1.safetensors ${WORK}/ddp.safetensors)
+  # A checkpoint is a sync point: the uninterrupted run checkpoints at step 6 as well.
+  set(k4 --batch-size 4 --sync-every 4 --sync-optimizer-state --checkpoint-every 6)
+  ddp_run(out ${NP} --steps 12 ${k4} --checkpoint-dir ${WORK}/full --save ${WORK}/k4.safetensors)
+  if(NOT out MATCHES "every 4 steps with the optimizer moments")
+    message(FATAL_ERROR "no local SGD info line:\n${out}")
+  endif()
+  # Not DDP any more: the ranks drift between averagings.
+  execute_process(COMMAND ${TOOL} compare ${WORK}/k4.safetensors ${WORK}/ddp.safetensors 1e-6 1e-5
+                  RESULT_VARIABLE code OUTPUT_QUIET ERROR_QUIET)
+  if(code EQUAL 0)
+    message(FATAL_ERROR "--sync-every 4 gave DDP's weights")
+  endif()
+  ddp_run(out ${NP} --steps 6 ${k4} --checkpoint-dir ${WORK}/ckpt)
+  ddp_run(out ${NP} --steps 12 ${k4} --checkpoint-dir ${WORK}/ckpt --resume --save ${WORK}/resumed.safetensors)
+  if(NOT out MATCHES "resuming after step 6")
+    message(FATAL_ERROR "the local SGD run did not resume:\n${out}")
+  endif()
+  run(out ${TOOL} compare ${WORK}/resumed.safetensors ${WORK}/k4.safetensors 0 0)
 elseif(CASE STREQUAL "cuda")
   # NCCL: one rank per GPU (mpirun carries the NCCL id), against one GPU with the global batch.
   run(info ${MINITRAIN} info)

@@ -255,6 +255,152 @@ TEST(DdpThreads, OverlapStartsTheFirstBucketBeforeBackwardReturns) {
   }
 }
 
+// ---- local SGD (periodic averaging) ----
+
+OptimizerConfig plain_sgd() {
+  OptimizerConfig oc;
+  oc.name = "sgd";
+  oc.lr = 0.05;
+  return oc;
+}
+
+// This rank's local SGD on its rows of case `c`: every backward inside no_sync, its own optimizer
+// step, and the parameters averaged after every `sync_every`-th step and the last one (the
+// optimizer's moments too with `moments`, as --sync-optimizer-state does).
+Weights train_local_sgd(Communicator& comm, const Case& c, int sync_every, bool moments = false) {
+  DistributedDataParallel ddp(c.model(rank_seed(comm.rank()), comm.device()), comm, c.ddp);
+  auto opt = make_optimizer(c.opt, ddp.named_parameters());
+  auto no_sync = ddp.no_sync();
+  const int64_t rows = comm.size() * kLocalBatch, begin = comm.rank() * kLocalBatch;
+  for (int s = 0; s < c.steps; ++s) {
+    ddp.zero_grad();
+    MSELoss loss;
+    loss.forward(ddp.forward(batch_x(s, rows).narrow(begin, kLocalBatch)),
+                 batch_y(s, rows).narrow(begin, kLocalBatch));
+    ddp.backward(loss.backward());
+    opt->step();
+    if ((s + 1) % sync_every != 0 && s + 1 != c.steps) continue;
+    ddp.average_parameters();
+    if (!moments) continue;
+    auto state = opt->state_tensors();
+    std::vector<Tensor> values;
+    for (auto& [name, t] : state) values.push_back(t);
+    ddp.average_tensors(values);
+    opt->load_state(state, opt->state_scalars());
+  }
+  return weights(ddp);
+}
+
+std::vector<Weights> local_sgd_threads(int world, const Case& c, int sync_every,
+                                       bool moments = false) {
+  std::vector<Weights> out(world);
+  run_cpu_ranks(world, {}, [&](Communicator& comm) {
+    out[comm.rank()] = train_local_sgd(comm, c, sync_every, moments);
+  });
+  return out;
+}
+
+// With plain SGD, p - lr * mean(g) = mean(p - lr * g): averaging the parameters after every step
+// is DDP. Not bit for bit: DDP rounds once in the gradients' sum and once in the update, local SGD
+// in each rank's update and then in the parameters' sum, so they agree within float32 rounding.
+TEST(LocalSgdThreads, AveragingAfterEveryStepWithPlainSgdMatchesDdp) {
+  for (int world : {2, 3}) {
+    Case c;
+    c.opt = plain_sgd();
+    c.ddp.bucket_bytes = 200;
+    c.steps = 6;
+    SCOPED_TRACE("world " + std::to_string(world));
+    const std::vector<Weights> ddp = train_threads(world, c);
+    ASSERT_NE(ddp[0][0].second, weights(*mlp(kSeed))[0].second);
+    expect_all_ranks_match(local_sgd_threads(world, c, 1), ddp[0], "local SGD, K = 1");
+  }
+}
+
+// K = 4 over 6 steps: the ranks drift apart between averagings (rank r sees only its rows), then
+// the last step's averaging leaves one model; that is not DDP's, whose replicas never drift.
+TEST(LocalSgdThreads, RanksAgreeAfterTheLastAveragingAndDifferFromDdp) {
+  for (const OptimizerConfig& oc : {plain_sgd(), sgd_momentum(), adam()})
+    for (bool moments : {false, true}) {
+      Case c;
+      c.opt = oc;
+      c.steps = 6;
+      SCOPED_TRACE(c.str() + (moments ? " moments averaged" : ""));
+      const std::vector<Weights> local = local_sgd_threads(2, c, 4, moments);
+      EXPECT_EQ(local[1], local[0]);
+      EXPECT_NE(local[0], train_threads(2, c)[0]);
+    }
+  // The moments change the trajectory: averaged or not, the weights differ (momentum, Adam).
+  Case c;
+  c.steps = 6;
+  EXPECT_NE(local_sgd_threads(2, c, 4, true)[0], local_sgd_threads(2, c, 4, false)[0]);
+}
+
+// The communication saved, counted: DDP all-reduces every parameter's gradient each step; local
+// SGD with K = 4 all-reduces the parameters after steps 4 and 8 only, a quarter of the bytes
+// and of the calls (one per bucket either way).
+TEST(LocalSgdThreads, AllReduceBytesAndCallsPerStepFallByK) {
+  Case c;
+  c.opt = plain_sgd();
+  c.steps = 8;
+  c.ddp.bucket_bytes = 200;
+  int64_t param_bytes = 0;
+  const auto reference = mlp(kSeed);
+  for (auto& [name, p] : reference->named_parameters())
+    param_bytes += static_cast<int64_t>(p->value.nbytes());
+  const int64_t buckets = static_cast<int64_t>([&] {
+    std::size_t n = 0;
+    run_cpu_ranks(1, {}, [&](Communicator& comm) {
+      n = DistributedDataParallel(mlp(kSeed), comm, c.ddp).bucket_names().size();
+    });
+    return n;
+  }());
+  ASSERT_GT(buckets, 1);
+  for (int k : {0, 1, 4}) {  // 0: DDP
+    SCOPED_TRACE("K = " + std::to_string(k));
+    run_cpu_ranks(2, {}, [&](Communicator& comm) {
+      const int64_t calls0 = comm.all_reduce_calls(), bytes0 = comm.all_reduce_bytes();
+      DistributedDataParallel probe(mlp(kSeed), comm, c.ddp);  // construction: one check
+      const int64_t construct_calls = comm.all_reduce_calls() - calls0;
+      const int64_t construct_bytes = comm.all_reduce_bytes() - bytes0;
+      const int64_t calls1 = comm.all_reduce_calls(), bytes1 = comm.all_reduce_bytes();
+      if (k == 0)
+        train_ddp(comm, c);
+      else
+        train_local_sgd(comm, c, k);
+      const int64_t calls = comm.all_reduce_calls() - calls1 - construct_calls;
+      const int64_t bytes = comm.all_reduce_bytes() - bytes1 - construct_bytes;
+      const int64_t syncs = k == 0 ? c.steps : c.steps / k;
+      EXPECT_EQ(calls, syncs * buckets);
+      EXPECT_EQ(bytes, syncs * param_bytes);
+    });
+  }
+}
+
+TEST(LocalSgdThreads, AverageTensorsAveragesEachElementOverTheRanks) {
+  for (int world : {2, 3})
+    run_cpu_ranks(world, {}, [&](Communicator& comm) {
+      DdpOptions o;
+      o.bucket_bytes = 40;  // 10 floats: the 7- and 5-element float tensors go in two buffers
+      DistributedDataParallel ddp(mlp(kSeed), comm, o);
+      const int r = comm.rank();
+      std::vector<Tensor> ts{testing::rank_tensor(r, 7, DType::Float32),
+                             testing::rank_tensor(r, 5, DType::Float32),
+                             testing::rank_tensor(r, 4, DType::Float64)};
+      const int64_t calls = comm.all_reduce_calls();
+      ddp.average_tensors(ts);
+      EXPECT_EQ(comm.all_reduce_calls() - calls, 3);
+      const int64_t sizes[] = {7, 5, 4};
+      for (int t = 0; t < 3; ++t) {
+        const std::vector<double> got = testing::host_values(ts[t]);
+        for (int64_t i = 0; i < sizes[t]; ++i) {
+          double sum = 0;
+          for (int q = 0; q < world; ++q) sum += testing::rank_value(q, i);
+          EXPECT_NEAR(got[i], sum / world, 1e-6) << "tensor " << t << " element " << i;
+        }
+      }
+    });
+}
+
 TEST(DdpThreads, ParameterOnAnotherDeviceIsDeviceError) {
   run_cpu_ranks(1, {}, [&](Communicator& inner) {
     RecordingCommunicator comm(inner, Device::cuda(0));  // claims a GPU; the model is on the CPU

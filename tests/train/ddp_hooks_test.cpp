@@ -189,6 +189,69 @@ TEST(TrainerDdpHooks, ResumeOnAnotherLayoutContinuesAtTheSameGlobalSample) {
       << msg;
 }
 
+// Local SGD (--sync-every 4): the replicas are averaged after steps 4 and 8, after the last step
+// (10), and after every checkpoint (3, 6, 9), the checkpoints saying so; an evaluation is one too.
+TEST(TrainerLocalSgd, ReplicasAreAveragedAtSyncPointsCheckpointsAndTheLastStep) {
+  ScratchDir dir;
+  SmallRun run(4);
+  TrainerOptions o;
+  o.total_steps = 10;
+  o.sync_every = 4;
+  o.checkpoint_dir = dir.path("ckpt");
+  o.checkpoint_every = 3;
+  std::filesystem::create_directories(o.checkpoint_dir);
+  int64_t step = 0;
+  o.on_step = [&](const StepStats& s) { step = s.step; };
+  std::vector<std::pair<int64_t, bool>> syncs;  // (the step it follows, with a checkpoint)
+  o.average_replicas = [&](bool checkpoint) { syncs.emplace_back(step + 1, checkpoint); };
+  Trainer(*run.model, *run.opt, *run.loader, o).run();
+  EXPECT_EQ(syncs, (std::vector<std::pair<int64_t, bool>>{
+                       {3, true}, {4, false}, {6, true}, {8, false}, {9, true}, {10, true}}));
+
+  SmallRun evaluated(4);
+  TrainerOptions e;
+  e.total_steps = 5;
+  e.sync_every = 100;
+  e.eval_every = 2;
+  e.validate = [] { return ValMetrics{}; };
+  step = 0;
+  e.on_step = o.on_step;
+  syncs.clear();
+  e.average_replicas = o.average_replicas;
+  Trainer(*evaluated.model, *evaluated.opt, *evaluated.loader, e).run();
+  EXPECT_EQ(syncs, (std::vector<std::pair<int64_t, bool>>{{2, false}, {4, false}, {5, false}}));
+
+  TrainerOptions bad;
+  bad.total_steps = 1;
+  bad.sync_every = 0;
+  testing::expect_error<ValueError>([&] { Trainer(*run.model, *run.opt, *run.loader, bad); },
+                                    {"sync_every must be >= 1, got 0"});
+}
+
+TEST(LocalSgdSettings, SyncEveryNeedsDdpAPositiveKAndMomentsNeedKAboveOne) {
+  TrainConfig c;
+  c.sync_every = 4;
+  testing::expect_error<ValueError>([&] { validate(c); },
+                                    {"--sync-every 4 averages the ranks of --parallel ddp, but "
+                                     "--parallel is none; add --parallel ddp"});
+  c.parallel = "ddp";
+  EXPECT_NO_THROW(validate(c));
+  c.sync_optimizer_state = true;
+  EXPECT_NO_THROW(validate(c));
+  c.sync_every = 0;
+  testing::expect_error<ValueError>([&] { validate(c); }, {"--sync-every", "0"});
+  c.sync_every = 1;
+  testing::expect_error<ValueError>([&] { validate(c); },
+                                    {"--sync-optimizer-state", "--sync-every K with K > 1"});
+  c.sync_every.reset();
+  testing::expect_error<ValueError>([&] { validate(c); },
+                                    {"--sync-optimizer-state", "add --sync-every K"});
+  c.sync_optimizer_state = false;
+  c.sync_every = 2;
+  c.stages = 2;
+  testing::expect_error<ValueError>([&] { validate(c); }, {"--sync-every", "--stages"});
+}
+
 TEST(RankLogPath, RankZeroKeepsThePathOthersInsertTheirRank) {
   EXPECT_EQ(rank_log_path("runs/metrics.jsonl", 0, 4), "runs/metrics.jsonl");
   EXPECT_EQ(rank_log_path("runs/metrics.jsonl", 3, 1), "runs/metrics.jsonl");
