@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "parallel/launch/launcher.h"
+#include "tools/supervise_command.h"
 
 namespace minitrain::cli {
 
@@ -30,6 +31,7 @@ LaunchCommand::LaunchCommand(CLI::App& parent) {
   app_->add_option("--grace", grace_seconds_,
                    "seconds from SIGTERM to SIGKILL when stopping ranks (default 5)")
       ->type_name("SECONDS");
+  add_restart_flags(*app_, max_restarts_, backoff_seconds_);
   app_->add_option("command", command_, "the command every rank runs, after --")
       ->type_name("-- COMMAND ARGS...");
   app_->footer(
@@ -64,6 +66,8 @@ int LaunchCommand::run(std::ostream& out, std::ostream& err) {
   o.master_port = master_port_;
   o.grace = std::chrono::milliseconds(static_cast<long long>(grace_seconds_ * 1000.0));
   o.command = command_;
+  o.restarts.max_restarts = max_restarts_;
+  o.restarts.backoff = std::chrono::milliseconds(static_cast<long long>(backoff_seconds_ * 1000.0));
   return launch(o, out, err);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // `minitrain launch -n N [--devices LIST] [--nnodes M --node-rank K --master-addr HOST
-// --master-port PORT] [--grace SECONDS] -- command args...`: one process per rank on this machine
+// --master-port PORT] [--grace SECONDS] [--max-restarts N [--restart-backoff SECONDS]] -- command
+// args...`: one process per rank on this machine
 // (parallel/launch/launcher.h does the work).
 
 #include <ostream>
@@ -30,6 +31,8 @@ class LaunchCommand {
   std::string master_addr_;
   int master_port_ = 29500;
   double grace_seconds_ = 5.0;
+  int max_restarts_ = 0;
+  double backoff_seconds_ = 1.0;
   std::vector<std::string> command_;
 };
 

@@ -17,6 +17,7 @@
 #include "tools/pipelines_command.h"
 #include "tools/plot_command.h"
 #include "tools/predict_command.h"
+#include "tools/supervise_command.h"
 #include "tools/train_command.h"
 
 int main(int argc, char** argv) {
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   minitrain::cli::PredictCommand predict(app);
   minitrain::cli::EvaluateCommand evaluate(app);
   minitrain::cli::LaunchCommand launch(app);
+  minitrain::cli::SuperviseCommand supervise(app);
   minitrain::cli::PipelinesCommand pipelines(app);
   minitrain::cli::BenchCommand bench(app);
   minitrain::cli::PlotCommand plot(app);
@@ -45,10 +47,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // CLI11 reports an unknown command as "A subcommand is required"; name it instead.
     if (argc > 1 && argv[1][0] != '-' && app.get_subcommands().empty()) {
-      std::cerr
-          << "minitrain: unknown command '" << argv[1]
-          << "' (commands: info, train, predict, evaluate, launch, pipelines, bench, plot); see "
-             "minitrain --help\n";
+      std::cerr << "minitrain: unknown command '" << argv[1]
+                << "' (commands: info, train, predict, evaluate, launch, supervise, pipelines, "
+                   "bench, plot); see minitrain --help\n";
       return 2;
     }
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
@@ -77,6 +78,8 @@ int main(int argc, char** argv) {
       code = evaluate.run(std::cout);
     else if (launch.parsed())
       code = launch.run(std::cout, std::cerr);
+    else if (supervise.parsed())
+      code = supervise.run(std::cout, std::cerr);
     else if (pipelines.parsed())
       code = pipelines.run(std::cout, std::cerr);
     else if (bench.parsed())

@@ -13,6 +13,7 @@
 #include "parallel/launch/process_env.h"
 #include "train/config.h"
 #include "train/progress.h"
+#include "train/restart_resume.h"
 #include "train/run_training.h"
 #include "train/stop_signals.h"
 
@@ -152,6 +153,11 @@ int TrainCommand::run(std::ostream& out, std::ostream& progress) {
     rank = env.rank;
     world = env.world_size;
   }
+  // A restart of a failed job (minitrain launch --max-restarts, minitrain supervise) resumes from
+  // the job's last checkpoint by itself.
+  const RestartResume restart = resume_after_restart(config, restart_count_from_environment());
+  if (rank == 0 && !restart.note.empty()) out << restart.note << "\n" << std::flush;
+  if (rank == 0 && !restart.warning.empty()) std::cerr << "warning: " << restart.warning << "\n";
   TrainReport r;
   StopOnSignals
       stop_on_signals;  // Ctrl-C / SIGTERM: finish the step, checkpoint, save, exit 130 / 143

@@ -13,7 +13,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <array>
 #include <csignal>
 #include <cstring>
 #include <cstdlib>
@@ -23,6 +22,8 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "parallel/launch/forwarded_signals.h"
+#include "parallel/launch/restart_policy.h"
 #include "parallel/launch/subprocess.h"
 
 namespace minitrain {
@@ -31,36 +32,6 @@ namespace {
 constexpr std::chrono::milliseconds kTick{20};  // how often the loop looks at ranks without output
 // After the last rank ended: how long to keep reading output that its own children may still write.
 constexpr std::chrono::milliseconds kDrain{200};
-
-volatile std::sig_atomic_t g_launcher_signal = 0;
-extern "C" void remember_signal(int sig) { g_launcher_signal = sig; }
-
-// SIGINT/SIGTERM/SIGHUP are caught (to forward them) while the job runs; the old handlers return
-// after.
-class ForwardedSignals {
- public:
-  ForwardedSignals() {
-    g_launcher_signal = 0;
-    struct sigaction sa {};
-    sa.sa_handler = remember_signal;
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
-  }
-  ~ForwardedSignals() {
-    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
-  }
-  ForwardedSignals(const ForwardedSignals&) = delete;
-  ForwardedSignals& operator=(const ForwardedSignals&) = delete;
-  static int take() {
-    const int sig = g_launcher_signal;
-    g_launcher_signal = 0;
-    return sig;
-  }
-
- private:
-  static constexpr std::array<int, 3> kSignals{SIGINT, SIGTERM, SIGHUP};
-  std::array<struct sigaction, 3> old_{};
-};
 
 struct Rank {
   int rank = 0;
@@ -106,6 +77,7 @@ void check_launch_options(const LaunchOptions& o) {
   MT_CHECK_AS(ValueError, o.master_port >= 1 && o.master_port <= 65535, "launch: --master-port ",
               o.master_port, " is not a TCP port (1 to 65535)");
   MT_CHECK_AS(ValueError, o.grace.count() >= 0, "launch: --grace must be >= 0 seconds");
+  check_restart_options(o.restarts, "launch");
   if (!o.devices.empty()) {
     MT_CHECK_AS(ValueError, static_cast<int>(o.devices.size()) == o.nproc,
                 "launch: --devices lists ", o.devices.size(), " GPU(s) but -n ", o.nproc,
@@ -140,23 +112,24 @@ std::vector<std::pair<std::string, std::string>> rank_environment(const LaunchOp
   return env;
 }
 
-int launch(const LaunchOptions& o, std::ostream& out, std::ostream& err) {
-  check_launch_options(o);
-  std::string job_id = o.job_id;
-  if (job_id.empty()) {
-    const char* inherited = std::getenv("MINITRAIN_JOB_ID");
-    if (inherited != nullptr && *inherited != '\0')
-      job_id = inherited;
-    else if (o.nnodes == 1)
-      job_id = fresh_job_id();  // multi-node: a per-node id would differ between nodes, so none
-  }
+namespace {
 
-  ForwardedSignals signals;  // before the first child, so no signal falls between the two
+// How one run of the job ended.
+struct JobEnd {
+  int code = 0;              // what launch returns for it
+  bool interrupted = false;  // by a signal to the launcher
+  std::string failure;  // "rank 1 (pid 42) was killed by signal 9 (SIGKILL)" when a rank failed
+};
+
+// One run of every rank, to its end. `restart` >= 0: the ranks get MINITRAIN_RESTART_COUNT.
+JobEnd run_job(const LaunchOptions& o, const std::string& job_id, int restart, std::ostream& out,
+               std::ostream& err) {
   std::vector<Rank> ranks;
   for (int local = 0; local < o.nproc; ++local) {
     SubprocessOptions so;
     so.argv = o.command;
     so.env = rank_environment(o, local, job_id);
+    if (restart >= 0) so.env.emplace_back(kRestartCountVariable, std::to_string(restart));
     // A rank that cannot start: the ones already running are killed as `ranks` goes out of scope.
     ranks.push_back(Rank{o.node_rank * o.nproc + local, Subprocess::start(so), std::nullopt});
   }
@@ -230,8 +203,8 @@ int launch(const LaunchOptions& o, std::ostream& out, std::ostream& err) {
   }
   out.flush();
 
-  if (interrupted) return 128 + interrupted;
-  if (failed < 0) return 0;
+  if (interrupted) return JobEnd{128 + interrupted, true, ""};
+  if (failed < 0) return JobEnd{};
   const Rank& f = ranks[failed];
   err << "minitrain launch: rank " << f.rank << " (pid " << f.process.pid()
       << ") failed: " << f.status->str();
@@ -240,7 +213,46 @@ int launch(const LaunchOptions& o, std::ostream& out, std::ostream& err) {
   else
     err << "; stopped rank" << (stopped.size() > 1 ? "s " : " ") << rank_list(stopped);
   err << std::endl;
-  return exit_code_of(*f.status);
+  return JobEnd{
+      exit_code_of(*f.status), false,
+      detail::concat("rank ", f.rank, " (pid ", f.process.pid(), ") ", failure_clause(*f.status))};
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& o, std::ostream& out, std::ostream& err) {
+  check_launch_options(o);
+  std::string job_id = o.job_id;
+  if (job_id.empty()) {
+    const char* inherited = std::getenv("MINITRAIN_JOB_ID");
+    if (inherited != nullptr && *inherited != '\0')
+      job_id = inherited;
+    else if (o.nnodes == 1)
+      job_id = fresh_job_id();  // multi-node: a per-node id would differ between nodes, so none
+  }
+
+  ForwardedSignals signals;  // before the first child, so no signal falls between the two
+  RestartPolicy policy(o.restarts);
+  for (;;) {
+    // A restarted job gets a job id of its own, so that no rank reads a rendezvous file that the
+    // failed run left behind (Note [rendezvous files]); the same on every node.
+    const int k = policy.restarts();
+    const std::string id =
+        k == 0 || job_id.empty() ? job_id : detail::concat(job_id, "-restart-", k);
+    const JobEnd end = run_job(o, id, o.restarts.max_restarts > 0 ? k : -1, out, err);
+    if (end.code == 0 || end.interrupted) return end.code;
+    if (!policy.restart_after_failure(end.interrupted)) {
+      const std::string line = policy.give_up_line(end.failure);
+      if (!line.empty()) err << "minitrain launch: " << line << std::endl;
+      return end.code;
+    }
+    err << "minitrain launch: " << policy.restart_line(end.failure) << std::endl;
+    if (const int sig = wait_backoff(policy.backoff())) {
+      err << "minitrain launch: got signal " << sig << " (" << signal_name(sig)
+          << ") while waiting to restart; not restarting" << std::endl;
+      return 128 + sig;
+    }
+  }
 }
 
 }  // namespace minitrain

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "parallel/launch/restart_policy.h"
+
 namespace minitrain {
 
 struct LaunchOptions {
@@ -32,6 +34,9 @@ struct LaunchOptions {
   /// need the same id on every node (the rendezvous files are named by it).
   std::string job_id;
   std::vector<std::string> command;  ///< what every rank runs
+  /// --max-restarts, --restart-backoff: run the whole job again after a rank fails (restart k
+  /// with MINITRAIN_RESTART_COUNT=k and MINITRAIN_JOB_ID suffixed "-restart-k"); 0: never.
+  RestartOptions restarts;
 };
 
 /// ValueError naming the option and what to do for options that cannot work (-n 0, a --devices
@@ -47,8 +52,10 @@ std::vector<std::pair<std::string, std::string>> rank_environment(const LaunchOp
 /// Runs the job to its end: rank output to `out` as "[rank R] line", the launcher's own lines
 /// ("rank 1 (pid 4242) failed: exit status 3; stopped ranks 0, 2") to `err`. Returns 0 when every
 /// rank exited 0; else the failed rank's exit code (128 + signal for a signal), or 128 + the
-/// signal that interrupted the launcher. Throws ValueError / IoError when the job cannot start
-/// (ranks already started are stopped first).
+/// signal that interrupted the launcher. With restarts, a failed job runs again while restarts
+/// remain ("restart 1 of 3 after rank 1 (pid 42) was killed by signal 9 (SIGKILL); waiting 1 s" to
+/// `err`), and the last failure's code is returned. Throws ValueError / IoError when the job cannot
+/// start (ranks already started are stopped first).
 int launch(const LaunchOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace minitrain
