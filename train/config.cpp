@@ -66,6 +66,8 @@ std::vector<KeyEntry> make_table() {
   static const std::string parallel_help = choices_help(kParallelModes, " | ");
   static const std::string all_reduce_help =
       choices_help(kAllReduceAlgorithms, " | ") + ": the all-reduce of --parallel dp/ddp";
+  static const std::string backend_help =
+      choices_help(kCommBackends, " | ") + ": the communicator of --parallel ddp";
   static const std::string progress_help =
       join(progress_mode_names(), " | ") + " (auto: a bar on a terminal, else lines)";
   static const std::string stages_help =
@@ -145,6 +147,7 @@ std::vector<KeyEntry> make_table() {
   t.push_back(
       member("bucket-size", K::String, &TrainConfig::bucket_size, bucket_size_help.c_str()));
   t.push_back(member("all-reduce", K::String, &TrainConfig::all_reduce, all_reduce_help.c_str()));
+  t.push_back(member("backend", K::String, &TrainConfig::backend, backend_help.c_str()));
   t.push_back(
       member("comm-timeout", K::Float, &TrainConfig::comm_timeout, comm_timeout_help.c_str()));
   t.push_back(optional_member(

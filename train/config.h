@@ -26,6 +26,11 @@ inline constexpr Choice kParallelModes[] = {{"none", "one device"},
 inline constexpr Choice kAllReduceAlgorithms[] = {
     {"native", "the backend's own: NCCL, MPI, or the threads' shared-memory sum"},
     {"ring", "minitrain's ring over send/recv"}};
+/// The values of --backend, the communicator of --parallel ddp.
+inline constexpr Choice kCommBackends[] = {
+    {"auto", "nccl for GPU ranks, mpi for CPU ranks"},
+    {"mpi", "MPI under mpirun; GPU tensors are staged through pinned host memory"},
+    {"nccl", "NCCL, GPU ranks only"}};
 
 struct TrainConfig {
   // ---- model ----
@@ -77,6 +82,7 @@ struct TrainConfig {
   // ---- distributed data parallel (--parallel ddp) ----
   std::string bucket_size = "25MiB";  ///< gradient bucket size (bytes, "25MiB")
   std::string all_reduce = "native";  ///< a name of kAllReduceAlgorithms
+  std::string backend = "auto";       ///< a name of kCommBackends
   double comm_timeout = 300.0;        ///< seconds a collective may wait for a peer
   /// Local SGD: each rank steps on its own and the parameters are averaged every K steps; not
   /// given: DDP (each step's gradients all-reduced, what K = 1 amounts to).

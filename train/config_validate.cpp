@@ -371,6 +371,11 @@ void validate_communication_and_memory(const TrainConfig& c) {
   validate_local_sgd(c);
   check_bytes("bucket-size", c.bucket_size);
   check_one_of("all-reduce", c.all_reduce, kAllReduceAlgorithms);
+  check_one_of("backend", c.backend, kCommBackends);
+  if (c.backend != "auto" && c.parallel != "ddp")
+    MT_THROW(ValueError, "--backend ", c.backend,
+             " picks the communicator of --parallel ddp, but --parallel is ", c.parallel,
+             "; add --parallel ddp (under mpirun or minitrain launch) or drop --backend");
   if (!std::isfinite(c.comm_timeout) || c.comm_timeout <= 0 ||
       c.comm_timeout > kMaxCommTimeoutSeconds)
     MT_THROW(ValueError, "--comm-timeout must be a positive number of seconds up to ",

@@ -242,10 +242,10 @@ std::vector<double> read_sample_weights(const std::string& path, int64_t rows) {
   return values;
 }
 
-// The communicator settings of --all-reduce and --comm-timeout.
+// The communicator settings of --backend, --all-reduce and --comm-timeout.
 ProcessGroupOptions process_group_options(const TrainConfig& c) {
   ProcessGroupOptions o;
-  o.backend = "auto";
+  o.backend = c.backend;
   o.comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout * 1000.0));
   o.comm.all_reduce =
       c.all_reduce == "ring" ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::Native;

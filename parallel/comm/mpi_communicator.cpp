@@ -1,11 +1,14 @@
 // The MPI backend. Each operation is the non-blocking MPI call completed by polling MPI_Test
 // against the deadline (Note [MPI timeouts] in the header); errors come back as return codes
-// (MPI_ERRORS_RETURN on our own duplicate communicator) and become CommError.
+// (MPI_ERRORS_RETURN on our own duplicate communicator) and become CommError. A GPU
+// communicator's tensors go through the pinned staging buffer (Note [staging CUDA tensors through
+// MPI] in the header): host_side before the MPI call, copy_back after it.
 
 #include "parallel/comm/mpi_communicator.h"
 
 #include "kernels/elementwise.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -14,6 +17,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/stream.h"
 
 namespace minitrain {
 namespace {
@@ -51,6 +55,10 @@ int mpi_count(const Tensor& t, const char* op) {
               " elements exceed MPI's int count (", INT_MAX, "); split the tensor");
   return static_cast<int>(t.numel());
 }
+
+// Two tensors share the staging buffer (send and recv, in and out): the second starts on a
+// cache line.
+std::size_t aligned(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 std::string describe(const Tensor& t) {
   return detail::concat(t.numel(), " ", dtype_name(t.dtype()));
@@ -143,12 +151,14 @@ void MpiRuntime::leave_job_after_failure(int exit_code) {
 
 // ---- MpiCommunicator ----
 
-std::unique_ptr<MpiCommunicator> MpiCommunicator::world(CommOptions options) {
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world(CommOptions options, Device device) {
   MpiRuntime::instance();
-  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options);
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options, device);
 }
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options) : Communicator(options) {
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options, Device device)
+    : Communicator(options), device_(device) {
+  check_available(device_);
   MpiRuntime::instance();
   MpiRuntime::note_timeout(options.timeout);
   check_mpi(MPI_Comm_dup(comm, &comm_), "mpi", "MPI_Comm_dup");
@@ -182,9 +192,39 @@ void MpiCommunicator::check_usable(const char* op) const {
 
 void MpiCommunicator::check_tensor(const Tensor& t, const char* op, const char* what) const {
   MT_CHECK_AS(ValueError, t.defined(), op, ": ", what, " is an undefined tensor");
-  MT_CHECK_AS(DeviceError, t.device().is_cpu(), op, ": the MPI backend exchanges CPU tensors but ",
-              what, " is on ", t.device(),
-              "; copy it with .to(Device::cpu()) or use NCCL for GPUs");
+  MT_CHECK_AS(DeviceError, t.device() == device_, op, ": ", what, " is on ", t.device(),
+              " but this MPI communicator (rank ", rank_, ") exchanges tensors on ", device_,
+              "; move it there with .to(", device_, ") or make the communicator on ", t.device());
+}
+
+void MpiCommunicator::reserve_staging(std::size_t bytes) {
+  if (device_.is_cpu()) return;
+  if (staging_.defined() && staging_.nbytes() >= bytes) return;
+  // Grown by half again, so a run whose sizes creep up reallocates a few times only; a Pending
+  // request of a timed-out operation keeps the old buffer alive.
+  std::size_t want = bytes;
+  if (staging_.defined()) want = std::max(want, staging_.nbytes() + staging_.nbytes() / 2);
+  staging_ = Tensor::empty_pinned(Shape({static_cast<int64_t>((want + 7) / 8)}), DType::Float64);
+}
+
+void* MpiCommunicator::host_side(const Tensor& t, std::size_t offset, bool fill) {
+  if (device_.is_cpu()) return t.raw_data();
+  MT_CHECK_AS(Error, staging_.defined() && offset + t.nbytes() <= staging_.nbytes(),
+              "mpi: staging buffer of ", staging_.defined() ? staging_.nbytes() : 0,
+              " bytes is too small for ", t.nbytes(), " bytes at offset ", offset,
+              " (reserve_staging was not called)");
+  void* host = static_cast<char*>(staging_.raw_data()) + offset;
+  // On the caller's current stream, after the work that produced `t`; returns when the bytes are
+  // on the host (copy_bytes synchronises the stream).
+  if (fill) copy_bytes(host, Device::cpu(), t.raw_data(), device_, t.nbytes());
+  return host;
+}
+
+void MpiCommunicator::copy_back(Tensor& t, const void* host) {
+  if (device_.is_cpu()) return;
+  // Queued on the current stream; copy_bytes waits for it, so the staging buffer is free again
+  // for the next operation as soon as this returns.
+  copy_bytes(t.raw_data(), device_, host, Device::cpu(), t.nbytes());
 }
 
 std::vector<MPI_Status> MpiCommunicator::wait_all(std::vector<MPI_Request>& requests,
@@ -239,13 +279,16 @@ void MpiCommunicator::native_all_reduce(Tensor& t, ReduceOp op) {
   const char* name = "all_reduce";
   check_usable(name);
   check_tensor(t, name, "the tensor");
+  reserve_staging(t.nbytes());
+  void* buf = host_side(t, 0, /*fill=*/true);
   std::vector<MPI_Request> req(1);
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), mpi_count(t, name), mpi_type(t.dtype()),
-                           mpi_op(op), comm_, &req[0]),
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(t, name), mpi_type(t.dtype()), mpi_op(op),
+                           comm_, &req[0]),
             name, "MPI_Iallreduce");
   wait_all(req, name,
            detail::concat("the other ", size_ - 1, " ranks (MPI_Iallreduce of ", describe(t), ")"),
-           {t});
+           {t, staging_});
+  copy_back(t, buf);
   if (op == ReduceOp::Avg) scale(t, t, 1.0 / size_);
 }
 
@@ -254,14 +297,17 @@ void MpiCommunicator::broadcast(Tensor& t, int root) {
   check_usable(name);
   check_tensor(t, name, "the tensor");
   check_peer(name, root, "root");
+  reserve_staging(t.nbytes());
+  void* buf = host_side(t, 0, /*fill=*/rank_ == root);
   std::vector<MPI_Request> req(1);
-  check_mpi(MPI_Ibcast(t.raw_data(), mpi_count(t, name), mpi_type(t.dtype()), root, comm_, &req[0]),
-            name, "MPI_Ibcast");
+  check_mpi(MPI_Ibcast(buf, mpi_count(t, name), mpi_type(t.dtype()), root, comm_, &req[0]), name,
+            "MPI_Ibcast");
   wait_all(req, name,
            detail::concat(rank_ == root ? "the other ranks" : "root rank ",
                           rank_ == root ? "" : std::to_string(root), " (MPI_Ibcast of ",
                           describe(t), ")"),
-           {t});
+           {t, staging_});
+  if (rank_ != root) copy_back(t, buf);
 }
 
 void MpiCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
@@ -270,14 +316,18 @@ void MpiCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op)
   check_tensor(out, name, "out");
   check_tensor(in, name, "in");
   check_chunks(name, in, "in", out, "out");
+  reserve_staging(aligned(in.nbytes()) + out.nbytes());
+  void* in_buf = host_side(in, 0, /*fill=*/true);
+  void* out_buf = host_side(out, aligned(in.nbytes()), /*fill=*/false);
   std::vector<MPI_Request> req(1);
-  check_mpi(MPI_Ireduce_scatter_block(in.raw_data(), out.raw_data(), mpi_count(out, name),
-                                      mpi_type(out.dtype()), mpi_op(op), comm_, &req[0]),
+  check_mpi(MPI_Ireduce_scatter_block(in_buf, out_buf, mpi_count(out, name), mpi_type(out.dtype()),
+                                      mpi_op(op), comm_, &req[0]),
             name, "MPI_Ireduce_scatter_block");
   wait_all(req, name,
            detail::concat("the other ", size_ - 1, " ranks (MPI_Ireduce_scatter_block of ",
                           describe(in), ")"),
-           {out, in});
+           {out, in, staging_});
+  copy_back(out, out_buf);
   if (op == ReduceOp::Avg) scale(out, out, 1.0 / size_);
 }
 
@@ -287,13 +337,17 @@ void MpiCommunicator::all_gather(Tensor& out, const Tensor& in) {
   check_tensor(out, name, "out");
   check_tensor(in, name, "in");
   check_chunks(name, out, "out", in, "in");
+  reserve_staging(aligned(in.nbytes()) + out.nbytes());
+  void* in_buf = host_side(in, 0, /*fill=*/true);
+  void* out_buf = host_side(out, aligned(in.nbytes()), /*fill=*/false);
   std::vector<MPI_Request> req(1);
-  check_mpi(MPI_Iallgather(in.raw_data(), mpi_count(in, name), mpi_type(in.dtype()), out.raw_data(),
+  check_mpi(MPI_Iallgather(in_buf, mpi_count(in, name), mpi_type(in.dtype()), out_buf,
                            mpi_count(in, name), mpi_type(out.dtype()), comm_, &req[0]),
             name, "MPI_Iallgather");
   wait_all(req, name,
            detail::concat("the other ", size_ - 1, " ranks (MPI_Iallgather of ", describe(in), ")"),
-           {out, in});
+           {out, in, staging_});
+  copy_back(out, out_buf);
 }
 
 void MpiCommunicator::send(const Tensor& t, int peer) {
@@ -301,12 +355,14 @@ void MpiCommunicator::send(const Tensor& t, int peer) {
   check_usable(name);
   check_tensor(t, name, "the tensor");
   check_peer(name, peer);
+  reserve_staging(t.nbytes());
+  void* buf = host_side(t, 0, /*fill=*/true);
   std::vector<MPI_Request> req(1);
-  check_mpi(MPI_Isend(t.raw_data(), mpi_count(t, name), mpi_type(t.dtype()), peer, kPointToPointTag,
-                      comm_, &req[0]),
+  check_mpi(MPI_Isend(buf, mpi_count(t, name), mpi_type(t.dtype()), peer, kPointToPointTag, comm_,
+                      &req[0]),
             name, "MPI_Isend");
   wait_all(req, name, detail::concat("rank ", peer, " to receive (MPI_Isend of ", describe(t), ")"),
-           {t});
+           {t, staging_});
 }
 
 void MpiCommunicator::recv(Tensor& t, int peer) {
@@ -314,14 +370,17 @@ void MpiCommunicator::recv(Tensor& t, int peer) {
   check_usable(name);
   check_tensor(t, name, "the tensor");
   check_peer(name, peer);
+  reserve_staging(t.nbytes());
+  void* buf = host_side(t, 0, /*fill=*/false);
   std::vector<MPI_Request> req(1);
-  check_mpi(MPI_Irecv(t.raw_data(), mpi_count(t, name), mpi_type(t.dtype()), peer, kPointToPointTag,
-                      comm_, &req[0]),
+  check_mpi(MPI_Irecv(buf, mpi_count(t, name), mpi_type(t.dtype()), peer, kPointToPointTag, comm_,
+                      &req[0]),
             name, "MPI_Irecv");
   std::vector<MPI_Status> st = wait_all(
-      req, name, detail::concat("rank ", peer, " to send (MPI_Irecv of ", describe(t), ")"), {t},
-      {0});
+      req, name, detail::concat("rank ", peer, " to send (MPI_Irecv of ", describe(t), ")"),
+      {t, staging_}, {0});
   check_received(st[0], t, peer, name);
+  copy_back(t, buf);
 }
 
 void MpiCommunicator::send_recv(const Tensor& send_t, int send_peer, Tensor& recv_t,
@@ -332,14 +391,17 @@ void MpiCommunicator::send_recv(const Tensor& send_t, int send_peer, Tensor& rec
   check_tensor(recv_t, name, "recv_t");
   check_peer(name, send_peer);
   check_peer(name, recv_peer);
+  reserve_staging(aligned(send_t.nbytes()) + recv_t.nbytes());
+  void* send_buf = host_side(send_t, 0, /*fill=*/true);
+  void* recv_buf = host_side(recv_t, aligned(send_t.nbytes()), /*fill=*/false);
   // MPI_Sendrecv as its two non-blocking halves: the recv is posted first, so no rank of a ring
   // waits on a send that nobody has yet posted a recv for.
   std::vector<MPI_Request> req(2);
-  check_mpi(MPI_Irecv(recv_t.raw_data(), mpi_count(recv_t, name), mpi_type(recv_t.dtype()),
-                      recv_peer, kPointToPointTag, comm_, &req[0]),
+  check_mpi(MPI_Irecv(recv_buf, mpi_count(recv_t, name), mpi_type(recv_t.dtype()), recv_peer,
+                      kPointToPointTag, comm_, &req[0]),
             name, "MPI_Irecv");
-  int rc = MPI_Isend(send_t.raw_data(), mpi_count(send_t, name), mpi_type(send_t.dtype()),
-                     send_peer, kPointToPointTag, comm_, &req[1]);
+  int rc = MPI_Isend(send_buf, mpi_count(send_t, name), mpi_type(send_t.dtype()), send_peer,
+                     kPointToPointTag, comm_, &req[1]);
   if (rc != MPI_SUCCESS) {
     MPI_Cancel(&req[0]);
     MPI_Wait(&req[0], MPI_STATUS_IGNORE);
@@ -349,8 +411,9 @@ void MpiCommunicator::send_recv(const Tensor& send_t, int send_peer, Tensor& rec
       wait_all(req, name,
                detail::concat("rank ", recv_peer, " to send ", describe(recv_t), " and rank ",
                               send_peer, " to receive ", describe(send_t)),
-               {send_t, recv_t}, {0});
+               {send_t, recv_t, staging_}, {0});
   check_received(st[0], recv_t, recv_peer, name);
+  copy_back(recv_t, recv_buf);
 }
 
 void MpiCommunicator::barrier() {

@@ -1,6 +1,15 @@
 #pragma once
-// The MPI backend: one rank per process (mpirun -n N), CPU tensors, Open MPI's own collectives.
-// Across processes and machines without GPUs, and the bootstrap transport for NCCL (issue 6).
+// The MPI backend: one rank per process (mpirun -n N), Open MPI's own collectives. Across
+// processes and machines without GPUs, GPU ranks without NCCL, and the bootstrap transport for
+// NCCL (issue 6).
+//
+// Note [staging CUDA tensors through MPI]: a communicator made for a GPU (device cuda:N) takes
+// tensors on that GPU and never hands their device pointers to MPI (Open MPI need not be
+// CUDA-aware). Each operation copies the tensor into a pinned host buffer on the caller's current
+// stream (synchronised), runs the MPI call on the host copy, and copies the result back on the
+// same stream, as gloo does for torch. The buffer belongs to the communicator and grows to the
+// largest operation seen, so a training step allocates nothing. This is for correctness without
+// NCCL, not speed: every byte crosses PCIe twice and the GPU waits for the network.
 //
 // Note [MPI timeouts]: MPI's blocking calls have no deadline. Every operation here is issued as its
 // non-blocking form (MPI_Iallreduce, MPI_Isend, ...) and completed by polling MPI_Test against
@@ -62,15 +71,18 @@ class MpiRuntime {
 class MpiCommunicator final : public Communicator {
  public:
   /// All processes of the job (a duplicate of MPI_COMM_WORLD, so minitrain's traffic and error
-  /// handler stay apart from the application's). Collective over MPI_COMM_WORLD.
-  static std::unique_ptr<MpiCommunicator> world(CommOptions options = {});
-  /// A duplicate of `comm` (collective over `comm`, which the caller keeps owning).
-  MpiCommunicator(MPI_Comm comm, CommOptions options);
+  /// handler stay apart from the application's). Collective over MPI_COMM_WORLD. Tensors live on
+  /// `device`: the CPU, or this rank's GPU (Note [staging CUDA tensors through MPI]).
+  static std::unique_ptr<MpiCommunicator> world(CommOptions options = {},
+                                                Device device = Device::cpu());
+  /// A duplicate of `comm` (collective over `comm`, which the caller keeps owning). DeviceError
+  /// for a `device` that is not available.
+  MpiCommunicator(MPI_Comm comm, CommOptions options, Device device = Device::cpu());
   ~MpiCommunicator() override;
 
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
-  Device device() const noexcept override { return Device::cpu(); }
+  Device device() const noexcept override { return device_; }
   std::string backend() const override { return "mpi"; }
   MPI_Comm native_handle() const noexcept { return comm_; }
 
@@ -90,6 +102,13 @@ class MpiCommunicator final : public Communicator {
   };
   void check_usable(const char* op) const;
   void check_tensor(const Tensor& t, const char* op, const char* what) const;
+  /// The pinned staging buffer, grown to at least `bytes` (a GPU communicator only).
+  void reserve_staging(std::size_t bytes);
+  /// The memory MPI works on for `t`: its own on the CPU; on a GPU the staging buffer at byte
+  /// `offset` (reserve_staging first), holding a copy of `t` when `fill`.
+  void* host_side(const Tensor& t, std::size_t offset, bool fill);
+  /// On a GPU, `t` gets the bytes MPI left at `host` (from host_side); nothing on the CPU.
+  void copy_back(Tensor& t, const void* host);
   /// Polls the requests to completion (returns their statuses) or to the deadline; at the deadline
   /// cancels the recvs in `cancellable` (indices into requests), keeps the rest as Pending, and
   /// throws CommError.
@@ -100,6 +119,8 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
+  Device device_ = Device::cpu();
+  Tensor staging_;      // pinned host bytes for a GPU communicator's tensors; undefined until used
   std::string broken_;  // why the communicator is unusable; empty while it is fine
   std::vector<Pending> abandoned_;
 };

@@ -18,8 +18,9 @@ namespace minitrain {
 struct ProcessGroupOptions;
 
 struct MpiBackend {
-  /// The communicator over MPI_COMM_WORLD of a job started by mpirun, checked against `env`.
-  std::unique_ptr<Communicator> (*init_world)(const ProcessEnv& env,
+  /// The communicator over MPI_COMM_WORLD of a job started by mpirun, checked against `env`,
+  /// exchanging tensors on `device` (the CPU, or this rank's GPU).
+  std::unique_ptr<Communicator> (*init_world)(const ProcessEnv& env, Device device,
                                               const ProcessGroupOptions& options) = nullptr;
   /// Rank 0's `id` to every rank of MPI_COMM_WORLD; CommError after `timeout`.
   NcclUniqueId (*broadcast_nccl_id)(const ProcessEnv& env, NcclUniqueId id,

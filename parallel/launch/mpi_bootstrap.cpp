@@ -51,9 +51,9 @@ NcclUniqueId broadcast_id_over_mpi(const ProcessEnv& env, NcclUniqueId id,
   return out;
 }
 
-std::unique_ptr<Communicator> init_world(const ProcessEnv& env,
+std::unique_ptr<Communicator> init_world(const ProcessEnv& env, Device device,
                                          const ProcessGroupOptions& options) {
-  auto comm = MpiCommunicator::world(options.comm);
+  auto comm = MpiCommunicator::world(options.comm, device);
   // mpirun and the environment must agree, or ranks would wait for partners that do not exist.
   MT_CHECK_AS(CommError, comm->size() == env.world_size && comm->rank() == env.rank,
               "init_process_group: MPI says rank ", comm->rank(), " of ", comm->size(),

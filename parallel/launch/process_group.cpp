@@ -16,7 +16,8 @@
 namespace minitrain {
 namespace {
 
-std::unique_ptr<Communicator> init_mpi(const ProcessEnv& env, const ProcessGroupOptions& options) {
+std::unique_ptr<Communicator> init_mpi(const ProcessEnv& env, Device device,
+                                       const ProcessGroupOptions& options) {
   MT_CHECK_AS(ValueError, env.world_size == 1 || env.under_mpi(), "init_process_group: rank ",
               env.rank, " of WORLD_SIZE=", env.world_size, " (from ", env.source,
               " variables) asks for the CPU backend (mpi), which needs the job started by mpirun: "
@@ -24,7 +25,7 @@ std::unique_ptr<Communicator> init_mpi(const ProcessEnv& env, const ProcessGroup
               env.world_size,
               " <command>` for CPU ranks (minitrain has no network transport of its own), "
               "or give each rank a GPU (--device cuda) for the nccl backend");
-  return mpi_backend("init_process_group's mpi backend").init_world(env, options);
+  return mpi_backend("init_process_group's mpi backend").init_world(env, device, options);
 }
 
 std::unique_ptr<Communicator> init_nccl(const ProcessEnv& env, Device device,
@@ -84,15 +85,15 @@ std::unique_ptr<Communicator> init_process_group(const ProcessEnv& env, Device d
   std::string backend = options.backend;
   if (backend == "auto") backend = device.is_cuda() ? "nccl" : "mpi";
   if (backend == "mpi") {
-    MT_CHECK_AS(ValueError, device.is_cpu(),
-                "init_process_group: the mpi backend works on CPU tensors, but the device is ",
-                device, "; use --device cpu, or the nccl backend for GPUs");
-    return init_mpi(env, options);
+    // GPU ranks too: the MPI communicator stages CUDA tensors through pinned host memory.
+    return init_mpi(env, device, options);
   }
   if (backend == "nccl") {
     MT_CHECK_AS(ValueError, device.is_cuda(),
                 "init_process_group: the nccl backend works on GPU tensors, but the device is ",
-                device, "; use --device cuda, or the mpi backend (under mpirun) for CPU ranks");
+                device,
+                "; use --device cuda for GPU ranks, or --backend mpi (or auto) under mpirun for "
+                "CPU ranks");
     return init_nccl(env, device, options);
   }
   MT_THROW(ValueError, "init_process_group: unknown backend '", options.backend,

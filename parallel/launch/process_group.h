@@ -1,6 +1,7 @@
 #pragma once
 // The communicator of a multi-process job (one rank per process), set up from ProcessEnv:
-//   backend "mpi":  CPU tensors; the job must run under mpirun (MpiCommunicator::world).
+//   backend "mpi":  the job must run under mpirun (MpiCommunicator::world); CPU tensors, or GPU
+//                   tensors on the rank's GPU staged through pinned host memory (no NCCL needed).
 //   backend "nccl": GPU tensors, rank r on its GPU; rank 0 makes the NCCL unique id and it travels
 //                   by MPI broadcast under mpirun, otherwise through a shared-file rendezvous
 //                   (parallel/launch/file_rendezvous.h) in ProcessGroupOptions::rendezvous_dir.
@@ -30,7 +31,7 @@ struct ProcessGroupOptions {
 Device rank_device(const Device& requested, const ProcessEnv& env);
 
 /// The job's communicator for this rank, on `device`. ValueError for an unknown backend or one that
-/// does not fit the device (mpi with a GPU tensor device, nccl with cpu); ValueError when the CPU
+/// does not fit the device (nccl with cpu); ValueError when the CPU
 /// backend is asked for with WORLD_SIZE > 1 outside mpirun (run the job with mpirun); DeviceError
 /// for nccl in a CPU-only build; CommError when the rendezvous times out.
 std::unique_ptr<Communicator> init_process_group(const ProcessEnv& env, Device device,

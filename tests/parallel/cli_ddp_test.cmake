@@ -14,12 +14,16 @@
 #            --sync-optimizer-state ends with one model on every rank (the run checks it after the
 #            last averaging), and stopped at a checkpoint (step 6, not a multiple of 4: averaged
 #            there, moments too) then resumed on the ranks ends bit-identical to the uninterrupted run.
-#   errors   a failing rank's error line names the rank.
+#   errors   a failing rank's error line names the rank; --backend without --parallel ddp and
+#            --backend nccl for CPU ranks are refused, saying what to do.
 #   validation --val-data of 7 rows (not a multiple of NP): each rank evaluates its own rows, the
 #            sums are all-reduced, and every val_loss equals the one-device run's; val_rows is 7
 #            (no padded duplicate counted); --save-best keeps the one-device run's best weights, and
 #            --early-stop ends every rank after the same step.
 #   cuda     (label gpu) one NCCL rank per GPU vs one GPU; reports SKIP without a GPU.
+#   mpi_gpu  (label gpu) NP ranks with --device cuda --backend mpi (GPU tensors staged through
+#            pinned host memory, no NCCL; emulated GPUs do) vs one CPU device with the global
+#            batch; reports SKIP without a GPU.
 # The data (synthetic:96) is a multiple of NP*4 for NP = 2 and 3, so every batch is full on
 # both sides and the sums differ only in float32 rounding.
 
@@ -224,6 +228,23 @@ elseif(CASE STREQUAL "cuda")
     message(FATAL_ERROR "not an NCCL run:\n${out}")
   endif()
   same_weights(${WORK}/ddp.safetensors ${WORK}/one.safetensors)
+elseif(CASE STREQUAL "mpi_gpu")
+  run(info ${MINITRAIN} info)
+  if(NOT info MATCHES "GPUs: ([0-9]+)\n")
+    if("$ENV{MINITRAIN_REQUIRE_GPU}" STREQUAL "1")
+      message(FATAL_ERROR "MINITRAIN_REQUIRE_GPU=1 but no CUDA device (${info})")
+    endif()
+    message(STATUS "SKIP: no CUDA device (${info})")
+    return()
+  endif()
+  string(REPLACE "--device cpu" "--device cuda" on_gpu "${common}")
+  run(one ${MINITRAIN} train ${common} ${quiet} --epochs 2 --batch-size ${global_batch} --save ${WORK}/one.safetensors)
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${on_gpu} --backend mpi --epochs 2 --batch-size 4
+      --save ${WORK}/ddp.safetensors)
+  if(NOT out MATCHES "distributed data parallel: ${NP} ranks \\(mpi")
+    message(FATAL_ERROR "not an MPI run on GPU ranks:\n${out}")
+  endif()
+  same_weights(${WORK}/ddp.safetensors ${WORK}/one.safetensors)
 elseif(CASE STREQUAL "validation")
   # 4 features, 2 targets, 7 rows.
   file(WRITE ${WORK}/val.csv "a,b,c,d,t1,t2\n0.1,0.2,0.3,0.4,0.5,-0.5\n-0.3,0.9,0.1,-0.2,0.1,0.2\n"
@@ -278,6 +299,16 @@ elseif(CASE STREQUAL "errors")
   # so any rank's line will do.
   if(code EQUAL 0 OR NOT "${out}${err}" MATCHES "rank [01]: minitrain: error: --log:? .*minitrain-no-such-dir")
     message(FATAL_ERROR "expected each rank's error prefixed with its rank (exit ${code}):\n${out}${err}")
+  endif()
+  execute_process(COMMAND ${MINITRAIN} train ${common} --steps 2 --backend mpi
+                  RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  if(code EQUAL 0 OR NOT "${out}${err}" MATCHES "--backend mpi picks the communicator of --parallel ddp")
+    message(FATAL_ERROR "--backend without --parallel ddp was not refused (exit ${code}):\n${out}${err}")
+  endif()
+  execute_process(COMMAND ${MPIEXEC} -n 2 ${MINITRAIN} train --parallel ddp ${common} --steps 2 --backend nccl
+                  RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  if(code EQUAL 0 OR NOT "${out}${err}" MATCHES "nccl backend works on GPU tensors.*--backend mpi")
+    message(FATAL_ERROR "--backend nccl for CPU ranks was not refused (exit ${code}):\n${out}${err}")
   endif()
 else()
   message(FATAL_ERROR "unknown CASE '${CASE}'")

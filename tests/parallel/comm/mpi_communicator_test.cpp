@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -265,6 +266,123 @@ TEST(MpiCommunicator, MissingSenderTimesOutAndCommunicatorRecovers) {
     Tensor t = Tensor::zeros({7});
     comm.recv(t, 1);
     EXPECT_EQ(t.to_vector<float>(), rank_tensor(1, 7).to_vector<float>());
+  }
+}
+
+// ---- GPU tensors, staged through pinned host memory (Note [staging CUDA tensors through MPI])
+// ---- Named *Cuda*: their own ctest entries, labelled gpu (tests/parallel/CMakeLists.txt). Each
+// rank takes its own GPU while there are enough (the emulator gives each process 2), else they
+// wrap.
+
+Device rank_gpu(int rank) { return Device::cuda(rank % cuda_device_count()); }
+
+std::unique_ptr<MpiCommunicator> cuda_world(
+    AllReduceAlgorithm algorithm = AllReduceAlgorithm::Native) {
+  int rank = 0;
+  MpiRuntime::instance();
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  CommOptions o = options_with_timeout(std::chrono::seconds(20));
+  o.all_reduce = algorithm;
+  return MpiCommunicator::world(o, rank_gpu(rank));
+}
+
+TEST(MpiCommunicatorCuda, AllReduceSumAvgMaxOfGpuTensorsAreTheSums) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  for (AllReduceAlgorithm algorithm : {AllReduceAlgorithm::Native, AllReduceAlgorithm::Ring}) {
+    auto comm = cuda_world(algorithm);
+    ASSERT_TRUE(comm->device().is_cuda());
+    const int n_ranks = comm->size();
+    for (int64_t n : kLengths) {
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+        Tensor t = rank_tensor(comm->rank(), n).to(comm->device());
+        comm->all_reduce(t, op);
+        ASSERT_EQ(t.device(), comm->device());
+        std::vector<float> got = t.to(Device::cpu()).to_vector<float>();
+        ASSERT_EQ(got.size(), static_cast<std::size_t>(n));
+        bool nonzero = n == 0;
+        for (int64_t i = 0; i < n; ++i) {
+          float sum = 0.f, max = value(0, i);
+          for (int r = 0; r < n_ranks; ++r) {
+            sum += value(r, i);
+            max = std::max(max, value(r, i));
+          }
+          const float want = op == ReduceOp::Sum ? sum : op == ReduceOp::Max ? max : sum / n_ranks;
+          ASSERT_NEAR(got[i], want, op == ReduceOp::Avg ? 1e-6 : 0.0)
+              << reduce_op_name(op) << " n=" << n << " i=" << i;
+          nonzero = nonzero || got[i] != 0.f;
+        }
+        EXPECT_TRUE(nonzero) << "all zeros: n=" << n;
+      }
+    }
+  }
+}
+
+TEST(MpiCommunicatorCuda, BroadcastOfAGpuTensorCopiesTheRootsTensor) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto comm = cuda_world();
+  for (int root = 0; root < comm->size(); ++root) {
+    for (int64_t n : kLengths) {
+      Tensor t = rank_tensor(comm->rank(), n).to(comm->device());
+      comm->broadcast(t, root);
+      std::vector<float> got = t.to(Device::cpu()).to_vector<float>();
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[i], value(root, i)) << "root=" << root << " n=" << n << " i=" << i;
+    }
+  }
+}
+
+TEST(MpiCommunicatorCuda, ReduceScatterAllGatherAndSendRecvOfGpuTensors) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto comm = cuda_world();
+  const int size = comm->size(), rank = comm->rank();
+  const Device gpu = comm->device();
+  for (int64_t n : kLengths) {
+    Tensor in = rank_tensor(rank, n * size).to(gpu);
+    Tensor out = Tensor::zeros({n}, DType::Float32, gpu);
+    comm->reduce_scatter(out, in, ReduceOp::Sum);
+    std::vector<float> got = out.to(Device::cpu()).to_vector<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      float want = 0.f;
+      for (int r = 0; r < size; ++r) want += value(r, rank * n + i);
+      ASSERT_EQ(got[i], want) << "reduce_scatter n=" << n << " i=" << i;
+    }
+    Tensor mine = rank_tensor(rank, n).to(gpu);
+    Tensor all = Tensor::zeros({n * size}, DType::Float32, gpu);
+    comm->all_gather(all, mine);
+    got = all.to(Device::cpu()).to_vector<float>();
+    for (int r = 0; r < size; ++r)
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[r * n + i], value(r, i)) << "all_gather n=" << n << " r=" << r;
+    Tensor from_prev = Tensor::zeros({n}, DType::Float32, gpu);
+    comm->send_recv(mine, (rank + 1) % size, from_prev, (rank + size - 1) % size);
+    got = from_prev.to(Device::cpu()).to_vector<float>();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], value((rank + size - 1) % size, i)) << "send_recv n=" << n << " i=" << i;
+  }
+  comm->barrier();
+}
+
+TEST(MpiCommunicatorCuda, ATensorOnAnotherDeviceIsADeviceErrorNamingBoth) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto comm = cuda_world();
+  Tensor on_cpu = Tensor::zeros({3});
+  try {
+    comm->all_reduce(on_cpu);
+    FAIL() << "a CPU tensor on a GPU communicator was accepted";
+  } catch (const DeviceError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("is on cpu"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(comm->device().str()), std::string::npos) << msg;
+  }
+  auto cpu_comm = test_world();
+  Tensor on_gpu = Tensor::zeros({3}, DType::Float32, comm->device());
+  try {
+    cpu_comm->broadcast(on_gpu, 0);
+    FAIL() << "a GPU tensor on a CPU communicator was accepted";
+  } catch (const DeviceError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("is on " + comm->device().str()), std::string::npos) << msg;
+    EXPECT_NE(msg.find("on cpu"), std::string::npos) << msg;
   }
 }
 
