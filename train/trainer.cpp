@@ -1,10 +1,13 @@
 // The training loop. Reads top to bottom: run() calls train_step() until the last step, logging
-// and checkpointing after each; train_step() is forward, loss, backward, clip, update.
+// and evaluating (held-out data) and checkpointing after each as due; train_step() is forward,
+// loss, backward, clip, update.
 
 #include "train/trainer.h"
 
 #include <chrono>
 #include <cmath>
+
+#include <nlohmann/json.hpp>
 
 #include "core/allocator.h"
 #include "core/checked_math.h"
@@ -12,9 +15,8 @@
 #include "core/stream.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
-#include "nlohmann/json.hpp"
-#include "train/class_metrics.h"
 #include "optim/clip.h"
+#include "train/class_metrics.h"
 
 namespace minitrain {
 namespace {
