@@ -126,6 +126,8 @@ int PipelinesCommand::run(std::ostream& out, std::ostream& status) {
     make_dir(dir);
     RunJob job;
     job.name = run.name;
+    job.priority = run.priority;
+    job.nice = run.priority < 0 ? -run.priority : 0;  // gentler on the CPU for less urgent runs
     job.output_path = (dir / "output.log").string();
     TrainConfig& c = run.config;
     job.device = scheduled_device(c.device, gpus);

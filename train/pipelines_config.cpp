@@ -26,6 +26,15 @@ namespace {
 
 int line_of(const toml::node& node) { return static_cast<int>(node.source().begin.line); }
 
+// `priority = N`: an integer in [-19, 19] (a niceness range, so that it can set one).
+int read_priority(const toml::node& v, const std::string& source) {
+  const std::optional<int64_t> p = v.value_exact<int64_t>();
+  MT_CHECK_AS(ValueError, p.has_value() && *p >= -19 && *p <= 19, source, ":", line_of(v),
+              ": priority must be an integer in [-19, 19] (higher starts first; negative also "
+              "lowers the run's CPU priority)");
+  return static_cast<int>(*p);
+}
+
 bool safe_name(const std::string& name) {
   if (name.empty() || name.size() > 100 || name[0] == '.') return false;
   for (char c : name) {
@@ -173,6 +182,7 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
   }
 
   TrainConfig defaults;
+  int default_priority = 0;
   const toml::array* runs = nullptr;
   const toml::table* sweep = nullptr;
   int sweep_line = 0;
@@ -188,6 +198,10 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
         const std::string kname(k.str());
         MT_CHECK_AS(ValueError, kname != "name", source, ":", line_of(v),
                     ": [defaults] cannot set 'name'; each [[run]] names itself");
+        if (kname == "priority") {
+          default_priority = read_priority(v, source);
+          continue;
+        }
         apply_key(defaults, kname, v, source, base_dir);
       }
     } else if (name == "sweep") {
@@ -199,8 +213,8 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
       for (const auto& [k, v] : *sweep) {
         const std::string kname(k.str());
         const toml::array* values = v.as_array();
-        MT_CHECK_AS(ValueError, kname != "name", source, ":", line_of(v),
-                    ": [sweep] cannot vary 'name'; run names are made from the values");
+        MT_CHECK_AS(ValueError, kname != "name" && kname != "priority", source, ":", line_of(v),
+                    ": [sweep] cannot vary '", kname, "'; set it in [[run]] or [defaults]");
         MT_CHECK_AS(ValueError, values != nullptr && !values->empty(), source, ":", line_of(v),
                     ": [sweep] ", kname, " must be a non-empty list of values (", kname,
                     " = [a, b])");
@@ -274,6 +288,7 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
                   "' comes out twice; give the [[run]] tables names that [sweep] "
                   "suffixes cannot repeat");
       r.config = defaults;
+      r.priority = default_priority;
       try {
         for (const auto& [key, value] : point.values)
           apply_key(r.config, key, *value, source, base_dir);
@@ -282,6 +297,10 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
           for (const auto& [k, v] : *base.keys) {
             const std::string kname(k.str());
             if (kname == "name") continue;
+            if (kname == "priority") {
+              r.priority = read_priority(v, source);
+              continue;
+            }
             MT_CHECK_AS(ValueError, sweep == nullptr || !sweep->contains(kname), source, ":",
                         line_of(v), ": the run sets '", kname,
                         "', which [sweep] varies; drop one of the two");

@@ -41,7 +41,11 @@ struct PipelineRunConfig {
   std::string name;    ///< unique; a directory name ([A-Za-z0-9._-], not starting with '.')
   int line = 0;        ///< where its [[run]] table starts in the file
   TrainConfig config;  ///< defaults + its keys; `device` as written (cpu | cuda | cuda:N | auto)
-  std::string error;   ///< non-empty: its keys did not check; the run fails with this message
+  /// `priority` (in [[run]] or [defaults], an integer in [-19, 19], default 0): higher runs start
+  /// first when runs wait for a slot; a negative one also makes the run's process that much nicer
+  /// (CPU niceness), so urgent runs get the cores.
+  int priority = 0;
+  std::string error;  ///< non-empty: its keys did not check; the run fails with this message
 };
 
 struct PipelinesFile {

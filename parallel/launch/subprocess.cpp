@@ -185,6 +185,7 @@ void reap(pid_t pid) {
 [[noreturn]] void child_exec(const SubprocessOptions& o, char* const* argv, char* const* envp,
                              int out_fd, int err_fd, const char* dir, pid_t parent) {
   if (o.new_process_group) ::setpgid(0, 0);
+  if (o.nice != 0) (void)::nice(o.nice);  // a failure (no privilege to go lower) leaves it as is
   if (o.die_with_parent) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent)

@@ -33,6 +33,9 @@ struct SubprocessOptions {
   /// child, ends, however it ends; with new_process_group, a helper process then kills the rest of
   /// the child's group too (Note [child lifetime] in subprocess.cpp).
   bool die_with_parent = true;
+  /// Added to the child's CPU niceness (0..19 higher is gentler): a less urgent run yields the
+  /// cores to others. Lowering it (< 0) needs privileges and is then silently not done.
+  int nice = 0;
 };
 
 /// A running (or ended) child. Move-only. The destructor kills (SIGKILL) the child if it still runs

@@ -111,6 +111,7 @@ class Scheduler {
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       Run& r = runs_[i];
       r.result.name = jobs[i].name;
+      r.result.priority = jobs[i].priority;
       r.result.device = jobs[i].device;
       if (!jobs[i].setup_error.empty())
         fail_unstarted(i, jobs[i].setup_error);
@@ -211,7 +212,13 @@ class Scheduler {
   }
 
   void start_queued() {
-    for (std::size_t i = 0; i < runs_.size(); ++i) {
+    // The most urgent first; file order among equals (a stable sort of the indices).
+    std::vector<std::size_t> order(runs_.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [this](std::size_t a, std::size_t b) {
+      return jobs_[a].priority > jobs_[b].priority;
+    });
+    for (std::size_t i : order) {
       Run& r = runs_[i];
       if (r.result.state != RunState::Queued) continue;
       const RunJob& job = jobs_[i];
@@ -221,6 +228,7 @@ class Scheduler {
       so.argv = job.argv;
       so.env = job.env;
       so.output_path = job.output_path;
+      so.nice = job.nice;
       // Pinned: the run sees only its GPU, as cuda:0.
       if (gpu >= 0) so.env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(gpu));
       r.gpu = gpu;
@@ -467,6 +475,7 @@ std::string runs_summary_json(const std::vector<RunResult>& results) {
     nlohmann::ordered_json j;
     j["name"] = r.name;
     j["device"] = r.device;
+    j["priority"] = r.priority;
     j["status"] = r.ok() ? "ok" : "failed";
     j["exit_status"] = r.exit_status;
     j["reason"] = r.reason;

@@ -35,6 +35,9 @@ struct RunJob {
   std::string output_path;   ///< the child's stdout and stderr (appended)
   std::string metrics_path;  ///< its JSON-lines metrics log, read for status and the final loss
   std::string setup_error;   ///< non-empty: the run fails with this reason and is never started
+  /// Higher starts first when runs wait for a slot (ties: file order).
+  int priority = 0;
+  int nice = 0;  ///< the child's CPU niceness (SubprocessOptions::nice)
 };
 
 struct RunStatus;  // below: one run at a status update
@@ -104,6 +107,7 @@ std::string failure_reason(const std::string& output_path, const ExitStatus& sta
 struct RunResult {
   std::string name;
   std::string device;  ///< where it ran ("cpu", "cuda:1"), or the device it asked for
+  int priority = 0;    ///< RunJob::priority
   RunState state = RunState::Queued;
   bool ok() const noexcept { return state == RunState::Done; }
   std::string exit_status;           ///< "exit status 0", "signal 15 (Terminated)", "not started"
@@ -123,12 +127,12 @@ std::vector<RunResult> schedule_runs(const std::vector<RunJob>& jobs, const Runs
                                      const ProcessStarter& start, std::ostream& status,
                                      const std::function<bool()>& stop_requested = {});
 
-/// {"runs": [{name, device, status: ok|failed, exit_status, reason, final_loss, epoch_loss,
-/// epoch_accuracy, val_loss, val_accuracy, best_val_loss, best_step, steps, seconds, start_time,
-/// end_time, peak_host_memory_bytes, and final_loss_nonfinite ("inf", "-inf", "nan") where
-/// final_loss is null for a non-finite loss}, ...], "failed": N, "best_run": {name, by, value}}
-/// (absent numbers are null). The best run is the ok run with the lowest best_val_loss; when no
-/// run was validated, the lowest epoch_loss, and "by" says which.
+/// {"runs": [{name, device, priority, status: ok|failed, exit_status, reason, final_loss,
+/// epoch_loss, epoch_accuracy, val_loss, val_accuracy, best_val_loss, best_step, steps, seconds,
+/// start_time, end_time, peak_host_memory_bytes, and final_loss_nonfinite ("inf", "-inf", "nan")
+/// where final_loss is null for a non-finite loss}, ...], "failed": N, "best_run": {name, by,
+/// value}} (absent numbers are null). The best run is the ok run with the lowest best_val_loss;
+/// when no run was validated, the lowest epoch_loss, and "by" says which.
 std::string runs_summary_json(const std::vector<RunResult>& results);
 /// The index of the best run (see runs_summary_json) and what it was chosen by ("best_val_loss" or
 /// "epoch_loss"); nullopt when no ok run has the number.

@@ -19,6 +19,32 @@ PipelinesFile parse(const std::string& text) {
   return parse_pipelines_config(text, "runs.toml", "/data/dir");
 }
 
+TEST(PipelinesConfig, PriorityComesFromTheRunOrTheDefaultsAndIsChecked) {
+  const PipelinesFile f = parse(R"(
+[defaults]
+priority = -3
+
+[[run]]
+name = "urgent"
+priority = 7
+
+[[run]]
+name = "background"
+)");
+  ASSERT_EQ(f.runs.size(), 2u);
+  EXPECT_EQ(f.runs[0].priority, 7);
+  EXPECT_EQ(f.runs[1].priority, -3);
+  // A bad value fails that run (the others still run), naming the line.
+  EXPECT_NE(parse("[[run]]\nname = \"a\"\npriority = 30\n")
+                .runs[0]
+                .error.find("runs.toml:3: priority must be an integer in [-19, 19]"),
+            std::string::npos);
+  EXPECT_NE(error_message([] {
+              parse("[sweep]\npriority = [1, 2]\n");
+            }).find("[sweep] cannot vary 'priority'"),
+            std::string::npos);
+}
+
 TEST(PipelinesConfig, RunKeysOverrideDefaultsAndPathsResolveAgainstTheFile) {
   const PipelinesFile f = parse(R"(
 [defaults]

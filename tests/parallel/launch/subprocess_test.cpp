@@ -104,6 +104,21 @@ TEST(Subprocess, StandardInputIsEmpty) {
   EXPECT_TRUE(p.wait().ok());
 }
 
+// The child's niceness goes up by `nice` (field 19 of /proc/PID/stat, read by the child's shell).
+TEST(Subprocess, RaisesTheChildsNiceness) {
+  SubprocessOptions o;
+  o.argv = {"sh", "-c", "read -r stat < /proc/$$/stat; set -- ${stat##*) }; echo ${17}"};
+  const auto niceness = [&](int nice) {
+    o.nice = nice;
+    Subprocess p = Subprocess::start(o);
+    const std::vector<std::string> lines = all_lines(p);
+    EXPECT_TRUE(p.wait().ok());
+    return lines.empty() ? std::string("?") : lines.front();
+  };
+  const std::string base = niceness(0);
+  EXPECT_EQ(niceness(5), std::to_string(std::stoi(base) + 5));
+}
+
 TEST(Subprocess, PassesEnvironmentVariablesOverTheInheritedOnes) {
   ::setenv("MT_SUBPROCESS_TEST_INHERITED", "from parent", 1);
   ::setenv("MT_SUBPROCESS_TEST_OVERRIDDEN", "old", 1);

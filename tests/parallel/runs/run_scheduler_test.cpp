@@ -125,6 +125,26 @@ TEST(RunScheduler, OneCpuSlotRunsCpuRunsOneAfterAnotherInFileOrder) {
   EXPECT_LE(r[1].end_time, r[2].start_time);
 }
 
+// Waiting runs start by priority, highest first, file order among equals; the nice value goes to
+// the child and the priority to the summary.
+TEST(RunScheduler, HigherPriorityRunsStartFirst) {
+  FakeWorld w;
+  std::vector<RunJob> jobs{fake_job("a", "cpu", 2), fake_job("b", "cpu", 2),
+                           fake_job("c", "cpu", 2), fake_job("d", "cpu", 2)};
+  jobs[1].priority = 5;
+  jobs[2].priority = -1;
+  jobs[2].nice = 1;
+  jobs[3].priority = 5;
+  const auto r = run_fake(w, jobs, fast(1, 0));
+  EXPECT_EQ(w.events[0], "start b");
+  std::vector<std::string> starts;
+  for (const std::string& e : w.events)
+    if (e.rfind("start ", 0) == 0) starts.push_back(e.substr(6));
+  EXPECT_EQ(starts, (std::vector<std::string>{"b", "d", "a", "c"}));
+  for (const SubprocessOptions& o : w.started) EXPECT_EQ(o.nice, o.argv[1] == "c" ? 1 : 0);
+  EXPECT_NE(runs_summary_json(r).find("\"priority\": 5"), std::string::npos);
+}
+
 TEST(RunScheduler, TwoCpuSlotsRunTwoAtOnce) {
   FakeWorld w;
   const auto r = run_fake(
