@@ -211,22 +211,8 @@ void InputFile::read_at(uint64_t offset, void* dst, std::size_t bytes) const {
 }
 
 void InputFile::read(void* dst, std::size_t bytes) {
-  char* p = static_cast<char*>(dst);
-  while (bytes > 0) {
-    const ssize_t n = ::read(fd_, p, bytes);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      MT_THROW(IoError, "cannot read '", path_, "': ", std::strerror(err), " (at byte ", position_,
-               ")");
-    }
-    // The size was checked against the header; a file that ends early shrank under us.
-    MT_CHECK_AS(IoError, n > 0, "cannot read '", path_, "': the file ends at byte ", position_,
-                " but ", bytes, " more bytes were expected (was it truncated while being read?)");
-    p += n;
-    bytes -= static_cast<std::size_t>(n);
-    position_ += static_cast<uint64_t>(n);
-  }
+  read_at(position_, dst, bytes);  // the size was checked against the header: an early end means
+  position_ += bytes;              // the file shrank under us, which read_at names
 }
 
 std::string read_file_bytes(const std::string& path) {
