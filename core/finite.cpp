@@ -7,15 +7,30 @@
 namespace minitrain {
 namespace {
 
+double value_of(float v) { return v; }
+double value_of(double v) { return v; }
+double value_of(BFloat16 v) { return to_float(v); }
+double value_of(Half v) { return to_float(v); }
+
 template <typename T>
 int64_t first_non_finite_of(const T* p, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(p[i])) return i;
+    if (!std::isfinite(value_of(p[i]))) return i;
   return -1;
 }
 
 double element(const Tensor& t, int64_t index) {
-  return t.dtype() == DType::Float32 ? double(t.data<float>()[index]) : t.data<double>()[index];
+  switch (t.dtype()) {
+    case DType::Float32:
+      return t.data<float>()[index];
+    case DType::Float64:
+      return t.data<double>()[index];
+    case DType::BFloat16:
+      return value_of(t.data<BFloat16>()[index]);
+    case DType::Float16:
+      return value_of(t.data<Half>()[index]);
+  }
+  return 0.0;
 }
 
 }  // namespace
@@ -23,10 +38,17 @@ double element(const Tensor& t, int64_t index) {
 int64_t first_non_finite(const Tensor& t) {
   MT_CHECK_AS(DeviceError, t.device().is_cpu(), "first_non_finite: the tensor is on ", t.device(),
               ", not the CPU");
-  if (t.dtype() == DType::Float32) return first_non_finite_of(t.data<float>(), t.numel());
-  MT_CHECK_AS(DTypeError, t.dtype() == DType::Float64, "first_non_finite: the tensor holds ",
-              t.dtype(), ", not float32 or float64");
-  return first_non_finite_of(t.data<double>(), t.numel());
+  switch (t.dtype()) {
+    case DType::Float32:
+      return first_non_finite_of(t.data<float>(), t.numel());
+    case DType::Float64:
+      return first_non_finite_of(t.data<double>(), t.numel());
+    case DType::BFloat16:
+      return first_non_finite_of(t.data<BFloat16>(), t.numel());
+    case DType::Float16:
+      return first_non_finite_of(t.data<Half>(), t.numel());
+  }
+  return -1;
 }
 
 std::string unravel_index(int64_t index, const Shape& shape) {

@@ -364,8 +364,13 @@ std::string shape_repr(const Shape& s) {
 // The bytes NumPy 1.24's np.save writes before the data, byte for byte.
 std::string npy_preamble(const Tensor& t) {
   const char order = host_is_little_endian() ? '<' : '>';
+  MT_CHECK_AS(DTypeError, t.dtype() != DType::BFloat16,
+              "save_npy: NumPy has no bfloat16 type; cast the tensor to float32 first");
+  const char* descr = t.dtype() == DType::Float32   ? "f4"
+                      : t.dtype() == DType::Float16 ? "f2"
+                                                    : "f8";
   std::string dict =
-      detail::concat("{'descr': '", order, t.dtype() == DType::Float32 ? "f4" : "f8",
+      detail::concat("{'descr': '", order, descr,
                      "', 'fortran_order': False, 'shape': ", shape_repr(t.shape()), ", }");
   if (t.ndim() > 0)
     dict += std::string(kGrowthAxisMaxDigits - std::to_string(t.size(0)).size(), ' ');

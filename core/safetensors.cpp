@@ -15,6 +15,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/half.h"
 
 // The format is little-endian and tensors are read straight into memory.
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -47,32 +48,6 @@ struct FileType {
   DType dtype = DType::Float32;
   bool widen = false;
 };
-
-float half_to_float(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1Fu;
-  const uint32_t mantissa = h & 0x3FFu;
-  uint32_t bits;
-  if (exponent == 0x1F) {
-    bits = sign | 0x7F800000u | (mantissa << 13);  // inf, nan (payload kept)
-  } else if (exponent != 0) {
-    bits = sign | ((exponent + (127 - 15)) << 23) | (mantissa << 13);
-  } else {
-    // zero or subnormal: mantissa * 2^-24, a normal float32, exactly
-    const float magnitude = std::ldexp(float(mantissa), -24);
-    return sign ? -magnitude : magnitude;
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-float bf16_to_float(uint16_t b) {
-  const uint32_t bits = uint32_t(b) << 16;  // bfloat16 is the top half of a float32
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 FileType file_type(const std::string& name, const std::string& path, const std::string& tensor) {
   if (name == "F16" || name == "BF16") return {name, 2, DType::Float32, true};
@@ -266,7 +241,7 @@ Tensor read_entry(InputFile& file, const Entry& e) {
   float* out = t.data<float>();
   const bool bf16 = e.type.name == "BF16";
   for (std::size_t i = 0; i < raw.size(); ++i)
-    out[i] = bf16 ? bf16_to_float(raw[i]) : half_to_float(raw[i]);
+    out[i] = bf16 ? to_float(BFloat16{raw[i]}) : to_float(Half{raw[i]});
   return t;
 }
 

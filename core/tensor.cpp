@@ -165,9 +165,30 @@ std::vector<T> Tensor::to_vector() const {
 }
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
+template std::vector<Half> Tensor::to_vector<Half>() const;
+
+namespace {
+template <typename T>
+std::vector<double> widened(const std::vector<T>& v) {
+  std::vector<double> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = double(to_float(v[i]));
+  return out;
+}
+}  // namespace
 
 std::vector<double> Tensor::to_double_vector() const {
-  if (dtype_ == DType::Float64) return to_vector<double>();
+  check_defined("to_double_vector");
+  switch (dtype_) {
+    case DType::Float64:
+      return to_vector<double>();
+    case DType::BFloat16:
+      return widened(to_vector<BFloat16>());
+    case DType::Float16:
+      return widened(to_vector<Half>());
+    case DType::Float32:
+      break;
+  }
   const std::vector<float> f = to_vector<float>();
   return {f.begin(), f.end()};
 }
@@ -176,7 +197,7 @@ double Tensor::item() const {
   check_defined("item");
   MT_CHECK_AS(ShapeError, numel() == 1, "item: tensor ", shape_, " has ", numel(),
               " elements, not one");
-  return dtype_ == DType::Float64 ? to_vector<double>()[0] : double(to_vector<float>()[0]);
+  return to_double_vector()[0];
 }
 
 }  // namespace minitrain

@@ -47,13 +47,7 @@ void print_dim(std::ostringstream& os, const std::vector<double>& values, const 
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
   const Tensor host = to(Device::cpu());
-  std::vector<double> values;
-  if (dtype() == DType::Float64) {
-    values = host.to_vector<double>();
-  } else {
-    const std::vector<float> f = host.to_vector<float>();
-    values.assign(f.begin(), f.end());
-  }
+  const std::vector<double> values = host.to_double_vector();
   double largest = 0;
   for (double v : values)
     if (std::isfinite(v)) largest = std::max(largest, std::fabs(v));

@@ -1,5 +1,6 @@
-// Cast entry points and the CPU loop. Memory-bound: the conversion (cvtps2pd / cvtpd2ps) is one
-// instruction per few elements; the time is the read and write streams.
+// Cast entry points and the CPU loops. Memory-bound: the conversion is one instruction
+// (cvtps2pd / cvtpd2ps) or a few integer operations (16-bit types) per element; the time is the
+// read and write streams.
 
 #include "kernels/cast.h"
 
@@ -7,7 +8,9 @@
 
 #include "core/parallel_for.h"
 #include "core/stream.h"
+#include "kernels/cast_pairs.h"
 #include "kernels/check.h"
+#include "kernels/convert.h"
 #include "kernels/dispatch.h"
 
 namespace minitrain {
@@ -15,41 +18,62 @@ namespace minitrain {
 template <typename To, typename From>
 void cast_cpu(To* out, const From* in, int64_t n) {
   parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) out[i] = static_cast<To>(in[i]);
+    for (int64_t i = begin; i < end; ++i) out[i] = convert<To>(in[i]);
   });
 }
-template void cast_cpu<float, double>(float*, const double*, int64_t);
-template void cast_cpu<double, float>(double*, const float*, int64_t);
+#define MT_INSTANTIATE_CAST_CPU(To, From) \
+  template void cast_cpu<To, From>(To*, const From*, int64_t);
+MT_CAST_PAIRS(MT_INSTANTIATE_CAST_CPU)
+
+template <typename T>
+void round_to_precision_cpu(float* out, const float* in, int64_t n) {
+  parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = round_to<T>(in[i]);
+  });
+}
+template void round_to_precision_cpu<BFloat16>(float*, const float*, int64_t);
+template void round_to_precision_cpu<Half>(float*, const float*, int64_t);
+
+namespace {
+// The device, shape and definedness checks of both entry points (check_compatible insists on one
+// dtype, so each operand is checked alone, then the pair).
+void check_pair(const char* op, const Tensor& out, const Tensor& in) {
+  check_compatible(op, {{"out", out}});
+  check_compatible(op, {{"in", in}});
+  MT_CHECK_AS(DeviceError, out.device() == in.device(), op,
+              ": operands are on different devices: out on ", out.device(), " ", out.shape(),
+              ", in on ", in.device(), " ", in.shape(), "; move them with .to(device) first");
+  check_same_shape(op, {{"out", out}, {"in", in}});
+}
+}  // namespace
 
 void cast(Tensor& out, const Tensor& in) {
-  // check_compatible insists on one dtype, so check each operand alone, then the pair's devices.
-  check_compatible("cast", {{"out", out}});
-  check_compatible("cast", {{"in", in}});
-  MT_CHECK_AS(DeviceError, out.device() == in.device(),
-              "cast: operands are on different devices: out on ", out.device(), " ", out.shape(),
-              ", in on ", in.device(), " ", in.shape(), "; move them with .to(device) first");
-  check_same_shape("cast", {{"out", out}, {"in", in}});
+  check_pair("cast", out, in);
   if (out.dtype() == in.dtype()) {
     if (out.raw_data() != in.raw_data()) out.copy_(in);
     return;
   }
   const int64_t n = in.numel();
-  dispatch_op(
-      "cast", in.device(), in.dtype(),
-      [&](auto from_zero) {
-        using From = decltype(from_zero);
-        dispatch_float(out.dtype(), [&](auto to_zero) {
-          using To = decltype(to_zero);
-          if constexpr (!std::is_same_v<To, From>)
-            cast_cpu<To, From>(out.data<To>(), in.data<From>(), n);
+  on_device(
+      "cast", in.device(),
+      [&] {
+        dispatch_any(in.dtype(), [&](auto from_zero) {
+          using From = decltype(from_zero);
+          dispatch_any(out.dtype(), [&](auto to_zero) {
+            using To = decltype(to_zero);
+            if constexpr (!std::is_same_v<To, From>)
+              cast_cpu<To, From>(out.data<To>(), in.data<From>(), n);
+          });
         });
       },
-      [&](auto from_zero, auto stream) {
-        using From = decltype(from_zero);
-        dispatch_float(out.dtype(), [&](auto to_zero) {
-          using To = decltype(to_zero);
-          if constexpr (!std::is_same_v<To, From>)
-            cast_cuda<To, From>(out.data<To>(), in.data<From>(), n, stream);
+      [&](auto stream) {
+        dispatch_any(in.dtype(), [&](auto from_zero) {
+          using From = decltype(from_zero);
+          dispatch_any(out.dtype(), [&](auto to_zero) {
+            using To = decltype(to_zero);
+            if constexpr (!std::is_same_v<To, From>)
+              cast_cuda<To, From>(out.data<To>(), in.data<From>(), n, stream);
+          });
         });
       });
 }
@@ -59,6 +83,36 @@ Tensor cast(const Tensor& in, DType to) {
   Tensor out = Tensor::empty(in.shape(), to, in.device());
   cast(out, in);
   return out;
+}
+
+void round_to_precision(Tensor& out, const Tensor& in, DType precision) {
+  check_pair("round_to_precision", out, in);
+  MT_CHECK_AS(DTypeError, out.dtype() == DType::Float32 && in.dtype() == DType::Float32,
+              "round_to_precision: takes float32 tensors, got out ", out.dtype(), " and in ",
+              in.dtype());
+  if (precision == DType::Float32) {
+    if (out.raw_data() != in.raw_data()) out.copy_(in);
+    return;
+  }
+  MT_CHECK_AS(DTypeError, is_half(precision),
+              "round_to_precision: precision must be bfloat16 or float16, got ", precision);
+  const int64_t n = in.numel();
+  on_device(
+      "round_to_precision", in.device(),
+      [&] {
+        dispatch_any(precision, [&](auto zero) {
+          using T = decltype(zero);
+          if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>)
+            round_to_precision_cpu<T>(out.data<float>(), in.data<float>(), n);
+        });
+      },
+      [&](auto stream) {
+        dispatch_any(precision, [&](auto zero) {
+          using T = decltype(zero);
+          if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>)
+            round_to_precision_cuda<T>(out.data<float>(), in.data<float>(), n, stream);
+        });
+      });
 }
 
 }  // namespace minitrain

@@ -29,8 +29,28 @@ decltype(auto) dispatch_float(DType dtype, F&& f) {
       return f(float{});
     case DType::Float64:
       return f(double{});
+    case DType::BFloat16:
+    case DType::Float16:
+      break;  // storage types: only the ops written for them take them (core/half.h)
   }
-  MT_THROW(DTypeError, "unsupported dtype ", dtype);
+  MT_THROW(DTypeError, "this op computes in float32 or float64, not ", dtype,
+           " (cast to float32 first)");
+}
+
+/// dispatch_float for ops that also take the 16-bit storage types (casts, copies of values):
+/// f(float{}), f(double{}), f(BFloat16{}) or f(Half{}).
+template <typename F>
+decltype(auto) dispatch_any(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::BFloat16:
+      return f(BFloat16{});
+    case DType::Float16:
+      return f(Half{});
+    case DType::Float32:
+    case DType::Float64:
+      break;
+  }
+  return dispatch_float(dtype, f);
 }
 
 namespace detail {

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <utility>
 
+#include "kernels/cast.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm/gemm_registry.h"
 #include "kernels/linear_forward.h"
@@ -43,6 +44,12 @@ Tensor Linear::forward(const Tensor& x) {
   MT_CHECK_AS(DeviceError, x.device() == w.device(), "linear: input is on ", x.device(),
               " but the layer's weight is on ", w.device(),
               "; move the input or the model (to()) to one device");
+  if (precision_ != DType::Float32 && w.dtype() == DType::Float32) {
+    MT_CHECK_AS(DTypeError, x.dtype() == DType::Float32 || x.dtype() == precision_,
+                "linear: input is ", x.dtype(), " but the layer computes in ", precision_,
+                " (float32 or ", precision_, " inputs)");
+    return forward_mixed(x);
+  }
   MT_CHECK_AS(DTypeError, x.dtype() == w.dtype(), "linear: input is ", x.dtype(),
               " but the layer's weight is ", w.dtype(), "; cast the input or build the layer with ",
               x.dtype());
@@ -63,6 +70,7 @@ Tensor Linear::backward(const Tensor& grad_output) {
   MT_CHECK_AS(ShapeError, dy.ndim() == 2 && dy.size(0) == x.size(0) && dy.size(1) == out_,
               "linear: grad_output is ", dy.shape(), " but the forward output was [", x.size(0),
               ", ", out_, "]");
+  if (is_half(x.dtype())) return backward_mixed(dy);
 
   // dW += dy^T x: [out, batch] x [batch, in], accumulated by the GEMM itself.
   gemm_with(gemm_backend_, ensure_grad(weight_), dy, /*trans_a=*/true, x, /*trans_b=*/false, 1.0,
@@ -83,9 +91,63 @@ Tensor Linear::backward(const Tensor& grad_output) {
   return dx;
 }
 
+Tensor Linear::rounded(const Tensor& t) const {
+  Tensor r = Tensor::empty(t.shape(), DType::Float32, t.device());
+  round_to_precision(r, t, precision_);
+  return r;
+}
+
+Tensor Linear::forward_mixed(const Tensor& x) {
+  const Tensor x16 = x.dtype() == precision_ ? x : cast(x, precision_);
+  Tensor acc = Tensor::empty(Shape{x.size(0), out_}, DType::Float32, x.device());
+  // One rounding of the float32 sum x W^T + b, as torch's 16-bit addmm (bias folded in by beta).
+  linear_forward_with(gemm_backend_, acc, cast(x16, DType::Float32), rounded(weight_.value),
+                      bias_.value.defined() ? rounded(bias_.value) : Tensor());
+  input_ = training_ ? x16 : Tensor();
+  return cast(acc, precision_);
+}
+
+Tensor Linear::backward_mixed(const Tensor& grad_output) {
+  const DType p = input_.dtype();
+  // A float32 gradient (a caller outside the trainer) is first rounded, as torch's cast would.
+  const Tensor dy =
+      cast(grad_output.dtype() == p ? grad_output : cast(grad_output, p), DType::Float32);
+  const Tensor x = cast(input_, DType::Float32);
+  // dW: the 16-bit product (rounded), added into the float32 gradient.
+  Tensor dw = Tensor::empty(weight_.value.shape(), DType::Float32, x.device());
+  gemm_with(gemm_backend_, dw, dy, /*trans_a=*/true, x, /*trans_b=*/false);
+  round_to_precision(dw, dw, p);
+  axpy(ensure_grad(weight_), 1.0, dw);
+  if (bias_.value.defined()) {
+    Tensor& db = ensure_grad(bias_);
+    if (!bias_scratch_.defined() || bias_scratch_.device() != db.device() ||
+        bias_scratch_.dtype() != db.dtype())
+      bias_scratch_ = Tensor::empty(Shape{out_}, db.dtype(), db.device());
+    sum_rows(bias_scratch_, dy);
+    round_to_precision(bias_scratch_, bias_scratch_, p);
+    axpy(db, 1.0, bias_scratch_);
+  }
+  if (!needs_input_grad_) return Tensor();
+  Tensor dx = Tensor::empty(x.shape(), DType::Float32, x.device());
+  gemm_with(gemm_backend_, dx, dy, /*trans_a=*/false, rounded(weight_.value), /*trans_b=*/false);
+  return cast(dx, p);
+}
+
 void Linear::set_gemm_backend(std::string name) {
   if (name != "auto") (void)minitrain::gemm_backend(name);  // ValueError listing the names
+  check_gemm_precision(name, precision_);
   gemm_backend_ = std::move(name);
+}
+
+void Linear::set_precision(DType precision) {
+  const DType before = precision_;
+  Module::set_precision(precision);  // DTypeError for float64 first
+  try {
+    check_gemm_precision(gemm_backend_, precision);
+  } catch (...) {
+    precision_ = before;  // a refused precision changes nothing
+    throw;
+  }
 }
 
 NamedParameters Linear::named_parameters(const std::string& prefix) {

@@ -3,6 +3,14 @@
 // add; backward is two GEMMs (dx = dy W, dW += dy^T x) and a column sum (db += sum_rows(dy)).
 // The three GEMMs run through a GEMM backend chosen by name (kernels/gemm/gemm_registry.h): "auto",
 // the device's default, unless set_gemm_backend picks another ("cublaslt" fuses the bias add).
+//
+// Under mixed precision (set_precision(bfloat16 or float16), torch.autocast's rule for linear)
+// the layer takes a float32 or 16-bit input and returns 16-bit: y = round16(x16 round16(W)^T +
+// round16(b)), every product exact and summed in float32, rounded once. Backward gives torch's
+// 16-bit gradients: dx = round16(dy W16), and dW, db rounded to 16 bits before they are added
+// into the float32 gradients of the master weights. The 16-bit operands reach the GEMM backend
+// widened to float32 (exact), so every backend that multiplies float32 exactly serves every
+// precision; the input is cached for backward in 16 bits, half the memory of float32.
 
 #include <string>
 
@@ -34,6 +42,8 @@ class Linear final : public Module {
   /// registered names for an unknown one; a backend for another device type is refused by the
   /// first forward, naming both.
   void set_gemm_backend(std::string name);
+  /// Also checks that the GEMM backend takes the precision (ValueError naming those that do).
+  void set_precision(DType precision) override;
   const std::string& gemm_backend() const noexcept { return gemm_backend_; }
 
  private:
@@ -42,6 +52,11 @@ class Linear final : public Module {
   Tensor input_;         // cached by forward in training mode (a handle: no copy)
   Tensor bias_scratch_;  // [out]: sum_rows(dy) before it is added into the bias gradient
   std::string gemm_backend_ = "auto";
+
+  Tensor forward_mixed(const Tensor& x);
+  Tensor backward_mixed(const Tensor& grad_output);
+  // W (or b) rounded to the precision, in float32: what the 16-bit GEMM multiplies by.
+  Tensor rounded(const Tensor& t) const;
 };
 
 }  // namespace minitrain

@@ -15,6 +15,12 @@ Tensor& ensure_grad(Parameter& p) {
 
 NamedParameters Module::named_parameters(const std::string& /*prefix*/) { return {}; }
 
+void Module::set_precision(DType precision) {
+  MT_CHECK_AS(DTypeError, precision == DType::Float32 || is_half(precision), repr(),
+              ": the training precision must be float32, bfloat16 or float16, not ", precision);
+  precision_ = precision;
+}
+
 void Module::to(Device device) {
   for (auto& [name, p] : named_parameters()) {
     p->value = p->value.to(device);

@@ -38,6 +38,13 @@ class Module {
   /// Linear); backward then still accumulates parameter gradients but returns an undefined Tensor.
   virtual void set_needs_input_grad(bool on) { needs_input_grad_ = on; }
   bool needs_input_grad() const noexcept { return needs_input_grad_; }
+  /// Mixed precision, torch.autocast's rule: with bfloat16 or float16, layers with a GEMM (Linear)
+  /// multiply in that type (inputs and a rounded copy of the weights, float32 accumulation) and
+  /// return it; parameters and their gradients stay float32 (the master copy the optimizer
+  /// steps). Layers without one follow their input's dtype. float32 (the default) turns it off.
+  /// Containers pass it to their children. DTypeError for float64.
+  virtual void set_precision(DType precision);
+  DType precision() const noexcept { return precision_; }
   /// Sets every parameter's gradient to zero (allocating it on first use).
   void zero_grad();
   int64_t num_parameters();
@@ -47,6 +54,7 @@ class Module {
  protected:
   bool training_ = true;
   bool needs_input_grad_ = true;
+  DType precision_ = DType::Float32;
 };
 
 }  // namespace minitrain

@@ -10,6 +10,7 @@ namespace minitrain {
 Sequential& Sequential::add(std::unique_ptr<Module> m) {
   MT_CHECK_AS(ValueError, m != nullptr, "Sequential::add: the module is null");
   m->train(training_);
+  if (precision_ != DType::Float32) m->set_precision(precision_);
   layers_.push_back(std::move(m));
   propagate_input_grad();
   return *this;
@@ -52,6 +53,11 @@ void Sequential::to(Device device) {
 void Sequential::train(bool on) {
   training_ = on;
   for (auto& layer : layers_) layer->train(on);
+}
+
+void Sequential::set_precision(DType precision) {
+  Module::set_precision(precision);
+  for (auto& layer : layers_) layer->set_precision(precision);
 }
 
 void Sequential::set_needs_input_grad(bool on) {

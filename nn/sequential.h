@@ -34,7 +34,8 @@ class Sequential final : public Module {
   void train(bool on = true) override;
   /// false: the first layer skips dL/dx, and so does every layer up to the first with parameters.
   void set_needs_input_grad(bool on) override;
-  std::string repr() const override;  ///< torch's multi-line repr
+  void set_precision(DType precision) override;  ///< every child's too
+  std::string repr() const override;             ///< torch's multi-line repr
 
   std::size_t size() const noexcept { return layers_.size(); }
   Module& operator[](std::size_t i) { return *layers_.at(i); }

@@ -101,9 +101,11 @@ void load_state_dict(Module& m, const std::vector<std::pair<std::string, Tensor>
 }
 
 void save_weights(const std::string& path, Module& m,
-                  const std::map<std::string, std::string>& metadata) {
+                  const std::map<std::string, std::string>& metadata, std::optional<DType> dtype) {
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (auto& [name, p] : m.named_parameters()) tensors.emplace_back(name, p->value);
+  for (auto& [name, p] : m.named_parameters())
+    tensors.emplace_back(name,
+                         dtype && *dtype != p->value.dtype() ? cast(p->value, *dtype) : p->value);
   std::map<std::string, std::string> meta = {{"minitrain_version", MINITRAIN_VERSION}};
   for (const auto& [k, v] : metadata) meta[k] = v;  // the caller's may override
   write_safetensors(path, tensors, meta);

@@ -185,6 +185,18 @@ std::vector<KeyEntry> make_table() {
                      "classifiers: also report top-k accuracy (default 1: top-1 only)"));
   t.push_back(member("sample-weights", K::String, &TrainConfig::sample_weights,
                      "W.npy: a weight per row; rows drawn with replacement (imbalanced data)"));
+  t.push_back(
+      member("precision", K::String, &TrainConfig::precision,
+             "fp32 | bf16 | fp16: mixed precision, float32 master weights (torch.autocast)"));
+  t.push_back(optional_member("loss-scale", K::Float, &TrainConfig::loss_scale,
+                              "fp16: initial dynamic loss scale (default 65536, GradScaler's)"));
+  t.push_back(optional_member("loss-scale-growth-interval", K::Int,
+                              &TrainConfig::loss_scale_growth_interval,
+                              "fp16: finite steps before the loss scale doubles (default 2000)"));
+  t.push_back(member("allow-tf32", K::Bool, &TrainConfig::allow_tf32,
+                     "CUDA: float32 GEMMs on TF32 tensor cores (no effect on the CPU)"));
+  t.push_back(member("save-dtype", K::String, &TrainConfig::save_dtype,
+                     "fp32 | bf16 | fp16: dtype of --save and --save-best files"));
   t.push_back(member(
       "gemm", K::String, &TrainConfig::gemm,
       "GEMM backend of the Linear layers: auto | a registered name (minitrain bench --list)"));

@@ -106,6 +106,12 @@ struct TrainConfig {
   int64_t topk = 1;         ///< classifiers: also report top-k accuracy when k > 1
   // ---- sampling ----
   std::string sample_weights;  ///< W.npy: one weight per row; rows drawn with replacement
+  // ---- precision (nn/module.h set_precision, optim/grad_scaler.h) ----
+  std::string precision = "fp32";    ///< fp32 | bf16 | fp16: the GEMMs' and activations' type
+  std::optional<double> loss_scale;  ///< fp16: the initial loss scale (GradScaler's 65536)
+  std::optional<int64_t> loss_scale_growth_interval;  ///< fp16: finite steps before it doubles
+  bool allow_tf32 = false;          ///< CUDA: float32 GEMMs on TF32 tensor cores (as torch's flag)
+  std::string save_dtype = "fp32";  ///< --save/--save-best weights: fp32 | bf16 | fp16
   // ---- kernels and memory ----
   std::string gemm = "auto";  ///< GEMM backend by registry name (kernels/gemm/gemm_registry.h)
   std::string memory_cap;     ///< device memory cap ("4GiB"); "": none

@@ -14,6 +14,7 @@
 #include "optim/make_optimizer.h"
 #include "optim/schedule.h"
 #include "train/config.h"
+#include "train/flag_context.h"
 #include "train/progress.h"
 
 namespace minitrain {
@@ -389,6 +390,24 @@ void validate_communication_and_memory(const TrainConfig& c) {
 
 }  // namespace
 
+// --precision and what goes with it: loss scaling is float16's, save-dtype a 16-bit or float32.
+void validate_precision(const TrainConfig& c) {
+  DType precision = DType::Float32;
+  with_flag_context("--precision", [&] { precision = parse_precision(c.precision); });
+  with_flag_context("--save-dtype", [&] { (void)parse_precision(c.save_dtype, "save dtype"); });
+  if (precision != DType::Float16 && (c.loss_scale || c.loss_scale_growth_interval))
+    MT_THROW(ValueError,
+             "--loss-scale and --loss-scale-growth-interval apply to --precision fp16 (bf16 has "
+             "float32's range and needs no loss scaling), not to --precision ",
+             c.precision);
+  if (c.loss_scale) {
+    check_finite("loss-scale", *c.loss_scale);
+    if (*c.loss_scale <= 0) MT_THROW(ValueError, "--loss-scale must be > 0, got ", *c.loss_scale);
+  }
+  if (c.loss_scale_growth_interval)
+    check_at_least("loss-scale-growth-interval", *c.loss_scale_growth_interval, 1);
+}
+
 void validate(const TrainConfig& c) {
   if (!starts_with(c.model, "mlp:"))
     MT_THROW(ValueError, "--model '", c.model,
@@ -402,6 +421,7 @@ void validate(const TrainConfig& c) {
   validate_loop_and_files(c);
   validate_parallel(c);
   validate_communication_and_memory(c);
+  validate_precision(c);
 }
 
 }  // namespace minitrain

@@ -88,6 +88,11 @@ std::string metrics_json_line(const StepStats& s, int64_t steps) {
   j["data_wait_ms"] = s.data_wait_ms;
   j["samples_per_s"] = s.samples_per_s;
   if (s.grad_norm >= 0) j["grad_norm"] = s.grad_norm;
+  if (std::isfinite(s.loss_scale)) {
+    j["loss_scale"] = s.loss_scale;
+    if (s.skipped) j["skipped"] = true;
+    j["skipped_steps"] = s.skipped_steps;
+  }
   j["device"] = s.device;
   j["memory_in_use_bytes"] = s.memory_in_use;
   j["memory_peak_bytes"] = s.memory_peak;

@@ -271,6 +271,14 @@ void check_gemm_backend(const std::string& name, Device device) {
   }
 }
 
+// --allow-tf32 is torch's flag: float32 GEMMs of CUDA devices on TF32 tensor cores, through
+// cuBLAS where it is linked (cublas_tf32), else the ladder's WMMA rung (the emulated GPUs). A
+// named --gemm is taken as named; on the CPU the flag changes nothing, as in torch.
+std::string gemm_for(const TrainConfig& c, Device device) {
+  if (!c.allow_tf32 || c.gemm != "auto" || !device.is_cuda()) return c.gemm;
+  return has_gemm_backend("cublas_tf32") ? "cublas_tf32" : "tc_tf32";
+}
+
 }  // namespace
 
 int64_t synthetic_rows(const std::string& spec) {
@@ -302,7 +310,9 @@ struct RunPlan {
   std::vector<int64_t> sizes;
   Activation activation = Activation::ReLU;
   ProgressMode progress_mode = ProgressMode::Lines;
-  bool classifier = false;  // the loss takes class labels
+  bool classifier = false;           // the loss takes class labels
+  DType precision = DType::Float32;  // --precision
+  std::string gemm;                  // --gemm, or what --allow-tf32 makes of auto on a GPU
 };
 
 // More threads than cores wait on each other (and on the OS): say so, as torch does not.
@@ -332,6 +342,9 @@ RunPlan plan_run(const TrainConfig& c, std::ostream& info) {
   }
   check_available(p.device);
   check_gemm_backend(c.gemm, p.device);
+  p.precision = parse_precision(c.precision);
+  p.gemm = gemm_for(c, p.device);
+  with_flag_context("--precision", [&] { check_gemm_precision(p.gemm, p.precision); });
   if (p.dp || p.mp || (p.ddp && c.stages != 0)) {
     p.devices = parallel_devices(c, p.device);
     p.device = p.devices.front();  // batches arrive, and the loss is computed, on the first
@@ -450,7 +463,8 @@ BuiltModel build_model(const TrainConfig& c, const RunPlan& p, Generator& gen, C
           Generator replica_gen(c.seed);
           std::unique_ptr<Sequential> m = make_mlp(p.sizes, p.activation, replica_gen, d);
           m->set_needs_input_grad(false);
-          set_gemm_backend(*m, c.gemm);
+          set_gemm_backend(*m, p.gemm);
+          m->set_precision(p.precision);
           return std::unique_ptr<Module>(std::move(m));
         },
         p.devices);
@@ -462,7 +476,8 @@ BuiltModel build_model(const TrainConfig& c, const RunPlan& p, Generator& gen, C
     // weights (and `gen` advances as there); the wrapper broadcasts rank 0's anyway.
     std::unique_ptr<Sequential> seq = make_mlp(p.sizes, p.activation, gen, device);
     seq->set_needs_input_grad(false);  // the input is data: skip the first layer's dx GEMM
-    set_gemm_backend(*seq, c.gemm);
+    set_gemm_backend(*seq, p.gemm);
+    seq->set_precision(p.precision);  // before splitting: the stages' layers keep it
     std::unique_ptr<Module> local;
     if (p.mp || (p.ddp && c.stages != 0)) {  // ddp with --stages: each rank a pipeline
       const int64_t stages = p.mp ? stages_or_default(c) : c.stages;
@@ -636,6 +651,15 @@ std::string describe_run(const TrainConfig& c, const RunData& d, const BuiltMode
          << static_cast<int>(b.model_parallel->bubble_fraction() * 100 + 0.5) << "%";
   }
   if (epochs > 0) what << " (" << epochs << (epochs == 1 ? " epoch)" : " epochs)");
+  if (c.precision != "fp32") {
+    what << ", " << precision_name(parse_precision(c.precision))
+         << " mixed precision (float32 master weights";
+    if (parse_precision(c.precision) == DType::Float16)
+      what << ", loss scale from " << c.loss_scale.value_or(GradScalerOptions{}.init_scale);
+    what << ")";
+  }
+  if (c.gemm != "auto" || c.allow_tf32)
+    what << ", GEMM " << c.gemm << (c.allow_tf32 ? " (allow-tf32)" : "");
   if (r.resumed_from_step >= 0) what << ", resuming after step " << r.resumed_from_step;
   return what.str();
 }
@@ -697,6 +721,13 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   to.checkpoint_metadata["config"] = config_to_json(c);
   to.generator = &gen;
   to.loss = make_loss(data.loss);
+  if (plan.precision == DType::Float16) {
+    GradScalerOptions so;
+    so.init_scale = c.loss_scale.value_or(so.init_scale);
+    so.growth_interval = c.loss_scale_growth_interval.value_or(so.growth_interval);
+    to.loss_scaling = so;
+  }
+  const DType save_dtype = parse_precision(c.save_dtype, "save dtype");
   if (built.distributed) {
     set_ddp_hooks(to, built.distributed, comm.get(), rank);
     if (c.sync_every) set_local_sgd_hooks(to, c, built.distributed, optimizer.get());
@@ -717,11 +748,11 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     to.eval_every = c.eval_every;
     to.early_stop = c.early_stop;
     if (!c.save_best.empty() && rank == 0) {
-      to.on_best = [&c, &model, &metadata](int64_t step, const ValMetrics& v) {
+      to.on_best = [&c, &model, &metadata, save_dtype](int64_t step, const ValMetrics& v) {
         auto m = metadata;
         m["step"] = std::to_string(step);
         m["val_loss"] = nlohmann::json(v.loss).dump();  // shortest round trip
-        save_weights(c.save_best, model, m);
+        save_weights(c.save_best, model, m, save_dtype);
       };
     }
   }
@@ -763,7 +794,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     if (rank == 0) {
       auto m = metadata;
       m["step"] = std::to_string(trainer.step());
-      save_weights(c.save, model, m);
+      save_weights(c.save, model, m, save_dtype);
     }
     report.saved = c.save;
   }

@@ -34,6 +34,11 @@ struct StepStats {
   int64_t samples = 0;         ///< rows in the step's batches
   double samples_per_s = 0.0;  ///< samples / step time
   double grad_norm = -1.0;     ///< before clipping; < 0 when not clipping
+  /// float16 loss scaling: the scale this step's loss was multiplied by (NaN without scaling),
+  /// whether the step was skipped for an inf/NaN gradient, and the run's skipped steps so far.
+  double loss_scale = std::numeric_limits<double>::quiet_NaN();
+  bool skipped = false;
+  int64_t skipped_steps = 0;
   std::string device;          ///< "cpu", "cuda:0"
   uint64_t memory_in_use = 0;  ///< device allocator bytes after the step
   uint64_t memory_peak = 0;

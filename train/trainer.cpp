@@ -13,6 +13,7 @@
 #include "core/checked_math.h"
 #include "core/host_memory.h"
 #include "core/stream.h"
+#include "kernels/cast.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 #include "optim/clip.h"
@@ -100,6 +101,7 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, DataLoader& loader, Traine
               options_.sync_every);
   MT_CHECK_AS(ValueError, options_.world_size >= 1, "Trainer: world_size must be >= 1, got ",
               options_.world_size);
+  if (options_.loss_scaling) scaler_.emplace(*options_.loss_scaling);
   if (options_.total_batches == 0)
     options_.total_batches = options_.total_steps * options_.grad_accum;
   MT_CHECK_AS(ValueError, options_.total_batches > (options_.total_steps - 1) * options_.grad_accum,
@@ -160,6 +162,11 @@ void Trainer::save_checkpoint(const std::string& path) {
     if (options_.validate)
       meta["validation"] =
           val_record_json(best_val_, best_step_, evals_since_best_, early_stopped_);
+    if (scaler_) {
+      nlohmann::json j(scaler_->state());
+      j["skipped_steps"] = std::to_string(skipped_steps_);
+      meta["grad_scaler"] = j.dump();
+    }
     minitrain::save_checkpoint(path, model_, optimizer_, position(), meta);
   }
   if (options_.after_checkpoint) options_.after_checkpoint();
@@ -195,6 +202,17 @@ void Trainer::resume(const std::string& path) {
   if (options_.generator != nullptr) options_.generator->set_state(p.rng_seed, p.rng_offset);
   loader_.seek(batches_seen_ / bpe, batches_seen_ % bpe);
   last_checkpoint_ = path;
+  const auto gs = meta.find("grad_scaler");
+  if (scaler_ && gs != meta.end()) {
+    const nlohmann::json j = nlohmann::json::parse(gs->second, nullptr, false);
+    MT_CHECK_AS(IoError, j.is_object(), "cannot resume from '", path,
+                "': its 'grad_scaler' metadata is not a JSON object: ", gs->second);
+    std::map<std::string, std::string> state;
+    for (const auto& [key, value] : j.items())
+      if (value.is_string()) state[key] = value.get<std::string>();
+    scaler_->load_state(state);
+    skipped_steps_ = meta_int(state, "skipped_steps", 0);
+  }
   const auto v = meta.find("validation");
   if (options_.validate && v != meta.end()) {
     const nlohmann::json j = nlohmann::json::parse(v->second, nullptr, false);
@@ -247,6 +265,24 @@ bool Trainer::evaluate(StepStats& s) {
   return early_stopped_;
 }
 
+bool Trainer::unscale_gradients(StepStats& s) {
+  if (!scaler_) return true;
+  s.loss_scale = scaler_->scale();
+  bool found_inf = !scaler_->unscale(model_.named_parameters());
+  // Under ddp the gradients were all-reduced, so an overflow on one rank is an inf on all. Local
+  // SGD keeps them local: the ranks then agree on skipping by a sum of the flags.
+  if (options_.average_replicas && options_.sum_over_ranks) {
+    std::vector<double> flag{found_inf ? 1.0 : 0.0};
+    options_.sum_over_ranks(flag);
+    found_inf = flag[0] > 0;
+  }
+  scaler_->update(found_inf);
+  if (found_inf) ++skipped_steps_;
+  s.skipped = found_inf;
+  s.skipped_steps = skipped_steps_;
+  return !found_inf;
+}
+
 StepStats Trainer::train_step() {
   const auto start = Clock::now();
   StepStats s;
@@ -267,7 +303,9 @@ StepStats Trainer::train_step() {
     Batch batch = loader_.next();
     s.data_wait_ms += seconds_since(wait_start) * 1e3;
     if (b == 0) s.epoch = batch.epoch + 1;
-    const Tensor pred = model_.forward(batch.x);
+    const Tensor out = model_.forward(batch.x);
+    // A 16-bit prediction (mixed precision) is widened: the loss is float32 (torch.autocast).
+    const Tensor pred = is_half(out.dtype()) ? cast(out, DType::Float32) : out;
     // Under model parallelism the batch arrives on the first stage's device and the prediction
     // leaves the last stage's: the targets follow the prediction (a no-op on one device).
     const Tensor target = batch.y.to(pred.device());
@@ -278,9 +316,11 @@ StepStats Trainer::train_step() {
       counts[0] += c.correct;
       counts[1] += c.counted;
     }
-    if (batches > 1) scale(grad, grad, 1.0 / static_cast<double>(batches));
+    // 1/batches as dividing the loss in torch; times the loss scale (a power of two: exact).
+    const double factor = (scaler_ ? scaler_->scale() : 1.0) / static_cast<double>(batches);
+    if (factor != 1.0) scale(grad, grad, factor);
     if (options_.before_backward) options_.before_backward(b == batches - 1);
-    model_.backward(grad);
+    model_.backward(out.dtype() == grad.dtype() ? grad : cast(grad, out.dtype()));
     loss_sum += loss.item();  // waits for the device: the step's loss is reported per step anyway
     // Every rank's batch has this many rows (the sampler gives each rank the same count).
     const int64_t rows = batch.x.size(0) * options_.world_size;
@@ -304,9 +344,10 @@ StepStats Trainer::train_step() {
     // With ddp the gradients were all-reduced, so they are the same on every rank: the local norm
     // is already the global one, and every rank clips by the same factor. (Local SGD: each rank
     // clips its own gradients by their own norm, as it steps on its own.)
-    if (options_.clip_grad_norm > 0)
+    const bool take = unscale_gradients(s);
+    if (take && options_.clip_grad_norm > 0)
       s.grad_norm = clip_grad_norm_(model_.named_parameters(), options_.clip_grad_norm);
-    optimizer_.step();
+    if (take) optimizer_.step();
     if (options_.average_replicas) {
       // An early stop follows an evaluation, itself a sync point; a stop request is agreed above.
       const bool checkpoint = checkpoint_due(s.step, stop_agreed_);

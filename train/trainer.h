@@ -11,8 +11,13 @@
 // forward, loss (options.loss, MSE by default), backward (the loss gradient scaled by 1/batches,
 // as dividing the loss in torch), then clip, check the loss is finite, and update. The loss
 // reported for a step is the mean of its batches' losses, computed before the update. Steps count
-// from 1. With options.validate, held-out evaluations follow the steps they are due after (every
-// eval_every steps, each epoch's end, the last step), and decide the best step and early stopping.
+// from 1. A model set to a 16-bit precision (Module::set_precision) returns 16-bit predictions:
+// the loss is computed in float32 on them widened, and its gradient rounded back (torch.autocast's
+// rule for losses); with options.loss_scaling (float16) the loss gradient is multiplied by the
+// scale, the gradients are unscaled and checked after backward, and a step with an inf/NaN
+// gradient is skipped (logged, not fatal: the scale backs off). With options.validate, held-out
+// evaluations follow the steps they are due after (every eval_every steps, each epoch's end, the
+// last step), and decide the best step and early stopping.
 
 #include <atomic>
 #include <cstdint>
@@ -27,6 +32,7 @@
 #include "data/data_loader.h"
 #include "nn/loss.h"
 #include "nn/module.h"
+#include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
@@ -60,6 +66,8 @@ struct TrainerOptions {
   /// The loss minimised; null: MSELoss with reduction mean. A loss with class-index targets makes
   /// a classifier: steps then report the accuracy of their batches.
   std::shared_ptr<Loss> loss;
+  /// Dynamic loss scaling (float16 training); none: no scaling. Its state is kept in checkpoints.
+  std::optional<GradScalerOptions> loss_scaling;
 
   // ---- held-out evaluation (train/validation.h) ----
   /// Evaluates the model on held-out data; null: no evaluations. Called on every rank alike.
@@ -180,7 +188,12 @@ class Trainer {
   // Runs it into s.val, updates the best and the patience; true when early stopping ends the run.
   bool evaluate(StepStats& s);
 
+  // float16: unscales and checks this step's gradients; true when the step may be taken.
+  bool unscale_gradients(StepStats& s);
+
   bool stop_agreed_ = false;  // the last step's stop decision, alike on every rank
+  std::optional<GradScaler> scaler_;
+  int64_t skipped_steps_ = 0;  // steps skipped for inf/NaN gradients, over the whole run
   std::shared_ptr<Loss> loss_;
   // The held-out record, kept in checkpoints so that a resumed run stops and saves as one that
   // was not interrupted.

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/cast.h"
 #include "train/class_metrics.h"
 
 namespace minitrain {
@@ -60,7 +61,9 @@ ValMetrics Validator::evaluate(Module& model) {
     Tensor x = Tensor::empty({k, data_->feature_dim()});
     Tensor y = Tensor::empty({k, data_->target_dim()});
     data_->gather(idx, x, y);
-    const Tensor pred = model.forward(x.to(options_.device));
+    const Tensor out = model.forward(x.to(options_.device));
+    // A 16-bit model's prediction (mixed precision) is scored in float32, as in training.
+    const Tensor pred = is_half(out.dtype()) ? cast(out, DType::Float32) : out;
     const Tensor target = y.to(pred.device());
     sums[0] += loss_->forward(pred, target).item();
     sums[1] += mean_divisor(y, options_.loss, loss_->target_kind());

@@ -134,6 +134,26 @@ std::string default_gemm_backend(Device device) {
   return "openblas";
 }
 
+bool gemm_backend_takes(const GemmBackend& backend, DType precision) {
+  if (backend.precisions.empty()) return true;
+  for (DType p : backend.precisions)
+    if (p == precision) return true;
+  return false;
+}
+
+void check_gemm_precision(const std::string& name, DType precision) {
+  if (name == "auto") return;
+  const GemmBackend& g = gemm_backend(name);
+  if (gemm_backend_takes(g, precision)) return;
+  std::string can;
+  for (const std::string& other : gemm_backend_names(g.device))
+    if (gemm_backend_takes(gemm_backend(other), precision))
+      can += (can.empty() ? "" : ", ") + other;
+  MT_THROW(ValueError, "GEMM backend '", name, "' cannot take precision ",
+           precision_name(precision), " (it rounds its inputs: ", g.technique,
+           "); backends that can: ", can, ", or auto");
+}
+
 void gemm_with(const std::string& backend, Tensor& c, const Tensor& a, bool trans_a,
                const Tensor& b, bool trans_b, double alpha, double beta) {
   const GemmDims d = check_gemm_operands("gemm_with", c, a, trans_a, b, trans_b);

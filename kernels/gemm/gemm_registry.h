@@ -33,6 +33,12 @@ struct GemmBackend {
   bool reduced_precision_inputs = false;
   GemmFloatFn float32;   ///< required
   GemmDoubleFn float64;  ///< optional: null when the backend has no float64 path
+  /// The training precisions (--precision) it takes. Under bf16/fp16 a layer hands a backend its
+  /// 16-bit operands widened to float32, so a backend that multiplies float32 exactly (or rounds
+  /// to TF32, which holds every bfloat16 and float16 value) computes the 16-bit product exactly;
+  /// tc_bf16 rounds its inputs to bfloat16 and so takes float32 (approximately, as
+  /// reduced_precision_inputs says) and bfloat16, not float16. Empty: every precision.
+  std::vector<DType> precisions;
 };
 
 /// Adds a backend. ValueError when the name is taken or empty, or float32 is null.
@@ -44,6 +50,12 @@ bool has_gemm_backend(const std::string& name);
 std::vector<std::string> gemm_backend_names(DeviceType device);
 /// The backend "auto" means on `device`: the fastest measured (see README's GEMM figures).
 std::string default_gemm_backend(Device device);
+
+/// Whether `backend` takes training precision `precision` (see GemmBackend::precisions).
+bool gemm_backend_takes(const GemmBackend& backend, DType precision);
+/// ValueError when the backend `name` ("auto": always fine) cannot take `precision`, naming the
+/// backends of its device type that can.
+void check_gemm_precision(const std::string& name, DType precision);
 
 /// kernels/gemm/gemm.h's gemm through a named backend ("auto": default_gemm_backend). Checks shapes
 /// and devices as gemm() does; ValueError when the backend is for another device type or lacks the

@@ -42,6 +42,9 @@ MPI_Datatype mpi_type(DType t) {
       return MPI_FLOAT;
     case DType::Float64:
       return MPI_DOUBLE;
+    case DType::BFloat16:
+    case DType::Float16:
+      break;  // MPI has no 16-bit float type
   }
   MT_THROW(DTypeError, "mpi: no MPI type for ", dtype_name(t));
 }

@@ -28,6 +28,10 @@ ncclDataType_t nccl_type(DType t) {
       return ncclFloat32;
     case DType::Float64:
       return ncclFloat64;
+    case DType::BFloat16:
+      return ncclBfloat16;
+    case DType::Float16:
+      return ncclFloat16;
   }
   MT_THROW(DTypeError, "nccl: no NCCL type for ", dtype_name(t));
 }

@@ -47,7 +47,12 @@ GemmBackend ladder_entry(const char* name, const char* technique, bool reduced_p
     DeviceGuard guard(device);
     launch(g, current_stream(device).native_handle());
   };
-  return GemmBackend{name, DeviceType::CUDA, technique, reduced_precision, std::move(fn), nullptr};
+  GemmBackend entry{name,          DeviceType::CUDA, technique, reduced_precision,
+                    std::move(fn), nullptr,          {}};
+  // tc_bf16 rounds its operands to bfloat16: float16 values would lose 3 mantissa bits. (tc_tf32
+  // keeps 10, which holds both 16-bit types exactly.)
+  if (std::string(name) == "tc_bf16") entry.precisions = {DType::Float32, DType::BFloat16};
+  return entry;
 }
 
 }  // namespace

@@ -1,0 +1,79 @@
+// GradScaler: the scale's arithmetic is torch's _amp_update_scale_ (in float32 there: every scale
+// it reaches from a power of two is a power of two, so float64 here gives the same values).
+
+#include "optim/grad_scaler.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/amp_unscale.h"
+#include "optim/detail.h"
+
+namespace minitrain {
+
+GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(options.init_scale) {
+  MT_CHECK_AS(ValueError, std::isfinite(options.init_scale) && options.init_scale > 0,
+              "GradScaler: init_scale must be a finite value > 0, got ", options.init_scale);
+  MT_CHECK_AS(ValueError, std::isfinite(options.growth_factor) && options.growth_factor > 1.0,
+              "GradScaler: growth_factor must be > 1, got ", options.growth_factor);
+  MT_CHECK_AS(ValueError, options.backoff_factor > 0.0 && options.backoff_factor < 1.0,
+              "GradScaler: backoff_factor must be in (0, 1), got ", options.backoff_factor);
+  MT_CHECK_AS(ValueError, options.growth_interval >= 1,
+              "GradScaler: growth_interval must be >= 1, got ", options.growth_interval);
+}
+
+bool GradScaler::unscale(const NamedParameters& params) const {
+  // One fused pass per device: a model-parallel model's parameters live on several.
+  std::vector<std::vector<Tensor>> by_device;
+  for (const auto& [name, p] : params) {
+    if (!p->grad.defined()) continue;
+    bool placed = false;
+    for (auto& group : by_device)
+      if (group.front().device() == p->grad.device()) {
+        group.push_back(p->grad);
+        placed = true;
+        break;
+      }
+    if (!placed) by_device.push_back({p->grad});
+  }
+  // torch: inv_scale = scale.double().reciprocal().float(), exact for a power of two.
+  const double inv = static_cast<double>(static_cast<float>(1.0 / scale_));
+  bool finite = true;
+  for (auto& group : by_device) finite = !unscale_and_check_finite(group, inv) && finite;
+  return finite;
+}
+
+void GradScaler::update(bool found_inf) {
+  if (found_inf) {
+    scale_ = static_cast<double>(static_cast<float>(scale_ * options_.backoff_factor));
+    growth_tracker_ = 0;
+    return;
+  }
+  if (++growth_tracker_ == options_.growth_interval) {
+    const float grown = static_cast<float>(scale_ * options_.growth_factor);
+    if (std::isfinite(grown)) scale_ = grown;  // torch keeps the old scale rather than inf
+    growth_tracker_ = 0;
+  }
+}
+
+std::map<std::string, std::string> GradScaler::state() const {
+  return {{"scale", optim_detail::format_double(scale_)},
+          {"growth_tracker", optim_detail::format_int(growth_tracker_)}};
+}
+
+void GradScaler::load_state(const std::map<std::string, std::string>& state) {
+  double scale = 0;
+  int64_t tracker = 0;
+  const bool found = optim_detail::read_double("GradScaler", state, "scale", &scale) &&
+                     optim_detail::read_int("GradScaler", state, "growth_tracker", &tracker);
+  MT_CHECK_AS(ValueError, found, "GradScaler: the saved state lacks 'scale' or 'growth_tracker'");
+  MT_CHECK_AS(ValueError, std::isfinite(scale) && scale > 0 && tracker >= 0,
+              "GradScaler: the saved scale ", scale, " and growth_tracker ", tracker,
+              " must be > 0 and >= 0");
+  scale_ = scale;
+  growth_tracker_ = tracker;
+}
+
+}  // namespace minitrain
