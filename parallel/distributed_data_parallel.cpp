@@ -28,6 +28,8 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "core/stream.h"
+#include "kernels/cast.h"
+#include "kernels/elementwise.h"
 #include "nn/sequential.h"
 #include "parallel/task_thread.h"
 
@@ -54,6 +56,7 @@ struct DistributedDataParallel::Impl {
     int64_t numel = 0;
     DType dtype;
     Tensor flat;      // the bucket's contiguous buffer on the communicator's device
+    Tensor narrow;    // flat in options.reduce_dtype when that is another type (else undefined)
     Event ready;      // recorded on the caller's stream when the bucket's gradients are final
     int pending = 0;  // parameters not yet ready in the backward in flight
   };
@@ -103,7 +106,11 @@ struct DistributedDataParallel::Impl {
       bytes += p_bytes;
       bucket_of[i] = static_cast<int>(buckets.size()) - 1;
     }
-    for (Bucket& b : buckets) b.flat = Tensor::empty(Shape({b.numel}), b.dtype, device());
+    for (Bucket& b : buckets) {
+      b.flat = Tensor::empty(Shape({b.numel}), b.dtype, device());
+      if (options.reduce_dtype != b.dtype)
+        b.narrow = Tensor::empty(Shape({b.numel}), options.reduce_dtype, device());
+    }
   }
 
   void map_layers() {
@@ -192,7 +199,15 @@ struct DistributedDataParallel::Impl {
       offset += g.numel();
     }
     // Communicator::all_reduce dispatches native vs ring from the communicator's options.
-    comm.all_reduce(b.flat, ReduceOp::Avg);
+    if (b.narrow.defined()) {
+      // Summed in the narrow type, divided once widened: one rounding fewer than a narrow Avg.
+      cast(b.narrow, b.flat);
+      comm.all_reduce(b.narrow, ReduceOp::Sum);
+      cast(b.flat, b.narrow);
+      scale(b.flat, b.flat, 1.0 / comm.size());
+    } else {
+      comm.all_reduce(b.flat, ReduceOp::Avg);
+    }
     offset = 0;
     for (int i : b.params) {
       Tensor& g = params[i].second->grad;

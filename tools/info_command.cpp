@@ -10,6 +10,21 @@
 #include "core/version.h"
 
 namespace minitrain::cli {
+namespace {
+
+// What --precision and --allow-tf32 get on a GPU of this compute capability. Every device takes
+// every precision (16-bit values are stored in 16 bits and widened for arithmetic); what differs
+// is which tensor-core paths exist.
+std::string gpu_precisions(const CudaDeviceInfo& d) {
+  if (d.compute_major >= 8)
+    return "fp32, bf16, fp16; tensor cores: tf32 (--allow-tf32, --gemm tc_tf32), bf16 (--gemm "
+           "tc_bf16)";
+  if (d.compute_major == 7)
+    return "fp32, bf16, fp16; tensor cores: fp16 only (bf16 and tf32 need compute 8.0)";
+  return "fp32, bf16, fp16; no tensor cores (compute 7.0 or newer has them)";
+}
+
+}  // namespace
 
 int run_info(std::ostream& out, bool open_libraries) {
   out << "minitrain " << MINITRAIN_VERSION << " ("
@@ -21,6 +36,8 @@ int run_info(std::ostream& out, bool open_libraries) {
       << available_cores() << " available to this process (affinity, cgroup quota), "
       << num_threads() << " used by minitrain (OMP_NUM_THREADS sets it); threads wait "
       << thread_wait_policy() << " (OMP_WAIT_POLICY)\n";
+  out << "cpu precisions: fp32, bf16, fp16 (--precision: 16-bit activations, float32 arithmetic "
+         "and master weights)\n";
 
   int code = 0;
   if (cuda_compiled()) {
@@ -41,6 +58,7 @@ int run_info(std::ostream& out, bool open_libraries) {
     out << "  cuda:" << d.index << "  " << d.name << ", compute " << d.compute_major << "."
         << d.compute_minor << ", " << d.multiprocessors << " SMs, " << format_bytes(d.total_bytes)
         << " total, " << format_bytes(d.free_bytes) << " free\n";
+    out << "          precisions: " << gpu_precisions(d) << "\n";
   }
   return code;
 }

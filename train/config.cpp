@@ -156,6 +156,9 @@ std::vector<KeyEntry> make_table() {
       "every K steps (not given: gradients all-reduced every step)"));
   t.push_back(member("sync-optimizer-state", K::Bool, &TrainConfig::sync_optimizer_state,
                      "--sync-every K > 1: average the optimizer moments too"));
+  t.push_back(member("grad-reduce-dtype", K::String, &TrainConfig::grad_reduce_dtype,
+                     "--parallel ddp: fp32 | bf16, the type gradients are all-reduced in (bf16 "
+                     "halves the bytes, rounding each bucket and each addition)"));
   static const std::string loss_help = join(loss_names(), " | ");
   t.push_back(member("loss", K::String, &TrainConfig::loss, loss_help.c_str()));
   t.push_back(member("class-weights", K::String, &TrainConfig::class_weights,

@@ -87,7 +87,8 @@ struct TrainConfig {
   /// Local SGD: each rank steps on its own and the parameters are averaged every K steps; not
   /// given: DDP (each step's gradients all-reduced, what K = 1 amounts to).
   std::optional<int64_t> sync_every;
-  bool sync_optimizer_state = false;  ///< local SGD: average the optimizer moments too
+  bool sync_optimizer_state = false;       ///< local SGD: average the optimizer moments too
+  std::string grad_reduce_dtype = "fp32";  ///< fp32 | bf16: the type gradients are all-reduced in
   // ---- loss (nn/loss.h) ----
   std::string loss = "mse";      ///< a name of loss_names()
   std::string class_weights;     ///< cross_entropy: "auto" (balanced) | W.npy (one per class)

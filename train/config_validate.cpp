@@ -406,6 +406,23 @@ void validate_precision(const TrainConfig& c) {
   }
   if (c.loss_scale_growth_interval)
     check_at_least("loss-scale-growth-interval", *c.loss_scale_growth_interval, 1);
+  if (c.grad_reduce_dtype != "fp32") {
+    if (c.grad_reduce_dtype != "bf16")
+      MT_THROW(ValueError, "--grad-reduce-dtype must be fp32 or bf16, got '", c.grad_reduce_dtype,
+               "'");
+    if (c.parallel != "ddp")
+      MT_THROW(ValueError, "--grad-reduce-dtype ", c.grad_reduce_dtype,
+               " sets how --parallel ddp all-reduces gradients, but --parallel is ", c.parallel,
+               "; add --parallel ddp or drop it");
+    if (c.all_reduce == "ring")
+      MT_THROW(ValueError,
+               "--grad-reduce-dtype bf16 needs --all-reduce native (NCCL or MPI sum "
+               "bfloat16; minitrain's ring adds in float32 and float64 only)");
+    if (c.sync_every)
+      MT_THROW(ValueError,
+               "--grad-reduce-dtype applies to DDP's gradient all-reduce; local SGD "
+               "(--sync-every) averages parameters instead: drop one of them");
+  }
 }
 
 void validate(const TrainConfig& c) {

@@ -492,6 +492,7 @@ BuiltModel build_model(const TrainConfig& c, const RunPlan& p, Generator& gen, C
     if (p.ddp) {
       DdpOptions ddp_options;
       ddp_options.bucket_bytes = static_cast<int64_t>(parse_bytes(c.bucket_size));
+      ddp_options.reduce_dtype = parse_precision(c.grad_reduce_dtype, "grad reduce dtype");
       auto ddpm = std::make_unique<DistributedDataParallel>(std::move(local), *comm, ddp_options);
       b.distributed = ddpm.get();
       b.model = std::move(ddpm);
@@ -621,9 +622,9 @@ void check_replicas_agree(Module& model, Communicator& comm) {
 }
 
 // The line that says what is trained where.
-std::string describe_run(const TrainConfig& c, const RunData& d, const BuiltModel& b,
-                         const TrainReport& r, const Communicator* comm, int64_t epochs,
-                         bool weighted_rows) {
+std::string describe_run(const TrainConfig& c, const RunPlan& p, const RunData& d,
+                         const BuiltModel& b, const TrainReport& r, const Communicator* comm,
+                         int64_t epochs, bool weighted_rows) {
   std::ostringstream what;
   what << "training " << c.model << " (" << c.activation << ", " << b.model->num_parameters()
        << " parameters) on " << r.device << ": " << c.data << " (" << d.train->size() << " rows";
@@ -638,6 +639,7 @@ std::string describe_run(const TrainConfig& c, const RunData& d, const BuiltMode
     what << ", distributed data parallel: " << world << (world == 1 ? " rank" : " ranks") << " ("
          << comm->backend() << ", " << c.all_reduce << " all-reduce, buckets of " << c.bucket_size
          << ", global batch " << c.batch_size * world;
+    if (c.grad_reduce_dtype != "fp32") what << ", gradients reduced in " << c.grad_reduce_dtype;
     if (c.sync_every)
       what << ", local SGD: parameters averaged every " << *c.sync_every
            << (*c.sync_every == 1 ? " step" : " steps")
@@ -779,7 +781,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   Progress progress(progress_out, plan.progress_mode, trainer.step() + 1, to.total_steps);
   // With several ranks only rank 0 talks to the console; the others keep their own logs.
   if (rank == 0) {
-    info << describe_run(c, data, built, report, comm.get(), epochs, !sample_weights.empty())
+    info << describe_run(c, plan, data, built, report, comm.get(), epochs, !sample_weights.empty())
          << "\n";
     info.flush();
   }

@@ -38,7 +38,7 @@ struct GemmBackend {
   /// to TF32, which holds every bfloat16 and float16 value) computes the 16-bit product exactly;
   /// tc_bf16 rounds its inputs to bfloat16 and so takes float32 (approximately, as
   /// reduced_precision_inputs says) and bfloat16, not float16. Empty: every precision.
-  std::vector<DType> precisions;
+  std::vector<DType> precisions = {};
 };
 
 /// Adds a backend. ValueError when the name is taken or empty, or float32 is null.

@@ -6,6 +6,7 @@
 
 #include "parallel/comm/mpi_communicator.h"
 
+#include "kernels/cast.h"
 #include "kernels/elementwise.h"
 
 #include <algorithm>
@@ -44,14 +45,52 @@ MPI_Datatype mpi_type(DType t) {
       return MPI_DOUBLE;
     case DType::BFloat16:
     case DType::Float16:
-      break;  // MPI has no 16-bit float type
+      return MPI_UINT16_T;  // MPI has no 16-bit float: the bits, reduced by the ops below
   }
   MT_THROW(DTypeError, "mpi: no MPI type for ", dtype_name(t));
 }
 
-MPI_Op mpi_op(ReduceOp op) {
-  return op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
+// Reductions of 16-bit floats (MPI_Op_create user functions over MPI_UINT16_T): each pair is
+// widened to float32, combined, and rounded back, as NCCL reduces bfloat16 and float16.
+template <typename T, bool kMax>
+void reduce_16bit(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const float x = to_float(a[i]), y = to_float(b[i]);
+    b[i] = narrow<T>(kMax ? (x > y ? x : y) : x + y);
+  }
+}
+
+MPI_Op create_op(MPI_User_function* f) {
+  MPI_Op op;
+  MPI_Op_create(f, /*commute=*/1, &op);
+  return op;  // kept for the process's life: MPI_Finalize releases it
+}
+
+MPI_Op mpi_op(ReduceOp op, DType t) {
+  const bool max = op == ReduceOp::Max;
+  if (t == DType::BFloat16) {
+    static const MPI_Op sum = create_op(&reduce_16bit<BFloat16, false>);
+    static const MPI_Op mx = create_op(&reduce_16bit<BFloat16, true>);
+    return max ? mx : sum;
+  }
+  if (t == DType::Float16) {
+    static const MPI_Op sum = create_op(&reduce_16bit<Half, false>);
+    static const MPI_Op mx = create_op(&reduce_16bit<Half, true>);
+    return max ? mx : sum;
+  }
+  return max ? MPI_MAX : MPI_SUM;
 }  // Avg: Sum, then scale
+
+// t *= factor for Avg; a 16-bit tensor through float32 (the element-wise kernels compute in
+// float32 or float64 only).
+void scale_in_place(Tensor& t, double factor) {
+  if (!is_half(t.dtype())) return scale(t, t, factor);
+  Tensor wide = cast(t, DType::Float32);
+  scale(wide, wide, factor);
+  cast(t, wide);
+}
 
 int mpi_count(const Tensor& t, const char* op) {
   MT_CHECK_AS(ValueError, t.numel() <= INT_MAX, op, ": ", t.numel(),
@@ -285,14 +324,14 @@ void MpiCommunicator::native_all_reduce(Tensor& t, ReduceOp op) {
   reserve_staging(t.nbytes());
   void* buf = host_side(t, 0, /*fill=*/true);
   std::vector<MPI_Request> req(1);
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(t, name), mpi_type(t.dtype()), mpi_op(op),
-                           comm_, &req[0]),
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(t, name), mpi_type(t.dtype()),
+                           mpi_op(op, t.dtype()), comm_, &req[0]),
             name, "MPI_Iallreduce");
   wait_all(req, name,
            detail::concat("the other ", size_ - 1, " ranks (MPI_Iallreduce of ", describe(t), ")"),
            {t, staging_});
   copy_back(t, buf);
-  if (op == ReduceOp::Avg) scale(t, t, 1.0 / size_);
+  if (op == ReduceOp::Avg) scale_in_place(t, 1.0 / size_);
 }
 
 void MpiCommunicator::broadcast(Tensor& t, int root) {
@@ -324,14 +363,14 @@ void MpiCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op)
   void* out_buf = host_side(out, aligned(in.nbytes()), /*fill=*/false);
   std::vector<MPI_Request> req(1);
   check_mpi(MPI_Ireduce_scatter_block(in_buf, out_buf, mpi_count(out, name), mpi_type(out.dtype()),
-                                      mpi_op(op), comm_, &req[0]),
+                                      mpi_op(op, out.dtype()), comm_, &req[0]),
             name, "MPI_Ireduce_scatter_block");
   wait_all(req, name,
            detail::concat("the other ", size_ - 1, " ranks (MPI_Ireduce_scatter_block of ",
                           describe(in), ")"),
            {out, in, staging_});
   copy_back(out, out_buf);
-  if (op == ReduceOp::Avg) scale(out, out, 1.0 / size_);
+  if (op == ReduceOp::Avg) scale_in_place(out, 1.0 / size_);
 }
 
 void MpiCommunicator::all_gather(Tensor& out, const Tensor& in) {
