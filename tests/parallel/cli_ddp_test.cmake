@@ -20,10 +20,16 @@
 #            sums are all-reduced, and every val_loss equals the one-device run's; val_rows is 7
 #            (no padded duplicate counted); --save-best keeps the one-device run's best weights, and
 #            --early-stop ends every rank after the same step.
+#   precision --precision bf16 and fp16 (plain SGD, lr 0.03: its steps show gradient differences as they
+#            are): NP ranks end nearer the one-device 16-bit run than a quarter of its distance from
+#            float32 (each rank rounds its own share of a gradient to 16 bits), fp16 ranks skip the
+#            one-device run's steps (forced to overflow), the hybrid runs bf16 too, and
+#            --grad-reduce-dtype bf16 halves the gradient bytes at a cost below the same bound.
 #   cuda     (label gpu) one NCCL rank per GPU vs one GPU; reports SKIP without a GPU.
 #   mpi_gpu  (label gpu) NP ranks with --device cuda --backend mpi (GPU tensors staged through
 #            pinned host memory, no NCCL; emulated GPUs do) vs one CPU device with the global
-#            batch; reports SKIP without a GPU.
+#            batch; then the same in bf16 with --grad-reduce-dtype bf16 (16-bit sums through
+#            MPI's staging) near the CPU bf16 run; reports SKIP without a GPU.
 # The data (synthetic:96) is a multiple of NP*4 for NP = 2 and 3, so every batch is full on
 # both sides and the sums differ only in float32 rounding.
 
@@ -88,6 +94,60 @@ elseif(CASE STREQUAL "hybrid")
     message(FATAL_ERROR "no hybrid info line:\n${out}")
   endif()
   same_weights(${WORK}/hybrid.safetensors ${WORK}/one.safetensors)
+elseif(CASE STREQUAL "precision")
+  string(REPLACE "--optimizer;adam;--lr;0.01" "--optimizer;sgd;--lr;0.03" sgd "${common}")
+  foreach(p fp32 bf16 fp16)
+    run(one ${MINITRAIN} train ${sgd} ${quiet} --epochs 4 --batch-size ${global_batch} --precision ${p}
+        --save ${WORK}/one_${p}.safetensors)
+  endforeach()
+  foreach(p bf16 fp16)
+    run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${sgd} ${quiet} --epochs 4 --batch-size 4
+        --precision ${p} --save ${WORK}/ddp_${p}.safetensors)
+    if(NOT out MATCHES "${p} mixed precision")
+      message(FATAL_ERROR "no ${p} in the ddp info line:\n${out}")
+    endif()
+    run(out ${TOOL} nearer ${WORK}/ddp_${p}.safetensors ${WORK}/one_${p}.safetensors ${WORK}/one_fp32.safetensors 0.25)
+    message(STATUS "${p}: ${out}")
+  endforeach()
+  # fp16 forced to overflow: every rank skips the same steps (the all-reduced gradients carry one
+  # rank's inf to all). Not the one-device run's steps: as in torch, each rank's backward starts
+  # from its own batch's mean loss, so its per-row gradients are NP times the one-device run's and
+  # overflow at a scale NP times smaller (with NP = 2: from 2^16 on where one device fits 2^17).
+  set(overflow --precision fp16 --loss-scale 268435456 --loss-scale-growth-interval 3)
+  run(one ${MINITRAIN} train ${sgd} ${quiet} --epochs 4 --batch-size ${global_batch} ${overflow} --log ${WORK}/one.jsonl)
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${sgd} ${quiet} --epochs 4 --batch-size 4 ${overflow}
+      --log ${WORK}/ddp.jsonl)
+  file(STRINGS ${WORK}/one.jsonl one_lines)
+  file(STRINGS ${WORK}/ddp.jsonl ddp_lines)
+  file(STRINGS ${WORK}/ddp.rank1.jsonl rank1_lines)
+  foreach(lines one_lines ddp_lines rank1_lines)
+    set(skips_${lines} "")
+    foreach(line IN LISTS ${lines})
+      string(JSON step GET "${line}" step)
+      string(JSON skipped ERROR_VARIABLE none GET "${line}" skipped)
+      if(skipped STREQUAL "ON" OR skipped STREQUAL "true")
+        list(APPEND skips_${lines} ${step})
+      endif()
+    endforeach()
+  endforeach()
+  list(LENGTH skips_one_lines n_skips)
+  list(LENGTH skips_ddp_lines n_ddp_skips)
+  if(n_skips LESS 5 OR n_ddp_skips LESS 5 OR NOT skips_ddp_lines STREQUAL skips_rank1_lines)
+    message(FATAL_ERROR "skipped steps: one device ${skips_one_lines}, rank 0 ${skips_ddp_lines}, rank 1 ${skips_rank1_lines}")
+  endif()
+  message(STATUS "fp16 skipped steps: ${skips_ddp_lines} on every rank (one device: ${skips_one_lines})")
+  # The hybrid: every rank a pipeline of 2 stages, in bf16.
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${sgd} ${quiet} --epochs 4 --batch-size 4
+      --precision bf16 --stages 2 --save ${WORK}/hybrid_bf16.safetensors)
+  run(out ${TOOL} nearer ${WORK}/hybrid_bf16.safetensors ${WORK}/one_bf16.safetensors ${WORK}/one_fp32.safetensors 0.25)
+  # Gradients reduced in bfloat16 (float32 training): not the exact average, but near it.
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${sgd} ${quiet} --epochs 4 --batch-size 4
+      --grad-reduce-dtype bf16 --save ${WORK}/ddp_fp32_bf16_reduce.safetensors)
+  if(NOT out MATCHES "gradients reduced in bf16")
+    message(FATAL_ERROR "no grad-reduce-dtype in the info line:\n${out}")
+  endif()
+  run(out ${TOOL} nearer ${WORK}/ddp_fp32_bf16_reduce.safetensors ${WORK}/one_fp32.safetensors ${WORK}/one_bf16.safetensors 0.5)
+  message(STATUS "bf16 gradient reduction: ${out}")
 elseif(CASE STREQUAL "weighted")
   run(out ${TOOL} weights ${WORK}/w.npy 96)
   run(one ${MINITRAIN} train ${common} ${quiet} --epochs 2 --batch-size ${global_batch} --sample-weights ${WORK}/w.npy
@@ -245,6 +305,17 @@ elseif(CASE STREQUAL "mpi_gpu")
     message(FATAL_ERROR "not an MPI run on GPU ranks:\n${out}")
   endif()
   same_weights(${WORK}/ddp.safetensors ${WORK}/one.safetensors)
+  # bf16 on GPU ranks, gradients summed in bfloat16 by MPI (through the pinned staging).
+  string(REPLACE "--optimizer;adam;--lr;0.01" "--optimizer;sgd;--lr;0.03" sgd_gpu "${on_gpu}")
+  string(REPLACE "--optimizer;adam;--lr;0.01" "--optimizer;sgd;--lr;0.03" sgd_cpu "${common}")
+  foreach(p fp32 bf16)
+    run(one ${MINITRAIN} train ${sgd_cpu} ${quiet} --epochs 2 --batch-size ${global_batch} --precision ${p}
+        --save ${WORK}/one_${p}.safetensors)
+  endforeach()
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${sgd_gpu} --backend mpi --epochs 2 --batch-size 4
+      --precision bf16 --grad-reduce-dtype bf16 --save ${WORK}/ddp_bf16.safetensors)
+  run(out ${TOOL} nearer ${WORK}/ddp_bf16.safetensors ${WORK}/one_bf16.safetensors ${WORK}/one_fp32.safetensors 0.5)
+  message(STATUS "bf16 GPU ranks: ${out}")
 elseif(CASE STREQUAL "validation")
   # 4 features, 2 targets, 7 rows.
   file(WRITE ${WORK}/val.csv "a,b,c,d,t1,t2\n0.1,0.2,0.3,0.4,0.5,-0.5\n-0.3,0.9,0.1,-0.2,0.1,0.2\n"

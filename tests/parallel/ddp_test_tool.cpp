@@ -2,6 +2,8 @@
 //   ddp_test_tool compare GOT.safetensors WANT.safetensors ATOL RTOL
 //       exit 0 when both files name the same tensors in the same order, none all zero, and every
 //       value satisfies |got - want| <= atol + rtol * |want|; else exit 1 naming the worst value.
+//   ddp_test_tool nearer GOT.safetensors WANT.safetensors OTHER.safetensors RATIO
+//       exit 0 when GOT differs from WANT, by at most RATIO times the largest |WANT - OTHER|.
 //   ddp_test_tool weights PATH.npy N
 //       writes N float32 sample weights (row i: i % 4, so every fourth row has weight 0).
 //   ddp_test_tool metadata CHECKPOINT.safetensors KEY
@@ -72,6 +74,31 @@ int compare(const std::string& got_path, const std::string& want_path, double at
   return bad == 0 ? 0 : 1;
 }
 
+// The largest |a - b| over two weights files of the same tensors; -1 when they do not match.
+double max_difference(const std::string& a_path, const std::string& b_path) {
+  const SafetensorsFile a = minitrain::read_safetensors(a_path),
+                        b = minitrain::read_safetensors(b_path);
+  if (a.tensors.size() != b.tensors.size()) return -1;
+  double worst = 0;
+  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
+    const std::vector<double> x = values(a.tensors[i].second), y = values(b.tensors[i].second);
+    if (x.size() != y.size() || a.tensors[i].first != b.tensors[i].first) return -1;
+    for (std::size_t k = 0; k < x.size(); ++k) worst = std::fmax(worst, std::fabs(x[k] - y[k]));
+  }
+  return worst;
+}
+
+// GOT differs from WANT (not the same run), by at most RATIO times what WANT differs from OTHER:
+// e.g. a 16-bit ddp run is nearer the 16-bit one-device run than that is to float32.
+int nearer(const std::string& got, const std::string& want, const std::string& other,
+           double ratio) {
+  const double d = max_difference(got, want), ref = max_difference(want, other);
+  const bool ok = d > 0 && ref > 0 && d <= ratio * ref;
+  std::printf("%s |got - want| %.6g, |want - other| %.6g (ratio %.3g, at most %g)\n",
+              ok ? "ok " : "BAD", d, ref, ref > 0 ? d / ref : 0.0, ratio);
+  return ok ? 0 : 1;
+}
+
 int write_weights(const std::string& path, long long n) {
   std::vector<float> w(static_cast<std::size_t>(n));
   for (long long i = 0; i < n; ++i) w[static_cast<std::size_t>(i)] = static_cast<float>(i % 4);
@@ -134,12 +161,14 @@ int main(int argc, char** argv) {
     if (what == "table" && argc == 6)
       return write_table(argv[2], std::atoll(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]));
     if (what == "close" && argc == 5) return close(argv[2], argv[3], std::atof(argv[4]));
+    if (what == "nearer" && argc == 6) return nearer(argv[2], argv[3], argv[4], std::atof(argv[5]));
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());
     return 1;
   }
   std::printf(
-      "usage: %s compare GOT WANT ATOL RTOL | weights PATH N | metadata FILE KEY | "
+      "usage: %s compare GOT WANT ATOL RTOL | nearer GOT WANT OTHER RATIO | weights PATH N | "
+      "metadata FILE KEY | "
       "table PATH N IN OUT | close A B RTOL\n",
       argv[0]);
   return 2;
