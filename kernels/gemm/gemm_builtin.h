@@ -11,6 +11,8 @@ namespace minitrain {
 GemmBackend openblas_gemm_backend();  ///< gemm_cpu (kernels/gemm/gemm.cpp): OpenBLAS tiles on
                                       ///< OpenMP; defined in gemm_registry.cpp
 GemmBackend eigen_gemm_backend();  ///< kernels/gemm_eigen.cpp: Eigen 3 products on row-major maps
+GemmBackend reference_gemm_backend();  ///< kernels/gemm/gemm_reference.cpp: in-order sums, as the
+                                       ///< CUDA ladder's naive rung
 
 // ---- CUDA (CUDA builds only) ----
 GemmBackend

@@ -44,6 +44,7 @@ class Registry {
   Registry() {
     add(openblas_gemm_backend());
     add(eigen_gemm_backend());
+    add(reference_gemm_backend());
 #if MINITRAIN_WITH_CUDA_LIBS
     add(cublas_gemm_backend());
     add(cublas_tf32_gemm_backend());

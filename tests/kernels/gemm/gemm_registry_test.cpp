@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "kernels/activation.h"
 #include "kernels/bias_add.h"
+#include "kernels/cast.h"
 #include "kernels/gemm/gemm.h"
 #include "tests/support/test_util.h"
 
@@ -145,10 +146,9 @@ TEST_P(CpuGemmBackend, EmptyProductScalesByBeta) {
 }
 
 std::vector<CpuCase> cpu_cases() {
-  return {{"openblas", DType::Float32},
-          {"openblas", DType::Float64},
-          {"eigen", DType::Float32},
-          {"eigen", DType::Float64}};
+  return {{"openblas", DType::Float32},  {"openblas", DType::Float64},
+          {"eigen", DType::Float32},     {"eigen", DType::Float64},
+          {"reference", DType::Float32}, {"reference", DType::Float64}};
 }
 INSTANTIATE_TEST_SUITE_P(Builtins, CpuGemmBackend, ::testing::ValuesIn(cpu_cases()),
                          [](const ::testing::TestParamInfo<CpuCase>& info) {
@@ -374,6 +374,33 @@ Tensor unfused_linear(const Tensor& x, const Tensor& w, const Tensor& b,
   return y;
 }
 #endif
+
+// The CPU's "reference" and the GPU ladder's "naive" sum each element's products in k order: on
+// operands that are 16-bit values (exact products, so a GPU's fused multiply-add rounds as the
+// CPU's multiply then add) they give the same bits, the basis of comparing mixed-precision runs
+// across devices bit for bit. Random bf16 values, odd shapes, every transpose.
+TEST(GemmRegistryCuda, ReferenceOnTheCpuEqualsNaiveOnTheGpuBitForBitOnSixteenBitValues) {
+  MT_SKIP_UNLESS_AVAILABLE(Device::cuda(0));
+  for (const Problem& p : std::vector<Problem>{{1, 1, 1}, {7, 13, 5}, {33, 65, 17}, {64, 300, 31}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const uint32_t seed = uint32_t(p.m * 5 + p.k + 3 * p.n + 2 * ta + tb);
+        const auto bf16_values = [](const Shape& s, uint32_t sd) {
+          Tensor t = testing::random_tensor(s, sd, Device::cpu(), DType::Float32);
+          round_to_precision(t, t, DType::BFloat16);
+          return t;
+        };
+        const Tensor a = bf16_values(stored(p.m, p.k, ta), seed);
+        const Tensor b = bf16_values(stored(p.k, p.n, tb), seed + 1);
+        Tensor c_cpu = Tensor::zeros(Shape{p.m, p.n}, DType::Float32, Device::cpu());
+        Tensor c_gpu = Tensor::zeros(Shape{p.m, p.n}, DType::Float32, Device::cuda(0));
+        gemm_with("reference", c_cpu, a, ta, b, tb);
+        gemm_with("naive", c_gpu, a.to(Device::cuda(0)), ta, b.to(Device::cuda(0)), tb);
+        ASSERT_GT(testing::host_max_abs(c_cpu), 0.0);
+        EXPECT_EQ(host_values(c_gpu), host_values(c_cpu))
+            << "m " << p.m << " k " << p.k << " n " << p.n << " ta " << ta << " tb " << tb;
+      }
+}
 
 TEST(GemmRegistryCuda, CublasLtFusedEpiloguesMatchUnfusedComposition) {
   MT_SKIP_UNLESS_AVAILABLE(Device::cuda(0));
