@@ -108,9 +108,10 @@ TEST(PrecisionRun, SixteenBitRunsLearnAndDifferFromFloat32) {
   ScratchDir dir;
   for (const std::string p : {"fp32", "bf16", "fp16"}) {
     const std::string info = train(sgd_run(dir, p, p));
-    if (p != "fp32")
+    if (p != "fp32") {
       EXPECT_NE(info.find(p + " mixed precision (float32 master weights"), std::string::npos)
           << info;
+    }
     const auto lines = log_lines(dir.path(p + ".jsonl"));
     ASSERT_EQ(lines.size(), 36u);
     const auto [first, last] = first_and_last_epoch(lines, 6);
@@ -356,7 +357,9 @@ TEST(PrecisionRunCuda, WithInOrderGemmsTheGpuRunIsTheCpuRunBitForBit) {
           << p << " step " << i + 1;
       EXPECT_EQ(a[i].value("loss_scale", 0.0), b[i].value("loss_scale", 0.0)) << p << " " << i + 1;
     }
-    if (p == "fp16") EXPECT_GT(b.back()["skipped_steps"].get<int64_t>(), 0);
+    if (p == "fp16") {
+      EXPECT_GT(b.back()["skipped_steps"].get<int64_t>(), 0);
+    }
   }
 }
 
