@@ -20,7 +20,8 @@ void activation_forward_cpu(Activation a, T* y, const T* x, int64_t n) {
   dispatch_activation(a, [&](auto math) {
     using M = decltype(math);
     parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) y[i] = M::forward(x[i]);
+      const ActivationOf<M> f;
+      for (int64_t i = begin; i < end; ++i) y[i] = f(x[i]);
     });
   });
 }
@@ -30,7 +31,8 @@ void activation_backward_cpu(Activation a, T* grad_x, const T* grad_y, const T* 
   dispatch_activation(a, [&](auto math) {
     using M = decltype(math);
     parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) grad_x[i] = M::backward(grad_y[i], x[i]);
+      const ActivationGradOf<M> f;
+      for (int64_t i = begin; i < end; ++i) grad_x[i] = f(grad_y[i], x[i]);
     });
   });
 }
@@ -41,6 +43,11 @@ template void activation_backward_cpu<float>(Activation, float*, const float*, c
                                              int64_t);
 template void activation_backward_cpu<double>(Activation, double*, const double*, const double*,
                                               int64_t);
+template void activation_forward_cpu<BFloat16>(Activation, BFloat16*, const BFloat16*, int64_t);
+template void activation_forward_cpu<Half>(Activation, Half*, const Half*, int64_t);
+template void activation_backward_cpu<BFloat16>(Activation, BFloat16*, const BFloat16*,
+                                                const BFloat16*, int64_t);
+template void activation_backward_cpu<Half>(Activation, Half*, const Half*, const Half*, int64_t);
 
 // ---- entry points ----
 
@@ -48,7 +55,7 @@ void activation_forward(Tensor& y, const Tensor& x, Activation a) {
   check_compatible("activation_forward", {{"y", y}, {"x", x}});
   check_same_shape("activation_forward", {{"y", y}, {"x", x}});
   const int64_t n = x.numel();
-  dispatch_op(
+  dispatch_op_any(
       "activation_forward", x.device(), x.dtype(),
       [&](auto zero) {
         using T = decltype(zero);
@@ -64,7 +71,7 @@ void activation_backward(Tensor& grad_x, const Tensor& grad_y, const Tensor& x, 
   check_compatible("activation_backward", {{"grad_x", grad_x}, {"grad_y", grad_y}, {"x", x}});
   check_same_shape("activation_backward", {{"grad_x", grad_x}, {"grad_y", grad_y}, {"x", x}});
   const int64_t n = x.numel();
-  dispatch_op(
+  dispatch_op_any(
       "activation_backward", x.device(), x.dtype(),
       [&](auto zero) {
         using T = decltype(zero);

@@ -1,7 +1,9 @@
 #pragma once
 // Activation functions, forward and backward: relu, gelu (erf form), gelu_tanh, tanh, sigmoid.
 // Memory-bound: one read and one write per element (backward: two reads), with the scalar math
-// in kernels/activation_math.h shared by the CPU loops and the CUDA kernels.
+// in kernels/activation_math.h shared by the CPU loops and the CUDA kernels. float32, float64,
+// and the 16-bit storage types of mixed precision (bfloat16, float16: computed in float32 and
+// rounded once; tanh and sigmoid backward from the 16-bit output, as torch's autocast runs do).
 
 #include <cstdint>
 #include <string>

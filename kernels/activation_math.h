@@ -4,11 +4,18 @@
 // PyTorch's own kernels term for term (aten/src/ATen/native/cpu/Activation.cpp, UnaryOpsKernel),
 // in the element type: float math for float tensors, as torch computes them.
 //
-// Every backward takes the forward INPUT x and the incoming gradient g and returns g * f'(x).
+// Every backward takes the forward INPUT x and the incoming gradient g and returns g * f'(x);
+// tanh and sigmoid also have the form torch itself computes, from the forward OUTPUT y.
+//
+// 16-bit storage (bfloat16/float16, mixed precision): ActivationOf / ActivationGradOf below widen
+// to float32, compute, and round once to the storage type, as torch's CPU and CUDA kernels do.
 
 #include <cmath>
+#include <type_traits>
 
+#include "core/half.h"
 #include "core/host_device.h"
+#include "kernels/convert.h"
 
 namespace minitrain {
 
@@ -79,9 +86,12 @@ MT_HOST_DEVICE T tanh_forward(T x) {
   return actmath::tanh(x);
 }
 template <typename T>
+MT_HOST_DEVICE T tanh_backward_from_output(T g, T y) {
+  return g * (T(1) - y * y);  // torch's tanh_backward(grad, output)
+}
+template <typename T>
 MT_HOST_DEVICE T tanh_backward(T g, T x) {
-  const T y = actmath::tanh(x);
-  return g * (T(1) - y * y);
+  return tanh_backward_from_output(g, tanh_forward(x));
 }
 
 // ---- sigmoid: exp of a non-positive number only, so no overflow for large |x| ----
@@ -92,13 +102,20 @@ MT_HOST_DEVICE T sigmoid_forward(T x) {
   return e / (T(1) + e);
 }
 template <typename T>
+MT_HOST_DEVICE T sigmoid_backward_from_output(T g, T y) {
+  return g * (T(1) - y) * y;  // torch's sigmoid_backward(grad, output) order: grad * (1 - y) * y
+}
+template <typename T>
 MT_HOST_DEVICE T sigmoid_backward(T g, T x) {
-  const T y = sigmoid_forward(x);
-  return g * (T(1) - y) * y;  // torch's sigmoid_backward order: grad * (1 - y) * y
+  return sigmoid_backward_from_output(g, sigmoid_forward(x));
 }
 
 // ---- the same functions as types, so a kernel or loop can be templated on the activation ----
+// kSavesOutput: torch keeps the forward's output for backward (tanh, sigmoid) and differentiates
+// from it; the others keep the input. The same in float32 (y = f(x) either way), not once y is
+// rounded to 16 bits.
 struct ReluMath {
+  static constexpr bool kSavesOutput = false;
   template <typename T>
   static MT_HOST_DEVICE T forward(T x) {
     return relu_forward(x);
@@ -109,6 +126,7 @@ struct ReluMath {
   }
 };
 struct GeluMath {
+  static constexpr bool kSavesOutput = false;
   template <typename T>
   static MT_HOST_DEVICE T forward(T x) {
     return gelu_forward(x);
@@ -119,6 +137,7 @@ struct GeluMath {
   }
 };
 struct GeluTanhMath {
+  static constexpr bool kSavesOutput = false;
   template <typename T>
   static MT_HOST_DEVICE T forward(T x) {
     return gelu_tanh_forward(x);
@@ -129,6 +148,11 @@ struct GeluTanhMath {
   }
 };
 struct TanhMath {
+  static constexpr bool kSavesOutput = true;
+  template <typename T>
+  static MT_HOST_DEVICE T backward_from_output(T g, T y) {
+    return tanh_backward_from_output(g, y);
+  }
   template <typename T>
   static MT_HOST_DEVICE T forward(T x) {
     return tanh_forward(x);
@@ -139,6 +163,11 @@ struct TanhMath {
   }
 };
 struct SigmoidMath {
+  static constexpr bool kSavesOutput = true;
+  template <typename T>
+  static MT_HOST_DEVICE T backward_from_output(T g, T y) {
+    return sigmoid_backward_from_output(g, y);
+  }
   template <typename T>
   static MT_HOST_DEVICE T forward(T x) {
     return sigmoid_forward(x);
@@ -146,6 +175,38 @@ struct SigmoidMath {
   template <typename T>
   static MT_HOST_DEVICE T backward(T g, T x) {
     return sigmoid_backward(g, x);
+  }
+};
+
+// ---- element functors for every storage type, shared by the CPU loops and the CUDA kernels ----
+template <typename T>
+inline constexpr bool kIsHalf = std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>;
+
+/// y = f(x). A 16-bit x is widened, f computed in float32 and the result rounded once.
+template <typename M>
+struct ActivationOf {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    if constexpr (kIsHalf<T>)
+      return narrow<T>(M::forward(widen(x)));
+    else
+      return M::forward(x);
+  }
+};
+
+/// grad_x = g * f'(x), x the forward input. For 16-bit tensors in float32 and rounded once; tanh
+/// and sigmoid differentiate from the 16-bit output y = ActivationOf(x), the value torch saved.
+template <typename M>
+struct ActivationGradOf {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T g, T x) const {
+    if constexpr (!kIsHalf<T>) {
+      return M::backward(g, x);
+    } else if constexpr (M::kSavesOutput) {
+      return narrow<T>(M::backward_from_output(widen(g), widen(ActivationOf<M>{}(x))));
+    } else {
+      return narrow<T>(M::backward(widen(g), widen(x)));
+    }
   }
 };
 

@@ -86,6 +86,17 @@ decltype(auto) dispatch_op(const char* op, const Device& device, DType dtype, Cp
       });
 }
 
+/// dispatch_op for ops that also take the 16-bit storage types (dispatch_any's T).
+template <typename Cpu, typename Cuda>
+decltype(auto) dispatch_op_any(const char* op, const Device& device, DType dtype, Cpu&& cpu,
+                               Cuda&& cuda) {
+  return on_device(
+      op, device, [&] { return dispatch_any(dtype, cpu); },
+      [&](auto stream) {
+        return dispatch_any(dtype, [&](auto zero) { return cuda(zero, stream); });
+      });
+}
+
 }  // namespace minitrain
 
 // MT_CUDA_ONLY(stmt): `stmt` in CUDA builds, the op-naming DeviceError in CPU-only ones. For the

@@ -1,7 +1,8 @@
 // Activation layers: forward writes a fresh output and keeps the input (a handle) for backward,
 // which is one element-wise pass, grad_x = grad_y * f'(x). A bfloat16/float16 input (mixed
-// precision) is computed on in float32 and the result rounded back, as torch's CPU and CUDA
-// kernels do for these types; the cached input stays 16-bit, which is the memory it saves.
+// precision) goes through the kernels' 16-bit path (computed in float32, rounded once, as torch's
+// CPU and CUDA kernels do for these types; tanh and sigmoid differentiate from the rounded output,
+// as torch does); the cached input stays 16-bit, which is the memory it saves.
 
 #include "nn/activation_layer.h"
 
@@ -11,9 +12,7 @@ namespace minitrain {
 
 Tensor ActivationLayer::forward(const Tensor& x) {
   MT_CHECK(x.defined(), activation_name(kind_), ": input is an undefined tensor");
-  Tensor y = is_half(x.dtype())
-                 ? cast(activation_forward(cast(x, DType::Float32), kind_), x.dtype())
-                 : activation_forward(x, kind_);
+  Tensor y = activation_forward(x, kind_);
   input_ = training_ ? x : Tensor();
   return y;
 }
@@ -26,10 +25,10 @@ Tensor ActivationLayer::backward(const Tensor& grad_output) {
   MT_CHECK_AS(ShapeError, grad_output.shape() == input_.shape(), repr(), ": grad_output is ",
               grad_output.shape(), " but the forward output was ", input_.shape());
   if (!needs_input_grad_) return Tensor();
-  if (is_half(input_.dtype())) {
-    const Tensor dy = cast(grad_output, DType::Float32);
-    return cast(activation_backward(dy, cast(input_, DType::Float32), kind_), input_.dtype());
-  }
+  // A float32 gradient for a 16-bit input (a caller outside the trainer) is rounded first, as
+  // torch's cast would.
+  if (is_half(input_.dtype()) && grad_output.dtype() != input_.dtype())
+    return activation_backward(cast(grad_output, input_.dtype()), input_, kind_);
   return activation_backward(grad_output, input_, kind_);
 }
 

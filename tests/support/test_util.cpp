@@ -75,12 +75,7 @@ Tensor tensor_of(const std::vector<double>& values, const Shape& shape, Device d
   return Tensor::from_vector(std::vector<float>(values.begin(), values.end()), shape, device);
 }
 
-std::vector<double> host_values(const Tensor& t) {
-  const Tensor h = t.to(Device::cpu());
-  if (h.dtype() == DType::Float64) return h.to_vector<double>();
-  const std::vector<float> f = h.to_vector<float>();
-  return std::vector<double>(f.begin(), f.end());
-}
+std::vector<double> host_values(const Tensor& t) { return t.to(Device::cpu()).to_double_vector(); }
 
 double host_max_abs(const Tensor& t) {
   double m = 0;
