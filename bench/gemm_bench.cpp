@@ -1,16 +1,17 @@
 // GEMM through every registered backend of one device (kernels/gemm/gemm_registry.h), float32:
-//   GPU: cublas, cublas_tf32, cublaslt and the hand-written ladder (kernels/gemm/gemm_ladder/),
-//   CPU: openblas (minitrain's default) and eigen.
+//   GPU: cublas, cublas_tf32, cublas_bf16, cublaslt and the hand-written ladder
+//   (kernels/gemm/gemm_ladder/), CPU: openblas (minitrain's default) and eigen.
 // Shapes: squares 128..8192 (the CPU stops at 2048: beyond it a run takes minutes on a few cores),
 // and the three GEMMs of a Linear layer at the trainer's MLP shapes, batch 64 and 256 x widths
 // 64..1024: forward y = x W^T, backward dx = dy W and dW = dy^T x.
 //
 // Counters: GFLOP/s (2mnk per GEMM) and pct_of_ref, this backend's speed as a percentage of the
-// reference measured in the same run for the same shape: cuBLAS FP32 on the GPU (cuBLAS TF32 for
-// reduced-precision tensor-core variants), OpenBLAS on the CPU. The reference runs first for each
-// shape; when a filter leaves it out, it is timed inline before the backend. GPU times are CUDA
-// events after warm-up with L2 flushed (bench/gpu_timing.h, manual time); CPU times are Google
-// Benchmark's real-time loop.
+// reference measured in the same run for the same shape: cuBLAS FP32 on the GPU, and for the
+// ladder's tensor-core rungs cuBLAS on the same tensor-core format (tc_tf32 against cublas_tf32,
+// tc_bf16 against cublas_bf16: float32 in and out, inputs rounded alike); OpenBLAS on the CPU. The
+// reference runs first for each shape; when a filter leaves it out, it is timed inline before the
+// backend. GPU times are CUDA events after warm-up with L2 flushed (bench/gpu_timing.h, manual
+// time); CPU times are Google Benchmark's real-time loop.
 //
 //   minitrain_gemm_bench [--device=auto|cpu|cuda] [--threads=N] [--benchmark_filter=mlp]
 //                        [--benchmark_format=json]
@@ -141,6 +142,14 @@ void run(benchmark::State& state, const GemmBackend& backend, const std::string&
   state.SetLabel("ref " + reference);
 }
 
+// The reference a backend is measured against: a tensor-core rung "tc_<format>" against cuBLAS
+// on the same format ("cublas_<format>") where cuBLAS is linked; everything else against fp32_ref.
+std::string reference_for(const GemmBackend& backend, const std::string& fp32_ref) {
+  if (!backend.reduced_precision_inputs || backend.name.rfind("tc_", 0) != 0) return fp32_ref;
+  const std::string same_format = "cublas_" + backend.name.substr(3);
+  return minitrain::has_gemm_backend(same_format) ? same_format : fp32_ref;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -153,7 +162,7 @@ int main(int argc, char** argv) {
     const std::string fp32_ref = device.is_cuda() ? "cublas" : "openblas";
     // Per shape: the references first, so that every later backend finds them measured.
     std::vector<std::string> order;
-    for (const std::string& r : {fp32_ref, std::string("cublas_tf32")})
+    for (const std::string& r : {fp32_ref, std::string("cublas_tf32"), std::string("cublas_bf16")})
       if (minitrain::has_gemm_backend(r) && minitrain::gemm_backend(r).device == device.type())
         order.push_back(r);
     const std::size_t references = order.size();
@@ -164,10 +173,7 @@ int main(int argc, char** argv) {
     for (const Case& g : cases(device.is_cuda()))
       for (const std::string& name : order) {
         const GemmBackend& backend = minitrain::gemm_backend(name);
-        const std::string reference =
-            backend.reduced_precision_inputs && minitrain::has_gemm_backend("cublas_tf32")
-                ? "cublas_tf32"
-                : fp32_ref;
+        const std::string reference = reference_for(backend, fp32_ref);
         auto* b =
             benchmark::RegisterBenchmark(("gemm/" + g.name + "/" + name).c_str(),
                                          [&backend, reference, g, device](benchmark::State& s) {

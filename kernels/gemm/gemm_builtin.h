@@ -19,6 +19,8 @@ GemmBackend
 cublas_gemm_backend();  ///< kernels/gemm_cublas_backends.cpp: cublasSgemm/Dgemm, full FP32
 GemmBackend
 cublas_tf32_gemm_backend();  ///< kernels/gemm_cublas_backends.cpp: cublasGemmEx, TF32 tensor cores
+GemmBackend
+cublas_bf16_gemm_backend();  ///< kernels/gemm_cublas_backends.cpp: cublasGemmEx, BF16 tensor cores
 GemmBackend cublaslt_gemm_backend();  ///< kernels/gemm/gemm_cublaslt.cpp: cublasLtMatmul, float32
 
 }  // namespace minitrain

@@ -1,8 +1,10 @@
-// cuBLAS as two registry entries (CUDA builds only): "cublas", cublasSgemm/Dgemm in full FP32
-// (kernels/gemm_cublas.cpp), the reference every FP32 kernel is measured against; and
-// "cublas_tf32", cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32: float32 in and out, the inputs
-// rounded to TF32 (10-bit mantissa) for the tensor cores, float32 accumulate. That is the
-// reference for the ladder's tensor-core variant. Both compute-bound at large sizes.
+// cuBLAS as three registry entries (CUDA builds only): "cublas", cublasSgemm/Dgemm in full FP32
+// (kernels/gemm_cublas.cpp), the reference every FP32 kernel is measured against; "cublas_tf32",
+// cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32: float32 in and out, the inputs rounded to TF32
+// (10-bit mantissa) for the tensor cores, float32 accumulate; and "cublas_bf16", the same with
+// CUBLAS_COMPUTE_32F_FAST_16BF: the inputs rounded to bfloat16 (8-bit mantissa). Those two are the
+// references of the ladder's tensor-core rungs tc_tf32 and tc_bf16, which take float32 pointers and
+// round the same way. All compute-bound at large sizes.
 
 #include <climits>
 
@@ -18,28 +20,29 @@ namespace minitrain {
 namespace {
 
 int blas_int(int64_t v, const char* what) {
-  MT_CHECK_AS(ValueError, v <= INT_MAX, "gemm (cublas_tf32): ", what, " = ", v,
+  MT_CHECK_AS(ValueError, v <= INT_MAX, "gemm (cublasGemmEx): ", what, " = ", v,
               " exceeds cuBLAS's 32-bit sizes; split the product into smaller ones");
   return static_cast<int>(v);
 }
 
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B goes first, m and n swap
 // (the same mapping as gemm_cublas.cpp).
-void gemm_cublas_tf32(Device device, float* c, const float* a, bool trans_a, const float* b,
-                      bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, float beta) {
+// float32 in and out; `compute` says how cuBLAS may round the inputs for the tensor cores.
+void gemm_cublas_fast(cublasComputeType_t compute, Device device, float* c, const float* a,
+                      bool trans_a, const float* b, bool trans_b, int64_t m, int64_t n, int64_t k,
+                      float alpha, float beta) {
   if (m == 0 || n == 0) return;
   // An empty product is beta * C: gemm_cublas already does that without trusting cuBLAS with k = 0.
   if (k == 0) return gemm_cublas<float>(device, c, a, trans_a, b, trans_b, m, n, k, alpha, beta);
   DeviceGuard guard(device);
   cublasHandle_t handle = cublas_handle(device);  // bound to this thread's current stream
   const int lda = blas_int(trans_a ? m : k, "lda"), ldb = blas_int(trans_b ? k : n, "ldb");
-  // The compute type asks for TF32 for this call alone; the handle stays in full FP32
+  // The compute type asks for TF32 or BF16 for this call alone; the handle stays in full FP32
   // (Note [cuBLAS math mode] in core/blas_handle.h).
   CHECK_CUBLAS(cublasGemmEx(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                             trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, blas_int(n, "n"), blas_int(m, "m"),
                             blas_int(k, "k"), &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta,
-                            c, CUDA_R_32F, blas_int(n, "ldc"), CUBLAS_COMPUTE_32F_FAST_TF32,
-                            CUBLAS_GEMM_DEFAULT));
+                            c, CUDA_R_32F, blas_int(n, "ldc"), compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace
@@ -65,7 +68,26 @@ GemmBackend cublas_tf32_gemm_backend() {
   g.technique =
       "cuBLAS cublasGemmEx, TF32 tensor cores with float32 accumulate (the TF32 reference)";
   g.reduced_precision_inputs = true;
-  g.float32 = gemm_cublas_tf32;
+  g.float32 = [](Device d, float* c, const float* a, bool ta, const float* b, bool tb, int64_t m,
+                 int64_t n, int64_t k, float alpha, float beta) {
+    gemm_cublas_fast(CUBLAS_COMPUTE_32F_FAST_TF32, d, c, a, ta, b, tb, m, n, k, alpha, beta);
+  };
+  return g;
+}
+
+GemmBackend cublas_bf16_gemm_backend() {
+  GemmBackend g;
+  g.name = "cublas_bf16";
+  g.device = DeviceType::CUDA;
+  g.technique =
+      "cuBLAS cublasGemmEx, BF16 tensor cores with float32 accumulate (the BF16 reference)";
+  g.reduced_precision_inputs = true;
+  // Rounds its inputs to bfloat16, as tc_bf16 does: exact for bf16 runs, not for float16 ones.
+  g.precisions = {DType::Float32, DType::BFloat16};
+  g.float32 = [](Device d, float* c, const float* a, bool ta, const float* b, bool tb, int64_t m,
+                 int64_t n, int64_t k, float alpha, float beta) {
+    gemm_cublas_fast(CUBLAS_COMPUTE_32F_FAST_16BF, d, c, a, ta, b, tb, m, n, k, alpha, beta);
+  };
   return g;
 }
 

@@ -48,6 +48,7 @@ class Registry {
 #if MINITRAIN_WITH_CUDA_LIBS
     add(cublas_gemm_backend());
     add(cublas_tf32_gemm_backend());
+    add(cublas_bf16_gemm_backend());
     add(cublaslt_gemm_backend());
 #endif
 #if MINITRAIN_WITH_CUDA

@@ -170,11 +170,17 @@ TEST(GemmRegistry, BuiltinsAreRegisteredForTheirDevices) {
   EXPECT_EQ(default_gemm_backend(Device::cuda(0)), "cublas");
   const std::vector<std::string> cuda = gemm_backend_names(DeviceType::CUDA);
   if (cuda_compiled()) {
-    ASSERT_GE(cuda.size(), 3u);
+    ASSERT_GE(cuda.size(), 4u);
     EXPECT_EQ(cuda[0], "cublas");
     EXPECT_EQ(cuda[1], "cublas_tf32");
-    EXPECT_EQ(cuda[2], "cublaslt");
+    EXPECT_EQ(cuda[2], "cublas_bf16");
+    EXPECT_EQ(cuda[3], "cublaslt");
     EXPECT_TRUE(gemm_backend("cublas_tf32").reduced_precision_inputs);
+    // cuBLAS's BF16 reference rounds its inputs as the ladder's tc_bf16 does: no float16 runs.
+    const GemmBackend& bf16 = gemm_backend("cublas_bf16");
+    EXPECT_TRUE(bf16.reduced_precision_inputs);
+    EXPECT_TRUE(gemm_backend_takes(bf16, DType::BFloat16));
+    EXPECT_FALSE(gemm_backend_takes(bf16, DType::Float16));
   } else {
     EXPECT_TRUE(cuda.empty()) << "a CPU-only build registers no CUDA backend";
   }
