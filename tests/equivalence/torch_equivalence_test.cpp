@@ -26,6 +26,7 @@
 #include "nn/mse_loss.h"
 #include "nn/state_dict.h"
 #include "optim/make_optimizer.h"
+#include "tests/equivalence/torch_fixture.h"
 #include "tests/support/test_util.h"
 
 namespace minitrain {
@@ -53,51 +54,12 @@ constexpr Tolerance kCpuTolerance{/*loss_rtol=*/1e-6, /*weight_atol=*/4e-7,
 constexpr Tolerance kCudaTolerance{/*loss_rtol=*/4e-6, /*weight_atol=*/1.6e-6,
                                    /*weight_rtol=*/4e-6};
 
-std::string fixture(const std::string& name) {
-  return std::string(MINITRAIN_TEST_DATA_DIR) + "/torch_reference/" + name;
-}
+using testing::meta;
+using testing::meta_double;
+using testing::optimizer_config;
+using testing::with_prefix;
 
-const std::string& meta(const SafetensorsFile& f, const std::string& key) {
-  auto it = f.metadata.find(key);
-  MT_CHECK(it != f.metadata.end(), "fixture metadata has no \"", key, "\"");
-  return it->second;
-}
-
-double meta_double(const SafetensorsFile& f, const std::string& key) {
-  return std::stod(meta(f, key));
-}
-
-bool meta_bool(const SafetensorsFile& f, const std::string& key) { return meta(f, key) == "true"; }
-
-/// The optimizer the fixture was trained with, as `minitrain train` would configure it.
-OptimizerConfig optimizer_config(const SafetensorsFile& f) {
-  OptimizerConfig c;
-  c.name = meta(f, "optimizer");
-  c.lr = meta_double(f, "lr");
-  c.weight_decay = meta_double(f, "weight_decay");
-  if (c.name == "sgd") {
-    c.momentum = meta_double(f, "momentum");
-    c.dampening = meta_double(f, "dampening");
-    c.nesterov = meta_bool(f, "nesterov");
-  } else {
-    c.beta1 = meta_double(f, "beta1");
-    c.beta2 = meta_double(f, "beta2");
-    c.eps = meta_double(f, "eps");
-    c.amsgrad = meta_bool(f, "amsgrad");
-  }
-  return c;
-}
-
-/// The tensors whose names start with `prefix`, with the prefix removed ("init.0.weight" ->
-/// "0.weight").
-std::vector<std::pair<std::string, Tensor>> with_prefix(const SafetensorsFile& f,
-                                                        const std::string& prefix) {
-  std::vector<std::pair<std::string, Tensor>> out;
-  for (const auto& [name, t] : f.tensors)
-    if (name.compare(0, prefix.size(), prefix) == 0)
-      out.emplace_back(name.substr(prefix.size()), t);
-  return out;
-}
+std::string fixture(const std::string& name) { return testing::torch_fixture(name); }
 
 struct TrainResult {
   std::vector<double> losses;                           // per step, before the update
