@@ -112,12 +112,15 @@ Tensor Linear::backward_mixed(const Tensor& grad_output) {
   // A float32 gradient (a caller outside the trainer) is first rounded, as torch's cast would.
   const Tensor dy =
       cast(grad_output.dtype() == p ? grad_output : cast(grad_output, p), DType::Float32);
-  const Tensor x = cast(input_, DType::Float32);
-  // dW: the 16-bit product (rounded), added into the float32 gradient.
-  Tensor dw = Tensor::empty(weight_.value.shape(), DType::Float32, x.device());
-  gemm_with(gemm_backend_, dw, dy, /*trans_a=*/true, x, /*trans_b=*/false);
-  round_to_precision(dw, dw, p);
-  axpy(ensure_grad(weight_), 1.0, dw);
+  {
+    // dW: the 16-bit product (rounded), added into the float32 gradient. The widened input and
+    // the product are freed before dx's buffers exist: the peak holds one layer's temporaries.
+    const Tensor x = cast(input_, DType::Float32);
+    Tensor dw = Tensor::empty(weight_.value.shape(), DType::Float32, x.device());
+    gemm_with(gemm_backend_, dw, dy, /*trans_a=*/true, x, /*trans_b=*/false);
+    round_to_precision(dw, dw, p);
+    axpy(ensure_grad(weight_), 1.0, dw);
+  }
   if (bias_.value.defined()) {
     Tensor& db = ensure_grad(bias_);
     if (!bias_scratch_.defined() || bias_scratch_.device() != db.device() ||
@@ -128,7 +131,7 @@ Tensor Linear::backward_mixed(const Tensor& grad_output) {
     axpy(db, 1.0, bias_scratch_);
   }
   if (!needs_input_grad_) return Tensor();
-  Tensor dx = Tensor::empty(x.shape(), DType::Float32, x.device());
+  Tensor dx = Tensor::empty(input_.shape(), DType::Float32, input_.device());
   gemm_with(gemm_backend_, dx, dy, /*trans_a=*/false, rounded(weight_.value), /*trans_b=*/false);
   return cast(dx, p);
 }
