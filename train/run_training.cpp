@@ -653,15 +653,14 @@ std::string describe_run(const TrainConfig& c, const RunPlan& p, const RunData& 
          << static_cast<int>(b.model_parallel->bubble_fraction() * 100 + 0.5) << "%";
   }
   if (epochs > 0) what << " (" << epochs << (epochs == 1 ? " epoch)" : " epochs)");
-  if (c.precision != "fp32") {
-    what << ", " << precision_name(parse_precision(c.precision))
-         << " mixed precision (float32 master weights";
-    if (parse_precision(c.precision) == DType::Float16)
+  if (p.precision != DType::Float32) {
+    what << ", " << precision_name(p.precision) << " mixed precision (float32 master weights";
+    if (p.precision == DType::Float16)
       what << ", loss scale from " << c.loss_scale.value_or(GradScalerOptions{}.init_scale);
     what << ")";
   }
-  if (c.gemm != "auto" || c.allow_tf32)
-    what << ", GEMM " << c.gemm << (c.allow_tf32 ? " (allow-tf32)" : "");
+  // The GEMM the run resolved: --gemm, or the tensor-core one --allow-tf32 made of auto on a GPU.
+  if (p.gemm != "auto") what << ", GEMM " << p.gemm << (p.gemm != c.gemm ? " (--allow-tf32)" : "");
   if (r.resumed_from_step >= 0) what << ", resuming after step " << r.resumed_from_step;
   return what.str();
 }
