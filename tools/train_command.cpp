@@ -181,6 +181,9 @@ int TrainCommand::run(std::ostream& out, std::ostream& progress) {
   else
     out << "done: the checkpoint is already at step " << r.total_steps << "; nothing to train\n";
   if (s.last_val) out << held_out_line(s, r) << "\n";
+  if (std::isfinite(s.loss_scale))
+    out << "loss scale: " << number(s.loss_scale) << " after the last step; " << s.skipped_steps
+        << " step(s) skipped for inf/NaN gradients (each halved the scale)\n";
   if (s.early_stopped)
     out << "early stop: no lower val_loss in " << config.early_stop
         << " evaluation(s) in a row; stopped after step " << s.last_step << " of " << r.total_steps

@@ -407,6 +407,8 @@ TrainSummary Trainer::run() {
       summary.epoch_loss = epoch_loss_sum / static_cast<double>(epoch_steps);
       summary.epoch_accuracy = epoch_accuracy_sum / static_cast<double>(epoch_steps);
       if (s.val) summary.last_val = s.val;
+      if (scaler_) summary.loss_scale = scaler_->scale();
+      summary.skipped_steps = s.skipped_steps;
       if (options_.on_step) options_.on_step(s);
       const bool last = step_ == options_.total_steps;
       const bool stop = (stop_agreed_ || early_stop) && !last;

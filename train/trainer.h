@@ -128,6 +128,10 @@ struct TrainSummary {
       best_val;  ///< the one with the lowest val_loss (the run's, resumed too)
   int64_t best_step = 0;
   bool early_stopped = false;  ///< options.early_stop ended the run
+  /// float16 loss scaling: the scale after the last step (NaN without scaling) and the steps the
+  /// whole run skipped for inf/NaN gradients (a resumed run's too).
+  double loss_scale = std::numeric_limits<double>::quiet_NaN();
+  int64_t skipped_steps = 0;
   double seconds = 0.0;
   int64_t samples = 0;
   std::string last_checkpoint;  ///< the checkpoint written last, if any

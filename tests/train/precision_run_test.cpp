@@ -135,7 +135,8 @@ TEST(PrecisionRun, Float16ScaleFollowsGradScalersRuleWhenForcedToOverflow) {
   TrainConfig c = small_run(dir, "fp16", "fp16");
   c.loss_scale = std::ldexp(1.0, 28);  // gradients overflow float16 until the scale backs off
   c.loss_scale_growth_interval = 3;
-  train(c);
+  std::ostringstream info, progress;
+  const TrainReport report = run_training(c, info, progress);
   const auto lines = log_lines(c.log);
   ASSERT_EQ(lines.size(), 36u);
   int64_t skipped = 0, finite_in_a_row = 0, grown = 0;
@@ -160,6 +161,9 @@ TEST(PrecisionRun, Float16ScaleFollowsGradScalersRuleWhenForcedToOverflow) {
   // again.
   EXPECT_GE(skipped, 10);
   EXPECT_GE(grown, 3);
+  // The summary (the command's "loss scale:" line) has the run's skips and the scale it ends at.
+  EXPECT_EQ(report.summary.skipped_steps, skipped);
+  EXPECT_EQ(report.summary.loss_scale, expected);
   EXPECT_TRUE(lines.front().value("skipped", false));
   const auto [first, last] = first_and_last_epoch(lines, 6);
   EXPECT_LT(last, 0.8 * first) << "the run learns once the scale fits";
