@@ -30,6 +30,11 @@
 #            pinned host memory, no NCCL; emulated GPUs do) vs one CPU device with the global
 #            batch; then the same in bf16 with --grad-reduce-dtype bf16 (16-bit sums through
 #            MPI's staging) near the CPU bf16 run; reports SKIP without a GPU.
+#   hybrid_gpu (label gpu) NP ranks, each a pipeline of 2 stages on cuda:0 and cuda:1 (--backend mpi:
+#            one communicator per stage, split from the rank's, on that stage's GPU), vs one CPU
+#            device with the global batch; the same with stages on cuda:0 and the CPU (auto takes
+#            mpi); --backend nccl with a CPU stage is refused saying what to do. Reports SKIP with
+#            fewer than 2 GPUs.
 # The data (synthetic:96) is a multiple of NP*4 for NP = 2 and 3, so every batch is full on
 # both sides and the sums differ only in float32 rounding.
 
@@ -316,6 +321,37 @@ elseif(CASE STREQUAL "mpi_gpu")
       --precision bf16 --grad-reduce-dtype bf16 --save ${WORK}/ddp_bf16.safetensors)
   run(out ${TOOL} nearer ${WORK}/ddp_bf16.safetensors ${WORK}/one_bf16.safetensors ${WORK}/one_fp32.safetensors 0.5)
   message(STATUS "bf16 GPU ranks: ${out}")
+elseif(CASE STREQUAL "hybrid_gpu")
+  run(info ${MINITRAIN} info)
+  if(NOT info MATCHES "GPUs: ([0-9]+)\n" OR CMAKE_MATCH_1 LESS 2)
+    if("$ENV{MINITRAIN_REQUIRE_GPU}" STREQUAL "1")
+      message(FATAL_ERROR "MINITRAIN_REQUIRE_GPU=1 but fewer than 2 CUDA devices (${info})")
+    endif()
+    message(STATUS "SKIP: needs 2 CUDA devices (${info})")
+    return()
+  endif()
+  string(REPLACE "--device cpu" "--device cuda" on_gpu "${common}")
+  set(gpu_stages --backend mpi --stages 2 --micro-batches 2 --epochs 2 --batch-size 4)
+  run(one ${MINITRAIN} train ${common} ${quiet} --epochs 2 --batch-size ${global_batch} --save ${WORK}/one.safetensors)
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${on_gpu} --devices cuda:0,cuda:1 ${gpu_stages}
+      --save ${WORK}/hybrid.safetensors)
+  if(NOT out MATCHES "on cuda:0,cuda:1: .*distributed data parallel: ${NP} ranks \\(mpi.*model parallel: 2 stages")
+    message(FATAL_ERROR "no hybrid info line on cuda:0,cuda:1:\n${out}")
+  endif()
+  same_weights(${WORK}/hybrid.safetensors ${WORK}/one.safetensors)
+  # A stage on a GPU and one on the CPU: auto takes mpi, whose communicators take both.
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${on_gpu} --devices cuda:0,cpu --stages 2
+      --micro-batches 2 --epochs 2 --batch-size 4 --save ${WORK}/mixed.safetensors)
+  if(NOT out MATCHES "on cuda:0,cpu: .*distributed data parallel: ${NP} ranks \\(mpi")
+    message(FATAL_ERROR "the GPU and CPU stages did not run over mpi:\n${out}")
+  endif()
+  same_weights(${WORK}/mixed.safetensors ${WORK}/one.safetensors)
+  execute_process(COMMAND ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${on_gpu} --devices cuda:0,cpu
+                          --stages 2 --steps 2 --batch-size 4 --backend nccl
+                  RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  if(code EQUAL 0 OR NOT "${out}${err}" MATCHES "--backend nccl exchanges GPU tensors only, but --devices cuda:0,cpu puts stage 1 on cpu; use --backend mpi")
+    message(FATAL_ERROR "--backend nccl with a CPU stage was not refused (exit ${code}):\n${out}${err}")
+  endif()
 elseif(CASE STREQUAL "validation")
   # 4 features, 2 targets, 7 rows.
   file(WRITE ${WORK}/val.csv "a,b,c,d,t1,t2\n0.1,0.2,0.3,0.4,0.5,-0.5\n-0.3,0.9,0.1,-0.2,0.1,0.2\n"
