@@ -13,7 +13,8 @@
 #            parameters instead of averaged gradients); --sync-every 4 with Adam and
 #            --sync-optimizer-state ends with one model on every rank (the run checks it after the
 #            last averaging), and stopped at a checkpoint (step 6, not a multiple of 4: averaged
-#            there, moments too) then resumed on the ranks ends bit-identical to the uninterrupted run.
+#            there, moments too) then resumed on the ranks ends bit-identical to the uninterrupted run;
+#            --sync-every 1 on the hybrid (--stages 2) equals DDP's weights too.
 #   errors   a failing rank's error line names the rank; --backend without --parallel ddp and
 #            --backend nccl for CPU ranks are refused, saying what to do.
 #   validation --val-data of 7 rows (not a multiple of NP): each rank evaluates its own rows, the
@@ -33,8 +34,8 @@
 #   hybrid_gpu (label gpu) NP ranks, each a pipeline of 2 stages on cuda:0 and cuda:1 (--backend mpi:
 #            one communicator per stage, split from the rank's, on that stage's GPU), vs one CPU
 #            device with the global batch; the same with stages on cuda:0 and the CPU (auto takes
-#            mpi); --backend nccl with a CPU stage is refused saying what to do. Reports SKIP with
-#            fewer than 2 GPUs.
+#            mpi), and with --sync-every 1 and plain SGD; --backend nccl with a CPU stage is refused
+#            saying what to do. Reports SKIP with fewer than 2 GPUs.
 # The data (synthetic:96) is a multiple of NP*4 for NP = 2 and 3, so every batch is full on
 # both sides and the sums differ only in float32 rounding.
 
@@ -251,6 +252,10 @@ elseif(CASE STREQUAL "localsgd")
     message(FATAL_ERROR "no local SGD info line:\n${out}")
   endif()
   same_weights(${WORK}/k1.safetensors ${WORK}/ddp.safetensors)
+  # The hybrid averages each stage's parameters too.
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${sgd} ${quiet} --epochs 2 --batch-size 4
+      --stages 2 --sync-every 1 --save ${WORK}/hybrid_k1.safetensors)
+  same_weights(${WORK}/hybrid_k1.safetensors ${WORK}/ddp.safetensors)
   # A checkpoint is a sync point: the uninterrupted run checkpoints at step 6 as well.
   set(k4 --batch-size 4 --sync-every 4 --sync-optimizer-state --checkpoint-every 6)
   ddp_run(out ${NP} --steps 12 ${k4} --checkpoint-dir ${WORK}/full --save ${WORK}/k4.safetensors)
@@ -346,6 +351,13 @@ elseif(CASE STREQUAL "hybrid_gpu")
     message(FATAL_ERROR "the GPU and CPU stages did not run over mpi:\n${out}")
   endif()
   same_weights(${WORK}/mixed.safetensors ${WORK}/one.safetensors)
+  # Local SGD averages each stage's parameters on its own GPU: with plain SGD and K = 1 it is DDP.
+  string(REPLACE "--optimizer;adam;--lr;0.01" "--optimizer;sgd;--lr;0.05" sgd_gpu "${on_gpu}")
+  string(REPLACE "--optimizer;adam;--lr;0.01" "--optimizer;sgd;--lr;0.05" sgd_cpu "${common}")
+  run(one ${MINITRAIN} train ${sgd_cpu} ${quiet} --epochs 2 --batch-size ${global_batch} --save ${WORK}/one_sgd.safetensors)
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${sgd_gpu} --devices cuda:0,cuda:1 ${gpu_stages}
+      --sync-every 1 --save ${WORK}/hybrid_k1.safetensors)
+  same_weights(${WORK}/hybrid_k1.safetensors ${WORK}/one_sgd.safetensors)
   execute_process(COMMAND ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${on_gpu} --devices cuda:0,cpu
                           --stages 2 --steps 2 --batch-size 4 --backend nccl
                   RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
