@@ -145,19 +145,12 @@ TEST(DdpThreads, HybridTwoReplicasOfTwoStagesMatchesOneDevice) {
 
 // ---- the hybrid with its stages on two GPUs (Note [DDP over several devices]) ----
 
-#define SKIP_UNLESS_TWO_GPUS()                                                     \
-  do {                                                                             \
-    if (cuda_device_count() < 2)                                                   \
-      GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count() << " " \
-                   << cuda_unavailable_reason();                                   \
-  } while (0)
-
 const std::vector<Device> kTwoGpus = {Device::cuda(0), Device::cuda(1)};
 
 // Each rank's communicator on cuda:0, its first stage's device; the second stage's gradients go
 // through a communicator split onto cuda:1.
 TEST(DdpThreadsCuda, HybridWithStagesOnTwoGpusMatchesOneCpuDevice) {
-  SKIP_UNLESS_TWO_GPUS();
+  MT_SKIP_UNLESS_CUDA_DEVICES(2);
   for (int world : {2, 3})
     for (const OptimizerConfig& oc : {sgd_momentum(), adam()}) {
       Case c;
@@ -174,7 +167,7 @@ TEST(DdpThreadsCuda, HybridWithStagesOnTwoGpusMatchesOneCpuDevice) {
 }
 
 TEST(DdpThreadsCuda, BucketsNeverMixTheStagesDevices) {
-  SKIP_UNLESS_TWO_GPUS();
+  MT_SKIP_UNLESS_CUDA_DEVICES(2);
   auto comms = make_thread_communicators({Device::cuda(0)});
   run_ranks(comms, [&](Communicator& comm) {
     // Stage 0: layers 0-1 on cuda:0; stage 1: layers 2-4 on cuda:1 (balanced by parameters).
@@ -189,7 +182,7 @@ TEST(DdpThreadsCuda, BucketsNeverMixTheStagesDevices) {
 }
 
 TEST(DdpThreadsCuda, RanksWithStagesOnDifferentNumbersOfDevicesAreValueError) {
-  SKIP_UNLESS_TWO_GPUS();
+  MT_SKIP_UNLESS_CUDA_DEVICES(2);
   auto comms = make_thread_communicators({Device::cuda(0), Device::cuda(0)});
   std::vector<std::string> msgs(2);
   run_ranks(comms, [&](Communicator& comm) {
@@ -206,7 +199,7 @@ TEST(DdpThreadsCuda, RanksWithStagesOnDifferentNumbersOfDevicesAreValueError) {
 }
 
 TEST(DdpThreadsCuda, NoParameterOnTheCommunicatorsDeviceIsDeviceError) {
-  SKIP_UNLESS_TWO_GPUS();
+  MT_SKIP_UNLESS_CUDA_DEVICES(2);
   run_cpu_ranks(1, {}, [&](Communicator& comm) {
     auto model = two_stage_mlp_over(kTwoGpus)(kSeed, comm.device());
     const std::string msg = error_message([&] { DistributedDataParallel(std::move(model), comm); });

@@ -112,9 +112,7 @@ TEST(MpiCommunicatorSplit, RankThatNeverSplitsIsACommErrorWithinTheDeadline) {
 // ---- members on GPUs (Note [staging CUDA tensors through MPI]); each process's own GPUs ----
 
 TEST(MpiCommunicatorSplitCuda, MembersOnAnotherGpuOrTheCpuExchangeThere) {
-  if (cuda_device_count() < 2)
-    GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count() << " "
-                 << cuda_unavailable_reason();
+  MT_SKIP_UNLESS_CUDA_DEVICES(2);
   auto on_gpu0 = world(Device::cuda(0));
   const int rank = on_gpu0->rank();
   const auto requests = parity_reversed(on_gpu0->size());

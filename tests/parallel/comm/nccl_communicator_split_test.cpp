@@ -17,6 +17,7 @@
 #include "parallel/comm/nccl_communicator.h"
 #include "tests/parallel/comm/split_checks.h"
 #include "tests/parallel/run_ranks.h"
+#include "tests/support/test_util.h"
 
 namespace minitrain {
 namespace {
@@ -24,13 +25,6 @@ namespace {
 using testing::expect_group_exchanges;
 using ::testing::HasSubstr;
 using testing::split_members;
-
-#define SKIP_UNLESS_TWO_GPUS()                                                                     \
-  do {                                                                                             \
-    if (cuda_device_count() < 2)                                                                   \
-      GTEST_SKIP() << "needs NCCL on 2 real GPUs, this machine has " << cuda_device_count() << " " \
-                   << cuda_unavailable_reason();                                                   \
-  } while (0)
 
 std::vector<Device> first_gpus(int n) {
   std::vector<Device> d;
@@ -40,7 +34,7 @@ std::vector<Device> first_gpus(int n) {
 
 // One group in reverse order on the same GPUs (ncclCommSplit), then parity groups.
 TEST(NcclCommunicatorSplitCuda, MembersOnTheirOwnGpusComeFromNcclCommSplit) {
-  SKIP_UNLESS_TWO_GPUS();
+  MT_SKIP_UNLESS_CUDA_DEVICES(2);  // NCCL needs real GPUs
   const int n = std::min(cuda_device_count(), 8);
   auto comms = make_nccl_communicators(first_gpus(n));
   std::vector<std::pair<int, int>> reversed, parity;
@@ -62,7 +56,7 @@ TEST(NcclCommunicatorSplitCuda, MembersOnTheirOwnGpusComeFromNcclCommSplit) {
 
 // The hybrid's case: each rank's member on another GPU than its parent (here the ranks swap).
 TEST(NcclCommunicatorSplitCuda, MembersOnOtherGpusJoinAFreshIdPerGroup) {
-  SKIP_UNLESS_TWO_GPUS();
+  MT_SKIP_UNLESS_CUDA_DEVICES(2);  // NCCL needs real GPUs
   auto comms = make_nccl_communicators(first_gpus(2));
   const std::vector<std::pair<int, int>> one_group = {{0, 0}, {0, 1}};
   testing::run_ranks(comms, [&](Communicator& comm) {
@@ -75,7 +69,7 @@ TEST(NcclCommunicatorSplitCuda, MembersOnOtherGpusJoinAFreshIdPerGroup) {
 }
 
 TEST(NcclCommunicatorSplitCuda, TwoMembersOnOneGpuAreRefusedOnEveryRank) {
-  SKIP_UNLESS_TWO_GPUS();
+  MT_SKIP_UNLESS_CUDA_DEVICES(2);  // NCCL needs real GPUs
   auto comms = make_nccl_communicators(first_gpus(2));
   std::vector<std::string> msgs(2);
   testing::run_ranks(comms, [&](Communicator& comm) {
@@ -88,7 +82,7 @@ TEST(NcclCommunicatorSplitCuda, TwoMembersOnOneGpuAreRefusedOnEveryRank) {
 }
 
 TEST(NcclCommunicatorSplitCuda, CpuMemberIsADeviceError) {
-  if (cuda_device_count() < 1) GTEST_SKIP() << "needs NCCL on a real GPU";
+  MT_SKIP_UNLESS_CUDA_DEVICES(1);  // NCCL needs a real GPU
   auto comms = make_nccl_communicators({Device::cuda(0)});
   EXPECT_THROW(comms[0]->split(0, 0, Device::cpu()), DeviceError);
 }

@@ -124,9 +124,7 @@ TEST(ThreadCommunicatorSplit, RankThatNeverSplitsIsACommErrorNamingIt) {
 // Members on other devices than their parent: the parents on the CPU, each member on a GPU (the
 // hybrid's per-stage communicators), and back from a GPU parent to a CPU member.
 TEST(ThreadCommunicatorSplitCuda, MembersOnGpusExchangeOnTheirOwnDevices) {
-  if (cuda_device_count() < 2)
-    GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count() << " "
-                 << cuda_unavailable_reason();
+  MT_SKIP_UNLESS_CUDA_DEVICES(2);
   const int n = 3;
   const auto requests = parity_reversed(n);
   run_cpu_ranks(n, options(), [&](Communicator& comm) {
