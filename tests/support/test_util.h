@@ -25,12 +25,12 @@ namespace minitrain::testing {
   } while (0)
 
 /// Skips the current test (GTEST_SKIP), saying why, on a machine with fewer than `n` CUDA devices.
-#define MT_SKIP_UNLESS_CUDA_DEVICES(n)                           \
-  do {                                                           \
-    if (::minitrain::cuda_device_count() < (n))                  \
-      GTEST_SKIP() << "needs " << (n) << " CUDA devices, found " \
-                   << ::minitrain::cuda_device_count() << " "    \
-                   << ::minitrain::cuda_unavailable_reason();    \
+#define MT_SKIP_UNLESS_CUDA_DEVICES(n)                             \
+  do {                                                             \
+    if (::minitrain::cuda_device_count() < (n))                    \
+      GTEST_SKIP() << "needs " << (n) << " CUDA device(s), found " \
+                   << ::minitrain::cuda_device_count() << " "      \
+                   << ::minitrain::cuda_unavailable_reason();      \
   } while (0)
 
 class DeviceTest : public ::testing::TestWithParam<Device> {
