@@ -17,9 +17,23 @@
 // and layers finish from last to first, so bucket k is complete no later than bucket k + 1;
 // buckets are still launched strictly by index (a bucket complete before an earlier one waits
 // for it) so that every rank issues the same sequence of all-reduces.
+//
+// Note [DDP over several devices]: a module whose parameters sit on several devices (the hybrid:
+// a ModelParallel with its stages on several GPUs) is reduced device by device. Its parameters
+// are grouped by device, in order of first appearance; a bucket never mixes two groups (its flat
+// buffer lives on one device); and group k all-reduces with group k of the other ranks through
+// a communicator of its own on its device, split from the caller's (Note [splitting a
+// communicator]). Every group gets a split, the one on the caller's device too, so that the ranks
+// pair their groups by position alone (were the caller's communicator used for its own device's
+// group, a rank whose communicator sits on another stage than another rank's would pair the wrong
+// groups); the construction first checks that every rank has as many groups of as many elements.
+// The one communication thread serves all groups, with a side stream on each device, and the
+// buckets keep one order on every rank, so the collectives of the several communicators follow one
+// sequence everywhere. A module on one device keeps the caller's communicator, as before.
 
 #include "parallel/distributed_data_parallel.h"
 
+#include <algorithm>
 #include <functional>
 #include <sstream>
 #include <unordered_map>
@@ -36,42 +50,72 @@
 namespace minitrain {
 namespace {
 
-// The communication thread: a TaskThread that works on its device's side stream for its whole
-// life. After a task throws, the tasks after it are skipped (the communicator is broken, or the
-// ranks disagree about what comes next) until the caller has taken the error.
-std::unique_ptr<TaskThread> make_comm_thread(Device device, const Stream& side) {
-  return std::make_unique<TaskThread>([device, &side](const std::function<void()>& serve) {
-    DeviceGuard device_guard(device);
-    StreamGuard stream_guard(side);  // collectives and copies of this thread go to the side stream
+// The communication thread: a TaskThread that works on the side streams (one per device) for its
+// whole life. After a task throws, the tasks after it are skipped (the communicator is broken, or
+// the ranks disagree about what comes next) until the caller has taken the error.
+std::unique_ptr<TaskThread> make_comm_thread(std::vector<const Stream*> sides) {
+  return std::make_unique<TaskThread>([sides](const std::function<void()>& serve) {
+    DeviceGuard device_guard(sides.front()->device());
+    // Collectives and copies of this thread go to the side stream of their device.
+    std::vector<std::unique_ptr<StreamGuard>> stream_guards;
+    for (const Stream* side : sides) stream_guards.push_back(std::make_unique<StreamGuard>(*side));
     serve();
+    while (!stream_guards.empty()) stream_guards.pop_back();  // the reverse of their making
   });
+}
+
+// The devices of `params` in order of first appearance; `group_of[i]` is parameter i's.
+std::vector<Device> parameter_devices(const NamedParameters& params, std::vector<int>& group_of) {
+  std::vector<Device> devices;
+  for (const auto& [name, p] : params) {
+    const Device d = p->value.device();
+    auto it = std::find(devices.begin(), devices.end(), d);
+    group_of.push_back(static_cast<int>(it - devices.begin()));
+    if (it == devices.end()) devices.push_back(d);
+  }
+  return devices;
+}
+
+std::string join_devices(const std::vector<Device>& devices) {
+  std::vector<std::string> names;
+  for (const Device& d : devices) names.push_back(d.str());
+  return join(names, ", ");
 }
 
 }  // namespace
 
 struct DistributedDataParallel::Impl {
+  // The parameters on one device and the communicator they are all-reduced through (Note [DDP
+  // over several devices]).
+  struct Group {
+    explicit Group(Device d) : device(d), side(Stream::create(d)), done(Event::create(d)) {}
+    Device device;
+    Communicator* comm = nullptr;         // the caller's, or `split`
+    std::unique_ptr<Communicator> split;  // this group's own, when the module spans devices
+    Stream side;                          // the worker's stream here (an empty handle on the CPU)
+    Event done;  // recorded by the worker after its last work here, and by the caller before
+  };
   struct Bucket {
-    Bucket(DType d, Event e) : dtype(d), ready(std::move(e)) {}
+    Bucket(int g, DType d, Event e) : group(g), dtype(d), ready(std::move(e)) {}
     std::vector<int> params;  // indices into `params`, in reverse registration order
+    int group;                // its parameters' device group
     int64_t numel = 0;
     DType dtype;
-    Tensor flat;      // the bucket's contiguous buffer on the communicator's device
+    Tensor flat;      // the bucket's contiguous buffer on its group's device
     Tensor narrow;    // flat in options.reduce_dtype when that is another type (else undefined)
     Event ready;      // recorded on the caller's stream when the bucket's gradients are final
     int pending = 0;  // parameters not yet ready in the backward in flight
   };
 
   Impl(std::unique_ptr<Module> m, Communicator& c, DdpOptions o)
-      : module(std::move(m)),
-        comm(c),
-        options(o),
-        side(Stream::create(c.device())),
-        done(Event::create(c.device())) {}
+      : module(std::move(m)), comm(c), options(o) {}
 
   std::unique_ptr<Module> module;
-  Communicator& comm;
+  Communicator& comm;  // the caller's: construction checks, average_tensors
   DdpOptions options;
-  NamedParameters params;  // the module's, in registration order
+  NamedParameters params;     // the module's, in registration order
+  std::vector<int> group_of;  // parameter index -> its group
+  std::vector<Group> groups;  // never resized once the worker runs: it holds their streams
   std::vector<Bucket> buckets;
   std::vector<int> bucket_of;        // parameter index -> bucket
   Sequential* sequential = nullptr;  // the module, when it is one: its hook drives the overlap
@@ -79,11 +123,42 @@ struct DistributedDataParallel::Impl {
   std::vector<bool> ready;                     // per parameter, in the backward in flight
   std::size_t next_bucket = 0;                 // the next bucket to hand to the worker
   bool in_flight = false;                      // a synced, overlapped backward is running
-  Stream side;                                 // the worker's stream (an empty handle on the CPU)
-  Event done;                          // recorded by the worker after the last bucket's copy back
-  std::unique_ptr<TaskThread> worker;  // last: joined before the streams and buffers go
+  std::unique_ptr<TaskThread> worker;          // last: joined before the streams and buffers go
 
   Device device() const { return comm.device(); }
+
+  // The groups of the parameters' devices, each with its side stream, and the worker serving them.
+  // DeviceError when no parameter is on the caller's communicator's device.
+  void make_groups() {
+    std::vector<Device> devices = parameter_devices(params, group_of);
+    if (devices.empty()) devices.push_back(device());  // no parameters: nothing to reduce
+    if (std::find(devices.begin(), devices.end(), device()) == devices.end()) {
+      const auto& [name, p] = params.front();
+      MT_THROW(DeviceError, "DistributedDataParallel: parameter '", name, "' is on ",
+               p->value.device(), " but rank ", comm.rank(), "'s communicator is on ", device(),
+               " and no parameter is; move the module to ", device(),
+               " before wrapping it, or make the communicator on one of its devices (",
+               join_devices(devices), ")");
+    }
+    groups.reserve(devices.size());
+    std::vector<const Stream*> sides;
+    for (const Device& d : devices) {
+      groups.emplace_back(d);
+      sides.push_back(&groups.back().side);
+    }
+    if (groups.size() == 1) groups.front().comm = &comm;
+    worker = make_comm_thread(sides);
+  }
+
+  // Collective over the caller's communicator, on the worker: a communicator per group, the
+  // ranks' groups paired by position (Note [DDP over several devices]).
+  void split_groups() {
+    if (groups.size() == 1) return;
+    for (Group& g : groups) {
+      g.split = comm.split(/*color=*/0, /*key=*/comm.rank(), g.device);
+      g.comm = g.split.get();
+    }
+  }
 
   void build_buckets() {
     const int n = static_cast<int>(params.size());
@@ -93,11 +168,12 @@ struct DistributedDataParallel::Impl {
       const Tensor& v = params[i].second->value;
       const int64_t p_bytes = static_cast<int64_t>(v.nbytes());
       // A new bucket when this one would overflow (never splitting a parameter, so a parameter
-      // larger than a bucket gets one of its own) or when the dtype changes (one flat buffer).
+      // larger than a bucket gets one of its own) or when the dtype or the device changes (one
+      // flat buffer).
       const bool fits = !buckets.empty() && bytes + p_bytes <= options.bucket_bytes &&
-                        buckets.back().dtype == v.dtype();
+                        buckets.back().dtype == v.dtype() && buckets.back().group == group_of[i];
       if (!fits) {
-        buckets.emplace_back(v.dtype(), Event::create(device()));
+        buckets.emplace_back(group_of[i], v.dtype(), Event::create(v.device()));
         bytes = 0;
       }
       Bucket& b = buckets.back();
@@ -107,9 +183,10 @@ struct DistributedDataParallel::Impl {
       bucket_of[i] = static_cast<int>(buckets.size()) - 1;
     }
     for (Bucket& b : buckets) {
-      b.flat = Tensor::empty(Shape({b.numel}), b.dtype, device());
+      const Device d = groups[b.group].device;
+      b.flat = Tensor::empty(Shape({b.numel}), b.dtype, d);
       if (options.reduce_dtype != b.dtype)
-        b.narrow = Tensor::empty(Shape({b.numel}), options.reduce_dtype, device());
+        b.narrow = Tensor::empty(Shape({b.numel}), options.reduce_dtype, d);
     }
   }
 
@@ -151,47 +228,105 @@ struct DistributedDataParallel::Impl {
   // Rank 0's values into every rank's parameters, a bucket at a time (the same flat buffers).
   void broadcast_parameters() {
     for (Bucket& b : buckets) {
+      DeviceGuard guard(groups[b.group].device);
       pack_values(b);
-      comm.broadcast(b.flat, 0);
+      groups[b.group].comm->broadcast(b.flat, 0);
       unpack_values(b);
     }
   }
 
-  // Runs `task` (collectives) on the communication thread after the caller's stream's work so
-  // far, and makes the caller's stream wait for it; rethrows the task's error.
+  // Runs `task` (collectives) on the communication thread after the caller's streams' work so
+  // far, and makes the caller's streams wait for it; rethrows the task's error.
   void run_on_worker(const std::function<void()>& task) {
-    done.record(current_stream(device()));
+    for (Group& g : groups) {
+      DeviceGuard guard(g.device);
+      g.done.record(current_stream(g.device));
+    }
     worker->post([this, task] {
-      side.wait_for(done);
+      for (Group& g : groups) g.side.wait_for(g.done);
       task();
-      done.record(side);
+      record_worker_done();
     });
     worker->finish();
-    current_stream(device()).wait_for(done);
+    caller_waits_for_worker();
+  }
+
+  // On the worker: each side stream's work so far, marked for the caller.
+  void record_worker_done() {
+    for (Group& g : groups) g.done.record(g.side);
+  }
+  // On the caller's thread, after the worker has finished: its streams wait for that work.
+  void caller_waits_for_worker() {
+    for (Group& g : groups) {
+      DeviceGuard guard(g.device);
+      current_stream(g.device).wait_for(g.done);
+    }
   }
 
   // Every rank must hold the same parameters; a mismatch would otherwise pair unrelated buffers
   // (or hang MPI on different sizes). Max of (count, numel) and of their negations gives every
   // rank the largest and smallest, so all ranks see a mismatch alike and throw together.
   void check_same_model() {
+    DeviceGuard guard(device());
     int64_t total = 0;
     for (auto& [name, p] : params) total += p->value.numel();
     const double n = static_cast<double>(params.size()), t = static_cast<double>(total);
-    const double nb = static_cast<double>(buckets.size());
-    Tensor meta = Tensor::from_vector(std::vector<double>{n, t, nb, -n, -t, -nb}, {6}).to(device());
+    const double nb = static_cast<double>(buckets.size()), ng = static_cast<double>(groups.size());
+    Tensor meta =
+        Tensor::from_vector(std::vector<double>{n, t, nb, ng, -n, -t, -nb, -ng}, {8}).to(device());
     comm.all_reduce(meta, ReduceOp::Max);
     const std::vector<double> m = meta.to_vector<double>();
-    MT_CHECK_AS(ValueError, m[0] == -m[3] && m[1] == -m[4] && m[2] == -m[5],
+    // First: a bucket never spans two devices, so other devices also mean other buckets.
+    MT_CHECK_AS(ValueError, m[3] == -m[7],
+                "DistributedDataParallel: the ranks spread the model over different numbers of "
+                "devices: rank ",
+                comm.rank(), " has its parameters on ", groups.size(), " (",
+                join_devices(devices()), "), while the ranks range over ", -m[7], "..", m[3],
+                "; give every rank the same stages on as many devices");
+    MT_CHECK_AS(ValueError, m[0] == -m[4] && m[1] == -m[5] && m[2] == -m[6],
                 "DistributedDataParallel: the ranks hold different models: rank ", comm.rank(),
                 " has ", params.size(), " parameters of ", total, " elements in ", buckets.size(),
-                " buckets, while the ranks range over ", -m[3], "..", m[0], " parameters, ", -m[4],
-                "..", m[1], " elements and ", -m[5], "..", m[2],
+                " buckets, while the ranks range over ", -m[4], "..", m[0], " parameters, ", -m[5],
+                "..", m[1], " elements and ", -m[6], "..", m[2],
                 " buckets; build the same model with the same bucket_bytes on every rank");
+    if (groups.size() > 1) check_same_groups();
+  }
+
+  // A module on several devices (every rank has as many, checked just before): the same number of
+  // elements in group k on every rank, since the ranks pair group k with group k.
+  void check_same_groups() {
+    std::vector<double> v;
+    std::vector<int64_t> numel(groups.size(), 0);
+    for (std::size_t i = 0; i < params.size(); ++i)
+      numel[group_of[i]] += params[i].second->value.numel();
+    for (int64_t e : numel) v.push_back(static_cast<double>(e));
+    const std::size_t k = v.size();
+    for (std::size_t i = 0; i < k; ++i) v.push_back(-v[i]);
+    Tensor meta = Tensor::from_vector(v, {static_cast<int64_t>(v.size())}).to(device());
+    comm.all_reduce(meta, ReduceOp::Max);
+    const std::vector<double> m = meta.to_vector<double>();
+    std::vector<std::string> sizes;
+    for (int64_t e : numel) sizes.push_back(std::to_string(e));
+    for (std::size_t i = 0; i < k; ++i)
+      MT_CHECK_AS(ValueError, m[i] == -m[k + i],
+                  "DistributedDataParallel: the ranks split the model over their devices "
+                  "differently: on rank ",
+                  comm.rank(), " its devices ", join_devices(devices()), " hold ",
+                  join(sizes, ", "), " elements, while device ", i, " of the ranks holds ",
+                  -m[k + i], "..", m[i], "; give every rank the same stages on as many devices");
+  }
+
+  std::vector<Device> devices() const {
+    std::vector<Device> out;
+    for (const Group& g : groups) out.push_back(g.device);
+    return out;
   }
 
   // Worker task: the bucket's gradients, averaged over the ranks, back into every parameter.
   void reduce_bucket(Bucket& b) {
-    side.wait_for(b.ready);  // the caller's stream has produced these gradients
+    Group& group = groups[b.group];
+    DeviceGuard guard(group.device);
+    group.side.wait_for(b.ready);  // the caller's stream has produced these gradients
     int64_t offset = 0;
     for (int i : b.params) {
       const Tensor& g = params[i].second->grad;  // allocated by launch()
@@ -202,11 +337,11 @@ struct DistributedDataParallel::Impl {
     if (b.narrow.defined()) {
       // Summed in the narrow type, divided once widened: one rounding fewer than a narrow Avg.
       cast(b.narrow, b.flat);
-      comm.all_reduce(b.narrow, ReduceOp::Sum);
+      group.comm->all_reduce(b.narrow, ReduceOp::Sum);
       cast(b.flat, b.narrow);
-      scale(b.flat, b.flat, 1.0 / comm.size());
+      scale(b.flat, b.flat, 1.0 / group.comm->size());
     } else {
-      comm.all_reduce(b.flat, ReduceOp::Avg);
+      group.comm->all_reduce(b.flat, ReduceOp::Avg);
     }
     offset = 0;
     for (int i : b.params) {
@@ -222,7 +357,9 @@ struct DistributedDataParallel::Impl {
     // Allocated here, on the caller's thread, so the worker never races the layers over a grad
     // that is still undefined (a parameter whose layer got no gradient this backward).
     for (int i : b.params) ensure_grad(*params[i].second);
-    b.ready.record(current_stream(device()));
+    const Device d = groups[b.group].device;
+    DeviceGuard guard(d);
+    b.ready.record(current_stream(d));
     worker->post([this, &b] { reduce_bucket(b); });
   }
 
@@ -252,9 +389,9 @@ struct DistributedDataParallel::Impl {
     in_flight = false;
     for (Bucket& b : buckets) b.pending = 0;
     launch_ready();
-    worker->post([this] { done.record(side); });
-    worker->finish();                         // rethrows a CommError of the worker
-    current_stream(device()).wait_for(done);  // the optimizer reads the gradients next
+    worker->post([this] { record_worker_done(); });
+    worker->finish();           // rethrows a CommError of the worker
+    caller_waits_for_worker();  // the optimizer reads the gradients next
   }
 };
 
@@ -264,20 +401,15 @@ DistributedDataParallel::DistributedDataParallel(std::unique_ptr<Module> module,
   MT_CHECK_AS(ValueError, options.bucket_bytes >= 1,
               "DistributedDataParallel: bucket_bytes must be at least 1, got ",
               options.bucket_bytes, "; torch's default is 25 MiB (", int64_t(25) << 20, ")");
-  const Device device = comm.device();
-  for (auto& [name, p] : module->named_parameters())
-    MT_CHECK_AS(DeviceError, p->value.device() == device, "DistributedDataParallel: parameter '",
-                name, "' is on ", p->value.device(), " but rank ", comm.rank(),
-                "'s communicator is on ", device, "; move the module to ", device,
-                " before wrapping it");
   impl_ = std::make_unique<Impl>(std::move(module), comm, options);
   Impl& im = *impl_;
   im.params = im.module->named_parameters();
+  im.make_groups();
   im.build_buckets();
-  im.worker = make_comm_thread(device, im.side);
   // The caller's initialisation of the values is done before the worker copies them.
   im.run_on_worker([&im] {
     im.check_same_model();
+    im.split_groups();
     im.broadcast_parameters();
   });
   im.map_layers();
@@ -311,8 +443,10 @@ void DistributedDataParallel::average_parameters() {
   Impl& im = *impl_;
   im.run_on_worker([&im] {
     for (Impl::Bucket& b : im.buckets) {
+      Impl::Group& g = im.groups[b.group];
+      DeviceGuard guard(g.device);
       im.pack_values(b);
-      im.comm.all_reduce(b.flat, ReduceOp::Avg);
+      g.comm->all_reduce(b.flat, ReduceOp::Avg);
       im.unpack_values(b);
     }
   });
@@ -328,6 +462,7 @@ void DistributedDataParallel::average_tensors(std::vector<Tensor>& tensors) {
   // Runs of consecutive tensors of one dtype, each up to bucket_bytes (a larger tensor alone):
   // the same rule as the gradient buckets, so every rank groups alike.
   im.run_on_worker([&im, &tensors] {
+    DeviceGuard guard(im.device());
     std::size_t first = 0;
     while (first < tensors.size()) {
       const DType dtype = tensors[first].dtype();
@@ -361,10 +496,11 @@ NamedParameters DistributedDataParallel::named_parameters(const std::string& pre
 }
 
 void DistributedDataParallel::to(Device device) {
-  if (device == impl_->device()) return;  // already there
-  MT_THROW(DeviceError, "DistributedDataParallel::to(", device, "): rank ", impl_->comm.rank(),
-           " stays on its communicator's device ", impl_->device(),
-           "; build the module on the device wanted and a communicator for it instead");
+  const Impl& im = *impl_;
+  if (im.groups.size() == 1 && device == im.device()) return;  // already there
+  MT_THROW(DeviceError, "DistributedDataParallel::to(", device, "): rank ", im.comm.rank(),
+           " stays on its communicators' devices (", join_devices(im.devices()),
+           "); build the module on the device wanted and a communicator for it instead");
 }
 
 void DistributedDataParallel::train(bool on) {
@@ -381,8 +517,9 @@ std::string DistributedDataParallel::repr() const {
   const Impl& im = *impl_;
   std::ostringstream s;
   s << "DistributedDataParallel(rank=" << im.comm.rank() << ", world_size=" << im.comm.size()
-    << ", backend=" << im.comm.backend() << ", device=" << im.device().str()
-    << ", buckets=" << im.buckets.size() << ", bucket_bytes=" << bytes_str(im.options.bucket_bytes)
+    << ", backend=" << im.comm.backend() << (im.groups.size() == 1 ? ", device=" : ", devices=")
+    << join_devices(im.devices()) << ", buckets=" << im.buckets.size()
+    << ", bucket_bytes=" << bytes_str(im.options.bucket_bytes)
     << ", overlap=" << (im.options.overlap ? "True" : "False") << ")(\n  (module): ";
   for (char c : im.module->repr()) {
     s << c;
@@ -400,6 +537,8 @@ std::vector<std::vector<std::string>> DistributedDataParallel::bucket_names() co
   }
   return out;
 }
+
+std::vector<Device> DistributedDataParallel::devices() const { return impl_->devices(); }
 
 Module& DistributedDataParallel::module() noexcept { return *impl_->module; }
 

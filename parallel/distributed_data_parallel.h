@@ -14,6 +14,11 @@
 // accumulates local gradients; the first backward with sync on all-reduces the accumulated sums.
 //
 // Every rank must call forward/backward the same number of times with the same parameter shapes.
+//
+// The hybrid (data x model parallelism): a module whose parameters sit on several devices, a
+// ModelParallel with its stages on several GPUs, is reduced device by device, each device's
+// gradients with the same device's of the other ranks through a communicator of its own, split
+// from the one given (Note [DDP over several devices] in the .cpp).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -39,9 +44,11 @@ struct DdpOptions {
 
 class DistributedDataParallel final : public Module {
  public:
-  /// `module` is this rank's replica, its parameters on comm.device(); `comm` outlives this object.
-  /// Broadcasts rank 0's parameters (collective: every rank constructs at once).
-  /// ValueError for bucket_bytes < 1; DeviceError for a parameter on another device than comm's.
+  /// `module` is this rank's replica, its parameters on comm.device(), or on several devices one of
+  /// which is comm.device() (then each device gets a communicator split from `comm`); `comm`
+  /// outlives this object. Broadcasts rank 0's parameters (collective: every rank constructs at
+  /// once). ValueError for bucket_bytes < 1 and for ranks whose models or devices differ;
+  /// DeviceError when no parameter is on comm's device.
   DistributedDataParallel(std::unique_ptr<Module> module, Communicator& comm,
                           DdpOptions options = {});
   ~DistributedDataParallel() override;
@@ -52,8 +59,8 @@ class DistributedDataParallel final : public Module {
   Tensor backward(const Tensor& grad_output) override;
   /// The wrapped module's names ("0.weight", ...): checkpoints are those of one device.
   NamedParameters named_parameters(const std::string& prefix = "") override;
-  void to(Device device) override;  ///< DeviceError: a rank stays on its communicator's device
-                                    ///< (to() that device itself is a no-op)
+  void to(Device device) override;  ///< DeviceError: a rank stays on its communicators' devices
+                                    ///< (to() the one device of a one-device module is a no-op)
   void train(bool on = true) override;
   void set_needs_input_grad(bool on) override;
   std::string repr() const override;
@@ -87,7 +94,10 @@ class DistributedDataParallel final : public Module {
 
   /// Parameter names per bucket, in the order the buckets are all-reduced.
   std::vector<std::vector<std::string>> bucket_names() const;
+  /// The devices of the module's parameters, in order of first appearance; one communicator each.
+  std::vector<Device> devices() const;
   Module& module() noexcept;
+  /// The communicator given at construction (the one split per device when there are several).
   Communicator& communicator() noexcept;
 
  private:

@@ -71,7 +71,8 @@ std::vector<KeyEntry> make_table() {
   static const std::string progress_help =
       join(progress_mode_names(), " | ") + " (auto: a bar on a terminal, else lines)";
   static const std::string stages_help =
-      "--parallel mp: pipeline stages (default " + std::to_string(kDefaultStages) + ")";
+      "--parallel mp: pipeline stages (default " + std::to_string(kDefaultStages) +
+      "); --parallel ddp: each rank a pipeline of that many stages (the hybrid)";
   static const std::string weight_decay_help =
       "L2 (sgd, adam) or decoupled (adamw) decay; default " +
       number_text(AdamOptions{}.weight_decay) + ", adamw " +
@@ -140,7 +141,8 @@ std::vector<KeyEntry> make_table() {
                      "--parallel dp: replicas (default: one per --devices entry)"));
   t.push_back(member(
       "devices", K::String, &TrainConfig::devices,
-      "--parallel dp|mp: devices, e.g. cpu,cpu or cuda:0,cuda:1 (default: --device repeated)"));
+      "--parallel dp|mp, and ddp with --stages: devices, e.g. cpu,cpu or cuda:0,cuda:1 (default: "
+      "--device repeated)"));
   t.push_back(member("stages", K::Int, &TrainConfig::stages, stages_help.c_str()));
   t.push_back(
       member("micro-batches", K::Int, &TrainConfig::micro_batches, micro_batches_help.c_str()));

@@ -355,10 +355,6 @@ void validate_local_sgd(const TrainConfig& c) {
       MT_THROW(ValueError, "--sync-every ", *c.sync_every,
                " averages the ranks of --parallel ddp, but --parallel is ", c.parallel,
                "; add --parallel ddp (under mpirun or minitrain launch) or drop --sync-every");
-    if (c.stages != 0)
-      MT_THROW(ValueError,
-               "--sync-every works with plain --parallel ddp, not with --stages (the hybrid); "
-               "drop one of them");
     check_at_least("sync-every", *c.sync_every, 1);
   }
   if (c.sync_optimizer_state && (!c.sync_every || *c.sync_every < 2))

@@ -242,10 +242,24 @@ std::vector<double> read_sample_weights(const std::string& path, int64_t rows) {
   return values;
 }
 
-// The communicator settings of --backend, --all-reduce and --comm-timeout.
-ProcessGroupOptions process_group_options(const TrainConfig& c) {
+// The communicator settings of --backend, --all-reduce and --comm-timeout. `stages`: the devices
+// of the hybrid's stages (empty otherwise), each of which gets a communicator split from this
+// one. NCCL exchanges GPU tensors only, so a hybrid with stages on both the CPU and GPUs takes
+// mpi for auto, and an explicit nccl there is refused before any communicator is made.
+ProcessGroupOptions process_group_options(const TrainConfig& c, const std::vector<Device>& stages) {
   ProcessGroupOptions o;
   o.backend = c.backend;
+  const auto on_cpu =
+      std::find_if(stages.begin(), stages.end(), [](const Device& d) { return d.is_cpu(); });
+  const bool on_gpu =
+      std::any_of(stages.begin(), stages.end(), [](const Device& d) { return d.is_cuda(); });
+  if (on_cpu != stages.end() && on_gpu) {
+    if (c.backend == "nccl")
+      MT_THROW(ValueError, "--backend nccl exchanges GPU tensors only, but --devices ", c.devices,
+               " puts stage ", on_cpu - stages.begin(),
+               " on cpu; use --backend mpi (or auto) under mpirun for a hybrid with CPU stages");
+    o.backend = "mpi";
+  }
   o.comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout * 1000.0));
   o.comm.all_reduce =
       c.all_reduce == "ring" ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::Native;
@@ -697,7 +711,8 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
 
   // Declared before the model: the DDP wrapper uses it until it is destroyed.
   std::unique_ptr<Communicator> comm;
-  if (plan.ddp) comm = init_process_group(plan.env, plan.device, process_group_options(c));
+  if (plan.ddp)
+    comm = init_process_group(plan.env, plan.device, process_group_options(c, plan.devices));
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
 
   Generator gen(c.seed);

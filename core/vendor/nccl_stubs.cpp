@@ -12,6 +12,10 @@ MT_VENDOR_FORWARD(nccl, ncclResult_t, ncclCommInitRank,
                   (comm, nranks, id, rank))
 MT_VENDOR_FORWARD(nccl, ncclResult_t, ncclCommInitAll,
                   (ncclComm_t * comms, int ndev, const int* devices), (comms, ndev, devices))
+// NCCL 2.18 and later: the hybrid's per-stage communicators (parallel/comm/nccl_communicator.cpp).
+MT_VENDOR_FORWARD(nccl, ncclResult_t, ncclCommSplit,
+                  (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config),
+                  (comm, color, key, newcomm, config))
 MT_VENDOR_FORWARD(nccl, ncclResult_t, ncclCommDestroy, (ncclComm_t comm), (comm))
 MT_VENDOR_FORWARD(nccl, ncclResult_t, ncclCommAbort, (ncclComm_t comm), (comm))
 MT_VENDOR_FORWARD(nccl, ncclResult_t, ncclCommGetAsyncError,

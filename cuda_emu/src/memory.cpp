@@ -139,12 +139,20 @@ cudaError_t mtemu::limit_access(void* block, std::size_t usable, cudaStream_t st
     return fail(cudaErrorInvalidValue,
                 "limit_access(" + where(block) + ", " + std::to_string(usable) +
                     "): not the start of a live device allocation that large");
-  auto s = resolve_stream(stream, r.device);
-  if (!s) return fail(cudaErrorInvalidResourceHandle, "limit_access: not a live stream");
-  enqueue(*s, [base = r.base, bytes = r.bytes, usable] {
+  auto mark = [base = r.base, bytes = r.bytes, usable] {
     san::unpoison(base, bytes);
     san::poison(base + usable, bytes - usable);
-  });
+  };
+  auto s = resolve_stream(stream, r.device);
+  if (s) {
+    enqueue(*s, mark);
+  } else {
+    // The block's stream is gone (a thread's own stream ends with the thread, while tensors
+    // allocated on it live on: a pipeline stage's gradients). minitrain's Stream waits for its
+    // queue before it is destroyed (Note [streams and the caching allocator]), so nothing of the
+    // block's earlier users is still queued: the marks apply now.
+    mark();
+  }
   return ok();
 }
 

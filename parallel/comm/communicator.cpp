@@ -46,6 +46,14 @@ void Communicator::all_reduce(Tensor& t, ReduceOp op) {
   }
 }
 
+std::unique_ptr<Communicator> Communicator::split(int color, int key, Device device) {
+  MT_CHECK_AS(ValueError, color >= 0 || color == kNoColor, "split: rank ", rank(), " passed color ",
+              color, "; a color is a non-negative integer, or Communicator::kNoColor (", kNoColor,
+              ") for a rank that joins no group");
+  check_available(device);
+  return split_group(color, key, device);
+}
+
 void Communicator::check_peer(const char* op, int peer, const char* role) const {
   MT_CHECK_AS(ValueError, peer >= 0 && peer < size(), op, ": ", role, " ", peer,
               " is not a rank of this group of ", size(), " (rank ", rank(), ")");

@@ -7,6 +7,14 @@
 // Note [collective timeouts]: every blocking wait has a deadline (CommOptions::timeout). A peer
 // that never arrives turns into CommError naming the operation, this rank and the peer waited on
 // ("all_reduce: rank 2 waited 5.0 s for rank 3 (send/recv step 1)"), never a hang.
+//
+// Note [splitting a communicator]: split(color, key, device) is MPI_Comm_split's rule on every
+// backend: the ranks that pass the same color form a new group, ranked by key and then by their
+// rank here, and each member chooses the device its tensors live on in the new group. That is how
+// the hybrid (DistributedDataParallel over a pipeline whose stages sit on several GPUs) gets one
+// communicator per stage: stage s of every rank exchanges with stage s of the others, on stage
+// s's device. A split communicator is independent of its parent (either may be destroyed first)
+// and has the parent's CommOptions.
 
 #include <atomic>
 #include <chrono>
@@ -78,6 +86,17 @@ class Communicator {
   virtual void send_recv(const Tensor& send_t, int send_peer, Tensor& recv_t, int recv_peer) = 0;
   virtual void barrier() = 0;
 
+  /// A color that joins no group: that rank takes part in the split and gets null.
+  static constexpr int kNoColor = -1;
+  /// Collective over this communicator (Note [splitting a communicator]): this rank's member of
+  /// the group of `color` (>= 0, or kNoColor), ranked by `key` then by rank(), its tensors on
+  /// `device`. ValueError for a negative color other than kNoColor; DeviceError for a device that
+  /// is not available or that the backend cannot exchange tensors on; CommError past the timeout
+  /// when a rank never calls it.
+  std::unique_ptr<Communicator> split(int color, int key, Device device);
+  /// The same, on this communicator's device.
+  std::unique_ptr<Communicator> split(int color, int key) { return split(color, key, device()); }
+
  protected:
   explicit Communicator(CommOptions options) : options_(options) {}
   /// The shape rule of reduce_scatter and all_gather: `whole` holds size() chunks of `part`'s
@@ -86,6 +105,8 @@ class Communicator {
   void check_peer(const char* op, int peer, const char* role = "peer") const;
   void check_chunks(const char* op, const Tensor& whole, const char* whole_name, const Tensor& part,
                     const char* part_name) const;
+  /// The backend's split, after split() checked the color and the device; null for kNoColor.
+  virtual std::unique_ptr<Communicator> split_group(int color, int key, Device device) = 0;
   CommOptions options_;
 
  private:

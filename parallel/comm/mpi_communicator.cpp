@@ -203,10 +203,23 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommOptions options, Device devi
   check_available(device_);
   MpiRuntime::instance();
   MpiRuntime::note_timeout(options.timeout);
-  check_mpi(MPI_Comm_dup(comm, &comm_), "mpi", "MPI_Comm_dup");
-  check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "mpi", "MPI_Comm_set_errhandler");
-  check_mpi(MPI_Comm_rank(comm_, &rank_), "mpi", "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(comm_, &size_), "mpi", "MPI_Comm_size");
+  MPI_Comm dup = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_dup(comm, &dup), "mpi", "MPI_Comm_dup");
+  adopt(dup);
+}
+
+MpiCommunicator::MpiCommunicator(Adopt, MPI_Comm comm, CommOptions options, Device device)
+    : Communicator(options), device_(device) {
+  adopt(comm);
+}
+
+void MpiCommunicator::adopt(MPI_Comm comm) {
+  comm_ = comm;
+  int rc = MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(comm_, &rank_);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_size(comm_, &size_);
+  if (rc != MPI_SUCCESS) MPI_Comm_free(&comm_);  // a throwing constructor runs no destructor
+  check_mpi(rc, "mpi", "MPI_Comm_set_errhandler/rank/size");
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -458,12 +471,25 @@ void MpiCommunicator::send_recv(const Tensor& send_t, int send_peer, Tensor& rec
   copy_back(recv_t, recv_buf);
 }
 
-void MpiCommunicator::barrier() {
-  const char* name = "barrier";
-  check_usable(name);
+void MpiCommunicator::barrier() { meet("barrier"); }
+
+void MpiCommunicator::meet(const char* op) {
+  check_usable(op);
   std::vector<MPI_Request> req(1);
-  check_mpi(MPI_Ibarrier(comm_, &req[0]), name, "MPI_Ibarrier");
-  wait_all(req, name, detail::concat("the other ", size_ - 1, " ranks (MPI_Ibarrier)"), {});
+  check_mpi(MPI_Ibarrier(comm_, &req[0]), op, "MPI_Ibarrier");
+  wait_all(req, op, detail::concat("the other ", size_ - 1, " ranks (MPI_Ibarrier)"), {});
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split_group(int color, int key, Device device) {
+  const char* name = "split";
+  meet(name);  // the deadline MPI_Comm_split lacks (Note [MPI timeouts])
+  MPI_Comm part = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(comm_, color == kNoColor ? MPI_UNDEFINED : color, key, &part), name,
+            "MPI_Comm_split");
+  if (part == MPI_COMM_NULL) return nullptr;
+  // A GPU member gets its own staging buffer, on first use (Note [staging CUDA tensors through
+  // MPI]).
+  return std::unique_ptr<Communicator>(new MpiCommunicator(Adopt{}, part, options_, device));
 }
 
 }  // namespace minitrain

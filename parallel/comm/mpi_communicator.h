@@ -27,6 +27,9 @@
 // communicator refuses further work (CommError "... unusable ..."); the request that never
 // completed is kept, with its buffer, until the communicator is destroyed. A timed-out recv is
 // cancelled and leaves the communicator usable.
+// split (Note [splitting a communicator]) is MPI_Comm_split, which has no non-blocking form: it
+// first meets the other ranks in an MPI_Ibarrier with the deadline, so a rank that never comes is
+// a CommError, and only then splits (every rank is then on its way into the same call).
 
 #include <mpi.h>
 
@@ -95,7 +98,17 @@ class MpiCommunicator final : public Communicator {
   void send_recv(const Tensor& send_t, int send_peer, Tensor& recv_t, int recv_peer) override;
   void barrier() override;
 
+ protected:
+  std::unique_ptr<Communicator> split_group(int color, int key, Device device) override;
+
  private:
+  struct Adopt {};
+  /// Takes ownership of `comm` (a split's result) as it is, without duplicating it.
+  MpiCommunicator(Adopt, MPI_Comm comm, CommOptions options, Device device);
+  /// The communicator's handle set to return errors, and this rank's place in it.
+  void adopt(MPI_Comm comm);
+  /// An MPI_Ibarrier waited for with the deadline; `op` names the caller in errors.
+  void meet(const char* op);
   struct Pending {  // a request given up on at a timeout, and the buffers it may still touch
     MPI_Request request;
     std::vector<Tensor> buffers;

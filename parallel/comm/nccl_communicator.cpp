@@ -6,7 +6,11 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <set>
@@ -53,6 +57,44 @@ std::string describe(const Tensor& t) {
 }
 
 cudaStream_t caller_stream(Device d) { return current_stream(d).native_handle(); }
+
+// FNV-1a, truncated to 32 bits so that it travels exactly in a float64 collective; the same in
+// every process (unlike std::hash, which a library may seed).
+double hash32(const std::string& text) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : text) h = (h ^ c) * 16777619u;
+  return static_cast<double>(h);
+}
+
+std::string host_name() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+std::string pci_bus_id(Device d) {
+  char bus[64] = {};
+  CHECK_CUDA(cudaDeviceGetPCIBusId(bus, sizeof bus, d.index()));
+  return bus;
+}
+
+// What one rank asks of a split, as all-gathered (Note [NCCL split onto another GPU]).
+struct SplitRequest {
+  int color = 0, key = 0;
+  bool keeps_gpu = true;     // the new member on this communicator's own GPU
+  double host = 0, gpu = 0;  // hashes of the host name and of the target GPU's PCI bus id
+};
+constexpr int64_t kSplitRequestFields = 5;
+
+// Members of `color` in the new group's order: by key, then by rank in the parent.
+std::vector<int> members_of(const std::vector<SplitRequest>& requests, int color) {
+  std::vector<int> members;
+  for (int r = 0; r < static_cast<int>(requests.size()); ++r)
+    if (requests[r].color == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return requests[a].key < requests[b].key; });
+  return members;
+}
 
 }  // namespace
 
@@ -281,6 +323,67 @@ void NcclCommunicator::send_recv(const Tensor& send_t, int send_peer, Tensor& re
   CHECK_NCCL(end);
   wait(name, detail::concat("rank ", recv_peer, " to send ", describe(recv_t), " and rank ",
                             send_peer, " to receive ", describe(send_t)));
+}
+
+std::unique_ptr<Communicator> NcclCommunicator::split_group(int color, int key, Device device) {
+  const char* name = "split";
+  check_usable(name);
+  MT_CHECK_AS(DeviceError, color == kNoColor || device.is_cuda(), name, ": rank ", rank_,
+              " asks for a member on ", device,
+              "; NCCL ranks live on GPUs (the MPI backend exchanges CPU tensors)");
+  DeviceGuard guard(device_);
+  // Every rank's request, so that all take the same path and refuse the same groups.
+  const bool joins = color != kNoColor;
+  std::vector<double> mine = {static_cast<double>(color), static_cast<double>(key),
+                              device == device_ ? 1.0 : 0.0, hash32(host_name()),
+                              joins ? hash32(pci_bus_id(device)) : 0.0};
+  Tensor all = Tensor::empty(Shape({kSplitRequestFields * size_}), DType::Float64, device_);
+  all_gather(all, Tensor::from_vector(mine, {kSplitRequestFields}, device_));
+  const std::vector<double> v = all.to_vector<double>();
+  std::vector<SplitRequest> requests(size_);
+  bool every_rank_keeps_its_gpu = true;
+  for (int r = 0; r < size_; ++r) {
+    const double* f = v.data() + r * kSplitRequestFields;
+    requests[r] = {static_cast<int>(f[0]), static_cast<int>(f[1]), f[2] != 0.0, f[3], f[4]};
+    every_rank_keeps_its_gpu =
+        every_rank_keeps_its_gpu && (requests[r].keeps_gpu || requests[r].color == kNoColor);
+  }
+  const std::vector<int> members = joins ? members_of(requests, color) : std::vector<int>{};
+  const int new_rank =
+      static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+
+  if (every_rank_keeps_its_gpu) {  // the parent's GPUs are distinct already
+    ncclComm_t part = nullptr;
+    CHECK_NCCL(ncclCommSplit(comm_, joins ? color : NCCL_SPLIT_NOCOLOR, key, &part, nullptr));
+    if (part == nullptr) return nullptr;
+    return std::make_unique<NcclCommunicator>(part, new_rank, static_cast<int>(members.size()),
+                                              device_, options_);
+  }
+  // Refused on every rank alike, before any rank joins an NCCL communicator that cannot form.
+  for (int r = 0; r < size_; ++r)
+    for (int q = 0; q < r; ++q)
+      if (requests[r].color != kNoColor && requests[q].color == requests[r].color &&
+          requests[q].host == requests[r].host && requests[q].gpu == requests[r].gpu)
+        MT_THROW(DeviceError, name, ": ranks ", q, " and ", r,
+                 " would share one GPU of their host in the NCCL communicator of color ",
+                 requests[r].color, " (rank ", rank_, " asked for ", device,
+                 "); NCCL needs a GPU per rank: give each rank its own GPUs (for the hybrid, "
+                 "--devices naming other GPUs per rank, or CUDA_VISIBLE_DEVICES per rank), or use "
+                 "--backend mpi");
+  // Each group's first member makes its id; every rank gathers them all and joins its leader's.
+  NcclUniqueId id{};
+  if (joins && members.front() == rank_) id = nccl_unique_id();
+  constexpr int64_t kIdWords = sizeof(NcclUniqueId) / sizeof(double);
+  Tensor my_id = Tensor::empty(Shape({kIdWords}), DType::Float64);
+  std::memcpy(my_id.raw_data(), id.data(), id.size());  // bytes, not numbers: copied, never added
+  Tensor ids = Tensor::empty(Shape({kIdWords * size_}), DType::Float64, device_);
+  all_gather(ids, my_id.to(device_));
+  if (!joins) return nullptr;
+  const Tensor host_ids = ids.to(Device::cpu());
+  std::memcpy(id.data(),
+              static_cast<const char*>(host_ids.raw_data()) + members.front() * id.size(),
+              id.size());
+  return from_unique_id(id, new_rank, static_cast<int>(members.size()), device, options_);
 }
 
 void NcclCommunicator::barrier() {

@@ -17,6 +17,14 @@
 // leaves by an exception while its peers go on (or are stopped) would hang in it at the end of the
 // communicator's scope. A communicator destroyed during stack unwinding is therefore aborted
 // (ncclCommAbort, local) instead; one destroyed in the normal course of a program is destroyed.
+//
+// Note [NCCL split onto another GPU]: ncclCommSplit's child lives on its parent's GPU, but the
+// hybrid's stage s needs a communicator on stage s's GPU (Note [splitting a communicator]). So a
+// split first all-gathers every rank's color, key and target GPU (its host and PCI bus); when every
+// rank keeps its GPU it is ncclCommSplit, otherwise each group's first member makes an NCCL id,
+// the ids are all-gathered, and each member joins its group's id on its GPU (ncclCommInitRank).
+// NCCL cannot put two ranks of one communicator on one GPU, so a group that would is refused
+// first, alike on every rank, naming both ranks and the GPU.
 
 #include <array>
 #include <memory>
@@ -57,6 +65,9 @@ class NcclCommunicator final : public Communicator {
   void recv(Tensor& t, int peer) override;
   void send_recv(const Tensor& send_t, int send_peer, Tensor& recv_t, int recv_peer) override;
   void barrier() override;
+
+ protected:
+  std::unique_ptr<Communicator> split_group(int color, int key, Device device) override;
 
  private:
   void check_usable(const char* op) const;

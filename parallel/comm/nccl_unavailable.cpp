@@ -13,7 +13,8 @@ namespace {
   if (cuda_emulated())
     MT_THROW(DeviceError, what,
              ": NCCL needs real GPUs and is absent on minitrain's emulated GPUs; use the mpi "
-             "backend under mpirun for CPU ranks");
+             "backend under mpirun (--backend mpi), which exchanges GPU tensors through host "
+             "memory");
   MT_THROW(
       DeviceError, what,
       ": NCCL is not available in a CPU-only build of minitrain (no CUDA compiler was "

@@ -5,16 +5,20 @@
 //  - collectives: each rank deposits a pointer to its tensor, all meet at a barrier, each rank
 //    reads what it needs from the others' tensors, and a second barrier keeps the tensors alive
 //    until every rank has finished reading. all_reduce reduces the contributions in rank order,
-//    so every rank computes bit-identical results.
+//    so every rank computes bit-identical results;
+//  - split: each rank deposits its color and key, all meet, and the first member of a color to
+//    ask creates that color's new ThreadGroup, which the other members then share.
 // Every wait has the group's deadline (Note [collective timeouts]); the first failure (timeout,
 // or ranks that disagree about the call) breaks the group, wakes every waiter, and makes every
 // later call fail at once instead of waiting for partners that will never come.
 
 #include "parallel/comm/thread_communicator.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <iomanip>
+#include <map>
 #include <mutex>
 #include <sstream>
 
@@ -42,7 +46,11 @@ void settle(const Tensor& t) {
 class ThreadGroup {
  public:
   ThreadGroup(int size, std::chrono::milliseconds timeout)
-      : size_(size), timeout_(timeout), slots_(size), mailboxes_(size * size) {}
+      : size_(size),
+        timeout_(timeout),
+        slots_(size),
+        mailboxes_(size * size),
+        split_requests_(size) {}
 
   int size() const { return size_; }
 
@@ -90,6 +98,38 @@ class ThreadGroup {
   const Tensor& slot(int rank) {
     std::lock_guard<std::mutex> lock(mutex_);
     return *slots_[rank];
+  }
+
+  /// Collective: the group of the ranks that passed `color` (MPI_Comm_split's order: key, then
+  /// rank) and this rank's place in it; {null, -1} for Communicator::kNoColor.
+  std::pair<std::shared_ptr<ThreadGroup>, int> split(int rank, int color, int key) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      split_requests_[rank] = {color, key};
+    }
+    barrier("split", rank, "split");
+    std::shared_ptr<ThreadGroup> group;
+    int new_rank = -1;
+    if (color != Communicator::kNoColor) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      std::vector<std::pair<int, int>> members;  // (key, rank) of this color
+      for (int r = 0; r < size_; ++r)
+        if (split_requests_[r].first == color) members.emplace_back(split_requests_[r].second, r);
+      std::sort(members.begin(), members.end());
+      for (std::size_t i = 0; i < members.size(); ++i)
+        if (members[i].second == rank) new_rank = static_cast<int>(i);
+      std::shared_ptr<ThreadGroup>& made = split_groups_[color];
+      if (!made) made = std::make_shared<ThreadGroup>(static_cast<int>(members.size()), timeout_);
+      group = made;
+    }
+    // Every member holds its group now. Rank 0 forgets them before it can reach the next split's
+    // first barrier, which no rank passes without it, so no split finds another's groups.
+    barrier("split", rank, "split");
+    if (rank == 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      split_groups_.clear();
+    }
+    return {group, new_rank};
   }
 
   void post(int src, int dst, Tensor message) {
@@ -149,6 +189,9 @@ class ThreadGroup {
   std::vector<const Tensor*> slots_;
   // point to point: FIFO per (src, dst) at src * size + dst
   std::vector<std::deque<Tensor>> mailboxes_;
+  // split: each rank's (color, key), and the groups made so far by the split in progress
+  std::vector<std::pair<int, int>> split_requests_;
+  std::map<int, std::shared_ptr<ThreadGroup>> split_groups_;
 };
 
 namespace {
@@ -253,6 +296,13 @@ class ThreadCommunicator final : public Communicator {
   }
 
   void barrier() override { group_->barrier("barrier", rank_, "barrier"); }
+
+ protected:
+  std::unique_ptr<Communicator> split_group(int color, int key, Device device) override {
+    auto [group, rank] = group_->split(rank_, color, key);
+    if (!group) return nullptr;
+    return std::make_unique<ThreadCommunicator>(std::move(group), rank, device, options_);
+  }
 
  private:
   /// Deposit `mine`, meet, run `work` (reading the others' slots), meet again.

@@ -13,7 +13,8 @@
 #            parameters instead of averaged gradients); --sync-every 4 with Adam and
 #            --sync-optimizer-state ends with one model on every rank (the run checks it after the
 #            last averaging), and stopped at a checkpoint (step 6, not a multiple of 4: averaged
-#            there, moments too) then resumed on the ranks ends bit-identical to the uninterrupted run.
+#            there, moments too) then resumed on the ranks ends bit-identical to the uninterrupted run;
+#            --sync-every 1 on the hybrid (--stages 2) equals DDP's weights too.
 #   errors   a failing rank's error line names the rank; --backend without --parallel ddp and
 #            --backend nccl for CPU ranks are refused, saying what to do.
 #   validation --val-data of 7 rows (not a multiple of NP): each rank evaluates its own rows, the
@@ -30,6 +31,11 @@
 #            pinned host memory, no NCCL; emulated GPUs do) vs one CPU device with the global
 #            batch; then the same in bf16 with --grad-reduce-dtype bf16 (16-bit sums through
 #            MPI's staging) near the CPU bf16 run; reports SKIP without a GPU.
+#   hybrid_gpu (label gpu) NP ranks, each a pipeline of 2 stages on cuda:0 and cuda:1 (--backend mpi:
+#            one communicator per stage, split from the rank's, on that stage's GPU), vs one CPU
+#            device with the global batch; the same with stages on cuda:0 and the CPU (auto takes
+#            mpi), and with --sync-every 1 and plain SGD; --backend nccl with a CPU stage is refused
+#            saying what to do. Reports SKIP with fewer than 2 GPUs.
 # The data (synthetic:96) is a multiple of NP*4 for NP = 2 and 3, so every batch is full on
 # both sides and the sums differ only in float32 rounding.
 
@@ -56,6 +62,21 @@ function(ddp_run out_var np)
   run(out ${MPIEXEC} -n ${np} ${MINITRAIN} train --parallel ddp ${common} ${ARGN})
   set(${out_var} "${out}" PARENT_SCOPE)
 endfunction()
+
+# skip_unless_gpus(N): on a machine with fewer than N CUDA devices the case ends here, reporting
+# SKIP (a failure under MINITRAIN_REQUIRE_GPU=1); otherwise `gpus` is their number. A macro, so
+# that its return() ends the script.
+macro(skip_unless_gpus n)
+  run(info ${MINITRAIN} info)
+  if(NOT info MATCHES "GPUs: ([0-9]+)\n" OR CMAKE_MATCH_1 LESS ${n})
+    if("$ENV{MINITRAIN_REQUIRE_GPU}" STREQUAL "1")
+      message(FATAL_ERROR "MINITRAIN_REQUIRE_GPU=1 but fewer than ${n} CUDA device(s) (${info})")
+    endif()
+    message(STATUS "SKIP: needs ${n} CUDA device(s) (${info})")
+    return()
+  endif()
+  set(gpus ${CMAKE_MATCH_1})
+endmacro()
 
 # Weights within float32 rounding: sums over ranks vs one GEMM, over 24 Adam steps (as
 # tests/parallel/cli_parallel_test.cpp compares --parallel dp).
@@ -246,6 +267,10 @@ elseif(CASE STREQUAL "localsgd")
     message(FATAL_ERROR "no local SGD info line:\n${out}")
   endif()
   same_weights(${WORK}/k1.safetensors ${WORK}/ddp.safetensors)
+  # The hybrid averages each stage's parameters too.
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${sgd} ${quiet} --epochs 2 --batch-size 4
+      --stages 2 --sync-every 1 --save ${WORK}/hybrid_k1.safetensors)
+  same_weights(${WORK}/hybrid_k1.safetensors ${WORK}/ddp.safetensors)
   # A checkpoint is a sync point: the uninterrupted run checkpoints at step 6 as well.
   set(k4 --batch-size 4 --sync-every 4 --sync-optimizer-state --checkpoint-every 6)
   ddp_run(out ${NP} --steps 12 ${k4} --checkpoint-dir ${WORK}/full --save ${WORK}/k4.safetensors)
@@ -271,14 +296,7 @@ elseif(CASE STREQUAL "cuda")
     message(STATUS "SKIP: needs NCCL on real GPUs (these are emulated)")
     return()
   endif()
-  if(NOT info MATCHES "GPUs: ([0-9]+)\n")
-    if("$ENV{MINITRAIN_REQUIRE_GPU}" STREQUAL "1")
-      message(FATAL_ERROR "MINITRAIN_REQUIRE_GPU=1 but no CUDA device (${info})")
-    endif()
-    message(STATUS "SKIP: no CUDA device (${info})")
-    return()
-  endif()
-  set(gpus ${CMAKE_MATCH_1})
+  skip_unless_gpus(1)
   string(REPLACE "--device cpu" "--device cuda" on_gpu "${common}")
   math(EXPR gpu_batch "${gpus} * 4")
   run(one ${MINITRAIN} train ${on_gpu} ${quiet} --epochs 2 --batch-size ${gpu_batch} --save ${WORK}/one.safetensors)
@@ -289,14 +307,7 @@ elseif(CASE STREQUAL "cuda")
   endif()
   same_weights(${WORK}/ddp.safetensors ${WORK}/one.safetensors)
 elseif(CASE STREQUAL "mpi_gpu")
-  run(info ${MINITRAIN} info)
-  if(NOT info MATCHES "GPUs: ([0-9]+)\n")
-    if("$ENV{MINITRAIN_REQUIRE_GPU}" STREQUAL "1")
-      message(FATAL_ERROR "MINITRAIN_REQUIRE_GPU=1 but no CUDA device (${info})")
-    endif()
-    message(STATUS "SKIP: no CUDA device (${info})")
-    return()
-  endif()
+  skip_unless_gpus(1)
   string(REPLACE "--device cpu" "--device cuda" on_gpu "${common}")
   run(one ${MINITRAIN} train ${common} ${quiet} --epochs 2 --batch-size ${global_batch} --save ${WORK}/one.safetensors)
   run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${on_gpu} --backend mpi --epochs 2 --batch-size 4
@@ -316,6 +327,37 @@ elseif(CASE STREQUAL "mpi_gpu")
       --precision bf16 --grad-reduce-dtype bf16 --save ${WORK}/ddp_bf16.safetensors)
   run(out ${TOOL} nearer ${WORK}/ddp_bf16.safetensors ${WORK}/one_bf16.safetensors ${WORK}/one_fp32.safetensors 0.5)
   message(STATUS "bf16 GPU ranks: ${out}")
+elseif(CASE STREQUAL "hybrid_gpu")
+  skip_unless_gpus(2)
+  string(REPLACE "--device cpu" "--device cuda" on_gpu "${common}")
+  set(gpu_stages --backend mpi --stages 2 --micro-batches 2 --epochs 2 --batch-size 4)
+  run(one ${MINITRAIN} train ${common} ${quiet} --epochs 2 --batch-size ${global_batch} --save ${WORK}/one.safetensors)
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${on_gpu} --devices cuda:0,cuda:1 ${gpu_stages}
+      --save ${WORK}/hybrid.safetensors)
+  if(NOT out MATCHES "on cuda:0,cuda:1: .*distributed data parallel: ${NP} ranks \\(mpi.*model parallel: 2 stages")
+    message(FATAL_ERROR "no hybrid info line on cuda:0,cuda:1:\n${out}")
+  endif()
+  same_weights(${WORK}/hybrid.safetensors ${WORK}/one.safetensors)
+  # A stage on a GPU and one on the CPU: auto takes mpi, whose communicators take both.
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${on_gpu} --devices cuda:0,cpu --stages 2
+      --micro-batches 2 --epochs 2 --batch-size 4 --save ${WORK}/mixed.safetensors)
+  if(NOT out MATCHES "on cuda:0,cpu: .*distributed data parallel: ${NP} ranks \\(mpi")
+    message(FATAL_ERROR "the GPU and CPU stages did not run over mpi:\n${out}")
+  endif()
+  same_weights(${WORK}/mixed.safetensors ${WORK}/one.safetensors)
+  # Local SGD averages each stage's parameters on its own GPU: with plain SGD and K = 1 it is DDP.
+  string(REPLACE "--optimizer;adam;--lr;0.01" "--optimizer;sgd;--lr;0.05" sgd_gpu "${on_gpu}")
+  string(REPLACE "--optimizer;adam;--lr;0.01" "--optimizer;sgd;--lr;0.05" sgd_cpu "${common}")
+  run(one ${MINITRAIN} train ${sgd_cpu} ${quiet} --epochs 2 --batch-size ${global_batch} --save ${WORK}/one_sgd.safetensors)
+  run(out ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${sgd_gpu} --devices cuda:0,cuda:1 ${gpu_stages}
+      --sync-every 1 --save ${WORK}/hybrid_k1.safetensors)
+  same_weights(${WORK}/hybrid_k1.safetensors ${WORK}/one_sgd.safetensors)
+  execute_process(COMMAND ${MPIEXEC} -n ${NP} ${MINITRAIN} train --parallel ddp ${on_gpu} --devices cuda:0,cpu
+                          --stages 2 --steps 2 --batch-size 4 --backend nccl
+                  RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  if(code EQUAL 0 OR NOT "${out}${err}" MATCHES "--backend nccl exchanges GPU tensors only, but --devices cuda:0,cpu puts stage 1 on cpu; use --backend mpi")
+    message(FATAL_ERROR "--backend nccl with a CPU stage was not refused (exit ${code}):\n${out}${err}")
+  endif()
 elseif(CASE STREQUAL "validation")
   # 4 features, 2 targets, 7 rows.
   file(WRITE ${WORK}/val.csv "a,b,c,d,t1,t2\n0.1,0.2,0.3,0.4,0.5,-0.5\n-0.3,0.9,0.1,-0.2,0.1,0.2\n"

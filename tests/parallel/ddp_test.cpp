@@ -1,8 +1,9 @@
 // DistributedDataParallel on the threads backend (one thread per rank, in one process): equal to
 // one device on the global batch for 2 and 3 ranks, SGD with momentum and Adam, with and without
 // overlap; gradient accumulation with no_sync; bucket sizes; ring vs native; the broadcast at
-// construction; the hybrid with ModelParallel; the errors; and that the overlap really happens
-// (a bucket's all-reduce starts while the module's backward is still running).
+// construction; the hybrid with ModelParallel, its stages on the CPU or on two GPUs (one
+// communicator per stage's device); the errors; and that the overlap really happens (a bucket's
+// all-reduce starts while the module's backward is still running).
 
 #include "parallel/distributed_data_parallel.h"
 
@@ -142,6 +143,72 @@ TEST(DdpThreads, HybridTwoReplicasOfTwoStagesMatchesOneDevice) {
   }
 }
 
+// ---- the hybrid with its stages on two GPUs (Note [DDP over several devices]) ----
+
+const std::vector<Device> kTwoGpus = {Device::cuda(0), Device::cuda(1)};
+
+// Each rank's communicator on cuda:0, its first stage's device; the second stage's gradients go
+// through a communicator split onto cuda:1.
+TEST(DdpThreadsCuda, HybridWithStagesOnTwoGpusMatchesOneCpuDevice) {
+  MT_SKIP_UNLESS_CUDA_DEVICES(2);
+  for (int world : {2, 3})
+    for (const OptimizerConfig& oc : {sgd_momentum(), adam()}) {
+      Case c;
+      c.opt = oc;
+      c.model = two_stage_mlp_over(kTwoGpus);
+      c.ddp.bucket_bytes = 200;
+      const std::string what = "world " + std::to_string(world) + " hybrid on GPUs " + c.str();
+      SCOPED_TRACE(what);
+      std::vector<Weights> got(world);
+      auto comms = make_thread_communicators(std::vector<Device>(world, Device::cuda(0)));
+      run_ranks(comms, [&](Communicator& comm) { got[comm.rank()] = train_ddp(comm, c); });
+      expect_all_ranks_match(got, train_one_device(c, world), what);
+    }
+}
+
+TEST(DdpThreadsCuda, BucketsNeverMixTheStagesDevices) {
+  MT_SKIP_UNLESS_CUDA_DEVICES(2);
+  auto comms = make_thread_communicators({Device::cuda(0)});
+  run_ranks(comms, [&](Communicator& comm) {
+    // Stage 0: layers 0-1 on cuda:0; stage 1: layers 2-4 on cuda:1 (balanced by parameters).
+    DistributedDataParallel ddp(two_stage_mlp_over(kTwoGpus)(kSeed, comm.device()), comm);
+    EXPECT_EQ(ddp.devices(), kTwoGpus);
+    using Names = std::vector<std::vector<std::string>>;
+    EXPECT_EQ(ddp.bucket_names(),
+              (Names{{"4.bias", "4.weight", "2.bias", "2.weight"}, {"0.bias", "0.weight"}}));
+    EXPECT_THAT(ddp.repr(), HasSubstr("devices=cuda:0, cuda:1"));
+    EXPECT_THROW(ddp.to(Device::cuda(0)), DeviceError);
+  });
+}
+
+TEST(DdpThreadsCuda, RanksWithStagesOnDifferentNumbersOfDevicesAreValueError) {
+  MT_SKIP_UNLESS_CUDA_DEVICES(2);
+  auto comms = make_thread_communicators({Device::cuda(0), Device::cuda(0)});
+  std::vector<std::string> msgs(2);
+  run_ranks(comms, [&](Communicator& comm) {
+    const std::vector<Device> stages =
+        comm.rank() == 0 ? kTwoGpus : std::vector<Device>{Device::cuda(0)};
+    auto model = two_stage_mlp_over(stages)(kSeed, comm.device());
+    msgs[comm.rank()] = error_message([&] { DistributedDataParallel(std::move(model), comm); });
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_THAT(msgs[r], HasSubstr("the ranks spread the model over different numbers of devices"))
+        << r;
+    EXPECT_THAT(msgs[r], HasSubstr("while the ranks range over 1..2")) << r;
+  }
+}
+
+TEST(DdpThreadsCuda, NoParameterOnTheCommunicatorsDeviceIsDeviceError) {
+  MT_SKIP_UNLESS_CUDA_DEVICES(2);
+  run_cpu_ranks(1, {}, [&](Communicator& comm) {
+    auto model = two_stage_mlp_over(kTwoGpus)(kSeed, comm.device());
+    const std::string msg = error_message([&] { DistributedDataParallel(std::move(model), comm); });
+    EXPECT_THAT(msg, HasSubstr("parameter '0.weight' is on cuda:0 but rank 0's communicator is on "
+                               "cpu and no parameter is"));
+    EXPECT_THAT(msg, HasSubstr("one of its devices (cuda:0, cuda:1)"));
+  });
+}
+
 // ---- a Communicator that records the all-reduces it forwards (and may claim another device) ----
 class RecordingCommunicator final : public Communicator {
  public:
@@ -183,6 +250,11 @@ class RecordingCommunicator final : public Communicator {
   void clear() {
     std::lock_guard<std::mutex> lock(mu_);
     numels_.clear();
+  }
+
+ protected:
+  std::unique_ptr<Communicator> split_group(int color, int key, Device device) override {
+    return inner_.split(color, key, device);
   }
 
  private:

@@ -61,6 +61,13 @@ inline ModelFactory two_stage_mlp() {
                                            std::vector<Device>{d});
   };
 }
+/// The hybrid on several devices: stage s on stages[s] (the rank's communicator on stages[0]).
+inline ModelFactory two_stage_mlp_over(std::vector<Device> stages) {
+  return [stages](uint64_t seed, Device) -> std::unique_ptr<Module> {
+    return std::make_unique<ModelParallel>(mlp(seed, stages.front()), /*stages=*/2,
+                                           /*micro_batches=*/2, stages);
+  };
+}
 
 inline OptimizerConfig sgd_momentum() {
   OptimizerConfig oc;
@@ -131,8 +138,9 @@ inline Weights train_rank(DistributedDataParallel& ddp, const Case& c,
     for (int m = 0; m < c.micro_batches; ++m) {
       const int64_t begin = m * per_micro + rank * kLocalBatch;
       MSELoss loss;
-      loss.forward(ddp.forward(x.narrow(begin, kLocalBatch).to(d)),
-                   y.narrow(begin, kLocalBatch).to(d));
+      // The output is on the last stage's device when the stages sit on several.
+      const Tensor out = ddp.forward(x.narrow(begin, kLocalBatch).to(d));
+      loss.forward(out, y.narrow(begin, kLocalBatch).to(out.device()));
       Tensor g = loss.backward();
       if (c.micro_batches > 1) g = scale(g, 1.0 / c.micro_batches);  // the Trainer's scaling
       if (m + 1 < c.micro_batches) {

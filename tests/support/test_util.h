@@ -24,6 +24,15 @@ namespace minitrain::testing {
       GTEST_SKIP() << "no CUDA device: " << ::minitrain::cuda_unavailable_reason(); \
   } while (0)
 
+/// Skips the current test (GTEST_SKIP), saying why, on a machine with fewer than `n` CUDA devices.
+#define MT_SKIP_UNLESS_CUDA_DEVICES(n)                             \
+  do {                                                             \
+    if (::minitrain::cuda_device_count() < (n))                    \
+      GTEST_SKIP() << "needs " << (n) << " CUDA device(s), found " \
+                   << ::minitrain::cuda_device_count() << " "      \
+                   << ::minitrain::cuda_unavailable_reason();      \
+  } while (0)
+
 class DeviceTest : public ::testing::TestWithParam<Device> {
  protected:
   void SetUp() override { MT_SKIP_UNLESS_AVAILABLE(GetParam()); }

@@ -13,6 +13,8 @@ namespace mtemu {
 /// Queued on `stream`: from there on only [block, block + usable) may be accessed; the rest of
 /// the allocation that starts at `block` is poisoned (reported by AddressSanitizer, naming the
 /// kernel). usable = 0 marks a block that went back to the cache. cudaErrorInvalidValue when
-/// `block` is not the start of a live device allocation. A no-op without AddressSanitizer.
+/// `block` is not the start of a live device allocation. A `stream` that no longer exists has
+/// drained (minitrain's Stream waits for its queue when destroyed): then the marks apply at once.
+/// A no-op without AddressSanitizer.
 cudaError_t limit_access(void* block, std::size_t usable, cudaStream_t stream);
 }  // namespace mtemu
