@@ -322,6 +322,10 @@ void warn_oversubscription(const TrainConfig& c, std::ostream& info) {
     info << "warning: --threads " << c.threads << " is more than the " << cores
          << " core(s) this process may use (CPU affinity, cgroup quota); the threads will take "
             "turns on them\n";
+  if (c.workers > cores)
+    info << "warning: --workers " << c.workers << " is more than the " << cores
+         << " core(s) this process may use; workers beyond that help only a data set that waits "
+            "(on a disk), not one that computes\n";
   if (c.parallel == "dp" && c.replicas > cores && c.devices.empty())
     info << "warning: --replicas " << c.replicas << " is more than the " << cores
          << " core(s) this process may use; CPU replicas beyond that only take turns\n";
@@ -532,6 +536,7 @@ DataLoaderOptions loader_options(const TrainConfig& c, const RunPlan& p, const D
   lo.drop_last = c.drop_last;
   lo.seed = c.seed;
   lo.device = p.device;
+  lo.workers = static_cast<int>(c.workers);  // validate() kept it within kMaxLoaderWorkers
   if (!sample_weights.empty())
     lo.sampler =
         std::make_shared<WeightedRandomSampler>(sample_weights, train.size(), c.seed, world, rank);
