@@ -14,6 +14,7 @@
 #include "core/atomic_file.h"
 #include "core/bytes.h"
 #include "core/device.h"
+#include "core/gpu_monitor.h"
 #include "core/npy.h"
 #include "core/parallel_for.h"
 #include "core/strings.h"
@@ -763,6 +764,9 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
       };
     }
   }
+  // GPU utilisation and memory in the metrics where NVML can be read; where not, a note says why.
+  GpuMonitor gpu_monitor(plan.device);
+  to.gpu_monitor = &gpu_monitor;
   Trainer trainer(model, *optimizer, loader, to);
 
   TrainReport report;
@@ -788,6 +792,9 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   if (rank == 0) {
     info << describe_run(c, plan, data, built, report, comm.get(), epochs, !sample_weights.empty())
          << "\n";
+    if (log && !gpu_monitor.note().empty())
+      info << "note: the metrics leave out GPU utilisation and memory: " << gpu_monitor.note()
+           << "\n";
     info.flush();
   }
 
