@@ -34,6 +34,16 @@ inline std::vector<int64_t> rows_of(const Batch& b) {
   return rows;
 }
 
+// The features numbered(n) holds for `rows`: [r, 100 + r] each, flattened.
+inline std::vector<double> features_of(const std::vector<int64_t>& rows) {
+  std::vector<double> x;
+  for (int64_t r : rows) {
+    x.push_back(double(r));
+    x.push_back(double(100 + r));
+  }
+  return x;
+}
+
 inline DataLoaderOptions loader_opts(int64_t batch_size, bool shuffle, int prefetch,
                                      uint64_t seed = 1, int workers = 1) {
   DataLoaderOptions o;

@@ -119,18 +119,6 @@ TEST(RunTraining, WorkersTrainTheSameWeightsForAnyCount) {
   }
 }
 
-TEST(RunTraining, MoreWorkersThanCoresIsAWarning) {
-  TrainConfig c;
-  c.steps = 1;
-  c.workers = available_cores() + 2;
-  std::string info;
-  train(c, &info);
-  EXPECT_NE(info.find("warning: --workers " + std::to_string(c.workers) + " is more than the " +
-                      std::to_string(available_cores()) + " core(s)"),
-            std::string::npos)
-      << info;
-}
-
 TEST(RunTraining, ResumeWithOtherDataOrderSettingsIsRefused) {
   ScratchDir dir;
   TrainConfig c = small_config(dir);
@@ -202,19 +190,22 @@ TEST(RunTraining, MissingDataFileIsAnIoErrorNamingIt) {
   testing::expect_error<IoError>([&] { train(c); }, {"/nonexistent/x.npy"});
 }
 
-TEST(RunTraining, MoreThreadsThanCoresIsAWarning) {
-  TrainConfig c;
-  c.steps = 1;
-  c.threads = available_cores() + 3;
-  std::string info;
-  train(c, &info);
-  EXPECT_NE(info.find("warning: --threads " + std::to_string(c.threads) + " is more than the " +
-                      std::to_string(available_cores()) + " core(s)"),
-            std::string::npos)
-      << info;
-  c.threads = 1;
-  train(c, &info);
-  EXPECT_EQ(info.find("warning"), std::string::npos) << info;
+TEST(RunTraining, MoreThreadsOrWorkersThanCoresIsAWarning) {
+  for (const char* flag : {"threads", "workers"}) {
+    TrainConfig c;
+    c.steps = 1;
+    int64_t& count = std::string(flag) == "threads" ? c.threads : c.workers;
+    count = available_cores() + 3;
+    std::string info;
+    train(c, &info);
+    EXPECT_NE(info.find("warning: --" + std::string(flag) + " " + std::to_string(count) +
+                        " is more than the " + std::to_string(available_cores()) + " core(s)"),
+              std::string::npos)
+        << info;
+    count = 1;
+    train(c, &info);
+    EXPECT_EQ(info.find("warning"), std::string::npos) << info;
+  }
 }
 
 // A missing directory is made (as --checkpoint-dir's is); one that cannot be made fails before

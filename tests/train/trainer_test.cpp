@@ -441,23 +441,32 @@ class SlowDataset final : public Dataset {
   TensorDataset rows_;
 };
 
+// `steps` SGD steps of an MLP of `sizes` on `data`, its batches prepared on the step's own thread
+// (no loader workers: every batch is waited for); the steps' stats.
+std::vector<StepStats> steps_on(std::shared_ptr<const Dataset> data,
+                                const std::vector<int64_t>& sizes, int64_t batch_size,
+                                int64_t steps) {
+  Generator gen(1);
+  auto model = make_mlp(sizes, Activation::Tanh, gen);
+  auto opt = make_optimizer(sgd_config(), model->named_parameters());
+  DataLoaderOptions lo;
+  lo.batch_size = batch_size;
+  lo.workers = 0;
+  DataLoader loader(std::move(data), lo);
+  TrainerOptions o;
+  o.total_steps = steps;
+  std::vector<StepStats> stats;
+  o.on_step = [&](const StepStats& s) { stats.push_back(s); };
+  Trainer(*model, *opt, loader, o).run();
+  return stats;
+}
+
 // The step's wait for its batch is reported apart: a starved step shows it, a fed one does not.
 TEST(Trainer, StepsReportTheirWaitForData) {
   for (bool slow : {true, false}) {
-    Generator gen(1);
-    auto model = make_mlp({3, 8, 2}, Activation::Tanh, gen);
-    auto opt = make_optimizer(sgd_config(), model->named_parameters());
-    DataLoaderOptions lo;
-    lo.batch_size = 8;
-    lo.prefetch = 0;  // prepared on the step's own thread: every batch is waited for
     std::shared_ptr<const Dataset> data =
         slow ? std::shared_ptr<const Dataset>(std::make_shared<SlowDataset>()) : small_data();
-    DataLoader loader(data, lo);
-    TrainerOptions o;
-    o.total_steps = 3;
-    std::vector<StepStats> steps;
-    o.on_step = [&](const StepStats& s) { steps.push_back(s); };
-    Trainer(*model, *opt, loader, o).run();
+    const std::vector<StepStats> steps = steps_on(data, {3, 8, 2}, 8, 3);
     ASSERT_EQ(steps.size(), 3u);
     for (const StepStats& s : steps) {
       EXPECT_LE(s.data_wait_ms, s.step_ms) << "step " << s.step;
@@ -475,23 +484,12 @@ TEST(Trainer, StepsReportTheirWaitForData) {
 TEST(Trainer, StepsReportTheCoresTheyKeepBusy) {
   for (bool waiting : {false, true}) {
     SCOPED_TRACE(waiting ? "waiting for data" : "computing");
-    Generator gen(1);
-    auto model =
-        make_mlp(waiting ? std::vector<int64_t>{3, 8, 2} : std::vector<int64_t>{64, 512, 512, 2},
-                 Activation::Tanh, gen);
-    auto opt = make_optimizer(sgd_config(), model->named_parameters());
-    DataLoaderOptions lo;
-    lo.batch_size = waiting ? 8 : 512;
-    lo.workers = 0;  // prepared on the step's own thread: a slow batch is a sleeping step
-    std::shared_ptr<const Dataset> data =
-        waiting ? std::shared_ptr<const Dataset>(std::make_shared<SlowDataset>())
-                : std::make_shared<TensorDataset>(make_synthetic_regression(1024, 64, 2, 3));
-    DataLoader loader(data, lo);
-    TrainerOptions o;
-    o.total_steps = 4;
-    std::vector<StepStats> steps;
-    o.on_step = [&](const StepStats& s) { steps.push_back(s); };
-    Trainer(*model, *opt, loader, o).run();
+    // A slow batch on the step's own thread is a sleeping step.
+    const std::vector<StepStats> steps =
+        waiting
+            ? steps_on(std::make_shared<SlowDataset>(), {3, 8, 2}, 8, 4)
+            : steps_on(std::make_shared<TensorDataset>(make_synthetic_regression(1024, 64, 2, 3)),
+                       {64, 512, 512, 2}, 512, 4);
     ASSERT_EQ(steps.size(), 4u);
     double cpu_ms = 0, step_ms = 0;
     for (const StepStats& s : steps) cpu_ms += s.cpu_ms, step_ms += s.step_ms;
