@@ -1,6 +1,15 @@
-// The DataLoader: epoch orders from Philox counters, batches gathered on a background thread into
-// a bounded queue, and on a GPU pinned staging buffers with asynchronous copies on the consumer's
-// stream. The producer never runs more than `prefetch` batches ahead.
+// The DataLoader: epoch orders from Philox counters, batches prepared by worker threads into a
+// window of numbered slots, and on a GPU pinned staging buffers (data/pinned_staging.h) with
+// asynchronous copies on the consumer's stream.
+//
+// Note [ordered workers]: batch s of the sequence since the last seek (s = 0, 1, ...) is claimed
+// by one worker, prepared outside the lock and filed under s; next() returns s only when every
+// batch before it has been returned, so the order never depends on which worker was faster, and
+// a batch is a pure function of its (epoch, index), so its contents do not either. Workers claim
+// s only while s < delivered + workers x prefetch: the window bounds the memory held ahead. A
+// batch whose preparation threw is filed with its exception; next() re-throws it in its turn,
+// keeps its position, and queues s to be prepared again (the retry), while the batches after it
+// stay prepared. A seek starts a new generation: results of an older one are dropped.
 //
 // Note [data loader streams]: a device batch is allocated under a StreamGuard of the consumer's
 // stream (the current stream of options.device on the thread that built the loader), so that the
@@ -15,6 +24,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -23,6 +33,7 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "core/stream.h"
+#include "data/pinned_staging.h"
 
 namespace minitrain {
 
@@ -74,16 +85,16 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t
 }
 
 struct DataLoader::Impl {
-  // A pinned host buffer pair for GPU batches, refilled once the copies out of it are done.
-  struct Staging {
-    Tensor x, y;  // [batch_size, in], [batch_size, out]
-    Event copied;
-    bool pending = false;  // `copied` was recorded and may not have completed
-  };
   // A prepared batch, or the exception preparing it threw.
   struct Item {
     Batch batch;
     std::exception_ptr error;
+  };
+  // An epoch's row order, shared by the workers preparing its batches.
+  struct EpochOrder {
+    int64_t epoch = -1;
+    std::shared_ptr<const std::vector<int64_t>> rows;
+    uint64_t last_use = 0;
   };
 
   Impl(std::shared_ptr<const Dataset> ds, const DataLoaderOptions& opt)
@@ -93,64 +104,59 @@ struct DataLoader::Impl {
   std::shared_ptr<const Dataset> dataset;
   DataLoaderOptions options;
   int64_t n = 0, in_dim = 0, out_dim = 0, per_epoch = 0;
-  int64_t epoch_rows = 0;                   // indices per epoch: n, or the sampler's size()
-  const Stream* consumer_stream = nullptr;  // GPU only (Note [data loader streams])
+  int64_t epoch_rows = 0;                  // indices per epoch: n, or the sampler's size()
+  int64_t window = 0;                      // batches ready or in preparation beyond the consumer
+  std::unique_ptr<PinnedStaging> staging;  // GPU only (Note [data loader streams])
 
-  // ---- touched only by the thread that prepares batches (the worker, or next() without one) ----
-  int64_t order_epoch = -1;
-  std::vector<int64_t> order;
-  std::vector<Staging> staging;
-  std::size_t next_staging = 0;
+  // ---- epoch orders: two cached (a window may straddle an epoch's end), under order_mu ----
+  std::mutex order_mu;
+  EpochOrder orders[2];
+  uint64_t order_uses = 0;
 
-  // ---- shared, under `mu` ----
+  // ---- shared, under `mu` (Note [ordered workers]) ----
   std::mutex mu;
-  std::condition_variable wake_worker, wake_consumer;
-  std::deque<Item> ready;
-  int64_t epoch = 0, index = 0;  // the next batch to prepare
-  uint64_t generation = 0;       // bumped by seek: batches of an older generation are dropped
+  std::condition_variable wake_workers, wake_consumer;
+  int64_t base_epoch = 0, base_index = 0;  // the position of sequence 0 (the last seek)
+  int64_t delivered = 0;                   // the sequence next() returns next
+  int64_t claimed = 0;                     // the next sequence a worker takes
+  std::deque<int64_t> retry;               // sequences whose error next() threw: prepared again
+  std::map<int64_t, Item> done;            // prepared, waiting for their turn
+  uint64_t generation = 0;                 // bumped by seek
   bool stop = false;
-  bool error_waiting = false;  // an error is in `ready`: the worker retries once it is taken
-  std::thread worker;
+  std::vector<std::thread> workers;
 
-  void advance(int64_t& e, int64_t& i) const {
-    if (++i == per_epoch) {
-      i = 0;
-      ++e;
-    }
+  // The (epoch, index) of sequence s: base + s batches, without a product that could overflow.
+  void position(int64_t s, int64_t& e, int64_t& i) const {
+    const int64_t from_epoch_start = base_index + s;
+    e = base_epoch + from_epoch_start / per_epoch;
+    i = from_epoch_start % per_epoch;
   }
 
-  Staging& acquire_staging() {
-    if (staging.empty()) {
-      const std::size_t count = static_cast<std::size_t>(std::max(2, options.prefetch + 2));
-      staging.reserve(count);
-      for (std::size_t s = 0; s < count; ++s)
-        staging.push_back(Staging{Tensor(), Tensor(), Event::create(options.device), false});
+  std::shared_ptr<const std::vector<int64_t>> order_for(int64_t e) {
+    std::lock_guard<std::mutex> lock(order_mu);
+    EpochOrder* oldest = &orders[0];
+    for (EpochOrder& o : orders) {
+      if (o.rows && o.epoch == e) {
+        o.last_use = ++order_uses;
+        return o.rows;
+      }
+      if (o.last_use < oldest->last_use) oldest = &o;
     }
-    Staging& s = staging[next_staging];
-    next_staging = (next_staging + 1) % staging.size();
-    if (s.pending) {
-      s.copied.synchronize();  // the consumer's stream has not reached this buffer's copy yet
-      s.pending = false;
-    }
-    if (!s.x.defined()) {
-      s.x = Tensor::empty_pinned({options.batch_size, in_dim});
-      s.y = Tensor::empty_pinned({options.batch_size, out_dim});
-    }
-    return s;
+    auto rows = std::make_shared<const std::vector<int64_t>>(
+        options.sampler ? options.sampler->indices(e)
+                        : epoch_order(n, options.shuffle, options.seed, e));
+    MT_CHECK_AS(ValueError, static_cast<int64_t>(rows->size()) == epoch_rows,
+                "DataLoader: the sampler gave ", rows->size(), " indices for epoch ", e,
+                " but says an epoch has ", epoch_rows, "; its indices() and size() must agree");
+    *oldest = EpochOrder{e, rows, ++order_uses};  // a worker still using the old one keeps it
+    return rows;
   }
 
   Batch make_batch(int64_t e, int64_t i) {
-    if (order_epoch != e) {
-      order = options.sampler ? options.sampler->indices(e)
-                              : epoch_order(n, options.shuffle, options.seed, e);
-      MT_CHECK_AS(ValueError, static_cast<int64_t>(order.size()) == epoch_rows,
-                  "DataLoader: the sampler gave ", order.size(), " indices for epoch ", e,
-                  " but says an epoch has ", epoch_rows, "; its indices() and size() must agree");
-      order_epoch = e;
-    }
+    const std::shared_ptr<const std::vector<int64_t>> order = order_for(e);
     const int64_t begin = i * options.batch_size;
     const int64_t k = std::min(options.batch_size, epoch_rows - begin);
-    const std::vector<int64_t> rows(order.begin() + begin, order.begin() + begin + k);
+    const std::vector<int64_t> rows(order->begin() + begin, order->begin() + begin + k);
     Batch b;
     b.epoch = e;
     b.index = i;
@@ -160,33 +166,27 @@ struct DataLoader::Impl {
       dataset->gather(rows, b.x, b.y);
       return b;
     }
-    Staging& s = acquire_staging();
-    Tensor xh = s.x.narrow(0, k), yh = s.y.narrow(0, k);
-    dataset->gather(rows, xh, yh);
-    const Stream& stream = *consumer_stream;
-    DeviceGuard device_guard(options.device);
-    StreamGuard stream_guard(stream);
-    b.x = Tensor::empty({k, in_dim}, DType::Float32, options.device);
-    b.y = Tensor::empty({k, out_dim}, DType::Float32, options.device);
-    copy_bytes_async(b.x.raw_data(), options.device, xh.raw_data(), Device::cpu(), xh.nbytes(),
-                     stream);
-    copy_bytes_async(b.y.raw_data(), options.device, yh.raw_data(), Device::cpu(), yh.nbytes(),
-                     stream);
-    s.copied.record(stream);
-    s.pending = true;
+    staging->stage(
+        k, [&](Tensor& xh, Tensor& yh) { dataset->gather(rows, xh, yh); }, b.x, b.y);
     return b;
   }
 
   void worker_loop() {
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
-      wake_worker.wait(lock, [&] {
-        return stop ||
-               (!error_waiting && ready.size() < static_cast<std::size_t>(options.prefetch));
-      });
+      wake_workers.wait(lock,
+                        [&] { return stop || !retry.empty() || claimed < delivered + window; });
       if (stop) return;
-      const int64_t e = epoch, i = index;
+      int64_t s = 0;
+      if (!retry.empty()) {
+        s = retry.front();
+        retry.pop_front();
+      } else {
+        s = claimed++;
+      }
       const uint64_t gen = generation;
+      int64_t e = 0, i = 0;
+      position(s, e, i);
       lock.unlock();
       Item item;
       try {
@@ -197,14 +197,14 @@ struct DataLoader::Impl {
       lock.lock();
       if (stop) return;
       if (gen != generation) continue;  // a seek came in meanwhile: this batch is not wanted
-      if (item.error) {
-        error_waiting = true;  // the same batch is tried again once next() has thrown this
-      } else {
-        advance(epoch, index);
-      }
-      ready.push_back(std::move(item));
-      wake_consumer.notify_one();
+      done.emplace(s, std::move(item));
+      if (s == delivered) wake_consumer.notify_one();
     }
+  }
+
+  void start_workers() {
+    workers.reserve(static_cast<std::size_t>(options.workers));
+    for (int w = 0; w < options.workers; ++w) workers.emplace_back([this] { worker_loop(); });
   }
 
   void shut_down() noexcept {
@@ -212,16 +212,11 @@ struct DataLoader::Impl {
       std::lock_guard<std::mutex> lock(mu);
       stop = true;
     }
-    wake_worker.notify_all();
-    if (worker.joinable()) worker.join();
-    ready.clear();
-    // Pinned blocks go back to a cache that hands them out again: let their copies finish first.
-    for (Staging& s : staging) {
-      try {
-        if (s.pending) s.copied.synchronize();
-      } catch (...) {
-      }
-    }
+    wake_workers.notify_all();
+    for (std::thread& t : workers)
+      if (t.joinable()) t.join();
+    done.clear();
+    staging.reset();  // waits for the copies still in flight
   }
 };
 
@@ -230,6 +225,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   MT_CHECK_AS(ValueError, dataset != nullptr, "DataLoader: the dataset is null");
   MT_CHECK_AS(ValueError, options.batch_size >= 1,
               "DataLoader: batch size must be at least 1, got ", options.batch_size);
+  MT_CHECK_AS(ValueError, options.workers >= 0 && options.workers <= kMaxLoaderWorkers,
+              "DataLoader: workers must be in [0, ", kMaxLoaderWorkers, "] (0: prepare batches on ",
+              "the calling thread), got ", options.workers);
   MT_CHECK_AS(ValueError, options.prefetch >= 0, "DataLoader: prefetch must be >= 0, got ",
               options.prefetch);
   const int64_t n = dataset->size();
@@ -244,14 +242,25 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
               "DataLoader: drop_last with ", rows, " samples and batch size ", options.batch_size,
               " leaves no batch; use a batch size of at most ", rows, " or keep the partial batch");
   check_available(options.device);
+  // prefetch 0 was the way to say "no background thread" before there were workers: both mean it.
+  if (options.prefetch == 0) options_.workers = options.workers = 0;
   impl_ = std::make_unique<Impl>(std::move(dataset), options);
-  impl_->n = n;
-  impl_->epoch_rows = rows;
-  impl_->in_dim = impl_->dataset->feature_dim();
-  impl_->out_dim = impl_->dataset->target_dim();
-  impl_->per_epoch = options.drop_last ? rows / options.batch_size
-                                       : (rows + options.batch_size - 1) / options.batch_size;
-  if (options.device.is_cuda()) impl_->consumer_stream = &current_stream(options.device);
+  Impl& m = *impl_;
+  m.n = n;
+  m.epoch_rows = rows;
+  m.in_dim = m.dataset->feature_dim();
+  m.out_dim = m.dataset->target_dim();
+  m.per_epoch = options.drop_last ? rows / options.batch_size
+                                  : (rows + options.batch_size - 1) / options.batch_size;
+  m.window = int64_t{options.workers} * options.prefetch;
+  if (options.device.is_cuda()) {
+    // A buffer for each batch the window holds and one per worker filling, and one more than the
+    // workers so that each finds a free one (PinnedStaging's requirement).
+    const int64_t buffers = std::max<int64_t>(2, m.window + options.workers + 1);
+    m.staging = std::make_unique<PinnedStaging>(options.device, current_stream(options.device),
+                                                options.batch_size, m.in_dim, m.out_dim,
+                                                static_cast<std::size_t>(buffers));
+  }
 }
 
 DataLoader::~DataLoader() {
@@ -262,19 +271,26 @@ int64_t DataLoader::batches_per_epoch() const noexcept { return impl_->per_epoch
 
 Batch DataLoader::next() {
   Impl& m = *impl_;
-  if (options_.prefetch == 0) {
-    Batch b = m.make_batch(m.epoch, m.index);
-    m.advance(m.epoch, m.index);
+  if (options_.workers == 0) {
+    int64_t e = 0, i = 0;
+    m.position(m.delivered, e, i);
+    Batch b = m.make_batch(e, i);  // an exception leaves the position where it was
+    ++m.delivered;
     return b;
   }
   std::unique_lock<std::mutex> lock(m.mu);
-  if (!m.worker.joinable()) m.worker = std::thread([&m] { m.worker_loop(); });
-  m.wake_consumer.wait(lock, [&] { return !m.ready.empty(); });
-  Impl::Item item = std::move(m.ready.front());
-  m.ready.pop_front();
-  if (item.error) m.error_waiting = false;
+  if (m.workers.empty()) m.start_workers();
+  m.wake_consumer.wait(lock,
+                       [&] { return !m.done.empty() && m.done.begin()->first == m.delivered; });
+  Impl::Item item = std::move(m.done.begin()->second);
+  m.done.erase(m.done.begin());
+  if (item.error) {
+    m.retry.push_back(m.delivered);  // the same batch again at the next call
+  } else {
+    ++m.delivered;  // the window moves on by one
+  }
   lock.unlock();
-  m.wake_worker.notify_one();
+  m.wake_workers.notify_one();
   if (item.error) std::rethrow_exception(item.error);
   return std::move(item.batch);
 }
@@ -285,16 +301,17 @@ void DataLoader::seek(int64_t epoch, int64_t index) {
   MT_CHECK_AS(ValueError, index >= 0 && index < m.per_epoch, "DataLoader::seek: batch index ",
               index, " is out of range; an epoch has ", m.per_epoch, " batches (0 to ",
               m.per_epoch - 1, ")");
-  std::deque<Impl::Item> dropped;
+  std::map<int64_t, Impl::Item> dropped;  // destroyed outside the lock
   {
     std::lock_guard<std::mutex> lock(m.mu);
-    dropped.swap(m.ready);
-    m.epoch = epoch;
-    m.index = index;
+    dropped.swap(m.done);
+    m.retry.clear();
+    m.base_epoch = epoch;
+    m.base_index = index;
+    m.delivered = m.claimed = 0;
     ++m.generation;
-    m.error_waiting = false;
   }
-  m.wake_worker.notify_one();
+  m.wake_workers.notify_all();
 }
 
 }  // namespace minitrain

@@ -16,9 +16,10 @@ class Dataset {
   virtual int64_t size() const = 0;
   virtual int64_t feature_dim() const = 0;
   virtual int64_t target_dim() const = 0;
-  /// Copies rows `indices` into x [k, in] and y [k, out] (CPU float32, preallocated). May be
-  /// called from the DataLoader's background thread: implementations must be safe to call
-  /// while no other thread calls them. An exception reaches the caller of DataLoader::next().
+  /// Copies rows `indices` into x [k, in] and y [k, out] (CPU float32, preallocated). Called from
+  /// the DataLoader's worker threads, several at once when it has more than one (each with its
+  /// own x and y): implementations must be safe to call concurrently (read-only state, or their
+  /// own locking). An exception reaches the caller of DataLoader::next().
   virtual void gather(const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const = 0;
 };
 

@@ -66,9 +66,22 @@ fi
 # nvcc and the Eigen-heavy sources each take about a GiB; one job per core fits the 2-core,
 # 24 GiB machines CI runs on.
 jobs=$(nproc)
+# NVML (GPU utilisation in the metrics) is opened at run time; a CUDA build needs only its header,
+# which a toolkit without its NVML component lacks: scripts/nvml_header.sh finds or fetches it.
+nvml=()
+if command -v nvcc >/dev/null 2>&1; then
+  if nvml_dir=$(scripts/nvml_header.sh nvcc); then
+    nvml=("-DNVML_INCLUDE_DIR=$nvml_dir")
+  else
+    log "no nvml.h (offline?): CUDA builds go without NVML, and their runs say so"
+  fi
+fi
 for preset in "${presets[@]}"; do
   log "configuring preset '$preset'"
-  cmake --preset "$preset" >/dev/null
+  case "$preset" in
+    release|debug) cmake --preset "$preset" "${nvml[@]}" >/dev/null ;;
+    *) cmake --preset "$preset" >/dev/null ;;
+  esac
   log "building preset '$preset' with $jobs jobs"
   cmake --build --preset "$preset" --parallel "$jobs"
 done

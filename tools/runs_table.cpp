@@ -51,7 +51,8 @@ std::string clock_time(double unix_seconds) {
 
 std::string status_table(const std::vector<RunStatus>& statuses) {
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({"run", "state", "device", "step", "loss", "step_ms", "device mem", "host mem"});
+  rows.push_back(
+      {"run", "state", "device", "step", "loss", "step_ms", "device mem", "host mem", "cpu"});
   for (const RunStatus& r : statuses) {
     const RunProgress& p = r.progress;
     const std::string loss = p.loss ? fmt("%.6g", *p.loss) : "-";
@@ -59,8 +60,10 @@ std::string status_table(const std::vector<RunStatus>& statuses) {
     const std::string dev_mem =
         r.state == RunState::Running && p.step > 0 ? format_bytes(p.device_memory) : "-";
     const std::string host_mem = r.host_memory > 0 ? format_bytes(r.host_memory) : "-";
+    // cpu: the cores it keeps busy; then the GPU's utilisation and memory where NVML reads them.
+    const std::string cpu = r.state == RunState::Running ? run_cpu_text(p) : "-";
     rows.push_back({r.name, run_state_name(r.state), r.device, run_step_text(p), loss, step_ms,
-                    dev_mem, host_mem});
+                    dev_mem, host_mem, cpu});
   }
   return table_text(rows);
 }
@@ -69,8 +72,13 @@ std::string status_table(const std::vector<RunStatus>& statuses) {
 
 std::string runs_summary_table(const std::vector<RunResult>& results) {
   std::vector<std::vector<std::string>> rows;
+  // GPU columns only where a run's log has the GPU's figures (NVML read on its device).
+  const bool gpu = std::any_of(results.begin(), results.end(), [](const RunResult& r) {
+    return r.outcome.gpu_utilization_pct.has_value();
+  });
   rows.push_back({"run", "device", "status", "exit", "steps", "epoch loss", "best val loss",
-                  "seconds", "start", "end"});
+                  "seconds", "start", "end", "cpu"});
+  if (gpu) rows.back().insert(rows.back().end(), {"gpu", "gpu mem"});
   int failed = 0;
   const auto number = [](const std::optional<double>& v) {
     return v ? fmt("%.6g", *v) : std::string("-");
@@ -82,6 +90,13 @@ std::string runs_summary_table(const std::vector<RunResult>& results) {
     rows.push_back({r.name, r.device, r.ok() ? "ok" : "failed", r.exit_status,
                     std::to_string(r.steps), number(loss), number(r.outcome.best_val_loss),
                     fmt("%.2f", r.seconds), clock_time(r.start_time), clock_time(r.end_time)});
+    const RunOutcome& o = r.outcome;
+    std::vector<std::string>& row = rows.back();
+    row.push_back(o.cpu_utilization ? fmt("%.2f", *o.cpu_utilization) : "-");
+    if (gpu)
+      row.insert(row.end(),
+                 {o.gpu_utilization_pct ? fmt("%.0f%%", *o.gpu_utilization_pct) : "-",
+                  o.gpu_memory_peak_bytes ? format_bytes(*o.gpu_memory_peak_bytes) : "-"});
   }
   std::string out = table_text(rows);
   if (const std::optional<BestRun> best = best_run(results))

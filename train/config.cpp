@@ -125,6 +125,10 @@ std::vector<KeyEntry> make_table() {
   t.push_back(member("seed", K::Int, &TrainConfig::seed, "seeds init, data and shuffling"));
   t.push_back(member("device", K::String, &TrainConfig::device, "auto | cpu | cuda | cuda:N"));
   t.push_back(member("threads", K::Int, &TrainConfig::threads, "CPU threads (0: all cores)"));
+  t.push_back(member("workers", K::Int, &TrainConfig::workers,
+                     "threads preparing batches ahead of the step, several at once (torch's "
+                     "num_workers; 0: on the training thread; default 1); the same batches for "
+                     "any count"));
   t.push_back(member("init", K::String, &TrainConfig::init, "initial weights (.safetensors)"));
   t.push_back(member("save", K::String, &TrainConfig::save, "final weights (.safetensors)"));
   t.push_back(member("checkpoint-dir", K::String, &TrainConfig::checkpoint_dir,
@@ -259,6 +263,7 @@ std::string closest_key(const std::string& name) {
       {"weights", "init"},
       {"output", "save"},
       {"num-threads", "threads"},
+      {"num-workers", "workers"},
       {"warmup", "warmup-steps"}};
   const std::string n = normalise(name);
   std::string best;

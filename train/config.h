@@ -66,6 +66,9 @@ struct TrainConfig {
   uint64_t seed = 0;
   std::string device = "auto";  ///< auto | cpu | cuda | cuda:N
   int64_t threads = 0;          ///< CPU threads; 0: the default (cores)
+  /// Threads preparing batches ahead of the step (data/data_loader.h, torch's num_workers); 0: on
+  /// the training thread. The batches are the same for any count.
+  int64_t workers = 1;
   // ---- files ----
   std::string init;  ///< initial weights (.safetensors)
   std::string save;  ///< final weights (.safetensors), written at the end

@@ -9,6 +9,7 @@
 #include "core/bytes.h"
 #include "core/error.h"
 #include "core/strings.h"
+#include "data/data_loader.h"
 #include "kernels/activation.h"
 #include "nn/loss.h"
 #include "optim/make_optimizer.h"
@@ -157,6 +158,8 @@ void validate_loop_and_files(const TrainConfig& c) {
   if (c.steps) check_at_most("steps", *c.steps, kMaxSteps);
   check_at_least("threads", c.threads, 0);
   check_at_most("threads", c.threads, kMaxWorkers);
+  check_at_least("workers", c.workers, 0);
+  check_at_most("workers", c.workers, kMaxLoaderWorkers);
   check_at_least("log-every", c.log_every, 1);
   check_at_most("log-every", c.log_every, kMaxSteps);
   check_at_least("checkpoint-every", c.checkpoint_every, 0);

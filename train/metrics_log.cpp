@@ -87,6 +87,7 @@ std::string metrics_json_line(const StepStats& s, int64_t steps) {
   j["step_ms"] = s.step_ms;
   j["data_wait_ms"] = s.data_wait_ms;
   j["samples_per_s"] = s.samples_per_s;
+  j["cpu_utilization"] = s.step_ms > 0 ? s.cpu_ms / s.step_ms : 0.0;  // cores, on average
   if (s.grad_norm >= 0) j["grad_norm"] = s.grad_norm;
   if (std::isfinite(s.loss_scale)) {
     j["loss_scale"] = s.loss_scale;
@@ -97,6 +98,11 @@ std::string metrics_json_line(const StepStats& s, int64_t steps) {
   j["memory_in_use_bytes"] = s.memory_in_use;
   j["memory_peak_bytes"] = s.memory_peak;
   j["host_memory_peak_bytes"] = s.host_memory_peak;
+  if (s.gpu) {
+    j["gpu_utilization_pct"] = s.gpu->utilization_pct;
+    j["gpu_memory_used_bytes"] = s.gpu->memory_used_bytes;
+    j["gpu_memory_total_bytes"] = s.gpu->memory_total_bytes;
+  }
   return j.dump(-1, ' ', false,
                 nlohmann::json::error_handler_t::replace);  // a device name is ASCII, but be safe
 }
@@ -124,7 +130,13 @@ void MetricsLog::write(const StepStats& stats) {
   if (stats.val) val_ = stats.val;
   epoch_end_ = epoch_end_ || stats.epoch_end;
   ms_sum_ += stats.step_ms;
+  cpu_ms_sum_ += stats.cpu_ms;
   wait_sum_ += stats.data_wait_ms;
+  if (stats.gpu) {
+    gpu_utilization_sum_ += stats.gpu->utilization_pct;
+    ++gpu_samples_;
+    gpu_memory_max_ = std::max(gpu_memory_max_, stats.gpu->memory_used_bytes);
+  }
   samples_ += stats.samples;
   if (stats.grad_norm >= 0) {
     grad_norm_sum_ += stats.grad_norm;
@@ -143,6 +155,10 @@ void MetricsLog::flush_pending() {
   mean.val = val_;
   mean.epoch_end = epoch_end_;
   mean.step_ms = ms_sum_ / n;
+  mean.cpu_ms = cpu_ms_sum_ / n;  // over the mean step_ms: the interval's CPU over its wall time
+  if (gpu_samples_ > 0)
+    mean.gpu = GpuUsage{gpu_utilization_sum_ / static_cast<double>(gpu_samples_), gpu_memory_max_,
+                        pending_last_.gpu ? pending_last_.gpu->memory_total_bytes : 0};
   mean.data_wait_ms = wait_sum_ / n;
   mean.samples = samples_;
   mean.samples_per_s = ms_sum_ > 0 ? static_cast<double>(samples_) / (ms_sum_ * 1e-3) : 0.0;
@@ -150,7 +166,10 @@ void MetricsLog::flush_pending() {
   mean.memory_peak = peak_;
   const int64_t steps = pending_steps_;
   pending_steps_ = 0;
-  loss_sum_ = ms_sum_ = grad_norm_sum_ = accuracy_sum_ = wait_sum_ = 0;
+  loss_sum_ = ms_sum_ = grad_norm_sum_ = accuracy_sum_ = wait_sum_ = cpu_ms_sum_ = 0;
+  gpu_utilization_sum_ = 0;
+  gpu_samples_ = 0;
+  gpu_memory_max_ = 0;
   val_.reset();
   epoch_end_ = false;
   samples_ = grad_norms_ = 0;

@@ -1,9 +1,12 @@
 #pragma once
 // Metrics as JSON lines: one object per optimizer step,
 //   {"step":1,"epoch":1,"loss":0.52,"lr":0.003,"step_ms":0.41,"data_wait_ms":0.01,
-//    "samples_per_s":156000,
+//    "samples_per_s":156000,"cpu_utilization":1.93,
 //    "device":"cpu","memory_in_use_bytes":123456,"memory_peak_bytes":234567,
 //    "host_memory_peak_bytes":45678912}
+// (cpu_utilization: the process's CPU time over the step's wall time, in cores; on a CUDA device
+// where NVML can be read, "gpu_utilization_pct", "gpu_memory_used_bytes" and
+// "gpu_memory_total_bytes" follow: core/gpu_monitor.h)
 // (a non-finite loss is null, with "loss_nonfinite": "inf", "-inf" or "nan" beside it); a
 // classifier's lines add "accuracy" (of the step's batches), a step that ends an epoch adds
 // "epoch_end": true, and one followed by a held-out evaluation adds "val_loss", "val_rows" and for
@@ -11,9 +14,10 @@
 // flushed line by line, so a run that stops keeps every step it finished. With an interval of
 // N > 1 steps (--log-every N) a line stands for the steps since the previous line, at step k*N and
 // at the run's last or stopping step: "steps" says how many, loss, step_ms, data_wait_ms and
-// grad_norm are their means (accuracy too), samples_per_s their samples over their time, lr, epoch
-// and memory in use the last step's, memory_peak_bytes the highest, the val_ fields the interval's
-// last evaluation's, and epoch_end whether any of its steps ended an epoch.
+// grad_norm are their means (accuracy and gpu_utilization_pct too), samples_per_s their samples
+// over their time, cpu_utilization their CPU time over their time, lr, epoch and memory in use the
+// last step's, memory_peak_bytes and gpu_memory_used_bytes the highest, the val_ fields the
+// interval's last evaluation's, and epoch_end whether any of its steps ended an epoch.
 
 #include <cstdint>
 #include <fstream>
@@ -51,6 +55,9 @@ class MetricsLog {
   int64_t pending_steps_ = 0;
   StepStats pending_last_;
   double loss_sum_ = 0, ms_sum_ = 0, grad_norm_sum_ = 0, accuracy_sum_ = 0, wait_sum_ = 0;
+  double cpu_ms_sum_ = 0, gpu_utilization_sum_ = 0;
+  int64_t gpu_samples_ = 0;
+  uint64_t gpu_memory_max_ = 0;
   std::optional<ValMetrics> val_;
   bool epoch_end_ = false;
   int64_t samples_ = 0, grad_norms_ = 0;

@@ -14,6 +14,7 @@
 #include "core/atomic_file.h"
 #include "core/bytes.h"
 #include "core/device.h"
+#include "core/gpu_monitor.h"
 #include "core/npy.h"
 #include "core/parallel_for.h"
 #include "core/strings.h"
@@ -336,6 +337,10 @@ void warn_oversubscription(const TrainConfig& c, std::ostream& info) {
     info << "warning: --threads " << c.threads << " is more than the " << cores
          << " core(s) this process may use (CPU affinity, cgroup quota); the threads will take "
             "turns on them\n";
+  if (c.workers > cores)
+    info << "warning: --workers " << c.workers << " is more than the " << cores
+         << " core(s) this process may use; workers beyond that help only a data set that waits "
+            "(on a disk), not one that computes\n";
   if (c.parallel == "dp" && c.replicas > cores && c.devices.empty())
     info << "warning: --replicas " << c.replicas << " is more than the " << cores
          << " core(s) this process may use; CPU replicas beyond that only take turns\n";
@@ -546,6 +551,7 @@ DataLoaderOptions loader_options(const TrainConfig& c, const RunPlan& p, const D
   lo.drop_last = c.drop_last;
   lo.seed = c.seed;
   lo.device = p.device;
+  lo.workers = static_cast<int>(c.workers);  // validate() kept it within kMaxLoaderWorkers
   if (!sample_weights.empty())
     lo.sampler =
         std::make_shared<WeightedRandomSampler>(sample_weights, train.size(), c.seed, world, rank);
@@ -772,6 +778,9 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
       };
     }
   }
+  // GPU utilisation and memory in the metrics where NVML can be read; where not, a note says why.
+  GpuMonitor gpu_monitor(plan.device);
+  to.gpu_monitor = &gpu_monitor;
   Trainer trainer(model, *optimizer, loader, to);
 
   TrainReport report;
@@ -797,6 +806,9 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   if (rank == 0) {
     info << describe_run(c, plan, data, built, report, comm.get(), epochs, !sample_weights.empty())
          << "\n";
+    if (log && !gpu_monitor.note().empty())
+      info << "note: the metrics leave out GPU utilisation and memory: " << gpu_monitor.note()
+           << "\n";
     info.flush();
   }
 

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "core/gpu_monitor.h"
+
 namespace minitrain {
 
 /// One held-out evaluation (train/validation.h). NaN where it does not apply.
@@ -31,6 +33,9 @@ struct StepStats {
   /// Of step_ms, the time spent waiting for the data loader's batches: near 0 when batches are
   /// prepared ahead in time, a large share when the device starves for data.
   double data_wait_ms = 0.0;
+  /// The process's CPU time during the step, every thread (compute threads, loader workers):
+  /// cpu_ms / step_ms is the cores the step kept busy, the log's cpu_utilization.
+  double cpu_ms = 0.0;
   int64_t samples = 0;         ///< rows in the step's batches
   double samples_per_s = 0.0;  ///< samples / step time
   double grad_norm = -1.0;     ///< before clipping; < 0 when not clipping
@@ -43,6 +48,8 @@ struct StepStats {
   uint64_t memory_in_use = 0;  ///< device allocator bytes after the step
   uint64_t memory_peak = 0;
   uint64_t host_memory_peak = 0;  ///< the process's peak resident memory so far
+  /// On a CUDA device where NVML can be read (core/gpu_monitor.h): its utilisation and memory.
+  std::optional<GpuUsage> gpu;
 };
 
 }  // namespace minitrain

@@ -12,6 +12,7 @@
 #include "core/allocator.h"
 #include "core/checked_math.h"
 #include "core/host_memory.h"
+#include "core/process_cpu.h"
 #include "core/stream.h"
 #include "kernels/cast.h"
 #include "kernels/elementwise.h"
@@ -285,6 +286,7 @@ bool Trainer::unscale_gradients(StepStats& s) {
 
 StepStats Trainer::train_step() {
   const auto start = Clock::now();
+  const double cpu_start = process_cpu_seconds();
   StepStats s;
   s.step = step_ + 1;
   s.total_steps = options_.total_steps;
@@ -359,11 +361,13 @@ StepStats Trainer::train_step() {
     step_ = s.step;
   }
   s.step_ms = seconds_since(start) * 1e3;
+  s.cpu_ms = (process_cpu_seconds() - cpu_start) * 1e3;
   s.samples_per_s = s.step_ms > 0 ? static_cast<double>(s.samples) / (s.step_ms * 1e-3) : 0.0;
   const MemoryStats mem = memory_stats(device_);
   s.memory_in_use = mem.in_use;
   s.memory_peak = mem.peak;
   s.host_memory_peak = host_memory_peak_bytes();
+  if (options_.gpu_monitor != nullptr) s.gpu = options_.gpu_monitor->sample();
   return s;
 }
 

@@ -29,6 +29,7 @@
 
 #include "core/error.h"
 #include "core/generator.h"
+#include "core/gpu_monitor.h"
 #include "data/data_loader.h"
 #include "nn/loss.h"
 #include "nn/module.h"
@@ -62,6 +63,9 @@ struct TrainerOptions {
   Generator* generator = nullptr;  ///< its state is saved in and restored from checkpoints
   MetricsLog* log = nullptr;
   Progress* progress = nullptr;
+  /// Reads the device's utilisation and memory into each step's stats (StepStats::gpu); null or
+  /// a monitor that cannot read: none.
+  GpuMonitor* gpu_monitor = nullptr;
   std::function<void(const StepStats&)> on_step;  ///< after each step (and its log line)
   /// The loss minimised; null: MSELoss with reduction mean. A loss with class-index targets makes
   /// a classifier: steps then report the accuracy of their batches.

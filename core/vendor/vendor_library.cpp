@@ -72,6 +72,13 @@ const VendorLibrarySpec& vendor_library_spec(VendorLibrary library) {
       {"NCCL", MT_SONAME("libnccl", NCCL_MAJOR), nonempty({MINITRAIN_NCCL_LIBRARY_DIR}),
        "it serves --parallel ddp on GPUs, whose ranks talk through NCCL: --parallel dp over "
        "one machine's GPUs needs no NCCL, nor does --parallel ddp --device cpu under mpirun"},
+      // The driver installs NVML beside itself, in the loader's path: no build directory to add.
+      // Its soname has stayed .so.1 across every driver.
+      {"NVML",
+       "libnvidia-ml.so.1",
+       {},
+       "it comes with the NVIDIA driver, and only the GPU utilisation and memory of the metrics "
+       "use it: they are left out"},
   }};
   return specs[static_cast<std::size_t>(library)];
 }

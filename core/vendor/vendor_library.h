@@ -1,8 +1,9 @@
 #pragma once
-// The NVIDIA libraries minitrain calls (cuBLAS, cuBLASLt, cuDNN, NCCL), opened with dlopen on
-// first use instead of linked: a CUDA build then starts, runs on the CPU and prints `info` without
-// them, as fast and as small as a CPU-only build, and says what is missing only when a GPU path
-// asks for it. Real CUDA builds only (not the emulated GPUs, which have no vendor libraries).
+// The NVIDIA libraries minitrain calls (cuBLAS, cuBLASLt, cuDNN, NCCL, and the driver's NVML for
+// the GPU utilisation of the metrics: core/gpu_monitor.h), opened with dlopen on first use instead
+// of linked: a CUDA build then starts, runs on the CPU and prints `info` without them, as fast and
+// as small as a CPU-only build, and says what is missing only when a GPU path asks for it. Real
+// CUDA builds only (not the emulated GPUs, which have no vendor libraries).
 //
 // Note [vendor stubs]: core/vendor/*_stubs.cpp define the libraries' C functions that minitrain
 // uses (cublasSgemm_v2, ncclAllReduce, ...) with the vendor headers' own prototypes, so the
@@ -15,9 +16,10 @@
 
 namespace minitrain {
 
-enum class VendorLibrary { cublas, cublaslt, cudnn, nccl };
+enum class VendorLibrary { cublas, cublaslt, cudnn, nccl, nvml };
 inline constexpr VendorLibrary kVendorLibraries[] = {VendorLibrary::cublas, VendorLibrary::cublaslt,
-                                                     VendorLibrary::cudnn, VendorLibrary::nccl};
+                                                     VendorLibrary::cudnn, VendorLibrary::nccl,
+                                                     VendorLibrary::nvml};
 
 /// Where one library is looked for: `soname` as the dynamic loader finds it (LD_LIBRARY_PATH,
 /// the ld.so cache, the system directories), then `soname` in each of `directories` (where the

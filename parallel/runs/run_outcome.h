@@ -1,7 +1,8 @@
 #pragma once
 // What a finished run's metrics log (train/metrics_log.h) says of how well it trained: the mean
 // training loss of its last epoch, and its held-out numbers. The pipelines summary compares runs
-// by these, not by the last step's loss (one batch's, often a small last one).
+// by these, not by the last step's loss (one batch's, often a small last one). And what it used:
+// CPU cores, and on a GPU with NVML the GPU's utilisation and memory.
 
 #include <cstdint>
 #include <optional>
@@ -17,6 +18,10 @@ struct RunOutcome {
   std::optional<double> val_accuracy;    ///< the last evaluation's (classifiers)
   std::optional<double> best_val_loss;   ///< the lowest evaluation's
   int64_t best_step = 0;                 ///< its step
+  /// The CPU time of its logged steps over their wall time: the cores it kept busy on average.
+  std::optional<double> cpu_utilization;
+  std::optional<double> gpu_utilization_pct;      ///< the mean over the lines that have it
+  std::optional<uint64_t> gpu_memory_peak_bytes;  ///< the highest gpu_memory_used_bytes
 };
 
 /// Reads the whole log; lines that are not step objects are skipped (a torn last line included).

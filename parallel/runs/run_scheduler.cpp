@@ -326,7 +326,7 @@ class Scheduler {
         const std::string host_mem = rss > 0 ? format_bytes(rss) : "-";
         plain += "[" + r.result.name + "] running on " + r.result.device + "  step " +
                  run_step_text(p) + "  loss " + loss + "  step_ms " + step_ms + "  device mem " +
-                 dev_mem + "  host mem " + host_mem + "\n";
+                 dev_mem + "  host mem " + host_mem + "  cpu " + run_cpu_text(p) + "\n";
       }
       statuses.push_back({r.result.name, s, r.result.device, p, rss});
     }
@@ -347,6 +347,13 @@ class Scheduler {
 };
 
 }  // namespace
+
+std::string run_cpu_text(const RunProgress& p) {
+  std::string text = p.cpu_utilization ? fmt("%.2f", *p.cpu_utilization) : "-";
+  if (p.gpu_utilization) text += "  gpu " + fmt("%.0f%%", *p.gpu_utilization);
+  if (p.gpu_memory) text += "  gpu mem " + format_bytes(*p.gpu_memory);
+  return text;
+}
 
 std::string run_step_text(const RunProgress& p) {
   if (p.step == 0) return "-";
@@ -392,6 +399,12 @@ RunProgress read_run_progress(const std::string& metrics_path, const std::string
       p.device_memory = j["memory_in_use_bytes"].get<uint64_t>();
     if (j.contains("host_memory_peak_bytes") && j["host_memory_peak_bytes"].is_number_unsigned())
       p.host_memory_peak = j["host_memory_peak_bytes"].get<uint64_t>();
+    if (j.contains("cpu_utilization") && j["cpu_utilization"].is_number())
+      p.cpu_utilization = j["cpu_utilization"].get<double>();
+    if (j.contains("gpu_utilization_pct") && j["gpu_utilization_pct"].is_number())
+      p.gpu_utilization = j["gpu_utilization_pct"].get<double>();
+    if (j.contains("gpu_memory_used_bytes") && j["gpu_memory_used_bytes"].is_number_unsigned())
+      p.gpu_memory = j["gpu_memory_used_bytes"].get<uint64_t>();
     break;
   }
   // The run's length: its progress lines read "step S/T (P%)  epoch ...".
@@ -496,6 +509,11 @@ std::string runs_summary_json(const std::vector<RunResult>& results) {
     j["start_time"] = r.start_time;
     j["end_time"] = r.end_time;
     j["peak_host_memory_bytes"] = r.peak_host_memory;
+    j["cpu_utilization"] = number(r.outcome.cpu_utilization);
+    j["gpu_utilization_pct"] = number(r.outcome.gpu_utilization_pct);
+    j["gpu_memory_peak_bytes"] = r.outcome.gpu_memory_peak_bytes
+                                     ? nlohmann::ordered_json(*r.outcome.gpu_memory_peak_bytes)
+                                     : nlohmann::ordered_json(nullptr);
     runs.push_back(j);
   }
   nlohmann::ordered_json doc;

@@ -78,9 +78,15 @@ struct RunProgress {
   std::string device;             ///< as the run reports it ("cpu", "cuda:0")
   uint64_t device_memory = 0;     ///< memory_in_use_bytes
   uint64_t host_memory_peak = 0;  ///< host_memory_peak_bytes: the run's own peak resident memory
+  std::optional<double> cpu_utilization;  ///< cores busy during its last logged step(s)
+  std::optional<double> gpu_utilization;  ///< percent, where its log has it (NVML)
+  std::optional<uint64_t> gpu_memory;     ///< the whole GPU's memory in use, where logged
 };
 /// "S/T", "S/?" when the total is unknown, "-" before the first step.
 std::string run_step_text(const RunProgress& p);
+/// The cores it keeps busy ("1.93", "-" before its first step), then "  gpu 87%  gpu mem 3.2 GiB"
+/// where its log has the GPU's figures.
+std::string run_cpu_text(const RunProgress& p);
 
 /// One run at a status update: what a live table shows of it.
 struct RunStatus {
@@ -129,7 +135,9 @@ std::vector<RunResult> schedule_runs(const std::vector<RunJob>& jobs, const Runs
 
 /// {"runs": [{name, device, priority, status: ok|failed, exit_status, reason, final_loss,
 /// epoch_loss, epoch_accuracy, val_loss, val_accuracy, best_val_loss, best_step, steps, seconds,
-/// start_time, end_time, peak_host_memory_bytes, and final_loss_nonfinite ("inf", "-inf", "nan")
+/// start_time, end_time, peak_host_memory_bytes, cpu_utilization (cores, over its logged steps),
+/// gpu_utilization_pct and gpu_memory_peak_bytes (null without NVML), and final_loss_nonfinite
+/// ("inf", "-inf", "nan")
 /// where final_loss is null for a non-finite loss}, ...], "failed": N, "best_run": {name, by,
 /// value}} (absent numbers are null). The best run is the ok run with the lowest best_val_loss;
 /// when no run was validated, the lowest epoch_loss, and "by" says which.

@@ -54,6 +54,10 @@ TEST(VendorLibraries, SonamesCarryTheCompiledMajorVersions) {
             "libcudnn.so." + std::to_string(CUDNN_MAJOR));
   EXPECT_EQ(vendor_library_spec(VendorLibrary::nccl).soname,
             "libnccl.so." + std::to_string(NCCL_MAJOR));
+  // NVML comes with the driver, not the toolkit: the same soname for every driver, and no build
+  // directory to look in.
+  EXPECT_EQ(vendor_library_spec(VendorLibrary::nvml).soname, "libnvidia-ml.so.1");
+  EXPECT_TRUE(vendor_library_spec(VendorLibrary::nvml).directories.empty());
 }
 
 TEST(VendorLibraries, AMissingLibraryNamesEveryPlaceTriedAndWhatToDo) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/core/io_test_util.h"
+#include "tests/data/loader_test_util.h"
 #include "tests/support/test_util.h"
 
 namespace minitrain {
@@ -26,55 +27,13 @@ namespace {
 using testing::expect_error;
 using testing::host_values;
 
-// n rows: X row r = [r, 100 + r], Y row r = [-r]; a batch's rows are readable from its y.
-std::shared_ptr<TensorDataset> numbered(int64_t n) {
-  std::vector<float> x, y;
-  for (int64_t r = 0; r < n; ++r) {
-    x.push_back(float(r));
-    x.push_back(float(100 + r));
-    y.push_back(float(-r));
-  }
-  return std::make_shared<TensorDataset>(Tensor::from_vector(x, {n, 2}),
-                                         Tensor::from_vector(y, {n}));
-}
-
-std::vector<int64_t> rows_of(const Batch& b) {
-  std::vector<int64_t> rows;
-  for (double v : host_values(b.y)) rows.push_back(int64_t(-v));
-  return rows;
-}
+using testing::numbered;
+using testing::rows_of;
+using testing::TestDataset;
 
 DataLoaderOptions opts(int64_t batch_size, bool shuffle, int prefetch, uint64_t seed = 1) {
-  DataLoaderOptions o;
-  o.batch_size = batch_size;
-  o.shuffle = shuffle;
-  o.prefetch = prefetch;
-  o.seed = seed;
-  return o;
+  return testing::loader_opts(batch_size, shuffle, prefetch, seed);
 }
-
-// Delegates to a TensorDataset; gather throws for a batch holding `bad_row` and can be slowed.
-class TestDataset final : public Dataset {
- public:
-  explicit TestDataset(int64_t n, int64_t bad_row = -1, int delay_ms = 0)
-      : inner_(numbered(n)), bad_row_(bad_row), delay_ms_(delay_ms) {}
-  int64_t size() const override { return inner_->size(); }
-  int64_t feature_dim() const override { return inner_->feature_dim(); }
-  int64_t target_dim() const override { return inner_->target_dim(); }
-  void gather(const std::vector<int64_t>& indices, Tensor& x, Tensor& y) const override {
-    started_++;
-    if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
-    if (std::find(indices.begin(), indices.end(), bad_row_) != indices.end())
-      throw IoError("row " + std::to_string(bad_row_) + " is unreadable");
-    inner_->gather(indices, x, y);
-  }
-  mutable std::atomic<int> started_{0};
-
- private:
-  std::shared_ptr<TensorDataset> inner_;
-  int64_t bad_row_;
-  int delay_ms_;
-};
 
 // ---- epoch_order ----
 
@@ -297,12 +256,7 @@ TEST_P(DataLoaderDevice, BatchesHoldTheRightRowsOnTheDevice) {
       ASSERT_EQ(b.y.shape(), Shape({k, 1}));
       const std::vector<int64_t> want(order.begin() + 4 * i, order.begin() + 4 * i + k);
       EXPECT_EQ(rows_of(b), want);
-      std::vector<double> want_x;
-      for (int64_t r : want) {
-        want_x.push_back(double(r));
-        want_x.push_back(double(100 + r));
-      }
-      EXPECT_EQ(host_values(b.x), want_x);
+      EXPECT_EQ(host_values(b.x), testing::features_of(want));
     }
   }
 }

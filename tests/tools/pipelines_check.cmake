@@ -2,7 +2,10 @@
 # data file, one with a negative lr): it exits non-zero, the good runs end with finite losses in
 # summary.json and full metrics logs, the broken ones are failed with their reasons, and the
 # recorded start/end times show the queue: with SLOTS=1 no two runs overlap, with SLOTS=2 the two
-# good runs (started together) do. Run with -DMINITRAIN=... -DFIXTURES=... -DWORK=... -DSLOTS=1|2
+# good runs (started together) do. Each good run's CPU utilisation (cores, its CPU time over its
+# steps' wall time) is in its log and in summary.json, above 0 and below the cores it may use (its
+# threads and loader workers); CPU runs say nothing of NVML, and the summary table has a cpu column.
+# Run with -DMINITRAIN=... -DFIXTURES=... -DWORK=... -DSLOTS=1|2
 cmake_policy(SET CMP0054 NEW)  # "ok", "failed" are words here, not variables
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
@@ -15,6 +18,9 @@ if(NOT code EQUAL 1)
 endif()
 if(NOT out MATCHES "missing-data: minitrain: error: cannot open '[^']*/no_such_dir/missing.csv'")
   message(FATAL_ERROR "the summary table does not name the missing data file\n${shown}")
+endif()
+if(NOT out MATCHES "seconds +start +end +cpu\n")
+  message(FATAL_ERROR "the summary table has no cpu column\n${shown}")
 endif()
 if(NOT out MATCHES "2 of 4 run\\(s\\) ok, 2 failed")
   message(FATAL_ERROR "the summary table does not count the runs\n${shown}")
@@ -45,6 +51,22 @@ foreach(i RANGE 0 3)
     if(NOT n EQUAL 25)
       message(FATAL_ERROR "${WORK}/${name}/metrics.jsonl has ${n} lines, want 25")
     endif()
+    string(JSON cpu_type TYPE "${summary}" runs ${i} cpu_utilization)
+    string(JSON cpu GET "${summary}" runs ${i} cpu_utilization)
+    # Compute threads (at most the cores), the loader's workers (adam has 2), and slack.
+    cmake_host_system_information(RESULT cores QUERY NUMBER_OF_LOGICAL_CORES)
+    math(EXPR most "${cores} + 3")
+    if(NOT cpu_type STREQUAL "NUMBER" OR NOT cpu GREATER 0 OR NOT cpu LESS most)
+      message(FATAL_ERROR "run ${name}: cpu_utilization ${cpu} (${cpu_type}); want a number in (0, ${most})\n${summary}")
+    endif()
+    list(GET lines 0 first)
+    if(NOT first MATCHES "\"cpu_utilization\":[0-9]")
+      message(FATAL_ERROR "${name}/metrics.jsonl: no cpu_utilization in ${first}")
+    endif()
+    file(READ "${WORK}/${name}/output.log" output)
+    if(output MATCHES "NVML")
+      message(FATAL_ERROR "${name}/output.log: a CPU run speaks of NVML:\n${output}")
+    endif()
     file(READ "${WORK}/${name}/config.toml" config)
     if(NOT config MATCHES "data = '[^']*/tests/fixtures/train_small.csv'")
       message(FATAL_ERROR "${name}/config.toml: the data path is not resolved against runs.toml's directory\n${config}")
@@ -58,7 +80,7 @@ foreach(i RANGE 0 3)
       message(FATAL_ERROR "missing-data/output.log lacks the run's error:\n${log}")
     endif()
   elseif(name STREQUAL "negative-lr")
-    if(NOT status STREQUAL "failed" OR NOT reason MATCHES "run 'negative-lr': .*pipelines_small.toml:27: --lr must be >= 0")
+    if(NOT status STREQUAL "failed" OR NOT reason MATCHES "run 'negative-lr': .*pipelines_small.toml:28: --lr must be >= 0")
       message(FATAL_ERROR "run negative-lr: status ${status}, reason '${reason}'")
     endif()
   else()

@@ -3,8 +3,11 @@
 # no CUDA library but the static runtime, opens cuBLAS only on a GPU path's first call, and with
 # every NVIDIA library hidden (tmpfs mounted over their directories in a private mount namespace)
 # still starts, prints --help and info, and trains on the CPU; the GPU path then fails with the
-# loader's DeviceError naming what is missing, and info --libraries exits 1 saying the same.
+# loader's DeviceError naming what is missing, and info --libraries exits 1 saying the same. The
+# driver's NVML (the metrics' GPU utilisation) is hidden too, file by file (it lives among the
+# system's libraries): the GPU monitor's note then carries the loader's message, not an error.
 #   vendor_libraries_check.sh MINITRAIN PROBE LIBRARY_FILE...
+# NVML_BUILT=1 in the environment: the build has NVML (nvml.h was found), so its loader must speak.
 # Exit 77 (ctest: skipped) where a mount namespace cannot be made (not root, no unshare).
 set -uo pipefail
 minitrain=$1 probe=$2
@@ -40,12 +43,16 @@ unshare -m --propagation private bash -c '
   minitrain=$1 probe=$2 scratch=$3; shift 3
   for d in "$@"; do mount -t tmpfs none "$d" || exit 90; done
   for d in "$@"; do [ -z "$(ls -A "$d")" ] || exit 91; done
+  for f in $(ldconfig -p | sed -n "s/.*libnvidia-ml\.so[.0-9]* .*=> //p"); do
+    mount --bind /dev/null "$f" || exit 92
+  done
   "$minitrain" --help >"$scratch/help" 2>&1; echo $? >"$scratch/help.rc"
   "$minitrain" info >"$scratch/info" 2>&1; echo $? >"$scratch/info.rc"
   "$minitrain" train --device cpu --steps 3 --progress lines >"$scratch/train" 2>&1
   echo $? >"$scratch/train.rc"
   "$probe" >"$scratch/probe" 2>&1; echo $? >"$scratch/probe.rc"
   "$minitrain" info --libraries >"$scratch/libraries" 2>&1; echo $? >"$scratch/libraries.rc"
+  "$probe" nvml >"$scratch/nvml" 2>&1; echo $? >"$scratch/nvml.rc"
 ' hide "$minitrain" "$probe" "$scratch" "${dirs[@]}"
 rc=$?
 [ "$rc" -eq 0 ] || fail "could not hide ${dirs[*]} (exit $rc)"
@@ -62,6 +69,15 @@ grep -q 'LD_LIBRARY_PATH' "$scratch/probe" || fail "no advice: $(cat "$scratch/p
 [ "$(cat "$scratch/libraries.rc")" = 1 ] || fail "info --libraries without them: exit $(cat "$scratch/libraries.rc")"
 grep -Eq 'cuBLAS missing, cuDNN missing, NCCL missing .*cuBLAS \(libcublas\.so\.[0-9]+\) could not be loaded' \
   "$scratch/libraries" || fail "info --libraries: $(cat "$scratch/libraries")"
+# NVML missing is a note, not an error; a build with NVML names the library and where it looked.
+[ "$(cat "$scratch/nvml.rc")" = 0 ] || fail "probe nvml: exit $(cat "$scratch/nvml.rc"): $(cat "$scratch/nvml")"
+if [ "${NVML_BUILT:-0}" = 1 ]; then
+  grep -Eq '^NVML note: NVML \(libnvidia-ml\.so\.1\) could not be loaded; .*looked in: libnvidia-ml\.so\.1: ' \
+    "$scratch/nvml" || fail "probe nvml: $(cat "$scratch/nvml")"
+else
+  grep -q '^NVML note: NVML is absent from this build' "$scratch/nvml" || fail "probe nvml: $(cat "$scratch/nvml")"
+fi
 echo "without the libraries: --help, info and a CPU train ran; the first cuBLAS call said:"
 sed -n 's/^error: //p' "$scratch/probe" | head -3
+echo "and the GPU monitor: $(cat "$scratch/nvml")"
 echo "PASS"

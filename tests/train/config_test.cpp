@@ -190,6 +190,10 @@ TEST(TrainConfig, ValidateRejectsImpossibleValuesWithOneClearMessageEach) {
       {"activation", [](TrainConfig& c) { c.activation = "swish"; },
        "--activation: unknown value 'swish'"},
       {"model", [](TrainConfig& c) { c.model = "resnet50"; }, "--model 'resnet50'"},
+      {"negative workers", [](TrainConfig& c) { c.workers = -1; },
+       "--workers must be >= 0, got -1"},
+      {"absurd workers", [](TrainConfig& c) { c.workers = 100000; },
+       "--workers must be <= 1024, got 100000"},
   };
   for (const BadConfigCase& bad : cases) {
     TrainConfig c;

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/gpu_monitor.h"
 #include "core/safetensors.h"
 #include "kernels/gemm/gemm_registry.h"
 #include "tests/core/io_test_util.h"
@@ -109,6 +111,38 @@ TEST(RunTrainingCuda, ResumedRunSavesWhatOneStraightRunSaves) {
     EXPECT_EQ(testing::tensor_bytes(a.tensors[i].second),
               testing::tensor_bytes(b.tensors[i].second))
         << a.tensors[i].first;
+}
+
+// GPU utilisation and memory come from NVML; where it cannot be read (the emulated GPUs, a machine
+// without the driver's libnvidia-ml) the run says why once, its log has no GPU fields, and it
+// trains all the same. Where NVML reads, every line has them.
+TEST(RunTrainingCuda, MetricsCarryGpuUsageOrTheRunSaysOnceWhyNot) {
+  SKIP_UNLESS_CUDA();
+  ScratchDir dir;
+  TrainConfig c = small_run("cuda:0", dir.path("w.safetensors"));
+  c.log = dir.path("m.jsonl");
+  const std::string info = train(c);
+  const std::string log = read_file_bytes(c.log);
+  EXPECT_NE(log.find("\"cpu_utilization\":"), std::string::npos) << log;
+  const std::string reason = nvml_unavailable_reason();
+  const std::string note = "note: the metrics leave out GPU utilisation and memory: ";
+  if (reason.empty()) {
+    EXPECT_EQ(info.find(note), std::string::npos) << info;
+    std::istringstream lines(log);
+    for (std::string line; std::getline(lines, line);)
+      for (const char* key : {"\"gpu_utilization_pct\":", "\"gpu_memory_used_bytes\":",
+                              "\"gpu_memory_total_bytes\":"})
+        EXPECT_NE(line.find(key), std::string::npos) << key << " missing in " << line;
+    return;
+  }
+  const std::size_t at = info.find(note + reason + "\n");
+  ASSERT_NE(at, std::string::npos) << info;
+  EXPECT_EQ(info.find(note, at + 1), std::string::npos) << "said more than once: " << info;
+  EXPECT_EQ(log.find("gpu_"), std::string::npos) << log;
+  EXPECT_TRUE(std::filesystem::exists(c.save));
+  // Without --log there are no metrics to leave anything out of: nothing to say.
+  c.log.clear();
+  EXPECT_EQ(train(c).find(note), std::string::npos);
 }
 
 // A 512-wide layer's 1 MiB of weights under a 256 KiB cap: OutOfMemory before the first step,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/parallel_for.h"
 #include "core/safetensors.h"
 #include "data/readers.h"
 #include "kernels/mse_loss.h"
@@ -304,9 +305,11 @@ TEST(Trainer, MetricsLogHasOneJsonLinePerStep) {
     EXPECT_EQ(line.rfind("{\"step\":" + std::to_string(n) + ",\"epoch\":1,\"loss\":", 0), 0u)
         << line;
     for (const char* key :
-         {"\"lr\":0.05", "\"step_ms\":", "\"samples_per_s\":", "\"device\":\"cpu\"",
+         {"\"lr\":0.05",
+          "\"step_ms\":", "\"samples_per_s\":", "\"cpu_utilization\":", "\"device\":\"cpu\"",
           "\"memory_in_use_bytes\":", "\"memory_peak_bytes\":", "\"host_memory_peak_bytes\":"})
       EXPECT_NE(line.find(key), std::string::npos) << key << " missing in " << line;
+    EXPECT_EQ(line.find("\"gpu_"), std::string::npos) << "GPU fields on the CPU: " << line;
   }
   EXPECT_EQ(n, 5);
   // The process's own peak resident memory: a test binary holds at least a MiB.
@@ -343,6 +346,8 @@ TEST(Trainer, MetricsLogEveryNStepsWritesTheMeansOfEachInterval) {
       s.loss = 0.5 * static_cast<double>(k);  // 0.5, 1.0, ... exact in binary
       s.lr = 0.1 * static_cast<double>(k);
       s.step_ms = static_cast<double>(k);
+      s.cpu_ms = static_cast<double>(3 * k - 2);  // 1, 4, 7 ms of CPU in 1, 2, 3 ms
+      if (k <= 3) s.gpu = GpuUsage{10.0 * (k == 3 ? 6 : k), uint64_t(k == 2 ? 9 : 5), 16};
       s.samples = 4;
       s.grad_norm = static_cast<double>(2 * k);
       s.memory_peak = static_cast<uint64_t>(k == 2 ? 900 : 100 * k);
@@ -355,9 +360,14 @@ TEST(Trainer, MetricsLogEveryNStepsWritesTheMeansOfEachInterval) {
   ASSERT_EQ(lines.size(), 3u) << read_file_bytes(path);
   // Steps 1-3: loss mean 1.0, step_ms mean 2, 12 samples in 6 ms, grad_norm mean 4, peak 900.
   EXPECT_EQ(lines[0].rfind("{\"step\":3,\"steps\":3,\"epoch\":1,\"loss\":1.0,", 0), 0u) << lines[0];
-  for (const char* part : {"\"step_ms\":2.0", "\"samples_per_s\":2000.0", "\"grad_norm\":4.0",
-                           "\"memory_peak_bytes\":900"})
+  // CPU: 12 ms in 6 ms, 2 cores (not the mean of the steps' ratios, 1.78); GPU: utilisation
+  // mean 30%, the highest memory in use.
+  for (const char* part :
+       {"\"step_ms\":2.0", "\"samples_per_s\":2000.0", "\"grad_norm\":4.0",
+        "\"memory_peak_bytes\":900", "\"cpu_utilization\":2.0", "\"gpu_utilization_pct\":30.0",
+        "\"gpu_memory_used_bytes\":9", "\"gpu_memory_total_bytes\":16"})
     EXPECT_NE(lines[0].find(part), std::string::npos) << part << " in " << lines[0];
+  EXPECT_EQ(lines[1].find("gpu_"), std::string::npos) << "steps without GPU figures: " << lines[1];
   // Steps 4-6 (epoch and lr: the last step's), then the run's last step alone.
   EXPECT_EQ(lines[1].rfind("{\"step\":6,\"steps\":3,\"epoch\":2,\"loss\":2.5,", 0), 0u) << lines[1];
   EXPECT_EQ(lines[2].rfind("{\"step\":7,\"steps\":1,\"epoch\":2,\"loss\":3.5,", 0), 0u) << lines[2];
@@ -431,23 +441,32 @@ class SlowDataset final : public Dataset {
   TensorDataset rows_;
 };
 
+// `steps` SGD steps of an MLP of `sizes` on `data`, its batches prepared on the step's own thread
+// (no loader workers: every batch is waited for); the steps' stats.
+std::vector<StepStats> steps_on(std::shared_ptr<const Dataset> data,
+                                const std::vector<int64_t>& sizes, int64_t batch_size,
+                                int64_t steps) {
+  Generator gen(1);
+  auto model = make_mlp(sizes, Activation::Tanh, gen);
+  auto opt = make_optimizer(sgd_config(), model->named_parameters());
+  DataLoaderOptions lo;
+  lo.batch_size = batch_size;
+  lo.workers = 0;
+  DataLoader loader(std::move(data), lo);
+  TrainerOptions o;
+  o.total_steps = steps;
+  std::vector<StepStats> stats;
+  o.on_step = [&](const StepStats& s) { stats.push_back(s); };
+  Trainer(*model, *opt, loader, o).run();
+  return stats;
+}
+
 // The step's wait for its batch is reported apart: a starved step shows it, a fed one does not.
 TEST(Trainer, StepsReportTheirWaitForData) {
   for (bool slow : {true, false}) {
-    Generator gen(1);
-    auto model = make_mlp({3, 8, 2}, Activation::Tanh, gen);
-    auto opt = make_optimizer(sgd_config(), model->named_parameters());
-    DataLoaderOptions lo;
-    lo.batch_size = 8;
-    lo.prefetch = 0;  // prepared on the step's own thread: every batch is waited for
     std::shared_ptr<const Dataset> data =
         slow ? std::shared_ptr<const Dataset>(std::make_shared<SlowDataset>()) : small_data();
-    DataLoader loader(data, lo);
-    TrainerOptions o;
-    o.total_steps = 3;
-    std::vector<StepStats> steps;
-    o.on_step = [&](const StepStats& s) { steps.push_back(s); };
-    Trainer(*model, *opt, loader, o).run();
+    const std::vector<StepStats> steps = steps_on(data, {3, 8, 2}, 8, 3);
     ASSERT_EQ(steps.size(), 3u);
     for (const StepStats& s : steps) {
       EXPECT_LE(s.data_wait_ms, s.step_ms) << "step " << s.step;
@@ -457,6 +476,31 @@ TEST(Trainer, StepsReportTheirWaitForData) {
         EXPECT_LT(s.data_wait_ms, 15.0) << "step " << s.step;
     }
     EXPECT_NE(metrics_json_line(steps.back()).find("\"data_wait_ms\":"), std::string::npos);
+  }
+}
+
+// cpu_utilization is CPU time over wall time: a step that computes keeps up to its threads busy,
+// one that sleeps waiting for its batch keeps almost none, though both take their time.
+TEST(Trainer, StepsReportTheCoresTheyKeepBusy) {
+  for (bool waiting : {false, true}) {
+    SCOPED_TRACE(waiting ? "waiting for data" : "computing");
+    // A slow batch on the step's own thread is a sleeping step.
+    const std::vector<StepStats> steps =
+        waiting
+            ? steps_on(std::make_shared<SlowDataset>(), {3, 8, 2}, 8, 4)
+            : steps_on(std::make_shared<TensorDataset>(make_synthetic_regression(1024, 64, 2, 3)),
+                       {64, 512, 512, 2}, 512, 4);
+    ASSERT_EQ(steps.size(), 4u);
+    double cpu_ms = 0, step_ms = 0;
+    for (const StepStats& s : steps) cpu_ms += s.cpu_ms, step_ms += s.step_ms;
+    const double cores = cpu_ms / step_ms;
+    EXPECT_GT(cores, 0.0);
+    // At most the compute threads (the main thread among them), with slack for the kernel's
+    // accounting; how far below depends on what else the machine runs, so no lower bound.
+    EXPECT_LT(cores, num_threads() + 0.5);
+    if (waiting) {
+      EXPECT_LT(cores, 0.5) << "20 ms of sleep in each step";
+    }
   }
 }
 

@@ -67,5 +67,46 @@ TEST(RunOutcome, TheBestRunIsTheLowestValLossNotTheLowestTrainingLoss) {
   EXPECT_EQ(nlohmann::json::parse(runs_summary_json(runs))["best_run"]["name"], "a");
 }
 
+// A run's CPU utilisation is its steps' CPU time over their wall time, each line weighed by its
+// steps and its step time; GPU figures only where its log has them (NVML read on its device).
+TEST(RunOutcome, CpuUtilizationIsCpuTimeOverWallTimeAndGpuFiguresWhereLogged) {
+  ScratchDir dir;
+  const std::string log = dir.write_raw(
+      "m.jsonl",
+      "{\"step\":1,\"epoch\":1,\"loss\":1,\"step_ms\":10,\"cpu_utilization\":2}\n"
+      "{\"step\":4,\"steps\":3,\"epoch\":1,\"loss\":1,\"step_ms\":30,\"cpu_utilization\":0.5}\n");
+  RunResult cpu_run = run("cpu-run", 1, std::nullopt);
+  cpu_run.outcome = read_run_outcome(log);
+  // 10 ms x 2 cores + 3 x 30 ms x 0.5 cores = 65 ms of CPU in 100 ms.
+  ASSERT_TRUE(cpu_run.outcome.cpu_utilization.has_value());
+  EXPECT_DOUBLE_EQ(*cpu_run.outcome.cpu_utilization, 0.65);
+  EXPECT_FALSE(cpu_run.outcome.gpu_utilization_pct.has_value());
+  nlohmann::json j = nlohmann::json::parse(runs_summary_json({cpu_run}));
+  EXPECT_DOUBLE_EQ(j["runs"][0]["cpu_utilization"].get<double>(), 0.65);
+  EXPECT_TRUE(j["runs"][0]["gpu_utilization_pct"].is_null());
+  EXPECT_TRUE(j["runs"][0]["gpu_memory_peak_bytes"].is_null());
+  std::string table = runs_summary_table({cpu_run});
+  EXPECT_NE(table.find("  cpu\n"), std::string::npos) << table;  // the last column
+  EXPECT_NE(table.find("  0.65\n"), std::string::npos) << table;
+  EXPECT_EQ(table.find("gpu"), std::string::npos) << table;
+
+  const std::string gpu_log = dir.write_raw(
+      "g.jsonl",
+      "{\"step\":1,\"loss\":1,\"step_ms\":5,\"cpu_utilization\":1,\"gpu_utilization_pct\":90,"
+      "\"gpu_memory_used_bytes\":3221225472}\n"
+      "{\"step\":3,\"steps\":2,\"loss\":1,\"step_ms\":5,\"cpu_utilization\":1,"
+      "\"gpu_utilization_pct\":60,\"gpu_memory_used_bytes\":1073741824}\n");
+  RunResult gpu_run = run("gpu-run", 1, std::nullopt);
+  gpu_run.outcome = read_run_outcome(gpu_log);
+  EXPECT_DOUBLE_EQ(*gpu_run.outcome.gpu_utilization_pct, 70);  // (90 + 2 x 60) / 3
+  EXPECT_EQ(*gpu_run.outcome.gpu_memory_peak_bytes, 3221225472u);
+  j = nlohmann::json::parse(runs_summary_json({cpu_run, gpu_run}));
+  EXPECT_DOUBLE_EQ(j["runs"][1]["gpu_utilization_pct"].get<double>(), 70);
+  EXPECT_EQ(j["runs"][1]["gpu_memory_peak_bytes"].get<uint64_t>(), 3221225472u);
+  table = runs_summary_table({cpu_run, gpu_run});
+  EXPECT_NE(table.find("  cpu   gpu  gpu mem\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("70%  3.00 GiB"), std::string::npos) << table;
+}
+
 }  // namespace
 }  // namespace minitrain

@@ -296,6 +296,14 @@ TEST(RunFiles, ProgressComesFromTheLastCompleteMetricsLineAndTheLastProgressLine
   EXPECT_DOUBLE_EQ(p.step_ms, 0.75);
   EXPECT_EQ(p.device, "cuda:0");
   EXPECT_EQ(p.device_memory, 4096u);
+  EXPECT_FALSE(p.cpu_utilization.has_value());  // a log from before the field
+  EXPECT_EQ(run_cpu_text(p), "-");
+  write(t.file("m.jsonl"),
+        "{\"step\":2,\"loss\":1,\"cpu_utilization\":1.5,\"gpu_utilization_pct\":87,"
+        "\"gpu_memory_used_bytes\":2147483648}\n");
+  const RunProgress busy = read_run_progress(t.file("m.jsonl"), t.file("out.log"));
+  EXPECT_DOUBLE_EQ(*busy.cpu_utilization, 1.5);
+  EXPECT_EQ(run_cpu_text(busy), "1.50  gpu 87%  gpu mem 2.00 GiB");
 
   const RunProgress none = read_run_progress(t.file("missing.jsonl"), t.file("missing.log"));
   EXPECT_EQ(none.step, 0);
