@@ -145,6 +145,8 @@ const std::vector<BenchArea>& bench_areas() {
        "data-parallel step and its scaling with CPU replicas"},
       {"data-loader", "minitrain_data_loader_bench",
        "DataLoader workers 0/1/2/4 on a 5 ms-per-batch data set: samples/s, x 0 workers"},
+      {"precision", "minitrain_precision_bench",
+       "one Adam step per precision fp32/bf16/fp16: samples/s, allocator peak, bytes kept"},
   };
   return areas;
 }
