@@ -32,7 +32,8 @@ constexpr int kAllReduceTag = 18;     // the all-reduce's own messages, apart fr
 // engine runs in MPI_Testall), so a wait must poll often while data flows, yet not burn a core
 // that other ranks or this rank's compute threads need while a peer is late or stuck:
 //  - for the first kSpinFor of a wait, MPI_Testall back to back: a small message's round trip
-//    is 1-2 us, and any pause would be most of it;
+//    is 1-2 us, and any pause would be most of it (the first kClocklessPolls polls do not even
+//    read the clock, which costs about 50 ns here, as much as a poll);
 //  - then, until kYieldFor, a sched_yield between polls: the core goes to any other runnable
 //    thread (oversubscribed ranks, compute threads), and polling resumes at once if none is;
 //  - after that, a sleep between polls of 1/kSleepFraction of the time waited so far (at most
@@ -41,16 +42,26 @@ constexpr int kAllReduceTag = 18;     // the all-reduce's own messages, apart fr
 // Over shared memory a large message is copied inside a single poll (Open MPI's single-copy
 // CMA), so the pauses cost a transfer nothing; transports that move a message in fragments over
 // many polls (TCP, shared memory without CMA) are still polled at least every kMaxSleep.
+constexpr int kClocklessPolls = 64;
 constexpr auto kSpinFor = std::chrono::microseconds(50);
 constexpr auto kYieldFor = std::chrono::milliseconds(2);
 constexpr int kSleepFraction = 64;
 constexpr auto kMaxSleep = std::chrono::milliseconds(1);
 
 // Below this many bytes recursive doubling (latency-bound: log2 n messages of the whole tensor);
-// from it the ring (bandwidth-bound: 2(n-1) messages of 1/n of it). Measured on 2 ranks over
-// shared memory (bench/mpi_allreduce_bench.cpp); Open MPI's tuned MPI_Allreduce switches at a
-// similar size.
-constexpr std::size_t kRecursiveDoublingMaxBytes = std::size_t(64) << 10;
+// from it the ring (bandwidth-bound: 2(n-1) messages of 1/n of it, and half the reduction work of
+// recursive doubling on 2 ranks). Measured on 2 ranks over shared memory, against MPI_Allreduce
+// in the same run (bench/mpi_allreduce_bench.cpp): recursive doubling 1.1-1.3x of it at 16-64
+// KiB but 0.75-0.9x at 1-16 MiB, the ring 1.0x from 16 KiB and 0.6-0.9x below.
+constexpr std::size_t kRingMinBytes = std::size_t(64) << 10;
+// Note [small messages in pieces]: Open MPI's shared-memory transport (vader) sends a message of
+// up to 4 KiB, header included, at once (eager); a larger one goes by rendezvous, a handshake and
+// a single copy that cost about 5 us more per exchange here (a 4 KiB recursive doubling ran at
+// 0.4x of MPI_Allreduce, which does not pay it). So a message of 2-16 KiB goes as pieces of
+// kPieceBytes, all posted at once (4 KiB: 1.0-1.1x). Larger messages go whole: there the
+// handshake is small next to the transfer.
+constexpr std::size_t kPieceBytes = 2048;
+constexpr int kMaxPieces = 8;
 // The ring's reduce-scatter receives into scratch a slice at a time: large enough that a
 // message's handshake (a few microseconds) is lost in its transfer, small enough that the scratch
 // stays a few MiB whatever the tensor.
@@ -320,8 +331,8 @@ void MpiCommunicator::copy_back(Tensor& t, const void* host) {
 
 bool MpiCommunicator::poll_until(int n, MPI_Request* requests, MPI_Status* statuses, const char* op,
                                  Clock::time_point deadline) {
-  const auto start = Clock::now();
-  for (;;) {
+  Clock::time_point start;
+  for (int polls = 0;; ++polls) {
     int done = 0;
     int rc = MPI_Testall(n, requests, &done, statuses);
     if (rc == MPI_ERR_IN_STATUS) {
@@ -331,9 +342,11 @@ bool MpiCommunicator::poll_until(int n, MPI_Request* requests, MPI_Status* statu
     if (rc != MPI_SUCCESS) record_lost_peer();  // a transport error: most likely a peer that died
     check_mpi(rc, op, "MPI_Testall");
     if (done) return true;
-    const auto now = Clock::now();
-    if (now >= deadline) return false;
     // Note [polling MPI requests]
+    if (polls < kClocklessPolls) continue;
+    const auto now = Clock::now();
+    if (polls == kClocklessPolls) start = now;
+    if (now >= deadline) return false;
     const auto waited = now - start;
     if (waited < kSpinFor) continue;
     if (waited < kYieldFor) {
@@ -390,35 +403,83 @@ char* MpiCommunicator::reserve_scratch(std::size_t bytes) {
   return static_cast<char*>(scratch_.raw_data());
 }
 
+namespace {
+// How many messages carry `count` elements of `elem_bytes` in an exchange (Note [small messages
+// in pieces]); both ends of a link derive it from the same count.
+int pieces_for(int count, std::size_t elem_bytes) {
+  const std::size_t bytes = static_cast<std::size_t>(count) * elem_bytes;
+  if (bytes <= kPieceBytes || bytes > kPieceBytes * kMaxPieces) return 1;
+  const int per_piece = static_cast<int>(std::max<std::size_t>(1, kPieceBytes / elem_bytes));
+  return (count + per_piece - 1) / per_piece;
+}
+}  // namespace
+
 void MpiCommunicator::exchange(const Reduction& r, const char* send, int send_count, int send_peer,
                                char* recv, int recv_count, int recv_peer, const char* phase,
                                int step) {
   const char* name = "all_reduce";
-  // The recv first, so that no rank's send waits on a recv nobody has posted.
-  MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  MPI_Status st[2];
-  check_mpi(MPI_Irecv(recv, recv_count, r.type, recv_peer, kAllReduceTag, comm_, &req[0]), name,
-            "MPI_Irecv");
-  const int rc = MPI_Isend(const_cast<char*>(send), send_count, r.type, send_peer, kAllReduceTag,
-                           comm_, &req[1]);
-  if (rc != MPI_SUCCESS) {
-    MPI_Cancel(&req[0]);
-    MPI_Wait(&req[0], MPI_STATUS_IGNORE);
-    check_mpi(rc, name, "MPI_Isend");
+  const int recv_pieces = recv_peer == MPI_PROC_NULL ? 1 : pieces_for(recv_count, r.elem_bytes);
+  const int send_pieces = send_peer == MPI_PROC_NULL ? 1 : pieces_for(send_count, r.elem_bytes);
+  // Piece k of m holds elements [count * k / m, count * (k + 1) / m).
+  auto piece = [](int count, int k, int m) {
+    const int64_t begin = int64_t(count) * k / m, end = int64_t(count) * (k + 1) / m;
+    return std::pair<int64_t, int>(begin, static_cast<int>(end - begin));
+  };
+  MPI_Request req[2 * kMaxPieces];
+  MPI_Status st[2 * kMaxPieces];
+  const int n = recv_pieces + send_pieces;
+  std::fill(req, req + n, MPI_REQUEST_NULL);
+  // The recvs first, so that no rank's send waits on a recv nobody has posted.
+  for (int k = 0; k < recv_pieces; ++k) {
+    const auto [begin, len] = piece(recv_count, k, recv_pieces);
+    const int rc = MPI_Irecv(recv + begin * int64_t(r.elem_bytes), len, r.type, recv_peer,
+                             kAllReduceTag, comm_, &req[k]);
+    if (rc != MPI_SUCCESS) {
+      for (int j = 0; j < k; ++j) {
+        MPI_Cancel(&req[j]);
+        MPI_Wait(&req[j], MPI_STATUS_IGNORE);
+      }
+      check_mpi(rc, name, "MPI_Irecv");
+    }
   }
-  if (!poll_until(2, req, st, name, r.deadline)) {
+  for (int k = 0; k < send_pieces; ++k) {
+    const auto [begin, len] = piece(send_count, k, send_pieces);
+    const int rc = MPI_Isend(const_cast<char*>(send) + begin * int64_t(r.elem_bytes), len, r.type,
+                             send_peer, kAllReduceTag, comm_, &req[recv_pieces + k]);
+    if (rc != MPI_SUCCESS) {
+      // A transport error: the recvs are cancelled, the sends already posted cannot be taken
+      // back (kept as Pending), and the communicator is unusable from here.
+      for (int j = 0; j < recv_pieces; ++j) {
+        MPI_Cancel(&req[j]);
+        MPI_Wait(&req[j], MPI_STATUS_IGNORE);
+      }
+      for (int j = recv_pieces; j < recv_pieces + k; ++j)
+        abandoned_.push_back(Pending{req[j], {r.t, staging_, scratch_}});
+      broken_ = detail::concat(name, ": MPI_Isend to rank ", send_peer,
+                               " failed: ", mpi_error_string(rc));
+      record_lost_peer();
+      check_mpi(rc, name, "MPI_Isend");
+    }
+  }
+  if (!poll_until(n, req, st, name, r.deadline)) {
     std::string peers;
     if (recv_peer != MPI_PROC_NULL) peers = detail::concat("rank ", recv_peer, " to send");
     if (send_peer != MPI_PROC_NULL)
       peers += detail::concat(peers.empty() ? "" : " and ", "rank ", send_peer, " to receive");
-    give_up(2, req, name,
+    std::vector<int> recvs(recv_pieces);
+    for (int j = 0; j < recv_pieces; ++j) recvs[j] = j;
+    give_up(n, req, name,
             detail::concat(peers, " (", phase, " step ", step, " of the all-reduce of ", r.count,
                            " ", dtype_name(r.t.dtype()), ")"),
-            r.start, {r.t, staging_, scratch_}, {0});
+            r.start, {r.t, staging_, scratch_}, recvs);
   }
   if (recv_peer == MPI_PROC_NULL) return;
   int got = 0;
-  MPI_Get_count(&st[0], r.type, &got);
+  for (int k = 0; k < recv_pieces; ++k) {
+    int piece_got = 0;
+    MPI_Get_count(&st[k], r.type, &piece_got);
+    got += piece_got;
+  }
   MT_CHECK_AS(ShapeError, got == recv_count, name, ": rank ", recv_peer, " sent ", got,
               " elements where rank ", rank_, " expected ", recv_count, " (", phase, " step ", step,
               " of the all-reduce of ", r.count, " ", dtype_name(r.t.dtype()),
@@ -536,7 +597,7 @@ void MpiCommunicator::native_all_reduce(Tensor& t, ReduceOp op) {
               start,
               start + options_.timeout};
   // Note [the MPI all-reduce]
-  if (t.nbytes() < kRecursiveDoublingMaxBytes || count < size_)
+  if (t.nbytes() < kRingMinBytes || count < size_)
     all_reduce_recursive_doubling(r);
   else
     all_reduce_ring(r);

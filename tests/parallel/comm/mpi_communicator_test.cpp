@@ -22,7 +22,8 @@
 namespace minitrain {
 namespace {
 
-const std::vector<int64_t> kLengths = {0, 1, 7, 1000, 65539};  // empty, tiny, odd, prime-ish
+// empty, tiny, odd, prime-ish; 1000 and 3001 floats go in pieces (Note [small messages in pieces]).
+const std::vector<int64_t> kLengths = {0, 1, 7, 1000, 3001, 65539};
 // The native all-reduce's two schedules (Note [the MPI all-reduce]): 1000 floats go by recursive
 // doubling, 65539 (256 KiB) around the ring; 3 Mi + 5 floats (12 MiB) make the ring's
 // reduce-scatter send several 4 MiB slices per chunk on 2 ranks.
