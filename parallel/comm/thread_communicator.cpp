@@ -222,23 +222,30 @@ class ThreadCommunicator final : public Communicator {
     const int64_t length = t.numel();
     const int64_t begin = length * rank_ / n, chunk = length * (rank_ + 1) / n - begin;
     collective("all_reduce", signature, t, [&] {
-      if (chunk == 0) return;
-      auto part = [&](int r) { return group_->slot(r).flatten().narrow(begin, chunk); };
-      if (!scratch_.defined() || scratch_.numel() < chunk || scratch_.dtype() != t.dtype())
-        scratch_ = Tensor::empty({chunk}, t.dtype(), device_);
-      Tensor acc = scratch_.narrow(0, chunk);
-      acc.copy_(part(0).to(device_));
-      for (int r = 1; r < n; ++r) {
-        const Tensor x = part(r).to(device_);
+      if (chunk == 0 || n == 1) return;  // one rank: its tensor is the sum and the average
+      auto part = [&](int r) { return group_->slot(r).flatten().narrow(begin, chunk).to(device_); };
+      auto fold = [&](Tensor& out, const Tensor& a, const Tensor& b) {
         if (op == ReduceOp::Max)
-          maximum(acc, acc, x);
+          maximum(out, a, b);
         else
-          add(acc, acc, x);
-      }
+          add(out, a, b);
+      };
+      // Ranks 0 and 1 fold straight into their own chunk (the first fold reads it as the first
+      // or second operand before writing it); a later rank's own chunk is still to be read after
+      // the first fold, so it folds into scratch.
+      const bool in_place = rank_ <= 1;
+      Tensor mine = t.flatten().narrow(begin, chunk);
+      if (!in_place &&
+          (!scratch_.defined() || scratch_.numel() < chunk || scratch_.dtype() != t.dtype()))
+        scratch_ = Tensor::empty({chunk}, t.dtype(), device_);
+      Tensor acc = in_place ? mine : scratch_.narrow(0, chunk);
+      fold(acc, part(0), part(1));
+      for (int r = 2; r < n; ++r) fold(acc, acc, part(r));
       if (op == ReduceOp::Avg) scale(acc, acc, 1.0 / n);
       // Every rank handed its own tensor over for this call (a view of it shares its storage):
       // chunk `rank_` of each gets the result, and no other rank touches that chunk.
-      for (int r = 0; r < n; ++r) part(r).copy_(acc);
+      for (int r = 0; r < n; ++r)
+        if (!(in_place && r == rank_)) group_->slot(r).flatten().narrow(begin, chunk).copy_(acc);
       settle(acc);
       for (int r = 0; r < n; ++r) settle(group_->slot(r));
     });
