@@ -18,6 +18,15 @@
 // buckets are still launched strictly by index (a bucket complete before an earlier one waits
 // for it) so that every rank issues the same sequence of all-reduces.
 //
+// Note [DDP gradients as bucket views]: each parameter's gradient is a view of its bucket's flat
+// buffer (torch's gradient_as_bucket_view), bound when the buckets are built: backward writes the
+// gradients where the all-reduce reads them, and the averaged result lands where the optimizer
+// reads it, so a step copies no gradient into or out of a bucket (on CPU ranks those copies were
+// 4 passes over the gradients, as much memory traffic as the all-reduce itself). A gradient that
+// has been replaced since (Module::to, a caller's own tensor) is no longer a view: its bucket
+// copies it in and out as before. Parameter values (the broadcast at construction, local SGD's
+// averaging) travel through a second buffer per bucket, so that they never overwrite gradients.
+//
 // Note [DDP over several devices]: a module whose parameters sit on several devices (the hybrid:
 // a ModelParallel with its stages on several GPUs) is reduced device by device. Its parameters
 // are grouped by device, in order of first appearance; a bucket never mixes two groups (its flat
@@ -44,6 +53,7 @@
 #include "core/stream.h"
 #include "kernels/cast.h"
 #include "kernels/elementwise.h"
+#include "kernels/fill.h"
 #include "nn/sequential.h"
 #include "parallel/task_thread.h"
 
@@ -101,7 +111,8 @@ struct DistributedDataParallel::Impl {
     int group;                // its parameters' device group
     int64_t numel = 0;
     DType dtype;
-    Tensor flat;      // the bucket's contiguous buffer on its group's device
+    Tensor flat;      // the bucket's gradients, contiguous, on its group's device (their views)
+    Tensor values;    // parameter values packed for a broadcast or an average (made on first use)
     Tensor narrow;    // flat in options.reduce_dtype when that is another type (else undefined)
     Event ready;      // recorded on the caller's stream when the bucket's gradients are final
     int pending = 0;  // parameters not yet ready in the backward in flight
@@ -184,10 +195,43 @@ struct DistributedDataParallel::Impl {
     }
     for (Bucket& b : buckets) {
       const Device d = groups[b.group].device;
+      DeviceGuard guard(d);
       b.flat = Tensor::empty(Shape({b.numel}), b.dtype, d);
       if (options.reduce_dtype != b.dtype)
         b.narrow = Tensor::empty(Shape({b.numel}), options.reduce_dtype, d);
+      bind_grads(b);
     }
+  }
+
+  // Note [DDP gradients as bucket views]: every gradient of `b` becomes a view of b.flat, keeping
+  // what it held (zeros when it had none yet).
+  void bind_grads(Bucket& b) {
+    int64_t offset = 0;
+    for (int i : b.params) {
+      Parameter& p = *params[i].second;
+      const int64_t numel = p.value.numel();
+      Tensor view = b.flat.narrow(offset, numel).reshape(p.value.shape().dims());
+      const bool keep = p.grad.defined() && p.grad.shape() == p.value.shape() &&
+                        p.grad.dtype() == b.dtype && p.grad.device() == b.flat.device();
+      if (keep)
+        view.copy_(p.grad);
+      else
+        zero_(view);
+      p.grad = view;
+      offset += numel;
+    }
+  }
+
+  // Whether `g`, the gradient of the parameter at `offset` in `b`, is still its view of b.flat.
+  static bool is_bucket_view(const Bucket& b, const Tensor& g, int64_t offset) {
+    return g.defined() && g.device() == b.flat.device() &&
+           g.raw_data() == static_cast<const char*>(b.flat.raw_data()) +
+                               offset * static_cast<int64_t>(dtype_size(b.dtype));
+  }
+
+  Tensor& values_of(Bucket& b) {
+    if (!b.values.defined()) b.values = Tensor::empty(Shape({b.numel}), b.dtype, b.flat.device());
+    return b.values;
   }
 
   void map_layers() {
@@ -207,12 +251,13 @@ struct DistributedDataParallel::Impl {
     });
   }
 
-  // A bucket's parameter values into its flat buffer, and back.
+  // A bucket's parameter values into its value buffer, and back.
   void pack_values(Bucket& b) {
+    Tensor& flat = values_of(b);
     int64_t offset = 0;
     for (int i : b.params) {
       const Tensor& v = params[i].second->value;
-      b.flat.narrow(offset, v.numel()).copy_(v.reshape({v.numel()}));
+      flat.narrow(offset, v.numel()).copy_(v.reshape({v.numel()}));
       offset += v.numel();
     }
   }
@@ -220,18 +265,20 @@ struct DistributedDataParallel::Impl {
     int64_t offset = 0;
     for (int i : b.params) {
       Tensor& v = params[i].second->value;
-      v.reshape({v.numel()}).copy_(b.flat.narrow(offset, v.numel()));
+      v.reshape({v.numel()}).copy_(b.values.narrow(offset, v.numel()));
       offset += v.numel();
     }
   }
 
-  // Rank 0's values into every rank's parameters, a bucket at a time (the same flat buffers).
+  // Rank 0's values into every rank's parameters, a bucket at a time. The value buffers go again
+  // afterwards: only local SGD needs them later, and it makes them again.
   void broadcast_parameters() {
     for (Bucket& b : buckets) {
       DeviceGuard guard(groups[b.group].device);
       pack_values(b);
-      groups[b.group].comm->broadcast(b.flat, 0);
+      groups[b.group].comm->broadcast(b.values, 0);
       unpack_values(b);
+      b.values = Tensor();
     }
   }
 
@@ -328,9 +375,10 @@ struct DistributedDataParallel::Impl {
     DeviceGuard guard(group.device);
     group.side.wait_for(b.ready);  // the caller's stream has produced these gradients
     int64_t offset = 0;
-    for (int i : b.params) {
+    for (int i : b.params) {  // Note [DDP gradients as bucket views]: only a replaced one is copied
       const Tensor& g = params[i].second->grad;  // allocated by launch()
-      b.flat.narrow(offset, g.numel()).copy_(g.reshape({g.numel()}));
+      if (!is_bucket_view(b, g, offset))
+        b.flat.narrow(offset, g.numel()).copy_(g.reshape({g.numel()}));
       offset += g.numel();
     }
     // Communicator::all_reduce dispatches native vs ring from the communicator's options.
@@ -346,7 +394,8 @@ struct DistributedDataParallel::Impl {
     offset = 0;
     for (int i : b.params) {
       Tensor& g = params[i].second->grad;
-      g.reshape({g.numel()}).copy_(b.flat.narrow(offset, g.numel()));
+      if (!is_bucket_view(b, g, offset))
+        g.reshape({g.numel()}).copy_(b.flat.narrow(offset, g.numel()));
       offset += g.numel();
     }
   }
@@ -446,7 +495,7 @@ void DistributedDataParallel::average_parameters() {
       Impl::Group& g = im.groups[b.group];
       DeviceGuard guard(g.device);
       im.pack_values(b);
-      g.comm->all_reduce(b.flat, ReduceOp::Avg);
+      g.comm->all_reduce(b.values, ReduceOp::Avg);
       im.unpack_values(b);
     }
   });

@@ -10,6 +10,11 @@
 // gradients: with the loss a mean over each rank's batch of b rows, that is the gradient of one
 // device on the N*b rows together.
 //
+// Each parameter's gradient is a view of its bucket's contiguous buffer from construction on
+// (torch's gradient_as_bucket_view; Note [DDP gradients as bucket views] in the .cpp), so the
+// all-reduce works in place on what backward wrote. A caller that replaces a gradient tensor
+// still gets it averaged, through a copy.
+//
 // Gradient accumulation: inside no_sync() (or with set_require_gradient_sync(false)), backward only
 // accumulates local gradients; the first backward with sync on all-reduces the accumulated sums.
 //

@@ -1,8 +1,10 @@
-// The MPI backend. Each operation is the non-blocking MPI call completed by polling MPI_Test
-// against the deadline (Note [MPI timeouts] in the header); errors come back as return codes
-// (MPI_ERRORS_RETURN on our own duplicate communicator) and become CommError. A GPU
-// communicator's tensors go through the pinned staging buffer (Note [staging CUDA tensors through
-// MPI] in the header): host_side before the MPI call, copy_back after it.
+// The MPI backend. Each operation is the non-blocking MPI call completed by polling MPI_Testall
+// against the deadline (Note [MPI timeouts] in the header; Note [polling MPI requests] below);
+// the all-reduce is MPI's point-to-point messages on recursive doubling or the ring (Note [the
+// MPI all-reduce] in the header). Errors come back as return codes (MPI_ERRORS_RETURN on our own
+// duplicate communicator) and become CommError. A GPU communicator's tensors go through the
+// pinned staging buffer (Note [staging CUDA tensors through MPI] in the header): host_side
+// before the MPI call, copy_back after it.
 
 #include "parallel/comm/mpi_communicator.h"
 
@@ -24,6 +26,46 @@ namespace minitrain {
 namespace {
 
 constexpr int kPointToPointTag = 17;  // send/recv/send_recv; MPI keeps (source, tag) in order
+constexpr int kAllReduceTag = 18;     // the all-reduce's own messages, apart from the user's
+
+// Note [polling MPI requests]: Open MPI moves a message only inside an MPI call (its progress
+// engine runs in MPI_Testall), so a wait must poll often while data flows, yet not burn a core
+// that other ranks or this rank's compute threads need while a peer is late or stuck:
+//  - for the first kSpinFor of a wait, MPI_Testall back to back: a small message's round trip
+//    is 1-2 us, and any pause would be most of it (the first kClocklessPolls polls do not even
+//    read the clock, which costs about 50 ns here, as much as a poll);
+//  - then, until kYieldFor, a sched_yield between polls: the core goes to any other runnable
+//    thread (oversubscribed ranks, compute threads), and polling resumes at once if none is;
+//  - after that, a sleep between polls of 1/kSleepFraction of the time waited so far (at most
+//    kMaxSleep): a peer that arrives late is seen within about 1.6% of the wait, and a stuck one
+//    costs a few polls a second until the deadline.
+// Over shared memory a large message is copied inside a single poll (Open MPI's single-copy
+// CMA), so the pauses cost a transfer nothing; transports that move a message in fragments over
+// many polls (TCP, shared memory without CMA) are still polled at least every kMaxSleep.
+constexpr int kClocklessPolls = 64;
+constexpr auto kSpinFor = std::chrono::microseconds(50);
+constexpr auto kYieldFor = std::chrono::milliseconds(2);
+constexpr int kSleepFraction = 64;
+constexpr auto kMaxSleep = std::chrono::milliseconds(1);
+
+// Below this many bytes recursive doubling (latency-bound: log2 n messages of the whole tensor);
+// from it the ring (bandwidth-bound: 2(n-1) messages of 1/n of it, and half the reduction work of
+// recursive doubling on 2 ranks). Measured on 2 ranks over shared memory, against MPI_Allreduce
+// in the same run (bench/mpi_allreduce_bench.cpp): recursive doubling 1.1-1.3x of it at 16-64
+// KiB but 0.75-0.9x at 1-16 MiB, the ring 1.0x from 16 KiB and 0.6-0.9x below.
+constexpr std::size_t kRingMinBytes = std::size_t(64) << 10;
+// Note [small messages in pieces]: Open MPI's shared-memory transport (vader) sends a message of
+// up to 4 KiB, header included, at once (eager); a larger one goes by rendezvous, a handshake and
+// a single copy that cost about 5 us more per exchange here (a 4 KiB recursive doubling ran at
+// 0.4x of MPI_Allreduce, which does not pay it). So a message of 2-16 KiB goes as pieces of
+// kPieceBytes, all posted at once (4 KiB: 1.0-1.1x). Larger messages go whole: there the
+// handshake is small next to the transfer.
+constexpr std::size_t kPieceBytes = 2048;
+constexpr int kMaxPieces = 8;
+// The ring's reduce-scatter receives into scratch a slice at a time: large enough that a
+// message's handshake (a few microseconds) is lost in its transfer, small enough that the scratch
+// stays a few MiB whatever the tensor.
+constexpr std::size_t kRingSliceBytes = std::size_t(4) << 20;
 
 std::string mpi_error_string(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -236,7 +278,12 @@ MpiCommunicator::~MpiCommunicator() {
       leaked->insert(leaked->end(), p.buffers.begin(), p.buffers.end());
     }
   }
-  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);  // pending operations still complete
+  // A communicator that gave up on an operation is leaked too: messages of it may still be on
+  // their way to a peer or waiting there unmatched (a small send completes here as soon as it is
+  // queued), and once freed everywhere its context id could go to the next communicator the ranks
+  // create, where the peer would match them against that one's receives (MPI_ERR_TRUNCATE, or
+  // wrong sums).
+  if (comm_ != MPI_COMM_NULL && broken_.empty()) MPI_Comm_free(&comm_);
 }
 
 void MpiCommunicator::check_usable(const char* op) const {
@@ -282,43 +329,48 @@ void MpiCommunicator::copy_back(Tensor& t, const void* host) {
   copy_bytes(t.raw_data(), device_, host, Device::cpu(), t.nbytes());
 }
 
-std::vector<MPI_Status> MpiCommunicator::wait_all(std::vector<MPI_Request>& requests,
-                                                  const char* op, const std::string& waiting_for,
-                                                  std::vector<Tensor> buffers,
-                                                  const std::vector<int>& cancellable) {
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  const auto deadline = start + options_.timeout;
-  std::vector<MPI_Status> statuses(requests.size());
-  for (long polls = 0;; ++polls) {
+bool MpiCommunicator::poll_until(int n, MPI_Request* requests, MPI_Status* statuses, const char* op,
+                                 Clock::time_point deadline) {
+  Clock::time_point start;
+  for (int polls = 0;; ++polls) {
     int done = 0;
-    int rc =
-        MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, statuses.data());
+    int rc = MPI_Testall(n, requests, &done, statuses);
     if (rc == MPI_ERR_IN_STATUS) {
-      for (const MPI_Status& s : statuses)
-        if (s.MPI_ERROR != MPI_SUCCESS) rc = s.MPI_ERROR;
+      for (int i = 0; i < n; ++i)
+        if (statuses[i].MPI_ERROR != MPI_SUCCESS) rc = statuses[i].MPI_ERROR;
     }
     if (rc != MPI_SUCCESS) record_lost_peer();  // a transport error: most likely a peer that died
     check_mpi(rc, op, "MPI_Testall");
-    if (done) return statuses;
-    const auto now = clock::now();
-    if (now >= deadline) break;
-    // Spin briefly (latency), then give the core to the other ranks (oversubscribed jobs).
-    if (now - start > std::chrono::milliseconds(1))
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    else if (polls > 64)
+    if (done) return true;
+    // Note [polling MPI requests]
+    if (polls < kClocklessPolls) continue;
+    const auto now = Clock::now();
+    if (polls == kClocklessPolls) start = now;
+    if (now >= deadline) return false;
+    const auto waited = now - start;
+    if (waited < kSpinFor) continue;
+    if (waited < kYieldFor) {
       std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>({waited / kSleepFraction, kMaxSleep, deadline - now}));
   }
-  const double waited = std::chrono::duration<double>(clock::now() - start).count();
+}
+
+void MpiCommunicator::give_up(int n, MPI_Request* requests, const char* op,
+                              const std::string& waiting_for, Clock::time_point start,
+                              std::vector<Tensor> buffers, const std::vector<int>& cancellable) {
+  const double waited = std::chrono::duration<double>(Clock::now() - start).count();
   for (int i : cancellable) {
     if (requests[i] == MPI_REQUEST_NULL) continue;
     MPI_Cancel(&requests[i]);
     MPI_Wait(&requests[i], MPI_STATUS_IGNORE);  // a cancelled recv completes locally
   }
   bool abandoned = false;
-  for (MPI_Request& r : requests) {
-    if (r == MPI_REQUEST_NULL) continue;
-    abandoned_.push_back(Pending{r, buffers});
+  for (int i = 0; i < n; ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    abandoned_.push_back(Pending{requests[i], buffers});
     abandoned = true;
   }
   std::string message = detail::concat(op, ": rank ", rank_, " waited ", waited, " s for ",
@@ -330,20 +382,226 @@ std::vector<MPI_Status> MpiCommunicator::wait_all(std::vector<MPI_Request>& requ
   throw CommError(message);
 }
 
+std::vector<MPI_Status> MpiCommunicator::wait_all(std::vector<MPI_Request>& requests,
+                                                  const char* op, const std::string& waiting_for,
+                                                  std::vector<Tensor> buffers,
+                                                  const std::vector<int>& cancellable) {
+  const auto start = Clock::now();
+  const int n = static_cast<int>(requests.size());
+  std::vector<MPI_Status> statuses(requests.size());
+  if (poll_until(n, requests.data(), statuses.data(), op, start + options_.timeout))
+    return statuses;
+  give_up(n, requests.data(), op, waiting_for, start, std::move(buffers), cancellable);
+}
+
+char* MpiCommunicator::reserve_scratch(std::size_t bytes) {
+  if (!scratch_.defined() || scratch_.nbytes() < bytes) {
+    std::size_t want = bytes;
+    if (scratch_.defined()) want = std::max(want, scratch_.nbytes() + scratch_.nbytes() / 2);
+    scratch_ = Tensor::empty(Shape({static_cast<int64_t>((want + 7) / 8)}), DType::Float64);
+  }
+  return static_cast<char*>(scratch_.raw_data());
+}
+
+namespace {
+// How many messages carry `count` elements of `elem_bytes` in an exchange (Note [small messages
+// in pieces]); both ends of a link derive it from the same count.
+int pieces_for(int count, std::size_t elem_bytes) {
+  const std::size_t bytes = static_cast<std::size_t>(count) * elem_bytes;
+  if (bytes <= kPieceBytes || bytes > kPieceBytes * kMaxPieces) return 1;
+  const int per_piece = static_cast<int>(std::max<std::size_t>(1, kPieceBytes / elem_bytes));
+  return (count + per_piece - 1) / per_piece;
+}
+}  // namespace
+
+void MpiCommunicator::exchange(const Reduction& r, const char* send, int send_count, int send_peer,
+                               char* recv, int recv_count, int recv_peer, const char* phase,
+                               int step) {
+  const char* name = "all_reduce";
+  const int recv_pieces = recv_peer == MPI_PROC_NULL ? 1 : pieces_for(recv_count, r.elem_bytes);
+  const int send_pieces = send_peer == MPI_PROC_NULL ? 1 : pieces_for(send_count, r.elem_bytes);
+  // Piece k of m holds elements [count * k / m, count * (k + 1) / m).
+  auto piece = [](int count, int k, int m) {
+    const int64_t begin = int64_t(count) * k / m, end = int64_t(count) * (k + 1) / m;
+    return std::pair<int64_t, int>(begin, static_cast<int>(end - begin));
+  };
+  MPI_Request req[2 * kMaxPieces];
+  MPI_Status st[2 * kMaxPieces];
+  const int n = recv_pieces + send_pieces;
+  std::fill(req, req + n, MPI_REQUEST_NULL);
+  // The recvs first, so that no rank's send waits on a recv nobody has posted.
+  for (int k = 0; k < recv_pieces; ++k) {
+    const auto [begin, len] = piece(recv_count, k, recv_pieces);
+    const int rc = MPI_Irecv(recv + begin * int64_t(r.elem_bytes), len, r.type, recv_peer,
+                             kAllReduceTag, comm_, &req[k]);
+    if (rc != MPI_SUCCESS) {
+      for (int j = 0; j < k; ++j) {
+        MPI_Cancel(&req[j]);
+        MPI_Wait(&req[j], MPI_STATUS_IGNORE);
+      }
+      check_mpi(rc, name, "MPI_Irecv");
+    }
+  }
+  for (int k = 0; k < send_pieces; ++k) {
+    const auto [begin, len] = piece(send_count, k, send_pieces);
+    const int rc = MPI_Isend(const_cast<char*>(send) + begin * int64_t(r.elem_bytes), len, r.type,
+                             send_peer, kAllReduceTag, comm_, &req[recv_pieces + k]);
+    if (rc != MPI_SUCCESS) {
+      // A transport error: the recvs are cancelled, the sends already posted cannot be taken
+      // back (kept as Pending), and the communicator is unusable from here.
+      for (int j = 0; j < recv_pieces; ++j) {
+        MPI_Cancel(&req[j]);
+        MPI_Wait(&req[j], MPI_STATUS_IGNORE);
+      }
+      for (int j = recv_pieces; j < recv_pieces + k; ++j)
+        abandoned_.push_back(Pending{req[j], {r.t, staging_, scratch_}});
+      broken_ = detail::concat(name, ": MPI_Isend to rank ", send_peer,
+                               " failed: ", mpi_error_string(rc));
+      record_lost_peer();
+      check_mpi(rc, name, "MPI_Isend");
+    }
+  }
+  if (!poll_until(n, req, st, name, r.deadline)) {
+    std::string peers;
+    if (recv_peer != MPI_PROC_NULL) peers = detail::concat("rank ", recv_peer, " to send");
+    if (send_peer != MPI_PROC_NULL)
+      peers += detail::concat(peers.empty() ? "" : " and ", "rank ", send_peer, " to receive");
+    std::vector<int> recvs(recv_pieces);
+    for (int j = 0; j < recv_pieces; ++j) recvs[j] = j;
+    give_up(n, req, name,
+            detail::concat(peers, " (", phase, " step ", step, " of the all-reduce of ", r.count,
+                           " ", dtype_name(r.t.dtype()), ")"),
+            r.start, {r.t, staging_, scratch_}, recvs);
+  }
+  if (recv_peer == MPI_PROC_NULL) return;
+  int got = 0;
+  for (int k = 0; k < recv_pieces; ++k) {
+    int piece_got = 0;
+    MPI_Get_count(&st[k], r.type, &piece_got);
+    got += piece_got;
+  }
+  MT_CHECK_AS(ShapeError, got == recv_count, name, ": rank ", recv_peer, " sent ", got,
+              " elements where rank ", rank_, " expected ", recv_count, " (", phase, " step ", step,
+              " of the all-reduce of ", r.count, " ", dtype_name(r.t.dtype()),
+              "); every rank must all-reduce a tensor of the same shape and dtype");
+}
+
+// Recursive doubling (Thakur, Rabenseifner & Gropp), MPICH's handling of a rank count that is not
+// a power of two: with n = 2^k + rem, the first 2 rem ranks pair up, each even one hands its
+// tensor to the odd one above it and sits out; the 2^k ranks left exchange whole tensors with the
+// rank `mask` away for mask = 1, 2, 4, ..., each folding in the other's partial result, so after
+// k steps each holds the full reduction; the odd ranks then hand it back to their even partners.
+void MpiCommunicator::all_reduce_recursive_doubling(const Reduction& r) {
+  const std::size_t bytes = static_cast<std::size_t>(r.count) * r.elem_bytes;
+  char* tmp = reserve_scratch(bytes);
+  int pof2 = 1;
+  while (pof2 * 2 <= size_) pof2 *= 2;
+  const int rem = size_ - pof2;
+  int vrank = rank_ - rem;  // this rank's place among the 2^k, or -1 while it sits out
+  if (rank_ < 2 * rem) {
+    if (rank_ % 2 == 0) {
+      exchange(r, r.buf, r.count, rank_ + 1, nullptr, 0, MPI_PROC_NULL, "fold", 0);
+      vrank = -1;
+    } else {
+      exchange(r, nullptr, 0, MPI_PROC_NULL, tmp, r.count, rank_ - 1, "fold", 0);
+      check_mpi(MPI_Reduce_local(tmp, r.buf, r.count, r.type, r.op), "all_reduce",
+                "MPI_Reduce_local");
+      vrank = rank_ / 2;
+    }
+  }
+  if (vrank >= 0) {
+    int step = 0;
+    for (int mask = 1; mask < pof2; mask <<= 1, ++step) {
+      const int vpeer = vrank ^ mask;
+      const int peer = vpeer < rem ? vpeer * 2 + 1 : vpeer + rem;
+      exchange(r, r.buf, r.count, peer, tmp, r.count, peer, "recursive-doubling", step);
+      // Both ends combine the same two partial results: bit-identical, the ops being commutative.
+      check_mpi(MPI_Reduce_local(tmp, r.buf, r.count, r.type, r.op), "all_reduce",
+                "MPI_Reduce_local");
+    }
+  }
+  if (rank_ < 2 * rem) {
+    if (rank_ % 2 == 1)
+      exchange(r, r.buf, r.count, rank_ - 1, nullptr, 0, MPI_PROC_NULL, "unfold", 0);
+    else
+      exchange(r, nullptr, 0, MPI_PROC_NULL, r.buf, r.count, rank_ + 1, "unfold", 0);
+  }
+}
+
+namespace {
+// Chunk c of n over `count` elements, [count*c/n, count*(c+1)/n): chunks differ by at most one
+// element (as in parallel/comm/ring.cpp), some empty when count < n.
+struct Span {
+  int64_t begin, length;
+};
+Span chunk_span(int64_t count, int n, int c) {
+  const int64_t begin = count * c / n, end = count * (c + 1) / n;
+  return {begin, end - begin};
+}
+// Slice s of a chunk, clamped to it (possibly empty).
+Span slice_span(Span chunk, int64_t slice, int64_t s) {
+  const int64_t begin = std::min(chunk.length, s * slice);
+  const int64_t end = std::min(chunk.length, (s + 1) * slice);
+  return {chunk.begin + begin, end - begin};
+}
+int wrap(int a, int n) { return ((a % n) + n) % n; }
+}  // namespace
+
+// The ring (parallel/comm/ring.cpp explains the chunk arithmetic): reduce-scatter in n-1 steps,
+// then all-gather in n-1 steps, each rank sending to rank+1 and receiving from rank-1.
+void MpiCommunicator::all_reduce_ring(const Reduction& r) {
+  const int n = size_, next = wrap(rank_ + 1, n), prev = wrap(rank_ - 1, n);
+  const int64_t largest = (r.count + n - 1) / n;
+  const int64_t slice = std::max<int64_t>(1, static_cast<int64_t>(kRingSliceBytes / r.elem_bytes));
+  // Every rank loops over the slices of the largest chunk, so that the k-th message on each link
+  // is the k-th slice of the same chunk at both of its ends.
+  const int64_t slices = std::max<int64_t>(1, (largest + slice - 1) / slice);
+  char* tmp = reserve_scratch(static_cast<std::size_t>(std::min(largest, slice)) * r.elem_bytes);
+  auto at = [&](int64_t element) { return r.buf + element * static_cast<int64_t>(r.elem_bytes); };
+  // Reduce-scatter: step k sends chunk r-k and folds chunk r-k-1 into ours, so that after n-1
+  // steps chunk r+1 holds every rank's contribution.
+  for (int k = 0; k < n - 1; ++k) {
+    const Span send_c = chunk_span(r.count, n, wrap(rank_ - k, n));
+    const Span recv_c = chunk_span(r.count, n, wrap(rank_ - k - 1, n));
+    for (int64_t s = 0; s < slices; ++s) {
+      const Span out = slice_span(send_c, slice, s), in = slice_span(recv_c, slice, s);
+      exchange(r, at(out.begin), static_cast<int>(out.length), next, tmp,
+               static_cast<int>(in.length), prev, "ring reduce-scatter", k);
+      check_mpi(MPI_Reduce_local(tmp, at(in.begin), static_cast<int>(in.length), r.type, r.op),
+                "all_reduce", "MPI_Reduce_local");
+    }
+  }
+  // All-gather: step k passes on chunk r+1-k, complete, and receives chunk r-k in place.
+  for (int k = 0; k < n - 1; ++k) {
+    const Span out = chunk_span(r.count, n, wrap(rank_ + 1 - k, n));
+    const Span in = chunk_span(r.count, n, wrap(rank_ - k, n));
+    exchange(r, at(out.begin), static_cast<int>(out.length), next, at(in.begin),
+             static_cast<int>(in.length), prev, "ring all-gather", k);
+  }
+}
+
 void MpiCommunicator::native_all_reduce(Tensor& t, ReduceOp op) {
   const char* name = "all_reduce";
   check_usable(name);
   check_tensor(t, name, "the tensor");
+  const int count = mpi_count(t, name);
+  if (size_ == 1 || count == 0) return;  // nothing to exchange; Avg over one rank is the identity
   reserve_staging(t.nbytes());
-  void* buf = host_side(t, 0, /*fill=*/true);
-  std::vector<MPI_Request> req(1);
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(t, name), mpi_type(t.dtype()),
-                           mpi_op(op, t.dtype()), comm_, &req[0]),
-            name, "MPI_Iallreduce");
-  wait_all(req, name,
-           detail::concat("the other ", size_ - 1, " ranks (MPI_Iallreduce of ", describe(t), ")"),
-           {t, staging_});
-  copy_back(t, buf);
+  const auto start = Clock::now();
+  Reduction r{t,
+              static_cast<char*>(host_side(t, 0, /*fill=*/true)),
+              count,
+              dtype_size(t.dtype()),
+              mpi_type(t.dtype()),
+              mpi_op(op, t.dtype()),
+              start,
+              start + options_.timeout};
+  // Note [the MPI all-reduce]
+  if (t.nbytes() < kRingMinBytes || count < size_)
+    all_reduce_recursive_doubling(r);
+  else
+    all_reduce_ring(r);
+  copy_back(t, r.buf);
   if (op == ReduceOp::Avg) scale_in_place(t, 1.0 / size_);
 }
 

@@ -12,9 +12,10 @@
 // NCCL, not speed: every byte crosses PCIe twice and the GPU waits for the network.
 //
 // Note [MPI timeouts]: MPI's blocking calls have no deadline. Every operation here is issued as its
-// non-blocking form (MPI_Iallreduce, MPI_Isend, ...) and completed by polling MPI_Test against
-// CommOptions::timeout, so a rank that never comes gives CommError ("all_reduce: rank 0 waited
-// 0.3 s ...") instead of a hang. A communicator never aborts the job on its own: a program may
+// non-blocking form (MPI_Isend, MPI_Ibcast, ...) and completed by polling MPI_Testall against
+// CommOptions::timeout (Note [polling MPI requests] in the .cpp), so a rank that never comes gives
+// CommError ("all_reduce: rank 0 waited 0.3 s ...") instead of a hang. A communicator never aborts
+// the job on its own: a program may
 // catch CommError and carry on (the job goes on when the late rank was only late). A program that
 // gives up calls MpiRuntime::leave_job_after_failure, and must not simply return from main: Open
 // MPI's MPI_Finalize is collective, so a rank whose peer is stopped, dead, or still waiting in a
@@ -27,6 +28,24 @@
 // communicator refuses further work (CommError "... unusable ..."); the request that never
 // completed is kept, with its buffer, until the communicator is destroyed. A timed-out recv is
 // cancelled and leaves the communicator usable.
+//
+// Note [the MPI all-reduce]: native_all_reduce is not MPI_Iallreduce. Open MPI runs non-blocking
+// collectives in libnbc, which for 2 or 3 ranks (and for any in-place call) reduces to rank 0 and
+// broadcasts back, mallocs a buffer of the tensor's size per call, and costs a few microseconds
+// of schedule per call: measured on 2 ranks, 0.13-0.45 GB/s from 16 MiB (when blocking
+// MPI_Allreduce moves several GB/s) and 0.25-0.4x of MPI_Allreduce at 1 KiB even when polled
+// without pause. A blocking MPI_Allreduce on a second thread, with the caller waiting against
+// the deadline, costs 15-20 us of thread hand-over per call (0.1x at 1 KiB) and leaves a thread
+// stuck in MPI when a peer never comes. So the all-reduce is MPI's point-to-point messages on the
+// schedules MPI_Allreduce itself uses, on the caller's thread, each message polled against the
+// one deadline of the call: recursive doubling for small tensors (log2 n exchanges, latency-bound,
+// ranks beyond a power of two folded in first), and for large ones a reduce-scatter then
+// all-gather around the ring (2(n-1)/n of the tensor sent per rank, bandwidth-bound), the
+// reduce-scatter in slices so that its scratch buffer stays small. Every reduction is
+// MPI_Reduce_local with the same MPI_Op as before (the 16-bit ones included), and every rank ends
+// with bit-identical values (recursive doubling combines the same two partial results on both
+// ends of each exchange; the ring reduces each chunk on one rank and copies it to the others).
+// bench/mpi_allreduce_bench.cpp measures it against a blocking MPI_Allreduce in the same run.
 // split (Note [splitting a communicator]) is MPI_Comm_split, which has no non-blocking form: it
 // first meets the other ranks in an MPI_Ibarrier with the deadline, so a rank that never comes is
 // a CommError, and only then splits (every rank is then on its way into the same call).
@@ -122,18 +141,51 @@ class MpiCommunicator final : public Communicator {
   void* host_side(const Tensor& t, std::size_t offset, bool fill);
   /// On a GPU, `t` gets the bytes MPI left at `host` (from host_side); nothing on the CPU.
   void copy_back(Tensor& t, const void* host);
-  /// Polls the requests to completion (returns their statuses) or to the deadline; at the deadline
-  /// cancels the recvs in `cancellable` (indices into requests), keeps the rest as Pending, and
-  /// throws CommError.
+  using Clock = std::chrono::steady_clock;
+  /// Polls the requests (Note [polling MPI requests]) until all complete (true: `statuses` hold
+  /// theirs) or `deadline` passes (false: the requests are left as they are). CommError on an
+  /// error from MPI (a transport error: a lost peer).
+  bool poll_until(int n, MPI_Request* requests, MPI_Status* statuses, const char* op,
+                  Clock::time_point deadline);
+  /// After poll_until gave up at the deadline of an operation started at `start`: cancels the
+  /// recvs in `cancellable` (indices into requests), keeps the rest as Pending with `buffers`,
+  /// and throws CommError naming `waiting_for` (what this rank waited for).
+  [[noreturn]] void give_up(int n, MPI_Request* requests, const char* op,
+                            const std::string& waiting_for, Clock::time_point start,
+                            std::vector<Tensor> buffers, const std::vector<int>& cancellable);
+  /// poll_until with this communicator's timeout from now, then give_up.
   std::vector<MPI_Status> wait_all(std::vector<MPI_Request>& requests, const char* op,
                                    const std::string& waiting_for, std::vector<Tensor> buffers,
                                    const std::vector<int>& cancellable = {});
+
+  // ---- the all-reduce (Note [the MPI all-reduce]), on host memory: `buf` is the tensor or its
+  // staging copy, `t` the tensor (kept alive with the buffers if an exchange is abandoned) ----
+  struct Reduction {
+    Tensor& t;
+    char* buf;
+    int count;
+    std::size_t elem_bytes;
+    MPI_Datatype type;
+    MPI_Op op;
+    Clock::time_point start, deadline;
+  };
+  void all_reduce_recursive_doubling(const Reduction& r);
+  void all_reduce_ring(const Reduction& r);
+  /// One step of a schedule: sends `send_count` elements at `send` to `send_peer` and receives
+  /// `recv_count` into `recv` from `recv_peer` (either peer may be MPI_PROC_NULL: no message), and
+  /// waits for both against the all-reduce's deadline. `phase` and `step` name it in errors.
+  void exchange(const Reduction& r, const char* send, int send_count, int send_peer, char* recv,
+                int recv_count, int recv_peer, const char* phase, int step);
+  /// Host scratch for received data: at least `bytes`, grown by half again (a Pending exchange
+  /// keeps an old buffer alive).
+  char* reserve_scratch(std::size_t bytes);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
   Device device_ = Device::cpu();
   Tensor staging_;      // pinned host bytes for a GPU communicator's tensors; undefined until used
+  Tensor scratch_;      // host bytes the all-reduce receives into; undefined until used
   std::string broken_;  // why the communicator is unusable; empty while it is fine
   std::vector<Pending> abandoned_;
 };

@@ -4,8 +4,9 @@
 //    of send_recv calls cannot deadlock);
 //  - collectives: each rank deposits a pointer to its tensor, all meet at a barrier, each rank
 //    reads what it needs from the others' tensors, and a second barrier keeps the tensors alive
-//    until every rank has finished reading. all_reduce reduces the contributions in rank order,
-//    so every rank computes bit-identical results;
+//    until every rank has finished reading (and writing: all_reduce's rank r reduces chunk r of
+//    every tensor, in rank order, and writes it into all of them, Note [threads all-reduce by
+//    chunks], so every rank ends with bit-identical results);
 //  - split: each rank deposits its color and key, all meet, and the first member of a color to
 //    ask creates that color's new ThreadGroup, which the other members then share.
 // Every wait has the group's deadline (Note [collective timeouts]); the first failure (timeout,
@@ -207,27 +208,47 @@ class ThreadCommunicator final : public Communicator {
   Device device() const noexcept override { return device_; }
   std::string backend() const override { return "threads"; }
 
+  // Note [threads all-reduce by chunks]: rank r alone reduces chunk r of the n tensors (in rank
+  // order, so the result is deterministic) and writes it into chunk r of every rank's tensor; no
+  // other rank reads or writes chunk r, so one pair of barriers suffices. Each rank reads the
+  // tensor's length once and writes it once (with 1/n of it as scratch), instead of every rank
+  // reducing the whole tensor for itself: on 2 CPU ranks that is the difference between the
+  // all-reduce costing a DDP step about 2 and about 9 passes over the gradients.
   void native_all_reduce(Tensor& t, ReduceOp op) override {
     check_tensor("all_reduce", t, "t");
     const std::string signature =
         detail::concat("all_reduce(", reduce_op_name(op), ") ", describe(t));
-    Tensor acc;
+    const int n = size();
+    const int64_t length = t.numel();
+    const int64_t begin = length * rank_ / n, chunk = length * (rank_ + 1) / n - begin;
     collective("all_reduce", signature, t, [&] {
-      // Every rank folds the contributions in rank order: bit-identical results everywhere.
-      acc = group_->slot(0).to(device_).clone();
-      for (int r = 1; r < size(); ++r) {
-        const Tensor x = group_->slot(r).to(device_);
+      if (chunk == 0 || n == 1) return;  // one rank: its tensor is the sum and the average
+      auto part = [&](int r) { return group_->slot(r).flatten().narrow(begin, chunk).to(device_); };
+      auto fold = [&](Tensor& out, const Tensor& a, const Tensor& b) {
         if (op == ReduceOp::Max)
-          maximum(acc, acc, x);
+          maximum(out, a, b);
         else
-          add(acc, acc, x);
-      }
-      settle(acc);  // our reads of the others' tensors are done before the second barrier
+          add(out, a, b);
+      };
+      // Ranks 0 and 1 fold straight into their own chunk (the first fold reads it as the first
+      // or second operand before writing it); a later rank's own chunk is still to be read after
+      // the first fold, so it folds into scratch.
+      const bool in_place = rank_ <= 1;
+      Tensor mine = t.flatten().narrow(begin, chunk);
+      if (!in_place &&
+          (!scratch_.defined() || scratch_.numel() < chunk || scratch_.dtype() != t.dtype()))
+        scratch_ = Tensor::empty({chunk}, t.dtype(), device_);
+      Tensor acc = in_place ? mine : scratch_.narrow(0, chunk);
+      fold(acc, part(0), part(1));
+      for (int r = 2; r < n; ++r) fold(acc, acc, part(r));
+      if (op == ReduceOp::Avg) scale(acc, acc, 1.0 / n);
+      // Every rank handed its own tensor over for this call (a view of it shares its storage):
+      // chunk `rank_` of each gets the result, and no other rank touches that chunk.
+      for (int r = 0; r < n; ++r)
+        if (!(in_place && r == rank_)) group_->slot(r).flatten().narrow(begin, chunk).copy_(acc);
+      settle(acc);
+      for (int r = 0; r < n; ++r) settle(group_->slot(r));
     });
-    // After the second barrier nobody reads `t` any more.
-    if (op == ReduceOp::Avg) scale(acc, acc, 1.0 / size());
-    t.copy_(acc);
-    settle(t);
   }
 
   void broadcast(Tensor& t, int root) override {
@@ -326,6 +347,7 @@ class ThreadCommunicator final : public Communicator {
   std::shared_ptr<ThreadGroup> group_;
   const int rank_;
   const Device device_;
+  Tensor scratch_;  // this rank's chunk of an all-reduce, reused across calls
 };
 
 }  // namespace

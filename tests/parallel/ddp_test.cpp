@@ -122,6 +122,28 @@ TEST(DdpThreads, RingAndNativeAllReduceAgree) {
   }
 }
 
+// Note [DDP gradients as bucket views]: a gradient the caller replaces by a tensor of its own
+// (here after step 1's backward, so the optimizer and every later step see the new one) is no
+// longer a view of its bucket, and must still be averaged, copied in and out of the bucket.
+TEST(DdpThreads, AGradientReplacedByTheCallerIsStillAveraged) {
+  for (bool overlap : {true, false}) {
+    Case c;
+    c.ddp.overlap = overlap;
+    c.ddp.bucket_bytes = 200;
+    SCOPED_TRACE(c.str());
+    std::vector<Weights> got(2);
+    run_cpu_ranks(2, {}, [&](Communicator& comm) {
+      DistributedDataParallel ddp(mlp(rank_seed(comm.rank())), comm, c.ddp);
+      got[comm.rank()] = train_rank(ddp, c, [&](int s, int) {
+        if (s != 1) return;
+        for (auto& [name, p] : ddp.named_parameters())
+          if (name == "2.weight" || name == "0.bias") p->grad = p->grad.clone();
+      });
+    });
+    expect_all_ranks_match(got, train_one_device(c, 2), "replaced gradients");
+  }
+}
+
 TEST(DdpThreads, ConstructionBroadcastsRankZerosParameters) {
   const Weights rank0 = weights(*mlp(rank_seed(0)));
   ASSERT_NE(weights(*mlp(rank_seed(1))), rank0);  // the seeds differ, so the broadcast must act
@@ -446,6 +468,33 @@ TEST(LocalSgdThreads, AllReduceBytesAndCallsPerStepFallByK) {
       EXPECT_EQ(bytes, syncs * param_bytes);
     });
   }
+}
+
+// The parameters are averaged through buffers of their own: the gradients, views of the
+// gradient buckets, keep what backward left in them.
+TEST(LocalSgdThreads, AveragingParametersLeavesTheGradientsAlone) {
+  run_cpu_ranks(2, {}, [&](Communicator& comm) {
+    DdpOptions o;
+    o.bucket_bytes = 200;
+    DistributedDataParallel ddp(mlp(rank_seed(comm.rank())), comm, o);
+    ddp.zero_grad();
+    MSELoss loss;
+    const int64_t rows = 2 * kLocalBatch, begin = comm.rank() * kLocalBatch;
+    loss.forward(ddp.forward(batch_x(0, rows).narrow(begin, kLocalBatch)),
+                 batch_y(0, rows).narrow(begin, kLocalBatch));
+    ddp.backward(loss.backward());
+    Weights grads_before, grads_after;
+    for (auto& [name, p] : ddp.named_parameters())
+      grads_before.emplace_back(name, testing::host_values(p->grad));
+    ddp.average_parameters();
+    for (auto& [name, p] : ddp.named_parameters())
+      grads_after.emplace_back(name, testing::host_values(p->grad));
+    EXPECT_EQ(grads_after, grads_before);
+    bool nonzero = false;
+    for (const auto& [name, g] : grads_before)
+      for (double v : g) nonzero = nonzero || v != 0;
+    EXPECT_TRUE(nonzero) << "the gradients were zero: the test shows nothing";
+  });
 }
 
 TEST(LocalSgdThreads, AverageTensorsAveragesEachElementOverTheRanks) {

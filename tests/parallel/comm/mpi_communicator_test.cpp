@@ -8,17 +8,28 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cast.h"
 #include "parallel/comm/ring.h"
 
 namespace minitrain {
 namespace {
 
-const std::vector<int64_t> kLengths = {0, 1, 7, 1000, 65539};  // empty, tiny, odd, prime-ish
+// empty, tiny, odd, prime-ish; 1000 and 3001 floats go in pieces (Note [small messages in pieces]).
+const std::vector<int64_t> kLengths = {0, 1, 7, 1000, 3001, 65539};
+// The native all-reduce's two schedules (Note [the MPI all-reduce]): 1000 floats go by recursive
+// doubling, 65539 (256 KiB) around the ring; 3 Mi + 5 floats (12 MiB) make the ring's
+// reduce-scatter send several 4 MiB slices per chunk on 2 ranks.
+constexpr int64_t kRecursiveDoublingLength = 1000;
+constexpr int64_t kRingLength = 65539;
+constexpr int64_t kRingSlicesLength = 3 * (int64_t(1) << 20) + 5;
 
 // Rank r's element i: a small integer in [-4, 4] that differs between ranks.
 float value(int rank, int64_t i) { return static_cast<float>((i * 7 + rank * 3 + i / 5) % 9 - 4); }
@@ -72,6 +83,70 @@ TEST(MpiCommunicator, AllReduceSumMaxAvgAreExact) {
         ASSERT_NEAR(got[i], want, op == ReduceOp::Avg ? 1e-6 : 0.0)
             << reduce_op_name(op) << " n=" << n << " i=" << i;
       }
+    }
+  }
+}
+
+TEST(MpiCommunicator, AllReduceOverSeveralRingSlicesIsExact) {
+  auto comm = test_world();
+  Tensor t = rank_tensor(comm->rank(), kRingSlicesLength);
+  comm->native_all_reduce(t, ReduceOp::Sum);
+  const std::vector<float> got = t.to_vector<float>();
+  for (int64_t i = 0; i < kRingSlicesLength; ++i) {
+    float sum = 0.f;
+    for (int r = 0; r < comm->size(); ++r) sum += value(r, i);
+    ASSERT_EQ(got[i], sum) << "i=" << i;
+  }
+}
+
+// DDP keeps the replicas equal only if every rank gets the very same averaged gradient: with
+// values whose sums round, every rank must still end with rank 0's bits, on both schedules.
+TEST(MpiCommunicator, EveryRankEndsWithBitIdenticalSums) {
+  auto comm = test_world();
+  for (int64_t n : {kRecursiveDoublingLength, kRingLength}) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      v[i] = static_cast<float>(std::sin(0.37 * double(i) + 1.3 * comm->rank()) / 3.0);
+    Tensor t = Tensor::from_vector(v, {n});
+    comm->native_all_reduce(t, ReduceOp::Avg);
+    Tensor root = t.clone();
+    comm->broadcast(root, 0);
+    const std::vector<float> mine = t.to_vector<float>(), rank0 = root.to_vector<float>();
+    ASSERT_EQ(std::memcmp(mine.data(), rank0.data(), mine.size() * sizeof(float)), 0)
+        << "n=" << n << ": rank " << comm->rank() << " differs from rank 0";
+  }
+}
+
+// The 16-bit types go through MPI_Reduce_local with minitrain's own MPI_Ops (bfloat16 has 8
+// significant bits: sums of at most 8 small integers stay exact).
+TEST(MpiCommunicator, AllReduceOfBFloat16IsExactOnBothSchedules) {
+  auto comm = test_world();
+  for (int64_t n : {kRecursiveDoublingLength, kRingLength * 2}) {
+    Tensor t = cast(rank_tensor(comm->rank(), n), DType::BFloat16);
+    comm->native_all_reduce(t, ReduceOp::Sum);
+    const std::vector<float> got = cast(t, DType::Float32).to_vector<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      float sum = 0.f;
+      for (int r = 0; r < comm->size(); ++r) sum += value(r, i);
+      ASSERT_EQ(got[i], sum) << "n=" << n << " i=" << i;
+    }
+  }
+}
+
+// A rank that comes late, but within the deadline, past the spinning and yielding phases of the
+// wait (Note [polling MPI requests]: sleeps from 2 ms): the all-reduce still completes, exactly.
+TEST(MpiCommunicator, LateRankWithinTheDeadlineStillGetsTheSums) {
+  auto comm = test_world();
+  if (comm->size() < 2) GTEST_SKIP() << "needs 2 ranks (run under mpirun -n 2 or more)";
+  for (int64_t n : {kRecursiveDoublingLength, kRingLength}) {
+    Tensor t = rank_tensor(comm->rank(), n);
+    if (comm->rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    comm->native_all_reduce(t, ReduceOp::Sum);
+    const std::vector<float> got = t.to_vector<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      float sum = 0.f;
+      for (int r = 0; r < comm->size(); ++r) sum += value(r, i);
+      ASSERT_EQ(got[i], sum) << "n=" << n << " i=" << i;
     }
   }
 }
@@ -210,32 +285,40 @@ TEST(MpiCommunicator, ShortMessageIsAShapeError) {
 }
 
 // Rank 1 never joins the all-reduce: every other rank gets CommError naming the op and itself
-// within the timeout, and the communicator refuses further collectives. The job then goes on.
+// within the timeout, and the communicator refuses further collectives; on both schedules of the
+// native all-reduce (recursive doubling, the ring). The job then goes on.
 TEST(MpiCommunicator, MissingRankInCollectiveTimesOut) {
   auto sync = test_world();
   if (sync->size() < 2) GTEST_SKIP() << "needs 2 ranks (run under mpirun -n 2 or more)";
-  {
-    MpiCommunicator comm(MPI_COMM_WORLD, options_with_timeout(std::chrono::milliseconds(300)));
-    if (comm.rank() != 1) {
-      Tensor t = rank_tensor(comm.rank(), 1000);
+  for (int64_t n : {kRecursiveDoublingLength, kRingLength}) {
+    auto comm = std::make_unique<MpiCommunicator>(
+        MPI_COMM_WORLD, options_with_timeout(std::chrono::milliseconds(300)));
+    if (comm->rank() == 1) {
+      // A rank that never comes (stopped, stuck, dead) never frees its communicator either. Freed
+      // here, its context id could go to a later communicator of this rank, and the messages the
+      // other ranks already sent it for the abandoned all-reduce would be matched there.
+      (void)comm.release();
+    } else {
+      Tensor t = rank_tensor(comm->rank(), n);
       const auto start = std::chrono::steady_clock::now();
       std::string message;
       try {
-        comm.native_all_reduce(t, ReduceOp::Sum);
+        comm->native_all_reduce(t, ReduceOp::Sum);
       } catch (const CommError& e) {
         message = e.what();
       }
       const double waited =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      ASSERT_FALSE(message.empty()) << "all_reduce without rank 1 returned instead of timing out";
+      ASSERT_FALSE(message.empty())
+          << "all_reduce of " << n << " floats without rank 1 returned instead of timing out";
       EXPECT_NE(message.find("all_reduce"), std::string::npos) << message;
-      EXPECT_NE(message.find("rank " + std::to_string(comm.rank())), std::string::npos) << message;
-      EXPECT_GE(waited, 0.29);
-      EXPECT_LT(waited, 10.0);  // the deadline held (generous: oversubscribed CI cores)
-      EXPECT_THROW(comm.barrier(), CommError);  // unusable after the abandoned collective
+      EXPECT_NE(message.find("rank " + std::to_string(comm->rank())), std::string::npos) << message;
+      EXPECT_GE(waited, 0.29) << message;
+      EXPECT_LT(waited, 10.0) << message;  // the deadline held (generous: oversubscribed CI cores)
+      EXPECT_THROW(comm->barrier(), CommError);  // unusable after the abandoned collective
     }
+    sync->barrier();  // everyone carries on together
   }
-  sync->barrier();  // everyone carries on together
 }
 
 // A recv from a rank that never sends names the peer; the recv is cancelled and the
