@@ -26,7 +26,7 @@ Sequential& Sequential::add(std::unique_ptr<Module> m) {
 // keeps what it keeps unfused (the Linear its input, the activation layer its input, which is the
 // Linear's output), the results are the same bits, and the backward hook is called for both
 // layers, in the same order; what goes is two passes over memory and, with passive thread
-// waiting, a thread wake-up per pass (Note [thread waiting] in core/thread_policy.h).
+// waiting, a thread wake-up per pass (Note [passive thread waiting] in core/thread_policy.h).
 namespace {
 
 Linear* as_linear(Module* m) { return dynamic_cast<Linear*>(m); }

@@ -28,8 +28,8 @@ void gemm_cpu(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t 
               int64_t k, T alpha, T beta);
 
 /// Work that gemm_cpu does inside its own parallel region, besides the product, so that it costs
-/// no region of its own (with passive waiting each region is a thread wake-up: Note [thread
-/// waiting] in core/thread_policy.h) and, for the epilogue, no pass over memory of its own.
+/// no region of its own (with passive waiting each region is a thread wake-up: Note [passive
+/// thread waiting] in core/thread_policy.h) and, for the epilogue, no pass over memory of its own.
 struct GemmCpuExtras {
   /// Called on each tile of C right after the tile's product, on the thread that computed it,
   /// while the tile is in cache: rows [r0, r1), columns [c0, c1) of C. Element-wise work only
