@@ -12,23 +12,45 @@
 // bench/torch_train_step.py times the same steps in PyTorch; bench/compare_train_step.sh runs
 // both and prints minitrain / torch.
 //
+// The large-layer step against its own GEMMs (issue 16: "at 90% or more of the OpenBLAS GEMM rate
+// measured in the same run"): step_gemm/OPT/mlp256_1024_1024_1/b256 times the step of
+// bench/large_step.h and, alternately with every step, the same GEMMs alone: minitrain's CPU GEMM
+// on the step's shapes, transposes and betas, in the step's order (step_gemms), on operands of
+// their own. Alternating puts both under the same machine conditions. Counters: gemm_GFLOP/s, the
+// step's GEMM flops (2mnk each: forward x W^T, backward dW += dy^T x and, past the first layer,
+// dx = dy W) per second of step; ref_GFLOP/s, the same flops per second of the GEMMs alone;
+// pct_of_gemm = 100 x gemm_GFLOP/s / ref_GFLOP/s, the share of the step that is GEMM at OpenBLAS's
+// speed (100: a step that does nothing but its GEMMs). step_gemm/gemm/SHAPE/openblas_threads
+// and .../minitrain time each of those shapes alone on one cblas_sgemm with OpenBLAS's own thread
+// pool and on minitrain's CPU GEMM (OpenBLAS single-threaded per tile, the tiles on minitrain's
+// threads, as the step calls it), pct_of_ref the second as a percentage of the first: the
+// reference of pct_of_gemm is OpenBLAS's own speed on these shapes.
+//
 //   minitrain_train_step_bench --threads=2 [--benchmark_filter=adam] [--benchmark_repetitions=5]
+//   minitrain_train_step_bench --benchmark_filter=step_gemm
 
 #include <benchmark/benchmark.h>
+#include <cblas.h>
 
 #include "bench/bench_inputs.h"
 #include "bench/bench_threads.h"
+#include "bench/large_step.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/device.h"
 #include "core/generator.h"
 #include "core/parallel_for.h"
 #include "core/tensor.h"
+#include "core/thread_policy.h"
+#include "kernels/gemm/gemm.h"
 #include "nn/mlp.h"
 #include "nn/mse_loss.h"
 #include "optim/make_optimizer.h"
@@ -72,12 +94,154 @@ void train_step(benchmark::State& state, minitrain::Device device, const std::st
   state.counters["loss"] = loss;  // finite and falling: the step did real work
 }
 
+// ---- the large-layer step against its own GEMMs ----
+
+using minitrain::bench::StepGemm;
+using minitrain::bench::StepGemmOperands;
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// minitrain's CPU GEMM, as Linear calls it (gemm_with "auto" on the CPU ends here).
+void minitrain_gemm(const StepGemm& g, StepGemmOperands& o) {
+  minitrain::gemm_cpu<float>(o.c.data<float>(), o.a.data<float>(), g.trans_a, o.b.data<float>(),
+                             g.trans_b, g.m, g.n, g.k, 1.f, g.beta);
+}
+
+// One cblas_sgemm on OpenBLAS's own pool of g_threads (minitrain keeps OpenBLAS single-threaded:
+// Note [OpenBLAS on OpenMP threads] in kernels/gemm/gemm.cpp; the case lends it the pool).
+int g_threads = 2;
+void openblas_threads_gemm(const StepGemm& g, StepGemmOperands& o) {
+  cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans,
+              g.trans_b ? CblasTrans : CblasNoTrans, int(g.m), int(g.n), int(g.k), 1.f,
+              o.a.data<float>(), int(g.trans_a ? g.m : g.k), o.b.data<float>(),
+              int(g.trans_b ? g.k : g.n), g.beta, o.c.data<float>(), int(g.n));
+}
+
+// Seconds per call of each shape on OpenBLAS's own threads, from this run.
+std::map<std::string, double>& openblas_threads_seconds() {
+  static std::map<std::string, double> table;
+  return table;
+}
+// Seconds per call of each shape on minitrain's CPU GEMM in its own loop, from this run.
+std::map<std::string, double>& minitrain_loop_seconds() {
+  static std::map<std::string, double> table;
+  return table;
+}
+
+// Mean seconds per call over the benchmark's loop, or (state == nullptr) over >= 10 calls and
+// 0.2 s: the reference timed inline when a filter left its case out.
+template <typename Call>
+double time_calls(benchmark::State* state, Call&& call) {
+  call();  // warm-up: OpenBLAS's buffers, the thread pools
+  const auto t0 = Clock::now();
+  int64_t calls = 0;
+  double seconds = 0;
+  if (state != nullptr) {
+    for (auto _ : *state) call();
+    calls = int64_t(state->iterations());
+    seconds = seconds_between(t0, Clock::now());
+  } else {
+    for (; calls < 10 || seconds < 0.2; ++calls) {
+      call();
+      seconds = seconds_between(t0, Clock::now());
+    }
+  }
+  return seconds / double(calls);
+}
+
+double time_openblas_threads(benchmark::State* state, const StepGemm& g) {
+  StepGemmOperands o(g);
+  openblas_set_num_threads(g_threads);
+  const double s = time_calls(state, [&] {
+    openblas_threads_gemm(g, o);
+    benchmark::DoNotOptimize(o.c.raw_data());
+    benchmark::ClobberMemory();
+  });
+  openblas_set_num_threads(1);  // back to minitrain's setting
+  // Its workers spin (sched_yield) for about 0.1 s before they sleep: let them, untimed, so that
+  // they do not take the next case's cores.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  return s;
+}
+
+void step_gemm_shape(benchmark::State& state, const StepGemm& g, bool openblas_threads) {
+  double& ref = openblas_threads_seconds()[g.name];
+  double seconds = 0;
+  if (openblas_threads) {
+    seconds = ref = time_openblas_threads(&state, g);
+  } else {
+    StepGemmOperands o(g);
+    seconds = time_calls(&state, [&] {
+      minitrain_gemm(g, o);
+      benchmark::DoNotOptimize(o.c.raw_data());
+      benchmark::ClobberMemory();
+    });
+    if (ref == 0) ref = time_openblas_threads(nullptr, g);  // the reference was filtered out
+    minitrain_loop_seconds()[g.name] = seconds;
+    state.counters["pct_of_ref"] = 100.0 * ref / seconds;
+    state.SetLabel("ref openblas_threads");
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(g.flops() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Each iteration: one training step (the iteration's time), then the step's GEMMs alone.
+void step_gemm(benchmark::State& state, const std::string& opt_name) {
+  minitrain::bench::LargeStep step(opt_name);
+  const std::vector<StepGemm> gemms = minitrain::bench::step_gemms(
+      minitrain::bench::kLargeStepWidths, minitrain::bench::kLargeStepBatch);
+  std::vector<StepGemmOperands> operands(gemms.begin(), gemms.end());
+  auto gemms_alone = [&] {
+    for (size_t i = 0; i < gemms.size(); ++i) minitrain_gemm(gemms[i], operands[i]);
+  };
+  double loss = step.run();  // untimed: the optimizer's state, the first allocations
+  gemms_alone();
+  double step_seconds = 0, gemm_seconds = 0;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    loss = step.run();
+    const auto t1 = Clock::now();
+    gemms_alone();
+    const auto t2 = Clock::now();
+    state.SetIterationTime(seconds_between(t0, t1));
+    step_seconds += seconds_between(t0, t1);
+    gemm_seconds += seconds_between(t1, t2);
+  }
+  double flops = 0;
+  for (const StepGemm& g : gemms) flops += g.flops();
+  const double steps = double(state.iterations());
+  state.counters["gemm_GFLOP/s"] = flops * 1e-9 * steps / step_seconds;
+  state.counters["ref_GFLOP/s"] = flops * 1e-9 * steps / gemm_seconds;
+  state.counters["pct_of_gemm"] = 100.0 * gemm_seconds / step_seconds;
+  // Against each shape in a loop of its own (the per-shape cases, when they ran): operands stay
+  // in cache from call to call there, which they cannot in a step whose data outgrow the caches.
+  double loop_seconds = 0;
+  for (const StepGemm& g : gemms) {
+    const auto mt = minitrain_loop_seconds().find(g.name);
+    const auto ob = openblas_threads_seconds().find(g.name);
+    if (mt == minitrain_loop_seconds().end() || ob == openblas_threads_seconds().end()) {
+      loop_seconds = 0;
+      break;
+    }
+    loop_seconds += std::min(mt->second, ob->second);
+  }
+  if (loop_seconds > 0)
+    state.counters["pct_of_gemm_loop"] = 100.0 * loop_seconds * steps / step_seconds;
+  state.counters["samples/s"] = double(minitrain::bench::kLargeStepBatch) * steps / step_seconds;
+  state.counters["loss"] = loss;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // --threads=N: minitrain's CPU threads (default 2, the setting PyTorch gets in the comparison).
   const int threads = minitrain::bench::take_threads_flag(argc, argv, 2);
+  g_threads = threads;
   benchmark::AddCustomContext("threads", std::to_string(threads));
+  benchmark::AddCustomContext("omp_wait_policy", minitrain::thread_wait_policy());
   benchmark::AddCustomContext("model", "mlp:64,W,W,16 relu, float32, MSE mean");
 
   std::vector<minitrain::Device> devices = {minitrain::Device::cpu()};
@@ -103,6 +267,25 @@ int main(int argc, char** argv) {
               ->UseRealTime()
               ->Unit(benchmark::kMicrosecond);
         }
+
+  // The large-layer step: each of its GEMM shapes alone (OpenBLAS's own threads first, the
+  // reference), then the step per optimizer, alternating with its GEMMs alone.
+  const std::vector<StepGemm> large_gemms = minitrain::bench::step_gemms(
+      minitrain::bench::kLargeStepWidths, minitrain::bench::kLargeStepBatch);
+  for (const StepGemm& g : large_gemms)
+    for (const bool openblas_threads : {true, false})
+      benchmark::RegisterBenchmark(
+          ("step_gemm/gemm/" + g.name + (openblas_threads ? "/openblas_threads" : "/minitrain"))
+              .c_str(),
+          [g, openblas_threads](benchmark::State& s) { step_gemm_shape(s, g, openblas_threads); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+  for (const char* opt : {"adam", "sgd"})
+    benchmark::RegisterBenchmark(
+        (std::string("step_gemm/") + opt + "/mlp256_1024_1024_1/b256").c_str(),
+        [opt](benchmark::State& s) { step_gemm(s, opt); })
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
 
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -28,6 +28,22 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
   }
 }
 
+/// Calls f(i) for every i in [0, n), each thread taking the next i when it finishes one: for a
+/// few coarse tasks (GEMM tiles), where a thread that starts late (a wake-up) or loses its core
+/// leaves its share to the others. Inline for n < 2 or one thread. Which thread runs a task varies
+/// from run to run: f(i)'s result must not depend on it.
+template <typename F>
+void parallel_tasks(int64_t n, F&& f) {
+  const int threads = num_threads();
+  if (threads <= 1 || n < 2) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+#pragma omp parallel for num_threads(static_cast <int>(std::min <int64_t>(threads, n))) \
+    schedule(dynamic, 1)
+  for (int64_t i = 0; i < n; ++i) f(i);
+}
+
 /// Elementwise loops: below this many elements one thread is faster than two.
 inline constexpr int64_t kElementwiseGrain = 1 << 15;
 

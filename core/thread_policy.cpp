@@ -78,11 +78,17 @@ int available_cores() {
   return std::max(cores, 1);
 }
 
+std::vector<std::pair<std::string, std::string>> thread_wait_environment() {
+  return {{"OMP_WAIT_POLICY", "passive"}};
+}
+
 void use_passive_thread_waiting(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
-  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  const auto env = thread_wait_environment();
+  for (const auto& [name, value] : env)
+    if (setenv(name.c_str(), value.c_str(), 1) != 0) return;
   ::execv("/proc/self/exe", argv);
-  unsetenv("OMP_WAIT_POLICY");  // exec failed: run on, as the environment was
+  for (const auto& [name, value] : env) unsetenv(name.c_str());  // exec failed: run on as it was
 }
 
 std::string thread_wait_policy() {

@@ -11,6 +11,8 @@
 // user's own program can do the same, or set the variable in its environment.
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace minitrain {
 
@@ -26,6 +28,10 @@ int cores_from_cpu_max(const std::string& cpu_max);
 /// OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set (the user's choice wins); returns when it does not
 /// (the policy was chosen, or exec failed: the program then runs with libgomp's default).
 void use_passive_thread_waiting(char** argv);
+
+/// The variables use_passive_thread_waiting sets before it re-executes the program:
+/// {{"OMP_WAIT_POLICY", "passive"}} (bench/thread_policy_bench.cpp runs a child with them).
+std::vector<std::pair<std::string, std::string>> thread_wait_environment();
 
 /// The wait policy this process runs with, as libgomp read it: "passive", "active" or "default".
 std::string thread_wait_policy();

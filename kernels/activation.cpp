@@ -20,8 +20,7 @@ void activation_forward_cpu(Activation a, T* y, const T* x, int64_t n) {
   dispatch_activation(a, [&](auto math) {
     using M = decltype(math);
     parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      const ActivationOf<M> f;
-      for (int64_t i = begin; i < end; ++i) y[i] = f(x[i]);
+      activation_forward_range_cpu<M>(y, x, begin, end);
     });
   });
 }
@@ -31,8 +30,7 @@ void activation_backward_cpu(Activation a, T* grad_x, const T* grad_y, const T* 
   dispatch_activation(a, [&](auto math) {
     using M = decltype(math);
     parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      const ActivationGradOf<M> f;
-      for (int64_t i = begin; i < end; ++i) grad_x[i] = f(grad_y[i], x[i]);
+      activation_backward_range_cpu<M>(grad_x, grad_y, x, begin, end);
     });
   });
 }

@@ -73,6 +73,23 @@ decltype(auto) dispatch_activation(Activation a, F&& f) {
 }
 
 // ---- implementations (float and double are instantiated) ----
+
+/// The CPU loops' per-element work over [begin, end) on the calling thread, for the math type M
+/// of dispatch_activation: activation_forward_cpu and activation_backward_cpu run these on their
+/// chunks, and a Linear's fused GEMM epilogue (kernels/linear_layer.cpp) on its tiles' rows,
+/// so that both give the same bits.
+template <typename M, typename T>
+inline void activation_forward_range_cpu(T* y, const T* x, int64_t begin, int64_t end) {
+  const ActivationOf<M> f;
+  for (int64_t i = begin; i < end; ++i) y[i] = f(x[i]);
+}
+template <typename M, typename T>
+inline void activation_backward_range_cpu(T* grad_x, const T* grad_y, const T* x, int64_t begin,
+                                          int64_t end) {
+  const ActivationGradOf<M> f;
+  for (int64_t i = begin; i < end; ++i) grad_x[i] = f(grad_y[i], x[i]);
+}
+
 template <typename T>
 void activation_forward_cpu(Activation a, T* y, const T* x, int64_t n);
 template <typename T>

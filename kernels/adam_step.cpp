@@ -9,6 +9,7 @@
 #include "core/parallel_for.h"
 #include "core/stream.h"
 #include "kernels/check.h"
+#include "kernels/cpu_features.h"
 #include "kernels/dispatch.h"
 
 namespace minitrain {
@@ -36,6 +37,34 @@ AdamStepArgs adam_step_args(double lr, double beta1, double beta2, double eps, d
 
 // ---- CPU reference ----
 
+namespace {
+
+// Note [AVX2 clones]: the build targets baseline x86-64 (SSE2, four floats a vector); the loop is
+// compiled again for AVX2 (eight) and picked at run time. Adam's loop is bound by its square root
+// and two divisions, not by memory: the AVX2 clone took 650 us against 1230 us for 1.3M floats on
+// one core here. Both clones make the same IEEE operations in the same order (AVX2 without FMA,
+// so nothing is contracted), hence the same bits (AdamStep.Avx2CloneMatchesScalarLoopBitForBit).
+template <typename V, typename T>
+inline void adam_range(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m,
+                       T* __restrict__ v, T* __restrict__ vmax, int64_t n, const AdamCoeffs<T>& c) {
+  for (int64_t i = 0; i < n; ++i) {
+    T unused{};
+    adam_update<V>(p[i], g[i], m[i], v[i], V::kAmsgrad ? vmax[i] : unused, c);
+  }
+}
+
+#if MINITRAIN_X86_CLONES
+template <typename V, typename T>
+__attribute__((target("avx2"))) void adam_range_avx2(T* __restrict__ p, const T* __restrict__ g,
+                                                     T* __restrict__ m, T* __restrict__ v,
+                                                     T* __restrict__ vmax, int64_t n,
+                                                     const AdamCoeffs<T>& c) {
+  adam_range<V>(p, g, m, v, vmax, n, c);
+}
+#endif
+
+}  // namespace
+
 template <typename T>
 void adam_step_cpu(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, T* max_exp_avg_sq, int64_t n,
                    const AdamStepArgs& args) {
@@ -43,15 +72,16 @@ void adam_step_cpu(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, T* max_ex
   dispatch_adam_variant(args.decay, args.amsgrad, [&](auto variant) {
     using V = decltype(variant);
     parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      T* __restrict__ p = param;
-      const T* __restrict__ g = grad;
-      T* __restrict__ m = exp_avg;
-      T* __restrict__ v = exp_avg_sq;
-      T* __restrict__ vmax = max_exp_avg_sq;
-      for (int64_t i = begin; i < end; ++i) {
-        T unused{};
-        adam_update<V>(p[i], g[i], m[i], v[i], V::kAmsgrad ? vmax[i] : unused, c);
+      T* vmax = max_exp_avg_sq == nullptr ? nullptr : max_exp_avg_sq + begin;
+#if MINITRAIN_X86_CLONES
+      if (cpu_has_avx2()) {
+        adam_range_avx2<V>(param + begin, grad + begin, exp_avg + begin, exp_avg_sq + begin, vmax,
+                           end - begin, c);
+        return;
       }
+#endif
+      adam_range<V>(param + begin, grad + begin, exp_avg + begin, exp_avg_sq + begin, vmax,
+                    end - begin, c);
     });
   });
 }

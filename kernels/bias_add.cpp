@@ -17,11 +17,8 @@ void bias_add_cpu(T* out, const T* x, const T* bias, int64_t rows, int64_t cols)
   if (cols == 0) return;
   const int64_t row_grain = std::max<int64_t>(1, kElementwiseGrain / cols);
   parallel_for(rows, row_grain, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      T* o = out + r * cols;
-      const T* xr = x + r * cols;
-      for (int64_t c = 0; c < cols; ++c) o[c] = xr[c] + bias[c];
-    }
+    for (int64_t r = begin; r < end; ++r)
+      bias_add_row_cpu(out + r * cols, x + r * cols, bias, 0, cols);
   });
 }
 template void bias_add_cpu<float>(float*, const float*, const float*, int64_t, int64_t);

@@ -17,6 +17,14 @@ void bias_add(Tensor& out, const Tensor& x, const Tensor& bias);
 Tensor bias_add(const Tensor& x, const Tensor& bias);
 
 // ---- implementations (float and double are instantiated) ----
+
+/// Columns [begin, end) of one row: the per-element math of bias_add_cpu, shared with the GEMM's
+/// tile epilogue (kernels/linear_layer.cpp), so that both give the same bits.
+template <typename T>
+inline void bias_add_row_cpu(T* out, const T* x, const T* bias, int64_t begin, int64_t end) {
+  for (int64_t c = begin; c < end; ++c) out[c] = x[c] + bias[c];
+}
+
 template <typename T>
 void bias_add_cpu(T* out, const T* x, const T* bias, int64_t rows, int64_t cols);
 template <typename T>

@@ -3,6 +3,7 @@
 // element. Every entry point checks its operands with kernels/check.h and switches on the device.
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -14,6 +15,9 @@ namespace minitrain {
 void fill(Tensor& out, double value);
 /// out[i] = 0.
 void zero_(Tensor& out);
+/// zero_ on every tensor; the CPU ones in one parallel region, in pieces across the tensors (a
+/// model's gradients: one thread wake-up for all of them instead of one per large tensor).
+void zero_all(std::vector<Tensor>& tensors);
 /// out = in: same device, dtype and shape (cross-device copies: Tensor::copy_ or Tensor::to).
 void copy(Tensor& out, const Tensor& in);
 

@@ -119,17 +119,23 @@ void reduce_cpu(T* out, const T* x, int64_t n, ReduceOp op) {
 }
 
 template <typename T>
+void sum_rows_columns_cpu(T* out, const T* x, int64_t rows, int64_t cols, int64_t begin,
+                          int64_t end) {
+  std::vector<double> acc(static_cast<std::size_t>(end - begin), 0.0);
+  for (int64_t i = 0; i < rows; ++i) {
+    const T* row = x + i * cols + begin;
+    for (int64_t j = 0; j < end - begin; ++j) acc[j] += static_cast<double>(row[j]);
+  }
+  for (int64_t j = 0; j < end - begin; ++j) out[begin + j] = static_cast<T>(acc[j]);
+}
+
+template <typename T>
 void sum_rows_cpu(T* out, const T* x, int64_t rows, int64_t cols) {
   // Threads take column ranges; each walks the rows in order, so every column is summed in the
   // same order whatever the thread count, and reads stay sequential within a row.
   const int64_t grain = std::max<int64_t>(64, kElementwiseGrain / std::max<int64_t>(rows, 1));
   parallel_for(cols, grain, [&](int64_t begin, int64_t end) {
-    std::vector<double> acc(static_cast<std::size_t>(end - begin), 0.0);
-    for (int64_t i = 0; i < rows; ++i) {
-      const T* row = x + i * cols + begin;
-      for (int64_t j = 0; j < end - begin; ++j) acc[j] += static_cast<double>(row[j]);
-    }
-    for (int64_t j = 0; j < end - begin; ++j) out[begin + j] = static_cast<T>(acc[j]);
+    sum_rows_columns_cpu(out, x, rows, cols, begin, end);
   });
 }
 
@@ -137,6 +143,9 @@ template void reduce_cpu<float>(float*, const float*, int64_t, ReduceOp);
 template void reduce_cpu<double>(double*, const double*, int64_t, ReduceOp);
 template void sum_rows_cpu<float>(float*, const float*, int64_t, int64_t);
 template void sum_rows_cpu<double>(double*, const double*, int64_t, int64_t);
+template void sum_rows_columns_cpu<float>(float*, const float*, int64_t, int64_t, int64_t, int64_t);
+template void sum_rows_columns_cpu<double>(double*, const double*, int64_t, int64_t, int64_t,
+                                           int64_t);
 
 // ---- entry points ----
 

@@ -62,6 +62,11 @@ template <typename T>
 void reduce_cpu(T* out, const T* x, int64_t n, ReduceOp op);
 template <typename T>
 void sum_rows_cpu(T* out, const T* x, int64_t rows, int64_t cols);
+/// Columns [begin, end) of sum_rows_cpu on the calling thread, with its per-column math (each
+/// column summed over the rows in order, in double): any split of the columns gives its bits.
+template <typename T>
+void sum_rows_columns_cpu(T* out, const T* x, int64_t rows, int64_t cols, int64_t begin,
+                          int64_t end);
 
 /// Per-block partials the CUDA reduction needs (doubles) for n elements; the caller allocates
 /// them on the device, on the stream `s` (see Note [streams and the caching allocator]).

@@ -16,6 +16,12 @@ class ActivationLayer final : public Module {
   std::string repr() const override;  ///< "ReLU()", "GELU(approximate='none')", ...
   Activation kind() const noexcept { return kind_; }
 
+  /// Sequential's fusion with the Linear before it (Linear::forward_activation computed this
+  /// layer's output): keeps `x` as this layer's input, as forward(x) would.
+  void keep_fused_input(const Tensor& x) { input_ = training_ ? x : Tensor(); }
+  /// The input the last training-mode forward kept; undefined before one and in eval mode.
+  const Tensor& kept_input() const noexcept { return input_; }
+
  private:
   Activation kind_;
   Tensor input_;

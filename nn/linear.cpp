@@ -12,7 +12,7 @@
 #include "kernels/cast.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm/gemm_registry.h"
-#include "kernels/linear_forward.h"
+#include "kernels/linear_layer.h"
 #include "kernels/random.h"
 #include "kernels/reduce.h"
 
@@ -33,7 +33,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool b
   }
 }
 
-Tensor Linear::forward(const Tensor& x) {
+void Linear::check_input(const Tensor& x) const {
   const Tensor& w = weight_.value;
   MT_CHECK(x.defined(), "linear: input is an undefined tensor");
   MT_CHECK_AS(ShapeError, x.ndim() == 2, "linear: input must be 2-D [batch, ", in_, "], got ",
@@ -44,6 +44,11 @@ Tensor Linear::forward(const Tensor& x) {
   MT_CHECK_AS(DeviceError, x.device() == w.device(), "linear: input is on ", x.device(),
               " but the layer's weight is on ", w.device(),
               "; move the input or the model (to()) to one device");
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  const Tensor& w = weight_.value;
+  check_input(x);
   if (precision_ != DType::Float32 && w.dtype() == DType::Float32) {
     MT_CHECK_AS(DTypeError, x.dtype() == DType::Float32 || x.dtype() == precision_,
                 "linear: input is ", x.dtype(), " but the layer computes in ", precision_,
@@ -60,35 +65,76 @@ Tensor Linear::forward(const Tensor& x) {
   return y;
 }
 
-Tensor Linear::backward(const Tensor& grad_output) {
+bool Linear::fuses_activation(const Tensor& x) const {
+  return precision_ == DType::Float32 && x.defined() && x.dtype() == weight_.value.dtype() &&
+         x.device() == weight_.value.device() && is_cpu_openblas_gemm(gemm_backend_, x);
+}
+
+Tensor Linear::forward_activation(const Tensor& x, Activation act, Tensor& pre) {
+  const Tensor& w = weight_.value;
+  check_input(x);
+  MT_CHECK_AS(DTypeError, fuses_activation(x), "linear: forward_activation needs a layer that ",
+              "computes in its input's dtype on the CPU's OpenBLAS path (fuses_activation)");
+  Tensor y = Tensor::empty(Shape{x.size(0), out_}, w.dtype(), w.device());
+  Tensor out = Tensor::empty(y.shape(), y.dtype(), y.device());
+  linear_activation_forward_with(gemm_backend_, out, y, x, w, bias_.value, act);
+  input_ = training_ ? x : Tensor();
+  pre = y;
+  return out;
+}
+
+const Tensor& Linear::checked_grad(const Tensor& dy) const {
   MT_CHECK(input_.defined(),
            "linear: backward called without a preceding training-mode "
            "forward (call train() before forward; eval mode keeps nothing for backward)");
   const Tensor& x = input_;
-  const Tensor& dy = grad_output;
   MT_CHECK(dy.defined(), "linear: grad_output is an undefined tensor");
   MT_CHECK_AS(ShapeError, dy.ndim() == 2 && dy.size(0) == x.size(0) && dy.size(1) == out_,
               "linear: grad_output is ", dy.shape(), " but the forward output was [", x.size(0),
               ", ", out_, "]");
-  if (is_half(x.dtype())) return backward_mixed(dy);
+  return x;
+}
 
+void Linear::accumulate_parameter_grads(const Tensor& dy) {
+  const Tensor& x = input_;
   // dW += dy^T x: [out, batch] x [batch, in], accumulated by the GEMM itself.
-  gemm_with(gemm_backend_, ensure_grad(weight_), dy, /*trans_a=*/true, x, /*trans_b=*/false, 1.0,
-            /*beta=*/1.0);
+  Tensor& dw = ensure_grad(weight_);
   if (bias_.value.defined()) {
-    // db += sum_rows(dy): the column sum is deterministic (double accumulation), then one add.
+    // db += sum_rows(dy): the column sum is deterministic (double accumulation), then one add. On
+    // the CPU the sums run in dW's parallel region (linear_weight_grad_with).
     Tensor& db = ensure_grad(bias_);
     if (!bias_scratch_.defined() || bias_scratch_.device() != db.device() ||
         bias_scratch_.dtype() != db.dtype())
       bias_scratch_ = Tensor::empty(Shape{out_}, db.dtype(), db.device());
-    sum_rows(bias_scratch_, dy);
+    linear_weight_grad_with(gemm_backend_, dw, bias_scratch_, dy, x);
     axpy(db, 1.0, bias_scratch_);
+  } else {
+    gemm_with(gemm_backend_, dw, dy, /*trans_a=*/true, x, /*trans_b=*/false, 1.0, /*beta=*/1.0);
   }
+}
+
+Tensor Linear::backward(const Tensor& grad_output) {
+  const Tensor& x = checked_grad(grad_output);
+  const Tensor& dy = grad_output;
+  if (is_half(x.dtype())) return backward_mixed(dy);
+  accumulate_parameter_grads(dy);
   if (!needs_input_grad_) return Tensor();
   // dx = dy W: [batch, out] x [out, in].
   Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
   gemm_with(gemm_backend_, dx, dy, /*trans_a=*/false, weight_.value, /*trans_b=*/false);
   return dx;
+}
+
+Tensor Linear::backward_activation(const Tensor& grad_output, Activation act, const Tensor& pre) {
+  const Tensor& x = checked_grad(grad_output);
+  MT_CHECK_AS(DTypeError, fuses_activation(x), "linear: backward_activation needs a layer that ",
+              "computes in its input's dtype on the CPU's OpenBLAS path (fuses_activation)");
+  accumulate_parameter_grads(grad_output);
+  if (!needs_input_grad_) return Tensor();
+  // dL/d(pre) = (dy W) * act'(pre), the activation's backward on each tile of dy W.
+  Tensor grad_pre = Tensor::empty(x.shape(), x.dtype(), x.device());
+  linear_input_grad_activation_with(gemm_backend_, grad_pre, grad_output, weight_.value, pre, act);
+  return grad_pre;
 }
 
 Tensor Linear::rounded(const Tensor& t) const {

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/generator.h"
+#include "kernels/activation.h"
 #include "nn/module.h"
 
 namespace minitrain {
@@ -28,6 +29,19 @@ class Linear final : public Module {
 
   Tensor forward(const Tensor& x) override;  ///< x [batch, in]; ShapeError names both shapes
   Tensor backward(const Tensor& grad_output) override;
+
+  /// Sequential's fusion of this layer with a neighbouring activation layer (Note [Linear +
+  /// activation] in nn/sequential.cpp), for an input x where fuses_activation(x): a layer that
+  /// computes in its own dtype (no mixed precision) on the CPU's OpenBLAS path, where the
+  /// activation's work runs on each tile of the GEMM as it is made (kernels/linear_layer.h).
+  bool fuses_activation(const Tensor& x) const;
+  /// forward(x), then `act`: returns act(x W^T + b) and sets `pre` to x W^T + b (the activation
+  /// layer's input). The same bits as forward followed by the activation.
+  Tensor forward_activation(const Tensor& x, Activation act, Tensor& pre);
+  /// backward(grad_output) with its input gradient carried on through `act`, the activation layer
+  /// before this one, whose input was `pre`: returns dL/d(pre) (undefined when this layer needs no
+  /// input gradient). The same bits as backward followed by the activation's backward.
+  Tensor backward_activation(const Tensor& grad_output, Activation act, const Tensor& pre);
   NamedParameters named_parameters(const std::string& prefix = "") override;
   void to(Device device) override;  ///< also drops the cached input
   std::string repr() const override;
@@ -53,6 +67,9 @@ class Linear final : public Module {
   Tensor bias_scratch_;  // [out]: sum_rows(dy) before it is added into the bias gradient
   std::string gemm_backend_ = "auto";
 
+  void check_input(const Tensor& x) const;             // forward's checks on its input
+  const Tensor& checked_grad(const Tensor& dy) const;  // backward's checks; returns the input
+  void accumulate_parameter_grads(const Tensor& dy);   // dW += dy^T x, db += sum_rows(dy)
   Tensor forward_mixed(const Tensor& x);
   Tensor backward_mixed(const Tensor& grad_output);
   // W (or b) rounded to the precision, in float32: what the 16-bit GEMM multiplies by.

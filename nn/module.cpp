@@ -29,11 +29,14 @@ void Module::to(Device device) {
 }
 
 void Module::zero_grad() {
+  std::vector<Tensor> grads;
   for (auto& [name, p] : named_parameters()) {
     const bool fresh = !p->grad.defined();
     Tensor& g = ensure_grad(*p);
-    if (!fresh) zero_(g);  // a fresh buffer is zeros already (ensure_grad may have replaced it too)
+    if (!fresh)
+      grads.push_back(g);  // a fresh buffer is zeros already (ensure_grad may have replaced it too)
   }
+  zero_all(grads);  // one parallel region for all of them
 }
 
 int64_t Module::num_parameters() {

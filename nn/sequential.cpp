@@ -5,6 +5,9 @@
 
 #include <string>
 
+#include "nn/activation_layer.h"
+#include "nn/linear.h"
+
 namespace minitrain {
 
 Sequential& Sequential::add(std::unique_ptr<Module> m) {
@@ -16,15 +19,52 @@ Sequential& Sequential::add(std::unique_ptr<Module> m) {
   return *this;
 }
 
+// Note [Linear + activation]: a Linear followed by an activation layer runs as one pass where the
+// Linear can fuse (Linear::fuses_activation: the CPU's OpenBLAS path): the bias add and the
+// activation on each tile of the GEMM as it is made, in the GEMM's parallel region. In backward,
+// a Linear's input gradient goes through the activation layer before it the same way. Each layer
+// keeps what it keeps unfused (the Linear its input, the activation layer its input, which is the
+// Linear's output), the results are the same bits, and the backward hook is called for both
+// layers, in the same order; what goes is two passes over memory and, with passive thread
+// waiting, a thread wake-up per pass (Note [passive thread waiting] in core/thread_policy.h).
+namespace {
+
+Linear* as_linear(Module* m) { return dynamic_cast<Linear*>(m); }
+ActivationLayer* as_activation(Module* m) { return dynamic_cast<ActivationLayer*>(m); }
+
+}  // namespace
+
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (auto& layer : layers_) h = layer->forward(h);
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    Linear* linear = as_linear(layers_[i].get());
+    ActivationLayer* act = i + 1 < layers_.size() ? as_activation(layers_[i + 1].get()) : nullptr;
+    if (linear != nullptr && act != nullptr && linear->fuses_activation(h)) {
+      Tensor pre;
+      h = linear->forward_activation(h, act->kind(), pre);
+      act->keep_fused_input(pre);
+      ++i;
+      continue;
+    }
+    h = layers_[i]->forward(h);
+  }
   return h;
 }
 
 Tensor Sequential::backward(const Tensor& grad_output) {
   Tensor g = grad_output;
   for (std::size_t i = layers_.size(); i-- > 0;) {
+    Linear* linear = as_linear(layers_[i].get());
+    ActivationLayer* act = i > 0 ? as_activation(layers_[i - 1].get()) : nullptr;
+    if (linear != nullptr && act != nullptr && act->kept_input().defined() &&
+        act->needs_input_grad() == linear->needs_input_grad() &&
+        linear->fuses_activation(act->kept_input())) {
+      g = linear->backward_activation(g, act->kind(), act->kept_input());
+      if (backward_hook_) backward_hook_(i);
+      --i;
+      if (backward_hook_) backward_hook_(i);
+      continue;
+    }
     g = layers_[i]->backward(g);
     if (backward_hook_) backward_hook_(i);
   }

@@ -186,8 +186,10 @@ Optimizer::Optimizer(NamedParameters params, double lr) : params_(std::move(para
 }
 
 void Optimizer::zero_grad() {
+  std::vector<Tensor> grads;
   for (auto& [name, p] : params_)
-    if (p->grad.defined()) zero_(p->grad);
+    if (p->grad.defined()) grads.push_back(p->grad);
+  zero_all(grads);  // one parallel region for all of them
 }
 
 void Optimizer::set_lr(double lr) {

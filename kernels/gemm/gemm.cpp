@@ -30,15 +30,19 @@ namespace minitrain {
 namespace {
 
 // Note [GEMM tiles]: C is cut into a grid of tiles whose sizes depend on the shape only, never
-// on the thread count; threads take runs of tiles, and each tile is one single-threaded BLAS
-// call. Every element of C thus comes from the same call whatever the thread count, so results
-// are bit-identical for any thread count (OpenBLAS's rounding depends on the block it is given);
-// across CPUs they may differ, as OpenBLAS picks other kernels.
+// on the thread count; threads take tiles, and each tile is one single-threaded BLAS call. Every
+// element of C thus comes from the same call whatever the thread count and whichever thread
+// makes it, so results are bit-identical for any thread count (OpenBLAS's rounding depends on the
+// block it is given: a 256x1024 product cut into other tiles differs in its last bits); across
+// CPUs they may differ, as OpenBLAS picks other kernels.
 // Tiles are at least kTileRows x kTileCols (smaller only where C is), so the operand panels that
 // each call packs are amortised over enough flops; at most kMaxTiles^2 of them. A smaller C is
 // halved further, down to 32-line tiles of kMinTileFlops, until there are kMinTiles to share.
 constexpr int64_t kTileRows = 128, kTileCols = 256, kMaxTiles = 8, kMinTiles = 4;
 constexpr double kMinTileFlops = 1e6;  // ~10 us on one core: more than a fork/join costs
+// Below this a product runs on the calling thread: ~40 us on one core, so that each of two threads
+// saves about what waking one costs with passive waiting.
+constexpr double kMinParallelFlops = 4e6;
 
 int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
 int64_t round_up_32(int64_t x) { return (x + 31) / 32 * 32; }  // OpenBLAS's register tiles fit
@@ -92,12 +96,18 @@ void make_openblas_single_threaded() {
 
 template <typename T>
 void gemm_cpu(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t m, int64_t n,
-              int64_t k, T alpha, T beta) {
-  if (m == 0 || n == 0) return;
+              int64_t k, T alpha, T beta, const GemmCpuExtras& extras) {
+  const int64_t side_tasks = extras.side_task ? extras.side_tasks : 0;
+  if (m == 0 || n == 0) {
+    for (int64_t t = 0; t < side_tasks; ++t) extras.side_task(t);
+    return;
+  }
   if (k == 0 || alpha == T(0)) {  // C = beta * C; with beta 0, C's old contents (NaN) are not read
     parallel_for(m * n, kElementwiseGrain, [=](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) c[i] = beta == T(0) ? T(0) : beta * c[i];
     });
+    if (extras.tile_epilogue) extras.tile_epilogue(0, m, 0, n);
+    for (int64_t t = 0; t < side_tasks; ++t) extras.side_task(t);
     return;
   }
   MT_CHECK_AS(ValueError, std::max({m, n, k}) <= INT_MAX, "gemm: [", m, ", ", n, ", ", k,
@@ -106,22 +116,47 @@ void gemm_cpu(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t 
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;  // row lengths as stored
   const Tile tile = gemm_tile(m, n, k);
   const int64_t tiles_m = ceil_div(m, tile.rows), tiles_n = ceil_div(n, tile.cols);
-  // Note [GEMM tiles]: threads take runs of tiles, in row-major tile order.
-  parallel_for(tiles_m * tiles_n, 1, [&](int64_t first, int64_t last) {
-    for (int64_t t = first; t < last; ++t) {
-      const int64_t r0 = t / tiles_n * tile.rows, c0 = t % tiles_n * tile.cols;
-      const T* a_rows = trans_a ? a + r0 : a + r0 * lda;  // rows r0.. of op(A)
-      const T* b_cols = trans_b ? b + c0 * ldb : b + c0;  // columns c0.. of op(B)
-      blas_gemm(trans_a, trans_b, std::min(tile.rows, m - r0), std::min(tile.cols, n - c0), k,
-                alpha, a_rows, lda, b_cols, ldb, beta, c + r0 * n + c0, n);
-    }
-  });
+  const int64_t tiles = tiles_m * tiles_n;
+  auto run_tile = [&](int64_t t) {
+    const int64_t r0 = t / tiles_n * tile.rows, c0 = t % tiles_n * tile.cols;
+    const int64_t rows = std::min(tile.rows, m - r0), cols = std::min(tile.cols, n - c0);
+    const T* a_rows = trans_a ? a + r0 : a + r0 * lda;  // rows r0.. of op(A)
+    const T* b_cols = trans_b ? b + c0 * ldb : b + c0;  // columns c0.. of op(B)
+    blas_gemm(trans_a, trans_b, rows, cols, k, alpha, a_rows, lda, b_cols, ldb, beta,
+              c + r0 * n + c0, n);
+    if (extras.tile_epilogue) extras.tile_epilogue(r0, r0 + rows, c0, c0 + cols);
+  };
+  auto run_task = [&](int64_t t) {
+    if (t < tiles)
+      run_tile(t);
+    else
+      extras.side_task(t - tiles);
+  };
+  // Note [GEMM tiles]: threads take the next tile as they finish one (a thread that wakes late
+  // or loses its core leaves its tiles to the others); which thread computes a tile does not
+  // change its bits. A small product runs on the calling thread: a parallel region would cost
+  // more than it saves (under passive waiting, a thread's wake-up: tens of microseconds here).
+  if (2.0 * double(m) * double(n) * double(k) < kMinParallelFlops) {
+    for (int64_t t = 0; t < tiles + side_tasks; ++t) run_task(t);
+    return;
+  }
+  parallel_tasks(tiles + side_tasks, run_task);
+}
+
+template <typename T>
+void gemm_cpu(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t m, int64_t n,
+              int64_t k, T alpha, T beta) {
+  gemm_cpu<T>(c, a, trans_a, b, trans_b, m, n, k, alpha, beta, GemmCpuExtras{});
 }
 
 template void gemm_cpu<float>(float*, const float*, bool, const float*, bool, int64_t, int64_t,
                               int64_t, float, float);
 template void gemm_cpu<double>(double*, const double*, bool, const double*, bool, int64_t, int64_t,
                                int64_t, double, double);
+template void gemm_cpu<float>(float*, const float*, bool, const float*, bool, int64_t, int64_t,
+                              int64_t, float, float, const GemmCpuExtras&);
+template void gemm_cpu<double>(double*, const double*, bool, const double*, bool, int64_t, int64_t,
+                               int64_t, double, double, const GemmCpuExtras&);
 
 void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha,
           double beta) {

@@ -1,7 +1,7 @@
 #pragma once
 // The operand checks of a GEMM entry point, shared by gemm and matmul (kernels/gemm/gemm.cpp),
 // gemm_with (kernels/gemm/gemm_registry.cpp) and the fused Linear forward
-// (kernels/linear_forward.cpp), with the same messages as gemm():
+// (kernels/linear_layer.cpp), with the same messages as gemm():
 //   "gemm_with: inner dimensions differ: op(a) is [8, 16] (a [8, 16]), op(b) is [8, 4] (b [8, 4])"
 
 #include <cstdint>

@@ -2,11 +2,13 @@
 // variant, on odd sizes and over several steps, on each device; and the host-side factors.
 
 #include "kernels/adam_step.h"
+#include "kernels/optimizer_math.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -144,6 +146,50 @@ TEST_P(AdamStepKernel, ChecksOperandsBeforeWriting) {
 }
 
 MT_INSTANTIATE_DEVICE_TEST_SUITE(AdamStepKernel);
+
+// ---- CPU only ----
+
+// Note [AVX2 clones]: on a CPU with AVX2 adam_step_cpu runs a clone of its loop compiled for AVX2;
+// it must make the same IEEE operations as the baseline loop (no FMA contraction, no reordering).
+// The baseline here is adam_update itself, element by element in this file's own (baseline)
+// code: every variant, odd sizes (vector tails), several steps, bit for bit.
+TEST(AdamStepCpu, ClonedLoopIsTheScalarFormulaBitForBit) {
+  for (bool decoupled : {false, true})
+    for (double wd : {0.0, 0.05})
+      for (bool amsgrad : {false, true})
+        for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1001}, int64_t{70001}}) {
+          std::vector<float> p = testing::random_floats(n, 11), m(size_t(n), 0.f),
+                             v(size_t(n), 0.f), vmax(size_t(n), 0.f);
+          std::vector<float> rp = p, rm = m, rv = v, rvmax = vmax;
+          for (int t = 1; t <= 3; ++t) {
+            const std::vector<float> g = testing::random_floats(n, 20 + uint32_t(t), -3.f, 3.f);
+            const AdamStepArgs args =
+                adam_step_args(0.01, 0.9, 0.999, 1e-8, wd, decoupled, amsgrad, t);
+            adam_step_cpu<float>(p.data(), g.data(), m.data(), v.data(),
+                                 amsgrad ? vmax.data() : nullptr, n, args);
+            const AdamCoeffs<float> c = adam_coeffs<float>(args);
+            dispatch_adam_variant(args.decay, amsgrad, [&](auto variant) {
+              using V = decltype(variant);
+              for (int64_t i = 0; i < n; ++i) {
+                volatile float vol_p = rp[i];  // keep this loop scalar and apart from the kernel
+                float pi = vol_p;
+                adam_update<V>(pi, g[i], rm[i], rv[i], rvmax[i], c);
+                rp[i] = pi;
+              }
+            });
+          }
+          ASSERT_GT(testing::host_max_abs(Tensor::from_vector(p, Shape{n})), 0.0);
+          const std::string what =
+              "n=" + std::to_string(n) + " decoupled=" + std::to_string(decoupled) +
+              " wd=" + std::to_string(wd) + " amsgrad=" + std::to_string(amsgrad);
+          EXPECT_TRUE(std::memcmp(p.data(), rp.data(), size_t(n) * 4) == 0) << what;
+          EXPECT_TRUE(std::memcmp(m.data(), rm.data(), size_t(n) * 4) == 0) << what;
+          EXPECT_TRUE(std::memcmp(v.data(), rv.data(), size_t(n) * 4) == 0) << what;
+          if (amsgrad) {
+            EXPECT_TRUE(std::memcmp(vmax.data(), rvmax.data(), size_t(n) * 4) == 0) << what;
+          }
+        }
+}
 
 }  // namespace
 }  // namespace minitrain

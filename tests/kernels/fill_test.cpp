@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/parallel_for.h"
 #include "tests/support/test_util.h"
 
 namespace minitrain {
@@ -45,6 +46,26 @@ TEST_P(FillTest, ZeroClearsEveryElement) {
     zero_(t);
     EXPECT_EQ(host_max_abs(t), 0.0) << "n=" << n;
   }
+}
+
+TEST_P(FillTest, ZeroAllClearsEveryTensorOfAList) {
+  // Sizes around the pieces it cuts (kElementwiseGrain elements), both types in one list.
+  std::vector<Tensor> ts;
+  for (int64_t n : {int64_t{1}, int64_t{7}, kElementwiseGrain + 1, 3 * kElementwiseGrain - 5,
+                    testing::kLargeSize})
+    for (DType dtype : {DType::Float32, DType::Float64}) {
+      ts.push_back(Tensor::zeros({n}, dtype, device()));
+      fill(ts.back(), -1.5);
+    }
+  Tensor kept = Tensor::zeros({5}, DType::Float32, device());
+  fill(kept, 3.0);
+  zero_all(ts);
+  for (const Tensor& t : ts)
+    EXPECT_ALLCLOSE(host_values(t), std::vector<double>(size_t(t.numel()), 0.0), 0.0, 0.0)
+        << t.numel() << " " << t.dtype();
+  EXPECT_ALLCLOSE(host_values(kept), std::vector<double>(5, 3.0), 0.0, 0.0);  // not in the list
+  std::vector<Tensor> with_undefined = {Tensor::zeros({3}, DType::Float32, device()), Tensor()};
+  EXPECT_THROW(zero_all(with_undefined), Error);
 }
 
 TEST_P(FillTest, CopyMatchesSourceOnOddSizes) {

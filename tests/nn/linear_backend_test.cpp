@@ -36,13 +36,15 @@ void counting_sgemm(Device, float* c, const float* a, bool ta, const float* b, b
   ++g_calls;
   gemm_cpu<float>(c, a, ta, b, tb, m, n, k, alpha, beta);
 }
+void counting_dgemm(Device, double* c, const double* a, bool ta, const double* b, bool tb,
+                    int64_t m, int64_t n, int64_t k, double alpha, double beta) {
+  ++g_calls;
+  gemm_cpu<double>(c, a, ta, b, tb, m, n, k, alpha, beta);
+}
 GemmBackend counting_backend() {
-  return GemmBackend{"nn_test_counting_sgemm",
-                     DeviceType::CPU,
-                     "test: OpenBLAS behind a call counter",
-                     false,
-                     &counting_sgemm,
-                     {}};
+  return GemmBackend{
+      "nn_test_counting_sgemm", DeviceType::CPU, "test: OpenBLAS behind a call counter", false,
+      &counting_sgemm,          &counting_dgemm};
 }
 MINITRAIN_REGISTER_GEMM(nn_test_counting_sgemm, counting_backend())
 
@@ -158,6 +160,61 @@ TEST(SetGemmBackend, UnknownNameLeavesTheModelUntouched) {
   EXPECT_THROW(set_gemm_backend(*model, "nope"), ValueError);
   EXPECT_EQ(dynamic_cast<Linear&>((*model)[0]).gemm_backend(), "eigen");
   EXPECT_EQ(dynamic_cast<Linear&>((*model)[2]).gemm_backend(), "eigen");
+}
+
+// Note [Linear + activation]: with "auto" on the CPU a Sequential runs each Linear with the
+// activation after it in one pass (and in backward with the activation before it); through the
+// user's backend (OpenBLAS behind a counter) it runs them one by one. Every activation, both
+// float types, an MLP that ends without one and one that starts with one: outputs, every
+// gradient and the input gradient are the same bits, the activation layers keep the same inputs,
+// and the backward hook sees the same layers in the same order.
+TEST(SequentialFusion, LinearPlusActivationIsTheLayerByLayerRunBitForBit) {
+  for (Activation act : {Activation::ReLU, Activation::GELU, Activation::GELUTanh, Activation::Tanh,
+                         Activation::Sigmoid})
+    for (DType dtype : {DType::Float32, DType::Float64})
+      for (bool leading_activation : {false, true}) {
+        struct Run {
+          std::vector<double> y, dx, kept;
+          std::vector<std::vector<double>> grads;
+          std::vector<std::size_t> hooks;
+        };
+        auto run = [&](const std::string& backend) {
+          Generator gen(5);
+          Sequential model;
+          if (leading_activation) model.add(std::make_unique<ActivationLayer>(act));
+          model.add(std::make_unique<Linear>(37, 300, gen, true, Device::cpu(), dtype));
+          model.add(std::make_unique<ActivationLayer>(act));
+          model.add(std::make_unique<Linear>(300, 129, gen, true, Device::cpu(), dtype));
+          model.add(std::make_unique<ActivationLayer>(act));
+          model.add(std::make_unique<Linear>(129, 3, gen, false, Device::cpu(), dtype));
+          set_gemm_backend(model, backend);
+          Run r;
+          model.set_backward_hook([&r](std::size_t i) { r.hooks.push_back(i); });
+          const Tensor x = random_tensor(Shape{70, 37}, 8, Device::cpu(), dtype);
+          const Tensor dy = random_tensor(Shape{70, 3}, 9, Device::cpu(), dtype);
+          model.zero_grad();
+          r.y = host_values(model.forward(x));
+          r.dx = host_values(model.backward(dy));
+          for (auto& [name, p] : model.named_parameters()) r.grads.push_back(host_values(p->grad));
+          for (std::size_t i = 0; i < model.size(); ++i)
+            if (auto* a = dynamic_cast<ActivationLayer*>(&model[i])) {
+              const std::vector<double> k = host_values(a->kept_input());
+              r.kept.insert(r.kept.end(), k.begin(), k.end());
+            }
+          return r;
+        };
+        const Run fused = run("auto"), unfused = run("nn_test_counting_sgemm");
+        const std::string what = std::string(activation_name(act)) + " " + dtype_name(dtype) +
+                                 (leading_activation ? " (leading activation)" : "");
+        ASSERT_GT(
+            testing::host_max_abs(Tensor::from_vector(fused.y, Shape{int64_t(fused.y.size())})),
+            0.0);
+        EXPECT_TRUE(fused.y == unfused.y) << what;
+        EXPECT_TRUE(fused.dx == unfused.dx) << what;
+        EXPECT_TRUE(fused.grads == unfused.grads) << what;
+        EXPECT_TRUE(fused.kept == unfused.kept) << what;
+        EXPECT_EQ(fused.hooks, unfused.hooks) << what;
+      }
 }
 
 // ---- CUDA: Linear through cuBLASLt's fused bias epilogue against cuBLAS ----

@@ -255,6 +255,57 @@ TEST(GemmCpu, SameBitsForAnyThreadCount) {
   set_num_threads(saved);
 }
 
+// GemmCpuExtras: the tile epilogue covers C once, each tile right after its product (it sees the
+// product, not older contents), and each side task runs once, for any thread count, on products
+// run in parallel and on the calling thread (small), and with k == 0.
+TEST(GemmCpu, ExtrasSeeEveryTileOnceAndRunEverySideTaskOnce) {
+  const Problem problems[] = {
+      {256, 1024, 1024}, {1000, 777, 33}, {3, 5, 7}, {256, 1, 1024}, {64, 0, 64}};
+  const int saved = num_threads();
+  for (const Problem& p : problems)
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      const Tensor a = testing::random_tensor(Shape{p.m, p.k}, 70);
+      const Tensor b = testing::random_tensor(Shape{p.k, p.n}, 71);
+      const Tensor want = matmul(a, b);
+      std::vector<float> c(size_t(p.m * p.n), std::nanf("")), seen(c.size(), 0.f);
+      std::vector<std::atomic<int>> epilogue_hits(c.size()), task_runs(5);
+      GemmCpuExtras extras;
+      extras.tile_epilogue = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t col = c0; col < c1; ++col) {
+            seen[size_t(r * p.n + col)] = c[size_t(r * p.n + col)];
+            ++epilogue_hits[size_t(r * p.n + col)];
+          }
+      };
+      extras.side_tasks = 5;
+      extras.side_task = [&](int64_t t) { ++task_runs[size_t(t)]; };
+      gemm_cpu<float>(c.data(), a.data<float>(), false, b.data<float>(), false, p.m, p.n, p.k, 1.f,
+                      0.f, extras);
+      const std::string what = "m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
+                               " k=" + std::to_string(p.k) + " threads=" + std::to_string(threads);
+      for (size_t i = 0; i < c.size(); ++i)
+        ASSERT_EQ(epilogue_hits[i].load(), 1) << what << " i=" << i;
+      for (std::atomic<int>& r : task_runs) EXPECT_EQ(r.load(), 1) << what;
+      EXPECT_TRUE(std::vector<double>(seen.begin(), seen.end()) == host_values(want)) << what;
+    }
+  set_num_threads(saved);
+}
+
+// parallel_tasks: every index once, whatever the thread count.
+TEST(ParallelTasks, RunsEveryTaskOnce) {
+  const int saved = num_threads();
+  for (int threads : {1, 2, 5})
+    for (int64_t n : {0, 1, 2, 7, 100}) {
+      set_num_threads(threads);
+      std::vector<std::atomic<int>> runs(static_cast<size_t>(n));
+      parallel_tasks(n, [&](int64_t i) { ++runs[size_t(i)]; });
+      for (std::atomic<int>& r : runs)
+        EXPECT_EQ(r.load(), 1) << "threads=" << threads << " n=" << n;
+    }
+  set_num_threads(saved);
+}
+
 // ---- GPU only ----
 
 TEST(GemmCuda, DeviceMismatchIsDeviceError) {
