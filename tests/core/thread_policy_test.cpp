@@ -43,7 +43,9 @@ TEST(ThreadPolicy, AvailableCoresFollowTheAffinityMask) {
 TEST(ThreadPolicy, DefaultThreadsStayWithinTheAvailableCores) {
   set_num_threads(0);  // the default
   EXPECT_GE(num_threads(), 1);
-  if (std::getenv("OMP_NUM_THREADS") == nullptr) EXPECT_LE(num_threads(), available_cores());
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    EXPECT_LE(num_threads(), available_cores());
+  }
 }
 
 }  // namespace
