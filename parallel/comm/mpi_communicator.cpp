@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "core/stream.h"
+#include "parallel/comm/ring_chunks.h"
 
 namespace minitrain {
 namespace {
@@ -528,29 +529,15 @@ void MpiCommunicator::all_reduce_recursive_doubling(const Reduction& r) {
   }
 }
 
-namespace {
-// Chunk c of n over `count` elements, [count*c/n, count*(c+1)/n): chunks differ by at most one
-// element (as in parallel/comm/ring.cpp), some empty when count < n.
-struct Span {
-  int64_t begin, length;
-};
-Span chunk_span(int64_t count, int n, int c) {
-  const int64_t begin = count * c / n, end = count * (c + 1) / n;
-  return {begin, end - begin};
-}
-// Slice s of a chunk, clamped to it (possibly empty).
-Span slice_span(Span chunk, int64_t slice, int64_t s) {
-  const int64_t begin = std::min(chunk.length, s * slice);
-  const int64_t end = std::min(chunk.length, (s + 1) * slice);
-  return {chunk.begin + begin, end - begin};
-}
-int wrap(int a, int n) { return ((a % n) + n) % n; }
-}  // namespace
+using ring_chunks::chunk_range;
+using ring_chunks::mod;
+using ring_chunks::Range;
+using ring_chunks::slice_range;
 
 // The ring (parallel/comm/ring.cpp explains the chunk arithmetic): reduce-scatter in n-1 steps,
 // then all-gather in n-1 steps, each rank sending to rank+1 and receiving from rank-1.
 void MpiCommunicator::all_reduce_ring(const Reduction& r) {
-  const int n = size_, next = wrap(rank_ + 1, n), prev = wrap(rank_ - 1, n);
+  const int n = size_, next = mod(rank_ + 1, n), prev = mod(rank_ - 1, n);
   const int64_t largest = (r.count + n - 1) / n;
   const int64_t slice = std::max<int64_t>(1, static_cast<int64_t>(kRingSliceBytes / r.elem_bytes));
   // Every rank loops over the slices of the largest chunk, so that the k-th message on each link
@@ -561,10 +548,10 @@ void MpiCommunicator::all_reduce_ring(const Reduction& r) {
   // Reduce-scatter: step k sends chunk r-k and folds chunk r-k-1 into ours, so that after n-1
   // steps chunk r+1 holds every rank's contribution.
   for (int k = 0; k < n - 1; ++k) {
-    const Span send_c = chunk_span(r.count, n, wrap(rank_ - k, n));
-    const Span recv_c = chunk_span(r.count, n, wrap(rank_ - k - 1, n));
+    const Range send_c = chunk_range(r.count, n, mod(rank_ - k, n));
+    const Range recv_c = chunk_range(r.count, n, mod(rank_ - k - 1, n));
     for (int64_t s = 0; s < slices; ++s) {
-      const Span out = slice_span(send_c, slice, s), in = slice_span(recv_c, slice, s);
+      const Range out = slice_range(send_c, slice, s), in = slice_range(recv_c, slice, s);
       exchange(r, at(out.begin), static_cast<int>(out.length), next, tmp,
                static_cast<int>(in.length), prev, "ring reduce-scatter", k);
       check_mpi(MPI_Reduce_local(tmp, at(in.begin), static_cast<int>(in.length), r.type, r.op),
@@ -573,8 +560,8 @@ void MpiCommunicator::all_reduce_ring(const Reduction& r) {
   }
   // All-gather: step k passes on chunk r+1-k, complete, and receives chunk r-k in place.
   for (int k = 0; k < n - 1; ++k) {
-    const Span out = chunk_span(r.count, n, wrap(rank_ + 1 - k, n));
-    const Span in = chunk_span(r.count, n, wrap(rank_ - k, n));
+    const Range out = chunk_range(r.count, n, mod(rank_ + 1 - k, n));
+    const Range in = chunk_range(r.count, n, mod(rank_ - k, n));
     exchange(r, at(out.begin), static_cast<int>(out.length), next, at(in.begin),
              static_cast<int>(in.length), prev, "ring all-gather", k);
   }

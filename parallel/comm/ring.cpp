@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "kernels/elementwise.h"
+#include "parallel/comm/ring_chunks.h"
 
 namespace minitrain {
 
@@ -20,24 +21,10 @@ namespace {
 /// Bytes per message: large enough to amortise a message's latency, small enough to pipeline.
 constexpr int64_t kSliceBytes = 64 * 1024;
 
-/// Chunk c of n over `length` elements: [length*c/n, length*(c+1)/n). Chunks differ by at most
-/// one element; with fewer elements than ranks some are empty.
-struct Range {
-  int64_t begin, length;
-};
-Range chunk_range(int64_t length, int n, int c) {
-  const int64_t begin = length * c / n, end = length * (c + 1) / n;
-  return {begin, end - begin};
-}
-
-/// Slice s of a chunk, clamped: may be empty when this chunk is one element shorter than others.
-Range slice_range(Range chunk, int64_t slice_elems, int64_t s) {
-  const int64_t begin = std::min(chunk.length, s * slice_elems);
-  const int64_t end = std::min(chunk.length, (s + 1) * slice_elems);
-  return {chunk.begin + begin, end - begin};
-}
-
-int mod(int a, int n) { return ((a % n) + n) % n; }
+using ring_chunks::chunk_range;
+using ring_chunks::mod;
+using ring_chunks::Range;
+using ring_chunks::slice_range;
 
 void reduce_into(Tensor& acc, const Tensor& x, ReduceOp op) {
   if (op == ReduceOp::Max)
