@@ -138,13 +138,16 @@ const std::vector<BenchArea>& bench_areas() {
       {"allreduce", "minitrain_allreduce_bench",
        "all-reduce on the threads backend, ring vs native: algbw, busbw"},
       {"ddp", "minitrain_ddp_bench",
-       "DistributedDataParallel step, 2 thread ranks, overlap on/off, bucket sizes: samples/s"},
+       "DistributedDataParallel step, 2 thread ranks, overlap on/off, bucket sizes: samples/s, "
+       "x one rank, overlap vs none"},
       {"pipeline", "minitrain_pipeline_bench",
        "GPipe pipeline step by stages and micro-batches: bubble fraction"},
       {"data-parallel", "minitrain_data_parallel_bench",
        "data-parallel step and its scaling with CPU replicas"},
       {"data-loader", "minitrain_data_loader_bench",
        "DataLoader workers 0/1/2/4 on a 5 ms-per-batch data set: samples/s, x 0 workers"},
+      {"thread-policy", "minitrain_thread_policy_bench",
+       "the large-layer step under each OpenMP wait policy, idle and loaded: x passive"},
       {"precision", "minitrain_precision_bench",
        "one Adam step per precision fp32/bf16/fp16: samples/s, allocator peak, bytes kept"},
   };
