@@ -152,6 +152,9 @@ std::vector<KeyEntry> make_table() {
       member("micro-batches", K::Int, &TrainConfig::micro_batches, micro_batches_help.c_str()));
   t.push_back(
       member("bucket-size", K::String, &TrainConfig::bucket_size, bucket_size_help.c_str()));
+  t.push_back(member("no-overlap", K::Bool, &TrainConfig::no_overlap,
+                     "--parallel ddp: all-reduce the gradient buckets after backward instead of "
+                     "during it (the same sums; for when overlap does not pay)"));
   t.push_back(member("all-reduce", K::String, &TrainConfig::all_reduce, all_reduce_help.c_str()));
   t.push_back(member("backend", K::String, &TrainConfig::backend, backend_help.c_str()));
   t.push_back(

@@ -84,6 +84,9 @@ struct TrainConfig {
   std::string devices;
   // ---- distributed data parallel (--parallel ddp) ----
   std::string bucket_size = "25MiB";  ///< gradient bucket size (bytes, "25MiB")
+  /// All-reduce every bucket after backward instead of each as soon as backward has filled it
+  /// (DdpOptions::overlap off): the same sums, for when overlap does not pay.
+  bool no_overlap = false;
   std::string all_reduce = "native";  ///< a name of kAllReduceAlgorithms
   std::string backend = "auto";       ///< a name of kCommBackends
   double comm_timeout = 300.0;        ///< seconds a collective may wait for a peer

@@ -370,6 +370,14 @@ void validate_local_sgd(const TrainConfig& c) {
 void validate_communication_and_memory(const TrainConfig& c) {
   validate_local_sgd(c);
   check_bytes("bucket-size", c.bucket_size);
+  if (c.no_overlap && c.parallel != "ddp")
+    MT_THROW(ValueError,
+             "--no-overlap orders the gradient all-reduces of --parallel ddp, but --parallel is ",
+             c.parallel,
+             "; add --parallel ddp (under mpirun or minitrain launch) or drop --no-overlap");
+  if (c.no_overlap && c.sync_every)
+    MT_THROW(ValueError, "--no-overlap orders the gradient all-reduces, but --sync-every ",
+             *c.sync_every, " averages parameters instead and all-reduces no gradient; drop one");
   check_one_of("all-reduce", c.all_reduce, kAllReduceAlgorithms);
   check_one_of("backend", c.backend, kCommBackends);
   if (c.backend != "auto" && c.parallel != "ddp")

@@ -511,6 +511,7 @@ BuiltModel build_model(const TrainConfig& c, const RunPlan& p, Generator& gen, C
     if (p.ddp) {
       DdpOptions ddp_options;
       ddp_options.bucket_bytes = static_cast<int64_t>(parse_bytes(c.bucket_size));
+      ddp_options.overlap = !c.no_overlap;
       ddp_options.reduce_dtype = parse_precision(c.grad_reduce_dtype, "grad reduce dtype");
       auto ddpm = std::make_unique<DistributedDataParallel>(std::move(local), *comm, ddp_options);
       b.distributed = ddpm.get();
@@ -658,7 +659,8 @@ std::string describe_run(const TrainConfig& c, const RunPlan& p, const RunData& 
     const int world = r.world_size;
     what << ", distributed data parallel: " << world << (world == 1 ? " rank" : " ranks") << " ("
          << comm->backend() << ", " << c.all_reduce << " all-reduce, buckets of " << c.bucket_size
-         << ", global batch " << c.batch_size * world;
+         << (c.no_overlap ? " all-reduced after backward" : "") << ", global batch "
+         << c.batch_size * world;
     if (c.grad_reduce_dtype != "fp32") what << ", gradients reduced in " << c.grad_reduce_dtype;
     if (c.sync_every)
       what << ", local SGD: parameters averaged every " << *c.sync_every

@@ -1,7 +1,8 @@
 # `minitrain train --parallel ddp` as a user runs it, under mpirun, against one device. Usage:
 #   cmake -DMINITRAIN=... -DTOOL=ddp_test_tool -DMPIEXEC=mpirun -DWORK=dir -DCASE=name [-DNP=N] -P cli_ddp_test.cmake
 # CASE:
-#   equal    NP ranks x batch 4 save the weights of one device with batch NP*4 (no shuffle).
+#   equal    NP ranks x batch 4 save the weights of one device with batch NP*4 (no shuffle); so do
+#            the ring all-reduce and --no-overlap.
 #   accum    the same with --grad-accum 2 on both sides (all but a step's last batch under no_sync).
 #   hybrid   NP ranks, each a pipeline of 2 stages (--stages 2 --micro-batches 2), vs one device.
 #   weighted --sample-weights: NP ranks split the weighted draw; equals one device's global batch.
@@ -103,6 +104,12 @@ if(CASE STREQUAL "equal")
   # The ring all-reduce gives the same weights too.
   ddp_run(out ${NP} --epochs 2 --batch-size 4 --all-reduce ring --bucket-size 1KiB --save ${WORK}/ring.safetensors)
   same_weights(${WORK}/ring.safetensors ${WORK}/one.safetensors)
+  # --no-overlap: every bucket all-reduced after backward, the same sums.
+  ddp_run(out ${NP} --epochs 2 --batch-size 4 --bucket-size 1KiB --no-overlap --save ${WORK}/no_overlap.safetensors)
+  if(NOT out MATCHES "buckets of 1KiB all-reduced after backward")
+    message(FATAL_ERROR "--no-overlap not in the ddp info line:\n${out}")
+  endif()
+  same_weights(${WORK}/no_overlap.safetensors ${WORK}/one.safetensors)
 elseif(CASE STREQUAL "accum")
   run(one ${MINITRAIN} train ${common} ${quiet} --epochs 2 --grad-accum 2 --batch-size ${global_batch}
       --save ${WORK}/one.safetensors)

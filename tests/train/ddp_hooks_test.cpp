@@ -228,6 +228,20 @@ TEST(TrainerLocalSgd, ReplicasAreAveragedAtSyncPointsCheckpointsAndTheLastStep) 
                                     {"sync_every must be >= 1, got 0"});
 }
 
+TEST(DdpSettings, NoOverlapNeedsDdpAndGradientAllReduces) {
+  TrainConfig c;
+  c.no_overlap = true;
+  testing::expect_error<ValueError>(
+      [&] { validate(c); },
+      {"--no-overlap orders the gradient all-reduces of --parallel ddp, but --parallel is none",
+       "add --parallel ddp"});
+  c.parallel = "ddp";
+  EXPECT_NO_THROW(validate(c));
+  c.sync_every = 4;
+  testing::expect_error<ValueError>([&] { validate(c); },
+                                    {"--no-overlap", "--sync-every 4", "drop one"});
+}
+
 TEST(LocalSgdSettings, SyncEveryNeedsDdpAPositiveKAndMomentsNeedKAboveOne) {
   TrainConfig c;
   c.sync_every = 4;
