@@ -61,8 +61,9 @@ struct StepGemm {
 };
 
 /// The GEMMs Linear makes in one training step of an MLP with these widths, in the order the step
-/// makes them: forward y = x W^T per layer; then from the last layer back, dW += dy^T x (beta 1:
-/// gradients accumulate) and dx = dy W, which the first layer skips (no gradient for the data).
+/// makes them: forward y = x W^T per layer; then from the last layer back, dW = dy^T x (beta 0:
+/// the gradient zero_grad released is overwritten, Note [released gradients] in nn/parameter.h)
+/// and dx = dy W, which the first layer skips (no gradient for the data).
 inline std::vector<StepGemm> step_gemms(const std::vector<int64_t>& widths, int64_t batch) {
   auto dims = [](int64_t m, int64_t n, int64_t k) {
     return "_" + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
@@ -77,7 +78,7 @@ inline std::vector<StepGemm> step_gemms(const std::vector<int64_t>& widths, int6
     const int64_t in = widths[l], out_features = widths[l + 1];
     const std::string p = "l" + std::to_string(l);
     out.push_back({p + "_bwd_dytx" + dims(out_features, in, batch), out_features, in, batch, true,
-                   false, 1.f});
+                   false, 0.f});
     if (l > 0)
       out.push_back({p + "_bwd_dyW" + dims(batch, in, out_features), batch, in, out_features, false,
                      false, 0.f});

@@ -17,7 +17,7 @@
 // bench/large_step.h and, alternately with every step, the same GEMMs alone: minitrain's CPU GEMM
 // on the step's shapes, transposes and betas, in the step's order (step_gemms), on operands of
 // their own. Alternating puts both under the same machine conditions. Counters: gemm_GFLOP/s, the
-// step's GEMM flops (2mnk each: forward x W^T, backward dW += dy^T x and, past the first layer,
+// step's GEMM flops (2mnk each: forward x W^T, backward dW = dy^T x and, past the first layer,
 // dx = dy W) per second of step; ref_GFLOP/s, the same flops per second of the GEMMs alone;
 // pct_of_gemm = 100 x gemm_GFLOP/s / ref_GFLOP/s, the share of the step that is GEMM at OpenBLAS's
 // speed (100: a step that does nothing but its GEMMs). step_gemm/gemm/SHAPE/openblas_threads

@@ -103,10 +103,10 @@ void linear_activation_forward_with(const std::string& backend, Tensor& out, Ten
   activation_forward(out, y, act);
 }
 
-void linear_weight_grad_with(const std::string& backend, Tensor& dw, Tensor& bias_sum,
+void linear_weight_grad_with(const std::string& backend, Tensor& dw, double beta, Tensor& bias_sum,
                              const Tensor& dy, const Tensor& x) {
   if (!is_cpu_openblas_gemm(backend, dw)) {
-    gemm_with(backend, dw, dy, /*trans_a=*/true, x, /*trans_b=*/false, 1.0, /*beta=*/1.0);
+    gemm_with(backend, dw, dy, /*trans_a=*/true, x, /*trans_b=*/false, 1.0, beta);
     sum_rows(bias_sum, dy);
     return;
   }
@@ -130,7 +130,7 @@ void linear_weight_grad_with(const std::string& backend, Tensor& dw, Tensor& bia
     extras.side_task = [=](int64_t t) {
       sum_rows_columns_cpu(sums, g, rows, cols, cols * t / tasks, cols * (t + 1) / tasks);
     };
-    gemm_cpu<T>(dw.data<T>(), g, true, x.data<T>(), false, d.m, d.n, d.k, T(1), T(1), extras);
+    gemm_cpu<T>(dw.data<T>(), g, true, x.data<T>(), false, d.m, d.n, d.k, T(1), T(beta), extras);
   });
 }
 

@@ -29,10 +29,11 @@ void linear_activation_forward_with(const std::string& backend, Tensor& out, Ten
                                     const Tensor& x, const Tensor& w, const Tensor& b,
                                     Activation act);
 
-/// A Linear's weight and bias gradients from one output gradient: dw += dy^T x and
-/// bias_sum = the column sums of dy (kernels/reduce.h's sum_rows; the caller adds it to the bias
-/// gradient). Errors as gemm_with and sum_rows.
-void linear_weight_grad_with(const std::string& backend, Tensor& dw, Tensor& bias_sum,
+/// A Linear's weight and bias gradients from one output gradient: dw = dy^T x + beta dw (beta 1
+/// accumulates; beta 0 ignores dw's old contents) and bias_sum = the column sums of dy
+/// (kernels/reduce.h's sum_rows; the caller adds it to the bias gradient, or passes the bias
+/// gradient itself when that is to be overwritten). Errors as gemm_with and sum_rows.
+void linear_weight_grad_with(const std::string& backend, Tensor& dw, double beta, Tensor& bias_sum,
                              const Tensor& dy, const Tensor& x);
 
 /// grad_pre = (dy w) * act'(pre): a Linear's input gradient dy w [batch, in], carried on through

@@ -97,19 +97,28 @@ const Tensor& Linear::checked_grad(const Tensor& dy) const {
 
 void Linear::accumulate_parameter_grads(const Tensor& dy) {
   const Tensor& x = input_;
-  // dW += dy^T x: [out, batch] x [batch, in], accumulated by the GEMM itself.
-  Tensor& dw = ensure_grad(weight_);
+  // dW += dy^T x: [out, batch] x [batch, in], accumulated by the GEMM itself, or stored with beta
+  // 0 into a gradient zero_grad released (Note [released gradients] in nn/parameter.h).
+  bool overwrite_w = false;
+  Tensor& dw = grad_to_write(weight_, overwrite_w);
+  const double beta = overwrite_w ? 0.0 : 1.0;
   if (bias_.value.defined()) {
-    // db += sum_rows(dy): the column sum is deterministic (double accumulation), then one add. On
-    // the CPU the sums run in dW's parallel region (linear_weight_grad_with).
-    Tensor& db = ensure_grad(bias_);
+    // db += sum_rows(dy): the column sum is deterministic (double accumulation), stored into a
+    // released gradient or else added with one axpy. On the CPU the sums run in dW's parallel
+    // region (linear_weight_grad_with).
+    bool overwrite_b = false;
+    Tensor& db = grad_to_write(bias_, overwrite_b);
+    if (overwrite_b) {
+      linear_weight_grad_with(gemm_backend_, dw, beta, db, dy, x);
+      return;
+    }
     if (!bias_scratch_.defined() || bias_scratch_.device() != db.device() ||
         bias_scratch_.dtype() != db.dtype())
       bias_scratch_ = Tensor::empty(Shape{out_}, db.dtype(), db.device());
-    linear_weight_grad_with(gemm_backend_, dw, bias_scratch_, dy, x);
+    linear_weight_grad_with(gemm_backend_, dw, beta, bias_scratch_, dy, x);
     axpy(db, 1.0, bias_scratch_);
   } else {
-    gemm_with(gemm_backend_, dw, dy, /*trans_a=*/true, x, /*trans_b=*/false, 1.0, /*beta=*/1.0);
+    gemm_with(gemm_backend_, dw, dy, /*trans_a=*/true, x, /*trans_b=*/false, 1.0, beta);
   }
 }
 

@@ -45,8 +45,10 @@ class Module {
   /// Containers pass it to their children. DTypeError for float64.
   virtual void set_precision(DType precision);
   DType precision() const noexcept { return precision_; }
-  /// Sets every parameter's gradient to zero (allocating it on first use).
-  void zero_grad();
+  /// torch's zero_grad(set_to_none): by default leaves every parameter's gradient undefined, its
+  /// buffer kept for the next backward to overwrite (Note [released gradients] in
+  /// nn/parameter.h); with false, sets every gradient to zeros (allocating it on first use).
+  void zero_grad(bool set_to_none = true);
   int64_t num_parameters();
   /// torch's repr: "Linear(in_features=3, out_features=2, bias=True)".
   virtual std::string repr() const = 0;

@@ -185,10 +185,14 @@ Optimizer::Optimizer(NamedParameters params, double lr) : params_(std::move(para
   }
 }
 
-void Optimizer::zero_grad() {
+void Optimizer::zero_grad(bool set_to_none) {
   std::vector<Tensor> grads;
-  for (auto& [name, p] : params_)
-    if (p->grad.defined()) grads.push_back(p->grad);
+  for (auto& [name, p] : params_) {
+    if (set_to_none)
+      release_grad(*p);
+    else if (p->grad.defined())
+      grads.push_back(p->grad);
+  }
   zero_all(grads);  // one parallel region for all of them
 }
 

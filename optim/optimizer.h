@@ -23,7 +23,10 @@ class Optimizer {
   /// One update of every parameter that has a gradient (parameters whose grad is undefined are
   /// skipped, as torch skips grad=None).
   virtual void step() = 0;
-  void zero_grad();
+  /// torch's zero_grad(set_to_none): by default leaves every gradient undefined, its buffer kept
+  /// for the next backward (Note [released gradients] in nn/parameter.h); with false, zeroes the
+  /// gradients that exist.
+  void zero_grad(bool set_to_none = true);
 
   double lr() const noexcept { return lr_; }
   void set_lr(double lr);  ///< ValueError for lr < 0 or non-finite

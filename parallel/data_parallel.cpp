@@ -4,7 +4,7 @@
 // Bounded by the slowest replica and by the gradient all-reduce (one flat buffer per replica).
 //
 // Replica 0 is the reference copy: named_parameters() are its parameters, so the Trainer's
-// zero_grad and gradient clipping act on it. backward therefore zeroes the other replicas'
+// zero_grad and gradient clipping act on it. backward therefore clears the other replicas'
 // gradients before their backward (replica 0 keeps what it accumulated), and the optimizer's step
 // first copies replica 0's gradients to the others, so every replica applies the same update.
 

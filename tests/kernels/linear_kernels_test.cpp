@@ -11,12 +11,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "core/parallel_for.h"
 #include "kernels/activation.h"
 #include "kernels/bias_add.h"
+#include "kernels/fill.h"
 #include "kernels/gemm/gemm_registry.h"
 #include "kernels/reduce.h"
 #include "tests/support/test_util.h"
@@ -56,26 +58,30 @@ TEST(LinearKernelsCpu, FusedBiasEpilogueIsGemmThenBiasAddBitForBit) {
 
 TEST(LinearKernelsCpu, FusedWeightGradIsGemmThenSumRowsBitForBit) {
   const int saved = num_threads();
-  for (DType dtype : {DType::Float32, DType::Float64})
-    for (const LinearShape& s : kShapes)
-      for (int threads : {1, 2, 3}) {
-        set_num_threads(threads);
-        const Tensor x = random_tensor(Shape{s.batch, s.in}, 4, Device::cpu(), dtype);
-        const Tensor dy = random_tensor(Shape{s.batch, s.out}, 5, Device::cpu(), dtype);
-        const Tensor dw0 =
-            random_tensor(Shape{s.out, s.in}, 6, Device::cpu(), dtype);  // accumulated onto
-        Tensor dw_fused = dw0.clone(), dw_unfused = dw0.clone();
-        Tensor sums_fused = Tensor::empty(Shape{s.out}, dtype);
-        Tensor sums_unfused = Tensor::empty(Shape{s.out}, dtype);
-        linear_weight_grad_with("auto", dw_fused, sums_fused, dy, x);
-        gemm_with("openblas", dw_unfused, dy, true, x, false, 1.0, 1.0);
-        sum_rows(sums_unfused, dy);
-        ASSERT_GT(testing::host_max_abs(sums_fused), 0.0);
-        const std::string what = std::to_string(s.batch) + "x" + std::to_string(s.in) + "->" +
-                                 std::to_string(s.out) + " threads=" + std::to_string(threads);
-        EXPECT_TRUE(host_values(dw_fused) == host_values(dw_unfused)) << what << " " << dtype;
-        EXPECT_TRUE(host_values(sums_fused) == host_values(sums_unfused)) << what << " " << dtype;
-      }
+  // beta 1 accumulates onto a gradient; beta 0 overwrites a released one, whose stale contents
+  // (NaN here) must not survive: NaN never compares equal, so the comparison below catches one.
+  for (double beta : {1.0, 0.0})
+    for (DType dtype : {DType::Float32, DType::Float64})
+      for (const LinearShape& s : kShapes)
+        for (int threads : {1, 2, 3}) {
+          set_num_threads(threads);
+          const Tensor x = random_tensor(Shape{s.batch, s.in}, 4, Device::cpu(), dtype);
+          const Tensor dy = random_tensor(Shape{s.batch, s.out}, 5, Device::cpu(), dtype);
+          Tensor dw0 = random_tensor(Shape{s.out, s.in}, 6, Device::cpu(), dtype);
+          if (beta == 0.0) fill(dw0, std::nan(""));
+          Tensor dw_fused = dw0.clone(), dw_unfused = dw0.clone();
+          Tensor sums_fused = Tensor::empty(Shape{s.out}, dtype);
+          Tensor sums_unfused = Tensor::empty(Shape{s.out}, dtype);
+          linear_weight_grad_with("auto", dw_fused, beta, sums_fused, dy, x);
+          gemm_with("openblas", dw_unfused, dy, true, x, false, 1.0, beta);
+          sum_rows(sums_unfused, dy);
+          ASSERT_GT(testing::host_max_abs(sums_fused), 0.0);
+          const std::string what = std::to_string(s.batch) + "x" + std::to_string(s.in) + "->" +
+                                   std::to_string(s.out) + " threads=" + std::to_string(threads) +
+                                   " beta=" + std::to_string(beta);
+          EXPECT_TRUE(host_values(dw_fused) == host_values(dw_unfused)) << what << " " << dtype;
+          EXPECT_TRUE(host_values(sums_fused) == host_values(sums_unfused)) << what << " " << dtype;
+        }
   set_num_threads(saved);
 }
 
@@ -137,7 +143,7 @@ TEST(LinearKernelsCpu, FusedPathsCheckTheBiasAsTheUnfusedOnesDo) {
   EXPECT_THROW(linear_forward_with("openblas", y, x, w, short_bias), ShapeError);
   const Tensor dy = random_tensor(Shape{4, 5}, 4);
   Tensor dw = Tensor::zeros(Shape{5, 3}), short_sums = Tensor::empty(Shape{4});
-  EXPECT_THROW(linear_weight_grad_with("openblas", dw, short_sums, dy, x), ShapeError);
+  EXPECT_THROW(linear_weight_grad_with("openblas", dw, 1.0, short_sums, dy, x), ShapeError);
 }
 
 }  // namespace

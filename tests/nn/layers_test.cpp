@@ -82,7 +82,7 @@ TEST_P(LinearOnDevice, ToMovesParametersAndGradients) {
   Generator gen(6);
   Linear layer(4, 2, gen);
   const auto w_before = host_values(layer.weight().value);
-  layer.zero_grad();
+  layer.zero_grad(/*set_to_none=*/false);  // a gradient to move
   layer.to(device());
   EXPECT_EQ(layer.weight().value.device(), device());
   EXPECT_EQ(layer.bias().value.device(), device());
@@ -188,32 +188,54 @@ TEST(LinearGrad, AccumulatesOverBackwardCallsUntilZeroGrad) {
   EXPECT_ALLCLOSE(host_values(layer.weight().grad), w_twice, 1e-14, 1e-14);
 }
 
-TEST(LinearGrad, ZeroGradAllocatesLazilyThenZeroesInPlace) {
+TEST(LinearGrad, ZeroGradReleasesAndTheNextBackwardOverwritesTheSameBuffer) {
   Generator gen(8);
   Linear layer(7, 3, gen);
   EXPECT_FALSE(layer.weight().grad.defined());  // nothing until the first backward / zero_grad
-  layer.zero_grad();
+  layer.zero_grad(/*set_to_none=*/false);       // torch's set_to_none=False: zeros
   ASSERT_TRUE(layer.weight().grad.defined());
   EXPECT_EQ(layer.weight().grad.shape(), layer.weight().value.shape());
   EXPECT_EQ(layer.bias().grad.shape(), (Shape{3}));
   EXPECT_EQ(host_max_abs(layer.weight().grad), 0.0);
 
+  const Tensor x = random_tensor(Shape{5, 7}, 1), dy = random_tensor(Shape{5, 3}, 2);
   const void* storage = layer.weight().grad.raw_data();
-  layer.forward(random_tensor(Shape{5, 7}, 1));
-  layer.backward(random_tensor(Shape{5, 3}, 2));
+  layer.forward(x);
+  layer.backward(dy);
   EXPECT_GT(host_max_abs(layer.weight().grad), 0.0);
   EXPECT_GT(host_max_abs(layer.bias().grad), 0.0);
-  const std::vector<double> after_one_backward = host_values(layer.weight().grad);
+  const std::vector<double> once_w = host_values(layer.weight().grad);
+  const std::vector<double> once_b = host_values(layer.bias().grad);
+
+  // The default, set_to_none: undefined (optimizers skip it), the buffer kept with its stale sums.
   layer.zero_grad();
+  EXPECT_FALSE(layer.weight().grad.defined());
+  EXPECT_FALSE(layer.bias().grad.defined());
+  EXPECT_EQ(layer.weight().released.raw_data(), storage);
+  // The next backward writes into that buffer: the same sums again, not added to the stale ones.
+  layer.forward(x);
+  layer.backward(dy);
+  EXPECT_EQ(layer.weight().grad.raw_data(), storage) << "backward allocated a new gradient";
+  EXPECT_FALSE(layer.weight().released.defined());
+  EXPECT_EQ(host_values(layer.weight().grad), once_w);
+  EXPECT_EQ(host_values(layer.bias().grad), once_b);
+  // A second backward accumulates (x + x is exact).
+  layer.forward(x);
+  layer.backward(dy);
+  std::vector<double> twice_w = once_w;
+  for (double& v : twice_w) v *= 2;
+  EXPECT_EQ(host_values(layer.weight().grad), twice_w);
+
+  layer.zero_grad(false);
   EXPECT_EQ(host_max_abs(layer.weight().grad), 0.0);
   EXPECT_EQ(host_max_abs(layer.bias().grad), 0.0);
-  EXPECT_EQ(layer.weight().grad.raw_data(), storage) << "zero_grad reallocated";
+  EXPECT_EQ(layer.weight().grad.raw_data(), storage) << "zero_grad(false) reallocated";
 
   Generator gen2(8);
-  Linear fresh(7, 3, gen2);  // backward without zero_grad allocates zeros first
-  fresh.forward(random_tensor(Shape{5, 7}, 1));
-  fresh.backward(random_tensor(Shape{5, 3}, 2));
-  EXPECT_EQ(host_values(fresh.weight().grad), after_one_backward);
+  Linear fresh(7, 3, gen2);  // backward without zero_grad allocates its gradient
+  fresh.forward(x);
+  fresh.backward(dy);
+  EXPECT_EQ(host_values(fresh.weight().grad), once_w);
 }
 
 TEST(LinearGrad, SkippingInputGradKeepsParameterGradients) {

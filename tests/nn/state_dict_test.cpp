@@ -157,7 +157,7 @@ TEST(Weights, FailedSaveLeavesTheExistingFileIntact) {
 
   // A module whose names clash: write_safetensors refuses it before touching the file.
   struct Clashing : Module {
-    Parameter a{Tensor::zeros(Shape{2}), {}}, b{Tensor::zeros(Shape{3}), {}};
+    Parameter a{Tensor::zeros(Shape{2}), {}, {}}, b{Tensor::zeros(Shape{3}), {}, {}};
     Tensor forward(const Tensor& x) override { return x; }
     Tensor backward(const Tensor& g) override { return g; }
     NamedParameters named_parameters(const std::string& prefix) override {

@@ -130,12 +130,32 @@ TEST(SgdOptimizer, ZeroGradZeroesDefinedGradientsOnly) {
   ps[2].grad = Tensor();
   SGD opt(ps.named(), SGDOptions{});
   ASSERT_GT(testing::host_max_abs(ps[0].grad), 0.0);
-  opt.zero_grad();
+  opt.zero_grad(/*set_to_none=*/false);
   EXPECT_EQ(testing::host_max_abs(ps[0].grad), 0.0);
   EXPECT_EQ(testing::host_max_abs(ps[1].grad), 0.0);
   EXPECT_FALSE(ps[2].grad.defined());
   const auto before = ps.values();
   opt.step();  // a zero gradient moves nothing without weight decay
+  EXPECT_EQ(ps.values(), before);
+}
+
+// torch's default zero_grad(set_to_none=True): every gradient undefined, so the next step moves
+// nothing even with weight decay and momentum (a zero gradient would move them), and the buffers
+// are kept for the next backward (Note [released gradients] in nn/parameter.h).
+TEST(SgdOptimizer, ZeroGradSetsGradientsToNoneAndTheStepSkipsThem) {
+  ParamSet ps(DType::Float32);
+  ps.set_grads(0);
+  SGDOptions o;
+  o.momentum = 0.9;
+  o.weight_decay = 0.1;
+  SGD opt(ps.named(), o);
+  opt.step();  // momentum buffers exist now
+  const void* storage = ps[0].grad.raw_data();
+  opt.zero_grad();
+  for (std::size_t i = 0; i < ps.size(); ++i) EXPECT_FALSE(ps[i].grad.defined()) << i;
+  EXPECT_EQ(ps[0].released.raw_data(), storage);
+  const auto before = ps.values();
+  opt.step();
   EXPECT_EQ(ps.values(), before);
 }
 

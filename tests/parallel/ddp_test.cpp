@@ -144,6 +144,38 @@ TEST(DdpThreads, AGradientReplacedByTheCallerIsStillAveraged) {
   }
 }
 
+// Note [released gradients] (nn/parameter.h) with Note [DDP gradients as bucket views]: zero_grad
+// leaves the gradients undefined and the next backward writes into the released buffers, which are
+// the bucket views, so after every backward each gradient is the same view (nothing copied in or
+// out of the buckets) and the run still matches one device, micro-batches accumulating included.
+TEST(DdpThreads, ZeroGradAndBackwardKeepEveryGradientItsBucketView) {
+  for (int micro_batches : {1, 2}) {
+    Case c;
+    c.ddp.bucket_bytes = 200;
+    c.micro_batches = micro_batches;
+    SCOPED_TRACE(c.str());
+    std::vector<Weights> got(2);
+    std::vector<std::vector<const void*>> first(2);
+    std::vector<int> moved(2, 0), seen(2, 0);
+    run_cpu_ranks(2, {}, [&](Communicator& comm) {
+      const int r = comm.rank();
+      DistributedDataParallel ddp(mlp(rank_seed(r)), comm, c.ddp);
+      got[r] = train_rank(ddp, c, [&](int, int) {
+        std::vector<const void*> now;
+        for (auto& [name, p] : ddp.named_parameters()) now.push_back(p->grad.raw_data());
+        ++seen[r];
+        if (first[r].empty())
+          first[r] = now;
+        else if (now != first[r])
+          ++moved[r];
+      });
+    });
+    expect_all_ranks_match(got, train_one_device(c, 2), "bucket views");
+    EXPECT_EQ(seen, std::vector<int>(2, c.steps * micro_batches));
+    EXPECT_EQ(moved, std::vector<int>(2, 0));
+  }
+}
+
 TEST(DdpThreads, ConstructionBroadcastsRankZerosParameters) {
   const Weights rank0 = weights(*mlp(rank_seed(0)));
   ASSERT_NE(weights(*mlp(rank_seed(1))), rank0);  // the seeds differ, so the broadcast must act
