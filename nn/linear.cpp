@@ -76,7 +76,10 @@ Tensor Linear::forward_activation(const Tensor& x, Activation act, Tensor& pre) 
   MT_CHECK_AS(DTypeError, fuses_activation(x), "linear: forward_activation needs a layer that ",
               "computes in its input's dtype on the CPU's OpenBLAS path (fuses_activation)");
   Tensor y = Tensor::empty(Shape{x.size(0), out_}, w.dtype(), w.device());
-  Tensor out = Tensor::empty(y.shape(), y.dtype(), y.device());
+  // Note [ReLU in place]: ReLU's backward reads its input only through x <= 0, and relu(x) <= 0
+  // exactly where x <= 0 (NaN and -0 included), so the output can stand in for the input: one
+  // buffer instead of two, and no cold output buffer to fill on every tile.
+  Tensor out = act == Activation::ReLU ? y : Tensor::empty(y.shape(), y.dtype(), y.device());
   linear_activation_forward_with(gemm_backend_, out, y, x, w, bias_.value, act);
   input_ = training_ ? x : Tensor();
   pre = y;

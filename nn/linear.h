@@ -35,8 +35,9 @@ class Linear final : public Module {
   /// computes in its own dtype (no mixed precision) on the CPU's OpenBLAS path, where the
   /// activation's work runs on each tile of the GEMM as it is made (kernels/linear_layer.h).
   bool fuses_activation(const Tensor& x) const;
-  /// forward(x), then `act`: returns act(x W^T + b) and sets `pre` to x W^T + b (the activation
-  /// layer's input). The same bits as forward followed by the activation.
+  /// forward(x), then `act`: returns act(x W^T + b) and sets `pre` to what the activation layer
+  /// keeps for its backward: x W^T + b, or for ReLU the output itself (Note [ReLU in place] in
+  /// nn/linear.cpp). The same bits as forward followed by the activation.
   Tensor forward_activation(const Tensor& x, Activation act, Tensor& pre);
   /// backward(grad_output) with its input gradient carried on through `act`, the activation layer
   /// before this one, whose input was `pre`: returns dL/d(pre) (undefined when this layer needs no
