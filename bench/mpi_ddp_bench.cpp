@@ -1,0 +1,155 @@
+// DistributedDataParallel on the MPI backend, run under mpirun: each rank a process with one CPU
+// thread (as `minitrain train --threads 1` under mpirun), mlp:256,1024,1024,1024,16 (about 2.4 M
+// parameters, 9.5 MiB of gradients), local batch 128, SGD with momentum; the model and rows of
+// bench/ddp_bench.cpp, whose ranks are threads of one process.
+//
+// For buckets of 1, 4 and 25 MiB it times a step with every bucket all-reduced after backward
+// (no overlap, `--no-overlap`) and one with the buckets all-reduced during backward (overlap, the
+// default), and prints their medians and
+//   overlap_vs_no_overlap = no-overlap step / overlap step      (>= 1: overlap is no slower)
+// Not a Google Benchmark program: every rank must run the same number of steps. Each round times
+// `--steps` steps of each configuration in turn between barriers, the slowest rank's time
+// counting, so that load on the machine falls on both alike; the median round gives the figure.
+//
+//   mpirun -n 2 build/cpu/bench/minitrain_mpi_ddp_bench [--rounds=7] [--steps=5] [--threads=1]
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/bench_inputs.h"
+#include "core/generator.h"
+#include "core/parallel_for.h"
+#include "nn/mlp.h"
+#include "nn/mse_loss.h"
+#include "optim/make_optimizer.h"
+#include "parallel/comm/mpi_communicator.h"
+#include "parallel/distributed_data_parallel.h"
+
+namespace {
+
+using namespace minitrain;
+
+const std::vector<int64_t> kSizes = {256, 1024, 1024, 1024, 16};
+constexpr int64_t kLocalBatch = 128;
+
+// One rank's replica in a DDP with `options`, its optimizer and its rows.
+struct Replica {
+  Replica(Communicator& comm, DdpOptions options)
+      : ddp(model(), comm, options),
+        opt(make_optimizer(bench::optimizer_config("sgd"), ddp.named_parameters())),
+        x(bench::filled(kLocalBatch, kSizes.front(), 1 + comm.rank())),
+        y(bench::filled(kLocalBatch, kSizes.back(), 11 + comm.rank())) {}
+
+  static std::unique_ptr<Module> model() {
+    Generator gen(0);
+    auto m = make_mlp(kSizes, Activation::ReLU, gen);
+    m->set_needs_input_grad(false);
+    return m;
+  }
+
+  void step() {
+    ddp.zero_grad();
+    loss.forward(ddp.forward(x), y).item();
+    ddp.backward(loss.backward());
+    opt->step();
+  }
+
+  DistributedDataParallel ddp;
+  std::unique_ptr<Optimizer> opt;
+  MSELoss loss;
+  Tensor x, y;
+};
+
+// Seconds per step of `r` over `steps` steps: the slowest rank's mean.
+double seconds_per_step(Replica& r, int steps) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) r.step();
+  double mine =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
+  double slowest = 0;
+  MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return slowest;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::string load_average() {
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) != 3) return "unknown";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f %.2f %.2f", load[0], load[1], load[2]);
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rounds = 7, steps = 5, threads = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--rounds=", 9) == 0)
+      rounds = std::max(1, std::atoi(argv[i] + 9));
+    else if (std::strncmp(argv[i], "--steps=", 8) == 0)
+      steps = std::max(1, std::atoi(argv[i] + 8));
+    else if (std::strncmp(argv[i], "--threads=", 10) == 0)
+      threads = std::max(1, std::atoi(argv[i] + 10));
+    else {
+      std::fprintf(stderr,
+                   "mpi_ddp_bench: unknown argument '%s' (--rounds=, --steps=, --threads=)\n",
+                   argv[i]);
+      return 2;
+    }
+  }
+  try {
+    set_num_threads(threads);
+    auto comm = MpiCommunicator::world(CommOptions{});
+    const int n = comm->size();
+    if (comm->rank() == 0) {
+      std::printf(
+          "DDP step, MPI backend, %d ranks x %d thread(s), mlp:256,1024,1024,1024,16, local batch "
+          "%lld, SGD momentum; median of %d rounds of %d steps; load average %s\n\n",
+          n, threads, static_cast<long long>(kLocalBatch), rounds, steps, load_average().c_str());
+      std::printf("| bucket | no overlap ms | overlap ms | overlap_vs_no_overlap |\n");
+      std::printf("|---|---|---|---|\n");
+    }
+    double worst = 1e9;
+    for (int64_t mib : {1, 4, 25}) {
+      DdpOptions options;
+      options.bucket_bytes = mib << 20;
+      options.overlap = false;
+      Replica after(*comm, options);
+      options.overlap = true;
+      Replica during(*comm, options);
+      seconds_per_step(after, 2);  // first touch of every buffer
+      seconds_per_step(during, 2);
+      std::vector<double> t_after, t_during;
+      for (int r = 0; r < rounds; ++r) {
+        t_after.push_back(seconds_per_step(after, steps));
+        t_during.push_back(seconds_per_step(during, steps));
+      }
+      const double a = median(t_after), d = median(t_during);
+      worst = std::min(worst, a / d);
+      if (comm->rank() == 0)
+        std::printf("| %lld MiB | %.1f | %.1f | %.3f |\n", static_cast<long long>(mib), a * 1e3,
+                    d * 1e3, a / d);
+    }
+    if (comm->rank() == 0)
+      std::printf("\noverlap_vs_no_overlap at its lowest: %.3f; load average after: %s\n", worst,
+                  load_average().c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mpi_ddp_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
