@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/mpi_rounds.h"
 #include "core/bytes.h"
 #include "core/tensor.h"
 #include "parallel/comm/mpi_communicator.h"
@@ -39,31 +40,6 @@ using namespace minitrain;
 // 1 KiB round is not all timer and barrier and a 256 MiB round is a single call.
 int iterations_for(uint64_t bytes) {
   return static_cast<int>(std::clamp<uint64_t>((uint64_t(64) << 20) / bytes, 1, 1000));
-}
-
-// Seconds per call of `run` over `iters` calls: the slowest rank's mean.
-double seconds_per_call(const std::function<void()>& run, int iters) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) run();
-  double mine =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
-  double slowest = 0;
-  MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return slowest;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-std::string load_average() {
-  double load[3] = {0, 0, 0};
-  if (getloadavg(load, 3) != 3) return "unknown";
-  char text[64];
-  std::snprintf(text, sizeof text, "%.2f %.2f %.2f", load[0], load[1], load[2]);
-  return text;
 }
 
 }  // namespace
@@ -97,7 +73,7 @@ int main(int argc, char** argv) {
       std::printf(
           "all-reduce, MPI backend, %d ranks, float32 sum in place, median of %d rounds; "
           "load average %s\n\n",
-          n, rounds, load_average().c_str());
+          n, rounds, bench::load_average().c_str());
       std::printf(
           "| size | MPI_Allreduce busbw GB/s | native busbw GB/s | native / MPI_Allreduce | "
           "ring busbw GB/s | ring / MPI_Allreduce |\n");
@@ -113,12 +89,14 @@ int main(int argc, char** argv) {
           [&] { comm->native_all_reduce(t, ReduceOp::Sum); },
           [&] { ring_all_reduce(*comm, t, ReduceOp::Sum); }};
       const int iters = iterations_for(bytes);
-      for (const auto& run : methods) seconds_per_call(run, 2);  // first touch of every buffer
+      for (const auto& run : methods)
+        bench::slowest_seconds_per_call(run, 2);  // first touch of every buffer
       std::vector<std::vector<double>> times(methods.size());
       for (int r = 0; r < rounds; ++r)
         for (std::size_t m = 0; m < methods.size(); ++m)
-          times[m].push_back(seconds_per_call(methods[m], iters));
-      const double mpi = median(times[0]), native = median(times[1]), ring = median(times[2]);
+          times[m].push_back(bench::slowest_seconds_per_call(methods[m], iters));
+      const double mpi = bench::median(times[0]), native = bench::median(times[1]),
+                   ring = bench::median(times[2]);
       worst_native = std::min(worst_native, mpi / native);
       if (comm->rank() == 0)
         std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", format_bytes(bytes).c_str(),
@@ -127,7 +105,7 @@ int main(int argc, char** argv) {
     }
     if (comm->rank() == 0)
       std::printf("\nnative / MPI_Allreduce at its lowest: %.2f; load average after: %s\n",
-                  worst_native, load_average().c_str());
+                  worst_native, bench::load_average().c_str());
     MPI_Comm_free(&reference);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mpi_allreduce_bench: %s\n", e.what());

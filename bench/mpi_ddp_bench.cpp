@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench/bench_inputs.h"
+#include "bench/mpi_rounds.h"
 #include "core/generator.h"
 #include "core/parallel_for.h"
 #include "nn/mlp.h"
@@ -68,31 +69,6 @@ struct Replica {
   Tensor x, y;
 };
 
-// Seconds per step of `r` over `steps` steps: the slowest rank's mean.
-double seconds_per_step(Replica& r, int steps) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) r.step();
-  double mine =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
-  double slowest = 0;
-  MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return slowest;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-std::string load_average() {
-  double load[3] = {0, 0, 0};
-  if (getloadavg(load, 3) != 3) return "unknown";
-  char text[64];
-  std::snprintf(text, sizeof text, "%.2f %.2f %.2f", load[0], load[1], load[2]);
-  return text;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,7 +95,8 @@ int main(int argc, char** argv) {
       std::printf(
           "DDP step, MPI backend, %d ranks x %d thread(s), mlp:256,1024,1024,1024,16, local batch "
           "%lld, SGD momentum; median of %d rounds of %d steps; load average %s\n\n",
-          n, threads, static_cast<long long>(kLocalBatch), rounds, steps, load_average().c_str());
+          n, threads, static_cast<long long>(kLocalBatch), rounds, steps,
+          bench::load_average().c_str());
       std::printf("| bucket | no overlap ms | overlap ms | overlap_vs_no_overlap |\n");
       std::printf("|---|---|---|---|\n");
     }
@@ -131,14 +108,14 @@ int main(int argc, char** argv) {
       Replica after(*comm, options);
       options.overlap = true;
       Replica during(*comm, options);
-      seconds_per_step(after, 2);  // first touch of every buffer
-      seconds_per_step(during, 2);
+      bench::slowest_seconds_per_call([&] { after.step(); }, 2);  // first touch of every buffer
+      bench::slowest_seconds_per_call([&] { during.step(); }, 2);
       std::vector<double> t_after, t_during;
       for (int r = 0; r < rounds; ++r) {
-        t_after.push_back(seconds_per_step(after, steps));
-        t_during.push_back(seconds_per_step(during, steps));
+        t_after.push_back(bench::slowest_seconds_per_call([&] { after.step(); }, steps));
+        t_during.push_back(bench::slowest_seconds_per_call([&] { during.step(); }, steps));
       }
-      const double a = median(t_after), d = median(t_during);
+      const double a = bench::median(t_after), d = bench::median(t_during);
       worst = std::min(worst, a / d);
       if (comm->rank() == 0)
         std::printf("| %lld MiB | %.1f | %.1f | %.3f |\n", static_cast<long long>(mib), a * 1e3,
@@ -146,7 +123,7 @@ int main(int argc, char** argv) {
     }
     if (comm->rank() == 0)
       std::printf("\noverlap_vs_no_overlap at its lowest: %.3f; load average after: %s\n", worst,
-                  load_average().c_str());
+                  bench::load_average().c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mpi_ddp_bench: %s\n", e.what());
     return 1;
