@@ -35,6 +35,7 @@
 
 #include "bench/bench_inputs.h"
 #include "bench/bench_threads.h"
+#include "bench/ddp_rank.h"
 #include "core/generator.h"
 #include "nn/mlp.h"
 #include "nn/mse_loss.h"
@@ -45,37 +46,10 @@ namespace {
 
 using namespace minitrain;
 
-const std::vector<int64_t> kSizes = {256, 1024, 1024, 1024, 16};
-constexpr int64_t kLocalBatch = 128;
-
-// One rank: its replica in a DDP, its optimizer and its rows.
-struct Rank {
-  Rank(Communicator& comm, DdpOptions options)
-      : ddp(model(comm.rank()), comm, options),
-        opt(make_optimizer(bench::optimizer_config("sgd"), ddp.named_parameters())),
-        x(bench::filled(kLocalBatch, kSizes.front(), 1 + comm.rank())),
-        y(bench::filled(kLocalBatch, kSizes.back(), 11 + comm.rank())) {}
-
-  static std::unique_ptr<Module> model(int rank) {
-    Generator gen(rank);
-    auto m = make_mlp(kSizes, Activation::ReLU, gen);
-    m->set_needs_input_grad(false);
-    return m;
-  }
-
-  double step() {
-    ddp.zero_grad();
-    const double l = loss.forward(ddp.forward(x), y).item();
-    ddp.backward(loss.backward());
-    opt->step();
-    return l;
-  }
-
-  DistributedDataParallel ddp;
-  std::unique_ptr<Optimizer> opt;
-  MSELoss loss;
-  Tensor x, y;
-};
+using bench::DdpRank;
+using Rank = DdpRank;
+const std::vector<int64_t>& kSizes = bench::kDdpSizes;
+constexpr int64_t kLocalBatch = bench::kDdpLocalBatch;
 
 // Rank 1 on its own thread: runs one step each time the benchmark's thread (rank 0) asks.
 class PeerThread {

@@ -20,56 +20,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "bench/bench_inputs.h"
+#include "bench/ddp_rank.h"
 #include "bench/mpi_rounds.h"
-#include "core/generator.h"
 #include "core/parallel_for.h"
-#include "nn/mlp.h"
-#include "nn/mse_loss.h"
-#include "optim/make_optimizer.h"
 #include "parallel/comm/mpi_communicator.h"
-#include "parallel/distributed_data_parallel.h"
-
-namespace {
 
 using namespace minitrain;
-
-const std::vector<int64_t> kSizes = {256, 1024, 1024, 1024, 16};
-constexpr int64_t kLocalBatch = 128;
-
-// One rank's replica in a DDP with `options`, its optimizer and its rows.
-struct Replica {
-  Replica(Communicator& comm, DdpOptions options)
-      : ddp(model(), comm, options),
-        opt(make_optimizer(bench::optimizer_config("sgd"), ddp.named_parameters())),
-        x(bench::filled(kLocalBatch, kSizes.front(), 1 + comm.rank())),
-        y(bench::filled(kLocalBatch, kSizes.back(), 11 + comm.rank())) {}
-
-  static std::unique_ptr<Module> model() {
-    Generator gen(0);
-    auto m = make_mlp(kSizes, Activation::ReLU, gen);
-    m->set_needs_input_grad(false);
-    return m;
-  }
-
-  void step() {
-    ddp.zero_grad();
-    loss.forward(ddp.forward(x), y).item();
-    ddp.backward(loss.backward());
-    opt->step();
-  }
-
-  DistributedDataParallel ddp;
-  std::unique_ptr<Optimizer> opt;
-  MSELoss loss;
-  Tensor x, y;
-};
-
-}  // namespace
 
 int main(int argc, char** argv) {
   int rounds = 7, steps = 5, threads = 1;
@@ -95,7 +54,7 @@ int main(int argc, char** argv) {
       std::printf(
           "DDP step, MPI backend, %d ranks x %d thread(s), mlp:256,1024,1024,1024,16, local batch "
           "%lld, SGD momentum; median of %d rounds of %d steps; load average %s\n\n",
-          n, threads, static_cast<long long>(kLocalBatch), rounds, steps,
+          n, threads, static_cast<long long>(bench::kDdpLocalBatch), rounds, steps,
           bench::load_average().c_str());
       std::printf("| bucket | no overlap ms | overlap ms | overlap_vs_no_overlap |\n");
       std::printf("|---|---|---|---|\n");
@@ -105,9 +64,9 @@ int main(int argc, char** argv) {
       DdpOptions options;
       options.bucket_bytes = mib << 20;
       options.overlap = false;
-      Replica after(*comm, options);
+      bench::DdpRank after(*comm, options);
       options.overlap = true;
-      Replica during(*comm, options);
+      bench::DdpRank during(*comm, options);
       bench::slowest_seconds_per_call([&] { after.step(); }, 2);  // first touch of every buffer
       bench::slowest_seconds_per_call([&] { during.step(); }, 2);
       std::vector<double> t_after, t_during;
