@@ -4,10 +4,12 @@
 
 #include "core/allocator.h"
 #include "core/bytes.h"
+#include "core/cpu_features.h"
 #include "core/device.h"
 #include "core/parallel_for.h"
 #include "core/thread_policy.h"
 #include "core/version.h"
+#include "kernels/gemm/openblas_core.h"
 
 namespace minitrain::cli {
 namespace {
@@ -36,6 +38,14 @@ int run_info(std::ostream& out, bool open_libraries) {
       << available_cores() << " available to this process (affinity, cgroup quota), "
       << num_threads() << " used by minitrain (OMP_NUM_THREADS sets it); threads wait "
       << thread_wait_policy() << " (OMP_WAIT_POLICY)\n";
+  const CpuFeatures& features = cpu_features();
+  out << "cpu model: " << features.model_name << " (" << features.vendor << ", family "
+      << features.family << " model " << features.model << ")\n";
+  out << "cpu features: " << features.list() << "\n";
+  out << "cpu peak fp32: " << cpu_peak_fp32().describe() << "\n";
+  const OpenBlasSelection& blas = select_openblas_core();
+  out << "blas: " << blas.config << "\n";
+  out << "blas kernels: " << blas.core << " (" << blas.reason << ")\n";
   out << "cpu precisions: fp32, bf16, fp16 (--precision: 16-bit activations, float32 arithmetic "
          "and master weights)\n";
 

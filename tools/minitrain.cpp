@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/thread_policy.h"
 #include "core/version.h"
+#include "kernels/gemm/openblas_core.h"
 #include "parallel/comm/mpi_communicator.h"
 #include "parallel/launch/mpi_bootstrap.h"
 #include "tools/bench_command.h"
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {
   // Before anything else: this may start the program again (Note [passive thread waiting]).
   minitrain::use_passive_thread_waiting(argv);
   minitrain::use_mpi_backend();  // --parallel ddp under mpirun (Note [MPI as an opt-in library])
+  // OpenBLAS's kernels for this CPU, before any thread can be inside it (Note [OpenBLAS core]).
+  minitrain::select_openblas_core();
   CLI::App app{"minitrain: a small C++/CUDA deep-learning framework"};
   app.require_subcommand(1);
   app.set_version_flag("--version", MINITRAIN_VERSION);

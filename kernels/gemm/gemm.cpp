@@ -23,6 +23,7 @@
 #include "kernels/check.h"
 #include "kernels/gemm/gemm_check.h"
 #include "kernels/gemm/gemm_registry.h"
+#include "kernels/gemm/openblas_core.h"
 #include "kernels/dispatch.h"
 
 namespace minitrain {
@@ -86,10 +87,14 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, 
               b, int(ldb), beta, c, int(ldc));
 }
 
-// Note [OpenBLAS on OpenMP threads]: once per process, before the first call.
-void make_openblas_single_threaded() {
+// Once per process, before the first call: the kernels for this CPU (Note [OpenBLAS core]), one
+// thread each (Note [OpenBLAS on OpenMP threads]).
+void prepare_openblas() {
   static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
+  std::call_once(once, [] {
+    select_openblas_core();
+    openblas_set_num_threads(1);
+  });
 }
 
 }  // namespace
@@ -112,7 +117,7 @@ void gemm_cpu(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t 
   }
   MT_CHECK_AS(ValueError, std::max({m, n, k}) <= INT_MAX, "gemm: [", m, ", ", n, ", ", k,
               "] exceeds BLAS's 32-bit sizes; split the product into smaller ones");
-  make_openblas_single_threaded();
+  prepare_openblas();
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;  // row lengths as stored
   const Tile tile = gemm_tile(m, n, k);
   const int64_t tiles_m = ceil_div(m, tile.rows), tiles_n = ceil_div(n, tile.cols);
