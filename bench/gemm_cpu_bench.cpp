@@ -12,9 +12,11 @@
 #include <benchmark/benchmark.h>
 
 #include "bench/bench_threads.h"
+#include "bench/cpu_peak.h"
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -82,32 +84,42 @@ void relu_inplace(Tensor& c) {
   });
 }
 
-void set_counters(benchmark::State& state, const Case& g) {
+int g_threads = 1;  // both libraries' threads (--threads)
+
+using Clock = std::chrono::steady_clock;
+
+// `start`: when the case's timed loop began (its wall time gives the share of the peak).
+void set_counters(benchmark::State& state, const Case& g, Clock::time_point start) {
+  const std::chrono::duration<double> wall = Clock::now() - start;
   state.SetItemsProcessed(state.iterations());  // items/s = GEMMs per second
+  const double gflop = 2.0 * double(g.m) * double(g.n) * double(g.k) * 1e-9;
   state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * double(g.m) * double(g.n) * double(g.k) * 1e-9,
-                         benchmark::Counter::kIsIterationInvariantRate);
+      benchmark::Counter(gflop, benchmark::Counter::kIsIterationInvariantRate);
+  // Against the hardware (Note [peak FP32]): a library's own rate can hide a slow kernel.
+  state.counters["pct_of_peak"] =
+      minitrain::bench::pct_of_peak(gflop * double(state.iterations()) / wall.count(), g_threads);
 }
 
 void run_minitrain(benchmark::State& state, const Case& g) {
   Operands o = make_operands(g);
+  const auto start = Clock::now();
   for (auto _ : state) {
     minitrain::gemm(o.c, o.a, g.trans_a, o.b, g.trans_b);
     if (g.then_relu) relu_inplace(o.c);
     benchmark::DoNotOptimize(o.c.raw_data());
     benchmark::ClobberMemory();
   }
-  set_counters(state, g);
+  set_counters(state, g, start);
 }
 
 // minitrain runs OpenBLAS single-threaded (Note [OpenBLAS on OpenMP threads] in
 // kernels/gemm/gemm.cpp); the reference gets the pool for its run and gives it back.
-int g_threads = 1;
 
 void run_openblas(benchmark::State& state, const Case& g) {
   Operands o = make_operands(g);
   openblas_set_num_threads(g_threads);
   const int lda = int(g.trans_a ? g.m : g.k), ldb = int(g.trans_b ? g.k : g.n);
+  const auto start = Clock::now();
   for (auto _ : state) {
     cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans,
                 g.trans_b ? CblasTrans : CblasNoTrans, int(g.m), int(g.n), int(g.k), 1.f,
@@ -117,7 +129,7 @@ void run_openblas(benchmark::State& state, const Case& g) {
     benchmark::ClobberMemory();
   }
   openblas_set_num_threads(1);
-  set_counters(state, g);
+  set_counters(state, g, start);
 }
 
 template <bool TA, bool TB>
@@ -136,6 +148,7 @@ void run_eigen(benchmark::State& state, const Case& g) {
   Eigen::Map<const Matrix> A(o.a.data<float>(), o.a.size(0), o.a.size(1));
   Eigen::Map<const Matrix> B(o.b.data<float>(), o.b.size(0), o.b.size(1));
   Eigen::Map<Matrix> C(o.c.data<float>(), g.m, g.n);
+  const auto start = Clock::now();
   for (auto _ : state) {
     if (!g.trans_a && !g.trans_b) eigen_product<false, false>(C, A, B);
     if (!g.trans_a && g.trans_b) eigen_product<false, true>(C, A, B);
@@ -145,7 +158,7 @@ void run_eigen(benchmark::State& state, const Case& g) {
     benchmark::DoNotOptimize(o.c.raw_data());
     benchmark::ClobberMemory();
   }
-  set_counters(state, g);
+  set_counters(state, g, start);
 }
 
 // Prints the usual table, then one row per shape: both GFLOP/s and minitrain / OpenBLAS
@@ -199,6 +212,7 @@ int main(int argc, char** argv) {
   g_threads = threads;
   benchmark::AddCustomContext("threads (minitrain and OpenBLAS)", std::to_string(threads));
   benchmark::AddCustomContext("OpenBLAS", openblas_get_config());
+  minitrain::bench::add_cpu_context(threads);
 
   for (const Case& g : cases()) {
     benchmark::RegisterBenchmark(("gemm/" + g.name + "/minitrain").c_str(),

@@ -34,6 +34,7 @@
 
 #include "bench/bench_inputs.h"
 #include "bench/bench_threads.h"
+#include "bench/cpu_peak.h"
 #include "bench/large_step.h"
 
 #include <chrono>
@@ -84,14 +85,23 @@ void train_step(benchmark::State& state, minitrain::Device device, const std::st
   // One untimed step first: it creates the optimizer state and, on a GPU, the cuBLAS handle and
   // the allocator's blocks, which would otherwise land in a --quick run's only timed batch.
   double loss = step();
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     loss = step();
     benchmark::DoNotOptimize(loss);
   }
+  const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - start;
   state.counters["samples/s"] =
       benchmark::Counter(double(batch), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["params"] = double(model->num_parameters());
   state.counters["loss"] = loss;  // finite and falling: the step did real work
+  if (!device.is_cuda()) {        // the step's GEMM flops against the CPU's peak (Note [peak FP32])
+    double gflop = 0;
+    for (const auto& g : minitrain::bench::step_gemms({kIn, width, width, kOut}, batch))
+      gflop += g.flops() * 1e-9;
+    state.counters["pct_of_peak"] = minitrain::bench::pct_of_peak(
+        gflop * double(state.iterations()) / wall.count(), minitrain::num_threads());
+  }
 }
 
 // ---- the large-layer step against its own GEMMs ----
@@ -216,6 +226,9 @@ void step_gemm(benchmark::State& state, const std::string& opt_name) {
   state.counters["gemm_GFLOP/s"] = flops * 1e-9 * steps / step_seconds;
   state.counters["ref_GFLOP/s"] = flops * 1e-9 * steps / gemm_seconds;
   state.counters["pct_of_gemm"] = 100.0 * gemm_seconds / step_seconds;
+  // The step's GEMM flops per second against the hardware (Note [peak FP32]).
+  state.counters["pct_of_peak"] =
+      minitrain::bench::pct_of_peak(flops * 1e-9 * steps / step_seconds, g_threads);
   // Against each shape in a loop of its own (the per-shape cases, when they ran): operands stay
   // in cache from call to call there, which they cannot in a step whose data outgrow the caches.
   double loop_seconds = 0;
@@ -242,6 +255,7 @@ int main(int argc, char** argv) {
   g_threads = threads;
   benchmark::AddCustomContext("threads", std::to_string(threads));
   benchmark::AddCustomContext("omp_wait_policy", minitrain::thread_wait_policy());
+  minitrain::bench::add_cpu_context(threads);
   benchmark::AddCustomContext("model", "mlp:64,W,W,16 relu, float32, MSE mean");
 
   std::vector<minitrain::Device> devices = {minitrain::Device::cpu()};
