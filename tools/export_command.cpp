@@ -25,9 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // The opset of the graph export_onnx.py writes: 17 has every operator an MLP needs (Gemm, Relu,
-// Tanh, Sigmoid, Erf for GELU's erf form, Softmax over one axis, ArgMax) and is what runtimes
-// from onnxruntime 1.11 on read; GELU is written out as x * 0.5 * (1 + Erf(x / sqrt(2))) rather
-// than opset 20's Gelu node, which older runtimes lack.
+// Tanh, Sigmoid, Erf for GELU's erf form, Softmax over one axis, ArgMax) and onnxruntime reads it
+// from 1.13 on; GELU is written out as x * 0.5 * (1 + Erf(x / sqrt(2))) rather than opset 20's
+// Gelu node, which runtimes before 1.16 lack.
 constexpr int kOnnxOpset = 17;
 
 // Removes a file when it goes out of scope (the weights handed to the script).
@@ -115,20 +115,13 @@ void ExportCommand::export_onnx(std::ostream& out) {
   save_weights(tensors.path, *trained.model, {});
 
   const std::string head = !probabilities_ ? "logits" : bce ? "sigmoid" : "softmax";
-  std::vector<std::string> args{python,
-                                script,
-                                "--weights",
-                                tensors.path,
-                                "--sizes",
-                                join(trained.sizes, ","),
-                                "--activation",
-                                trained.activation,
-                                "--head",
-                                head,
-                                "--opset",
-                                std::to_string(kOnnxOpset),
-                                "--out",
-                                out_};
+  std::vector<std::string> args{python,         script,
+                                "--weights",    tensors.path,
+                                "--sizes",      join(trained.sizes, ","),
+                                "--activation", trained.activation,
+                                "--head",       head,
+                                "--opset",      std::to_string(kOnnxOpset),
+                                "--out",        out_};
   if (trained.classifier()) args.push_back("--argmax");
   if (bce) args.push_back("--labels");
   if (!trained.classes.empty())

@@ -22,7 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // posix_spawnp with `actions`, then waitpid; the exit status as run_and_wait returns it.
-int spawn_and_wait(const std::vector<std::string>& args, const posix_spawn_file_actions_t* actions) {
+int spawn_and_wait(const std::vector<std::string>& args,
+                   const posix_spawn_file_actions_t* actions) {
   std::vector<std::string> copy = args;
   std::vector<char*> argv;
   for (std::string& a : copy) argv.push_back(a.data());

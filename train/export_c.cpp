@@ -70,8 +70,9 @@ std::string activation_c(Activation a) {
 const Tensor& parameter(const std::map<std::string, Tensor>& params, const std::string& key,
                         const Shape& shape, const std::string& spec) {
   const auto it = params.find(key);
-  MT_CHECK_AS(ValueError, it != params.end(), "export: the model ", spec, " has no '", key,
-              "' (a Linear layer without a bias?); the C export needs every layer's weight and bias");
+  MT_CHECK_AS(
+      ValueError, it != params.end(), "export: the model ", spec, " has no '", key,
+      "' (a Linear layer without a bias?); the C export needs every layer's weight and bias");
   MT_CHECK_AS(DTypeError, it->second.dtype() == DType::Float32, "export: '", key, "' is ",
               it->second.dtype(), "; the C export writes float32 weights only");
   MT_CHECK_AS(ShapeError, it->second.shape() == shape, "export: '", key, "' is ",
@@ -84,8 +85,8 @@ std::string float_array(const std::string& symbol, const Tensor& t, const std::s
   const Tensor host = t.to(Device::cpu());  // a parameter: contiguous
   const float* v = host.data<float>();
   const int64_t n = host.numel();
-  std::string text = "/* " + what + " */\nstatic const float " + symbol + "[" + std::to_string(n) +
-                     "] = {";
+  std::string text =
+      "/* " + what + " */\nstatic const float " + symbol + "[" + std::to_string(n) + "] = {";
   for (int64_t i = 0; i < n; ++i) {
     text += i % 8 == 0 ? "\n    " : " ";
     text += float_literal(v[i]);
@@ -126,11 +127,21 @@ std::string c_string_literal(const std::string& text) {
   for (const char ch : text) {
     const auto byte = static_cast<unsigned char>(ch);
     switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '?': out += "\\?"; break;  // "??/" and friends are trigraphs in C99
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '?':
+        out += "\\?";
+        break;  // "??/" and friends are trigraphs in C99
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (byte >= 0x20 && byte < 0x7f) {
           out += ch;
@@ -156,11 +167,11 @@ CModelSource c_model_source(const TrainedModel& trained, const std::string& name
   for (auto& [key, t] : state_dict(*trained.model)) params.emplace(key, t);
 
   const std::string n = name;
-  const std::string what = spec + " (" + activation_name(act) + ")" +
-                           (classifier ? ", a cross_entropy classifier over " +
-                                             std::to_string(sizes.back()) + " classes"
-                            : bce      ? ", bce_with_logits: one logit per label"
-                                       : ", a regression (" + trained.loss + ")");
+  const std::string what =
+      spec + " (" + activation_name(act) + ")" +
+      (classifier ? ", a cross_entropy classifier over " + std::to_string(sizes.back()) + " classes"
+       : bce      ? ", bce_with_logits: one logit per label"
+                  : ", a regression (" + trained.loss + ")");
 
   // ---- the header ----
   std::string h;
@@ -196,8 +207,7 @@ CModelSource c_model_source(const TrainedModel& trained, const std::string& name
     h += "\n/* The class names in index order (metadata 'classes'): " + n + "_class_names[" + n +
          "_predict_class(x)]. */\n";
     h += names_array(n + "_class_names", n + "_OUTPUTS", trained.classes);
-  } else if (!classifier &&
-             static_cast<int64_t>(trained.target_columns.size()) == sizes.back()) {
+  } else if (!classifier && static_cast<int64_t>(trained.target_columns.size()) == sizes.back()) {
     h += "\n/* The outputs' names (the training table's target columns). */\n";
     h += names_array(n + "_output_names", n + "_OUTPUTS", trained.target_columns);
   }
@@ -206,10 +216,12 @@ CModelSource c_model_source(const TrainedModel& trained, const std::string& name
   // ---- the source ----
   std::string c;
   c += "/* " + n + ".c: " + what + ".\n   Exported by minitrain " + MINITRAIN_VERSION +
-       ". Dependency-free C99: cc -std=c99 -O2 -c " + n + ".c, link with -lm.\n"
+       ". Dependency-free C99: cc -std=c99 -O2 -c " + n +
+       ".c, link with -lm.\n"
        "   It computes what `minitrain predict --gemm reference` computes, in the same order with "
        "the\n   same float operations, so the outputs are the same bits (built without -ffast-math "
-       "and\n   without FMA contraction, which -std=c99 and plain x86-64 flags already ensure). */\n";
+       "and\n   without FMA contraction, which -std=c99 and plain x86-64 flags already ensure). "
+       "*/\n";
   c += "#include \"" + n + ".h\"\n\n#include <math.h>\n\n";
   int64_t widest_hidden = 0;
   for (std::size_t l = 0; l < layers; ++l) {
@@ -241,8 +253,9 @@ CModelSource c_model_source(const TrainedModel& trained, const std::string& name
     c += std::string("/* ") + activation_name(act) +
          ", in float, as kernels/activation_math.h computes it. */\n";
     c += "static float " + n + "_activation(float x) {\n" + activation_c(act) + "}\n\n";
-    c += "static void " + n + "_activate(float *v, long n) {\n  long i;\n  for (i = 0; i < n; ++i) v[i] = " +
-         n + "_activation(v[i]);\n}\n\n";
+    c += "static void " + n +
+         "_activate(float *v, long n) {\n  long i;\n  for (i = 0; i < n; ++i) v[i] = " + n +
+         "_activation(v[i]);\n}\n\n";
   }
   c += "void " + n + "_forward(const float *x, float *y, long rows) {\n";
   if (layers > 1)
@@ -262,35 +275,66 @@ CModelSource c_model_source(const TrainedModel& trained, const std::string& name
   }
   c += "  }\n}\n";
   if (classifier) {
-    c += "\nlong " + n + "_predict_class(const float *x_row) {\n"
-         "  float z[" + n + "_OUTPUTS];\n"
+    c += "\nlong " + n +
+         "_predict_class(const float *x_row) {\n"
+         "  float z[" +
+         n +
+         "_OUTPUTS];\n"
          "  long j, best = 0;\n"
-         "  " + n + "_forward(x_row, z, 1);\n"
-         "  for (j = 1; j < " + n + "_OUTPUTS; ++j)\n"
+         "  " +
+         n +
+         "_forward(x_row, z, 1);\n"
+         "  for (j = 1; j < " +
+         n +
+         "_OUTPUTS; ++j)\n"
          "    if (z[j] > z[best]) best = j;\n"
          "  return best;\n}\n";
     c += "\n/* exp(z - max): the largest term is 1, nothing overflows (predict's softmax). */\n"
-         "void " + n + "_probabilities(const float *x_row, float *p) {\n"
-         "  float z[" + n + "_OUTPUTS];\n"
+         "void " +
+         n +
+         "_probabilities(const float *x_row, float *p) {\n"
+         "  float z[" +
+         n +
+         "_OUTPUTS];\n"
          "  double sum = 0.0;\n"
          "  long j, best = 0;\n"
-         "  " + n + "_forward(x_row, z, 1);\n"
-         "  for (j = 1; j < " + n + "_OUTPUTS; ++j)\n"
+         "  " +
+         n +
+         "_forward(x_row, z, 1);\n"
+         "  for (j = 1; j < " +
+         n +
+         "_OUTPUTS; ++j)\n"
          "    if (z[j] > z[best]) best = j;\n"
-         "  for (j = 0; j < " + n + "_OUTPUTS; ++j) sum += exp((double)z[j] - (double)z[best]);\n"
-         "  for (j = 0; j < " + n + "_OUTPUTS; ++j)\n"
+         "  for (j = 0; j < " +
+         n +
+         "_OUTPUTS; ++j) sum += exp((double)z[j] - (double)z[best]);\n"
+         "  for (j = 0; j < " +
+         n +
+         "_OUTPUTS; ++j)\n"
          "    p[j] = (float)(exp((double)z[j] - (double)z[best]) / sum);\n}\n";
   } else if (bce) {
-    c += "\nvoid " + n + "_predict_labels(const float *x_row, long *labels) {\n"
-         "  float z[" + n + "_OUTPUTS];\n"
+    c += "\nvoid " + n +
+         "_predict_labels(const float *x_row, long *labels) {\n"
+         "  float z[" +
+         n +
+         "_OUTPUTS];\n"
          "  long j;\n"
-         "  " + n + "_forward(x_row, z, 1);\n"
-         "  for (j = 0; j < " + n + "_OUTPUTS; ++j) labels[j] = z[j] > 0.0f ? 1 : 0;\n}\n";
-    c += "\nvoid " + n + "_probabilities(const float *x_row, float *p) {\n"
-         "  float z[" + n + "_OUTPUTS];\n"
+         "  " +
+         n +
+         "_forward(x_row, z, 1);\n"
+         "  for (j = 0; j < " +
+         n + "_OUTPUTS; ++j) labels[j] = z[j] > 0.0f ? 1 : 0;\n}\n";
+    c += "\nvoid " + n +
+         "_probabilities(const float *x_row, float *p) {\n"
+         "  float z[" +
+         n +
+         "_OUTPUTS];\n"
          "  long j;\n"
-         "  " + n + "_forward(x_row, z, 1);\n"
-         "  for (j = 0; j < " + n + "_OUTPUTS; ++j) p[j] = (float)(1.0 / (1.0 + exp(-(double)z[j])));\n}\n";
+         "  " +
+         n +
+         "_forward(x_row, z, 1);\n"
+         "  for (j = 0; j < " +
+         n + "_OUTPUTS; ++j) p[j] = (float)(1.0 / (1.0 + exp(-(double)z[j])));\n}\n";
   }
   return {h, c};
 }
@@ -304,11 +348,11 @@ std::vector<std::string> export_c(const ExportCConfig& config) {
   const std::string source_path = (dir / (config.name + ".c")).string();
   std::error_code ec;
   for (const std::string& p : {header_path, source_path})
-    MT_CHECK_AS(ValueError, !fs::equivalent(p, config.weights, ec),
-                "--out ", config.out_dir, ": ", p, " is the --weights file ", config.weights,
+    MT_CHECK_AS(ValueError, !fs::equivalent(p, config.weights, ec), "--out ", config.out_dir, ": ",
+                p, " is the --weights file ", config.weights,
                 "; exporting would overwrite it: choose another --out or --name");
-  MT_CHECK_AS(IoError, !fs::exists(dir, ec) || fs::is_directory(dir, ec), "--out ",
-              config.out_dir, " exists and is not a directory");
+  MT_CHECK_AS(IoError, !fs::exists(dir, ec) || fs::is_directory(dir, ec), "--out ", config.out_dir,
+              " exists and is not a directory");
 
   const TrainedModel trained =
       load_trained_model(config.weights, config.model, config.activation, Device::cpu());
@@ -316,8 +360,8 @@ std::vector<std::string> export_c(const ExportCConfig& config) {
 
   if (!fs::exists(dir, ec)) {
     fs::create_directories(dir, ec);
-    MT_CHECK_AS(IoError, !ec, "--out ", config.out_dir, ": cannot create the directory: ",
-                ec.message());
+    MT_CHECK_AS(IoError, !ec, "--out ", config.out_dir,
+                ": cannot create the directory: ", ec.message());
   }
   // Both temporaries are written in full before either is renamed into place: a failure while
   // writing (a full disk) leaves neither; the header goes first, so a .c never lacks its .h.

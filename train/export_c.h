@@ -31,9 +31,9 @@ std::string c_string_literal(const std::string& text);
 CModelSource c_model_source(const TrainedModel& trained, const std::string& name);
 
 struct ExportCConfig {
-  std::string weights;             ///< as predict's --weights
+  std::string weights;            ///< as predict's --weights
   std::string model, activation;  ///< as predict's: for weights whose metadata does not say
-  std::string out_dir;             ///< created when missing
+  std::string out_dir;            ///< created when missing
   std::string name = "minitrain_model";
 };
 

@@ -101,8 +101,9 @@ def classifier_table(work, rng, inputs, rows):
 
 
 def cases():
-    """(name, kind, sizes, activation): every activation as a regression with 1 output and as a
-    classifier; several outputs and depths; a single Linear; bce_with_logits."""
+    """(name, kind, sizes, activation, train flags...): every activation as a regression with 1
+    output and as a classifier; several outputs and depths; a single Linear; bce_with_logits;
+    weights saved as bfloat16."""
     out = []
     for a in ACTIVATIONS:
         out.append((f"reg1_{a}", "regression", [4, 12, 1], a))
@@ -111,17 +112,18 @@ def cases():
     out.append(("reg3_tanh", "regression", [4, 16, 3], "tanh"))
     out.append(("linear_only", "regression", [4, 2], "relu"))
     out.append(("bce_labels", "bce", [4, 8, 3], "sigmoid"))
+    out.append(("reg_bf16_weights", "regression", [4, 12, 2], "gelu", "--save-dtype", "bf16"))
     return out
 
 
-def train(minitrain, work, name, kind, sizes, act, seed):
+def train(minitrain, work, name, kind, sizes, act, seed, *extra):
     d = f"{work}/{name}"
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     rng = random.Random(seed)
     common = ["--model", "mlp:" + ",".join(map(str, sizes)), "--activation", act, "--epochs", "15",
               "--batch-size", "16", "--lr", "0.01", "--save", f"{d}/w.safetensors",
-              "--progress", "none", "--device", "cpu", "--seed", str(seed)]
+              "--progress", "none", "--device", "cpu", "--seed", str(seed)] + list(extra)
     if kind == "classifier":
         classifier_table(d, rng, sizes[0], 120)
         run([minitrain, "train", "--data", f"{d}/t.csv", "--target-columns", "label",
@@ -167,8 +169,8 @@ def nonzero(raw, what):
 
 def check_c(minitrain, work, cc):
     driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "export_driver.c")
-    for seed, (name, kind, sizes, act) in enumerate(cases(), start=1):
-        d = train(minitrain, work, name, kind, sizes, act, seed)
+    for seed, (name, kind, sizes, act, *extra) in enumerate(cases(), start=1):
+        d = train(minitrain, work, name, kind, sizes, act, seed, *extra)
         symbol = f"m_{name}"
         run([minitrain, "export", "--weights", f"{d}/w.safetensors", "--format", "c",
              "--out", f"{d}/c", "--name", symbol])
@@ -210,6 +212,32 @@ def check_c(minitrain, work, cc):
             if len(set(floats(cls))) < 2:
                 raise SystemExit(f"FAIL: {name}: every row in one class: {set(floats(cls))}")
         print(f"ok   {name}: classes and probabilities bit-identical to predict --gemm reference")
+    check_docs_program(minitrain, work, cc)
+
+
+def check_docs_program(minitrain, work, cc):
+    """docs/shipping_a_model.md's C program, compiled against a classifier exported as `digits`,
+    names row 0's class as predict does."""
+    docs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "shipping_a_model.md")
+    text = open(docs, encoding="utf-8").read()
+    marker = "<!-- export_check.py compiles and runs this program -->\n```c\n"
+    program = text[text.index(marker) + len(marker):].split("```", 1)[0]
+    d = f"{work}/cls_relu"
+    run([minitrain, "export", "--weights", f"{d}/w.safetensors", "--format", "c", "--out", f"{d}/doc",
+         "--name", "digits"])
+    with open(f"{d}/doc/main.c", "w") as f:
+        f.write(program)
+    run([cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", f"{d}/doc/main.c", f"{d}/doc/digits.c",
+         "-I", f"{d}/doc", "-lm", "-o", f"{d}/doc/classify"])
+    _, raw = npy_data(f"{d}/x.npy")
+    row = floats(raw)[:3]
+    _, cls = npy_data(f"{d}/ref_class.npy")
+    want = sorted(CLASS_NAMES)[int(floats(cls)[0])]
+    got = subprocess.run([f"{d}/doc/classify"] + ["%.9g" % v for v in row], capture_output=True)
+    if got.returncode != 0 or got.stdout.decode("utf-8") != want + "\n":
+        raise SystemExit(f"FAIL: the docs' program printed {got.stdout!r} (exit {got.returncode}), "
+                         f"predict says {want!r}")
+    print(f"ok   docs/shipping_a_model.md's program: row 0 is {want!r}, as predict says")
 
 
 def check_size(minitrain, work, cc):
@@ -254,8 +282,8 @@ def check_onnx(minitrain, work):
         return
     # The command runs its script with the first Python that has onnx; this one has.
     os.environ.setdefault("MINITRAIN_PYTHON", sys.executable)
-    for seed, (name, kind, sizes, act) in enumerate(cases(), start=1):
-        d = train(minitrain, work, name, kind, sizes, act, seed)
+    for seed, (name, kind, sizes, act, *extra) in enumerate(cases(), start=1):
+        d = train(minitrain, work, name, kind, sizes, act, seed, *extra)
         _, raw = npy_data(f"{d}/x.npy")
         x = np.frombuffer(raw, dtype="<f4").reshape(-1, sizes[0])
         variants = [("", [])] + ([("_p", ["--probabilities"])] if kind != "regression" else [])

@@ -26,7 +26,9 @@ TEST(ExportC, StringLiteralsEscapeEverythingCWouldReadOtherwise) {
   EXPECT_EQ(c_string_literal("say \"hi\""), "\"say \\\"hi\\\"\"");
   EXPECT_EQ(c_string_literal("back\\slash"), "\"back\\\\slash\"");
   // "??/" would be the trigraph for a backslash (written here as two literals for the same reason)
-  EXPECT_EQ(c_string_literal("what?" "?/"), "\"what\\?\\?/\"");
+  EXPECT_EQ(c_string_literal("what?"
+                             "?/"),
+            "\"what\\?\\?/\"");
   EXPECT_EQ(c_string_literal("two\nlines\tand tab"), "\"two\\nlines\\tand tab\"");
   EXPECT_EQ(c_string_literal("caf\xc3\xa9"), "\"caf\\303\\251\"");
   EXPECT_EQ(c_string_literal(std::string("\x01") + "7"), "\"\\0017\"");  // 3 digits: 7 stays out
