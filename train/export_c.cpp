@@ -112,14 +112,21 @@ std::string shape_text(const Shape& s) {
 }  // namespace
 
 void check_c_identifier(const std::string& name) {
-  bool ok = !name.empty() && !(name[0] >= '0' && name[0] <= '9');
-  for (const char ch : name)
-    ok = ok && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                ch == '_');
-  MT_CHECK_AS(ValueError, ok, "--name '", name,
-              "' is not a C identifier (letters, digits and _, not starting with a digit): "
-              "the exported symbols are NAME_forward, NAME_INPUTS, ...; e.g. --name model_",
-              name.empty() ? "1" : "");
+  const auto identifier_char = [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '_';
+  };
+  const bool ok = !name.empty() && !(name[0] >= '0' && name[0] <= '9') &&
+                  std::all_of(name.begin(), name.end(), identifier_char);
+  if (ok) return;
+  // The nearest identifier: every other byte as _, and m_ before a leading digit.
+  std::string fixed = name.empty() || (name[0] >= '0' && name[0] <= '9') ? "m_" + name : name;
+  for (char& ch : fixed)
+    if (!identifier_char(ch)) ch = '_';
+  MT_THROW(ValueError, "--name '", name,
+           "' is not a C identifier (letters, digits and _, not starting with a digit): the "
+           "exported symbols are NAME_forward, NAME_INPUTS, ...; e.g. --name ",
+           fixed);
 }
 
 std::string c_string_literal(const std::string& text) {

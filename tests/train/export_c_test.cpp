@@ -38,9 +38,15 @@ TEST(ExportC, StringLiteralsEscapeEverythingCWouldReadOtherwise) {
 TEST(ExportC, NamesMustBeCIdentifiers) {
   for (const char* ok : {"m", "minitrain_model", "_x9", "Model2"})
     EXPECT_NO_THROW(check_c_identifier(ok)) << ok;
-  for (const char* bad : {"9x", "", "my-model", "a b", "caf\xc3\xa9"})
-    testing::expect_error<ValueError>([&] { check_c_identifier(bad); },
-                                      {"--name '" + std::string(bad) + "' is not a C identifier"});
+  const std::pair<const char*, const char*> bad[] = {{"9x", "m_9x"},
+                                                     {"", "m_"},
+                                                     {"my-model", "my_model"},
+                                                     {"a b", "a_b"},
+                                                     {"caf\xc3\xa9", "caf__"}};
+  for (const auto& [name, suggested] : bad)
+    testing::expect_error<ValueError>([&] { check_c_identifier(name); },
+                                      {"--name '" + std::string(name) + "' is not a C identifier",
+                                       std::string("e.g. --name ") + suggested});
 }
 
 ExportCConfig saved_model(const ScratchDir& dir) {
