@@ -42,6 +42,23 @@ else
   log "all packages present"
 fi
 
+# ---- Python packages from PyPI (not in Debian 12) ------------------------------------------------
+# onnx writes `minitrain export --format onnx` graphs; onnxruntime runs them in the export tests
+# (tests/tools/export_check.py, which report themselves skipped without them). Installed into the
+# python3 on PATH, only when missing; Debian's own python3 refuses pip without
+# --break-system-packages (PEP 668), a pyenv or venv one takes it as it is.
+if ! python3 -c "import onnx, onnxruntime" >/dev/null 2>&1; then
+  pip_flags=(--quiet)
+  python3 -m pip install --help 2>/dev/null | grep -q -- --break-system-packages &&
+    [ -f "$(python3 -c 'import sys, sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED" ] &&
+    pip_flags+=(--break-system-packages)
+  log "installing from PyPI: onnx onnxruntime"
+  python3 -m pip install "${pip_flags[@]}" onnx onnxruntime ||
+    log "pip could not install onnx and onnxruntime (offline?): export --format onnx and its tests are unavailable"
+else
+  log "onnx and onnxruntime present"
+fi
+
 presets=()
 for arg in "$@"; do
   case "$arg" in

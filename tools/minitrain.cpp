@@ -13,6 +13,7 @@
 #include "parallel/launch/mpi_bootstrap.h"
 #include "tools/bench_command.h"
 #include "tools/evaluate_command.h"
+#include "tools/export_command.h"
 #include "tools/info_command.h"
 #include "tools/launch_command.h"
 #include "tools/pipelines_command.h"
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   minitrain::cli::TrainCommand train(app);
   minitrain::cli::PredictCommand predict(app);
   minitrain::cli::EvaluateCommand evaluate(app);
+  minitrain::cli::ExportCommand export_model(app);
   minitrain::cli::LaunchCommand launch(app);
   minitrain::cli::SuperviseCommand supervise(app);
   minitrain::cli::PipelinesCommand pipelines(app);
@@ -51,8 +53,8 @@ int main(int argc, char** argv) {
     // CLI11 reports an unknown command as "A subcommand is required"; name it instead.
     if (argc > 1 && argv[1][0] != '-' && app.get_subcommands().empty()) {
       std::cerr << "minitrain: unknown command '" << argv[1]
-                << "' (commands: info, train, predict, evaluate, launch, supervise, pipelines, "
-                   "bench, plot); see minitrain --help\n";
+                << "' (commands: info, train, predict, evaluate, export, launch, supervise, "
+                   "pipelines, bench, plot); see minitrain --help\n";
       return 2;
     }
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
@@ -79,6 +81,8 @@ int main(int argc, char** argv) {
       code = predict.run(std::cout);
     else if (evaluate.parsed())
       code = evaluate.run(std::cout);
+    else if (export_model.parsed())
+      code = export_model.run(std::cout);
     else if (launch.parsed())
       code = launch.run(std::cout, std::cerr);
     else if (supervise.parsed())

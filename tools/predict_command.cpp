@@ -26,6 +26,9 @@ PredictCommand::PredictCommand(CLI::App& parent) {
       ->delimiter(',');
   app_->add_option("--device", config_.device, "auto | cpu | cuda | cuda:N");
   app_->add_option("--batch-size", config_.batch_size, "rows per forward pass");
+  app_->add_option("--gemm", config_.gemm,
+                   "the Linear layers' GEMM backend (default auto); reference sums in order, "
+                   "as the C of `minitrain export` does, for bit-identical outputs");
   app_->add_flag("--probabilities", config_.probabilities,
                  "classifiers: each class's probability instead of the class");
 }

@@ -14,6 +14,8 @@
 #include "core/strings.h"
 #include "data/readers.h"
 #include "kernels/cast.h"
+#include "nn/gemm_backend.h"
+#include "train/gemm_flag.h"
 #include "train/trained_model.h"
 
 namespace minitrain {
@@ -135,10 +137,12 @@ int64_t run_predict(const PredictConfig& c) {
   const bool csv_out = is_csv(c.output, "--output");
   const Device device = Device::parse(c.device);
   check_available(device);
+  check_gemm_flag(c.gemm, device);
 
   // ---- the model, as the weights describe it ----
   const TrainedModel trained = load_trained_model(c.weights, c.model, c.activation, device);
   Module& model = *trained.model;
+  set_gemm_backend(model, c.gemm);
   const std::vector<int64_t>& sizes = trained.sizes;
   const std::string& model_spec = trained.spec;
 

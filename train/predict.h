@@ -30,6 +30,10 @@ struct PredictConfig {
   std::vector<std::string> target_columns;
   std::string device = "auto";
   int64_t batch_size = 4096;
+  /// The Linear layers' GEMM backend by registry name (kernels/gemm/gemm_registry.h): "auto" is
+  /// the device's fastest; "reference" sums each output over the inputs in order, as the C that
+  /// `minitrain export --format c` writes does, so that the two agree bit for bit.
+  std::string gemm = "auto";
   /// Classifiers (weights trained with cross_entropy or bce_with_logits): write each class's
   /// probability (softmax; sigmoid per output for bce) instead of the class. A regression's
   /// weights refuse it.

@@ -36,6 +36,7 @@
 #include "parallel/launch/process_env.h"
 #include "parallel/launch/process_group.h"
 #include "train/flag_context.h"
+#include "train/gemm_flag.h"
 #include "train/validation.h"
 
 namespace minitrain {
@@ -273,19 +274,6 @@ std::string join_devices(const std::vector<Device>& devices) {
   return join(names, ",");
 }
 
-// --gemm: a registered backend for the run's device type, found out before any data is read.
-void check_gemm_backend(const std::string& name, Device device) {
-  if (name == "auto") return;
-  const GemmBackend* b = nullptr;
-  with_flag_context("--gemm", [&] { b = &gemm_backend(name); });
-  if (b->device != device.type()) {
-    const std::string names = join(gemm_backend_names(device.type()), ", ");
-    MT_THROW(ValueError, "--gemm ", name, " runs on ",
-             b->device == DeviceType::CUDA ? "CUDA" : "CPU", " tensors, but this run is on ",
-             device.str(), "; for ", device.str(), " choose auto or one of: ", names);
-  }
-}
-
 // --allow-tf32 is torch's flag: float32 GEMMs of CUDA devices on TF32 tensor cores, through
 // cuBLAS where it is linked (cublas_tf32), else the ladder's WMMA rung (the emulated GPUs). A
 // named --gemm is taken as named; on the CPU the flag changes nothing, as in torch.
@@ -360,7 +348,7 @@ RunPlan plan_run(const TrainConfig& c, std::ostream& info) {
     p.device = rank_device(p.device, p.env);  // "cuda": this rank's GPU, cuda:LOCAL_RANK
   }
   check_available(p.device);
-  check_gemm_backend(c.gemm, p.device);
+  check_gemm_flag(c.gemm, p.device);
   p.precision = parse_precision(c.precision);
   p.gemm = gemm_for(c, p.device);
   with_flag_context("--precision", [&] { check_gemm_precision(p.gemm, p.precision); });

@@ -106,7 +106,13 @@ TrainedModel load_trained_model(const std::string& weights, const std::string& m
               t.spec, " has ", t.sizes.back(), " outputs");
   Generator gen(0);  // every parameter is then overwritten by the weights file
   t.model = make_mlp(t.sizes, parse_activation(t.activation), gen, device);
-  with_flag_context("--weights", [&] { load_state_dict(*t.model, w.tensors); });
+  // Tensors that do not fit the model: say where the model came from, the metadata field or the
+  // flag, since that (or the file) is what to fix.
+  const std::string source = w.metadata.count("model")
+                                 ? "--weights " + weights + ": the model " + t.spec +
+                                       " that its metadata 'model' names does not fit its tensors"
+                                 : "--model " + t.spec + " does not fit the tensors of " + weights;
+  with_flag_context(source, [&] { load_state_dict(*t.model, w.tensors); });
   return t;
 }
 

@@ -66,6 +66,52 @@ def dead_pid():
     p.wait()
     return p.pid
 
+# ---- minitrain export (issue 34) ----
+
+def mlp_3_1_file(d, name="w.safetensors", metadata=None):
+    """mlp:3,1's weights, with a __metadata__ object when given."""
+    header = ('{"0.bias":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+              '"0.weight":{"dtype":"F32","shape":[1,3],"data_offsets":[4,16]}')
+    if metadata is not None:
+        header += ',"__metadata__":' + metadata
+    header += "}"
+    return write(f"{d}/{name}", safetensors_bytes(header, struct.pack("<f", 0.5) + struct.pack("<3f", 1, 2, 3)))
+
+
+GOOD_META = '{"format":"pt","model":"mlp:3,1","activation":"relu"}'
+
+
+def _nothing_in(sub):
+    def check(d, out):
+        left = os.listdir(f"{d}/{sub}") if os.path.isdir(f"{d}/{sub}") else []
+        return f"{sub} holds {left}" if left else None
+    return check
+
+
+def _export_under_a_file(d):
+    return ["export", "--weights", mlp_3_1_file(d, metadata=GOOD_META), "--format", "c",
+            "--out", write(f"{d}/plain", "x") + "/out"]
+
+
+def _export_clobber(d):
+    mlp_3_1_file(d, name="m.h", metadata=GOOD_META)
+    return ["export", "--weights", f"{d}/m.h", "--format", "c", "--out", d, "--name", "m"]
+
+
+def _weights_unchanged(d, out):
+    with open(f"{d}/m.h", "rb") as f:
+        got = f.read()
+    mlp_3_1_file(d, name="fresh", metadata=GOOD_META)
+    with open(f"{d}/fresh", "rb") as f:
+        want = f.read()
+    left = sorted(n for n in os.listdir(d) if n not in ("m.h", "fresh"))
+    return "m.h changed" if got != want else f"left behind: {left}" if left else None
+
+
+def _onnx_clobber(d):
+    w = mlp_3_1_file(d, name="w.onnx", metadata=GOOD_META)
+    return ["export", "--weights", w, "--format", "onnx", "--out", w]
+
 
 # ---- the table -------------------------------------------------------------------------------
 # Each row: name -> (setup(dir) -> args, expected exit status, regex the output must match,
@@ -228,6 +274,35 @@ ROWS = {
         lambda d: ["train", "--data", write(f"{d}/t.csv", "a" * 80000 + ",b\n1,2\n"), "--target-columns", "y",
                    "--model", "mlp:1,1"],
         1, r"no column 'y' for the targets", _short_message, 30),
+    # minitrain export: wrong metadata, names and outputs fail before anything is written
+    "export_weights_without_metadata": (
+        lambda d: ["export", "--weights", mlp_3_1_file(d), "--format", "c", "--out", f"{d}/out"],
+        1, r"does not say which model it holds \(no 'model' in its metadata.*give --model", _nothing_in("out"), 30),
+    "export_metadata_model_the_tensors_do_not_fit": (
+        lambda d: ["export", "--weights", mlp_3_1_file(d, metadata='{"model":"mlp:3,4,1","activation":"relu"}'),
+                   "--format", "c", "--out", f"{d}/out"],
+        1, r"the model mlp:3,4,1 that its metadata 'model' names does not fit its tensors.*missing keys \"2\.weight\", \"2\.bias\"",
+        _nothing_in("out"), 30),
+    "export_metadata_activation_unknown": (
+        lambda d: ["export", "--weights", mlp_3_1_file(d, metadata='{"model":"mlp:3,1","activation":"swish"}'),
+                   "--format", "c", "--out", f"{d}/out"],
+        1, r"swish", _nothing_in("out"), 30),
+    "export_name_not_a_c_identifier": (
+        lambda d: ["export", "--weights", mlp_3_1_file(d, metadata=GOOD_META), "--format", "c",
+                   "--out", f"{d}/out", "--name", "9x"],
+        1, r"--name .9x. is not a C identifier.*e\.g\. --name m_9x", _nothing_in("out"), 30),
+    "export_into_a_directory_that_cannot_be_written": (
+        lambda d: ["export", "--weights", mlp_3_1_file(d, metadata=GOOD_META), "--format", "c", "--out", "/proc"],
+        1, r"/proc/\.?minitrain_model\.h", None, 30),
+    "export_into_a_directory_under_a_file": (
+        _export_under_a_file, 1, r"--out .*plain/out: cannot create the directory: Not a directory", None, 30),
+    "export_c_over_the_weights": (
+        _export_clobber, 1, r"m\.h is the --weights file .*exporting would overwrite it", _weights_unchanged, 30),
+    "export_onnx_over_the_weights": (
+        _onnx_clobber, 1, r"--out .*w\.onnx is the --weights file; exporting would overwrite it", None, 30),
+    "export_unknown_format": (
+        lambda d: ["export", "--weights", mlp_3_1_file(d, metadata=GOOD_META), "--format", "tflite", "--out", f"{d}/o"],
+        2, r"--format: tflite not in \{c,onnx\}", None, 30),
 }
 
 

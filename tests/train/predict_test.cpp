@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/npy.h"
+#include "nn/gemm_backend.h"
 #include "nn/mlp.h"
 #include "nn/state_dict.h"
 #include "optim/optimizer.h"
@@ -72,10 +73,23 @@ TEST(Predict, WeightsForAnotherModelAreRefused) {
   PredictConfig c;
   c.weights = dir.path("w.safetensors");
   c.model = "mlp:3,16,2";
+  c.activation = "relu";
   c.input = dir.path("x.npy");
   c.output = dir.path("y.npy");
   c.device = "cpu";
-  EXPECT_THROW(run_predict(c), Error);
+  testing::expect_error<ShapeError>(
+      [&] { run_predict(c); },
+      {"--model mlp:3,16,2 does not fit the tensors of", "\"0.weight\" is [8, 3]"});
+  EXPECT_FALSE(std::ifstream(c.output).good());
+  // The same mismatch from the metadata names the metadata field.
+  save_weights(dir.path("w.safetensors"), *model,
+               {{"model", "mlp:3,16,2"}, {"activation", "relu"}});
+  c.model = "";
+  c.activation = "";
+  testing::expect_error<ShapeError>(
+      [&] { run_predict(c); },
+      {"the model mlp:3,16,2 that its metadata 'model' names does not fit its tensors",
+       "\"0.weight\" is [8, 3] but the model has [16, 3]"});
   EXPECT_FALSE(std::ifstream(c.output).good());
 }
 
@@ -213,6 +227,25 @@ TEST(Predict, UnlabelledCsvAndUnknownExtensions) {
                                     {"[1, 4]", "expects [rows, 3]", "--target-columns"});
   c.target_columns = {"d"};
   EXPECT_EQ(run_predict(c), 1);
+}
+
+// --gemm picks the Linear layers' backend: "reference" (the in-order sums the C of `minitrain
+// export` computes) gives the model's forward through that backend, bit for bit; an unknown name
+// or a CUDA backend on the CPU is refused before anything is written.
+TEST(Predict, GemmChoosesTheLinearLayersBackend) {
+  ScratchDir dir;
+  SavedModel s = save_gelu_model(dir, {{"model", "mlp:3,8,2"}, {"activation", "gelu"}});
+  PredictConfig c = config_for(dir, "w.safetensors", "x.npy", "y.npy");
+  c.gemm = "reference";
+  EXPECT_EQ(run_predict(c), 13);
+  set_gemm_backend(*s.model, "reference");
+  EXPECT_EQ(testing::tensor_bytes(read_npy(c.output)),
+            testing::tensor_bytes(s.model->forward(s.x)));
+  c.gemm = "tiled9";
+  c.output = dir.path("z.npy");
+  testing::expect_error<ValueError>([&] { run_predict(c); },
+                                    {"--gemm", "unknown GEMM backend 'tiled9'", "reference"});
+  EXPECT_FALSE(std::ifstream(c.output).good());
 }
 
 }  // namespace
