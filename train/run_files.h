@@ -16,16 +16,16 @@ struct RunFile {
 };
 
 /// IoError when an output is the same file as another output or an input: the same resolved path
-/// (std::filesystem::weakly_canonical, so "." and ".." and symlinked directories resolve), or, where
-/// both exist, the same device and inode (a hard link). The message names both flags and paths
-/// and the resolved file. Entries with an empty path are skipped; inputs are not compared with each
-/// other (one file may well be read twice). Writes nothing.
+/// (std::filesystem::weakly_canonical, so "." and ".." and symlinked directories resolve), or,
+/// where both exist, the same device and inode (a hard link). The message names both flags and
+/// paths and the resolved file. Entries with an empty path are skipped; inputs are not compared
+/// with each other (one file may well be read twice). Writes nothing.
 void check_run_files(const std::vector<RunFile>& files);
 
 /// An exclusive claim on a run's files for as long as it lives: flock(2) on a lock file, which the
 /// kernel releases when the process ends however it ends (a crashed or killed run leaves the file,
-/// never the lock). The lock file holds the holder's pid, for the message of the run it refuses.
-/// Move-only.
+/// never the lock). The lock file holds the holder's pid, for the message of the run it refuses,
+/// and is removed when the claim ends. Move-only.
 class RunLock {
  public:
   RunLock() = default;
@@ -40,6 +40,8 @@ class RunLock {
   ~RunLock();
 
  private:
+  void release() noexcept;
+  std::string path_;
   int fd_ = -1;
 };
 

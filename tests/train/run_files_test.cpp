@@ -75,7 +75,14 @@ TEST(RunLock, ASecondClaimIsRefusedUntilTheFirstEnds) {
                           {"--checkpoint-dir ck is in use by another run",
                            "pid " + std::to_string(::getpid()), ".minitrain.lock"});
   }
-  EXPECT_NO_THROW(RunLock again("--checkpoint-dir ck", lock));  // released with the holder
+  EXPECT_FALSE(fs::exists(lock));  // a finished claim leaves no file
+  {
+    RunLock again("--checkpoint-dir ck", lock);  // released with the holder
+    EXPECT_TRUE(fs::exists(lock));
+  }
+  // A file left by a killed run holds no lock: claimed as if new.
+  dir.write_raw("ck/.minitrain.lock", "999999999\n");
+  EXPECT_NO_THROW(RunLock after_a_crash("--checkpoint-dir ck", lock));
   EXPECT_EQ(file_lock_path("runs/m.jsonl"), "runs/.m.jsonl.lock");
   EXPECT_EQ(file_lock_path("m.jsonl"), ".m.jsonl.lock");
 }
