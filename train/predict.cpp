@@ -14,6 +14,7 @@
 #include "core/strings.h"
 #include "data/readers.h"
 #include "kernels/cast.h"
+#include "train/run_files.h"
 #include "train/trained_model.h"
 
 namespace minitrain {
@@ -133,6 +134,9 @@ int64_t run_predict(const PredictConfig& c) {
   MT_CHECK_AS(ValueError, !c.weights.empty(), "predict needs --weights W.safetensors");
   MT_CHECK_AS(ValueError, !c.input.empty(), "predict needs --input X.npy or T.csv");
   MT_CHECK_AS(ValueError, !c.output.empty(), "predict needs --output Y.npy or Y.csv");
+  check_run_files({{"--weights", c.weights, false},
+                   {"--input", c.input, false},
+                   {"--output", c.output, true}});  // `--output data.csv` replaced the table
   const bool csv_in = is_csv(c.input, "--input");
   const bool csv_out = is_csv(c.output, "--output");
   const Device device = Device::parse(c.device);
