@@ -406,6 +406,19 @@ ROWS.update({
                    "--activation", "relu", "--model", "mlp:3,1",
                    "--input", write(f"{d}/t.csv", "a,b,c\n1,2,3\n"), "--output", f"{d}/./t.csv"],
         1, r"--output .*t\.csv.* and --input .*t\.csv.* are the same file", _unchanged("t.csv", "a,b,c\n1,2,3\n"), 30),
+    # 6: pipelines place, expand and collision-check save-best like save
+    "pipelines_save_best_shared_by_every_run": (
+        lambda d: ["pipelines", "--out", f"{d}/out", "--config", write(f"{d}/runs.toml",
+                   f'[defaults]\nsteps = 2\nval-split = 0.25\ndata = "synthetic:64"\ndevice = "cpu"\n'
+                   f'save-best = "{d}/best.safetensors"\n[[run]]\nname = "a"\n[[run]]\nname = "b"\n')],
+        1, r"run 'b' \(save-best\) and run 'a' \(save-best\) would both write .*best\.safetensors",
+        _no_file("best.safetensors"), 60),
+    "pipelines_save_best_lands_in_each_runs_directory": (
+        lambda d: ["pipelines", "--out", f"{d}/out", "--config", write(f"{d}/runs.toml",
+                   '[defaults]\nsteps = 4\nval-split = 0.25\neval-every = 2\ndata = "synthetic:64"\n'
+                   'device = "cpu"\nsave-best = "{name}-best.safetensors"\n[[run]]\nname = "a"\n')],
+        0, r"", lambda d, out: None if os.path.exists(f"{d}/out/a/a-best.safetensors") and not any(
+            n.endswith("best.safetensors") for n in os.listdir(d)) else f"outputs: {os.listdir(d)}", 120),
     # 7: one run at a time on a checkpoint directory or a log
     "checkpoint_dir_held_by_another_run": (
         lambda d: _lock_held(d, "checkpoint-dir"), 1,
