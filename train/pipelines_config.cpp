@@ -138,7 +138,8 @@ std::vector<SweepPoint> sweep_grid(const toml::table* sweep) {
 }
 
 std::vector<std::string*> input_paths(TrainConfig& c) {
-  return {&c.data, &c.targets, &c.init, &c.sample_weights};
+  return {&c.data,     &c.targets,     &c.init,          &c.sample_weights,
+          &c.val_data, &c.val_targets, &c.class_weights, &c.pos_weight};
 }
 std::vector<std::string*> output_paths(TrainConfig& c) {
   return {&c.save, &c.save_best, &c.checkpoint_dir, &c.log};
@@ -155,7 +156,8 @@ void expand_name(TrainConfig& c, const std::string& name) {
 
 void make_inputs_absolute(TrainConfig& c) {
   for (std::string* p : input_paths(c)) {
-    if (p->empty() || *p == "synthetic" || p->rfind("synthetic:", 0) == 0) continue;
+    // "auto" is --class-weights' word, not a file.
+    if (p->empty() || *p == "synthetic" || p->rfind("synthetic:", 0) == 0 || *p == "auto") continue;
     *p = std::filesystem::absolute(*p).lexically_normal().string();
   }
 }

@@ -193,6 +193,32 @@ name = "b"
       << msg;
 }
 
+// Issue 30 (medium): val-data, val-targets, class-weights and pos-weight are inputs like data:
+// beside runs.toml when relative, absolute afterwards, "{name}" expanded; "auto" stays a word.
+TEST(PipelinesConfig, EveryInputKeyIsPlacedLikeData) {
+  const PipelinesFile f = parse(R"(
+[defaults]
+val-data = "tables/{name}-val.npy"
+val-targets = "tables/{name}-val-y.npy"
+pos-weight = "w/{name}.npy"
+
+[[run]]
+name = "a"
+class-weights = "auto"
+
+[[run]]
+name = "b"
+class-weights = "cw.npy"
+)");
+  const TrainConfig& a = f.runs[0].config;
+  const TrainConfig& b = f.runs[1].config;
+  EXPECT_EQ(a.val_data, "/data/dir/tables/a-val.npy");
+  EXPECT_EQ(a.val_targets, "/data/dir/tables/a-val-y.npy");
+  EXPECT_EQ(a.pos_weight, "/data/dir/w/a.npy");
+  EXPECT_EQ(a.class_weights, "auto");
+  EXPECT_EQ(b.class_weights, "/data/dir/cw.npy");
+}
+
 // [sweep]: every combination of the listed values, crossed with each [[run]] (or alone), named
 // after the values.
 TEST(PipelinesConfig, ASweepMakesOneRunPerCombinationNamedAfterItsValues) {
