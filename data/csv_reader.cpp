@@ -182,6 +182,16 @@ std::string cell_text(const Cell& c) {
   return t;
 }
 
+// pandas.read_csv's default na_values other than "" (an empty label is refused where it is read).
+bool is_missing_marker(const std::string& text) {
+  static const char* const kMarkers[] = {
+      "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+      "<NA>", "N/A",      "NA",  "NULL",    "NaN",      "None", "n/a",  "nan",    "null"};
+  for (const char* m : kMarkers)
+    if (text == m) return true;
+  return false;
+}
+
 // The label column's cells as class indices (see load_csv_dataset's CsvClassLabels). Labels are
 // held as float32 (Note [class indices as floats] in nn/loss.h), so a numeric label is checked as
 // written, before any rounding: 1.00000001 and 2.9999999 would otherwise become classes 1 and 3,
@@ -216,6 +226,12 @@ void map_class_labels(const std::string& path, const std::string& column,
       }
       return;
     }
+    // A missing value among the labels would otherwise become a class of its own and turn a
+    // column of class numbers into text classes (sorted "10" before "2").
+    for (int64_t i = first_text; i < n; ++i)
+      MT_CHECK_AS(IoError, !is_missing_marker(cells[static_cast<std::size_t>(i)]), at(i),
+                  " is a missing value (as pandas.read_csv reads it), not a class; drop the row, "
+                  "or give it a class");
     MT_CHECK_AS(IoError, !labels.held_out, at(first_text),
                 " is not a number, but the training labels are class numbers (no class names were "
                 "stored with them), so held-out labels must be class numbers too");

@@ -184,5 +184,23 @@ TEST(ClassLabels, MoreClassesThanFloat32CountsAreRefused) {
   EXPECT_NO_THROW(check_class_labels(labels({0, 1}), kMaxExactClassLabel, -100, "y.npy"));
 }
 
+// Issue 30 (medium): one "NA" among class numbers turned the column into text classes (sorted
+// "10" before "2"). A missing-value marker (pandas' na_values) is refused as what it is, naming
+// the line, in any label column.
+TEST(ClassLabels, AMissingValueMarkerIsNoClass) {
+  ScratchDir dir;
+  for (const char* marker : {"NA", "nan", "NaN", "N/A", "null", "None", "#N/A", "<NA>"}) {
+    CsvClassLabels classes;
+    const std::string path =
+        dir.write_raw("m.csv", std::string("x,y\n0,2\n1,10\n2,") + marker + "\n");
+    expect_error<IoError>([&] { load_csv_dataset(path, {"y"}, &classes); },
+                          {"m.csv:4", std::string("label '") + marker + "' is a missing value"});
+  }
+  CsvClassLabels text;  // text classes too
+  expect_error<IoError>(
+      [&] { load_csv_dataset(dir.write_raw("t.csv", "x,y\n0,cat\n1,NA\n"), {"y"}, &text); },
+      {"t.csv:3", "label 'NA' is a missing value"});
+}
+
 }  // namespace
 }  // namespace minitrain

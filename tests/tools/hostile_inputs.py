@@ -437,6 +437,9 @@ ROWS.update({
     "csv_label_beyond_float32_integers": (
         lambda d: _labels_csv(d, ["0", "16777217"], "mlp:1,2"), 1,
         r"t\.csv:3: column 'y': label '16777217' is beyond 16777216", None, 30),
+    "csv_label_na_among_class_numbers": (
+        lambda d: _labels_csv(d, ["2", "10", "NA", "1"], "mlp:1,11"), 1,
+        r"t\.csv:4: column 'y': label 'NA' is a missing value", None, 30),
     "classifier_of_more_classes_than_float32_counts": (
         lambda d: ["train", "--data", write(f"{d}/x.npy", npy_f32(2, [1.0, 2.0])), "--targets",
                    write(f"{d}/y.npy", npy_bytes("{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }",
