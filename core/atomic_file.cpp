@@ -89,6 +89,12 @@ void AtomicFile::write(const void* data, std::size_t bytes) {
 void AtomicFile::commit() {
   MT_CHECK_AS(IoError, fd_ >= 0, "cannot write '", path_, "': the file was already committed");
   // fsync before rename: otherwise a crash can leave the new name pointing at empty blocks.
+  // A file replaced keeps its permission bits (a 0600 weights file stays private); a new one gets
+  // the umask's, from open(2).
+  struct stat target {};
+  if (::stat(path_.c_str(), &target) == 0 && S_ISREG(target.st_mode) &&
+      ::fchmod(fd_, target.st_mode & 07777) != 0)
+    fail("while setting the mode of");
   if (::fsync(fd_) != 0) fail("while syncing");
   const int fd = fd_;
   fd_ = -1;

@@ -24,7 +24,8 @@ class AtomicFile {
 
   void write(const void* data, std::size_t bytes);  ///< appends; throws IoError
   void write(const std::string& bytes) { write(bytes.data(), bytes.size()); }
-  /// flush, fsync, close, rename over the target. Throws IoError (and removes the temporary).
+  /// flush, fsync, close, rename over the target, which keeps its permission bits when it existed.
+  /// Throws IoError (and removes the temporary).
   void commit();
 
   const std::string& path() const noexcept { return path_; }

@@ -75,6 +75,18 @@ double nonfinite_value(const std::string& name) noexcept {
   return std::numeric_limits<double>::quiet_NaN();
 }
 
+std::string csv_field(const std::string& text) {
+  const bool blank_end = !text.empty() && (text.front() == ' ' || text.front() == '\t' ||
+                                           text.back() == ' ' || text.back() == '\t');
+  if (!blank_end && text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
 std::string number_text(double v) {
   std::ostringstream os;
   os << v;

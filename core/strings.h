@@ -32,6 +32,12 @@ double nonfinite_value(const std::string& name) noexcept;
 /// to two decimals instead, for measured amounts.)
 std::string bytes_str(int64_t bytes);
 
+/// One CSV cell as RFC 4180 writes it: as it is, or in double quotes (a quote doubled) when it
+/// holds a comma, a quote, a line break or blanks at either end (which a reader trims):
+/// csv_field("a,b") == "\"a,b\"", csv_field("say \"hi\"") == "\"say \"\"hi\"\"\"". data/'s CSV
+/// reader reads every such cell back as it was.
+std::string csv_field(const std::string& text);
+
 /// A number as a stream prints it by default (6 significant digits): 0.25, 1e-05, 300.
 std::string number_text(double v);
 

@@ -13,6 +13,10 @@ void check_class_labels(const Tensor& labels, int64_t classes, int64_t ignore_in
   const bool column = labels.ndim() == 1 || (labels.ndim() == 2 && labels.size(1) == 1);
   MT_CHECK_AS(ShapeError, column, source, " holds targets of shape ", labels.shape(),
               "; a classifier takes one class label per row (shape [N] or [N, 1])");
+  MT_CHECK_AS(ValueError, classes <= kMaxExactClassLabel, source, ": a classifier of ", classes,
+              " classes, but class labels are float32, which counts whole numbers exactly only up "
+              "to 2^24: at most ",
+              kMaxExactClassLabel, " classes");
   const std::vector<double> v = labels.to_double_vector();
   for (std::size_t row = 0; row < v.size(); ++row) {
     const double y = v[row];

@@ -10,9 +10,14 @@
 
 namespace minitrain {
 
+/// The largest integer up to which float32 holds every integer exactly (2^24): class labels beyond
+/// it would round to a neighbour (16777217 -> 16777216), so a classifier has at most this many
+/// classes and a label is at most this in magnitude.
+constexpr int64_t kMaxExactClassLabel = int64_t{1} << 24;
+
 /// `labels` ([N] or [N, 1], float) must hold integers in [0, classes) or `ignore_index`.
-/// ValueError naming `source` (a file), the row (0-based) and the value otherwise; ShapeError when
-/// `labels` has more than one column.
+/// ValueError naming `source` (a file), the row (0-based) and the value otherwise, or when
+/// `classes` exceeds kMaxExactClassLabel; ShapeError when `labels` has more than one column.
 void check_class_labels(const Tensor& labels, int64_t classes, int64_t ignore_index,
                         const std::string& source);
 

@@ -20,6 +20,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "data/class_labels.h"
 #include "data/readers.h"
 
 namespace minitrain {
@@ -128,8 +129,8 @@ class CsvScanner {
   int64_t line_ = 1;
 };
 
-// Why a cell is not a usable number, or nullptr when `out` holds its value.
-const char* parse_number(const Cell& cell, float& out) {
+// Why a cell is not a usable number, or nullptr when `out` holds its value as written (float64).
+const char* parse_double(const Cell& cell, double& out) {
   const char* b = cell.begin;
   const char* e = cell.end;
   if (cell.quoted) {  // spaces inside the quotes are as harmless as outside
@@ -148,8 +149,16 @@ const char* parse_number(const Cell& cell, float& out) {
   }
   if (!std::isfinite(v)) return "is not a finite number";
   if (std::fabs(v) > std::numeric_limits<float>::max()) return "is too large for float32";
-  out = static_cast<float>(v);
+  out = v;
   return nullptr;
+}
+
+// The same, rounded to float32.
+const char* parse_number(const Cell& cell, float& out) {
+  double v = 0;
+  const char* why = parse_double(cell, v);
+  if (why == nullptr) out = static_cast<float>(v);
+  return why;
 }
 
 std::string header_list(const std::vector<std::string>& names) {
@@ -173,21 +182,59 @@ std::string cell_text(const Cell& c) {
   return t;
 }
 
-// The label column's cells as class indices (see load_csv_dataset's CsvClassLabels).
+// pandas.read_csv's default na_values other than "" (an empty label is refused where it is read).
+bool is_missing_marker(const std::string& text) {
+  static const char* const kMarkers[] = {
+      "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+      "<NA>", "N/A",      "NA",  "NULL",    "NaN",      "None", "n/a",  "nan",    "null"};
+  for (const char* m : kMarkers)
+    if (text == m) return true;
+  return false;
+}
+
+// The label column's cells as class indices (see load_csv_dataset's CsvClassLabels). Labels are
+// held as float32 (Note [class indices as floats] in nn/loss.h), so a numeric label is checked as
+// written, before any rounding: 1.00000001 and 2.9999999 would otherwise become classes 1 and 3,
+// and 16777217 class 16777216.
 void map_class_labels(const std::string& path, const std::string& column,
                       const std::vector<std::string>& cells, const std::vector<int64_t>& lines,
                       CsvClassLabels& labels, float* y) {
   const auto n = static_cast<int64_t>(cells.size());
+  const auto at = [&](int64_t i) {
+    return path + ":" + std::to_string(lines[static_cast<std::size_t>(i)]) + ": column '" +
+           excerpt(column, 40) + "': label '" + excerpt(cells[static_cast<std::size_t>(i)], 40) +
+           "'";
+  };
   if (labels.names.empty()) {
-    bool numeric = true;
-    for (int64_t i = 0; i < n && numeric; ++i) {
+    int64_t first_text = -1;
+    std::vector<double> values(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n && first_text < 0; ++i) {
       const std::string& text = cells[static_cast<std::size_t>(i)];
       const Cell c{text.data(), text.data() + text.size(), false};
-      float v = 0;
-      numeric = parse_number(c, v) == nullptr;
-      y[i] = v;
+      if (parse_double(c, values[static_cast<std::size_t>(i)]) != nullptr) first_text = i;
     }
-    if (numeric) return;  // integer labels are checked against the classes by the caller
+    if (first_text < 0) {  // class numbers; the caller checks them against the classes
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = values[static_cast<std::size_t>(i)];
+        MT_CHECK_AS(IoError, v == std::floor(v), at(i),
+                    " is not an integer; a numeric class label must be a whole number as written "
+                    "(0, 1, 2, ...), or give every label as text");
+        MT_CHECK_AS(IoError, std::fabs(v) <= kMaxExactClassLabel, at(i), " is beyond ",
+                    int64_t{kMaxExactClassLabel},
+                    " (2^24), the largest class index that float32 labels hold exactly");
+        y[i] = static_cast<float>(v);
+      }
+      return;
+    }
+    // A missing value among the labels would otherwise become a class of its own and turn a
+    // column of class numbers into text classes (sorted "10" before "2").
+    for (int64_t i = first_text; i < n; ++i)
+      MT_CHECK_AS(IoError, !is_missing_marker(cells[static_cast<std::size_t>(i)]), at(i),
+                  " is a missing value (as pandas.read_csv reads it), not a class; drop the row, "
+                  "or give it a class");
+    MT_CHECK_AS(IoError, !labels.held_out, at(first_text),
+                " is not a number, but the training labels are class numbers (no class names were "
+                "stored with them), so held-out labels must be class numbers too");
     labels.names = cells;
     std::sort(labels.names.begin(), labels.names.end());
     labels.names.erase(std::unique(labels.names.begin(), labels.names.end()), labels.names.end());
@@ -198,10 +245,8 @@ void map_class_labels(const std::string& path, const std::string& column,
   for (int64_t i = 0; i < n; ++i) {
     const std::string& cell = cells[static_cast<std::size_t>(i)];
     const auto it = index.find(cell);
-    MT_CHECK_AS(IoError, it != index.end(), path, ":", lines[static_cast<std::size_t>(i)],
-                ": column '", excerpt(column, 40), "': label '", excerpt(cell, 40),
-                "' is not one of the ", labels.names.size(), " classes of the training data (",
-                header_list(labels.names), ")");
+    MT_CHECK_AS(IoError, it != index.end(), at(i), " is not one of the ", labels.names.size(),
+                " classes of the training data (", header_list(labels.names), ")");
     y[i] = static_cast<float>(it->second);
   }
 }

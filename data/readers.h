@@ -11,8 +11,11 @@
 namespace minitrain {
 
 /// The class names of a CSV label column (see load_csv_dataset): index order; empty for numbers.
+/// `held_out`: the labels of held-out data (--val-data, evaluate), which take the training's kind
+/// and classes: its names when it had text labels, else class numbers (a text label is an error).
 struct CsvClassLabels {
   std::vector<std::string> names;
+  bool held_out = false;
 };
 
 /// Features X.npy [N, in] and targets Y.npy [N, out] or [N] (float, or integer class labels read
@@ -31,9 +34,11 @@ TensorDataset load_npy_dataset(const std::string& features_path, const std::stri
 /// Values are parsed as float64 and rounded to float32. ValueError for no target columns.
 ///
 /// With `class_labels` the one target column holds class labels: numbers (taken as class indices,
-/// which the caller checks against the classes), or any text. Text labels become indices in the
-/// order of class_labels->names: given (the training table's classes, for held-out data; a label
-/// outside them is an IoError naming the line), or when empty set to the sorted distinct labels.
+/// which the caller checks against the classes; each must be a whole number as written, at most
+/// kMaxExactClassLabel in magnitude, else an IoError naming the line and the value), or any text.
+/// Text labels become indices in the order of class_labels->names: given (the training table's
+/// classes, for held-out data; a label outside them is an IoError naming the line), or when empty
+/// set to the sorted distinct labels.
 TensorDataset load_csv_dataset(const std::string& path,
                                const std::vector<std::string>& target_columns,
                                CsvClassLabels* class_labels = nullptr);

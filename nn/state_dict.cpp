@@ -3,6 +3,7 @@
 
 #include "nn/state_dict.h"
 
+#include <cmath>
 #include <set>
 #include <sstream>
 
@@ -103,9 +104,25 @@ void load_state_dict(Module& m, const std::vector<std::pair<std::string, Tensor>
 void save_weights(const std::string& path, Module& m,
                   const std::map<std::string, std::string>& metadata, std::optional<DType> dtype) {
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (auto& [name, p] : m.named_parameters())
-    tensors.emplace_back(name,
-                         dtype && *dtype != p->value.dtype() ? cast(p->value, *dtype) : p->value);
+  for (auto& [name, p] : m.named_parameters()) {
+    if (!dtype || *dtype == p->value.dtype()) {
+      tensors.emplace_back(name, p->value);
+      continue;
+    }
+    Tensor narrow = cast(p->value, *dtype);
+    // float16 ends at 65504: a larger weight would be written as inf without a word (bfloat16
+    // has float32's range, so only float16 can overflow). Nothing is written then.
+    const int64_t bad = first_non_finite(narrow);
+    if (bad >= 0) {
+      const double v = p->value.to(Device::cpu()).to_double_vector()[static_cast<std::size_t>(bad)];
+      MT_CHECK_AS(ValueError, !std::isfinite(v), "'", path, "' as ", dtype_name(*dtype),
+                  ": tensor '", name, "' holds ", v, " at ", unravel_index(bad, p->value.shape()),
+                  ", beyond float16's range (65504), which would be saved as ",
+                  v > 0 ? "inf" : "-inf",
+                  "; save it in fp32 or bf16 (float32's range), or keep the weights smaller");
+    }
+    tensors.emplace_back(name, std::move(narrow));
+  }
   std::map<std::string, std::string> meta = {{"minitrain_version", MINITRAIN_VERSION}};
   for (const auto& [k, v] : metadata) meta[k] = v;  // the caller's may override
   write_safetensors(path, tensors, meta);

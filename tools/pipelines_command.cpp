@@ -144,7 +144,7 @@ int PipelinesCommand::run(std::ostream& out, std::ostream& status) {
     // A stale log of an earlier invocation would show as this run's progress until it starts.
     if (c.log == (dir / "metrics.jsonl").string() && !c.resume) fs::remove(c.log);
     // Outputs placed in the run's directory may name a folder of their own there.
-    for (const std::string* p : {&c.save, &c.log})
+    for (const std::string* p : {&c.save, &c.save_best, &c.log})
       if (!p->empty() && p->rfind(dir.string() + "/", 0) == 0) make_dir(fs::path(*p).parent_path());
     c.progress = "lines";
     job.metrics_path = c.log;

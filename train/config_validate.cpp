@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <string>
 
@@ -410,6 +411,12 @@ void validate_precision(const TrainConfig& c) {
   if (c.loss_scale) {
     check_finite("loss-scale", *c.loss_scale);
     if (*c.loss_scale <= 0) MT_THROW(ValueError, "--loss-scale must be > 0, got ", *c.loss_scale);
+    // The scale multiplies a float32 loss: beyond float32's range every step would overflow and be
+    // skipped, and the scale itself could not be stored in a checkpoint.
+    if (*c.loss_scale > std::numeric_limits<float>::max())
+      MT_THROW(ValueError, "--loss-scale ", *c.loss_scale, " is beyond float32's range (",
+               std::numeric_limits<float>::max(),
+               "): every scaled loss would be inf; GradScaler's default is 65536");
   }
   if (c.loss_scale_growth_interval)
     check_at_least("loss-scale-growth-interval", *c.loss_scale_growth_interval, 1);

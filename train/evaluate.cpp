@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/finite.h"
 #include "core/strings.h"
 #include "data/class_labels.h"
 #include "data/readers.h"
@@ -72,7 +73,7 @@ Evaluation run_evaluate(const EvaluateConfig& c) {
               "or made by PyTorch): give --target-columns a,b");
   MT_CHECK_AS(ValueError, csv || !c.targets.empty(), "--data ", c.data,
               " needs --targets Y.npy (the labels to compare with)");
-  CsvClassLabels labels{trained.classes};  // text labels map through the training's classes
+  CsvClassLabels labels{trained.classes, /*held_out=*/true};  // the training's kind and classes
   const auto data = std::make_shared<TensorDataset>(
       csv ? load_csv_dataset(c.data, targets, trained.classifier() ? &labels : nullptr)
           : load_npy_dataset(c.data, c.targets));
@@ -85,6 +86,17 @@ Evaluation run_evaluate(const EvaluateConfig& c) {
   if (trained.classifier())
     check_class_labels(data->targets(), out, LossOptions{}.ignore_index,
                        c.targets.empty() ? c.data : c.targets);
+
+  // No score from non-finite outputs: an inf prediction once gave "r2 0.0" with exit 0. An error
+  // rather than a NaN score: JSON has no NaN (it would be a null that scripts misread), and a
+  // non-zero exit cannot be taken for a result.
+  const Tensor y = predict(*trained.model, data->features(), device, c.batch_size);
+  if (const int64_t bad = first_non_finite(y); bad >= 0)
+    MT_THROW(ValueError, "--weights ", c.weights,
+             ": the model's predictions are not finite: ", non_finite_name(y, bad), " at row ",
+             bad / y.size(1), ", output ", bad % y.size(1), " (0-based) of --data ", c.data,
+             "; no score is computed from them (the weights are finite but too large for these "
+             "inputs: check the weights and the data's scale)");
 
   // The trained loss, as training's held-out evaluation computes it.
   ValidatorOptions vo;
@@ -100,12 +112,10 @@ Evaluation run_evaluate(const EvaluateConfig& c) {
   if (trained.classifier()) {
     e.classifier = true;
     e.accuracy = vm.accuracy;
-    e.balanced_accuracy = balanced_accuracy(
-        predict(*trained.model, data->features(), device, c.batch_size), data->targets());
+    e.balanced_accuracy = balanced_accuracy(y, data->targets());
     return e;
   }
 
-  const Tensor y = predict(*trained.model, data->features(), device, c.batch_size);
   const float* got = y.data<float>();
   const float* want = data->targets().data<float>();
   // Two passes in float64: the targets' means, then the errors and the spread about the means

@@ -51,7 +51,7 @@ bool safe_name(const std::string& name) {
 // (place_run_outputs), not beside runs.toml.
 bool is_output_key(std::string key) {
   std::replace(key.begin(), key.end(), '_', '-');
-  return key == "save" || key == "checkpoint-dir" || key == "log";
+  return key == "save" || key == "save-best" || key == "checkpoint-dir" || key == "log";
 }
 
 void apply_key(TrainConfig& config, const std::string& key, const toml::node& node,
@@ -138,10 +138,11 @@ std::vector<SweepPoint> sweep_grid(const toml::table* sweep) {
 }
 
 std::vector<std::string*> input_paths(TrainConfig& c) {
-  return {&c.data, &c.targets, &c.init, &c.sample_weights};
+  return {&c.data,     &c.targets,     &c.init,          &c.sample_weights,
+          &c.val_data, &c.val_targets, &c.class_weights, &c.pos_weight};
 }
 std::vector<std::string*> output_paths(TrainConfig& c) {
-  return {&c.save, &c.checkpoint_dir, &c.log};
+  return {&c.save, &c.save_best, &c.checkpoint_dir, &c.log};
 }
 
 // Every "{name}" in the run's paths becomes its name, so that one [defaults] line serves all runs.
@@ -155,7 +156,8 @@ void expand_name(TrainConfig& c, const std::string& name) {
 
 void make_inputs_absolute(TrainConfig& c) {
   for (std::string* p : input_paths(c)) {
-    if (p->empty() || *p == "synthetic" || p->rfind("synthetic:", 0) == 0) continue;
+    // "auto" is --class-weights' word, not a file.
+    if (p->empty() || *p == "synthetic" || p->rfind("synthetic:", 0) == 0 || *p == "auto") continue;
     *p = std::filesystem::absolute(*p).lexically_normal().string();
   }
 }
@@ -331,8 +333,10 @@ void place_run_outputs(PipelinesFile& file, const std::string& out_dir) {
     const std::filesystem::path dir = std::filesystem::absolute(out_dir) / run.name;
     TrainConfig& c = run.config;
     if (c.log.empty()) c.log = "metrics.jsonl";
-    const std::pair<std::string*, const char*> outputs[] = {
-        {&c.save, "save"}, {&c.checkpoint_dir, "checkpoint-dir"}, {&c.log, "log"}};
+    const std::pair<std::string*, const char*> outputs[] = {{&c.save, "save"},
+                                                            {&c.save_best, "save-best"},
+                                                            {&c.checkpoint_dir, "checkpoint-dir"},
+                                                            {&c.log, "log"}};
     for (const auto& [p, key] : outputs) {
       if (p->empty()) continue;
       *p = (dir / *p).lexically_normal().string();  // an absolute *p stays as it is

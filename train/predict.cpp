@@ -16,6 +16,7 @@
 #include "kernels/cast.h"
 #include "nn/gemm_backend.h"
 #include "train/gemm_flag.h"
+#include "train/run_files.h"
 #include "train/trained_model.h"
 
 namespace minitrain {
@@ -29,15 +30,17 @@ bool is_csv(const std::string& path, const char* flag) {
   return false;
 }
 
-// Y as CSV: a header (the training's target column names where they fit, else y0, y1, ...),
-// then one row per prediction, each value with the 9 significant digits that give a float32 back.
+// Y as CSV (RFC 4180: names quoted where they need it, see csv_field): a header (the training's
+// target column names where they fit, else y0, y1, ...), then one row per prediction, each value
+// with the 9 significant digits that give a float32 back.
 void write_csv(const std::string& path, const Tensor& y, const std::vector<std::string>& names) {
   const int64_t cols = y.size(1);
   std::string text;
   for (int64_t j = 0; j < cols; ++j) {
     text += j ? "," : "";
-    text += static_cast<int64_t>(names.size()) == cols ? names[static_cast<std::size_t>(j)]
-                                                       : "y" + std::to_string(j);
+    text += static_cast<int64_t>(names.size()) == cols
+                ? csv_field(names[static_cast<std::size_t>(j)])  // class names hold anything
+                : "y" + std::to_string(j);
   }
   text += "\n";
   const float* v = y.data<float>();
@@ -90,11 +93,11 @@ Tensor classify(const Tensor& logits, bool bce, bool probabilities) {
 // A class column as CSV: its names where the weights know them, else the indices.
 void write_class_csv(const std::string& path, const Tensor& classes, const std::string& header,
                      const std::vector<std::string>& names) {
-  std::string text = header + "\n";
+  std::string text = csv_field(header) + "\n";
   const float* v = classes.data<float>();
   for (int64_t i = 0; i < classes.size(0); ++i) {
     const auto k = static_cast<std::size_t>(v[i]);
-    text += (names.empty() ? std::to_string(k) : names[k]) + "\n";
+    text += (names.empty() ? std::to_string(k) : csv_field(names[k])) + "\n";
   }
   AtomicFile file(path);
   file.write(text);
@@ -133,6 +136,9 @@ int64_t run_predict(const PredictConfig& c) {
   MT_CHECK_AS(ValueError, !c.weights.empty(), "predict needs --weights W.safetensors");
   MT_CHECK_AS(ValueError, !c.input.empty(), "predict needs --input X.npy or T.csv");
   MT_CHECK_AS(ValueError, !c.output.empty(), "predict needs --output Y.npy or Y.csv");
+  check_run_files({{"--weights", c.weights, false},
+                   {"--input", c.input, false},
+                   {"--output", c.output, true}});  // `--output data.csv` replaced the table
   const bool csv_in = is_csv(c.input, "--input");
   const bool csv_out = is_csv(c.output, "--output");
   const Device device = Device::parse(c.device);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -37,6 +38,7 @@
 #include "parallel/launch/process_group.h"
 #include "train/flag_context.h"
 #include "train/gemm_flag.h"
+#include "train/run_files.h"
 #include "train/validation.h"
 
 namespace minitrain {
@@ -425,7 +427,8 @@ RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
     train_rows = std::move(split.train);
     d.val_source = "--val-split " + number_text(c.val_split) + " of --data";
   } else if (!c.val_data.empty()) {
-    CsvClassLabels val_labels = labels;  // the training table's classes, in its order
+    CsvClassLabels val_labels = labels;  // the training table's kind and classes, in its order
+    val_labels.held_out = true;
     auto val = std::make_shared<TensorDataset>(
         load_table(c.val_data, c.val_targets, c, p.classifier ? &val_labels : nullptr));
     check_data_fits_model(*val, "--val-data " + c.val_data, c, sizes, p.classifier);
@@ -630,6 +633,103 @@ void check_replicas_agree(Module& model, Communicator& comm) {
              comm.rank(), ", checksum ", i, ": ", -m[n + i], " .. ", m[i], ")");
 }
 
+// fp16's loss scaling skips a step whose gradients overflow; a run whose every step was skipped
+// trained nothing and is no success, whatever else went right (no --save of untrained weights).
+void check_some_step_counted(const TrainSummary& s, int64_t total_steps) {
+  if (s.stopped_early || s.last_step < s.first_step || s.skipped_steps < s.last_step) return;
+  MT_THROW(Error, "every step (", s.skipped_steps, " of ", s.last_step,
+           ") was skipped for inf/NaN gradients, so nothing was trained (the loss scale ended at ",
+           s.loss_scale, " after step ", s.last_step, " of ", total_steps,
+           "); lower --loss-scale, or look for what overflows float16 (the data's scale, --lr)");
+}
+
+// Note [one configuration for all ranks]: ranks started with their own flags (per-node configs,
+// MPMD) once trained silently with different --lr or --seed and saved rank 0's weights; only the
+// model's shape was compared (by DistributedDataParallel). Rank 0's configuration goes to every
+// rank before the first step; a rank whose own differs names each difference, and every rank
+// stops together (a flag per rank, all-reduced, so no rank waits in a collective for a rank that
+// left). Left out: what each process may set for itself without changing the result.
+void check_same_config(const TrainConfig& c, Communicator& comm) {
+  static const std::set<std::string> kPerProcess = {"device",       "devices",  "threads",
+                                                    "workers",      "progress", "memory-cap",
+                                                    "comm-timeout", "log",      "log-every"};
+  const std::string own = config_to_json(c);
+  Tensor length = Tensor::from_vector(std::vector<double>{static_cast<double>(own.size())}, {1})
+                      .to(comm.device());
+  comm.broadcast(length, 0);
+  const auto n = static_cast<int64_t>(length.to_vector<double>()[0]);
+  std::vector<float> bytes(static_cast<std::size_t>(n), 0.0f);  // a byte per float: exact
+  if (comm.rank() == 0)
+    for (int64_t i = 0; i < n; ++i)
+      bytes[static_cast<std::size_t>(i)] =
+          static_cast<unsigned char>(own[static_cast<std::size_t>(i)]);
+  Tensor text = Tensor::from_vector(bytes, {n}).to(comm.device());
+  comm.broadcast(text, 0);
+  std::string root;
+  for (float b : text.to_vector<float>()) root += static_cast<char>(static_cast<unsigned char>(b));
+
+  const nlohmann::json mine = nlohmann::json::parse(own), theirs = nlohmann::json::parse(root);
+  std::vector<std::string> differences;
+  for (const auto& [key, value] : mine.items()) {
+    if (kPerProcess.count(key)) continue;
+    const auto it = theirs.find(key);
+    const std::string other = it == theirs.end() ? "(not set)" : it->dump();
+    if (it == theirs.end() || *it != value)
+      differences.push_back("--" + key + " " + value.dump() + " (rank 0: " + other + ")");
+  }
+  std::vector<double> differs(static_cast<std::size_t>(comm.size()), 0.0);
+  differs[static_cast<std::size_t>(comm.rank())] = differences.empty() ? 0.0 : 1.0;
+  Tensor flags = Tensor::from_vector(differs, {comm.size()}).to(comm.device());
+  comm.all_reduce(flags, ReduceOp::Max);
+  std::vector<std::string> ranks;
+  const std::vector<double> all = flags.to_vector<double>();
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (all[r] > 0) ranks.push_back(std::to_string(r));
+  if (ranks.empty()) return;
+  if (!differences.empty())
+    MT_THROW(ValueError, "rank ", comm.rank(),
+             " was started with another configuration than rank 0: ", join(differences, ", "),
+             "; every rank of a ddp run must train the same run (give them the same flags)");
+  MT_THROW(ValueError, "rank(s) ", join(ranks, ", "),
+           " were started with another configuration than rank 0 (their errors name the "
+           "differences); every rank of a ddp run must train the same run");
+}
+
+// Every file the run reads or writes, by flag (check_run_files compares them).
+std::vector<RunFile> train_run_files(const TrainConfig& c, const ProcessEnv& env) {
+  const bool data_file = ends_with(c.data, ".npy") || ends_with(c.data, ".csv");
+  std::vector<RunFile> files = {
+      {"--data", data_file ? c.data : "", false},
+      {"--targets", c.targets, false},
+      {"--val-data", c.val_data, false},
+      {"--val-targets", c.val_targets, false},
+      {"--init", c.init, false},
+      {"--class-weights", c.class_weights == "auto" ? "" : c.class_weights, false},
+      {"--pos-weight", c.pos_weight, false},
+      {"--sample-weights", c.sample_weights, false},
+      {"--save", c.save, true},
+      {"--save-best", c.save_best, true},
+      {"--checkpoint-dir", c.checkpoint_dir.empty() ? "" : checkpoint_path(c.checkpoint_dir), true},
+  };
+  // Under ddp each rank writes its own log: every rank's name is an output.
+  for (int r = 0; r < (c.log.empty() ? 0 : env.world_size); ++r)
+    files.push_back({r == 0 ? "--log" : "--log (rank " + std::to_string(r) + ")",
+                     rank_log_path(c.log, r, env.world_size), true});
+  return files;
+}
+
+std::vector<RunLock> lock_run_files(const TrainConfig& c, const ProcessEnv& env) {
+  std::vector<RunLock> locks;
+  if (!c.checkpoint_dir.empty() && env.rank == 0)
+    locks.emplace_back("--checkpoint-dir " + c.checkpoint_dir,
+                       checkpoint_dir_lock_path(c.checkpoint_dir));
+  if (!c.log.empty()) {
+    const std::string log = rank_log_path(c.log, env.rank, env.world_size);
+    locks.emplace_back("--log " + log, file_lock_path(log));
+  }
+  return locks;
+}
+
 // The line that says what is trained where.
 std::string describe_run(const TrainConfig& c, const RunPlan& p, const RunData& d,
                          const BuiltModel& b, const TrainReport& r, const Communicator* comm,
@@ -681,6 +781,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
                          const std::atomic<int>* stop_requested) {
   // ---- check everything before the first step ----
   const RunPlan plan = plan_run(c, info);
+  check_run_files(train_run_files(c, plan.env));
   const RunData data = load_run_data(c, plan);
   if (!c.save.empty()) prepare_output("save", c.save, info);
   if (!c.save_best.empty()) prepare_output("save-best", c.save_best, info);
@@ -704,12 +805,16 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
                ec ? ": " + ec.message() : std::string());
     prepare_output("checkpoint-dir", checkpoint_path(c.checkpoint_dir), info);
   }
+  // One run at a time on the files: a second run on them is refused while this one lives. Rank 0
+  // alone writes the checkpoints; every rank its own log.
+  const std::vector<RunLock> locks = lock_run_files(c, plan.env);
 
   // Declared before the model: the DDP wrapper uses it until it is destroyed.
   std::unique_ptr<Communicator> comm;
   if (plan.ddp)
     comm = init_process_group(plan.env, plan.device, process_group_options(c, plan.devices));
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
+  if (comm) check_same_config(c, *comm);
 
   Generator gen(c.seed);
   BuiltModel built = build_model(c, plan, gen, comm.get());
@@ -764,7 +869,8 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
         auto m = metadata;
         m["step"] = std::to_string(step);
         m["val_loss"] = nlohmann::json(v.loss).dump();  // shortest round trip
-        save_weights(c.save_best, model, m, save_dtype);
+        with_flag_context("--save-dtype " + c.save_dtype,
+                          [&] { save_weights(c.save_best, model, m, save_dtype); });
       };
     }
   }
@@ -806,13 +912,15 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   trainer.set_progress(rank == 0 ? &progress : nullptr);
   report.summary = trainer.run();
   if (c.sync_every) check_replicas_agree(model, *comm);
+  check_some_step_counted(report.summary, report.total_steps);
 
   if (!c.save.empty()) {
     check_parameters_finite(model, "--save");  // on every rank: the weights are the same on all
     if (rank == 0) {
       auto m = metadata;
       m["step"] = std::to_string(trainer.step());
-      save_weights(c.save, model, m, save_dtype);
+      with_flag_context("--save-dtype " + c.save_dtype,
+                        [&] { save_weights(c.save, model, m, save_dtype); });
     }
     report.saved = c.save;
   }

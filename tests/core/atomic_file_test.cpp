@@ -32,6 +32,20 @@ TEST(AtomicFile, WritesThenReplacesWithoutLeavingTemporaries) {
   EXPECT_EQ(dir.listing(), std::vector<std::string>{"w.bin"});
 }
 
+// Issue 30 (medium): re-saving a 0600 weights file made it 0644 (the temporary's mode): a file
+// replaced keeps its permission bits; a new one gets the umask's, as open(2) gives.
+TEST(AtomicFile, ReplacingAFileKeepsItsMode) {
+  ScratchDir dir;
+  const std::string p = dir.path("w.safetensors");
+  write_file_atomically(p, "first");
+  ASSERT_EQ(::chmod(p.c_str(), 0600), 0);
+  write_file_atomically(p, "second");
+  struct stat st {};
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(read_file_bytes(p), "second");
+}
+
 TEST(AtomicFile, TemporarySitsBesideTheTargetUntilCommit) {
   ScratchDir dir;
   const std::string p = dir.path("W.safetensors");

@@ -104,5 +104,17 @@ TEST(Strings, NonFiniteNumbersHaveNamesThatReadBack) {
   EXPECT_TRUE(std::isnan(nonfinite_value("")));  // a null without a name
 }
 
+// Issue 30: class names with commas, quotes and line breaks shifted predict's CSV columns.
+TEST(Strings, CsvFieldQuotesWhatAReaderWouldSplitOrTrim) {
+  EXPECT_EQ(csv_field("setosa"), "setosa");
+  EXPECT_EQ(csv_field(""), "");
+  EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
+  EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(csv_field("two\nlines"), "\"two\nlines\"");
+  EXPECT_EQ(csv_field("cr\r"), "\"cr\r\"");
+  EXPECT_EQ(csv_field(" padded"), "\" padded\"");
+  EXPECT_EQ(csv_field("tab\t"), "\"tab\t\"");
+}
+
 }  // namespace
 }  // namespace minitrain

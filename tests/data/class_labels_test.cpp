@@ -139,5 +139,68 @@ TEST(HoldoutSplit, TinySetsKeepBothSidesAndBadFractionsAreRefused) {
   expect_error<ValueError>([] { holdout_split(1, 0.5, 0); }, {"1 row(s)"});
 }
 
+// Issue 30: labels are float32, which rounds 1.00000001 to 1, 2.9999999 to 3 and 16777217 to
+// 16777216: each is refused as written, naming the line; a held-out table takes the training's
+// label kind (a text label among numeric training labels once numbered its own classes).
+TEST(ClassLabels, NumericLabelsMustBeExactIntegersAsWritten) {
+  ScratchDir dir;
+  CsvClassLabels classes;
+  expect_error<IoError>(
+      [&] {
+        load_csv_dataset(dir.write_raw("a.csv", "x,y\n0,0\n1,1.00000001\n"), {"y"}, &classes);
+      },
+      {"a.csv:3", "label '1.00000001' is not an integer"});
+  expect_error<IoError>(
+      [&] { load_csv_dataset(dir.write_raw("b.csv", "x,y\n0,2.9999999\n"), {"y"}, &classes); },
+      {"b.csv:2", "label '2.9999999' is not an integer"});
+  expect_error<IoError>(
+      [&] { load_csv_dataset(dir.write_raw("c.csv", "x,y\n0,1\n1,16777217\n"), {"y"}, &classes); },
+      {"c.csv:3", "label '16777217' is beyond 16777216"});
+  // Written as 2.0 or 2e0 a label is still the whole number 2; -100 (an ignore_index) is fine.
+  const TensorDataset ok =
+      load_csv_dataset(dir.write_raw("d.csv", "x,y\n0,2.0\n1,2e0\n2,-100\n"), {"y"}, &classes);
+  EXPECT_EQ(host_values(ok.targets()), (std::vector<double>{2, 2, -100}));
+  EXPECT_TRUE(classes.names.empty());
+}
+
+TEST(ClassLabels, HeldOutLabelsTakeTheTrainingsKind) {
+  ScratchDir dir;
+  CsvClassLabels numbers{{}, /*held_out=*/true};  // the training's labels were numbers
+  expect_error<IoError>(
+      [&] { load_csv_dataset(dir.write_raw("v.csv", "x,y\n0,1\n1,cat\n"), {"y"}, &numbers); },
+      {"v.csv:3", "label 'cat' is not a number", "training labels are class numbers"});
+  CsvClassLabels text{{"a", "b"}, /*held_out=*/true};
+  expect_error<IoError>(
+      [&] { load_csv_dataset(dir.write_raw("w.csv", "x,y\n0,a\n1,0\n"), {"y"}, &text); },
+      {"w.csv:3", "label '0' is not one of the 2 classes"});
+}
+
+TEST(ClassLabels, MoreClassesThanFloat32CountsAreRefused) {
+  expect_error<ValueError>(
+      [&] {
+        check_class_labels(labels({0, 1}), kMaxExactClassLabel + 1, -100, "y.npy");
+      },
+      {"y.npy", "16777217 classes", "at most 16777216"});
+  EXPECT_NO_THROW(check_class_labels(labels({0, 1}), kMaxExactClassLabel, -100, "y.npy"));
+}
+
+// Issue 30 (medium): one "NA" among class numbers turned the column into text classes (sorted
+// "10" before "2"). A missing-value marker (pandas' na_values) is refused as what it is, naming
+// the line, in any label column.
+TEST(ClassLabels, AMissingValueMarkerIsNoClass) {
+  ScratchDir dir;
+  for (const char* marker : {"NA", "nan", "NaN", "N/A", "null", "None", "#N/A", "<NA>"}) {
+    CsvClassLabels classes;
+    const std::string path =
+        dir.write_raw("m.csv", std::string("x,y\n0,2\n1,10\n2,") + marker + "\n");
+    expect_error<IoError>([&] { load_csv_dataset(path, {"y"}, &classes); },
+                          {"m.csv:4", std::string("label '") + marker + "' is a missing value"});
+  }
+  CsvClassLabels text;  // text classes too
+  expect_error<IoError>(
+      [&] { load_csv_dataset(dir.write_raw("t.csv", "x,y\n0,cat\n1,NA\n"), {"y"}, &text); },
+      {"t.csv:3", "label 'NA' is a missing value"});
+}
+
 }  // namespace
 }  // namespace minitrain

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/strings.h"
 #include "data/readers.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
@@ -167,6 +168,20 @@ TEST(CsvReader, ReadsManyRowsExactly) {
     EXPECT_EQ(x[2 * r + 1], double(float(r + 0.5)));
     EXPECT_EQ(y[r], double(-r));
   }
+}
+
+// Issue 30: whatever class name csv_field writes (predict's CSV outputs) reads back as written.
+TEST(CsvReader, ClassNamesWrittenByCsvFieldReadBackAsWritten) {
+  const std::vector<std::string> names = {" padded",    "a,b",        "plain",
+                                          "say \"hi\"", "two\nlines", "win\r\nline"};
+  std::string text = "x,y\n";
+  for (std::size_t i = 0; i < names.size(); ++i)
+    text += std::to_string(i) + "," + csv_field(names[i]) + "\n";
+  ScratchDir dir;
+  CsvClassLabels labels;
+  const TensorDataset ds = load_csv_dataset(dir.write_raw("t.csv", text), {"y"}, &labels);
+  EXPECT_EQ(labels.names, names);  // sorted already, so index i is names[i]
+  EXPECT_EQ(host_values(ds.targets()), (std::vector<double>{0, 1, 2, 3, 4, 5}));
 }
 
 }  // namespace

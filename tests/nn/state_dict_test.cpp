@@ -173,6 +173,25 @@ TEST(Weights, FailedSaveLeavesTheExistingFileIntact) {
   std::remove(path.c_str());
 }
 
+// Issue 30: --save-dtype fp16 wrote +inf for a weight beyond 65504 without a word. Refused, naming
+// the tensor, the value and where; nothing is written; bfloat16 (float32's range) keeps it.
+TEST(Weights, Float16SaveRefusesWeightsBeyondItsRange) {
+  const std::string path = temp_path("nn_fp16_overflow.safetensors");
+  std::remove(path.c_str());
+  auto model = mlp({3, 1}, 15);
+  for (auto& [name, p] : model->named_parameters())
+    if (name == "0.weight")  // [1, 3]
+      p->value.copy_(Tensor::from_vector(std::vector<float>{1.0f, -70000.0f, 3.0f}, {1, 3}));
+  const std::string msg = error_message([&] { save_weights(path, *model, {}, DType::Float16); });
+  EXPECT_THAT(msg, HasSubstr("tensor '0.weight' holds -70000 at [0, 1]"));
+  EXPECT_THAT(msg, HasSubstr("beyond float16's range (65504), which would be saved as -inf"));
+  EXPECT_FALSE(std::ifstream(path).good());
+  save_weights(path, *model, {}, DType::BFloat16);  // bf16 rounds -70000 to -70144, finite
+  const Tensor back = read_safetensors(path, Device::cpu()).at("0.weight");
+  EXPECT_EQ(host_values(back)[1], -70144.0);
+  std::remove(path.c_str());
+}
+
 // tests/fixtures/mlp_3_2_1.safetensors: torch.nn.Sequential(Linear(3, 2), ReLU(), Linear(2, 1)),
 // element i of a tensor of layer l = (i + 1) * 0.25 * (l + 1), weights alternating in sign
 // (tests/fixtures/make_safetensors_fixtures.py).

@@ -18,6 +18,9 @@
 #            --sync-every 1 on the hybrid (--stages 2) equals DDP's weights too.
 #   errors   a failing rank's error line names the rank; --backend without --parallel ddp and
 #            --backend nccl for CPU ranks are refused, saying what to do.
+#   config   ranks started with their own flags (MPMD: `mpirun -n 1 ... : -n 1 ...`): a different
+#            --lr, or --seed, is refused before the first step, the differing rank naming the flag
+#            and both values, and nothing is written; different --progress (per process) is fine.
 #   validation --val-data of 7 rows (not a multiple of NP): each rank evaluates its own rows, the
 #            sums are all-reduced, and every val_loss equals the one-device run's; val_rows is 7
 #            (no padded duplicate counted); --save-best keeps the one-device run's best weights, and
@@ -430,6 +433,29 @@ elseif(CASE STREQUAL "errors")
   if(code EQUAL 0 OR NOT "${out}${err}" MATCHES "nccl backend works on GPU tensors.*--backend mpi")
     message(FATAL_ERROR "--backend nccl for CPU ranks was not refused (exit ${code}):\n${out}${err}")
   endif()
+elseif(CASE STREQUAL "config")
+  # ${common} without --lr and --seed, which each rank gets below
+  set(base --model mlp:4,16,16,2 --data synthetic:96 --no-shuffle --device cpu --optimizer adam --steps 2)
+  foreach(flag_values "--lr;0.01;0.02;--seed;3" "--seed;3;4;--lr;0.01")
+    list(GET flag_values 0 flag)
+    list(GET flag_values 1 a)
+    list(GET flag_values 2 b)
+    list(GET flag_values 3 same_flag)
+    list(GET flag_values 4 same)
+    execute_process(COMMAND ${MPIEXEC} -n 1 ${MINITRAIN} train --parallel ddp ${base} ${quiet} ${same_flag} ${same}
+                              ${flag} ${a} --save ${WORK}/w.safetensors
+                            : -n 1 ${MINITRAIN} train --parallel ddp ${base} ${quiet} ${same_flag} ${same}
+                              ${flag} ${b} --save ${WORK}/w.safetensors
+                    RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+    if(code EQUAL 0 OR NOT "${out}${err}" MATCHES "rank 1: minitrain: error: rank 1 was started with another configuration than rank 0: ${flag} \"?${b}\"? \\(rank 0: \"?${a}\"?\\)")
+      message(FATAL_ERROR "ranks with ${flag} ${a} and ${b} were not refused naming it (exit ${code}):\n${out}${err}")
+    endif()
+    if(EXISTS ${WORK}/w.safetensors OR "${out}" MATCHES "step [0-9]+/")
+      message(FATAL_ERROR "a step ran or --save was written before the refusal:\n${out}${err}")
+    endif()
+  endforeach()
+  run(out ${MPIEXEC} -n 1 ${MINITRAIN} train --parallel ddp ${common} --steps 2 --progress none
+          : -n 1 ${MINITRAIN} train --parallel ddp ${common} --steps 2 --progress lines)
 else()
   message(FATAL_ERROR "unknown CASE '${CASE}'")
 endif()

@@ -306,6 +306,231 @@ ROWS = {
 }
 
 
+# ---- issue 30: silent wrong answers ----------------------------------------------------------
+
+def mt(*args):
+    """Runs minitrain for a row's setup; the setup fails (an AssertionError) if it does."""
+    p = subprocess.run([MINITRAIN] + [str(a) for a in args], capture_output=True, text=True)
+    assert p.returncode == 0, " ".join(map(str, args)) + "\n" + p.stdout + p.stderr
+    return p
+
+
+QUIET = ["--progress", "none", "--device", "cpu"]
+# Class names a naive CSV writer shifts: a comma, a quote, a line break (all quoted as input).
+AWKWARD_CLASSES_CSV = 'a,b,y\n1,2,"x,1"\n2,1,"say ""hi"""\n3,3,"two\nlines"\n1,1,"x,1"\n'
+
+
+def _awkward_classifier(d):
+    write(f"{d}/t.csv", AWKWARD_CLASSES_CSV)
+    mt("train", "--data", f"{d}/t.csv", "--target-columns", "y", "--loss", "cross_entropy",
+       "--model", "mlp:2,3", "--steps", "2", "--save", f"{d}/w.safetensors", *QUIET)
+
+
+def _predict_quoted(d, probabilities):
+    _awkward_classifier(d)
+    return ["predict", "--weights", f"{d}/w.safetensors", "--input", f"{d}/t.csv", "--output",
+            f"{d}/p.csv"] + (["--probabilities"] if probabilities else [])
+
+
+def _predict_quoted_check(probabilities):
+    def check(d, out):
+        import csv
+        rows = list(csv.reader(open(f"{d}/p.csv", newline="")))
+        classes = ["say \"hi\"", "two\nlines", "x,1"]  # sorted, as the training numbers them
+        if probabilities:
+            if rows[0] != classes or any(len(r) != 3 for r in rows):
+                return f"probabilities CSV read back as {rows}"
+        elif any(len(r) != 1 for r in rows) or any(r[0] not in classes for r in rows[1:]):
+            return f"class CSV read back as {rows}"
+        return None
+    return check
+
+
+def _numeric_train_text_val(d, command):
+    write(f"{d}/t.csv", "a,y\n0,0\n1,1\n2,2\n0,0\n")
+    write(f"{d}/v.csv", "a,y\n0,2\n1,0\n2,cat\n")
+    if command == "train":
+        return ["train", "--data", f"{d}/t.csv", "--target-columns", "y", "--loss", "cross_entropy",
+                "--model", "mlp:1,3", "--steps", "2", "--val-data", f"{d}/v.csv", *QUIET]
+    mt("train", "--data", f"{d}/t.csv", "--target-columns", "y", "--loss", "cross_entropy",
+       "--model", "mlp:1,3", "--steps", "2", "--save", f"{d}/w.safetensors", *QUIET)
+    return ["evaluate", "--weights", f"{d}/w.safetensors", "--data", f"{d}/v.csv"]
+
+
+def _big_weight_fp16(d):
+    return ["train", "--model", "mlp:3,1", "--init", write(f"{d}/w0.safetensors", mlp_3_1_weights([1, 70000, 3], 0)),
+            "--steps", "1", "--lr", "1e-9", "--save-dtype", "fp16", "--save", f"{d}/w.safetensors", *QUIET]
+
+
+def _no_file(name):
+    return lambda d, out: f"{name} was written" if os.path.exists(f"{d}/{name}") else None
+
+
+def _evaluate_inf_predictions(d):
+    write(f"{d}/t.csv", "a,b,c,y\n1,1,1,1\n2,2,2,3\n3,3,3,2\n")
+    # Finite weights whose outputs are not: 3e38 * 2 overflows float32.
+    write(f"{d}/w.safetensors", mlp_3_1_weights([3e38, 3e38, 3e38], 0))
+    return ["evaluate", "--weights", f"{d}/w.safetensors", "--data", f"{d}/t.csv", "--target-columns", "y",
+            "--model", "mlp:3,1", "--activation", "relu"]
+
+
+def _unchanged(name, text):
+    return lambda d, out: None if open(f"{d}/{name}").read() == text else f"{name} was changed"
+
+
+def _log_is_data(d):
+    write(f"{d}/t.csv", SMALL_CSV)
+    return ["train", "--data", f"{d}/t.csv", "--target-columns", "y", "--model", "mlp:2,1", "--steps", "2",
+            "--log", f"{d}/./t.csv", *QUIET]
+
+
+def _save_best_is_save(d):
+    os.mkdir(f"{d}/sub")
+    return ["train", "--data", "synthetic:64", "--val-split", "0.25", "--steps", "4", "--eval-every", "2",
+            "--save", f"{d}/w.safetensors", "--save-best", f"{d}/sub/../w.safetensors", *QUIET]
+
+
+def _save_best_is_checkpoint(d):
+    return ["train", "--data", "synthetic:64", "--val-split", "0.25", "--steps", "4", "--eval-every", "2",
+            "--checkpoint-dir", f"{d}/ck", "--save-best", f"{d}/ck/checkpoint.safetensors", *QUIET]
+
+
+def _save_is_hard_link_of_init(d):
+    write(f"{d}/w0.safetensors", mlp_3_1_weights([1, 2, 3], 0))
+    os.link(f"{d}/w0.safetensors", f"{d}/link.safetensors")
+    return ["train", "--model", "mlp:3,1", "--init", f"{d}/w0.safetensors", "--steps", "2",
+            "--log", f"{d}/link.safetensors", *QUIET]
+
+
+def _lock_held(d, flag):
+    """A run on files another process holds: this row's helper holds the lock while minitrain runs."""
+    import fcntl
+    os.makedirs(f"{d}/ck", exist_ok=True)
+    lock = f"{d}/ck/.minitrain.lock" if flag == "checkpoint-dir" else f"{d}/.m.jsonl.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, b"%d\n" % os.getpid())
+    _held_locks.append(fd)  # released when the row's process ends (as a crashed run's would be)
+    target = f"{d}/ck" if flag == "checkpoint-dir" else f"{d}/m.jsonl"
+    return ["train", "--steps", "2", f"--{flag}", target, *QUIET]
+
+
+_held_locks = []
+
+
+def _lock_of_dead_run(d):
+    """A run killed while it held the lock leaves the file, not the lock: the next run goes ahead."""
+    p = subprocess.Popen([MINITRAIN, "train", "--steps", "100000", "--checkpoint-dir", f"{d}/ck", "--checkpoint-every",
+                          "1000", "--progress", "none", "--device", "cpu"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import time
+    for _ in range(200):
+        if os.path.exists(f"{d}/ck/.minitrain.lock"):
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
+    p.kill()
+    p.wait()
+    return ["train", "--steps", "2", "--checkpoint-dir", f"{d}/ck", *QUIET]
+
+
+def _labels_csv(d, labels, model="mlp:1,3"):
+    write(f"{d}/t.csv", "a,y\n" + "".join(f"{i},{l}\n" for i, l in enumerate(labels)))
+    return ["train", "--data", f"{d}/t.csv", "--target-columns", "y", "--loss", "cross_entropy",
+            "--model", model, "--steps", "1", *QUIET]
+
+
+def _all_steps_skipped_check(d, out):
+    return None if not re.search(r"^done: ", out, re.M) else "the run said done"
+
+
+ROWS.update({
+    # 1: class names in CSV outputs are quoted (RFC 4180) and read back as written
+    "predict_probabilities_csv_quotes_class_names": (
+        lambda d: _predict_quoted(d, True), 0, r"", _predict_quoted_check(True), 60),
+    "predict_classes_csv_quotes_class_names": (
+        lambda d: _predict_quoted(d, False), 0, r"", _predict_quoted_check(False), 60),
+    # 2: held-out labels take the training's kind and classes
+    "val_data_text_label_among_numeric_training_labels": (
+        lambda d: _numeric_train_text_val(d, "train"), 1,
+        r"v\.csv:4: column 'y': label 'cat' is not a number.*training labels are class numbers", None, 60),
+    "evaluate_text_label_among_numeric_training_labels": (
+        lambda d: _numeric_train_text_val(d, "evaluate"), 1,
+        r"v\.csv:4: column 'y': label 'cat' is not a number.*training labels are class numbers", None, 60),
+    # 3: fp16 weights beyond 65504, and scores of non-finite predictions
+    "save_dtype_fp16_refuses_weights_beyond_its_range": (
+        _big_weight_fp16, 1, r"--save-dtype fp16: .*tensor '0\.weight' holds 70000 .*beyond float16's range \(65504\)",
+        _no_file("w.safetensors"), 60),
+    "evaluate_refuses_to_score_non_finite_predictions": (
+        _evaluate_inf_predictions, 1, r"predictions are not finite: inf at row 0", None, 60),
+    # 4+5: no output replaces an input or another output, however it is spelt
+    "log_names_the_training_table": (
+        _log_is_data, 1, r"--log .*t\.csv.* and --data .*t\.csv.* are the same file",
+        _unchanged("t.csv", SMALL_CSV), 60),
+    "save_best_aliases_save_through_dot_dot": (
+        _save_best_is_save, 1, r"--save '.*w\.safetensors' and --save-best '.*sub/\.\./w\.safetensors' are the same file",
+        _no_file("w.safetensors"), 60),
+    "save_best_aliases_the_checkpoint": (
+        _save_best_is_checkpoint, 1, r"--save-best .* and --checkpoint-dir .*checkpoint\.safetensors.* are the same file",
+        None, 60),
+    "log_is_a_hard_link_of_init": (
+        _save_is_hard_link_of_init, 1, r"--log .*link\.safetensors.* and --init .*w0\.safetensors.* are the same file",
+        None, 60),
+    "predict_output_names_its_input": (
+        lambda d: ["predict", "--weights", write(f"{d}/w.safetensors", mlp_3_1_weights([1, 2, 3], 0)),
+                   "--activation", "relu", "--model", "mlp:3,1",
+                   "--input", write(f"{d}/t.csv", "a,b,c\n1,2,3\n"), "--output", f"{d}/./t.csv"],
+        1, r"--output .*t\.csv.* and --input .*t\.csv.* are the same file", _unchanged("t.csv", "a,b,c\n1,2,3\n"), 30),
+    # 6: pipelines place, expand and collision-check save-best like save
+    "pipelines_save_best_shared_by_every_run": (
+        lambda d: ["pipelines", "--out", f"{d}/out", "--config", write(f"{d}/runs.toml",
+                   f'[defaults]\nsteps = 2\nval-split = 0.25\ndata = "synthetic:64"\ndevice = "cpu"\n'
+                   f'save-best = "{d}/best.safetensors"\n[[run]]\nname = "a"\n[[run]]\nname = "b"\n')],
+        1, r"run 'b' \(save-best\) and run 'a' \(save-best\) would both write .*best\.safetensors",
+        _no_file("best.safetensors"), 60),
+    "pipelines_save_best_lands_in_each_runs_directory": (
+        lambda d: ["pipelines", "--out", f"{d}/out", "--config", write(f"{d}/runs.toml",
+                   '[defaults]\nsteps = 4\nval-split = 0.25\neval-every = 2\ndata = "synthetic:64"\n'
+                   'device = "cpu"\nsave-best = "{name}-best.safetensors"\n[[run]]\nname = "a"\n')],
+        0, r"", lambda d, out: None if os.path.exists(f"{d}/out/a/a-best.safetensors") and not any(
+            n.endswith("best.safetensors") for n in os.listdir(d)) else f"outputs: {os.listdir(d)}", 120),
+    # 7: one run at a time on a checkpoint directory or a log
+    "checkpoint_dir_held_by_another_run": (
+        lambda d: _lock_held(d, "checkpoint-dir"), 1,
+        r"--checkpoint-dir .*ck is in use by another run \(pid \d+, which holds '.*ck/\.minitrain\.lock'\)", _no_steps_ran, 60),
+    "log_held_by_another_run": (
+        lambda d: _lock_held(d, "log"), 1, r"--log .*m\.jsonl is in use by another run \(pid \d+, which holds '.*/\.m\.jsonl\.lock'\)", _no_steps_ran, 60),
+    "lock_of_a_killed_run_is_not_stuck": (
+        _lock_of_dead_run, 0, r"done: ", None, 60),
+    # 9: class labels that float32 would round
+    "csv_label_not_an_exact_integer": (
+        lambda d: _labels_csv(d, ["0", "1.00000001", "2"]), 1,
+        r"t\.csv:3: column 'y': label '1\.00000001' is not an integer", None, 30),
+    "csv_label_rounding_up_to_a_class": (
+        lambda d: _labels_csv(d, ["0", "1", "2.9999999"], "mlp:1,4"), 1,
+        r"t\.csv:4: column 'y': label '2\.9999999' is not an integer", None, 30),
+    "csv_label_beyond_float32_integers": (
+        lambda d: _labels_csv(d, ["0", "16777217"], "mlp:1,2"), 1,
+        r"t\.csv:3: column 'y': label '16777217' is beyond 16777216", None, 30),
+    "csv_label_na_among_class_numbers": (
+        lambda d: _labels_csv(d, ["2", "10", "NA", "1"], "mlp:1,11"), 1,
+        r"t\.csv:4: column 'y': label 'NA' is a missing value", None, 30),
+    "classifier_of_more_classes_than_float32_counts": (
+        lambda d: ["train", "--data", write(f"{d}/x.npy", npy_f32(2, [1.0, 2.0])), "--targets",
+                   write(f"{d}/y.npy", npy_bytes("{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }",
+                                                 struct.pack("<2q", 0, 16777217))),
+                   "--loss", "cross_entropy", "--model", "mlp:1,16777218", "--steps", "1", *QUIET],
+        1, r"16777218 classes.*at most 16777216", None, 60),
+    # 10: a loss scale float32 cannot hold, and a run whose every step was skipped
+    "loss_scale_beyond_float32": (
+        lambda d: ["train", "--precision", "fp16", "--loss-scale", "1e39", *QUIET],
+        1, r"--loss-scale 1e\+39 is beyond float32's range", None, 30),
+    "run_whose_every_step_was_skipped_fails": (
+        lambda d: ["train", "--precision", "fp16", "--loss-scale", "3e38", "--steps", "3", *QUIET],
+        1, r"every step \(3 of 3\) was skipped", _all_steps_skipped_check, 60),
+})
+
+
 def run_case(name, scratch_root):
     setup, want_status, want_regex, check, limit, *address_space = ROWS[name]
     d = tempfile.mkdtemp(prefix=name[:40] + ".", dir=scratch_root)

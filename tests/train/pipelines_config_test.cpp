@@ -156,6 +156,69 @@ log = "../a/../b/metrics.jsonl"
       << msg2;
 }
 
+// Issue 30: save-best was no output key: a relative one landed beside runs.toml, {name} stayed as
+// written and an absolute one was shared by every run. It is placed, expanded and checked as save.
+TEST(PipelinesConfig, SaveBestIsAnOutputLikeSave) {
+  PipelinesFile f = parse(R"(
+[defaults]
+save-best = "best.safetensors"
+val-split = 0.25
+
+[[run]]
+name = "a"
+
+[[run]]
+name = "b"
+save_best = "/models/{name}-best.safetensors"
+)");
+  place_run_outputs(f, "/out");
+  EXPECT_EQ(f.runs[0].config.save_best, "/out/a/best.safetensors");
+  EXPECT_EQ(f.runs[1].config.save_best, "/models/b-best.safetensors");
+  PipelinesFile g = parse(R"(
+[defaults]
+save-best = "/models/best.safetensors"
+val-split = 0.25
+
+[[run]]
+name = "a"
+
+[[run]]
+name = "b"
+)");
+  const std::string msg = error_message([&] { place_run_outputs(g, "/out"); });
+  EXPECT_NE(
+      msg.find(
+          "run 'b' (save-best) and run 'a' (save-best) would both write /models/best.safetensors"),
+      std::string::npos)
+      << msg;
+}
+
+// Issue 30 (medium): val-data, val-targets, class-weights and pos-weight are inputs like data:
+// beside runs.toml when relative, absolute afterwards, "{name}" expanded; "auto" stays a word.
+TEST(PipelinesConfig, EveryInputKeyIsPlacedLikeData) {
+  const PipelinesFile f = parse(R"(
+[defaults]
+val-data = "tables/{name}-val.npy"
+val-targets = "tables/{name}-val-y.npy"
+pos-weight = "w/{name}.npy"
+
+[[run]]
+name = "a"
+class-weights = "auto"
+
+[[run]]
+name = "b"
+class-weights = "cw.npy"
+)");
+  const TrainConfig& a = f.runs[0].config;
+  const TrainConfig& b = f.runs[1].config;
+  EXPECT_EQ(a.val_data, "/data/dir/tables/a-val.npy");
+  EXPECT_EQ(a.val_targets, "/data/dir/tables/a-val-y.npy");
+  EXPECT_EQ(a.pos_weight, "/data/dir/w/a.npy");
+  EXPECT_EQ(a.class_weights, "auto");
+  EXPECT_EQ(b.class_weights, "/data/dir/cw.npy");
+}
+
 // [sweep]: every combination of the listed values, crossed with each [[run]] (or alone), named
 // after the values.
 TEST(PipelinesConfig, ASweepMakesOneRunPerCombinationNamedAfterItsValues) {

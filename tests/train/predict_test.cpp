@@ -190,7 +190,8 @@ TEST(Predict, ReadsCsvLeavingOutTheTrainingTargetsAndWritesCsvByExtension) {
   PredictConfig c = config_for(dir, "w.safetensors", "t.csv", "y.csv");
   EXPECT_EQ(run_predict(c), 13);
   const std::string out = read_file_bytes(c.output);
-  ASSERT_EQ(out.substr(0, out.find('\n')), "p,q, r");  // the outputs named as the targets were
+  // The outputs named as the targets were, "q, r" quoted (RFC 4180): unquoted it made 3 columns.
+  ASSERT_EQ(out.substr(0, out.find('\n')), "p,\"q, r\"");
   // The CSV's values are the .npy path's, to float32's 9 significant digits.
   c.output = dir.path("y.npy");
   run_predict(c);
