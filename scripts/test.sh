@@ -30,6 +30,11 @@ done
 echo "[test] shared libraries: scripts/check_install.sh cpu-shared (${SECONDS} s since the start)"
 scripts/setup.sh cpu-shared
 scripts/check_install.sh cpu-shared
+# The static executables (Note [static build]: CPU-only, no MPI): not dynamic, run under env -i,
+# and save the cpu build's weights bit for bit.
+echo "[test] static executables: scripts/check_static.sh (${SECONDS} s since the start)"
+scripts/setup.sh static
+scripts/check_static.sh
 
 # The gpu-labelled suite on emulated GPUs (cuda_emu/: the CUDA code on CPU threads, with
 # AddressSanitizer and UBSan; no toolkit or driver needed): every case that needs only the CUDA

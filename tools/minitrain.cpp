@@ -9,8 +9,10 @@
 #include "core/thread_policy.h"
 #include "core/version.h"
 #include "kernels/gemm/openblas_core.h"
+#if MINITRAIN_WITH_MPI
 #include "parallel/comm/mpi_communicator.h"
 #include "parallel/launch/mpi_bootstrap.h"
+#endif
 #include "tools/bench_command.h"
 #include "tools/evaluate_command.h"
 #include "tools/export_command.h"
@@ -25,7 +27,9 @@
 int main(int argc, char** argv) {
   // Before anything else: this may start the program again (Note [passive thread waiting]).
   minitrain::use_passive_thread_waiting(argv);
+#if MINITRAIN_WITH_MPI
   minitrain::use_mpi_backend();  // --parallel ddp under mpirun (Note [MPI as an opt-in library])
+#endif
   // OpenBLAS's kernels for this CPU, before any thread can be inside it (Note [OpenBLAS core]).
   minitrain::select_openblas_core();
   CLI::App app{"minitrain: a small C++/CUDA deep-learning framework"};
@@ -105,6 +109,8 @@ int main(int argc, char** argv) {
   // inside the collective this rank gave up on, would keep it there for ever. It aborts the job
   // instead, unless every rank is leaving together (Note [MPI timeouts]). Nothing happens outside
   // an MPI job of two or more ranks.
+#if MINITRAIN_WITH_MPI
   if (code != 0) minitrain::MpiRuntime::leave_job_after_failure(code);
+#endif
   return code;
 }
