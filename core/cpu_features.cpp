@@ -168,8 +168,14 @@ CpuPeak measure_peak(const CpuFeatures& f) {
   const double fma_s = f.avx512f && f.fma ? best_seconds(fma_avx512, kFmaIterations, 20)
                        : f.avx2 && f.fma  ? best_seconds(fma_avx2, kFmaIterations, 20)
                                           : best_seconds(mul_add_sse, kFmaIterations, 20);
-  p.fma_per_cycle = double(kFmaIterations) * kChains / fma_s / (p.clock_ghz * 1e9);
+  const double add_clock_ghz = double(kAddIterations) * kAddsPerIteration /
+                               best_seconds(add_chain, kAddIterations, 20) / 1e9;
+  const double fma_per_ns = double(kFmaIterations) * kChains / fma_s / 1e9;
+  p.fma_per_cycle = fma_per_ns / add_clock_ghz;
   p.fma_units = std::max(1, int(std::lround(p.fma_per_cycle)));
+  // The clock the FMA units ran at (AVX-512 can run below the scalar clock): their measured rate
+  // over their count. The add chain only tells how many units there are.
+  p.clock_ghz = fma_per_ns / p.fma_units;
   return p;
 }
 #else

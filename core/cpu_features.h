@@ -31,17 +31,18 @@ const CpuFeatures& cpu_features();
 
 /// Note [peak FP32]: the CPU's peak float32 rate = cores x FMA units per core x fp32 lanes x 2
 /// (an FMA is two flops) x clock. The clock and the FMA units are measured, not looked up: cloud
-/// VMs mask the model, and turbo and AVX-512 licences move the clock. The clock is the rate of a
-/// chain of dependent integer adds (one per cycle on every x86-64 core since the Pentium Pro);
-/// the FMA units are independent widest-FMAs per cycle (12 accumulators, more than latency x
-/// units), rounded to a whole number. Both on one thread, while the others are idle: a figure
-/// taken on a busy machine is low, and says so through clock_ghz.
+/// VMs mask the model, and turbo and AVX-512 licences move the clock. The FMA units are the
+/// rate of independent widest-FMAs (12 accumulators, more than latency x units) over the scalar
+/// clock, rounded to a whole number; the scalar clock is the rate of a chain of dependent integer
+/// adds (one per cycle on every x86-64 core since the Pentium Pro). clock_ghz is then the clock
+/// the FMA units ran at: their rate over their count. The fastest of 20 sub-millisecond rounds
+/// each, on one thread: a figure taken on a busy machine is low, and says so through clock_ghz.
 struct CpuPeak {
   int cores = 1;             ///< available_cores(): affinity and cgroup quota
   int fma_units = 1;         ///< measured FMA throughput per cycle, rounded
   int lanes = 4;             ///< CpuFeatures::fp32_lanes()
-  double clock_ghz = 0;      ///< measured
-  double fma_per_cycle = 0;  ///< measured, before rounding
+  double clock_ghz = 0;      ///< measured: the clock of the FMA loop
+  double fma_per_cycle = 0;  ///< measured against the scalar clock, before rounding
   double gflops() const { return cores * fma_units * lanes * 2.0 * clock_ghz; }
   std::string describe() const;  ///< "2 cores x 2 FMA x 16 lanes x 2 x 2.10 GHz = 268.8 GFLOP/s"
 };
