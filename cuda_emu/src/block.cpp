@@ -6,6 +6,7 @@
 
 #include "block.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -302,11 +303,12 @@ void syncwarp(unsigned mask) {
   warp_collective(op);
 }
 
-unsigned activemask() {
+unsigned activemask(const void* site) {
   // The lanes that execute __activemask together: the caller waits until no lane of its warp can
   // run any more (each has exited, arrived here too, or waits elsewhere), and gets the set of
-  // lanes that arrived here (resolve_activemask). Like convergence on a GPU, that is every lane
-  // that did not branch away.
+  // lanes that arrived at the same __activemask() (resolve_activemask). Like convergence on a
+  // GPU, that is every lane that did not branch away: the two sides of an if/else get disjoint
+  // masks.
   BlockRun* b;
   EmuThread* me;
   {
@@ -315,6 +317,7 @@ unsigned activemask() {
     me = &this_thread(*b);
     me->op = LaneOp{};
     me->op.kind = CollectiveKind::ActiveMask;
+    me->op.check = site;
     me->wait = Wait::Collective;
   }
   b->fibers[b->running]->yield();
@@ -325,21 +328,32 @@ unsigned activemask() {
 }
 
 namespace {
-// Called when no thread can run: completes the __activemask calls. True if any was waiting.
+bool waits_in_activemask(const EmuThread& t) {
+  return t.wait == Wait::Collective && t.op.kind == CollectiveKind::ActiveMask;
+}
+
+// Called when no thread can run: completes the __activemask calls, each warp's lanes grouped by
+// the __activemask() they wait at. True if any was waiting.
 bool resolve_activemask(BlockRun& b) {
   bool any = false;
   for (int base = 0; base < b.threads_count; base += kWarp) {
-    unsigned mask = 0;
-    for (int l = 0; l < kWarp && base + l < b.threads_count; ++l) {
-      const EmuThread& t = b.threads[base + l];
-      if (t.wait == Wait::Collective && t.op.kind == CollectiveKind::ActiveMask) mask |= 1u << l;
-    }
-    for (int l = 0; l < kWarp && mask != 0; ++l)
-      if (mask >> l & 1u) {
-        std::memcpy(b.threads[base + l].op.out, &mask, sizeof mask);
-        b.threads[base + l].wait = Wait::Runnable;
+    const int lanes = std::min(kWarp, b.threads_count - base);
+    for (int first = 0; first < lanes; ++first) {
+      const EmuThread& leader = b.threads[base + first];
+      if (!waits_in_activemask(leader)) continue;
+      const void* site = leader.op.check;
+      unsigned mask = 0;
+      for (int l = first; l < lanes; ++l) {
+        const EmuThread& t = b.threads[base + l];
+        if (waits_in_activemask(t) && t.op.check == site) mask |= 1u << l;
       }
-    any = any || mask != 0;
+      for (int l = first; l < lanes; ++l)
+        if (mask >> l & 1u) {
+          std::memcpy(b.threads[base + l].op.out, &mask, sizeof mask);
+          b.threads[base + l].wait = Wait::Runnable;
+        }
+      any = true;
+    }
   }
   return any;
 }

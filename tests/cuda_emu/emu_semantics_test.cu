@@ -164,6 +164,26 @@ TEST(CudaEmuWarp, ShufflesBallotsAndVotesOverTheirMasks) {
   }
 }
 
+// Each side of an if/else asks which lanes run it: only the lanes that took that side.
+__global__ void divergent_activemask_kernel(unsigned* out) {
+  const int lane = int(threadIdx.x) % 32;
+  if (lane % 3 == 0)
+    out[threadIdx.x] = __activemask();
+  else
+    out[threadIdx.x] = __activemask();
+}
+
+TEST(CudaEmuWarp, ActivemaskInABranchNamesTheLanesThatTookIt) {
+  DeviceBuffer<unsigned> out(64);
+  divergent_activemask_kernel<<<1, 64>>>(out.get());
+  EMU_OK(cudaDeviceSynchronize());
+  unsigned thirds = 0;
+  for (int l = 0; l < 32; l += 3) thirds |= 1u << l;
+  const std::vector<unsigned> got = out.to_host();
+  for (int t = 0; t < 64; ++t)
+    EXPECT_EQ(got[t], t % 32 % 3 == 0 ? thirds : ~thirds) << "thread " << t;
+}
+
 // Half the warp calls a full-mask shuffle; the other half never comes.
 __global__ void half_warp_full_mask_kernel(int* out) {
   const int lane = int(threadIdx.x);

@@ -51,7 +51,9 @@ inline ThreadCtx& current(const char* what) {
 // ---- runtime entry points (cuda_emu/src/block.cpp) ----
 void syncthreads(const void* site);
 void syncwarp(unsigned mask);
-unsigned activemask();
+/// `site` names the __activemask() expression: lanes waiting at different ones are on different
+/// sides of a branch, and each side gets its own mask.
+unsigned activemask(const void* site);
 enum class Shfl : int { Idx, Up, Down, Xor };
 void shuffle(unsigned mask, Shfl kind, int arg, int width, const void* in, void* out,
              std::size_t size);
@@ -95,7 +97,14 @@ __attribute__((noinline)) inline void __syncthreads() {
   ::mtemu::detail::syncthreads(__builtin_return_address(0));
 }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ::mtemu::detail::syncwarp(mask); }
-inline unsigned __activemask() { return ::mtemu::detail::activemask(); }
+// Each __activemask() expression names itself by a static of its own (the compiler may merge two
+// identical calls on the two sides of a branch into one, but not two different addresses): lanes
+// at different ones diverged, and get disjoint masks, as on a GPU.
+#define __activemask()                        \
+  ::mtemu::detail::activemask([]() noexcept { \
+    static const char mtemu_site = 0;         \
+    return &mtemu_site;                       \
+  }())
 inline unsigned __ballot_sync(unsigned mask, int predicate) {
   return ::mtemu::detail::ballot(mask, predicate != 0);
 }
