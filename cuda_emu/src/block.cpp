@@ -24,7 +24,7 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr std::size_t kStaticSharedLimit =
-    48 * 1024;                                      // per block, without opt-in, as ptxas enforces
+    48 * 1024;  // static shared memory per block, as ptxas enforces
 constexpr unsigned char kUninitialisedByte = 0xff;  // shared memory starts as NaN floats: reads of
                                                     // unwritten values show
 
@@ -416,6 +416,22 @@ void* block_shared(const void* tag, std::size_t bytes, std::size_t align, const 
                    std::to_string(b.static_shared_bytes + bytes) +
                    " bytes, over the 48 KiB limit (ptxas refuses " +
                    "this; use dynamic shared memory with cudaFuncSetAttribute)");
+  // Static and dynamic together, as the GPU checks at the launch (the emulator learns the static
+  // size here; later launches of the kernel are checked at the launch, see enqueue_launch).
+  const std::size_t static_bytes = b.static_shared_bytes + bytes;
+  note_static_shared(b.grid->kernel, static_bytes);
+  const std::size_t optin = dynamic_shared_optin(b.grid->kernel);
+  const std::size_t limit = optin > 0 ? kSharedPerBlockOptin : kSharedPerBlockDefault;
+  if (static_bytes + b.grid->config.dynamic_smem > limit)
+    fault_here(cudaErrorInvalidValue,
+               "__shared__ " + std::string(name) + " brings the block's shared memory to " +
+                   std::to_string(static_bytes) + " bytes of static and " +
+                   std::to_string(b.grid->config.dynamic_smem) + " of dynamic, over the " +
+                   std::to_string(limit) + " bytes a block has in all" +
+                   (optin > 0 ? std::string(" (with the MaxDynamicSharedMemorySize opt-in)")
+                              : std::string(" without cudaFuncSetAttribute(kernel, "
+                                            "cudaFuncAttributeMaxDynamicSharedMemorySize, n)")) +
+                   "; the GPU refuses this launch with cudaErrorInvalidValue");
   void* p = nullptr;
   if (posix_memalign(&p, align < 16 ? 16 : align, bytes == 0 ? 1 : bytes) != 0) {
     std::fprintf(stderr, "cuda-emu: out of host memory for __shared__ %s\n", name);

@@ -123,6 +123,63 @@ TEST(CudaEmuSharedMemory, DynamicSharedMemoryAndItsOptIn) {
   EXPECT_EQ(out.to_host()[0], 31.f * 32.f / 2.f);
 }
 
+// 40 KiB of static shared memory beside the launch's dynamic shared memory: the two count
+// together against the block's limit, as on the device.
+__global__ void static_and_dynamic_shared_kernel(float* out) {
+  __shared__ float fixed[40 * 256];
+  extern __shared__ float extra[];
+  fixed[threadIdx.x] = 1.f;
+  extra[threadIdx.x] = 2.f;
+  __syncthreads();
+  out[threadIdx.x] = fixed[threadIdx.x] + extra[threadIdx.x];
+}
+
+// The same, launched over the limit before the emulator has seen it run.
+__global__ void static_and_dynamic_shared_first_kernel(float* out) {
+  __shared__ float fixed[40 * 256];
+  extern __shared__ float extra[];
+  fixed[threadIdx.x] = 1.f;
+  extra[threadIdx.x] = 2.f;
+  out[threadIdx.x] = fixed[threadIdx.x] + extra[threadIdx.x];
+}
+
+TEST(CudaEmuSharedMemory, StaticAndDynamicSharedMemoryCountTogether) {
+  constexpr int k4 = 4 * 1024, k40 = 40 * 1024, k190 = 190 * 1024;
+  DeviceBuffer<float> out(32);
+  // 40 KiB static + 4 KiB dynamic: within the 48 KiB a block gets without opt-in.
+  static_and_dynamic_shared_kernel<<<1, 32, k4>>>(out.get());
+  EMU_OK(cudaGetLastError());
+  EMU_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(out.to_host()[0], 3.f);
+  // 40 + 40 KiB: over 48 KiB. The GPU refuses the launch with cudaErrorInvalidValue; the
+  // emulator knows the kernel's static shared memory once a block of it has run.
+  static_and_dynamic_shared_kernel<<<1, 32, k40>>>(out.get());
+  const cudaError_t over = cudaGetLastError();
+  EXPECT_EQ(over, cudaErrorInvalidValue);
+  EXPECT_NE(std::string(cudaGetErrorString(over)).find("40960 bytes of static"), std::string::npos)
+      << cudaGetErrorString(over);
+  // A kernel never run before: the first block finds out, and the launch fails with the same code.
+  static_and_dynamic_shared_first_kernel<<<1, 32, k40>>>(out.get());
+  cudaError_t code;
+  const std::string text = fault_after_sync(&code);
+  EXPECT_EQ(code, cudaErrorInvalidValue) << text;
+  EXPECT_NE(text.find("static_and_dynamic_shared_first_kernel"), std::string::npos) << text;
+  static_and_dynamic_shared_first_kernel<<<1, 32, k40>>>(out.get());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  // With the opt-in, 40 + 40 KiB runs.
+  EMU_OK(cudaFuncSetAttribute(static_and_dynamic_shared_kernel,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, k40));
+  static_and_dynamic_shared_kernel<<<1, 32, k40>>>(out.get());
+  EMU_OK(cudaGetLastError());
+  EMU_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(out.to_host()[0], 3.f);
+  // Static + opt-in over the 227 KiB a block can have: the attribute itself is refused.
+  EXPECT_EQ(cudaFuncSetAttribute(static_and_dynamic_shared_kernel,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, k190),
+            cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+}
+
 // ---- warp intrinsics ----
 
 __global__ void warp_intrinsics_kernel(int* out) {
