@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -446,6 +447,36 @@ TEST(CudaEmuStreams, LaunchesReturnAtOnceAndStreamsOverlap) {
   EMU_OK(cudaFreeHost(flag));
   EMU_OK(cudaStreamDestroy(s1));
   EMU_OK(cudaStreamDestroy(s2));
+}
+
+// cudaMemcpyAsync with pageable host memory: host to device returns once the source is staged
+// (the caller may reuse it at once), device to host returns once the copy is complete. Pinned
+// memory stays asynchronous. The stream is slowed so that a copy left queued would show.
+TEST(CudaEmuStreams, PageableCopiesAreStagedOrCompleteOnReturn) {
+  constexpr int n = 64;
+  constexpr std::size_t bytes = n * sizeof(float);
+  cudaStream_t s;
+  EMU_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  mtemu::set_stream_delay(s, 20000);
+  DeviceBuffer<float> dev(n);
+  std::vector<float> host(n, 1.f);
+  EMU_OK(cudaMemcpyAsync(dev.get(), host.data(), bytes, cudaMemcpyHostToDevice, s));
+  std::fill(host.begin(), host.end(), 2.f);  // reused at once
+  EMU_OK(cudaStreamSynchronize(s));
+  EXPECT_EQ(dev.to_host(), std::vector<float>(n, 1.f));
+
+  std::vector<float> back(n, -1.f);
+  EMU_OK(cudaMemcpyAsync(back.data(), dev.get(), bytes, cudaMemcpyDeviceToHost, s));
+  EXPECT_EQ(back, std::vector<float>(n, 1.f));  // no synchronisation: complete on return
+
+  float* pinned = nullptr;
+  EMU_OK(cudaHostAlloc(reinterpret_cast<void**>(&pinned), bytes, cudaHostAllocDefault));
+  EMU_OK(cudaMemcpyAsync(pinned, dev.get(), bytes, cudaMemcpyDeviceToHost, s));
+  EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);  // pinned: still queued
+  EMU_OK(cudaStreamSynchronize(s));
+  EXPECT_EQ(pinned[n - 1], 1.f);
+  EMU_OK(cudaFreeHost(pinned));
+  EMU_OK(cudaStreamDestroy(s));
 }
 
 __global__ void copy_kernel(float* dst, const float* src, int n) {
