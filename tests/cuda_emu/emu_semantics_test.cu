@@ -181,6 +181,31 @@ TEST(CudaEmuSharedMemory, StaticAndDynamicSharedMemoryCountTogether) {
   (void)cudaGetLastError();
 }
 
+// Preprocessor lines around __shared__ declarations: the build-time rewrite keeps them as they are.
+__global__ void preprocessed_shared_kernel(float* out) {
+#if 1
+  __shared__ float picked[32];
+#else
+  __shared__ float picked[64];
+#endif
+#define MTEMU_TEST_TILE 16
+  __shared__ float tile[MTEMU_TEST_TILE];
+#undef MTEMU_TEST_TILE
+  picked[threadIdx.x] = float(threadIdx.x);
+  tile[threadIdx.x % 16] = 1.f;
+  __syncthreads();
+  out[threadIdx.x] =
+      picked[31 - threadIdx.x] + tile[threadIdx.x % 16] + float(sizeof(picked) / sizeof(float));
+}
+
+TEST(CudaEmuSharedMemory, PreprocessorLinesAroundSharedDeclarations) {
+  DeviceBuffer<float> out(32);
+  preprocessed_shared_kernel<<<1, 32>>>(out.get());
+  EMU_OK(cudaDeviceSynchronize());
+  const std::vector<float> got = out.to_host();
+  for (int t = 0; t < 32; ++t) EXPECT_EQ(got[t], float(31 - t) + 1.f + 32.f) << "thread " << t;
+}
+
 // ---- warp intrinsics ----
 
 __global__ void warp_intrinsics_kernel(int* out) {
