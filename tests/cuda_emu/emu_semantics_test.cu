@@ -192,7 +192,7 @@ __global__ void preprocessed_shared_kernel(float* out) {
   __shared__ float tile[MTEMU_TEST_TILE];
 #undef MTEMU_TEST_TILE
   picked[threadIdx.x] = float(threadIdx.x);
-  tile[threadIdx.x % 16] = 1.f;
+  if (threadIdx.x < 16) tile[threadIdx.x] = 1.f;
   __syncthreads();
   out[threadIdx.x] =
       picked[31 - threadIdx.x] + tile[threadIdx.x % 16] + float(sizeof(picked) / sizeof(float));
