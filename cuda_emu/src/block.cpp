@@ -167,6 +167,10 @@ void warp_collective(LaneOp op) {
   BlockRun* b;
   EmuThread* me;
   int warp;
+  // __syncwarp and WMMA order memory among the lanes; shuffles and ballots only exchange values.
+  const bool orders_memory = op.kind == CollectiveKind::SyncWarp || op.kind == CollectiveKind::Wmma;
+  PhaseSync* phase = nullptr;  // under ThreadSanitizer, where the collective orders memory
+  unsigned generation = 0;
   {
     san::IgnoreAll ignore;
     b = &this_block(collective_name(op));
@@ -186,6 +190,10 @@ void warp_collective(LaneOp op) {
                      std::to_string(lanes_here) + " lanes)");
     me->op = op;
     me->wait = Wait::Collective;
+    if (MTEMU_TSAN && orders_memory) {
+      phase = &b->sync->warps[{warp, op.mask}];
+      generation = phase->generation;
+    }
     bool all_here = true;
     for (int l = 0; l < kWarp && all_here; ++l) {
       if (!(op.mask >> l & 1u)) continue;
@@ -203,18 +211,17 @@ void warp_collective(LaneOp op) {
         fault_here(cudaErrorIllegalInstruction, std::string(collective_name(op)) + ": " + bad);
       for (int l = 0; l < kWarp; ++l)
         if (op.mask >> l & 1u) b->threads[base + l].wait = Wait::Runnable;
+      if (phase) ++phase->generation;
     }
   }
-  // __syncwarp and WMMA order memory among the lanes; shuffles and ballots only exchange values.
-  const bool orders_memory = op.kind == CollectiveKind::SyncWarp || op.kind == CollectiveKind::Wmma;
-  if (orders_memory) san::release(&b->warp_token[warp]);
+  if (phase) san::release(&phase->token[generation % 2]);
   bool waiting;
   {
     san::IgnoreAll ignore;
     waiting = me->wait == Wait::Collective;
   }
   if (waiting) b->fibers[b->running]->yield();
-  if (orders_memory) san::acquire(&b->warp_token[warp]);
+  if (phase) san::acquire(&phase->token[generation % 2]);
 }
 
 // Nobody can run: explain who waits for what.
@@ -273,6 +280,7 @@ void device_trap(const char* what) {
 void syncthreads(const void* site) {
   BlockRun* b;
   EmuThread* me;
+  unsigned generation;
   {
     san::IgnoreAll ignore;
     b = &this_block("__syncthreads");
@@ -281,19 +289,23 @@ void syncthreads(const void* site) {
     // code), so the call site is recorded for reports but not compared.
     if (b->at_barrier == 0) b->barrier_site = site;
     me->wait = Wait::Barrier;
+    generation = b->barrier_generation;
     if (++b->at_barrier == b->threads_count) {
       for (int t = 0; t < b->threads_count; ++t) b->threads[t].wait = Wait::Runnable;
       b->at_barrier = 0;
+      ++b->barrier_generation;
     }
   }
-  san::release(&b->barrier_token);
+  // This generation's sync object (PhaseSync): the thread that completes the barrier runs on
+  // and releases at the next one before the others have left this one.
+  san::release(&b->sync->barrier[generation % 2]);
   bool waiting;
   {
     san::IgnoreAll ignore;
     waiting = me->wait == Wait::Barrier;
   }
   if (waiting) b->fibers[b->running]->yield();
-  san::acquire(&b->barrier_token);
+  san::acquire(&b->sync->barrier[generation % 2]);
 }
 
 void syncwarp(unsigned mask) {

@@ -155,6 +155,74 @@ TEST_F(CudaEmuChecks, AMissingSyncthreadsIsAReportedRace) {
   EXPECT_DEATH(missing_syncthreads(), "data race.*missing_syncthreads_kernel");
 }
 
+// Every thread increments one shared counter and then meets the others at a barrier: the
+// increments race with each other (the barrier comes after them, not between them).
+__global__ void race_before_a_barrier_kernel(int* out) {
+  __shared__ int count;
+  if (threadIdx.x == 0) count = 0;
+  __syncthreads();
+  count++;
+  __syncthreads();
+  if (threadIdx.x == 0) out[0] = count;
+}
+
+void race_before_a_barrier() {
+  DeviceBuffer<int> out(1);
+  race_before_a_barrier_kernel<<<1, 64>>>(out.get());
+  cudaDeviceSynchronize();
+}
+
+TEST_F(CudaEmuChecks, ARaceFollowedByABarrierIsReported) {
+  SKIP_UNLESS(kRaceChecks, "emu-tsan");
+  EXPECT_DEATH(race_before_a_barrier(), "data race.*race_before_a_barrier_kernel");
+}
+
+// The same within a warp: lanes increment one counter, then __syncwarp().
+__global__ void race_before_a_syncwarp_kernel(int* out) {
+  __shared__ int count;
+  if (threadIdx.x == 0) count = 0;
+  __syncwarp();
+  count++;
+  __syncwarp();
+  if (threadIdx.x == 0) out[0] = count;
+}
+
+void race_before_a_syncwarp() {
+  DeviceBuffer<int> out(1);
+  race_before_a_syncwarp_kernel<<<1, 32>>>(out.get());
+  cudaDeviceSynchronize();
+}
+
+TEST_F(CudaEmuChecks, ARaceFollowedByASyncwarpIsReported) {
+  SKIP_UNLESS(kRaceChecks, "emu-tsan");
+  EXPECT_DEATH(race_before_a_syncwarp(), "data race.*race_before_a_syncwarp_kernel");
+}
+
+// Barriers between every write and read, over many phases: no race, nothing reported.
+__global__ void barrier_phases_kernel(int* out) {
+  __shared__ int slots[64];
+  int sum = 0;
+  for (int phase = 0; phase < 8; ++phase) {
+    slots[threadIdx.x] = int(threadIdx.x) + phase;
+    __syncthreads();
+    sum += slots[(threadIdx.x + 1 + phase) % 64];
+    __syncthreads();
+  }
+  out[threadIdx.x] = sum;
+}
+
+TEST_F(CudaEmuChecks, BarriersBetweenPhasesOrderThem) {
+  DeviceBuffer<int> out(64);
+  barrier_phases_kernel<<<1, 64>>>(out.get());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<int> got = out.to_host();
+  for (int t = 0; t < 64; ++t) {
+    int want = 0;
+    for (int phase = 0; phase < 8; ++phase) want += (t + 1 + phase) % 64 + phase;
+    EXPECT_EQ(got[t], want) << "thread " << t;
+  }
+}
+
 __global__ void scale_kernel(float* dst, const float* src, int n) {
   for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += int(gridDim.x * blockDim.x))
     dst[i] = 2.f * src[i];
