@@ -37,6 +37,14 @@ std::string hex(unsigned v) {
   return buf;
 }
 
+// "file:line" of a __syncthreads().
+std::string site_text(const BarrierSite* site) {
+  std::string file = site->file;
+  if (const auto slash = file.find_last_of('/'); slash != std::string::npos)
+    file = file.substr(slash + 1);
+  return file + ":" + std::to_string(site->line);
+}
+
 BlockRun& this_block(const char* what) { return *current(what).block; }
 EmuThread& this_thread(BlockRun& b) { return b.threads[b.running]; }
 
@@ -233,7 +241,8 @@ std::string explain_deadlock(const BlockRun& b) {
       if (b.threads[t].wait == Wait::Done && first_gone < 0) first_gone = t;
       if (b.threads[t].wait == Wait::Collective && first_elsewhere < 0) first_elsewhere = t;
     }
-    s << "__syncthreads() reached by " << b.at_barrier << " of " << b.threads_count << " threads";
+    s << "__syncthreads() at " << site_text(b.barrier_site) << " reached by " << b.at_barrier
+      << " of " << b.threads_count << " threads";
     if (first_gone >= 0)
       s << "; " << b.exited << " had returned without reaching it (first: thread "
         << idx3(b.threads[first_gone].ctx.thread_idx) << ")";
@@ -277,7 +286,7 @@ void device_trap(const char* what) {
   fault_here(cudaErrorLaunchFailure, std::string(what) + " was executed");
 }
 
-void syncthreads(const void* site) {
+void syncthreads(const BarrierSite* site) {
   BlockRun* b;
   EmuThread* me;
   unsigned generation;
@@ -285,9 +294,17 @@ void syncthreads(const void* site) {
     san::IgnoreAll ignore;
     b = &this_block("__syncthreads");
     me = &this_thread(*b);
-    // Threads may arrive through different copies of one __syncthreads() (the compiler duplicates
-    // code), so the call site is recorded for reports but not compared.
-    if (b->at_barrier == 0) b->barrier_site = site;
+    if (b->at_barrier == 0) {
+      b->barrier_site = site;
+      b->barrier_first = b->running;
+    } else if (site != b->barrier_site) {
+      fault_here(cudaErrorLaunchFailure,
+                 "threads of the block wait at different __syncthreads(): thread " +
+                     idx3(b->threads[b->barrier_first].ctx.thread_idx) + " at " +
+                     site_text(b->barrier_site) + ", this thread at " + site_text(site) +
+                     " (a barrier is one instruction that every thread of the block must reach; "
+                     "compute-sanitizer's synccheck reports this)");
+    }
     me->wait = Wait::Barrier;
     generation = b->barrier_generation;
     if (++b->at_barrier == b->threads_count) {

@@ -34,7 +34,6 @@ struct LaneOp {
 struct EmuThread {
   ThreadCtx ctx;
   Wait wait = Wait::Runnable;
-  const void* barrier_site = nullptr;
   LaneOp op{};
 };
 
@@ -78,8 +77,9 @@ struct BlockRun {
   int running = -1;  // the thread whose fiber runs now
 
   int at_barrier = 0, exited = 0;
-  const void* barrier_site = nullptr;
-  unsigned barrier_generation = 0;  // barriers the block has completed
+  const BarrierSite* barrier_site = nullptr;  // where the threads at the barrier wait
+  int barrier_first = -1;                     // the first of them
+  unsigned barrier_generation = 0;            // barriers the block has completed
   std::unique_ptr<SyncTokens> sync = std::make_unique<SyncTokens>();
 
   std::vector<SharedVar> shared;

@@ -95,6 +95,58 @@ TEST(CudaEmuBarrier, ABarrierSomeThreadsSkipIsAFaultNamingTheKernel) {
   EXPECT_NE(text.find("reached by 16 of 32 threads"), std::string::npos) << text;
 }
 
+// Every thread reaches a __syncthreads(), but the two halves reach different ones: a barrier is
+// one instruction, and waiting at two is undefined on a GPU (compute-sanitizer's synccheck reports
+// it). A fault naming the kernel and both barriers.
+__global__ void split_barrier_kernel(int* out) {
+  if (threadIdx.x < 16) {
+    out[threadIdx.x] = 1;
+    __syncthreads();  // the first barrier
+  } else {
+    out[threadIdx.x] = 2;
+    __syncthreads();  // the second barrier
+  }
+}
+
+// One __syncthreads() in a loop and in an inline helper called from two places of uniform code:
+// the same barrier each time, never reported.
+__device__ inline void shared_step(int* slots, int v) {
+  slots[threadIdx.x] = v;
+  __syncthreads();
+}
+
+__global__ void repeated_barrier_kernel(int* out) {
+  __shared__ int slots[32];
+  int sum = 0;
+  for (int i = 0; i < 4; ++i) {
+    shared_step(slots, int(threadIdx.x) + i);
+    sum += slots[31 - threadIdx.x];
+    __syncthreads();
+  }
+  shared_step(slots, 100);
+  out[threadIdx.x] = sum + slots[31 - threadIdx.x];
+}
+
+TEST(CudaEmuBarrier, ThreadsAtDifferentBarriersAreAFaultNamingBoth) {
+  DeviceBuffer<int> out(32);
+  split_barrier_kernel<<<1, 32>>>(out.get());
+  cudaError_t code;
+  const std::string text = fault_after_sync(&code);
+  EXPECT_EQ(code, cudaErrorLaunchFailure);
+  EXPECT_NE(text.find("split_barrier_kernel"), std::string::npos) << text;
+  EXPECT_NE(text.find("different __syncthreads()"), std::string::npos) << text;
+  // Both barriers by their lines in split_barrier_kernel above.
+  const int first = __LINE__ - 35, second = first + 3;
+  for (int line : {first, second})
+    EXPECT_NE(text.find("emu_semantics_test.cu:" + std::to_string(line)), std::string::npos)
+        << "line " << line << ": " << text;
+
+  repeated_barrier_kernel<<<1, 32>>>(out.get());
+  EMU_OK(cudaDeviceSynchronize());
+  const std::vector<int> got = out.to_host();
+  for (int t = 0; t < 32; ++t) EXPECT_EQ(got[t], 4 * (31 - t) + 6 + 100) << "thread " << t;
+}
+
 __global__ void dynamic_shared_sum_kernel(float* out, int n) {
   extern __shared__ float scratch[];
   scratch[threadIdx.x] = float(threadIdx.x);
