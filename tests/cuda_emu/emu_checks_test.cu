@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+
 #include "core/stream.h"
 #include "core/tensor.h"
 #include "emu_test_util.h"
@@ -123,6 +125,54 @@ TEST_F(CudaEmuChecks, AReadOfATensorWhoseBlockWentBackToTheCacheIsReported) {
   SKIP_UNLESS(kAddressChecks, "emu");
   EXPECT_DEATH(read_a_tensor_after_it_went_back_to_the_cache(),
                "use-after-poison.*read_one_past_the_end_kernel");
+}
+
+// ---- deadlocks ----
+
+// Each of two blocks waits for the other's flag before setting its own: a deadlock on any GPU.
+// The threads spin, so no barrier check sees it; the watchdog reports the kernel after
+// MINITRAIN_EMU_WATCHDOG_S seconds instead of hanging.
+__global__ void blocks_wait_for_each_other_kernel(int* flags) {
+  if (threadIdx.x != 0) return;
+  const int other = 1 - int(blockIdx.x);
+  while (atomicAdd(&flags[other], 0) == 0) {
+  }
+  atomicExch(&flags[blockIdx.x], 1);
+}
+
+void blocks_wait_for_each_other() {
+  setenv("MINITRAIN_EMU_WATCHDOG_S", "1", 1);
+  DeviceBuffer<int> flags(std::vector<int>{0, 0});
+  blocks_wait_for_each_other_kernel<<<2, 32>>>(flags.get());
+  cudaDeviceSynchronize();
+}
+
+// The same between two threads of one block, on shared memory.
+__global__ void threads_wait_for_each_other_kernel(int* out) {
+  __shared__ int flags[2];
+  if (threadIdx.x < 2) flags[threadIdx.x] = 0;
+  __syncthreads();
+  if (threadIdx.x < 2) {
+    const int other = 1 - int(threadIdx.x);
+    while (atomicAdd(&flags[other], 0) == 0) {
+    }
+    atomicExch(&flags[threadIdx.x], 1);
+  }
+  out[threadIdx.x] = 1;
+}
+
+void threads_wait_for_each_other() {
+  setenv("MINITRAIN_EMU_WATCHDOG_S", "1", 1);
+  DeviceBuffer<int> out(32);
+  threads_wait_for_each_other_kernel<<<1, 32>>>(out.get());
+  cudaDeviceSynchronize();
+}
+
+TEST_F(CudaEmuChecks, BlocksOrThreadsWaitingForEachOtherAreReportedAsADeadlock) {
+  EXPECT_DEATH(blocks_wait_for_each_other(),
+               "watchdog.*blocks_wait_for_each_other_kernel.*not finished after 1 s");
+  EXPECT_DEATH(threads_wait_for_each_other(),
+               "watchdog.*threads_wait_for_each_other_kernel.*not finished after 1 s");
 }
 
 // ---- races ----
