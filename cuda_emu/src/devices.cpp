@@ -501,3 +501,10 @@ cudaError_t mtemu_func_set_attribute(const void* func, cudaFuncAttribute attr, i
 }
 
 }  // extern "C"
+
+#if MTEMU_ASAN
+// gcc links UBSan's runtime apart from ASan's, so on_sanitizer_death (registered with ASan's)
+// does not run for a UBSan report: its stack is what names the kernel, so print it by default
+// (UBSAN_OPTIONS still overrides this).
+extern "C" const char* __ubsan_default_options() { return "print_stacktrace=1"; }
+#endif
