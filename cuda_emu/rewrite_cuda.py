@@ -124,6 +124,23 @@ def kernel_expression_start(mask, end):
         return i
 
 
+def skip_blank_and_directives(mask, i):
+    """Index of the first code character at or after i, past blanks and whole preprocessor lines
+    (with their backslash continuations)."""
+    n = len(mask)
+    while i < n:
+        if mask[i].isspace():
+            i += 1
+        elif mask[i] == "#" and mask[mask.rfind("\n", 0, i) + 1:i].strip() == "":
+            end = mask.find("\n", i)
+            while end > 0 and mask[max(i, end - 2):end].rstrip("\r").endswith("\\"):
+                end = mask.find("\n", end + 1)
+            i = n if end < 0 else end + 1
+        else:
+            break
+    return i
+
+
 def rewrite(text):
     mask = code_mask(text)
     bounds = launch_bounds(text, mask)
@@ -146,8 +163,9 @@ def rewrite(text):
 
     for m in re.finditer(r"\b__shared__\b", mask):
         stmt_start = max(mask.rfind(c, 0, m.start()) for c in ";{}") + 1
-        while mask[stmt_start].isspace():  # comments are blank in the mask: they stay as they are
-            stmt_start += 1
+        # Comments are blank in the mask, and preprocessor lines (#if/#else/#endif around the
+        # declaration, a #define before it) are not part of it: all stay as they are.
+        stmt_start = skip_blank_and_directives(mask, stmt_start)
         stmt_end = mask.find(";", m.end())
         decl = mask[stmt_start:stmt_end]
         lead = ""

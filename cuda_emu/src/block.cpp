@@ -6,6 +6,7 @@
 
 #include "block.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,7 +24,7 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr std::size_t kStaticSharedLimit =
-    48 * 1024;                                      // per block, without opt-in, as ptxas enforces
+    48 * 1024;  // static shared memory per block, as ptxas enforces
 constexpr unsigned char kUninitialisedByte = 0xff;  // shared memory starts as NaN floats: reads of
                                                     // unwritten values show
 
@@ -34,6 +35,14 @@ std::string hex(unsigned v) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "0x%08x", v);
   return buf;
+}
+
+// "file:line" of a __syncthreads().
+std::string site_text(const BarrierSite* site) {
+  std::string file = site->file;
+  if (const auto slash = file.find_last_of('/'); slash != std::string::npos)
+    file = file.substr(slash + 1);
+  return file + ":" + std::to_string(site->line);
 }
 
 BlockRun& this_block(const char* what) { return *current(what).block; }
@@ -166,6 +175,10 @@ void warp_collective(LaneOp op) {
   BlockRun* b;
   EmuThread* me;
   int warp;
+  // __syncwarp and WMMA order memory among the lanes; shuffles and ballots only exchange values.
+  const bool orders_memory = op.kind == CollectiveKind::SyncWarp || op.kind == CollectiveKind::Wmma;
+  PhaseSync* phase = nullptr;  // under ThreadSanitizer, where the collective orders memory
+  unsigned generation = 0;
   {
     san::IgnoreAll ignore;
     b = &this_block(collective_name(op));
@@ -185,6 +198,10 @@ void warp_collective(LaneOp op) {
                      std::to_string(lanes_here) + " lanes)");
     me->op = op;
     me->wait = Wait::Collective;
+    if (MTEMU_TSAN && orders_memory) {
+      phase = &b->sync->warps[{warp, op.mask}];
+      generation = phase->generation;
+    }
     bool all_here = true;
     for (int l = 0; l < kWarp && all_here; ++l) {
       if (!(op.mask >> l & 1u)) continue;
@@ -202,18 +219,17 @@ void warp_collective(LaneOp op) {
         fault_here(cudaErrorIllegalInstruction, std::string(collective_name(op)) + ": " + bad);
       for (int l = 0; l < kWarp; ++l)
         if (op.mask >> l & 1u) b->threads[base + l].wait = Wait::Runnable;
+      if (phase) ++phase->generation;
     }
   }
-  // __syncwarp and WMMA order memory among the lanes; shuffles and ballots only exchange values.
-  const bool orders_memory = op.kind == CollectiveKind::SyncWarp || op.kind == CollectiveKind::Wmma;
-  if (orders_memory) san::release(&b->warp_token[warp]);
+  if (phase) san::release(&phase->token[generation % 2]);
   bool waiting;
   {
     san::IgnoreAll ignore;
     waiting = me->wait == Wait::Collective;
   }
   if (waiting) b->fibers[b->running]->yield();
-  if (orders_memory) san::acquire(&b->warp_token[warp]);
+  if (phase) san::acquire(&phase->token[generation % 2]);
 }
 
 // Nobody can run: explain who waits for what.
@@ -225,7 +241,8 @@ std::string explain_deadlock(const BlockRun& b) {
       if (b.threads[t].wait == Wait::Done && first_gone < 0) first_gone = t;
       if (b.threads[t].wait == Wait::Collective && first_elsewhere < 0) first_elsewhere = t;
     }
-    s << "__syncthreads() reached by " << b.at_barrier << " of " << b.threads_count << " threads";
+    s << "__syncthreads() at " << site_text(b.barrier_site) << " reached by " << b.at_barrier
+      << " of " << b.threads_count << " threads";
     if (first_gone >= 0)
       s << "; " << b.exited << " had returned without reaching it (first: thread "
         << idx3(b.threads[first_gone].ctx.thread_idx) << ")";
@@ -269,30 +286,43 @@ void device_trap(const char* what) {
   fault_here(cudaErrorLaunchFailure, std::string(what) + " was executed");
 }
 
-void syncthreads(const void* site) {
+void syncthreads(const BarrierSite* site) {
   BlockRun* b;
   EmuThread* me;
+  unsigned generation;
   {
     san::IgnoreAll ignore;
     b = &this_block("__syncthreads");
     me = &this_thread(*b);
-    // Threads may arrive through different copies of one __syncthreads() (the compiler duplicates
-    // code), so the call site is recorded for reports but not compared.
-    if (b->at_barrier == 0) b->barrier_site = site;
+    if (b->at_barrier == 0) {
+      b->barrier_site = site;
+      b->barrier_first = b->running;
+    } else if (site != b->barrier_site) {
+      fault_here(cudaErrorLaunchFailure,
+                 "threads of the block wait at different __syncthreads(): thread " +
+                     idx3(b->threads[b->barrier_first].ctx.thread_idx) + " at " +
+                     site_text(b->barrier_site) + ", this thread at " + site_text(site) +
+                     " (a barrier is one instruction that every thread of the block must reach; "
+                     "compute-sanitizer's synccheck reports this)");
+    }
     me->wait = Wait::Barrier;
+    generation = b->barrier_generation;
     if (++b->at_barrier == b->threads_count) {
       for (int t = 0; t < b->threads_count; ++t) b->threads[t].wait = Wait::Runnable;
       b->at_barrier = 0;
+      ++b->barrier_generation;
     }
   }
-  san::release(&b->barrier_token);
+  // This generation's sync object (PhaseSync): the thread that completes the barrier runs on
+  // and releases at the next one before the others have left this one.
+  san::release(&b->sync->barrier[generation % 2]);
   bool waiting;
   {
     san::IgnoreAll ignore;
     waiting = me->wait == Wait::Barrier;
   }
   if (waiting) b->fibers[b->running]->yield();
-  san::acquire(&b->barrier_token);
+  san::acquire(&b->sync->barrier[generation % 2]);
 }
 
 void syncwarp(unsigned mask) {
@@ -302,11 +332,12 @@ void syncwarp(unsigned mask) {
   warp_collective(op);
 }
 
-unsigned activemask() {
+unsigned activemask(const void* site) {
   // The lanes that execute __activemask together: the caller waits until no lane of its warp can
   // run any more (each has exited, arrived here too, or waits elsewhere), and gets the set of
-  // lanes that arrived here (resolve_activemask). Like convergence on a GPU, that is every lane
-  // that did not branch away.
+  // lanes that arrived at the same __activemask() (resolve_activemask). Like convergence on a
+  // GPU, that is every lane that did not branch away: the two sides of an if/else get disjoint
+  // masks.
   BlockRun* b;
   EmuThread* me;
   {
@@ -315,6 +346,7 @@ unsigned activemask() {
     me = &this_thread(*b);
     me->op = LaneOp{};
     me->op.kind = CollectiveKind::ActiveMask;
+    me->op.check = site;
     me->wait = Wait::Collective;
   }
   b->fibers[b->running]->yield();
@@ -325,21 +357,32 @@ unsigned activemask() {
 }
 
 namespace {
-// Called when no thread can run: completes the __activemask calls. True if any was waiting.
+bool waits_in_activemask(const EmuThread& t) {
+  return t.wait == Wait::Collective && t.op.kind == CollectiveKind::ActiveMask;
+}
+
+// Called when no thread can run: completes the __activemask calls, each warp's lanes grouped by
+// the __activemask() they wait at. True if any was waiting.
 bool resolve_activemask(BlockRun& b) {
   bool any = false;
   for (int base = 0; base < b.threads_count; base += kWarp) {
-    unsigned mask = 0;
-    for (int l = 0; l < kWarp && base + l < b.threads_count; ++l) {
-      const EmuThread& t = b.threads[base + l];
-      if (t.wait == Wait::Collective && t.op.kind == CollectiveKind::ActiveMask) mask |= 1u << l;
-    }
-    for (int l = 0; l < kWarp && mask != 0; ++l)
-      if (mask >> l & 1u) {
-        std::memcpy(b.threads[base + l].op.out, &mask, sizeof mask);
-        b.threads[base + l].wait = Wait::Runnable;
+    const int lanes = std::min(kWarp, b.threads_count - base);
+    for (int first = 0; first < lanes; ++first) {
+      const EmuThread& leader = b.threads[base + first];
+      if (!waits_in_activemask(leader)) continue;
+      const void* site = leader.op.check;
+      unsigned mask = 0;
+      for (int l = first; l < lanes; ++l) {
+        const EmuThread& t = b.threads[base + l];
+        if (waits_in_activemask(t) && t.op.check == site) mask |= 1u << l;
       }
-    any = any || mask != 0;
+      for (int l = first; l < lanes; ++l)
+        if (mask >> l & 1u) {
+          std::memcpy(b.threads[base + l].op.out, &mask, sizeof mask);
+          b.threads[base + l].wait = Wait::Runnable;
+        }
+      any = true;
+    }
   }
   return any;
 }
@@ -402,6 +445,22 @@ void* block_shared(const void* tag, std::size_t bytes, std::size_t align, const 
                    std::to_string(b.static_shared_bytes + bytes) +
                    " bytes, over the 48 KiB limit (ptxas refuses " +
                    "this; use dynamic shared memory with cudaFuncSetAttribute)");
+  // Static and dynamic together, as the GPU checks at the launch (the emulator learns the static
+  // size here; later launches of the kernel are checked at the launch, see enqueue_launch).
+  const std::size_t static_bytes = b.static_shared_bytes + bytes;
+  note_static_shared(b.grid->kernel, static_bytes);
+  const std::size_t optin = dynamic_shared_optin(b.grid->kernel);
+  const std::size_t limit = optin > 0 ? kSharedPerBlockOptin : kSharedPerBlockDefault;
+  if (static_bytes + b.grid->config.dynamic_smem > limit)
+    fault_here(cudaErrorInvalidValue,
+               "__shared__ " + std::string(name) + " brings the block's shared memory to " +
+                   std::to_string(static_bytes) + " bytes of static and " +
+                   std::to_string(b.grid->config.dynamic_smem) + " of dynamic, over the " +
+                   std::to_string(limit) + " bytes a block has in all" +
+                   (optin > 0 ? std::string(" (with the MaxDynamicSharedMemorySize opt-in)")
+                              : std::string(" without cudaFuncSetAttribute(kernel, "
+                                            "cudaFuncAttributeMaxDynamicSharedMemorySize, n)")) +
+                   "; the GPU refuses this launch with cudaErrorInvalidValue");
   void* p = nullptr;
   if (posix_memalign(&p, align < 16 ? 16 : align, bytes == 0 ? 1 : bytes) != 0) {
     std::fprintf(stderr, "cuda-emu: out of host memory for __shared__ %s\n", name);

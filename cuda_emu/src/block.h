@@ -3,8 +3,10 @@
 // warps' collectives, its shared memory, and the first fault any of its threads hit.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_emu/device_api.h"
@@ -32,8 +34,25 @@ struct LaneOp {
 struct EmuThread {
   ThreadCtx ctx;
   Wait wait = Wait::Runnable;
-  const void* barrier_site = nullptr;
   LaneOp op{};
+};
+
+/// ThreadSanitizer sync objects of a barrier or a memory-ordering warp collective (__syncwarp,
+/// WMMA), one per parity of its generation: a thread releases at arrival and acquires on leaving
+/// the one of the generation it arrived in. With one object for all generations, the thread that
+/// completes a barrier and runs on to the next one releases its accesses after the barrier into
+/// the object that the others acquire on leaving the barrier before: a race before a barrier
+/// looked ordered. A generation's object is released again only two generations later, when every
+/// thread has left it.
+struct PhaseSync {
+  unsigned generation = 0;  // completed so far
+  char token[2] = {};
+};
+/// On the heap, fresh per block: a sync object at a reused address would carry what an earlier
+/// block's threads released.
+struct SyncTokens {
+  char barrier[2] = {};
+  std::map<std::pair<int, unsigned>, PhaseSync> warps;  // by (warp, mask): one per lane group
 };
 
 struct SharedVar {
@@ -58,9 +77,10 @@ struct BlockRun {
   int running = -1;  // the thread whose fiber runs now
 
   int at_barrier = 0, exited = 0;
-  const void* barrier_site = nullptr;
-  char barrier_token = 0;
-  char warp_token[32] = {};
+  const BarrierSite* barrier_site = nullptr;  // where the threads at the barrier wait
+  int barrier_first = -1;                     // the first of them
+  unsigned barrier_generation = 0;            // barriers the block has completed
+  std::unique_ptr<SyncTokens> sync = std::make_unique<SyncTokens>();
 
   std::vector<SharedVar> shared;
   std::size_t static_shared_bytes = 0;

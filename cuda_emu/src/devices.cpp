@@ -23,8 +23,6 @@ namespace {
 
 constexpr int kDefaultDevices = 2;
 constexpr std::size_t kDefaultMemory = std::size_t(2) << 30;
-constexpr std::size_t kSharedPerBlockDefault = 48 * 1024;
-constexpr std::size_t kSharedPerBlockOptin = 227 * 1024;  // H100: 227 KiB per block with opt-in
 
 std::size_t parse_size(const char* v, std::size_t fallback) {
   if (v == nullptr || *v == 0) return fallback;
@@ -129,6 +127,7 @@ void on_sanitizer_death() {
 
 std::mutex attributes_mutex;
 std::unordered_map<const void*, std::size_t> max_dynamic_shared;  // by kernel address
+std::unordered_map<const void*, std::size_t> static_shared;       // by kernel, once seen
 
 cudaError_t check_device(int index) {
   if (index < 0 || index >= device_count())
@@ -200,19 +199,27 @@ cudaError_t enqueue_launch(const LaunchSite& site, const LaunchConfig& config, c
                 what + ": " + std::to_string(threads) +
                     " threads per block, but the kernel's __launch_bounds__ allow " +
                     std::to_string(site.max_threads));
-  std::size_t smem_limit = kSharedPerBlockDefault;
+  // Static and dynamic shared memory count together (the static part as far as the emulator
+  // has seen the kernel run; the first block checks the rest, see block_shared).
+  std::size_t optin = 0, static_bytes = 0;
   {
     std::lock_guard<std::mutex> lock(attributes_mutex);
     if (auto it = max_dynamic_shared.find(kernel); it != max_dynamic_shared.end())
-      smem_limit = it->second;
+      optin = it->second;
+    if (auto it = static_shared.find(kernel); it != static_shared.end()) static_bytes = it->second;
   }
+  const std::size_t smem_limit =
+      optin > 0 ? optin : kSharedPerBlockDefault - std::min(static_bytes, kSharedPerBlockDefault);
   if (config.dynamic_smem > smem_limit)
-    return fail(cudaErrorInvalidValue,
-                what + ": " + std::to_string(config.dynamic_smem) +
-                    " bytes of dynamic shared memory; without " +
-                    "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n) "
-                    "the limit is " +
-                    std::to_string(smem_limit));
+    return fail(
+        cudaErrorInvalidValue,
+        what + ": " + std::to_string(config.dynamic_smem) +
+            " bytes of dynamic shared memory beside " + std::to_string(static_bytes) +
+            " bytes of static; " +
+            (optin > 0 ? "the kernel's MaxDynamicSharedMemorySize is " + std::to_string(optin)
+                       : "without cudaFuncSetAttribute(kernel, "
+                         "cudaFuncAttributeMaxDynamicSharedMemorySize, n) a block has " +
+                             std::to_string(kSharedPerBlockDefault) + " bytes in all"));
   std::shared_ptr<CUstream_st> stream = resolve_stream(config.stream, dev);
   if (!stream)
     return fail(cudaErrorInvalidResourceHandle,
@@ -224,6 +231,7 @@ cudaError_t enqueue_launch(const LaunchSite& site, const LaunchConfig& config, c
                     " (a missing DeviceGuard)");
   auto grid = std::make_shared<Grid>();
   grid->site = site;
+  grid->kernel = kernel;
   grid->config = config;
   grid->body = std::move(body);
   grid->device = dev;
@@ -232,6 +240,18 @@ cudaError_t enqueue_launch(const LaunchSite& site, const LaunchConfig& config, c
     if (grid->faulted) device_fault(grid->device, grid->fault_code, grid->fault_text);
   });
   return cudaSuccess;
+}
+
+std::size_t dynamic_shared_optin(const void* kernel) {
+  std::lock_guard<std::mutex> lock(attributes_mutex);
+  auto it = max_dynamic_shared.find(kernel);
+  return it == max_dynamic_shared.end() ? 0 : it->second;
+}
+
+void note_static_shared(const void* kernel, std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(attributes_mutex);
+  std::size_t& known = static_shared[kernel];
+  known = std::max(known, bytes);
 }
 
 }  // namespace mtemu::detail
@@ -469,8 +489,22 @@ cudaError_t mtemu_func_set_attribute(const void* func, cudaFuncAttribute attr, i
                                            " bytes of dynamic shared memory; at most " +
                                            std::to_string(kSharedPerBlockOptin));
   std::lock_guard<std::mutex> lock(attributes_mutex);
+  if (auto it = static_shared.find(func);
+      it != static_shared.end() && it->second + std::size_t(value) > kSharedPerBlockOptin)
+    return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: " + std::to_string(value) +
+                                           " bytes of dynamic shared memory beside the kernel's " +
+                                           std::to_string(it->second) +
+                                           " bytes of static; a block has at most " +
+                                           std::to_string(kSharedPerBlockOptin) + " in all");
   max_dynamic_shared[func] = std::size_t(value);
   return ok();
 }
 
 }  // extern "C"
+
+#if MTEMU_ASAN
+// gcc links UBSan's runtime apart from ASan's, so on_sanitizer_death (registered with ASan's)
+// does not run for a UBSan report: its stack is what names the kernel, so print it by default
+// (UBSAN_OPTIONS still overrides this).
+extern "C" const char* __ubsan_default_options() { return "print_stacktrace=1"; }
+#endif

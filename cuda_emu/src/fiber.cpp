@@ -71,6 +71,16 @@ void Fiber::start(Entry entry, void* arg, const char* name) {
   // A fiber abandoned mid-way (a faulting block) left its frames' redzones poisoned.
   san::unpoison(stack_, size_);
   san::fresh_memory(stack_, size_);  // the last GPU thread on this stack is not this one's past
+#if MTEMU_TSAN
+  // The same for ThreadSanitizer's shadow, which AnnotateNewMemory leaves as it is: mapping the
+  // stack anew resets it (the caller ignores accesses, so the mapping counts as no write). Without
+  // it the last thread's frames on this stack raced with this one's.
+  if (mmap(stack_, size_, PROT_READ | PROT_WRITE,
+           MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) == MAP_FAILED) {
+    std::fprintf(stderr, "cuda-emu: cannot map a %zu-byte fiber stack anew\n", size_);
+    std::abort();
+  }
+#endif
   context_ = ctx::make_fcontext(static_cast<char*>(stack_) + size_, size_, &Fiber::trampoline);
 #if MTEMU_TSAN
   // A new TSan fiber per run: it inherits the host thread's history (the grid's launch), not

@@ -5,6 +5,8 @@
 #include "grid.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -33,6 +35,34 @@ std::string describe(const LaunchSite& site) {
 
 namespace {
 
+// MINITRAIN_EMU_WATCHDOG_S: how long a grid may run before it counts as hung (0: forever).
+double watchdog_seconds() {
+  static const double s = [] {
+    const char* v = std::getenv("MINITRAIN_EMU_WATCHDOG_S");
+    return v && *v ? std::atof(v) : 300.0;
+  }();
+  return s;
+}
+
+// A grid past the watchdog: its threads spin (a barrier or collective that cannot complete is a
+// fault of its own, found at once), which a GPU would do forever too: blocks waiting for each
+// other, or for a flag nobody sets. Spinning threads cannot be stopped, so this ends the process
+// with a report, as a sanitizer does.
+[[noreturn]] void hung(const Grid& g, double limit) {
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%g", limit);
+  std::fprintf(stderr,
+               "cuda-emu: watchdog: %s has not finished after %s s (%llu of %llu blocks done, "
+               "%llu started): a deadlock, such as blocks that spin waiting for each other or "
+               "for a flag that nobody sets (threads of one block that spin on each other's "
+               "writes also hang here: the emulator runs a block's threads in turns). "
+               "MINITRAIN_EMU_WATCHDOG_S sets the limit (0: none)\n",
+               describe(g.site).c_str(), secs, static_cast<unsigned long long>(g.finished),
+               static_cast<unsigned long long>(g.blocks),
+               static_cast<unsigned long long>(g.claimed));
+  std::abort();
+}
+
 class Pool {
  public:
   Pool() {
@@ -49,7 +79,12 @@ class Pool {
       std::unique_lock<std::mutex> lock(m_);
       grids_.push_back(&g);
       more_.notify_all();
-      done_.wait(lock, [&] { return g.finished == g.blocks; });
+      const auto finished = [&] { return g.finished == g.blocks; };
+      if (const double limit = watchdog_seconds(); limit > 0) {
+        if (!done_.wait_for(lock, std::chrono::duration<double>(limit), finished)) hung(g, limit);
+      } else {
+        done_.wait(lock, finished);
+      }
     }
     san::acquire(&g.done_token);
   }

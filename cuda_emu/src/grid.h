@@ -4,6 +4,7 @@
 // a GPU, and code that depends on one is wrong), several at once, each block whole on one worker.
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -15,6 +16,7 @@ namespace mtemu::detail {
 
 struct Grid {
   LaunchSite site;
+  const void* kernel = nullptr;  // the kernel's address: its attributes' key
   LaunchConfig config;
   std::function<void()> body;  // runs one thread: the kernel with its arguments
   int device = 0;
@@ -39,6 +41,19 @@ struct Grid {
 
 /// Runs every block of `g` on the worker pool; returns when all have finished or one faulted.
 void run_grid(Grid& g);
+
+/// Shared memory per block: 48 KiB in all (static + dynamic) without opt-in; with
+/// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n), up to n dynamic
+/// and 227 KiB in all (H100).
+constexpr std::size_t kSharedPerBlockDefault = 48 * 1024;
+constexpr std::size_t kSharedPerBlockOptin = 227 * 1024;
+
+/// The kernel's MaxDynamicSharedMemorySize opt-in, or 0 where it has none.
+std::size_t dynamic_shared_optin(const void* kernel);
+/// Records that a block of `kernel` uses `bytes` of static shared memory (a GPU knows this from
+/// the compiled kernel; the emulator learns it when a block declares its __shared__ variables),
+/// so that later launches and cudaFuncSetAttribute check static + dynamic as the GPU does.
+void note_static_shared(const void* kernel, std::size_t bytes);
 
 /// "kernel 'name' (file:line)": how reports name a launch.
 std::string describe(const LaunchSite& site);

@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "cuda_emu/allocator_hooks.h"
 #include "runtime.h"
@@ -102,7 +104,22 @@ cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaStream_t str
   auto s = resolve_stream(stream, dev);
   if (!s) return fail(cudaErrorInvalidResourceHandle, std::string(call) + ": not a live stream");
   if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
+  // Pageable host memory (not from cudaHostAlloc) cannot be read or written by the GPU's copy
+  // engines: CUDA stages it. From pageable memory, the call returns once the source is copied
+  // to a staging buffer (the caller may reuse it at once); into pageable memory, and between two
+  // host buffers, once the copy is complete. Pinned and device memory stay asynchronous.
+  const Space to = find_region(dst).space, from = find_region(src).space;
+  if (from == Space::Pageable && to == Space::Device) {
+    auto staged = std::make_shared<std::vector<unsigned char>>(
+        static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
+    enqueue(*s, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+    return ok();
+  }
   enqueue(*s, [dst, src, bytes] { std::memmove(dst, src, bytes); });
+  if (to == Space::Pageable || (from != Space::Device && to != Space::Device)) {
+    wait_until_done(*s);
+    if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
+  }
   return ok();
 }
 

@@ -47,6 +47,8 @@ inline cudaError_t ok() { return cudaSuccess; }
 std::shared_ptr<CUstream_st> resolve_stream(cudaStream_t s, int device_for_null);
 /// Queues `op` on `s` (honouring the legacy default stream's implicit ordering).
 void enqueue(CUstream_st& s, std::function<void()> op);
+/// Waits until what is queued on `s` so far has run.
+void wait_until_done(CUstream_st& s);
 /// Waits until every stream of the device has drained.
 void synchronize_device(int index);
 

@@ -124,6 +124,8 @@ void enqueue(CUstream_st& s, std::function<void()> op) {
   push(s, std::move(op));
 }
 
+void wait_until_done(CUstream_st& s) { wait_until(s, mark(s)); }
+
 void synchronize_device(int index) {
   std::vector<std::shared_ptr<CUstream_st>> all;
   {

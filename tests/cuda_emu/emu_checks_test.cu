@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+
 #include "core/stream.h"
 #include "core/tensor.h"
 #include "emu_test_util.h"
@@ -46,7 +48,11 @@ void read_one_past_the_end() {
 
 TEST_F(CudaEmuChecks, AReadOnePastTheEndOfDeviceMemoryIsReported) {
   SKIP_UNLESS(kAddressChecks, "emu");
-  EXPECT_DEATH(read_one_past_the_end(), "heap-buffer-overflow.*read_one_past_the_end_kernel");
+  // The stack frame names the kernel and its source line (the emulated presets build with -g1);
+  // "[^\n]*": on that frame's line, not the emulator's "launched at" note.
+  EXPECT_DEATH(read_one_past_the_end(),
+               "heap-buffer-overflow.*in [^\n]*read_one_past_the_end_kernel[^\n]* "
+               "[^\n]*emu_checks_test\\.cu:[0-9]+");
 }
 
 __global__ void shared_overrun_kernel(float* out) {
@@ -121,6 +127,54 @@ TEST_F(CudaEmuChecks, AReadOfATensorWhoseBlockWentBackToTheCacheIsReported) {
                "use-after-poison.*read_one_past_the_end_kernel");
 }
 
+// ---- deadlocks ----
+
+// Each of two blocks waits for the other's flag before setting its own: a deadlock on any GPU.
+// The threads spin, so no barrier check sees it; the watchdog reports the kernel after
+// MINITRAIN_EMU_WATCHDOG_S seconds instead of hanging.
+__global__ void blocks_wait_for_each_other_kernel(int* flags) {
+  if (threadIdx.x != 0) return;
+  const int other = 1 - int(blockIdx.x);
+  while (atomicAdd(&flags[other], 0) == 0) {
+  }
+  atomicExch(&flags[blockIdx.x], 1);
+}
+
+void blocks_wait_for_each_other() {
+  setenv("MINITRAIN_EMU_WATCHDOG_S", "1", 1);
+  DeviceBuffer<int> flags(std::vector<int>{0, 0});
+  blocks_wait_for_each_other_kernel<<<2, 32>>>(flags.get());
+  cudaDeviceSynchronize();
+}
+
+// The same between two threads of one block, on shared memory.
+__global__ void threads_wait_for_each_other_kernel(int* out) {
+  __shared__ int flags[2];
+  if (threadIdx.x < 2) flags[threadIdx.x] = 0;
+  __syncthreads();
+  if (threadIdx.x < 2) {
+    const int other = 1 - int(threadIdx.x);
+    while (atomicAdd(&flags[other], 0) == 0) {
+    }
+    atomicExch(&flags[threadIdx.x], 1);
+  }
+  out[threadIdx.x] = 1;
+}
+
+void threads_wait_for_each_other() {
+  setenv("MINITRAIN_EMU_WATCHDOG_S", "1", 1);
+  DeviceBuffer<int> out(32);
+  threads_wait_for_each_other_kernel<<<1, 32>>>(out.get());
+  cudaDeviceSynchronize();
+}
+
+TEST_F(CudaEmuChecks, BlocksOrThreadsWaitingForEachOtherAreReportedAsADeadlock) {
+  EXPECT_DEATH(blocks_wait_for_each_other(),
+               "watchdog.*blocks_wait_for_each_other_kernel.*not finished after 1 s");
+  EXPECT_DEATH(threads_wait_for_each_other(),
+               "watchdog.*threads_wait_for_each_other_kernel.*not finished after 1 s");
+}
+
 // ---- races ----
 
 // Each thread writes its slot and reads its neighbour's, with the barrier between them missing.
@@ -153,6 +207,74 @@ TEST_F(CudaEmuChecks, AMissingSyncthreadsGivesAWrongResult) {
 TEST_F(CudaEmuChecks, AMissingSyncthreadsIsAReportedRace) {
   SKIP_UNLESS(kRaceChecks, "emu-tsan");
   EXPECT_DEATH(missing_syncthreads(), "data race.*missing_syncthreads_kernel");
+}
+
+// Every thread increments one shared counter and then meets the others at a barrier: the
+// increments race with each other (the barrier comes after them, not between them).
+__global__ void race_before_a_barrier_kernel(int* out) {
+  __shared__ int count;
+  if (threadIdx.x == 0) count = 0;
+  __syncthreads();
+  count++;
+  __syncthreads();
+  if (threadIdx.x == 0) out[0] = count;
+}
+
+void race_before_a_barrier() {
+  DeviceBuffer<int> out(1);
+  race_before_a_barrier_kernel<<<1, 64>>>(out.get());
+  cudaDeviceSynchronize();
+}
+
+TEST_F(CudaEmuChecks, ARaceFollowedByABarrierIsReported) {
+  SKIP_UNLESS(kRaceChecks, "emu-tsan");
+  EXPECT_DEATH(race_before_a_barrier(), "data race.*race_before_a_barrier_kernel");
+}
+
+// The same within a warp: lanes increment one counter, then __syncwarp().
+__global__ void race_before_a_syncwarp_kernel(int* out) {
+  __shared__ int count;
+  if (threadIdx.x == 0) count = 0;
+  __syncwarp();
+  count++;
+  __syncwarp();
+  if (threadIdx.x == 0) out[0] = count;
+}
+
+void race_before_a_syncwarp() {
+  DeviceBuffer<int> out(1);
+  race_before_a_syncwarp_kernel<<<1, 32>>>(out.get());
+  cudaDeviceSynchronize();
+}
+
+TEST_F(CudaEmuChecks, ARaceFollowedByASyncwarpIsReported) {
+  SKIP_UNLESS(kRaceChecks, "emu-tsan");
+  EXPECT_DEATH(race_before_a_syncwarp(), "data race.*race_before_a_syncwarp_kernel");
+}
+
+// Barriers between every write and read, over many phases: no race, nothing reported.
+__global__ void barrier_phases_kernel(int* out) {
+  __shared__ int slots[64];
+  int sum = 0;
+  for (int phase = 0; phase < 8; ++phase) {
+    slots[threadIdx.x] = int(threadIdx.x) + phase;
+    __syncthreads();
+    sum += slots[(threadIdx.x + 1 + phase) % 64];
+    __syncthreads();
+  }
+  out[threadIdx.x] = sum;
+}
+
+TEST_F(CudaEmuChecks, BarriersBetweenPhasesOrderThem) {
+  DeviceBuffer<int> out(64);
+  barrier_phases_kernel<<<1, 64>>>(out.get());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<int> got = out.to_host();
+  for (int t = 0; t < 64; ++t) {
+    int want = 0;
+    for (int phase = 0; phase < 8; ++phase) want += (t + 1 + phase) % 64 + phase;
+    EXPECT_EQ(got[t], want) << "thread " << t;
+  }
 }
 
 __global__ void scale_kernel(float* dst, const float* src, int n) {

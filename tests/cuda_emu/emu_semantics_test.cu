@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -94,6 +95,58 @@ TEST(CudaEmuBarrier, ABarrierSomeThreadsSkipIsAFaultNamingTheKernel) {
   EXPECT_NE(text.find("reached by 16 of 32 threads"), std::string::npos) << text;
 }
 
+// Every thread reaches a __syncthreads(), but the two halves reach different ones: a barrier is
+// one instruction, and waiting at two is undefined on a GPU (compute-sanitizer's synccheck reports
+// it). A fault naming the kernel and both barriers.
+__global__ void split_barrier_kernel(int* out) {
+  if (threadIdx.x < 16) {
+    out[threadIdx.x] = 1;
+    __syncthreads();  // the first barrier
+  } else {
+    out[threadIdx.x] = 2;
+    __syncthreads();  // the second barrier
+  }
+}
+
+// One __syncthreads() in a loop and in an inline helper called from two places of uniform code:
+// the same barrier each time, never reported.
+__device__ inline void shared_step(int* slots, int v) {
+  slots[threadIdx.x] = v;
+  __syncthreads();
+}
+
+__global__ void repeated_barrier_kernel(int* out) {
+  __shared__ int slots[32];
+  int sum = 0;
+  for (int i = 0; i < 4; ++i) {
+    shared_step(slots, int(threadIdx.x) + i);
+    sum += slots[31 - threadIdx.x];
+    __syncthreads();
+  }
+  shared_step(slots, 100);
+  out[threadIdx.x] = sum + slots[31 - threadIdx.x];
+}
+
+TEST(CudaEmuBarrier, ThreadsAtDifferentBarriersAreAFaultNamingBoth) {
+  DeviceBuffer<int> out(32);
+  split_barrier_kernel<<<1, 32>>>(out.get());
+  cudaError_t code;
+  const std::string text = fault_after_sync(&code);
+  EXPECT_EQ(code, cudaErrorLaunchFailure);
+  EXPECT_NE(text.find("split_barrier_kernel"), std::string::npos) << text;
+  EXPECT_NE(text.find("different __syncthreads()"), std::string::npos) << text;
+  // Both barriers by their lines in split_barrier_kernel above.
+  const int first = __LINE__ - 35, second = first + 3;
+  for (int line : {first, second})
+    EXPECT_NE(text.find("emu_semantics_test.cu:" + std::to_string(line)), std::string::npos)
+        << "line " << line << ": " << text;
+
+  repeated_barrier_kernel<<<1, 32>>>(out.get());
+  EMU_OK(cudaDeviceSynchronize());
+  const std::vector<int> got = out.to_host();
+  for (int t = 0; t < 32; ++t) EXPECT_EQ(got[t], 4 * (31 - t) + 6 + 100) << "thread " << t;
+}
+
 __global__ void dynamic_shared_sum_kernel(float* out, int n) {
   extern __shared__ float scratch[];
   scratch[threadIdx.x] = float(threadIdx.x);
@@ -121,6 +174,88 @@ TEST(CudaEmuSharedMemory, DynamicSharedMemoryAndItsOptIn) {
   EMU_OK(cudaGetLastError());
   EMU_OK(cudaDeviceSynchronize());
   EXPECT_EQ(out.to_host()[0], 31.f * 32.f / 2.f);
+}
+
+// 40 KiB of static shared memory beside the launch's dynamic shared memory: the two count
+// together against the block's limit, as on the device.
+__global__ void static_and_dynamic_shared_kernel(float* out) {
+  __shared__ float fixed[40 * 256];
+  extern __shared__ float extra[];
+  fixed[threadIdx.x] = 1.f;
+  extra[threadIdx.x] = 2.f;
+  __syncthreads();
+  out[threadIdx.x] = fixed[threadIdx.x] + extra[threadIdx.x];
+}
+
+// The same, launched over the limit before the emulator has seen it run.
+__global__ void static_and_dynamic_shared_first_kernel(float* out) {
+  __shared__ float fixed[40 * 256];
+  extern __shared__ float extra[];
+  fixed[threadIdx.x] = 1.f;
+  extra[threadIdx.x] = 2.f;
+  out[threadIdx.x] = fixed[threadIdx.x] + extra[threadIdx.x];
+}
+
+TEST(CudaEmuSharedMemory, StaticAndDynamicSharedMemoryCountTogether) {
+  constexpr int k4 = 4 * 1024, k40 = 40 * 1024, k190 = 190 * 1024;
+  DeviceBuffer<float> out(32);
+  // 40 KiB static + 4 KiB dynamic: within the 48 KiB a block gets without opt-in.
+  static_and_dynamic_shared_kernel<<<1, 32, k4>>>(out.get());
+  EMU_OK(cudaGetLastError());
+  EMU_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(out.to_host()[0], 3.f);
+  // 40 + 40 KiB: over 48 KiB. The GPU refuses the launch with cudaErrorInvalidValue; the
+  // emulator knows the kernel's static shared memory once a block of it has run.
+  static_and_dynamic_shared_kernel<<<1, 32, k40>>>(out.get());
+  const cudaError_t over = cudaGetLastError();
+  EXPECT_EQ(over, cudaErrorInvalidValue);
+  EXPECT_NE(std::string(cudaGetErrorString(over)).find("40960 bytes of static"), std::string::npos)
+      << cudaGetErrorString(over);
+  // A kernel never run before: the first block finds out, and the launch fails with the same code.
+  static_and_dynamic_shared_first_kernel<<<1, 32, k40>>>(out.get());
+  cudaError_t code;
+  const std::string text = fault_after_sync(&code);
+  EXPECT_EQ(code, cudaErrorInvalidValue) << text;
+  EXPECT_NE(text.find("static_and_dynamic_shared_first_kernel"), std::string::npos) << text;
+  static_and_dynamic_shared_first_kernel<<<1, 32, k40>>>(out.get());
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  // With the opt-in, 40 + 40 KiB runs.
+  EMU_OK(cudaFuncSetAttribute(static_and_dynamic_shared_kernel,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, k40));
+  static_and_dynamic_shared_kernel<<<1, 32, k40>>>(out.get());
+  EMU_OK(cudaGetLastError());
+  EMU_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(out.to_host()[0], 3.f);
+  // Static + opt-in over the 227 KiB a block can have: the attribute itself is refused.
+  EXPECT_EQ(cudaFuncSetAttribute(static_and_dynamic_shared_kernel,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, k190),
+            cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+}
+
+// Preprocessor lines around __shared__ declarations: the build-time rewrite keeps them as they are.
+__global__ void preprocessed_shared_kernel(float* out) {
+#if 1
+  __shared__ float picked[32];
+#else
+  __shared__ float picked[64];
+#endif
+#define MTEMU_TEST_TILE 16
+  __shared__ float tile[MTEMU_TEST_TILE];
+#undef MTEMU_TEST_TILE
+  picked[threadIdx.x] = float(threadIdx.x);
+  if (threadIdx.x < 16) tile[threadIdx.x] = 1.f;
+  __syncthreads();
+  out[threadIdx.x] =
+      picked[31 - threadIdx.x] + tile[threadIdx.x % 16] + float(sizeof(picked) / sizeof(float));
+}
+
+TEST(CudaEmuSharedMemory, PreprocessorLinesAroundSharedDeclarations) {
+  DeviceBuffer<float> out(32);
+  preprocessed_shared_kernel<<<1, 32>>>(out.get());
+  EMU_OK(cudaDeviceSynchronize());
+  const std::vector<float> got = out.to_host();
+  for (int t = 0; t < 32; ++t) EXPECT_EQ(got[t], float(31 - t) + 1.f + 32.f) << "thread " << t;
 }
 
 // ---- warp intrinsics ----
@@ -162,6 +297,26 @@ TEST(CudaEmuWarp, ShufflesBallotsAndVotesOverTheirMasks) {
     EXPECT_EQ(got[192 + lane], lane < 8 ? (lane + 2 < 8 ? lane + 2 : lane) : -1);
     EXPECT_EQ(unsigned(got[224 + lane]), 0xffffffffu);
   }
+}
+
+// Each side of an if/else asks which lanes run it: only the lanes that took that side.
+__global__ void divergent_activemask_kernel(unsigned* out) {
+  const int lane = int(threadIdx.x) % 32;
+  if (lane % 3 == 0)
+    out[threadIdx.x] = __activemask();
+  else
+    out[threadIdx.x] = __activemask();
+}
+
+TEST(CudaEmuWarp, ActivemaskInABranchNamesTheLanesThatTookIt) {
+  DeviceBuffer<unsigned> out(64);
+  divergent_activemask_kernel<<<1, 64>>>(out.get());
+  EMU_OK(cudaDeviceSynchronize());
+  unsigned thirds = 0;
+  for (int l = 0; l < 32; l += 3) thirds |= 1u << l;
+  const std::vector<unsigned> got = out.to_host();
+  for (int t = 0; t < 64; ++t)
+    EXPECT_EQ(got[t], t % 32 % 3 == 0 ? thirds : ~thirds) << "thread " << t;
 }
 
 // Half the warp calls a full-mask shuffle; the other half never comes.
@@ -369,6 +524,36 @@ TEST(CudaEmuStreams, LaunchesReturnAtOnceAndStreamsOverlap) {
   EMU_OK(cudaFreeHost(flag));
   EMU_OK(cudaStreamDestroy(s1));
   EMU_OK(cudaStreamDestroy(s2));
+}
+
+// cudaMemcpyAsync with pageable host memory: host to device returns once the source is staged
+// (the caller may reuse it at once), device to host returns once the copy is complete. Pinned
+// memory stays asynchronous. The stream is slowed so that a copy left queued would show.
+TEST(CudaEmuStreams, PageableCopiesAreStagedOrCompleteOnReturn) {
+  constexpr int n = 64;
+  constexpr std::size_t bytes = n * sizeof(float);
+  cudaStream_t s;
+  EMU_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  mtemu::set_stream_delay(s, 20000);
+  DeviceBuffer<float> dev(n);
+  std::vector<float> host(n, 1.f);
+  EMU_OK(cudaMemcpyAsync(dev.get(), host.data(), bytes, cudaMemcpyHostToDevice, s));
+  std::fill(host.begin(), host.end(), 2.f);  // reused at once
+  EMU_OK(cudaStreamSynchronize(s));
+  EXPECT_EQ(dev.to_host(), std::vector<float>(n, 1.f));
+
+  std::vector<float> back(n, -1.f);
+  EMU_OK(cudaMemcpyAsync(back.data(), dev.get(), bytes, cudaMemcpyDeviceToHost, s));
+  EXPECT_EQ(back, std::vector<float>(n, 1.f));  // no synchronisation: complete on return
+
+  float* pinned = nullptr;
+  EMU_OK(cudaHostAlloc(reinterpret_cast<void**>(&pinned), bytes, cudaHostAllocDefault));
+  EMU_OK(cudaMemcpyAsync(pinned, dev.get(), bytes, cudaMemcpyDeviceToHost, s));
+  EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);  // pinned: still queued
+  EMU_OK(cudaStreamSynchronize(s));
+  EXPECT_EQ(pinned[n - 1], 1.f);
+  EMU_OK(cudaFreeHost(pinned));
+  EMU_OK(cudaStreamDestroy(s));
 }
 
 __global__ void copy_kernel(float* dst, const float* src, int n) {

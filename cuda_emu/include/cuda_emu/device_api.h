@@ -49,9 +49,16 @@ inline ThreadCtx& current(const char* what) {
 }
 
 // ---- runtime entry points (cuda_emu/src/block.cpp) ----
-void syncthreads(const void* site);
+/// One __syncthreads() of the source, as reports name it.
+struct BarrierSite {
+  const char* file;
+  int line;
+};
+void syncthreads(const BarrierSite* site);
 void syncwarp(unsigned mask);
-unsigned activemask();
+/// `site` names the __activemask() expression: lanes waiting at different ones are on different
+/// sides of a branch, and each side gets its own mask.
+unsigned activemask(const void* site);
 enum class Shfl : int { Idx, Up, Down, Xor };
 void shuffle(unsigned mask, Shfl kind, int arg, int width, const void* in, void* out,
              std::size_t size);
@@ -89,13 +96,24 @@ T* dynamic_shared_var(std::size_t align) {
 
 // ---- barriers and warp intrinsics ----
 
-// Not inlined away from the call site: the return address names the barrier, so threads of one
-// block that wait at different __syncthreads() calls are reported.
-__attribute__((noinline)) inline void __syncthreads() {
-  ::mtemu::detail::syncthreads(__builtin_return_address(0));
-}
+// Each __syncthreads() names itself by a static of its own, with its file and line: threads of a
+// block that wait at different ones are reported (as compute-sanitizer's synccheck does), naming
+// both. A static rather than the call's return address, which the compiler changes when it
+// duplicates a call (unrolling, tail duplication) or merges two identical ones.
+#define __syncthreads()                                                       \
+  ::mtemu::detail::syncthreads([]() noexcept {                                \
+    static const ::mtemu::detail::BarrierSite mtemu_site{__FILE__, __LINE__}; \
+    return &mtemu_site;                                                       \
+  }())
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ::mtemu::detail::syncwarp(mask); }
-inline unsigned __activemask() { return ::mtemu::detail::activemask(); }
+// Each __activemask() expression names itself by a static of its own (the compiler may merge two
+// identical calls on the two sides of a branch into one, but not two different addresses): lanes
+// at different ones diverged, and get disjoint masks, as on a GPU.
+#define __activemask()                        \
+  ::mtemu::detail::activemask([]() noexcept { \
+    static const char mtemu_site = 0;         \
+    return &mtemu_site;                       \
+  }())
 inline unsigned __ballot_sync(unsigned mask, int predicate) {
   return ::mtemu::detail::ballot(mask, predicate != 0);
 }
