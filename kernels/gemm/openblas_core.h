@@ -40,7 +40,9 @@ struct OpenBlasSelection {
 /// Once per process, before the first OpenBLAS call (gemm_cpu calls it; so can a program that
 /// calls cblas itself): re-selects OpenBLAS's kernels for this CPU where it fell back to a core
 /// below what the CPU runs and OPENBLAS_CORETYPE is not set. Not safe while another thread is
-/// inside OpenBLAS. Returns what it found and chose (the same object on every call).
+/// inside OpenBLAS or reads the environment (it sets OPENBLAS_CORETYPE for OpenBLAS's selection
+/// and removes it again): call it before starting threads where you can, as the minitrain
+/// command does. Returns what it found and chose (the same object on every call).
 const OpenBlasSelection& select_openblas_core();
 
 /// The OpenBLAS core in use now (openblas_get_corename()).
