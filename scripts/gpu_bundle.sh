@@ -21,6 +21,8 @@
 #                        the gpu entries it cannot run here (mpiexec / cmake -P ones), from
 #                        `ctest -N -L gpu --show-only=json-v1`: no absolute paths, so DIR can move
 #   gpu_check.sh, fill_ladder_table.py, torch_train_step.py, gemm_ladder_README.md, BUNDLE.json
+#   fixtures/            tests/fixtures (0.5 MiB), which the test programs find through
+#                        MINITRAIN_TEST_DATA_DIR (tests/support/test_util.h: test_data_dir())
 # The vendor libraries (cuBLAS, cuDNN, NCCL, NVML) are not packed: minitrain opens them at run time
 # (core/vendor/vendor_library.cpp) and gpu_check.sh points the loader at the machine's copies.
 # Exits 1 when DIR ends up over 60 MiB or a library cannot be resolved.
@@ -174,6 +176,8 @@ tar -C "$dir" -cf - bin lib | xz -T0 -6 >"$dir/payload.tar.xz"
 # ---- scripts, data --------------------------------------------------------------------------------
 cp "$src/scripts/gpu_check.sh" "$src/scripts/fill_ladder_table.py" "$src/bench/torch_train_step.py" "$dir/"
 cp "$src/kernels/gemm/gemm_ladder/README.md" "$dir/gemm_ladder_README.md"
+# The test programs read tests/fixtures where MINITRAIN_TEST_DATA_DIR points (gpu_check.sh sets it).
+cp -r "$src/tests/fixtures" "$dir/fixtures"
 chmod +x "$dir/gpu_check.sh"
 size_kib=$(du -sk --exclude=bin --exclude=lib "$dir" | cut -f1)
 cuda_version=$(sed -n 's/^set(CMAKE_CUDA_COMPILER_VERSION "\(.*\)")$/\1/p' "$build"/CMakeFiles/*/CMakeCUDACompiler.cmake | head -1)

@@ -14,8 +14,9 @@
 #                and memory (memory-bound kernels vs device copy)                 -> gemm.json, memory.json
 #   5 ncu        each ladder rung at 256^3 under Nsight Compute                   -> ncu.json
 #   6 train      train_step/cuda vs PyTorch on the same GPU, fp32 and bf16         -> train_step.json
-# Without a GPU (no nvidia-smi, no device, or a driver too old for the bundle's runtime) stages
-# 2-6 record "no GPU: <reason>"; stage 1 still records what it can.
+# Without a GPU (no nvidia-smi, or no device listed) stages 2-6 record "no GPU: <reason>"; stage 1
+# still records what it can. A GPU whose driver is older than the bundle's CUDA runtime fails every
+# stage with that reason (rebuild the bundle with an older toolkit).
 # Exit status: 0 when every stage passed or had no GPU; 1 when a stage failed or timed out;
 # 2 on a usage error.
 set -uo pipefail
@@ -69,7 +70,12 @@ done
 # ---- results ----------------------------------------------------------------------------------------
 # Each stage appends "name<TAB>status<TAB>seconds<TAB>detail" to $work/stages.tsv; status is passed,
 # failed, timeout or "no GPU".
-record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$work/stages.tsv"; echo "[gpu_check] stage $1: $2 ($3 s) $4"; }
+record() {
+  local status=$2
+  [ "$status" = "no GPU" ] && [ -n "${unusable:-}" ] && status=failed
+  printf '%s\t%s\t%s\t%s\n' "$1" "$status" "$3" "$4" >>"$work/stages.tsv"
+  echo "[gpu_check] stage $1: $status ($3 s) $4"
+}
 # run_limited SECONDS LOG CMD...: the command's status, 124 when it ran out of time.
 run_limited() {
   local limit=$1 logf=$2
@@ -85,6 +91,10 @@ elif ! timeout 20 nvidia-smi -L >"$work/smi_l.txt" 2>&1 || ! grep -q '^GPU ' "$w
   no_gpu="nvidia-smi lists no GPU: $(head -1 "$work/smi_l.txt")"
 fi
 
+# A GPU the bundle cannot use (a driver older than its runtime) is a failure, never "no GPU": a run
+# on a GPU machine that tested nothing must not look green.
+unusable=""
+
 # ---- stage 1: info ----------------------------------------------------------------------------------
 s=$(date +%s)
 : >"$work/info.log"
@@ -98,12 +108,15 @@ if [ -z "$no_gpu" ]; then
   driver_cuda=$(timeout 20 nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)
   bundle_cuda=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cuda_compiler_version"])' "$kit/BUNDLE.json" 2>/dev/null)
   if [ -n "$driver_cuda" ] && [ -n "$bundle_cuda" ] && [ "${driver_cuda%%.*}" -lt "${bundle_cuda%%.*}" ]; then
-    no_gpu="the driver supports CUDA $driver_cuda, the bundle's runtime is CUDA $bundle_cuda: rebuild the bundle with a CUDA ${driver_cuda%%.*} toolkit"
+    unusable="the driver supports CUDA $driver_cuda, the bundle's runtime is CUDA $bundle_cuda: rebuild the bundle with a CUDA ${driver_cuda%%.*} toolkit"
   fi
 fi
 detail="minitrain info exit $info_rc ($(grep -E '^(CUDA runtime|GPUs:)' "$work/info.log" | cut -c1-240 | tr '\n' ' ')); nvidia-smi: ${smi:-$no_gpu}"
 if ((info_rc == 124)); then st=timeout; elif ((info_rc != 0)); then st=failed; else st=passed; fi
+[ -n "$unusable" ] && { st=failed; detail+="; $unusable"; }
 record info "$st" $(($(date +%s) - s)) "$detail"
+# Stages 2-6 see the unusable GPU as no GPU to run on, and record it as failed (below, in record).
+[ -n "$unusable" ] && no_gpu=$unusable
 
 # ---- stage 2: the gpu-labelled tests --------------------------------------------------------------
 s=$(date +%s)
@@ -111,15 +124,17 @@ if [ -n "$no_gpu" ]; then
   record tests "no GPU" 0 "$no_gpu"
 else
   : >"$work/tests.log"
-  st=passed
+  st=passed expected=0 exits=""
   while IFS=$'\t' read -r program filter cases; do
     [[ "$program" == \#* ]] && continue
     left=$((T_TESTS - ($(date +%s) - s)))
     ((left > 5)) || { st=timeout; echo "$program: no time left" >>"$work/tests.log"; continue; }
-    (cd "$work" && MINITRAIN_REQUIRE_GPU=1 MINITRAIN_TEST_LABEL=gpu \
+    (cd "$work" && MINITRAIN_REQUIRE_GPU=1 MINITRAIN_TEST_LABEL=gpu MINITRAIN_TEST_DATA_DIR="$kit/fixtures" \
       run_limited "$left" "$work/tests.log" "$bin/$program" "--gtest_filter=$filter" \
       "--gtest_output=json:$work/gtest_$program.json")
     rc=$?
+    expected=$((expected + cases))
+    ((rc != 0)) && exits+=" $program=$rc"
     ((rc == 124)) && st=timeout
     ((rc != 0 && rc != 124)) && [ "$st" = passed ] && st=failed
   done <"$kit/gpu_tests.tsv"
@@ -135,16 +150,20 @@ for f in glob.glob(sys.argv[1] + "/gtest_*.json"):
                 failed += 1
             elif t.get("result") == "SKIPPED":
                 skipped += 1
-                msg = (t.get("skipped") or [{}])[0].get("message", "?").splitlines()[-1][:120]
-                reasons[msg] = reasons.get(msg, 0) + 1
             else:
                 passed += 1
+# gtest's JSON has no skip message: the reason is the line after "file:line: Skipped" in the log.
+lines = open(sys.argv[1] + "/tests.log", errors="replace").read().splitlines()
+for i, line in enumerate(lines[:-1]):
+    if line.endswith(": Skipped"):
+        msg = lines[i + 1][:120]
+        reasons[msg] = reasons.get(msg, 0) + 1
 print(f"ran {ran}, passed {passed}, failed {failed}, skipped {skipped}"
       + ("; skips: " + "; ".join(f"{n}x {m}" for m, n in reasons.items()) if reasons else ""))
 EOF
 )
   [ "$st" = passed ] && [[ "$counts" != *"failed 0"* ]] && st=failed
-  record tests "$st" $(($(date +%s) - s)) "$counts"
+  record tests "$st" $(($(date +%s) - s)) "$counts (of $expected listed)${exits:+; non-zero exits:$exits}"
 fi
 
 # ---- stage 3: compute-sanitizer ---------------------------------------------------------------------
@@ -164,7 +183,7 @@ else
       left=$(((T_SAN - ($(date +%s) - s)) / 2))
       ((left > 3)) || { st=timeout; detail+=" $tool/$program: no time left;"; continue; }
       echo "== $tool $program" >>"$work/sanitizer.log"
-      (cd "$work" && run_limited "$left" "$work/sanitizer.log" compute-sanitizer --tool "$tool" \
+      (cd "$work" && MINITRAIN_TEST_DATA_DIR="$kit/fixtures" run_limited "$left" "$work/sanitizer.log" compute-sanitizer --tool "$tool" \
         --error-exitcode 3 "$bin/$program" "--gtest_filter=${SANITIZER_FILTER:-*/cuda*:Cuda*:*Cuda.*:-*1024*:*2048*:*4096*}")
       rc=$?
       case $rc in
@@ -208,8 +227,10 @@ elif ! command -v ncu >/dev/null 2>&1; then
   record ncu failed 0 "no ncu on PATH"
 else
   # The first launch of every kernel the 256^3 gemm cases run (each rung, cuBLAS's own): --kernel-id
-  # :::1 is "any context, any stream, any name, invocation 1".
-  run_limited "$T_NCU" "$work/ncu.csv" ncu --csv --metrics "$metrics" --kernel-id :::1 \
+  # context:stream:name:invocation, here "any context, any stream, any name (regex .), invocation 1"
+  # (ncu's own syntax; not yet tried on a GPU: if it profiles one kernel only, the summary's count
+  # of kernels says so).
+  run_limited "$T_NCU" "$work/ncu.csv" ncu --csv --metrics "$metrics" --kernel-id ::regex:.:1 \
     "$bin/minitrain_gemm_bench" --device=cuda --benchmark_filter='gemm/square_256/' \
     --benchmark_min_time=0.001s
   rc=$?
@@ -284,7 +305,7 @@ md = ["# gpu_check summary", "", f"{total} s in all (unpacking included); vendor
 md += [f"| {s['stage']} | {s['status']} | {s['seconds']} | {s['detail'].replace('|', '/')} |"
        for s in stages]
 lt = os.path.join(work, "ladder_table.md")
-if os.path.exists(lt):
+if os.path.exists(lt) and open(lt).read().strip():
     md += ["", "## GEMM ladder at 4096^3", "", open(lt).read().strip()]
 md += ["", "Overall: " + ("OK (every stage passed or had no GPU)" if ok else "FAILED")]
 open(os.path.join(out, "summary.md"), "w").write("\n".join(md) + "\n")

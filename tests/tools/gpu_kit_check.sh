@@ -7,7 +7,8 @@
 #                                            OpenBLAS is refused, naming the Debian file it fell to
 #   gpu_kit_check.sh nogpu SRC BUNDLE OUT    BUNDLE/gpu_check.sh writes its summary with every GPU
 #                                            stage "no GPU" and exits 0 (exit 77, skipped, on a
-#                                            machine with a GPU: there it runs for minutes)
+#                                            machine with a GPU: there it runs for minutes); with a
+#                                            fake nvidia-smi on a too-old driver it fails every stage
 set -uo pipefail
 mode=$1 src=$2
 fail() {
@@ -63,6 +64,27 @@ case "$mode" in
     done
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ok"] and len(d["stages"]) == 6' \
       "$out/check.json" || fail "check.json is not ok with six stages"
+    # A GPU whose driver is older than the bundle's CUDA runtime is a failure, not "no GPU": a fake
+    # nvidia-smi lists an H100 on a CUDA 11.8 driver.
+    fake=$out.fake-smi
+    mkdir -p "$fake"
+    cat >"$fake/nvidia-smi" <<'SMI'
+#!/bin/sh
+case "$1" in
+  -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-0000-0000-000000000000)" ;;
+  --query-gpu=*) echo "NVIDIA H100 80GB HBM3, 520.61.05, 81559 MiB, 1980 MHz" ;;
+  *) echo "| NVIDIA-SMI 520.61.05    Driver Version: 520.61.05    CUDA Version: 11.8     |" ;;
+esac
+SMI
+    chmod +x "$fake/nvidia-smi"
+    PATH="$fake:$PATH" "$bundle/gpu_check.sh" "$out.old-driver" >/dev/null
+    rc=$?
+    ((rc == 1)) || fail "gpu_check.sh exit $rc with a driver older than the bundle's runtime (expected 1)"
+    for stage in info tests sanitizer bench ncu train; do
+      grep -q "^| $stage | failed | .*the driver supports CUDA 11.8, the bundle's runtime is CUDA" \
+        "$out.old-driver/summary.md" || fail "stage $stage does not fail naming the old driver"
+    done
+    rm -rf "$fake" "$out.old-driver"
     ;;
   *) fail "unknown mode $mode" ;;
 esac
