@@ -46,6 +46,10 @@ while (($#)); do
   esac
 done
 [ -n "$dir" ] || die "usage: scripts/gpu_bundle.sh [--from-build BUILD [--no-build]] DIR"
+# DIR is replaced: only an empty folder or an earlier bundle, never a folder of something else.
+if [ -d "$dir" ] && [ -n "$(ls -A "$dir")" ] && [ ! -f "$dir/BUNDLE.json" ]; then
+  die "$dir exists, is not empty and is not a bundle (no BUNDLE.json): give a new or empty folder"
+fi
 ((no_build == 0)) || [ -n "$build" ] || die "--no-build needs --from-build BUILD"
 command -v patchelf >/dev/null || die "patchelf is missing (scripts/setup.sh --deps-only installs it)"
 start=$(date +%s)
@@ -75,7 +79,7 @@ case ";$archs;" in
 esac
 
 # What the kit runs: the command, every bench program, every GoogleTest program (those without gpu
-# cases are dropped below), the ddp test tool.
+# cases are dropped below).
 mapfile -t targets < <(ninja -C "$build" -t targets all 2>/dev/null |
   sed -n 's/^\(minitrain\(_[a-z0-9_]*\(_tests\|_bench\)\)\?\): phony$/\1/p' | sort -u)
 ((${#targets[@]})) || die "no minitrain targets in $build (not a Ninja build?)"

@@ -19,6 +19,7 @@ case "$mode" in
   pack)
     build=$3 bundle=$4
     s=$(date +%s)
+    rm -rf "$bundle"  # an earlier, interrupted run's leftovers
     "$src/scripts/gpu_bundle.sh" --from-build "$build" --no-build "$bundle" || fail "gpu_bundle.sh exit $?"
     [ -f "$bundle/payload.tar.xz" ] && [ -x "$bundle/gpu_check.sh" ] && [ -f "$bundle/gpu_tests.tsv" ] ||
       fail "the bundle lacks payload.tar.xz, gpu_check.sh or gpu_tests.tsv"
