@@ -15,7 +15,7 @@
 #   lib/       every shared library they need that a bare CUDA image lacks (ldd: all but glibc's,
 #              libstdc++, libgcc_s and the NVIDIA ones), RUNPATH $ORIGIN, stripped
 # Unpacked these are several times the 60 MiB a lent machine's carry allows (OpenBLAS alone is
-# 36 MiB: kernels for every x86 CPU); xz packs them to about a quarter. --unpacked also leaves bin/
+# 36 MiB: kernels for every x86 CPU); xz packs them to about a seventh. --unpacked also leaves bin/
 # and lib/ in DIR (for a look; they do not count in the size, and must not be carried).
 #   gpu_tests.tsv        one line per test program: program, gtest filter, number of gpu cases, and
 #                        the gpu entries it cannot run here (mpiexec / cmake -P ones), from
