@@ -1,7 +1,10 @@
 #!/usr/bin/python3
-"""PyTorch's side of bench/train_step_bench.cpp: one CPU training step of mlp:64,W,W,16 (ReLU),
+"""PyTorch's side of bench/train_step_bench.cpp: one training step of mlp:64,W,W,16 (ReLU),
 float32, MSELoss(mean), zero_grad, backward, SGD(momentum 0.9) or Adam step, on one fixed batch,
-for W in 64..1024 and batch 256 and 64.
+for W in 64..1024 and batch 256 and 64. On the CPU by default; `--device cuda` runs it on the GPU
+(the counterpart of train_step/cuda/...; the loss.item() of every step synchronises, as there),
+and `--dtype bf16` runs forward and loss under torch.autocast(bfloat16) with float32 weights and
+optimizer (mixed precision; docs/gpu_kit.md).
 
 Each case: warm-up steps, then `--repeats` timed runs of enough steps to last ~0.2 s each; the
 figure is the median time per step. torch's optimizers run with their default (per-tensor loops;
@@ -12,6 +15,7 @@ OpenMP threads spin between regions, and on two cores the passive policy is much
 
     /usr/bin/python3 bench/torch_train_step.py [--threads 2] [--repeats 7] [--json out.json]
                                                [--cases sgd/w64/b256,adam/w1024/b64]
+                                               [--device cpu|cuda] [--dtype fp32|bf16]
 """
 import argparse
 import json
@@ -38,16 +42,18 @@ def make_optimizer(name, params, foreach):
     return torch.optim.Adam(params, lr=1e-3, foreach=foreach)
 
 
-def time_case(opt_name, width, batch, foreach, repeats):
+def time_case(opt_name, width, batch, foreach, repeats, device="cpu", dtype="fp32"):
     torch.manual_seed(0)
-    model = make_model(width)
+    model = make_model(width).to(device)
     opt = make_optimizer(opt_name, model.parameters(), foreach)
     loss_fn = torch.nn.MSELoss()
-    x = torch.rand(batch, IN) * 2 - 1
-    y = torch.rand(batch, OUT) * 2 - 1
+    x = (torch.rand(batch, IN) * 2 - 1).to(device)
+    y = (torch.rand(batch, OUT) * 2 - 1).to(device)
+    autocast = dtype == "bf16"
 
     def step():
-        loss = loss_fn(model(x), y)
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=autocast):
+            loss = loss_fn(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -76,11 +82,20 @@ def main():
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", help="also write {case: {variant: seconds}} here")
     ap.add_argument("--cases", help="comma-separated cases (optimizer/wWIDTH/bBATCH); default all")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="where the step runs (cuda: torch's first GPU)")
+    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: forward and loss under torch.autocast(bfloat16)")
     args = ap.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("torch_train_step.py: --device cuda, but torch sees no GPU "
+                         f"(torch {torch.__version__}, built with CUDA {torch.version.cuda})")
     torch.set_num_threads(args.threads)
 
     results = {}
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+    where = (torch.cuda.get_device_name(0) if args.device == "cuda"
+             else f"{torch.get_num_threads()} threads")
+    print(f"torch {torch.__version__}, {args.device} ({where}), {args.dtype}, "
           f"median of {args.repeats} runs")
     print(f"{'case':28s} {'default us':>11s} {'foreach us':>11s} {'samples/s':>11s}")
     for opt_name in ["sgd", "adam"]:
@@ -89,8 +104,8 @@ def main():
                 case = f"{opt_name}/w{width}/b{batch}"
                 if args.cases and case not in args.cases.split(","):
                     continue
-                r = {"default": time_case(opt_name, width, batch, None, args.repeats),
-                     "foreach": time_case(opt_name, width, batch, True, args.repeats)}
+                r = {v: time_case(opt_name, width, batch, fe, args.repeats, args.device, args.dtype)
+                     for v, fe in (("default", None), ("foreach", True))}
                 results[case] = r
                 best = min(r.values())
                 print(f"{case:28s} {r['default'] * 1e6:11.1f} {r['foreach'] * 1e6:11.1f} "
@@ -98,6 +113,8 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"torch_version": torch.__version__, "threads": args.threads,
+                       "device": args.device, "dtype": args.dtype,
+                       "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else None,
                        "seconds_per_step": results}, f, indent=1)
 
 

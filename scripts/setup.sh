@@ -17,7 +17,8 @@ log() { printf '[setup] %s\n' "$*"; }
 # the machine already but are installed here too if missing (the toolkit is not: it comes from
 # NVIDIA, and without it the build is CPU-only). clang with its sanitizer and libFuzzer runtimes
 # (libclang-rt-14-dev) and its OpenMP (libomp-14-dev) build the fuzz preset; clang-format checks
-# the formatting (scripts/format.sh); pip downloads the CUDA 12 wheels (scripts/cuda12_toolkit.sh).
+# the formatting (scripts/format.sh); pip downloads the CUDA 12 wheels (scripts/cuda12_toolkit.sh);
+# patchelf sets the run paths of the GPU run kit's bundle (scripts/gpu_bundle.sh, docs/gpu_kit.md).
 packages=(
   cmake ninja-build g++ pkg-config
   libgtest-dev libbenchmark-dev
@@ -26,6 +27,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libboost-context-dev python3 python3-pip python3-matplotlib
   clang libclang-rt-14-dev libomp-14-dev clang-format
+  patchelf
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -14,6 +14,7 @@
 
 #include "core/atomic_file.h"
 #include "core/tensor.h"
+#include "tests/support/test_util.h"
 
 namespace minitrain::testing {
 
@@ -58,7 +59,7 @@ class ScratchDir {
 };
 
 inline std::string fixture(const std::string& name) {
-  return std::string(MINITRAIN_TEST_DATA_DIR) + "/" + name;
+  return ::minitrain::testing::test_data_dir() + "/" + name;
 }
 
 /// The tensor's bytes, copied to the host (for bit-exact comparisons).

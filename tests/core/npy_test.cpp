@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,24 @@ TEST(NpyFixtures, ReadsFloat32Matrix) {
   EXPECT_EQ(t.shape(), Shape({2, 3}));
   EXPECT_EQ(t.dtype(), DType::Float32);
   EXPECT_EQ(testing::host_values(t), arange(6, 1.0, -2.5));
+}
+
+// A test program moved off its source tree (the GPU run kit's bundle, docs/gpu_kit.md) finds the
+// fixtures where MINITRAIN_TEST_DATA_DIR says, and the source tree's when it is unset or empty.
+TEST(NpyFixtures, FoundThroughMinitrainTestDataDirWhenMoved) {
+  const std::string source_tree = fixture("f32_2x3.npy");
+  ScratchDir dir;
+  std::filesystem::copy_file(source_tree, dir.path("f32_2x3.npy"));
+  ASSERT_EQ(::setenv("MINITRAIN_TEST_DATA_DIR", dir.path("").c_str(), 1), 0);
+  const std::string moved = fixture("f32_2x3.npy");
+  const Tensor t = read_npy(moved);
+  ::setenv("MINITRAIN_TEST_DATA_DIR", "", 1);
+  const std::string empty = fixture("f32_2x3.npy");
+  ::unsetenv("MINITRAIN_TEST_DATA_DIR");
+  EXPECT_EQ(moved, dir.path("") + "/f32_2x3.npy");
+  EXPECT_EQ(testing::host_values(t), arange(6, 1.0, -2.5));
+  EXPECT_EQ(empty, source_tree);
+  EXPECT_EQ(fixture("f32_2x3.npy"), source_tree);
 }
 
 TEST(NpyFixtures, ReadsFloat64Vector) {

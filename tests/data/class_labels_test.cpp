@@ -69,7 +69,7 @@ TEST(ClassLabels, NumericLabelsStayNumbersAndAnEmptyLabelIsAnError) {
 TEST(ClassLabels, IntegerNpyLabelsReadExactlyAndFloatsStayRefusedForFeatures) {
   ScratchDir dir;
   // tests/fixtures/i64_4.npy holds int64 [0, 1, 2, 3] (make_npy_fixtures.py).
-  const std::string i64 = std::string(MINITRAIN_TEST_DATA_DIR) + "/i64_4.npy";
+  const std::string i64 = ::minitrain::testing::test_data_dir() + "/i64_4.npy";
   EXPECT_EQ(host_values(read_npy(i64, Device::cpu(), NpyIntegers::AsFloat64)),
             (std::vector<double>{0, 1, 2, 3}));
   expect_error<IoError>([&] { read_npy(i64); }, {"int64", "astype(np.float32)"});

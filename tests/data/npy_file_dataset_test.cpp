@@ -53,7 +53,7 @@ TEST(NpyFileDataset, ReadsFloat64AndBigEndianFilesAsReadNpyDoes) {
   // tests/fixtures/f32_be_3x2.npy: big-endian float32 [3, 2], written by NumPy
   // (make_npy_fixtures.py).
   ScratchDir dir;
-  const std::string fixtures = MINITRAIN_TEST_DATA_DIR;
+  const std::string fixtures = ::minitrain::testing::test_data_dir();
   const Tensor be = read_npy(fixtures + "/f32_be_3x2.npy");
   write_npy(dir.path("y.npy"), Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}));
   const NpyFileDataset disk(fixtures + "/f32_be_3x2.npy", dir.path("y.npy"));

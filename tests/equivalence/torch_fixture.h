@@ -10,11 +10,12 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "optim/make_optimizer.h"
+#include "tests/support/test_util.h"
 
 namespace minitrain::testing {
 
 inline std::string torch_fixture(const std::string& name) {
-  return std::string(MINITRAIN_TEST_DATA_DIR) + "/torch_reference/" + name;
+  return ::minitrain::testing::test_data_dir() + "/torch_reference/" + name;
 }
 
 inline const std::string& meta(const SafetensorsFile& f, const std::string& key) {

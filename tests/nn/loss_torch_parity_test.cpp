@@ -23,7 +23,7 @@ using testing::host_values;
 using testing::tensor_of;
 
 nlohmann::json reference() {
-  std::ifstream in(std::string(MINITRAIN_TEST_DATA_DIR) + "/torch_reference/loss_reference.json");
+  std::ifstream in(::minitrain::testing::test_data_dir() + "/torch_reference/loss_reference.json");
   std::stringstream text;
   text << in.rdbuf();
   return nlohmann::json::parse(text.str());

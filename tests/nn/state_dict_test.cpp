@@ -196,7 +196,7 @@ TEST(Weights, Float16SaveRefusesWeightsBeyondItsRange) {
 // element i of a tensor of layer l = (i + 1) * 0.25 * (l + 1), weights alternating in sign
 // (tests/fixtures/make_safetensors_fixtures.py).
 TEST(Weights, LoadsTheTorchLayoutFixture) {
-  const std::string path = std::string(MINITRAIN_TEST_DATA_DIR) + "/mlp_3_2_1.safetensors";
+  const std::string path = ::minitrain::testing::test_data_dir() + "/mlp_3_2_1.safetensors";
   for (DType dtype : {DType::Float32, DType::Float64}) {
     auto model = mlp(parse_mlp_spec("mlp:3,2,1"), 15, dtype);
     load_weights(path, *model);

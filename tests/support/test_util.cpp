@@ -33,6 +33,11 @@ SlowCallerStreams::~SlowCallerStreams() {
 #endif
 }
 
+std::string test_data_dir() {
+  const char* env = std::getenv("MINITRAIN_TEST_DATA_DIR");
+  return env != nullptr && *env != '\0' ? std::string(env) : std::string(MINITRAIN_TEST_DATA_DIR);
+}
+
 std::string device_param_name(const ::testing::TestParamInfo<Device>& info) {
   return info.param.is_cpu() ? "cpu" : "cuda";
 }

@@ -93,6 +93,11 @@ struct Moments {
 };
 Moments moments(const std::vector<double>& v);
 
+/// The folder of tests/fixtures: $MINITRAIN_TEST_DATA_DIR when set and not empty (a test program
+/// moved off its source tree, as in the GPU run kit's bundle: docs/gpu_kit.md), else the source
+/// tree's, fixed at compile time.
+std::string test_data_dir();
+
 /// The what() of the minitrain::Error that f throws, or "(no exception)": for checking that a
 /// message names the values involved.
 std::string error_message(const std::function<void()>& f);
