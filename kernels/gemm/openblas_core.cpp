@@ -59,7 +59,12 @@ const OpenBlasSelection& select_openblas_core() {
     s.config = config != nullptr ? config : "";
     s.dynamic = s.config.find("DYNAMIC_ARCH") != std::string::npos &&
                 gotoblas_dynamic_init != nullptr && gotoblas_dynamic_quit != nullptr;
+    // Linked statically, OpenBLAS starts after this program's static initialisation (where this
+    // runs): no core yet. Its own selection first, as its start-up would make it (which then
+    // keeps whatever is selected here).
+    if (s.dynamic && openblas_core() == "Unknown") gotoblas_dynamic_init();
     s.found = s.core = openblas_core();
+    s.config = openblas_get_config();
     const char* user = std::getenv("OPENBLAS_CORETYPE");
     if (user != nullptr && *user != '\0') {
       s.reason = "OPENBLAS_CORETYPE=" + std::string(user) + " set by the user";
@@ -92,5 +97,15 @@ const OpenBlasSelection& select_openblas_core() {
   }();
   return selection;
 }
+
+namespace {
+// The selection sets and removes an environment variable, which races with getenv on other
+// threads (glibc may reallocate the environment under them: a test that trained three DataParallel
+// replicas crashed once when their first GEMMs selected). So it runs during static initialisation,
+// while the program is single-threaded and after OpenBLAS's own start-up (a shared OpenBLAS is
+// initialised before the programs that use it; a static one finds its selection made and keeps
+// it); the first GEMM's call then only returns it.
+[[maybe_unused]] const bool selected_at_load = (select_openblas_core(), true);
+}  // namespace
 
 }  // namespace minitrain

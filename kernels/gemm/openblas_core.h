@@ -37,12 +37,12 @@ struct OpenBlasSelection {
   bool dynamic = false;  ///< a DYNAMIC_ARCH build (its core can be chosen at run time)
 };
 
-/// Once per process, before the first OpenBLAS call (gemm_cpu calls it; so can a program that
-/// calls cblas itself): re-selects OpenBLAS's kernels for this CPU where it fell back to a core
-/// below what the CPU runs and OPENBLAS_CORETYPE is not set. Not safe while another thread is
-/// inside OpenBLAS or reads the environment (it sets OPENBLAS_CORETYPE for OpenBLAS's selection
-/// and removes it again): call it before starting threads where you can, as the minitrain
-/// command does. Returns what it found and chose (the same object on every call).
+/// Once per process: re-selects OpenBLAS's kernels for this CPU where it fell back to a core
+/// below what the CPU runs and OPENBLAS_CORETYPE is not set. It runs during the static
+/// initialisation of any program that links minitrain's GEMM, while the program is still
+/// single-threaded (it sets OPENBLAS_CORETYPE for OpenBLAS's selection and removes it again, which
+/// is not safe while another thread reads the environment or is inside OpenBLAS); later calls
+/// return what it found and chose (the same object every time).
 const OpenBlasSelection& select_openblas_core();
 
 /// The OpenBLAS core in use now (openblas_get_corename()).
