@@ -43,13 +43,14 @@ echo "[test] emulated GPUs: ctest --preset emu (${SECONDS} s since the start)"
 scripts/setup.sh emu
 ctest --preset emu
 
-# Races: the emulator's own cases under ThreadSanitizer (the emu-tsan preset), its program alone
-# rather than the whole tree (docs/emulator_checks.md: a missing barrier, a race before a barrier
-# or __syncwarp, two streams without an event are reported there).
-echo "[test] races on emulated GPUs: ctest --preset emu-tsan -R '^CudaEmu' (${SECONDS} s since the start)"
+# Races: the emulator's own cases and the broken-kernel table under ThreadSanitizer (the emu-tsan
+# preset), their two programs alone rather than the whole tree (docs/emulator_checks.md: a missing
+# barrier, a race before a barrier or __syncwarp, a plain += across blocks, a shared histogram
+# with ++, two streams without an event are reported there).
+echo "[test] races on emulated GPUs: ctest --preset emu-tsan -R '^Cuda(Emu|BrokenKernels)' (${SECONDS} s since the start)"
 cmake --preset emu-tsan >/dev/null
-cmake --build --preset emu-tsan --target minitrain_cuda_emu_tests --parallel "$(nproc)"
-ctest --preset emu-tsan -R '^CudaEmu'
+cmake --build --preset emu-tsan --target minitrain_cuda_emu_tests minitrain_broken_kernels --parallel "$(nproc)"
+ctest --preset emu-tsan -R '^Cuda(Emu|BrokenKernels)'
 
 # The readers' libFuzzer targets (tests/fuzz/): every known reproducer and seed, then a bounded
 # fuzzing run per target (MINITRAIN_FUZZ_SECONDS, 30 s each, two at a time). scripts/fuzz.sh runs
