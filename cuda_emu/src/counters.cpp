@@ -145,7 +145,8 @@ void shared_request(const Access* a, std::size_t n, uint64_t* wavefronts, uint64
   for (auto& [phase, lanes] : phases) {
     std::unordered_set<uintptr_t> words[32];
     for (const Access* x : lanes)
-      for (uintptr_t w = x->addr / 4; w <= (x->addr + x->size - 1) / 4; ++w) words[w % 32].insert(w);
+      for (uintptr_t w = x->addr / 4; w <= (x->addr + x->size - 1) / 4; ++w)
+        words[w % 32].insert(w);
     std::size_t most = 1;
     for (auto& b : words) most = std::max(most, b.size());
     *wavefronts += most;
@@ -336,9 +337,9 @@ std::string LaunchCounters::json() const {
       (unsigned long long)global_store_sectors, (unsigned long long)global_atomic_requests,
       (unsigned long long)shared_load_requests, (unsigned long long)shared_load_wavefronts,
       (unsigned long long)shared_store_requests, (unsigned long long)shared_store_wavefronts,
-      (unsigned long long)shared_bank_conflicts, active_lanes_mean,
-      (unsigned long long)barriers, (unsigned long long)warps_launched,
-      (unsigned long long)bytes_moved, (unsigned long long)distinct_bytes_touched);
+      (unsigned long long)shared_bank_conflicts, active_lanes_mean, (unsigned long long)barriers,
+      (unsigned long long)warps_launched, (unsigned long long)bytes_moved,
+      (unsigned long long)distinct_bytes_touched);
   return buf;
 }
 
@@ -376,21 +377,21 @@ F resolve(F* cache, const char* name) {
 }
 }  // namespace
 
-#define MTEMU_ASAN_HOOK(name, bytes, store)                                                 \
-  extern "C" __attribute__((visibility("default"))) void name(uintptr_t a) {                \
-    static Check real = nullptr;                                                            \
-    if (__builtin_expect(mtemu::detail::counters_on, 0))                                    \
-      mtemu::detail::record(a, bytes, store,                                                \
-                            reinterpret_cast<uintptr_t>(__builtin_return_address(0)));      \
-    resolve(&real, #name)(a);                                                               \
+#define MTEMU_ASAN_HOOK(name, bytes, store)                                            \
+  extern "C" __attribute__((visibility("default"))) void name(uintptr_t a) {           \
+    static Check real = nullptr;                                                       \
+    if (__builtin_expect(mtemu::detail::counters_on, 0))                               \
+      mtemu::detail::record(a, bytes, store,                                           \
+                            reinterpret_cast<uintptr_t>(__builtin_return_address(0))); \
+    resolve(&real, #name)(a);                                                          \
   }
-#define MTEMU_ASAN_HOOK_N(name, store)                                                      \
-  extern "C" __attribute__((visibility("default"))) void name(uintptr_t a, uintptr_t n) {   \
-    static CheckN real = nullptr;                                                           \
-    if (__builtin_expect(mtemu::detail::counters_on, 0))                                    \
-      mtemu::detail::record(a, uint32_t(n), store,                                          \
-                            reinterpret_cast<uintptr_t>(__builtin_return_address(0)));      \
-    resolve(&real, #name)(a, n);                                                            \
+#define MTEMU_ASAN_HOOK_N(name, store)                                                    \
+  extern "C" __attribute__((visibility("default"))) void name(uintptr_t a, uintptr_t n) { \
+    static CheckN real = nullptr;                                                         \
+    if (__builtin_expect(mtemu::detail::counters_on, 0))                                  \
+      mtemu::detail::record(a, uint32_t(n), store,                                        \
+                            reinterpret_cast<uintptr_t>(__builtin_return_address(0)));    \
+    resolve(&real, #name)(a, n);                                                          \
   }
 #if defined(__SANITIZE_ADDRESS__)
 MTEMU_ASAN_HOOK(__asan_load1, 1, false)

@@ -5,12 +5,14 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <vector>
 
 #include "cuda_emu/counters.h"
 #include "emu_test_util.h"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
 
 namespace minitrain::emu_testing {
 namespace {
@@ -179,6 +181,82 @@ TEST(CudaEmuCounters, SameResultsWithCountersOn) {
   const std::vector<float> on = out.to_host();
   EXPECT_EQ(std::memcmp(off.data(), on.data(), 1024 * sizeof(float)), 0);
   EXPECT_EQ(on[1], host[32]);
+}
+
+// ---- the GEMM ladder's first rungs, against the closed forms of their comments ----
+
+namespace ladder = minitrain::gemm_ladder;
+
+// Sectors of `count` consecutive floats from float offset `first` of a 256-byte aligned buffer.
+uint64_t sectors(int64_t first, int64_t count) {
+  return count <= 0 ? 0 : uint64_t((first + count - 1) / 8 - first / 8 + 1);
+}
+
+struct Expected {
+  uint64_t load_requests = 0, load_sectors = 0, store_requests = 0, store_sectors = 0;
+};
+
+constexpr int64_t kM = 37, kN2 = 45, kK = 19;  // odd, and no multiple of a tile
+
+mtemu::LaunchCounters run_rung(void (*launcher)(const ladder::GemmArgs&, CUstream_st*)) {
+  DeviceBuffer<float> a(kM * kK), b(kK * kN2), c(kM * kN2);
+  EXPECT_EQ(cudaMemset(a.get(), 0, kM * kK * sizeof(float)), cudaSuccess);
+  EXPECT_EQ(cudaMemset(b.get(), 0, kK * kN2 * sizeof(float)), cudaSuccess);
+  ladder::GemmArgs g{};
+  g.c = c.get();
+  g.a = ladder::Operand{a.get(), kK, kM, kK, false};
+  g.b = ladder::Operand{b.get(), kN2, kK, kN2, false};
+  g.m = kM, g.n = kN2, g.k = kK;
+  g.alpha = 1.f, g.beta = 0.f;
+  return run_one([&] { launcher(g, nullptr); });
+}
+
+void expect_rung(const mtemu::LaunchCounters& c, const Expected& e) {
+  EXPECT_EQ(c.global_load_requests, e.load_requests);
+  EXPECT_EQ(c.global_load_sectors, e.load_sectors);
+  EXPECT_EQ(c.global_store_requests, e.store_requests);
+  EXPECT_EQ(c.global_store_sectors, e.store_sectors);
+  EXPECT_EQ(c.shared_load_requests + c.shared_store_requests + c.global_atomic_requests, 0u);
+}
+
+TEST(CudaEmuCounters, NaiveRungMatchesItsClosedForm) {
+  // 16 x 16 C tiles, a warp = 16 consecutive rows x 2 adjacent columns. Per q: A's load touches
+  // one sector per active row (rows are k floats apart: nothing coalesces), B's the 1 or 2
+  // sectors of its two columns; C's store, per active row, the sectors of its columns.
+  Expected e;
+  for (int64_t r0 = 0; r0 < kM; r0 += 16)
+    for (int64_t c0 = 0; c0 < kN2; c0 += 16)
+      for (int w = 0; w < 8; ++w) {
+        const int64_t col = c0 + 2 * w;
+        const int64_t rows = std::min<int64_t>(16, kM - r0), cols = std::min<int64_t>(2, kN2 - col);
+        if (cols <= 0) continue;
+        e.load_requests += 2 * kK;
+        for (int64_t q = 0; q < kK; ++q) e.load_sectors += rows + sectors(q * kN2 + col, cols);
+        e.store_requests += 1;
+        for (int64_t r = r0; r < r0 + rows; ++r) e.store_sectors += sectors(r * kN2 + col, cols);
+      }
+  const mtemu::LaunchCounters c = run_rung(&ladder::gemm_naive_cuda);
+  expect_rung(c, e);
+  EXPECT_EQ(run_rung(&ladder::gemm_naive_cuda).json(), c.json());  // deterministic
+}
+
+TEST(CudaEmuCounters, CoalescedRungMatchesItsClosedForm) {
+  // 8 x 32 C tiles, a warp = 32 consecutive columns of one row. Per q: A's load is a broadcast
+  // (1 sector), B's covers the warp's columns of row q; C's store the columns of its row.
+  Expected e;
+  for (int64_t r0 = 0; r0 < kM; r0 += 8)
+    for (int64_t c0 = 0; c0 < kN2; c0 += 32)
+      for (int w = 0; w < 8; ++w) {
+        const int64_t row = r0 + w, cols = std::min<int64_t>(32, kN2 - c0);
+        if (row >= kM) continue;
+        e.load_requests += 2 * kK;
+        for (int64_t q = 0; q < kK; ++q) e.load_sectors += 1 + sectors(q * kN2 + c0, cols);
+        e.store_requests += 1;
+        e.store_sectors += sectors(row * kN2 + c0, cols);
+      }
+  const mtemu::LaunchCounters c = run_rung(&ladder::gemm_coalesced_cuda);
+  expect_rung(c, e);
+  EXPECT_EQ(run_rung(&ladder::gemm_coalesced_cuda).json(), c.json());  // deterministic
 }
 
 }  // namespace

@@ -190,12 +190,30 @@ T atomic_update_fp(T* address, T (*f)(T, T), T v) {
 // it is made of.
 #define MTEMU_COUNT_ATOMIC(a) ::mtemu::detail::AtomicCount mtemu_count_atomic_(a, sizeof *(a))
 #define MTEMU_INTEGER_ATOMICS(T)                                                            \
-  inline T atomicAdd(T* a, T v) { MTEMU_COUNT_ATOMIC(a); return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }      \
-  inline T atomicSub(T* a, T v) { MTEMU_COUNT_ATOMIC(a); return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }      \
-  inline T atomicExch(T* a, T v) { MTEMU_COUNT_ATOMIC(a); return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }    \
-  inline T atomicAnd(T* a, T v) { MTEMU_COUNT_ATOMIC(a); return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); }      \
-  inline T atomicOr(T* a, T v) { MTEMU_COUNT_ATOMIC(a); return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); }        \
-  inline T atomicXor(T* a, T v) { MTEMU_COUNT_ATOMIC(a); return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); }      \
+  inline T atomicAdd(T* a, T v) {                                                           \
+    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                      \
+  }                                                                                         \
+  inline T atomicSub(T* a, T v) {                                                           \
+    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                      \
+  }                                                                                         \
+  inline T atomicExch(T* a, T v) {                                                          \
+    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                     \
+  }                                                                                         \
+  inline T atomicAnd(T* a, T v) {                                                           \
+    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                      \
+  }                                                                                         \
+  inline T atomicOr(T* a, T v) {                                                            \
+    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                       \
+  }                                                                                         \
+  inline T atomicXor(T* a, T v) {                                                           \
+    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                      \
+  }                                                                                         \
   inline T atomicMax(T* a, T v) {                                                           \
     MTEMU_COUNT_ATOMIC(a);                                                                  \
     return ::mtemu::detail::atomic_update(a, [v](T o) { return o < v ? v : o; });           \
