@@ -56,8 +56,12 @@ struct Access {
 struct BlockState {
   const BlockRun* block = nullptr;
   std::vector<Access> accesses;
-  std::unordered_map<uint64_t, uint32_t> executions;  // (thread, site) -> count
-  uintptr_t dev_lo = 0, dev_hi = 0;                   // the last device allocation hit
+  // Per thread: (site, executions so far); kernels have few sites, so a short linear search.
+  std::vector<std::vector<std::pair<uintptr_t, uint32_t>>> executions;
+  // The device allocations hit last (a kernel reads a few buffers in turn): [lo, hi) each.
+  static constexpr int kCached = 4;
+  uintptr_t dev_lo[kCached] = {}, dev_hi[kCached] = {};
+  int dev_next = 0;
   int atomic_depth = 0;
   bool busy = false;  // inside a hook: the hook's own accesses do not count
 };
@@ -102,12 +106,22 @@ bool in_shared(const BlockRun& b, uintptr_t a) {
 }
 
 bool in_device(BlockState& s, uintptr_t a) {
-  if (a >= s.dev_lo && a < s.dev_hi) return true;
+  for (int i = 0; i < BlockState::kCached; ++i)
+    if (a >= s.dev_lo[i] && a < s.dev_hi[i]) return true;
   const Region r = find_region(reinterpret_cast<const void*>(a));
   if (r.space != Space::Device) return false;
-  s.dev_lo = reinterpret_cast<uintptr_t>(r.base);
-  s.dev_hi = s.dev_lo + r.bytes;
+  const int i = s.dev_next++ % BlockState::kCached;
+  s.dev_lo[i] = reinterpret_cast<uintptr_t>(r.base);
+  s.dev_hi[i] = s.dev_lo[i] + r.bytes;
   return true;
+}
+
+uint32_t next_execution(BlockState& s, int thread, uintptr_t site) {
+  if (int(s.executions.size()) <= thread) s.executions.resize(thread + 1);
+  for (auto& e : s.executions[thread])
+    if (e.first == site) return ++e.second;
+  s.executions[thread].emplace_back(site, 1);
+  return 1;
 }
 
 void record(uintptr_t addr, uint32_t size, bool store, uintptr_t site) {
@@ -128,7 +142,7 @@ void record(uintptr_t addr, uint32_t size, bool store, uintptr_t site) {
     s.busy = false;
     return;  // the thread's stack, or host memory
   }
-  const uint32_t count = ++s.executions[uint64_t(t->linear) * 0x9E3779B97F4A7C15ull ^ site];
+  const uint32_t count = next_execution(s, t->linear, site);
   s.accesses.push_back(Access{uint32_t(t->linear / kWarp), count, site, addr, size,
                               uint8_t(t->linear % kWarp), kind});
   s.busy = false;
@@ -180,8 +194,9 @@ void counters_block_begin(const BlockRun& b) {
   }
   s.block = &b;
   s.accesses.clear();
-  s.executions.clear();
-  s.dev_lo = s.dev_hi = 0;
+  for (auto& e : s.executions) e.clear();
+  std::fill(std::begin(s.dev_lo), std::end(s.dev_lo), 0);
+  std::fill(std::begin(s.dev_hi), std::end(s.dev_hi), 0);
 }
 
 void counters_block_end(const BlockRun& b) {
@@ -196,23 +211,26 @@ void counters_block_end(const BlockRun& b) {
     return x.lane < y.lane;
   });
   LaunchCounters c;
-  std::vector<uintptr_t> sectors_seen;
+  std::vector<uintptr_t> sectors_seen, scratch;
   for (std::size_t i = 0; i < v.size();) {
     std::size_t j = i;
     while (j < v.size() && v[j].warp == v[i].warp && v[j].site == v[i].site &&
            v[j].count == v[i].count)
       ++j;
     // One request: lanes i..j.
-    std::unordered_set<uint8_t> lanes;
-    for (std::size_t k = i; k < j; ++k) lanes.insert(v[k].lane);
-    c.lanes += lanes.size();
+    uint32_t lanes = 0;  // a bit per active lane
+    for (std::size_t k = i; k < j; ++k) lanes |= 1u << v[k].lane;
+    c.lanes += uint64_t(__builtin_popcount(lanes));
     switch (v[i].kind) {
       case GlobalLoad:
       case GlobalStore: {
-        std::unordered_set<uintptr_t> sectors;
+        std::vector<uintptr_t>& sectors = scratch;
+        sectors.clear();
         for (std::size_t k = i; k < j; ++k)
           for (uintptr_t q = v[k].addr / kSector; q <= (v[k].addr + v[k].size - 1) / kSector; ++q)
-            sectors.insert(q);
+            sectors.push_back(q);
+        std::sort(sectors.begin(), sectors.end());
+        sectors.erase(std::unique(sectors.begin(), sectors.end()), sectors.end());
         sectors_seen.insert(sectors_seen.end(), sectors.begin(), sectors.end());
         if (v[i].kind == GlobalLoad) {
           ++c.global_load_requests;
@@ -247,7 +265,7 @@ void counters_block_end(const BlockRun& b) {
   c.warps_launched = warps;
   c.barriers = uint64_t(b.barrier_generation) * warps;
   v.clear();
-  s.executions.clear();
+  for (auto& e : s.executions) e.clear();
 
   std::lock_guard<std::mutex> lock(acc_mutex);
   auto it = accs().find(b.grid);
@@ -300,7 +318,7 @@ void count_atomic_begin(const void* addr, std::size_t bytes) {
   const auto a = reinterpret_cast<uintptr_t>(addr);
   if (!in_device(s, a)) return;  // shared-memory atomics are not global atomics
   const auto site = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
-  const uint32_t count = ++s.executions[uint64_t(t->linear) * 0x9E3779B97F4A7C15ull ^ site];
+  const uint32_t count = next_execution(s, t->linear, site);
   s.accesses.push_back(Access{uint32_t(t->linear / kWarp), count, site, a, uint32_t(bytes),
                               uint8_t(t->linear % kWarp), GlobalAtomic});
 }
