@@ -46,7 +46,13 @@ function(minitrain_emulated_sources out_var)
         DEPFILE ${mirror}/${dep_name}.d
         COMMENT "Rewriting ${rel} for the emulated GPU"
         VERBATIM)
-      set_source_files_properties(${generated} PROPERTIES COMPILE_OPTIONS "-include;cuda_runtime.h")
+      set(options -include cuda_runtime.h)
+      # ASan builds: every kernel memory access calls __asan_load/storeN, which the emulator's
+      # memory counters hook (cuda_emu/src/counters.cpp, docs/emulator_counters.md).
+      if(MINITRAIN_SANITIZER STREQUAL "address" OR MINITRAIN_SANITIZE)
+        list(APPEND options --param asan-instrumentation-with-call-threshold=0)
+      endif()
+      set_source_files_properties(${generated} PROPERTIES COMPILE_OPTIONS "${options}")
       list(APPEND out ${generated})
     else()
       list(APPEND out ${src})

@@ -5,6 +5,7 @@
 // undefined behaviour on a GPU (a hang, or garbage), and a fault with an explanation here.
 
 #include "block.h"
+#include "counters.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -531,6 +532,7 @@ void run_block(const Grid& g, uint64_t linear, WorkerSlots& slots, cudaError_t* 
     fibers[t]->start(&thread_entry, &th, name.c_str());
   }
 
+  counters_block_begin(b);
   for (;;) {
     bool ran = false, all_done = true;
     for (int t = 0; t < n && b.fault_code == cudaSuccess; ++t) {
@@ -558,6 +560,7 @@ void run_block(const Grid& g, uint64_t linear, WorkerSlots& slots, cudaError_t* 
     }
   }
 
+  counters_block_end(b);
   for (int t = 0; t < n; ++t)
     if (!fibers[t]->finished()) fibers[t]->release_as_if_finished(const_cast<char*>(&g.done_token));
   san::IgnoreAll ignore;

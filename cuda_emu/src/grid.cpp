@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "block.h"
+#include "counters.h"
 #include "sanitizer.h"
 
 namespace mtemu::detail {
@@ -153,7 +154,9 @@ void run_grid(Grid& g) {
   g.order_offset = h % g.blocks;
   g.order_step = 1 + (h >> 17) % g.blocks;
   while (std::gcd(g.order_step, g.blocks) != 1) ++g.order_step;
+  counters_launch_begin(g);
   pool().run(g);
+  counters_launch_end(g);
 }
 
 }  // namespace mtemu::detail

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "cuda_emu/vector_types.h"
+#include "cuda_emu/counters.h"
 
 #define __global__
 #define __device__
@@ -185,20 +186,44 @@ T atomic_update_fp(T* address, T (*f)(T, T), T v) {
 }
 }  // namespace mtemu::detail
 
+// Each atomic counts as one atomic request (cuda_emu/counters.h), not as the loads and stores
+// it is made of.
+#define MTEMU_COUNT_ATOMIC(a) ::mtemu::detail::AtomicCount mtemu_count_atomic_(a, sizeof *(a))
 #define MTEMU_INTEGER_ATOMICS(T)                                                            \
-  inline T atomicAdd(T* a, T v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }      \
-  inline T atomicSub(T* a, T v) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }      \
-  inline T atomicExch(T* a, T v) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }    \
-  inline T atomicAnd(T* a, T v) { return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); }      \
-  inline T atomicOr(T* a, T v) { return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); }        \
-  inline T atomicXor(T* a, T v) { return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); }      \
+  inline T atomicAdd(T* a, T v) {                                                           \
+    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                      \
+  }                                                                                         \
+  inline T atomicSub(T* a, T v) {                                                           \
+    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                      \
+  }                                                                                         \
+  inline T atomicExch(T* a, T v) {                                                          \
+    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                     \
+  }                                                                                         \
+  inline T atomicAnd(T* a, T v) {                                                           \
+    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                      \
+  }                                                                                         \
+  inline T atomicOr(T* a, T v) {                                                            \
+    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                       \
+  }                                                                                         \
+  inline T atomicXor(T* a, T v) {                                                           \
+    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                      \
+  }                                                                                         \
   inline T atomicMax(T* a, T v) {                                                           \
+    MTEMU_COUNT_ATOMIC(a);                                                                  \
     return ::mtemu::detail::atomic_update(a, [v](T o) { return o < v ? v : o; });           \
   }                                                                                         \
   inline T atomicMin(T* a, T v) {                                                           \
+    MTEMU_COUNT_ATOMIC(a);                                                                  \
     return ::mtemu::detail::atomic_update(a, [v](T o) { return v < o ? v : o; });           \
   }                                                                                         \
   inline T atomicCAS(T* a, T compare, T v) {                                                \
+    MTEMU_COUNT_ATOMIC(a);                                                                  \
     __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
     return compare;                                                                         \
   }
@@ -208,14 +233,17 @@ MTEMU_INTEGER_ATOMICS(unsigned long long)
 #undef MTEMU_INTEGER_ATOMICS
 
 inline float atomicAdd(float* a, float v) {
+  MTEMU_COUNT_ATOMIC(a);
   return ::mtemu::detail::atomic_update_fp<float>(
       a, [](float o, float x) { return o + x; }, v);
 }
 inline double atomicAdd(double* a, double v) {
+  MTEMU_COUNT_ATOMIC(a);
   return ::mtemu::detail::atomic_update_fp<double>(
       a, [](double o, double x) { return o + x; }, v);
 }
 inline float atomicExch(float* a, float v) {
+  MTEMU_COUNT_ATOMIC(a);
   return ::mtemu::detail::atomic_update_fp<float>(
       a, [](float, float x) { return x; }, v);
 }

@@ -1,0 +1,263 @@
+// The emulated GPU's memory counters (cuda_emu/counters.h, docs/emulator_counters.md): each count
+// derived by hand from the kernel's access pattern. Buffers come from cudaMalloc, 256-byte
+// aligned, so sector boundaries are known. n = 1001 floats: 31 full warps and a last warp of 9
+// active lanes (elements 992..1000).
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "cuda_emu/counters.h"
+#include "emu_test_util.h"
+#include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
+
+namespace minitrain::emu_testing {
+namespace {
+
+constexpr int kN = 1001;
+constexpr int kThreads = 256;
+constexpr int kBlocks = (kN + kThreads - 1) / kThreads;
+
+__global__ void copy_strided_kernel(const float* in, float* out, int n, int stride, int shift) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = in[i * stride + shift];
+}
+__global__ void scatter_kernel(const float* in, float* out, int n) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[2 * i] = in[i];
+}
+__global__ void copy_float2_kernel(const float2* in, float2* out, int n) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = in[i];
+}
+__global__ void copy_float4_kernel(const float4* in, float4* out, int n) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = in[i];
+}
+__global__ void count_kernel(int* counter, int n) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) atomicAdd(counter, 1);
+}
+
+mtemu::LaunchCounters run_one(const std::function<void()>& launch) {
+  mtemu::counters_take();
+  mtemu::counters_collect(true);
+  launch();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  mtemu::counters_collect(false);
+  std::vector<mtemu::LaunchCounters> got = mtemu::counters_take();
+  EXPECT_EQ(got.size(), 1u);
+  return got.empty() ? mtemu::LaunchCounters{} : got[0];
+}
+
+// Global loads of one copy; stores are the coalesced 4 sectors per full warp, 2 for the last.
+void expect_copy(const mtemu::LaunchCounters& c, uint64_t load_sectors) {
+  EXPECT_EQ(c.global_load_requests, 32u);
+  EXPECT_EQ(c.global_load_sectors, load_sectors);
+  EXPECT_EQ(c.global_store_requests, 32u);
+  EXPECT_EQ(c.global_store_sectors, 31u * 4 + 2);
+  EXPECT_EQ(c.shared_load_requests + c.shared_store_requests, 0u);
+  EXPECT_DOUBLE_EQ(c.active_lanes_mean, 1001.0 / 32);
+  EXPECT_EQ(c.warps_launched, uint64_t(kBlocks) * kThreads / 32);
+  EXPECT_EQ(c.bytes_moved, (load_sectors + 126) * 32);
+}
+
+TEST(CudaEmuCounters, GlobalSectorsPerRequest) {
+  DeviceBuffer<float> in(32 * kN + 1), out(2 * kN);
+  const auto copy = [&](int stride, int shift) {
+    return run_one([&] {
+      copy_strided_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN, stride, shift);
+    });
+  };
+  // Coalesced: 4 sectors per full warp; the last warp's 9 floats (bytes 3968..4003) span 2.
+  mtemu::LaunchCounters c = copy(1, 0);
+  expect_copy(c, 31 * 4 + 2);
+  EXPECT_EQ(c.kernel, "copy_strided_kernel");
+  EXPECT_EQ(c.distinct_bytes_touched, (126u + 126u) * 32);  // in and out, 126 sectors each
+  // Stride 2: 8 per full warp; the last reads floats 1984..2000 (bytes 7936..8003): 3 sectors.
+  expect_copy(copy(2, 0), 31 * 8 + 3);
+  // Stride 32: a sector per lane.
+  expect_copy(copy(32, 0), 31 * 32 + 9);
+  // Every lane the same float: 1 sector per request.
+  expect_copy(copy(0, 0), 32);
+  // Shifted by one float: bytes 4..131 of each warp's span, 5 sectors; the last reads bytes
+  // 3972..4007: 2.
+  expect_copy(copy(1, 1), 31 * 5 + 2);
+}
+
+TEST(CudaEmuCounters, VectorAccessesSpanSectors) {
+  DeviceBuffer<float2> in2(kN), out2(kN);
+  DeviceBuffer<float4> in4(kN), out4(kN);
+  // float2: 256 bytes per full warp, 8 sectors; the last warp's 72 bytes from 7936: 3.
+  mtemu::LaunchCounters c =
+      run_one([&] { copy_float2_kernel<<<kBlocks, kThreads>>>(in2.get(), out2.get(), kN); });
+  EXPECT_EQ(c.global_load_requests, 32u);
+  EXPECT_EQ(c.global_load_sectors, 31u * 8 + 3);
+  EXPECT_EQ(c.global_store_sectors, 31u * 8 + 3);
+  // float4: 16 per full warp; the last warp's 144 bytes from 15872: 5.
+  c = run_one([&] { copy_float4_kernel<<<kBlocks, kThreads>>>(in4.get(), out4.get(), kN); });
+  EXPECT_EQ(c.global_load_requests, 32u);
+  EXPECT_EQ(c.global_load_sectors, 31u * 16 + 5);
+  EXPECT_EQ(c.global_store_requests, 32u);
+  EXPECT_EQ(c.global_store_sectors, 31u * 16 + 5);
+}
+
+TEST(CudaEmuCounters, StoresAndAtomicsCountedApart) {
+  DeviceBuffer<float> in(kN), out(2 * kN);
+  // Stores at stride 2: 8 sectors per full warp, 3 for the last (as the loads above).
+  mtemu::LaunchCounters c =
+      run_one([&] { scatter_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN); });
+  EXPECT_EQ(c.global_load_sectors, 31u * 4 + 2);
+  EXPECT_EQ(c.global_store_requests, 32u);
+  EXPECT_EQ(c.global_store_sectors, 31u * 8 + 3);
+  // Atomics: one request per warp that has active lanes, and no loads or stores.
+  DeviceBuffer<int> counter(std::vector<int>{0});
+  c = run_one([&] { count_kernel<<<kBlocks, kThreads>>>(counter.get(), kN); });
+  EXPECT_EQ(c.global_atomic_requests, 32u);
+  EXPECT_EQ(c.global_load_requests + c.global_store_requests, 0u);
+  EXPECT_EQ(counter.to_host()[0], kN);
+}
+
+// ---- shared memory ----
+
+template <int Cols>
+__global__ void transpose_tile_kernel(const float* in, float* out) {
+  __shared__ float tile[32][Cols];
+  const int tx = int(threadIdx.x), ty = int(threadIdx.y);
+  tile[ty][tx] = in[ty * 32 + tx];  // a row per warp: 32 banks, 1 wavefront
+  __syncthreads();
+  out[ty * 32 + tx] = tile[tx][ty];  // down a column
+}
+
+__global__ void shared_pattern_kernel(float* out, int mode) {
+  __shared__ float words[64];
+  const int t = int(threadIdx.x);
+  words[t] = float(t);
+  words[32 + t] = float(t);
+  __syncthreads();
+  out[t] = mode == 0 ? words[0] : words[2 * t];
+}
+
+TEST(CudaEmuCounters, SharedWavefrontsAndBankConflicts) {
+  DeviceBuffer<float> in(1024), out(1024);
+  // Unpadded: a column lies in one bank, 32 distinct words: 32 wavefronts, 31 conflicts per read.
+  mtemu::LaunchCounters c =
+      run_one([&] { transpose_tile_kernel<32><<<1, dim3(32, 32)>>>(in.get(), out.get()); });
+  EXPECT_EQ(c.shared_store_requests, 32u);
+  EXPECT_EQ(c.shared_store_wavefronts, 32u);
+  EXPECT_EQ(c.shared_load_requests, 32u);
+  EXPECT_EQ(c.shared_load_wavefronts, 32u * 32);
+  EXPECT_EQ(c.shared_bank_conflicts, 32u * 31);
+  EXPECT_EQ(c.barriers, 32u);  // one __syncthreads per warp
+  // Padded to 33 columns: the column's words fall in 32 banks.
+  c = run_one([&] { transpose_tile_kernel<33><<<1, dim3(32, 32)>>>(in.get(), out.get()); });
+  EXPECT_EQ(c.shared_load_wavefronts, 32u);
+  EXPECT_EQ(c.shared_bank_conflicts, 0u);
+  // All lanes one word: a broadcast, 1 wavefront.
+  c = run_one([&] { shared_pattern_kernel<<<1, 32>>>(out.get(), 0); });
+  EXPECT_EQ(c.shared_store_requests, 2u);
+  EXPECT_EQ(c.shared_store_wavefronts, 2u);
+  EXPECT_EQ(c.shared_load_requests, 1u);
+  EXPECT_EQ(c.shared_load_wavefronts, 1u);
+  EXPECT_EQ(c.shared_bank_conflicts, 0u);
+  // Stride 2: words 0, 2, .., 62 in the 16 even banks, 2 each: 2-way.
+  c = run_one([&] { shared_pattern_kernel<<<1, 32>>>(out.get(), 1); });
+  EXPECT_EQ(c.shared_load_wavefronts, 2u);
+  EXPECT_EQ(c.shared_bank_conflicts, 1u);
+}
+
+TEST(CudaEmuCounters, SameResultsWithCountersOn) {
+  std::vector<float> host(1024);
+  for (int i = 0; i < 1024; ++i) host[i] = float(i) * 0.37f - 11.f;
+  DeviceBuffer<float> in(host), out(1024);
+  transpose_tile_kernel<32><<<1, dim3(32, 32)>>>(in.get(), out.get());
+  EMU_OK(cudaDeviceSynchronize());
+  const std::vector<float> off = out.to_host();
+  EMU_OK(cudaMemset(out.get(), 0, 1024 * sizeof(float)));
+  run_one([&] { transpose_tile_kernel<32><<<1, dim3(32, 32)>>>(in.get(), out.get()); });
+  const std::vector<float> on = out.to_host();
+  EXPECT_EQ(std::memcmp(off.data(), on.data(), 1024 * sizeof(float)), 0);
+  EXPECT_EQ(on[1], host[32]);
+}
+
+// ---- the GEMM ladder's first rungs, against the closed forms of their comments ----
+
+namespace ladder = minitrain::gemm_ladder;
+
+// Sectors of `count` consecutive floats from float offset `first` of a 256-byte aligned buffer.
+uint64_t sectors(int64_t first, int64_t count) {
+  return count <= 0 ? 0 : uint64_t((first + count - 1) / 8 - first / 8 + 1);
+}
+
+struct Expected {
+  uint64_t load_requests = 0, load_sectors = 0, store_requests = 0, store_sectors = 0;
+};
+
+constexpr int64_t kM = 37, kN2 = 45, kK = 19;  // odd, and no multiple of a tile
+
+mtemu::LaunchCounters run_rung(void (*launcher)(const ladder::GemmArgs&, CUstream_st*)) {
+  DeviceBuffer<float> a(kM * kK), b(kK * kN2), c(kM * kN2);
+  EXPECT_EQ(cudaMemset(a.get(), 0, kM * kK * sizeof(float)), cudaSuccess);
+  EXPECT_EQ(cudaMemset(b.get(), 0, kK * kN2 * sizeof(float)), cudaSuccess);
+  ladder::GemmArgs g{};
+  g.c = c.get();
+  g.a = ladder::Operand{a.get(), kK, kM, kK, false};
+  g.b = ladder::Operand{b.get(), kN2, kK, kN2, false};
+  g.m = kM, g.n = kN2, g.k = kK;
+  g.alpha = 1.f, g.beta = 0.f;
+  return run_one([&] { launcher(g, nullptr); });
+}
+
+void expect_rung(const mtemu::LaunchCounters& c, const Expected& e) {
+  EXPECT_EQ(c.global_load_requests, e.load_requests);
+  EXPECT_EQ(c.global_load_sectors, e.load_sectors);
+  EXPECT_EQ(c.global_store_requests, e.store_requests);
+  EXPECT_EQ(c.global_store_sectors, e.store_sectors);
+  EXPECT_EQ(c.shared_load_requests + c.shared_store_requests + c.global_atomic_requests, 0u);
+}
+
+TEST(CudaEmuCounters, NaiveRungMatchesItsClosedForm) {
+  // 16 x 16 C tiles, a warp = 16 consecutive rows x 2 adjacent columns. Per q: A's load touches
+  // one sector per active row (rows are k floats apart: nothing coalesces), B's the 1 or 2
+  // sectors of its two columns; C's store, per active row, the sectors of its columns.
+  Expected e;
+  for (int64_t r0 = 0; r0 < kM; r0 += 16)
+    for (int64_t c0 = 0; c0 < kN2; c0 += 16)
+      for (int w = 0; w < 8; ++w) {
+        const int64_t col = c0 + 2 * w;
+        const int64_t rows = std::min<int64_t>(16, kM - r0), cols = std::min<int64_t>(2, kN2 - col);
+        if (cols <= 0) continue;
+        e.load_requests += 2 * kK;
+        for (int64_t q = 0; q < kK; ++q) e.load_sectors += rows + sectors(q * kN2 + col, cols);
+        e.store_requests += 1;
+        for (int64_t r = r0; r < r0 + rows; ++r) e.store_sectors += sectors(r * kN2 + col, cols);
+      }
+  const mtemu::LaunchCounters c = run_rung(&ladder::gemm_naive_cuda);
+  expect_rung(c, e);
+  EXPECT_EQ(run_rung(&ladder::gemm_naive_cuda).json(), c.json());  // deterministic
+}
+
+TEST(CudaEmuCounters, CoalescedRungMatchesItsClosedForm) {
+  // 8 x 32 C tiles, a warp = 32 consecutive columns of one row. Per q: A's load is a broadcast
+  // (1 sector), B's covers the warp's columns of row q; C's store the columns of its row.
+  Expected e;
+  for (int64_t r0 = 0; r0 < kM; r0 += 8)
+    for (int64_t c0 = 0; c0 < kN2; c0 += 32)
+      for (int w = 0; w < 8; ++w) {
+        const int64_t row = r0 + w, cols = std::min<int64_t>(32, kN2 - c0);
+        if (row >= kM) continue;
+        e.load_requests += 2 * kK;
+        for (int64_t q = 0; q < kK; ++q) e.load_sectors += 1 + sectors(q * kN2 + c0, cols);
+        e.store_requests += 1;
+        e.store_sectors += sectors(row * kN2 + c0, cols);
+      }
+  const mtemu::LaunchCounters c = run_rung(&ladder::gemm_coalesced_cuda);
+  expect_rung(c, e);
+  EXPECT_EQ(run_rung(&ladder::gemm_coalesced_cuda).json(), c.json());  // deterministic
+}
+
+}  // namespace
+}  // namespace minitrain::emu_testing
