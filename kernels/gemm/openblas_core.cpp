@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <vector>
 
 // Exported by DYNAMIC_ARCH builds only (its load-time selection, and the reset before it is run
 // again); weak, so that a build for one fixed core links and simply cannot choose.
@@ -19,6 +20,14 @@ namespace {
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
+}
+
+// A product big enough for OpenBLAS to split over all its threads.
+void warm_up_openblas_threads() {
+  constexpr int kSize = 384;
+  std::vector<float> a(kSize * kSize, 1.f), c(kSize * kSize);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kSize, kSize, kSize, 1.f, a.data(), kSize,
+              a.data(), kSize, 0.f, c.data(), kSize);
 }
 
 }  // namespace
@@ -62,7 +71,8 @@ const OpenBlasSelection& select_openblas_core() {
     // Linked statically, OpenBLAS starts after this program's static initialisation (where this
     // runs): no core yet. Its own selection first, as its start-up would make it (which then
     // keeps whatever is selected here).
-    if (s.dynamic && openblas_core() == "Unknown") gotoblas_dynamic_init();
+    const bool openblas_started = !(s.dynamic && openblas_core() == "Unknown");
+    if (!openblas_started) gotoblas_dynamic_init();
     s.found = s.core = openblas_core();
     s.config = openblas_get_config();
     const char* user = std::getenv("OPENBLAS_CORETYPE");
@@ -82,6 +92,11 @@ const OpenBlasSelection& select_openblas_core() {
                  want + "'s kernels, install an OpenBLAS built for it";
       return s;
     }
+    // Between gotoblas_dynamic_quit and _init OpenBLAS has no kernel table, and a worker thread
+    // that is still starting reads it (blas_thread_server's buffer offsets): a test program
+    // segfaulted at start-up once in a loaded suite. One product on all of OpenBLAS's threads
+    // first: when it returns, every worker has started and waits for work, which reads nothing.
+    if (openblas_started) warm_up_openblas_threads();
     // OpenBLAS reads the variable inside its selection; it is set for that call alone, so that
     // child processes make their own choice and a user's variable is never invented.
     setenv("OPENBLAS_CORETYPE", want.c_str(), 1);
