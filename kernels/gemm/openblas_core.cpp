@@ -78,6 +78,8 @@ const OpenBlasSelection& select_openblas_core() {
     const char* user = std::getenv("OPENBLAS_CORETYPE");
     if (user != nullptr && *user != '\0') {
       s.reason = "OPENBLAS_CORETYPE=" + std::string(user) + " set by the user";
+      if (lower(user) != lower(s.core))  // OpenBLAS falls back from a name it does not know
+        s.reason += ", which OpenBLAS does not run: it chose " + s.core;
       return s;
     }
     const std::string want = openblas_core_for(cpu_features());
