@@ -3,7 +3,7 @@
 # builds examples/consumer/ from a separate directory twice, once through find_package(minitrain)
 # and once through pkg-config, runs both, and checks that each printed a finite loss, saved the
 # same weights, and links no MPI or NVIDIA library.
-#   usage: scripts/check_install.sh NAME   (build/NAME already built: release, cpu, cpu-shared, ...)
+#   usage: scripts/check_install.sh NAME   (build/NAME already built: release (static libraries), cpu (shared), ...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:?usage: scripts/check_install.sh PRESET}

@@ -4,7 +4,7 @@
 # without it the same tree builds CPU-only.
 #
 #   scripts/setup.sh                  build the default preset (release)
-#   scripts/setup.sh release cpu      build several presets (release, debug, cpu, cpu-shared, static, emu,
+#   scripts/setup.sh release cpu      build several presets (release, debug, cpu, static, emu,
 #                                     emu-tsan, fuzz)
 #   scripts/setup.sh --deps-only      install the packages and stop
 set -euo pipefail
@@ -65,8 +65,8 @@ presets=()
 for arg in "$@"; do
   case "$arg" in
     --deps-only) exit 0 ;;
-    release|debug|cpu|cpu-shared|static|emu|emu-tsan|fuzz) presets+=("$arg") ;;
-    *) echo "setup.sh: unknown argument '$arg' (expected release, debug, cpu, cpu-shared, static, emu, emu-tsan, fuzz or --deps-only)" >&2; exit 2 ;;
+    release|debug|cpu|static|emu|emu-tsan|fuzz) presets+=("$arg") ;;
+    *) echo "setup.sh: unknown argument '$arg' (expected release, debug, cpu, static, emu, emu-tsan, fuzz or --deps-only)" >&2; exit 2 ;;
   esac
 done
 ((${#presets[@]})) || presets=(release)
