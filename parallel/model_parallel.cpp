@@ -208,7 +208,20 @@ ModelParallel::ModelParallel(std::unique_ptr<Sequential> model, int stages, int 
   for (int s = 0; s < stages; ++s) im.workers.push_back(std::make_unique<TaskThread>());
 }
 
-ModelParallel::~ModelParallel() = default;  // workers are idle (passes wait), then joined
+// The workers are idle (passes wait), then joined. First, the caller's queued work on the stages'
+// devices is waited for: the last optimizer step reads the stages' weights and gradients on the
+// caller's streams, and they are freed with this object, into caches of stage streams that end
+// with the workers (Note [streams and the caching allocator]: a tensor used on another stream
+// is synchronised by its user before it is freed).
+ModelParallel::~ModelParallel() {
+  for (const Device& d : impl_->devices) {
+    try {
+      synchronize(d);
+    } catch (const std::exception&) {
+      // A device that faulted has nothing left to wait for; its error was reported where it rose.
+    }
+  }
+}
 
 // Sequential's rule across the stages: layer i computes dL/dx when the model's input needs it or
 // a layer before i has parameters. Set on the caller's thread before a pass starts.
