@@ -35,7 +35,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The pages whose shell blocks are checked when no file is named.
-DEFAULT_FILES = ["README.md", "docs/training.md", "docs/emulated_gpus.md"]
+DEFAULT_FILES = ["README.md", "docs/training.md", "docs/library.md", "docs/emulated_gpus.md"]
 
 # Source folders the commands read from (data, fixtures), linked into the temporary directory.
 INPUTS = ["examples", "tests"]
@@ -96,6 +96,7 @@ EXPECT = [
     (r"minitrain evaluate --weights iris\.safetensors", output_matches(r'"rows":150,"classes":3,')),
     (r"minitrain predict --weights \S+ --input examples/data/iris\.csv", output_matches(r"predicted 150 rows")),
     (r"examples/regression_mlp cpu 2", output_matches(r"epoch 2  mean loss [0-9.]+")),
+    (r"examples/classify_csv examples/data/iris\.csv species 50", output_matches(r"30 held-out rows: accuracy (1\.000|0\.9[0-9]*)")),
     (r"build/emu/tools/minitrain train --device cuda", output_matches(r"on cuda(:0)?\b.*\n(.*\n)*done: steps")),
 ]
 
