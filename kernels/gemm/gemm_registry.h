@@ -48,7 +48,7 @@ const GemmBackend& gemm_backend(const std::string& name);
 bool has_gemm_backend(const std::string& name);
 /// Registered names for a device type, in registration order (the ladder in its order).
 std::vector<std::string> gemm_backend_names(DeviceType device);
-/// The backend "auto" means on `device`: the fastest measured (see README's GEMM figures).
+/// The backend "auto" means on `device`: the fastest measured (docs/measurements.md, The CPU GEMM).
 std::string default_gemm_backend(Device device);
 
 /// Whether `backend` takes training precision `precision` (see GemmBackend::precisions).
