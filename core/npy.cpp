@@ -362,18 +362,14 @@ std::string shape_repr(const Shape& s) {
 }
 
 // The bytes NumPy 1.24's np.save writes before the data, byte for byte.
-std::string npy_preamble(const Tensor& t) {
+// `descr` without its byte order ("f4", "i8"): the host's order is written.
+std::string npy_preamble(const char* descr, const Shape& shape) {
   const char order = host_is_little_endian() ? '<' : '>';
-  MT_CHECK_AS(DTypeError, t.dtype() != DType::BFloat16,
-              "save_npy: NumPy has no bfloat16 type; cast the tensor to float32 first");
-  const char* descr = t.dtype() == DType::Float32   ? "f4"
-                      : t.dtype() == DType::Float16 ? "f2"
-                                                    : "f8";
   std::string dict =
       detail::concat("{'descr': '", order, descr,
-                     "', 'fortran_order': False, 'shape': ", shape_repr(t.shape()), ", }");
-  if (t.ndim() > 0)
-    dict += std::string(kGrowthAxisMaxDigits - std::to_string(t.size(0)).size(), ' ');
+                     "', 'fortran_order': False, 'shape': ", shape_repr(shape), ", }");
+  if (shape.ndim() > 0)
+    dict += std::string(kGrowthAxisMaxDigits - std::to_string(shape[0]).size(), ' ');
   // Version 1.0 stores the header length in 2 bytes; use 2.0 (4 bytes) only when that overflows.
   for (int major : {1, 2}) {
     const std::size_t length_bytes = major == 1 ? 2 : 4;
@@ -387,7 +383,7 @@ std::string npy_preamble(const Tensor& t) {
     for (std::size_t b = 0; b < length_bytes; ++b) out += char((total >> (8 * b)) & 0xFF);
     return out + dict + std::string(pad, ' ') + '\n';
   }
-  MT_THROW(IoError, "cannot write .npy: header too large for shape ", t.shape().str());
+  MT_THROW(IoError, "cannot write .npy: header too large for shape ", shape.str());
 }
 
 }  // namespace
@@ -509,9 +505,24 @@ Tensor read_npy(const std::string& path, Device device, NpyIntegers integers) {
 void write_npy(const std::string& path, const Tensor& t) {
   MT_CHECK_AS(ValueError, t.defined(), "write_npy('", path, "'): the tensor is undefined");
   const Tensor host = t.to(Device::cpu());
+  MT_CHECK_AS(DTypeError, host.dtype() != DType::BFloat16,
+              "save_npy: NumPy has no bfloat16 type; cast the tensor to float32 first");
+  const char* descr = host.dtype() == DType::Float32   ? "f4"
+                      : host.dtype() == DType::Float16 ? "f2"
+                                                       : "f8";
   AtomicFile file(path);
-  file.write(npy_preamble(host));
+  file.write(npy_preamble(descr, host.shape()));
   if (host.nbytes() > 0) file.write(host.raw_data(), host.nbytes());
+  file.commit();
+}
+
+void write_npy_int64(const std::string& path, const std::vector<int64_t>& values,
+                     const Shape& shape) {
+  MT_CHECK_AS(ShapeError, static_cast<int64_t>(values.size()) == shape.numel(), "write_npy_int64('",
+              path, "'): ", values.size(), " values for shape ", shape.str());
+  AtomicFile file(path);
+  file.write(npy_preamble("i8", shape));
+  if (!values.empty()) file.write(values.data(), values.size() * sizeof(int64_t));
   file.commit();
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/device.h"
 #include "core/shape.h"
@@ -38,5 +39,11 @@ NpyLayout read_npy_layout(const std::string& path);
 /// little-endian, C order, data aligned to 64 bytes. Atomic: a failed write leaves `path` as it
 /// was. Throws IoError, or ValueError for an undefined tensor.
 void write_npy(const std::string& path, const Tensor& t);
+
+/// Writes int64 values ('<i8' as NumPy's np.int64) of `shape`, C order, as write_npy does: class
+/// indices, which torch.argmax gives as int64 (float32 holds integers exactly only to 2^24).
+/// ShapeError when the count of values is not the shape's.
+void write_npy_int64(const std::string& path, const std::vector<int64_t>& values,
+                     const Shape& shape);
 
 }  // namespace minitrain

@@ -253,7 +253,8 @@ void map_class_labels(const std::string& path, const std::string& column,
 
 TensorDataset read_csv_table(const std::string& path,
                              const std::vector<std::string>& wanted_targets, MissingTarget missing,
-                             CsvClassLabels* labels = nullptr) {
+                             CsvClassLabels* labels = nullptr,
+                             CsvFeatureColumns* features = nullptr) {
   const std::string text = read_file_bytes(path);
   CsvScanner scanner(path, text.data(), text.data() + text.size());
 
@@ -301,11 +302,49 @@ TensorDataset read_csv_table(const std::string& path,
   const int64_t label_column = labels == nullptr ? -1 : column_of.at(target_columns.front());
   std::vector<std::string> label_cells;  // the label column's text, mapped once all is read
   std::vector<int64_t> label_lines;
-  const int64_t in_dim = ncols - out_dim;
+  int64_t in_dim = 0;
+  for (int64_t c = 0; c < ncols; ++c) in_dim += !is_target[static_cast<std::size_t>(c)];
   MT_CHECK_AS(IoError, in_dim > 0, path, ": every column (", header_list(names),
               ") is a target, which leaves no features");
-  for (int64_t c = 0, f = 0; c < ncols; ++c)
-    if (!is_target[static_cast<std::size_t>(c)]) role[static_cast<std::size_t>(c)] = f++;
+  if (features != nullptr && !features->names.empty()) {
+    // By name: a table whose columns come in another order is read as the model was trained
+    // (by position it once gave 'virginica' for setosa rows, with exit 0).
+    const std::vector<std::string>& want = features->names;
+    std::vector<std::string> missing_names;
+    std::vector<bool> is_feature(static_cast<std::size_t>(ncols), false);
+    for (std::size_t k = 0; k < want.size(); ++k) {
+      const auto it = column_of.find(want[k]);
+      if (it == column_of.end()) {
+        missing_names.push_back(want[k]);
+        continue;
+      }
+      MT_CHECK_AS(IoError, !is_target[static_cast<std::size_t>(it->second)], path, ": column '",
+                  excerpt(want[k], 40),
+                  "' is named a target, but the model takes it as a feature (", header_list(want),
+                  ")");
+      is_feature[static_cast<std::size_t>(it->second)] = true;
+      role[static_cast<std::size_t>(it->second)] = static_cast<int64_t>(k);
+    }
+    MT_CHECK_AS(IoError, missing_names.empty(), path, ": no column ", header_list(missing_names),
+                " in the header (line ", header_line, ": ", header_list(names),
+                "); the model was trained on the feature columns ", header_list(want),
+                " (read by name, in any order)");
+    std::vector<std::string> unknown;
+    for (int64_t c = 0; c < ncols; ++c)
+      if (!is_feature[static_cast<std::size_t>(c)] && !is_target[static_cast<std::size_t>(c)])
+        unknown.push_back(names[static_cast<std::size_t>(c)]);
+    MT_CHECK_AS(IoError, unknown.empty(), path, ": column ", header_list(unknown),
+                " is neither one of the model's feature columns (", header_list(want),
+                ") nor a target; remove it from the table");
+    in_dim = static_cast<int64_t>(want.size());
+  } else {
+    for (int64_t c = 0, f = 0; c < ncols; ++c)
+      if (!is_target[static_cast<std::size_t>(c)]) role[static_cast<std::size_t>(c)] = f++;
+    if (features != nullptr)
+      for (int64_t c = 0; c < ncols; ++c)
+        if (!is_target[static_cast<std::size_t>(c)])
+          features->names.push_back(names[static_cast<std::size_t>(c)]);
+  }
 
   // ---- rows, written straight into X and Y ----
   // Two upper bounds on the number of rows, both linear in the file: its line count, and its
@@ -342,8 +381,13 @@ TensorDataset read_csv_table(const std::string& path,
       if (const char* why = parse_number(cell, v)) {
         const std::string what =
             std::strcmp(why, "empty cell") == 0 ? std::string(why) : "'" + shown(cell) + "' " + why;
+        // A text label in a regression's target column: the user most likely meant classes.
+        const bool text_target = r < 0 && std::strcmp(why, "is not a number") == 0;
         MT_THROW(IoError, path, ":", line, ": column '",
-                 excerpt(names[static_cast<std::size_t>(c)], 40), "' (", c + 1, "): ", what);
+                 excerpt(names[static_cast<std::size_t>(c)], 40), "' (", c + 1, "): ", what,
+                 text_target ? "; a target column of text class labels needs a classifier: "
+                               "train with --loss cross_entropy (one output per class)"
+                             : "");
       }
       if (r >= 0) {
         xr[r] = v;
@@ -368,14 +412,16 @@ TensorDataset read_csv_table(const std::string& path,
 
 TensorDataset load_csv_dataset(const std::string& path,
                                const std::vector<std::string>& target_columns,
-                               CsvClassLabels* class_labels) {
+                               CsvClassLabels* class_labels, CsvFeatureColumns* feature_columns) {
   MT_CHECK_AS(ValueError, !target_columns.empty(), "load_csv_dataset('", path,
               "'): no target columns given; name the columns to predict (--target-columns a,b)");
-  return read_csv_table(path, target_columns, MissingTarget::error, class_labels);
+  return read_csv_table(path, target_columns, MissingTarget::error, class_labels, feature_columns);
 }
 
-Tensor load_csv_features(const std::string& path, const std::vector<std::string>& drop_columns) {
-  return read_csv_table(path, drop_columns, MissingTarget::skip).features();
+Tensor load_csv_features(const std::string& path, const std::vector<std::string>& drop_columns,
+                         CsvFeatureColumns* feature_columns) {
+  return read_csv_table(path, drop_columns, MissingTarget::skip, nullptr, feature_columns)
+      .features();
 }
 
 }  // namespace minitrain

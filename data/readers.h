@@ -22,6 +22,16 @@ struct CsvClassLabels {
 /// exactly); ShapeError naming both files and
 /// shapes when N differs or a file has the wrong rank, IoError for a missing or malformed file
 /// or N = 0.
+/// The feature columns of a CSV table, by header name. Empty: set to the table's feature columns
+/// (every column but the targets) in file order, as training reads them. Given (a trained
+/// model's, from its weights' metadata 'feature_columns'): the features are these columns in this
+/// order, wherever the file has them, so that a table whose columns come in another order is read
+/// as the model was trained; a column among them that the header lacks, or a column that is
+/// neither one of them nor a target, is an IoError naming the columns and the file.
+struct CsvFeatureColumns {
+  std::vector<std::string> names;
+};
+
 TensorDataset load_npy_dataset(const std::string& features_path, const std::string& targets_path);
 
 /// A CSV file with a header row. `target_columns` (by header name) are the targets, in that order;
@@ -39,16 +49,20 @@ TensorDataset load_npy_dataset(const std::string& features_path, const std::stri
 /// Text labels become indices in the order of class_labels->names: given (the training table's
 /// classes, for held-out data; a label outside them is an IoError naming the line), or when empty
 /// set to the sorted distinct labels.
+/// With `feature_columns`, the features are read by name (see CsvFeatureColumns); without, in
+/// file order.
 TensorDataset load_csv_dataset(const std::string& path,
                                const std::vector<std::string>& target_columns,
-                               CsvClassLabels* class_labels = nullptr);
+                               CsvClassLabels* class_labels = nullptr,
+                               CsvFeatureColumns* feature_columns = nullptr);
 
 /// The feature columns of a CSV table, for prediction: every column but those of `drop_columns`
 /// that the header has (the targets of the table the model was trained on; columns it lacks are
 /// no error, so unlabelled data reads too), in file order, as float32 [rows, features]. The dropped
-/// columns are not read (text class labels are fine). Otherwise the checks of load_csv_dataset.
-Tensor load_csv_features(const std::string& path,
-                         const std::vector<std::string>& drop_columns = {});
+/// columns are not read (text class labels are fine). Otherwise the checks of load_csv_dataset;
+/// `feature_columns` as there.
+Tensor load_csv_features(const std::string& path, const std::vector<std::string>& drop_columns = {},
+                         CsvFeatureColumns* feature_columns = nullptr);
 
 /// The built-in task: x ~ U(-1, 1)^in, y_j = sum_i sin((i + j + 1) x_i) / sqrt(in) + 0.1 * x_{j mod
 /// in}^2 plus N(0, noise^2). A fixed smooth nonlinear function of the inputs, learnable by an MLP.

@@ -10,7 +10,8 @@ The graph, in the Sequential's order: per Linear `i` a Gemm node named `i` (tran
 initializers `i.weight` [out, in] and `i.bias` [out], torch's names), then the activation node
 `i+1` (Relu, Tanh, Sigmoid; GELU's erf form as x * 0.5 * (1 + Erf(x * 1/sqrt(2))) and its tanh
 form as 0.5 * x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), the operations
-kernels/activation_math.h computes). Input `x` [rows, IN]; output `y` (a regression), `logits` or
+kernels/activation_math.h computes). Input `x` [rows, IN] of raw features (with --mean and --scale,
+from train --standardize, the first nodes are Sub and Div by them); output `y` (a regression), `logits` or
 `probabilities` (with --head: Softmax over the classes; Sigmoid per label for bce_with_logits), and for a
 cross_entropy classifier `class` [rows, 1] int64 (ArgMax of the logits, the first of ties). The
 file passes onnx.checker.check_model(full_check=True) before it is written, atomically.
@@ -106,6 +107,14 @@ def build(args):
     tensors = read_safetensors(args.weights)
     g = Graph(helper, numpy_helper, np)
     cur = "x"
+    if args.mean is not None:  # train --standardize: the graph takes raw features
+        mean = np.array(json.loads(args.mean), dtype=np.float32)
+        scale = np.array(json.loads(args.scale), dtype=np.float32)
+        if mean.shape != (sizes[0],) or scale.shape != (sizes[0],):
+            raise ValueError(f"--mean {mean.shape} and --scale {scale.shape} do not fit {sizes[0]} inputs")
+        centred = g.node("Sub", [cur, g.tensor("standardize.mean", mean)], "x.centred", "standardize/sub")
+        cur = g.node("Div", [centred, g.tensor("standardize.scale", scale)], "x.standardized",
+                     "standardize/div")
     layers = len(sizes) - 1
     for layer in range(layers):
         i = 2 * layer
@@ -143,6 +152,10 @@ def build(args):
     meta = {"model": "mlp:" + args.sizes, "activation": args.activation, "head": args.head}
     if args.classes_given:
         meta["classes"] = args.classes
+    if args.inputs is not None:  # the names of x's columns, in order
+        meta["feature_columns"] = args.inputs
+    if args.mean is not None:
+        meta["standardize_mean"], meta["standardize_scale"] = args.mean, args.scale
     helper.set_model_props(model, meta)
     onnx.checker.check_model(model, full_check=True)
     return model
@@ -159,6 +172,11 @@ def main():
     p.add_argument("--labels", action="store_true",
                    help="bce_with_logits: one logit per label (output 'logits')")
     p.add_argument("--classes", default=None, help="the class names as a JSON list")
+    p.add_argument("--mean", default=None,
+                   help="train --standardize: the features' mean as a JSON list (with --scale)")
+    p.add_argument("--scale", default=None, help="their standard deviation as a JSON list")
+    p.add_argument("--inputs", default=None,
+                   help="the feature columns' names as a JSON list (metadata feature_columns)")
     p.add_argument("--opset", type=int, default=17)
     p.add_argument("--out", required=True)
     args = p.parse_args()

@@ -11,8 +11,10 @@ namespace minitrain::cli {
 EvaluateCommand::EvaluateCommand(CLI::App& parent) {
   app_ = parent.add_subcommand(
       "evaluate",
-      "a trained model's loss (MSE, as training reports it), MAE, RMSE and R^2 on labelled data, "
-      "as one JSON line; the model comes from the weights' metadata");
+      "a trained model's scores on labelled data, as one JSON line: a classifier's loss, "
+      "accuracy and balanced accuracy; a regression's loss (as training reports it), MSE, MAE, "
+      "RMSE and R^2. The model (and a table's feature and target columns) come from the "
+      "weights' metadata");
   add_trained_model_options(*app_, config_.weights, config_.model, config_.activation);
   app_->add_option("--data", config_.data, "features X.npy (with --targets) or a CSV table")
       ->required();

@@ -126,10 +126,17 @@ void ExportCommand::export_onnx(std::ostream& out) {
   if (bce) args.push_back("--labels");
   if (!trained.classes.empty())
     args.insert(args.end(), {"--classes", nlohmann::json(trained.classes).dump()});
+  // The graph takes raw features: --standardize's statistics become its first two nodes.
+  if (!trained.scaler.empty())
+    args.insert(args.end(), {"--mean", nlohmann::json(trained.scaler.mean).dump(), "--scale",
+                             nlohmann::json(trained.scaler.scale).dump()});
+  if (!trained.feature_columns.empty())
+    args.insert(args.end(),
+                {"--inputs", nlohmann::json(trained.feature_columns)
+                                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
   const int rc = run_and_wait(args);
-  MT_CHECK_AS(Error, rc == 0, "export --format onnx: ", script, " ended with ",
-              rc < 0 ? "no start (cannot run " + python + ")" : "exit status " + std::to_string(rc),
-              "; ", out_, " is left as it was");
+  MT_CHECK_AS(Error, rc == 0, "export --format onnx: ", python_failure(python, script, rc), "; ",
+              out_, " is left as it was");
   out << "exported " << weights_ << " -> " << out_ << " (ONNX opset " << kOnnxOpset << ")\n";
 }
 

@@ -1,13 +1,9 @@
-// `minitrain plot`: find Python with matplotlib and the plot script, then exec it.
+// `minitrain plot`: find Python with matplotlib and the plot script, then run it and wait.
 
 #include "tools/plot_command.h"
 
 #include <CLI/CLI.hpp>
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <iostream>
 
 #include "tools/python_script.h"
@@ -51,14 +47,12 @@ int PlotCommand::run() {
   if (!title_.empty()) args.insert(args.end(), {"--title", title_});
   args.push_back("--");
   args.insert(args.end(), runs_.begin(), runs_.end());
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::cout.flush();
-  ::execvp(python.c_str(), argv.data());
-  std::cerr << "minitrain plot: error: cannot run " << python << ": " << std::strerror(errno)
-            << "\n";
-  return 3;
+  // Waited for, not exec'd: an interpreter that fails (MINITRAIN_PYTHON=/bin/false once exited
+  // 1 without a word) is then named with its exit status, below what it printed itself.
+  const int rc = run_and_wait(args);
+  if (rc == 0) return 0;
+  std::cerr << "minitrain plot: error: " << python_failure(python, script, rc) << "\n";
+  return rc > 0 ? rc : 3;
 }
 
 }  // namespace minitrain::cli

@@ -73,4 +73,17 @@ int run_and_wait(const std::vector<std::string>& argv) {
   return spawn_and_wait(argv, nullptr);
 }
 
+std::string python_failure(const std::string& python, const std::string& script, int rc) {
+  const char* env = std::getenv("MINITRAIN_PYTHON");
+  const bool from_env = env != nullptr && python == env;
+  std::string what = "the Python interpreter " + python + (from_env ? " ($MINITRAIN_PYTHON)" : "") +
+                     " running " + script;
+  if (rc < 0) return what + " could not be started";
+  what += rc > 128 ? " ended with exit status " + std::to_string(rc) + " (signal " +
+                         std::to_string(rc - 128) + ")"
+                   : " ended with exit status " + std::to_string(rc);
+  if (from_env) what += "; $MINITRAIN_PYTHON must name a Python 3 (unset it to look for python3)";
+  return what;
+}
+
 }  // namespace minitrain::cli

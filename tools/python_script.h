@@ -20,4 +20,9 @@ std::string find_script(const char* env_var, const std::string& file);
 /// Returns its exit status, 128 + the signal that ended it, or -1 when it could not start.
 int run_and_wait(const std::vector<std::string>& argv);
 
+/// What went wrong when run_and_wait({python, script, ...}) returned `rc` != 0, naming the
+/// interpreter and where it came from: "the Python interpreter /bin/false ($MINITRAIN_PYTHON)
+/// running plot_metrics.py ended with exit status 1" (or "could not be started").
+std::string python_failure(const std::string& python, const std::string& script, int rc);
+
 }  // namespace minitrain::cli

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -116,8 +117,14 @@ std::string TrainCommand::unknown_flag_message(int argc, char** argv) const {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0 || arg == "--") continue;
     arg = arg.substr(0, arg.find('='));
-    if (arg == "--help" || arg == "--config" || arg == "--no-shuffle" ||
-        find_config_key(arg.substr(2)))
+    const std::string name = arg.substr(2);
+    // A config file's keys read '_' as '-', the command line does not: say which flag is meant.
+    if (name.find('_') != std::string::npos && find_config_key(name)) {
+      std::string dashed = name;
+      std::replace(dashed.begin(), dashed.end(), '_', '-');
+      return "unknown option " + arg + " (did you mean --" + dashed + "?)";
+    }
+    if (arg == "--help" || arg == "--config" || arg == "--no-shuffle" || find_config_key(name))
       continue;
     const std::string hint = closest_config_key(arg.substr(2));
     return "unknown option " + arg +

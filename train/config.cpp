@@ -92,6 +92,10 @@ std::vector<KeyEntry> make_table() {
   t.push_back(member("data-on-disk", K::Bool, &TrainConfig::data_on_disk,
                      "read --data X.npy rows from disk as batches need them, not into memory "
                      "(data larger than memory; the targets stay in memory)"));
+  t.push_back(member("standardize", K::Bool, &TrainConfig::standardize,
+                     "scale each feature to mean 0, std 1 over the training rows (scikit-learn's "
+                     "StandardScaler); kept with the weights, so predict, evaluate and export "
+                     "take raw features"));
   t.push_back(member("optimizer", K::String, &TrainConfig::optimizer, optimizer_help.c_str()));
   t.push_back(member("lr", K::Float, &TrainConfig::lr, "learning rate"));
   t.push_back(member("momentum", K::Float, &TrainConfig::momentum, "sgd momentum"));
@@ -311,12 +315,16 @@ std::vector<std::string> split_commas(const std::string& text) {
   return split(text, ',');
 }
 
+// A number as written: an underflow (1e-320, a subnormal, or 1e-400, which rounds to 0) is a
+// number, as Python's float() takes it, and the key's own check then judges its value (--lr
+// 1e-320 is a positive learning rate, as torch.optim accepts it); an overflow (1e400) is not.
 bool parse_double(const std::string& s, double& out) {
   if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) return false;
   char* end = nullptr;
   errno = 0;
   out = std::strtod(s.c_str(), &end);
-  return end == s.c_str() + s.size() && errno != ERANGE;
+  if (end != s.c_str() + s.size()) return false;
+  return errno != ERANGE || std::fabs(out) != HUGE_VAL;
 }
 
 bool parse_int(const std::string& s, int64_t& out) {

@@ -41,6 +41,9 @@ struct TrainConfig {
   std::string targets;                      ///< Y.npy, with an X.npy data file
   std::vector<std::string> target_columns;  ///< with a .csv data file
   bool data_on_disk = false;  ///< X.npy read from disk as batches need it (data/npy_file_dataset.h)
+  /// Features scaled to mean 0, std 1 by the training rows' statistics (data/standard_scaler.h),
+  /// which the weights' metadata keeps for predict, evaluate and export.
+  bool standardize = false;
   // ---- optimizer ----
   std::string optimizer = "adam";  ///< a name of optimizer_table() (optim/make_optimizer.h)
   double lr = 3e-3;

@@ -87,6 +87,10 @@ void validate_data(const TrainConfig& c) {
   if (c.data_on_disk && !npy)
     MT_THROW(ValueError, "--data-on-disk reads .npy features from disk, but --data is '", c.data,
              "' (convert a table with np.save)");
+  if (c.standardize && c.data_on_disk)
+    MT_THROW(ValueError,
+             "--standardize scales the features in memory, but --data-on-disk leaves them on "
+             "disk; standardise X.npy beforehand, or drop --data-on-disk");
   if (!c.target_columns.empty() && !csv)
     MT_THROW(ValueError, "--target-columns is for .csv data, but --data is '", c.data, "'");
   if (csv && c.target_columns.empty())

@@ -74,9 +74,16 @@ Evaluation run_evaluate(const EvaluateConfig& c) {
   MT_CHECK_AS(ValueError, csv || !c.targets.empty(), "--data ", c.data,
               " needs --targets Y.npy (the labels to compare with)");
   CsvClassLabels labels{trained.classes, /*held_out=*/true};  // the training's kind and classes
-  const auto data = std::make_shared<TensorDataset>(
-      csv ? load_csv_dataset(c.data, targets, trained.classifier() ? &labels : nullptr)
-          : load_npy_dataset(c.data, c.targets));
+  CsvFeatureColumns features{trained.feature_columns};        // by name where the weights know them
+  const TensorDataset raw =
+      csv ? load_csv_dataset(c.data, targets, trained.classifier() ? &labels : nullptr,
+                             features.names.empty() ? nullptr : &features)
+          : load_npy_dataset(c.data, c.targets);
+  // The model's input: standardised by the training rows' statistics where it was trained so.
+  const auto data = std::make_shared<TensorDataset>(raw.feature_dim() == trained.sizes.front()
+                                                        ? trained.model_input(raw.features())
+                                                        : raw.features(),
+                                                    raw.targets());
   const int64_t in = trained.sizes.front(), out = trained.sizes.back();
   const int64_t target_dim = trained.classifier() ? 1 : out;
   MT_CHECK_AS(ShapeError, data->feature_dim() == in && data->target_dim() == target_dim, "--data ",

@@ -190,7 +190,12 @@ CModelSource c_model_source(const TrainedModel& trained, const std::string& name
   h += "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
   h += "/* y[rows, " + n + "_OUTPUTS] = the model's outputs for x[rows, " + n +
        "_INPUTS], both row-major" + (classifier || bce ? " (a classifier's logits)" : "") +
-       ";\n   the same bits as `minitrain predict --gemm reference` on the same rows. */\n";
+       ";\n   the same bits as `minitrain predict --gemm reference` on the same rows." +
+       (trained.scaler.empty() ? ""
+                               : "\n   x holds raw features: they are standardised inside, by "
+                                 "the training rows' mean and\n   standard deviation (train "
+                                 "--standardize), as predict does.") +
+       " */\n";
   h += "void " + n + "_forward(const float *x, float *y, long rows);\n";
   if (classifier) {
     h += "\n/* The class of one row: the index of its largest logit, the first of ties (as predict "
@@ -218,6 +223,12 @@ CModelSource c_model_source(const TrainedModel& trained, const std::string& name
     h += "\n/* The outputs' names (the training table's target columns). */\n";
     h += names_array(n + "_output_names", n + "_OUTPUTS", trained.target_columns);
   }
+  if (!trained.feature_columns.empty()) {
+    h += "\n/* The inputs' names in the order x takes them: the training table's feature columns "
+         "(metadata\n   'feature_columns'; predict reads a table by these names, the C by "
+         "position). */\n";
+    h += names_array(n + "_input_names", n + "_INPUTS", trained.feature_columns);
+  }
   h += "\n#endif /* " + n + "_H_INCLUDED */\n";
 
   // ---- the source ----
@@ -230,6 +241,15 @@ CModelSource c_model_source(const TrainedModel& trained, const std::string& name
        "and\n   without FMA contraction, which -std=c99 and plain x86-64 flags already ensure). "
        "*/\n";
   c += "#include \"" + n + ".h\"\n\n#include <math.h>\n\n";
+  const bool scaled = !trained.scaler.empty();
+  if (scaled) {
+    const auto inputs = Shape{sizes.front()};
+    c += float_array(n + "_mean", Tensor::from_vector(trained.scaler.mean, inputs),
+                     "the training rows' mean per input (metadata 'standardize_mean')");
+    c += float_array(n + "_scale", Tensor::from_vector(trained.scaler.scale, inputs),
+                     "their standard deviation, 1 for a constant column (metadata "
+                     "'standardize_scale')");
+  }
   int64_t widest_hidden = 0;
   for (std::size_t l = 0; l < layers; ++l) {
     const int64_t in = sizes[l], out = sizes[l + 1];
@@ -268,8 +288,14 @@ CModelSource c_model_source(const TrainedModel& trained, const std::string& name
   if (layers > 1)
     c += "  float h0[" + std::to_string(widest_hidden) + "]" +
          (layers > 2 ? ", h1[" + std::to_string(widest_hidden) + "]" : std::string()) + ";\n";
+  if (scaled) c += "  float s[" + n + "_INPUTS];\n  long q;\n";
   c += "  long r;\n  for (r = 0; r < rows; ++r) {\n";
-  c += "    const float *in = x + r * " + n + "_INPUTS;\n";
+  if (scaled)
+    c += "    const float *in = s;\n    for (q = 0; q < " + n +
+         "_INPUTS; ++q)\n      s[q] = (x[r * " + n + "_INPUTS + q] - " + n + "_mean[q]) / " + n +
+         "_scale[q];  /* standardize */\n";
+  else
+    c += "    const float *in = x + r * " + n + "_INPUTS;\n";
   c += "    float *out = y + r * " + n + "_OUTPUTS;\n";
   for (std::size_t l = 0; l < layers; ++l) {
     const std::string src = l == 0 ? "in" : "h" + std::to_string((l - 1) % 2);

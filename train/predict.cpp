@@ -155,7 +155,12 @@ int64_t run_predict(const PredictConfig& c) {
   // ---- the input: X.npy, or a table's feature columns ----
   const std::vector<std::string> targets =
       c.target_columns.empty() ? trained.target_columns : c.target_columns;
-  const Tensor x = csv_in ? load_csv_features(c.input, targets) : read_npy(c.input);
+  // A table is read by the feature columns' names where the weights know them (a table whose
+  // columns come in another order gives the same classes), else by position, as .npy.
+  CsvFeatureColumns features{trained.feature_columns};
+  const Tensor x =
+      csv_in ? load_csv_features(c.input, targets, features.names.empty() ? nullptr : &features)
+             : read_npy(c.input);
   if (x.ndim() != 2 || x.size(1) != sizes.front())
     MT_THROW(ShapeError, "--input ", c.input, " has shape ", x.shape(), " but the model ",
              model_spec, " expects [rows, ", sizes.front(), "]",
@@ -172,7 +177,7 @@ int64_t run_predict(const PredictConfig& c) {
               "--probabilities is for classifiers, but ", c.weights, " was trained with --loss ",
               trained.loss, " (a regression: its outputs are values)");
 
-  const Tensor y = predict(model, x, device, c.batch_size);
+  const Tensor y = predict(model, trained.model_input(x), device, c.batch_size);
   if (!trained.classifier() && !bce) {
     if (csv_out)
       write_csv(c.output, y, targets);
@@ -181,7 +186,14 @@ int64_t run_predict(const PredictConfig& c) {
     return x.size(0);
   }
   const Tensor out = classify(y, bce, c.probabilities);
-  if (!csv_out) {
+  if (!csv_out && !c.probabilities) {
+    // Classes as int64, as torch.argmax gives them (and bce's 0/1 per output alike); float32
+    // would hold a class index exactly only up to 2^24.
+    std::vector<int64_t> classes(static_cast<std::size_t>(out.numel()));
+    const float* v = out.data<float>();
+    for (std::size_t i = 0; i < classes.size(); ++i) classes[i] = static_cast<int64_t>(v[i]);
+    write_npy_int64(c.output, classes, out.shape());
+  } else if (!csv_out) {
     write_npy(c.output, out);
   } else if (c.probabilities || bce) {
     // One column per class (or per output of bce), named by the classes where known.

@@ -22,6 +22,7 @@
 #include "core/thread_policy.h"
 #include "data/class_labels.h"
 #include "data/holdout_split.h"
+#include "data/standard_scaler.h"
 #include "data/npy_file_dataset.h"
 #include "data/readers.h"
 #include "data/sampler.h"
@@ -50,12 +51,24 @@ namespace fs = std::filesystem;
 // to rebuild it: the spec, the activation, and for a table the target columns (the columns that
 // are not features, and the names of the outputs).
 // `classes`: the names of a CSV label column's classes, in index order (empty: numbered).
+// `features`: a table's feature columns in the model's input order (empty for .npy data), so that
+// predict and evaluate read a table by column name.
+// `scaler`: --standardize's statistics of the training rows, as JSON lists of float32 values.
 std::map<std::string, std::string> model_metadata(const TrainConfig& c,
-                                                  const std::vector<std::string>& classes) {
+                                                  const std::vector<std::string>& classes,
+                                                  const std::vector<std::string>& features,
+                                                  const StandardScaler& scaler) {
   std::map<std::string, std::string> m{
       {"model", c.model}, {"activation", c.activation}, {"loss", c.loss}};
   // JSON lists: a column's or a class's name may hold a comma.
   if (!c.target_columns.empty()) m["target_columns"] = nlohmann::json(c.target_columns).dump();
+  if (!features.empty())
+    m["feature_columns"] =
+        nlohmann::json(features).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (!scaler.empty()) {
+    m["standardize_mean"] = nlohmann::json(scaler.mean).dump();
+    m["standardize_scale"] = nlohmann::json(scaler.scale).dump();
+  }
   if (!classes.empty())
     m["classes"] =
         nlohmann::json(classes).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -67,10 +80,11 @@ std::map<std::string, std::string> model_metadata(const TrainConfig& c,
 constexpr uint64_t kDataSeedMix = 0x9E3779B97F4A7C15ull;
 
 // A table or a pair of .npy files; a classifier's CSV label column is read as class labels.
+// `features`: empty, set to the table's feature columns; given (--val-data), read by those names.
 TensorDataset load_table(const std::string& data, const std::string& targets, const TrainConfig& c,
-                         CsvClassLabels* labels) {
+                         CsvClassLabels* labels, CsvFeatureColumns* features) {
   if (ends_with(data, ".npy")) return load_npy_dataset(data, targets);
-  return load_csv_dataset(data, c.target_columns, labels);
+  return load_csv_dataset(data, c.target_columns, labels, features);
 }
 
 void check_data_fits_model(const Dataset& d, const std::string& source, const TrainConfig& c,
@@ -94,6 +108,35 @@ void check_data_fits_model(const Dataset& d, const std::string& source, const Tr
     MT_THROW(ShapeError, source, " has ", d.target_dim(), " target(s) per row but --model ",
              c.model, " has ", sizes.back(), " outputs; use --model mlp:", join(fixed, ","));
   }
+}
+
+// A regression whose one target column holds a few whole numbers, 0 or more: perhaps class ids,
+// which a regression treats as quantities (class 2 "between" 1 and 3). A note, not a refusal: a
+// count or a rating is a fine regression target. The bound of 20 distinct values is a heuristic
+// (scikit-learn's type_of_target calls any whole-number column 'multiclass').
+std::string class_id_note(const TrainConfig& c, const Tensor& targets,
+                          const std::vector<int64_t>& sizes) {
+  if (!ends_with(c.data, ".csv") || targets.size(1) != 1) return "";
+  constexpr std::size_t kMaxDistinct = 20;
+  std::vector<float> distinct;
+  const float* y = targets.data<float>();
+  for (int64_t i = 0; i < targets.size(0); ++i) {
+    if (y[i] < 0 || y[i] != std::floor(y[i])) return "";
+    if (std::find(distinct.begin(), distinct.end(), y[i]) == distinct.end()) {
+      if (distinct.size() == kMaxDistinct) return "";
+      distinct.push_back(y[i]);
+    }
+  }
+  if (distinct.size() < 2) return "";
+  std::sort(distinct.begin(), distinct.end());
+  std::vector<int64_t> shown(distinct.begin(), distinct.end());
+  std::vector<int64_t> classifier = sizes;
+  classifier.back() = shown.back() + 1;
+  return "target column '" + c.target_columns.front() + "' holds only whole numbers (" +
+         join(shown, ", ") + "); --loss " + c.loss +
+         " trains a regression on them as quantities. If they are class ids, train a "
+         "classifier: --loss cross_entropy --model mlp:" +
+         join(classifier, ",") + " (one output per class)";
 }
 
 // Text class labels name the classes: the model needs one output per class.
@@ -211,7 +254,7 @@ void check_resume_config(const std::string& path, const TrainConfig& c, int worl
   }
   for (const char* key :
        {"model", "activation", "data", "targets", "target-columns", "optimizer", "shuffle",
-        "drop-last", "seed", "grad-accum", "loss", "val-split", "class-weights"}) {
+        "drop-last", "seed", "grad-accum", "loss", "val-split", "class-weights", "standardize"}) {
     if (saved.contains(key) && saved[key] != now[key])
       MT_THROW(ValueError, "--resume: the checkpoint in ", c.checkpoint_dir, " was written with ",
                key, " ", saved[key].dump(), ", this run has ", now[key].dump(),
@@ -367,6 +410,11 @@ RunPlan plan_run(const TrainConfig& c, std::ostream& info) {
   p.activation = parse_activation(c.activation);
   p.progress_mode = parse_progress_mode(c.progress);
   p.classifier = loss_target_kind(c.loss) == TargetKind::ClassIndices;
+  // torch.topk refuses k beyond the classes ("selected index k out of range"); a top-k over all
+  // of them would score 1 whatever the model does.
+  MT_CHECK_AS(ValueError, !p.classifier || c.topk <= p.sizes.back(), "--topk ", c.topk,
+              " is more than the ", p.sizes.back(), " classes of --model ", c.model,
+              " (its last width); give --topk at most ", p.sizes.back());
   return p;
 }
 
@@ -375,6 +423,9 @@ struct RunData {
   std::shared_ptr<const Dataset> train, val;  // val: null without validation
   std::string val_source;                     // "--val-data F" or "--val-split F of --data"
   std::vector<std::string> classes;           // a CSV label column's class names
+  std::vector<std::string> feature_columns;   // a CSV table's feature columns, in input order
+  std::string label_note;                     // a regression on what look like class ids
+  StandardScaler scaler;                      // --standardize: fitted on the training rows
   LossOptions loss;
 };
 
@@ -391,7 +442,10 @@ RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
     all_targets = on_disk->targets();
     all = std::move(on_disk);
   } else if (ends_with(c.data, ".npy") || ends_with(c.data, ".csv")) {
-    auto table = std::make_shared<TensorDataset>(load_table(c.data, c.targets, c, wanted_labels));
+    CsvFeatureColumns features;
+    auto table =
+        std::make_shared<TensorDataset>(load_table(c.data, c.targets, c, wanted_labels, &features));
+    d.feature_columns = std::move(features.names);
     all_targets = table->targets();
     all = std::move(table);
   } else {
@@ -406,6 +460,7 @@ RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
   }
   check_data_fits_model(*all, "--data " + c.data, c, sizes, p.classifier);
   d.classes = labels.names;
+  if (!p.classifier) d.label_note = class_id_note(c, all_targets, sizes);
   std::vector<int64_t> label_of_row;  // classifiers: every row's class
   if (p.classifier) {
     check_classes_fit_model(d.classes, c, sizes);
@@ -429,14 +484,29 @@ RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
   } else if (!c.val_data.empty()) {
     CsvClassLabels val_labels = labels;  // the training table's kind and classes, in its order
     val_labels.held_out = true;
+    CsvFeatureColumns val_features{d.feature_columns};  // by name, as the training table's
     auto val = std::make_shared<TensorDataset>(
-        load_table(c.val_data, c.val_targets, c, p.classifier ? &val_labels : nullptr));
+        load_table(c.val_data, c.val_targets, c, p.classifier ? &val_labels : nullptr,
+                   d.feature_columns.empty() ? nullptr : &val_features));
     check_data_fits_model(*val, "--val-data " + c.val_data, c, sizes, p.classifier);
     if (p.classifier)
       check_class_labels(val->targets(), classes, c.ignore_index,
                          c.val_targets.empty() ? c.val_data : c.val_targets);
     d.val = std::move(val);
     d.val_source = "--val-data " + c.val_data;
+  }
+  if (c.standardize) {
+    // Fitted on the rows trained on only (after the split): held-out rows must not leak into the
+    // statistics, as sklearn's scaler is fitted on the training split. --data-on-disk is refused
+    // with --standardize (config_validate.cpp), so the rows are in memory here.
+    const auto& train = dynamic_cast<const TensorDataset&>(*d.train);
+    d.scaler = fit_standard_scaler(train.features());
+    d.train =
+        std::make_shared<TensorDataset>(standardize(train.features(), d.scaler), train.targets());
+    if (d.val) {
+      const auto& val = dynamic_cast<const TensorDataset&>(*d.val);
+      d.val = std::make_shared<TensorDataset>(standardize(val.features(), d.scaler), val.targets());
+    }
   }
   if (p.classifier && !train_rows.empty()) {  // the labels of the rows trained on
     std::vector<int64_t> kept;
@@ -822,7 +892,8 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   std::unique_ptr<Optimizer> optimizer = build_optimizer(c, built);
   DataLoader loader(data.train, loader_options(c, plan, *data.train, sample_weights, rank, world));
 
-  const std::map<std::string, std::string> metadata = model_metadata(c, data.classes);
+  const std::map<std::string, std::string> metadata =
+      model_metadata(c, data.classes, data.feature_columns, data.scaler);
   TrainerOptions to;
   to.stop_requested = stop_requested;
   const int64_t bpe = loader.batches_per_epoch();
@@ -902,6 +973,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   if (rank == 0) {
     info << describe_run(c, plan, data, built, report, comm.get(), epochs, !sample_weights.empty())
          << "\n";
+    if (!data.label_note.empty()) info << "note: " << data.label_note << "\n";
     if (log && !gpu_monitor.note().empty())
       info << "note: the metrics leave out GPU utilisation and memory: " << gpu_monitor.note()
            << "\n";

@@ -3,6 +3,8 @@
 #include "train/trained_model.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -58,8 +60,8 @@ std::string settle(const TrainedWeights& w, const std::string& weights_path, con
   return it->second;
 }
 
-// The metadata's 'target_columns' or 'classes': a JSON list of names (train/run_training.cpp
-// writes them).
+// The metadata's 'target_columns', 'feature_columns' or 'classes': a JSON list of names
+// (train/run_training.cpp writes them).
 std::vector<std::string> metadata_names(const std::string& text, const std::string& path,
                                         const char* key) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -69,6 +71,26 @@ std::vector<std::string> metadata_names(const std::string& text, const std::stri
   MT_CHECK_AS(IoError, ok, path, ": metadata '", key, "' is '", excerpt(text, 80),
               "', not a JSON list of names");
   return j.get<std::vector<std::string>>();
+}
+
+// The metadata's 'standardize_mean' or 'standardize_scale': a JSON list of one float32 number per
+// input (scales > 0), which train --standardize writes.
+std::vector<float> metadata_numbers(const std::string& text, const std::string& path,
+                                    const char* key, int64_t inputs, bool positive) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  bool ok = j.is_array() && static_cast<int64_t>(j.size()) == inputs;
+  std::vector<float> v;
+  for (std::size_t i = 0; ok && i < j.size(); ++i) {
+    ok = j[i].is_number();
+    const double d = ok ? j[i].get<double>() : 0.0;
+    ok = ok && std::isfinite(d) && std::fabs(d) <= std::numeric_limits<float>::max() &&
+         (!positive || static_cast<float>(d) > 0);
+    v.push_back(static_cast<float>(d));
+  }
+  MT_CHECK_AS(IoError, ok, path, ": metadata '", key, "' is '", excerpt(text, 80),
+              "', not a JSON list of ", inputs, " finite", positive ? " positive" : "",
+              " numbers (one per input of the model)");
+  return v;
 }
 
 }  // namespace
@@ -93,6 +115,8 @@ TrainedModel load_trained_model(const std::string& weights, const std::string& m
               join(activation_names(), ", "), ")");
   if (const auto it = w.metadata.find("target_columns"); it != w.metadata.end())
     t.target_columns = metadata_names(it->second, weights, "target_columns");
+  if (const auto it = w.metadata.find("feature_columns"); it != w.metadata.end())
+    t.feature_columns = metadata_names(it->second, weights, "feature_columns");
   if (const auto it = w.metadata.find("classes"); it != w.metadata.end())
     t.classes = metadata_names(it->second, weights, "classes");
   if (const auto it = w.metadata.find("loss"); it != w.metadata.end()) {
@@ -104,6 +128,24 @@ TrainedModel load_trained_model(const std::string& weights, const std::string& m
               t.classes.empty() || static_cast<int64_t>(t.classes.size()) == t.sizes.back(),
               weights, ": metadata 'classes' names ", t.classes.size(), " classes but the model ",
               t.spec, " has ", t.sizes.back(), " outputs");
+  MT_CHECK_AS(IoError,
+              t.feature_columns.empty() ||
+                  static_cast<int64_t>(t.feature_columns.size()) == t.sizes.front(),
+              weights, ": metadata 'feature_columns' names ", t.feature_columns.size(),
+              " columns but the model ", t.spec, " takes ", t.sizes.front(), " inputs");
+  const auto mean = w.metadata.find("standardize_mean");
+  const auto scale = w.metadata.find("standardize_scale");
+  MT_CHECK_AS(IoError, (mean == w.metadata.end()) == (scale == w.metadata.end()), weights,
+              ": its metadata has '",
+              mean == w.metadata.end() ? "standardize_scale" : "standardize_mean", "' without '",
+              mean == w.metadata.end() ? "standardize_mean" : "standardize_scale",
+              "'; train --standardize writes both");
+  if (mean != w.metadata.end()) {
+    t.scaler.mean =
+        metadata_numbers(mean->second, weights, "standardize_mean", t.sizes.front(), false);
+    t.scaler.scale =
+        metadata_numbers(scale->second, weights, "standardize_scale", t.sizes.front(), true);
+  }
   Generator gen(0);  // every parameter is then overwritten by the weights file
   t.model = make_mlp(t.sizes, parse_activation(t.activation), gen, device);
   // Tensors that do not fit the model: say where the model came from, the metadata field or the
@@ -114,6 +156,10 @@ TrainedModel load_trained_model(const std::string& weights, const std::string& m
                                  : "--model " + t.spec + " does not fit the tensors of " + weights;
   with_flag_context(source, [&] { load_state_dict(*t.model, w.tensors); });
   return t;
+}
+
+Tensor TrainedModel::model_input(const Tensor& x) const {
+  return scaler.empty() ? x : standardize(x.to(Device::cpu()), scaler);
 }
 
 bool TrainedModel::classifier() const { return loss_target_kind(loss) == TargetKind::ClassIndices; }

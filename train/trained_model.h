@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/tensor.h"
+#include "data/standard_scaler.h"
 #include "nn/module.h"
 
 namespace minitrain {
@@ -19,6 +21,15 @@ struct TrainedModel {
   std::vector<int64_t> sizes;     ///< the spec's widths
   std::string activation;
   std::vector<std::string> target_columns;  ///< the training table's targets; empty for .npy data
+  /// The training table's feature columns in the order the model takes them (metadata
+  /// 'feature_columns'); empty for .npy data and files that do not say (read by position).
+  std::vector<std::string> feature_columns;
+  /// train --standardize's statistics (metadata 'standardize_mean', 'standardize_scale'): the
+  /// model takes standardize(x, scaler); empty when it was trained on the features as they are.
+  StandardScaler scaler;
+  /// The model's input for raw features x [N, in]: x standardised where the weights say so, else
+  /// x itself.
+  Tensor model_input(const Tensor& x) const;
   std::string loss = "mse";  ///< the loss it was trained with (metadata 'loss'; mse when absent)
   std::vector<std::string> classes;  ///< a classifier's class names (metadata 'classes'), if any
   /// Trained on class labels (cross_entropy): its outputs are the classes' logits.

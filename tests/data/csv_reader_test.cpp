@@ -63,6 +63,52 @@ TEST(CsvReader, FeaturesAloneLeaveOutTheNamedColumnsThatExist) {
   expect_error<IoError>([&] { load_csv_features(bad); }, {"bad.csv:2: column 'b' (2)"});
 }
 
+// A model's feature columns by name (issue 30: by position, a table whose columns came in another
+// order gave wrong classes with exit 0): read in the model's order wherever the file has them;
+// without names, the file's order is reported for the weights' metadata.
+TEST(CsvReader, FeatureColumnsAreReadByNameInTheModelsOrder) {
+  ScratchDir dir;
+  const std::string path = dir.write_raw("t.csv", "c,y,a,b\n3,0,1,2\n6,1,4,5\n");
+  CsvFeatureColumns found;
+  const TensorDataset ds = load_csv_dataset(path, {"y"}, nullptr, &found);
+  EXPECT_EQ(found.names, (std::vector<std::string>{"c", "a", "b"}));
+  EXPECT_EQ(host_values(ds.features()), (std::vector<double>{3, 1, 2, 6, 4, 5}));
+
+  CsvFeatureColumns model{{"a", "b", "c"}};
+  EXPECT_EQ(host_values(load_csv_dataset(path, {"y"}, nullptr, &model).features()),
+            (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(host_values(load_csv_features(path, {"y"}, &model)),
+            (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(model.names, (std::vector<std::string>{"a", "b", "c"}));  // given names stay
+
+  CsvFeatureColumns wider{{"a", "b", "c", "d", "e"}};
+  expect_error<IoError>([&] { load_csv_features(path, {"y"}, &wider); },
+                        {"t.csv: no column 'd', 'e' in the header", "'a', 'b', 'c', 'd', 'e'"});
+  CsvFeatureColumns narrower{{"a", "c"}};
+  expect_error<IoError>([&] { load_csv_features(path, {"y"}, &narrower); },
+                        {"t.csv: column 'b' is neither one of the model's feature columns"});
+  // A target is never taken for a feature of that name.
+  CsvFeatureColumns target_named{{"a", "b", "y"}};
+  expect_error<IoError>(
+      [&] { load_csv_dataset(path, {"y"}, nullptr, &target_named); },
+      {"t.csv: column 'y' is named a target, but the model takes it as a feature"});
+}
+
+TEST(CsvReader, TextInARegressionTargetHintsAtAClassifier) {
+  ScratchDir dir;
+  const std::string path = dir.write_raw("t.csv", "a,species\n1,setosa\n");
+  expect_error<IoError>([&] { load_csv_dataset(path, {"species"}); },
+                        {"t.csv:2: column 'species' (2): 'setosa' is not a number",
+                         "train with --loss cross_entropy"});
+  const std::string feature = dir.write_raw("f.csv", "a,y\nx,1\n");
+  try {  // a text feature is no label: no hint
+    load_csv_dataset(feature, {"y"});
+    FAIL() << "no error";
+  } catch (const IoError& e) {
+    EXPECT_EQ(std::string(e.what()).find("cross_entropy"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CsvReader, AcceptsEveryPlainNumberForm) {
   ScratchDir dir;
   const std::string path = dir.write_raw("n.csv", "x,y\n+1,.5\n5.,-0\n1e-3,1E+2\n1e-50,0.1\n");

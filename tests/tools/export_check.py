@@ -42,15 +42,19 @@ def npy_f32(path, rows, cols, values):
 
 
 def npy_data(path):
-    """(shape, raw little-endian float32 bytes) of an .npy file predict wrote."""
+    """(shape, raw little-endian float32 bytes) of an .npy file predict wrote; its classes, which
+    predict writes as int64 ('<i8'), as float32 like the C's class.bin."""
     with open(path, "rb") as f:
         data = f.read()
     assert data[:6] == b"\x93NUMPY", path
     n = struct.unpack("<H", data[8:10])[0] if data[6] == 1 else struct.unpack("<I", data[8:12])[0]
     start = (10 if data[6] == 1 else 12) + n
     header = data[start - n:start].decode("latin-1")
-    assert "'<f4'" in header, header
     shape = tuple(int(s) for s in header.split("(")[1].split(")")[0].split(",") if s.strip())
+    if "'<i8'" in header:
+        ints = struct.unpack("<%dq" % ((len(data) - start) // 8), data[start:])
+        return shape, struct.pack("<%df" % len(ints), *ints)
+    assert "'<f4'" in header, header
     return shape, data[start:]
 
 
@@ -113,6 +117,9 @@ def cases():
     out.append(("linear_only", "regression", [4, 2], "relu"))
     out.append(("bce_labels", "bce", [4, 8, 3], "sigmoid"))
     out.append(("reg_bf16_weights", "regression", [4, 12, 2], "gelu", "--save-dtype", "bf16"))
+    # train --standardize: the exported model takes raw features and standardises them itself
+    out.append(("reg_standardized", "regression", [4, 12, 2], "tanh", "--standardize"))
+    out.append(("cls_standardized", "classifier", [3, 10, len(CLASS_NAMES)], "relu", "--standardize"))
     return out
 
 
@@ -182,6 +189,11 @@ def check_c(minitrain, work, cc):
         run([cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-I", f"{d}/c", *flags,
              f"{d}/c/{symbol}.c", driver, "-o", f"{d}/driver", "-lm"])
         run([f"{d}/driver", d])
+        header = open(f"{d}/c/{symbol}.h", encoding="utf-8").read()
+        if kind == "classifier" and f"{symbol}_input_names" not in header:
+            raise SystemExit(f"FAIL: {name}: the header does not name the inputs (feature columns)")
+        if ("--standardize" in extra) != (f"{symbol}_mean" in open(f"{d}/c/{symbol}.c").read()):
+            raise SystemExit(f"FAIL: {name}: standardisation in the C does not follow the weights")
         with open(f"{d}/y.bin", "rb") as f:
             y = f.read()
         nonzero(y, f"{name}: C outputs")

@@ -531,17 +531,320 @@ ROWS.update({
 })
 
 
+# ---- issue 30, from the user trial: columns by name, --standardize, int64 classes, hints ------
+
+# Three classes that the first feature separates and the others do not: a model that reads the
+# columns in the wrong order gets most rows wrong.
+TRIAL_CSV = "sepal,petal,width,species\n" + "".join(
+    f"{s},{p},{w},{c}\n" for s, p, w, c in [
+        (1, 5, 9, "setosa"), (1.2, 4, 8, "setosa"), (0.9, 6, 7, "setosa"), (1.1, 5, 9, "setosa"),
+        (5, 5, 1, "versicolor"), (5.2, 4, 2, "versicolor"), (4.9, 6, 1, "versicolor"), (5.1, 5, 2, "versicolor"),
+        (9, 5, 5, "virginica"), (9.2, 4, 4, "virginica"), (8.9, 6, 6, "virginica"), (9.1, 5, 5, "virginica")])
+
+
+def _reordered(text, order):
+    """The CSV `text` with its columns in `order` (header names)."""
+    import csv
+    import io
+    rows = list(csv.reader(io.StringIO(text)))
+    idx = [rows[0].index(n) for n in order]
+    return "".join(",".join(r[i] for i in idx) + "\n" for r in rows)
+
+
+def _trial_classifier(d, *extra):
+    write(f"{d}/t.csv", TRIAL_CSV)
+    mt("train", "--data", f"{d}/t.csv", "--target-columns", "species", "--loss", "cross_entropy",
+       "--model", "mlp:3,16,3", "--steps", "300", "--lr", "0.05", "--save", f"{d}/w.safetensors", *extra, *QUIET)
+
+
+def _predict_reordered(d):
+    _trial_classifier(d)
+    mt("predict", "--weights", f"{d}/w.safetensors", "--input", f"{d}/t.csv", "--output", f"{d}/want.csv")
+    write(f"{d}/r.csv", _reordered(TRIAL_CSV, ["width", "species", "petal", "sepal"]))
+    return ["predict", "--weights", f"{d}/w.safetensors", "--input", f"{d}/r.csv", "--output", f"{d}/got.csv"]
+
+
+def _same_files(a, b):
+    def check(d, out):
+        got, want = open(f"{d}/{a}").read(), open(f"{d}/{b}").read()
+        return None if got == want else f"{a} differs from {b}:\n{got}\n---\n{want}"
+    return check
+
+
+def _evaluate_reordered(d):
+    _trial_classifier(d)
+    write(f"{d}/r.csv", _reordered(TRIAL_CSV, ["petal", "width", "sepal", "species"]))
+    first = mt("evaluate", "--weights", f"{d}/w.safetensors", "--data", f"{d}/t.csv")
+    write(f"{d}/want.json", first.stdout)
+    return ["evaluate", "--weights", f"{d}/w.safetensors", "--data", f"{d}/r.csv"]
+
+
+def _same_json_as_want(d, out):
+    import json
+    want = json.loads(open(f"{d}/want.json").read())
+    got = json.loads(out.strip().splitlines()[-1])
+    return None if got == want else f"evaluate on the reordered table: {got}, on the original: {want}"
+
+
+def _val_data_reordered(d):
+    _trial_classifier(d, "--val-data", f"{d}/t.csv", "--log", f"{d}/want.jsonl", "--eval-every", "100")
+    write(f"{d}/r.csv", _reordered(TRIAL_CSV, ["species", "width", "sepal", "petal"]))
+    return ["train", "--data", f"{d}/t.csv", "--target-columns", "species", "--loss", "cross_entropy",
+            "--model", "mlp:3,16,3", "--steps", "300", "--lr", "0.05", "--val-data", f"{d}/r.csv",
+            "--log", f"{d}/got.jsonl", "--eval-every", "100", *QUIET]
+
+
+def _same_val_loss(d, out):
+    import json
+    def val(path):
+        return [json.loads(l).get("val_loss") for l in open(path) if "val_loss" in l]
+    got, want = val(f"{d}/got.jsonl"), val(f"{d}/want.jsonl")
+    return None if got and got == want else f"val_loss on the reordered --val-data {got}, on the original {want}"
+
+
+def _predict_table(d, text):
+    _trial_classifier(d)
+    write(f"{d}/r.csv", text)
+    return ["predict", "--weights", f"{d}/w.safetensors", "--input", f"{d}/r.csv", "--output", f"{d}/p.csv"]
+
+
+def _npy_descr(name, descr):
+    def check(d, out):
+        with open(f"{d}/{name}", "rb") as f:
+            head = f.read(128).decode("latin-1")
+        return None if f"'descr': '{descr}'" in head else f"{name} header: {head!r}"
+    return check
+
+
+def _predict_npy_classes(d, probabilities):
+    _trial_classifier(d)
+    import csv
+    rows = list(csv.reader(open(f"{d}/t.csv")))[1:]
+    write(f"{d}/x.npy", npy_f32(len(rows), [float(v) for r in rows for v in r[:3]]))
+    return ["predict", "--weights", f"{d}/w.safetensors", "--input", f"{d}/x.npy", "--output",
+            f"{d}/p.npy"] + (["--probabilities"] if probabilities else [])
+
+
+def _npy_classes_as_csv(d, out):
+    """p.npy: int64 classes ('<i8'), by position the same as predict gives on the table by name."""
+    problem = _npy_descr("p.npy", "<i8")(d, out)
+    if problem:
+        return problem
+    with open(f"{d}/p.npy", "rb") as f:
+        data = f.read()
+    n = struct.unpack("<H", data[8:10])[0]
+    got = list(struct.unpack("<12q", data[10 + n:]))
+    mt("predict", "--weights", f"{d}/w.safetensors", "--input", f"{d}/t.csv", "--output", f"{d}/p.csv")
+    names = sorted({"setosa", "versicolor", "virginica"})
+    want = [names.index(l) for l in open(f"{d}/p.csv").read().split()[1:]]
+    return None if got == want else f"npy classes {got}, CSV classes {want}"
+
+
+def _metadata(path):
+    import json
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return json.loads(f.read(n))["__metadata__"]
+
+
+def _standardize_split(d):
+    # Powers of two: 8 x the stored mean is the sum of the rows it was fitted on, and its bits say
+    # which rows: exactly the 8 training rows of a 0.2 split, never a held-out one.
+    write(f"{d}/t.csv", "a,c,y\n" + "".join(f"{2 ** i},7,{i % 2}\n" for i in range(10)))
+    return ["train", "--data", f"{d}/t.csv", "--target-columns", "y", "--model", "mlp:2,1", "--steps", "2",
+            "--val-split", "0.2", "--standardize", "--save", f"{d}/w.safetensors", *QUIET]
+
+
+def _standardize_split_check(d, out):
+    import json
+    import math
+    m = _metadata(f"{d}/w.safetensors")
+    mean, scale = json.loads(m["standardize_mean"]), json.loads(m["standardize_scale"])
+    total = mean[0] * 8
+    if total != int(total) or bin(int(total)).count("1") != 8:
+        return f"mean {mean[0]} is not that of 8 of the 10 rows (sum {total})"
+    rows = [2 ** i for i in range(10) if int(total) >> i & 1]
+    std = math.sqrt(sum((v - mean[0]) ** 2 for v in rows) / len(rows))  # ddof = 0
+    if abs(scale[0] - std) > 1e-6 * std:
+        return f"scale {scale[0]}, the training rows' population std is {std}"
+    if mean[1] != 7 or scale[1] != 1:
+        return f"the constant column: mean {mean[1]}, scale {scale[1]} (want 7 and 1, as sklearn)"
+    return None
+
+
+def _standardize_val_data(d):
+    write(f"{d}/t.csv", "a,y\n1,0\n2,1\n3,0\n")
+    write(f"{d}/v.csv", "a,y\n1000,0\n2000,1\n")
+    return ["train", "--data", f"{d}/t.csv", "--target-columns", "y", "--model", "mlp:1,1", "--steps", "2",
+            "--val-data", f"{d}/v.csv", "--standardize", "--save", f"{d}/w.safetensors", *QUIET]
+
+
+def _standardize_val_data_check(d, out):
+    import json
+    m = _metadata(f"{d}/w.safetensors")
+    mean, scale = json.loads(m["standardize_mean"]), json.loads(m["standardize_scale"])
+    want = (2 / 3) ** 0.5
+    return None if mean == [2.0] and abs(scale[0] - want) < 1e-6 else f"mean {mean}, scale {scale}"
+
+
+def _standardize_predict(d):
+    """predict on the raw table gives what the model gives on the table standardised by hand."""
+    write(f"{d}/t.csv", "a,b,y\n" + "".join(f"{1000 + 10 * i},{i % 3},{i * 0.5}\n" for i in range(12)))
+    mt("train", "--data", f"{d}/t.csv", "--target-columns", "y", "--model", "mlp:2,8,1", "--steps", "50",
+       "--standardize", "--save", f"{d}/w.safetensors", *QUIET)
+    return ["predict", "--weights", f"{d}/w.safetensors", "--input", f"{d}/t.csv", "--output", f"{d}/p.csv"]
+
+
+def _standardize_predict_check(d, out):
+    import json
+    m = _metadata(f"{d}/w.safetensors")
+    mean, scale = json.loads(m["standardize_mean"]), json.loads(m["standardize_scale"])
+    # The same weights without the statistics, on the features standardised here in float32.
+    with open(f"{d}/w.safetensors", "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    for k in ("standardize_mean", "standardize_scale"):
+        header["__metadata__"].pop(k)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    write(f"{d}/plain.safetensors", struct.pack("<Q", len(text)) + text + raw[8 + n:])
+    f32 = lambda v: struct.unpack("<f", struct.pack("<f", v))[0]
+    lines = ["a,b,y"]
+    for line in open(f"{d}/t.csv").read().splitlines()[1:]:
+        a, b, y = (float(v) for v in line.split(","))
+        sa = f32(f32(f32(a) - f32(mean[0])) / f32(scale[0]))
+        sb = f32(f32(f32(b) - f32(mean[1])) / f32(scale[1]))
+        lines.append("%.9g,%.9g,%s" % (sa, sb, y))
+    write(f"{d}/s.csv", "\n".join(lines) + "\n")
+    mt("predict", "--weights", f"{d}/plain.safetensors", "--input", f"{d}/s.csv", "--output", f"{d}/want.csv")
+    got, want = open(f"{d}/p.csv").read(), open(f"{d}/want.csv").read()
+    return None if got == want else f"predict with --standardize weights:\n{got}\nby hand:\n{want}"
+
+
+def _weights_with_metadata(d, meta):
+    import json
+    return ["predict", "--weights", mlp_3_1_file(d, metadata=json.dumps(meta)),
+            "--input", write(f"{d}/x.csv", "a,b,c\n1,2,3\n"), "--output", f"{d}/p.csv"]
+
+
+META_3_1 = {"model": "mlp:3,1", "activation": "relu", "loss": "mse"}
+
+
+def _with_env(env, args):
+    return {"env": env, "args": args}
+
+
+ROWS.update({
+    # feature columns by name (predict, evaluate, --val-data)
+    "predict_csv_columns_in_another_order": (
+        _predict_reordered, 0, r"", _same_files("got.csv", "want.csv"), 120),
+    "evaluate_csv_columns_in_another_order": (
+        _evaluate_reordered, 0, r'"accuracy"', _same_json_as_want, 120),
+    "val_data_columns_in_another_order": (
+        _val_data_reordered, 0, r"done: ", _same_val_loss, 120),
+    "predict_csv_lacks_a_feature_column": (
+        lambda d: _predict_table(d, "sepal,width\n1,9\n"), 1,
+        r"r\.csv: no column 'petal' in the header .*trained on the feature columns 'sepal', 'petal', 'width'",
+        _no_file("p.csv"), 120),
+    "predict_csv_with_a_column_the_model_does_not_know": (
+        lambda d: _predict_table(d, "id,sepal,petal,width\n7,1,5,9\n"), 1,
+        r"r\.csv: column 'id' is neither one of the model's feature columns", _no_file("p.csv"), 120),
+    "weights_feature_columns_of_the_wrong_count": (
+        lambda d: _weights_with_metadata(d, dict(META_3_1, feature_columns='["a","b"]')), 1,
+        r"metadata 'feature_columns' names 2 columns but the model mlp:3,1 takes 3 inputs", _no_file("p.csv"), 30),
+    "weights_feature_columns_not_a_list": (
+        lambda d: _weights_with_metadata(d, dict(META_3_1, feature_columns='a,b,c')), 1,
+        r"metadata 'feature_columns' is 'a,b,c', not a JSON list of names", _no_file("p.csv"), 30),
+    "predict_headerless_npy_input_is_read_by_position": (
+        lambda d: _predict_npy_classes(d, False), 0, r"", _npy_classes_as_csv, 120),
+    # int64 classes, float32 probabilities
+    "predict_npy_probabilities_stay_float32": (
+        lambda d: _predict_npy_classes(d, True), 0, r"", _npy_descr("p.npy", "<f4"), 120),
+    # --standardize
+    "standardize_fits_the_training_rows_only": (
+        _standardize_split, 0, r"done: ", _standardize_split_check, 60),
+    "standardize_ignores_val_data": (
+        _standardize_val_data, 0, r"done: ", _standardize_val_data_check, 60),
+    "standardize_is_applied_by_predict": (
+        _standardize_predict, 0, r"", _standardize_predict_check, 120),
+    "resume_without_the_runs_standardize": (
+        lambda d: (mt("train", "--steps", "2", "--checkpoint-dir", f"{d}/ck", "--checkpoint-every", "1",
+                      "--standardize", *QUIET), ["train", "--steps", "4", "--checkpoint-dir", f"{d}/ck", "--resume",
+                                                 *QUIET])[1], 1,
+        r"--resume: the checkpoint in .*ck was written with standardize true, this run has false", None, 60),
+    "standardize_with_data_on_disk": (
+        lambda d: _npy_pair(d, npy_f32(2, [1.0, 2.0, 3.0, 4.0])) + ["--data-on-disk", "--standardize"], 1,
+        r"--standardize scales the features in memory, but --data-on-disk", None, 30),
+    "weights_standardize_scale_zero": (
+        lambda d: _weights_with_metadata(d, dict(META_3_1, standardize_mean="[0,0,0]", standardize_scale="[1,0,1]")), 1,
+        r"metadata 'standardize_scale' is '\[1,0,1\]', not a JSON list of 3 finite positive numbers", _no_file("p.csv"), 30),
+    "weights_standardize_mean_of_the_wrong_count": (
+        lambda d: _weights_with_metadata(d, dict(META_3_1, standardize_mean="[0,0]", standardize_scale="[1,1,1]")), 1,
+        r"metadata 'standardize_mean' is '\[0,0\]', not a JSON list of 3 finite numbers", _no_file("p.csv"), 30),
+    "weights_standardize_mean_without_scale": (
+        lambda d: _weights_with_metadata(d, dict(META_3_1, standardize_mean="[0,0,0]")), 1,
+        r"has 'standardize_mean' without 'standardize_scale'", _no_file("p.csv"), 30),
+    "weights_standardize_mean_not_a_number": (
+        lambda d: _weights_with_metadata(d, dict(META_3_1, standardize_mean='[0,"x",0]', standardize_scale="[1,1,1]")), 1,
+        r"metadata 'standardize_mean' is .*not a JSON list of 3 finite numbers", _no_file("p.csv"), 30),
+    # labels: a hint for text, a note for whole numbers
+    "text_labels_without_cross_entropy": (
+        lambda d: ["train", "--data", write(f"{d}/t.csv", TRIAL_CSV), "--target-columns", "species",
+                   "--model", "mlp:3,1", "--steps", "1", *QUIET], 1,
+        r"t\.csv:2: column 'species' \(4\): 'setosa' is not a number; .*train with --loss cross_entropy", None, 30),
+    "integer_labels_with_a_regression_loss": (
+        lambda d: _labels_csv(d, ["0", "1", "2", "1"])[:5] + ["--model", "mlp:1,1", "--steps", "1", *QUIET], 0,
+        r"note: target column 'y' holds only whole numbers \(0, 1, 2\); --loss mse trains a regression .*"
+        r"--loss cross_entropy --model mlp:1,3", None, 30),
+    # Low: --topk, --lr 1e-320, MINITRAIN_PYTHON, --val_split, evaluate --help
+    "topk_above_the_class_count": (
+        lambda d: _labels_csv(d, ["0", "1", "2"]) + ["--topk", "5"], 1,
+        r"--topk 5 is more than the 3 classes of --model mlp:1,3", None, 30),
+    "lr_subnormal_is_a_number": (
+        lambda d: ["train", "--lr", "1e-320", "--steps", "1", *QUIET], 0, r"done: ", None, 30),
+    "lr_unparsable_is_not": (
+        lambda d: ["train", "--lr", "1e-3x", "--steps", "1", *QUIET], 1, r"--lr expects a number, got '1e-3x'", None, 30),
+    "minitrain_python_that_fails_plot": (
+        lambda d: _with_env({"MINITRAIN_PYTHON": "/bin/false"},
+                            ["plot", write(f"{d}/m.jsonl", '{"step":1,"loss":1}\n'), "--out", f"{d}/c.png"]), 1,
+        r"the Python interpreter /bin/false \(\$MINITRAIN_PYTHON\) running .*plot_metrics\.py ended with exit status 1",
+        None, 30),
+    "minitrain_python_that_fails_export_onnx": (
+        lambda d: _with_env({"MINITRAIN_PYTHON": "/bin/false"},
+                            ["export", "--weights", mlp_3_1_file(d, metadata=json_dumps(META_3_1)), "--format", "onnx",
+                             "--out", f"{d}/m.onnx"]), 1,
+        r"the Python interpreter /bin/false \(\$MINITRAIN_PYTHON\) running .*export_onnx\.py ended with exit status 1",
+        _no_file("m.onnx"), 30),
+    "val_split_with_an_underscore": (
+        lambda d: ["train", "--val_split", "0.2", *QUIET], 2, r"unknown option --val_split \(did you mean --val-split\?\)",
+        None, 30),
+    "evaluate_help_mentions_accuracy": (
+        lambda d: ["evaluate", "--help"], 0, r"accuracy and balanced accuracy", None, 30),
+})
+
+
+def json_dumps(v):
+    import json
+    return json.dumps(v)
+
+
 def run_case(name, scratch_root):
     setup, want_status, want_regex, check, limit, *address_space = ROWS[name]
     d = tempfile.mkdtemp(prefix=name[:40] + ".", dir=scratch_root)
     args = setup(d)
+    env = None
+    if isinstance(args, dict):  # a row that runs minitrain with extra environment variables
+        env = dict(os.environ, **args["env"])
+        args = args["args"]
 
     def limit_memory():
         if address_space:
             resource.setrlimit(resource.RLIMIT_AS, (address_space[0], address_space[0]))
 
     try:
-        p = subprocess.run([MINITRAIN] + args, capture_output=True, timeout=limit, preexec_fn=limit_memory)
+        p = subprocess.run([MINITRAIN] + args, capture_output=True, timeout=limit, preexec_fn=limit_memory,
+                           env=env)
     except subprocess.TimeoutExpired:
         return f"no exit within {limit} s (a hang)"
     out = (p.stdout + p.stderr).decode("utf-8", "replace")
