@@ -54,11 +54,6 @@ NOT_RUN = {
         "the emulated GPUs' whole suite, of which docs_commands_run_on_emulated_gpus is one case",
     "scripts/setup.sh emu-tsan && ctest --preset emu-tsan -R ^Cuda(Emu|BrokenKernels)":
         "builds the ThreadSanitizer preset and runs the race cases: a stage of scripts/test.sh",
-    "build/emu/tools/minitrain train --parallel mp --devices cuda:0,cuda:1 --micro-batches 4 --steps 3":
-        "KNOWN BUG, not a skip by design: on the emu build this fails in about 8 of 10 runs with an "
-        "AddressSanitizer use-after-poison in the optimizer's multi-tensor kernel (a stage's gradient, "
-        "allocated in ModelParallel's stage_backward on the stage's thread, read by the step). Run it "
-        "here again once that is fixed; ctest ParallelCliCuda.ModelParallelOnTwoGpus* runs a smaller mp run",
     "scripts/emucc.sh my.cu -o my && MINITRAIN_EMU_COUNTERS=c.jsonl ./my":
         "compiles the reader's own my.cu; ctest CudaEmuCc.CompilesAProgramAndCountsItsAccesses (emu "
         "preset) runs scripts/emucc.sh on a program of its own and checks the counters",
