@@ -57,10 +57,11 @@ CudaGraph CudaGraph::capture(const Stream& stream, const std::function<void()>& 
     if (graph != nullptr) (void)cudaGraphDestroy(graph);
     (void)cudaGetLastError();
     if (dynamic_cast<const DeviceError*>(&failure) == nullptr) throw;
+    // Advice only where the failure broke the capture; another DeviceError speaks for itself.
     MT_THROW(DeviceError, "CudaGraph::capture on ", device,
              ": the captured work failed and the capture was abandoned (cudaStreamEndCapture: ",
-             cudaGetErrorName(end), "): ", failure.what(), "; ",
-             capture_advice(cudaErrorStreamCaptureInvalidated));
+             cudaGetErrorName(end), "): ", failure.what(),
+             end == cudaSuccess ? "" : detail::concat("; ", capture_advice(end)));
   }
   const cudaError_t end = cudaStreamEndCapture(s, &graph);
   if (end != cudaSuccess) {
