@@ -6,7 +6,12 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -377,6 +382,58 @@ TEST(CudaEmuGraphs, AReplayIsAsynchronousWithRespectToTheHost) {
   EMU_OK(cudaGraphExecDestroy(exec));
   EMU_OK(cudaGraphDestroy(graph));
   EMU_OK(cudaFreeHost(flag));
+  EMU_OK(cudaStreamDestroy(s));
+}
+
+__global__ void increment_kernel(int* x) { *x += 1; }
+
+// Launches of one executable graph run one after another, even from two streams: the launch on s2
+// waits for the launch on s1, which is queued behind a kernel that waits for the host.
+TEST(CudaEmuGraphs, LaunchesOfOneGraphFromTwoStreamsRunInOrder) {
+  cudaStream_t s1 = make_stream(), s2 = make_stream();
+  int* flag = nullptr;
+  EMU_OK(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof(int), cudaHostAllocPortable));
+  __atomic_store_n(flag, 0, __ATOMIC_SEQ_CST);
+  DeviceBuffer<int> count(std::vector<int>{0}), waited(std::vector<int>{0});
+  EMU_OK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal));
+  increment_kernel<<<1, 1, 0, s1>>>(count.get());
+  cudaGraph_t graph = nullptr;
+  EMU_OK(cudaStreamEndCapture(s1, &graph));
+  cudaGraphExec_t exec = nullptr;
+  EMU_OK(cudaGraphInstantiate(&exec, graph, 0));
+  wait_for_flag_kernel<<<1, 1, 0, s1>>>(flag, waited.get());
+  EMU_OK(cudaGraphLaunch(exec, s1));
+  EMU_OK(cudaGraphLaunch(exec, s2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // time for s2 to overtake, if it may
+  EXPECT_EQ(cudaStreamQuery(s2), cudaErrorNotReady) << "s2's launch ran before s1's";
+  __atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
+  EMU_OK(cudaStreamSynchronize(s2));
+  EXPECT_EQ(cudaStreamQuery(s1), cudaSuccess);
+  EXPECT_EQ(count.to_host()[0], 2);
+  EMU_OK(cudaGraphExecDestroy(exec));
+  EMU_OK(cudaGraphDestroy(graph));
+  EMU_OK(cudaFreeHost(flag));
+  EMU_OK(cudaStreamDestroy(s1));
+  EMU_OK(cudaStreamDestroy(s2));
+}
+
+TEST(CudaEmuGraphs, DebugDotPrintWritesTheNodesAndTheirEdges) {
+  cudaStream_t s = make_stream();
+  DeviceBuffer<float> x(std::vector<float>(kN, 1.f)), acc(kN);
+  EMU_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  axpb_kernel<<<1, 64, 0, s>>>(x.get(), 2.f, 0.f, kN);
+  accumulate_square_kernel<<<1, 64, 0, s>>>(acc.get(), x.get(), kN);
+  cudaGraph_t graph = nullptr;
+  EMU_OK(cudaStreamEndCapture(s, &graph));
+  const std::string path = ::testing::TempDir() + "emu_graph.dot";
+  EMU_OK(cudaGraphDebugDotPrint(graph, path.c_str(), 0));
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("kernel 'axpb_kernel'"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("n0 -> n1"), std::string::npos) << text.str();
+  std::remove(path.c_str());
+  EMU_OK(cudaGraphDestroy(graph));
   EMU_OK(cudaStreamDestroy(s));
 }
 
