@@ -11,8 +11,17 @@
 
 struct CUstream_st;  // an emulated stream: an ordered queue run by its own host thread
 struct CUevent_st;   // an emulated event: a marker in a stream
+struct CUgraph_st;   // a captured graph: nodes and their dependencies (cuda_emu/src/graphs.cpp)
+struct CUgraphNode_st;
+struct CUgraphExec_st;  // an instantiated graph: the nodes in an order their edges allow
+struct cudaGraphEdgeData_st;
 typedef CUstream_st* cudaStream_t;
 typedef CUevent_st* cudaEvent_t;
+typedef CUgraph_st* cudaGraph_t;
+typedef CUgraphNode_st* cudaGraphNode_t;
+typedef CUgraphExec_st* cudaGraphExec_t;
+typedef cudaGraphEdgeData_st cudaGraphEdgeData;
+typedef void (*cudaHostFn_t)(void* user_data);
 
 // The values are the CUDA runtime's, so logs read the same as on a GPU.
 enum cudaError {
@@ -27,6 +36,7 @@ enum cudaError {
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
+  cudaErrorIllegalState = 401,
   cudaErrorNotReady = 600,
   cudaErrorIllegalAddress = 700,
   cudaErrorLaunchOutOfResources = 701,
@@ -36,6 +46,14 @@ enum cudaError {
   cudaErrorMisalignedAddress = 716,
   cudaErrorLaunchFailure = 719,
   cudaErrorNotSupported = 801,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureMerge = 902,
+  cudaErrorStreamCaptureUnmatched = 903,
+  cudaErrorStreamCaptureUnjoined = 904,
+  cudaErrorStreamCaptureIsolation = 905,
+  cudaErrorStreamCaptureImplicit = 906,
+  cudaErrorStreamCaptureWrongThread = 908,
   cudaErrorUnknown = 999,
 };
 typedef cudaError cudaError_t;
@@ -46,6 +64,25 @@ enum cudaMemcpyKind {
   cudaMemcpyDeviceToHost = 2,
   cudaMemcpyDeviceToDevice = 3,
   cudaMemcpyDefault = 4,
+};
+
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2,
+};
+
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2,
+};
+
+enum cudaGraphInstantiateFlags {
+  cudaGraphInstantiateFlagAutoFreeOnLaunch = 1,
+  cudaGraphInstantiateFlagUpload = 2,
+  cudaGraphInstantiateFlagDeviceLaunch = 4,
+  cudaGraphInstantiateFlagUseNodePriority = 8,
 };
 
 enum cudaFuncAttribute {
@@ -129,6 +166,31 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
 cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data);
+
+// Stream capture and graphs (cuda_emu/src/graphs.cpp; docs/emulator_graphs.md), with CUDA 13's
+// signatures.
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status);
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status_out,
+                                     unsigned long long* id_out = nullptr,
+                                     cudaGraph_t* graph_out = nullptr,
+                                     const cudaGraphNode_t** dependencies_out = nullptr,
+                                     const cudaGraphEdgeData** edge_data_out = nullptr,
+                                     std::size_t* num_dependencies_out = nullptr);
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode);
+cudaError_t cudaGraphCreate(cudaGraph_t* graph, unsigned int flags);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, std::size_t* num_nodes);
+cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char* path, unsigned int flags);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                 unsigned long long flags = 0);
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                          unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 
 cudaError_t mtemu_func_set_attribute(const void* func, cudaFuncAttribute attr, int value);
 }

@@ -2,6 +2,7 @@
 //   MINITRAIN_EMU_DEVICES        number of emulated GPUs (default 2; 0 = none)
 //   MINITRAIN_EMU_DEVICE_MEMORY  bytes of memory per device (default 2 GiB; K/M/G suffixes)
 
+#include <pthread.h>
 #include <sanitizer/common_interface_defs.h>
 
 #include <algorithm>
@@ -99,19 +100,31 @@ thread_local int tl_device = 0;
 thread_local cudaError_t tl_last = cudaSuccess;
 // The emulator's explanation of this thread's latest failure, for cudaGetErrorString of that code.
 // Kept when cudaGetLastError clears the error: check macros clear first, then ask for the words.
-// Heap strings behind plain pointers: thread_local objects with destructors die before other
-// thread-exit code (core/stream.cpp's stream cleanup) has made its last runtime call.
+// Heap strings behind a plain pointer: thread_local objects with destructors die before other
+// thread-exit code (core/stream.cpp's stream cleanup) has made its last runtime call. A pthread
+// key's destructor frees them, which glibc runs after every thread_local destructor.
 thread_local cudaError_t tl_detail_code = cudaSuccess;
-thread_local std::string* tl_detail_storage = nullptr;
-thread_local std::string* tl_message_storage = nullptr;
-std::string& tl_detail_ref() {
-  if (tl_detail_storage == nullptr) tl_detail_storage = new std::string();
-  return *tl_detail_storage;
+struct ThreadText {
+  std::string detail, message;
+};
+thread_local ThreadText* tl_text = nullptr;
+pthread_key_t thread_text_key() {
+  static const pthread_key_t key = [] {
+    pthread_key_t k;
+    pthread_key_create(&k, [](void* p) { delete static_cast<ThreadText*>(p); });
+    return k;
+  }();
+  return key;
 }
-std::string& tl_message_ref() {
-  if (tl_message_storage == nullptr) tl_message_storage = new std::string();
-  return *tl_message_storage;
+ThreadText& thread_text() {
+  if (tl_text == nullptr) {
+    tl_text = new ThreadText();
+    pthread_setspecific(thread_text_key(), tl_text);
+  }
+  return *tl_text;
 }
+std::string& tl_detail_ref() { return thread_text().detail; }
+std::string& tl_message_ref() { return thread_text().message; }
 #define tl_detail tl_detail_ref()
 #define tl_message tl_message_ref()
 
@@ -229,17 +242,19 @@ cudaError_t enqueue_launch(const LaunchSite& site, const LaunchConfig& config, c
                 what + ": the stream belongs to cuda:" + std::to_string(stream->device) +
                     " but the current device is cuda:" + std::to_string(dev) +
                     " (a missing DeviceGuard)");
-  auto grid = std::make_shared<Grid>();
-  grid->site = site;
-  grid->kernel = kernel;
-  grid->config = config;
-  grid->body = std::move(body);
-  grid->device = dev;
-  enqueue(*stream, [grid] {
-    run_grid(*grid);
-    if (grid->faulted) device_fault(grid->device, grid->fault_code, grid->fault_text);
-  });
-  return cudaSuccess;
+  // A fresh Grid each time the operation runs: a captured launch runs again at every replay, with
+  // the arguments `body` copied at the launch (as CUDA copies them into the graph's kernel node).
+  auto run = [site, kernel, config, body = std::move(body), dev] {
+    Grid grid;
+    grid.site = site;
+    grid.kernel = kernel;
+    grid.config = config;
+    grid.body = body;
+    grid.device = dev;
+    run_grid(grid);
+    if (grid.faulted) device_fault(grid.device, grid.fault_code, grid.fault_text);
+  };
+  return enqueue(*stream, std::move(run), {"kernel", site.kernel});
 }
 
 std::size_t dynamic_shared_optin(const void* kernel) {
@@ -325,6 +340,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int index) {
 cudaError_t cudaDeviceSynchronize(void) {
   const int dev = tl_device;
   if (cudaError_t e = check_device(dev); e != cudaSuccess) return e;
+  if (cudaError_t e = check_unsafe_call("cudaDeviceSynchronize"); e != cudaSuccess) return e;
   synchronize_device(dev);
   if (cudaError_t e = sticky_error(dev); e != cudaSuccess) return e;
   return ok();
@@ -391,6 +407,7 @@ const char* cudaGetErrorName(cudaError_t e) {
     MTEMU_NAME(cudaErrorNoDevice)
     MTEMU_NAME(cudaErrorInvalidDevice)
     MTEMU_NAME(cudaErrorInvalidResourceHandle)
+    MTEMU_NAME(cudaErrorIllegalState)
     MTEMU_NAME(cudaErrorNotReady)
     MTEMU_NAME(cudaErrorIllegalAddress)
     MTEMU_NAME(cudaErrorLaunchOutOfResources)
@@ -400,6 +417,14 @@ const char* cudaGetErrorName(cudaError_t e) {
     MTEMU_NAME(cudaErrorMisalignedAddress)
     MTEMU_NAME(cudaErrorLaunchFailure)
     MTEMU_NAME(cudaErrorNotSupported)
+    MTEMU_NAME(cudaErrorStreamCaptureUnsupported)
+    MTEMU_NAME(cudaErrorStreamCaptureInvalidated)
+    MTEMU_NAME(cudaErrorStreamCaptureMerge)
+    MTEMU_NAME(cudaErrorStreamCaptureUnmatched)
+    MTEMU_NAME(cudaErrorStreamCaptureUnjoined)
+    MTEMU_NAME(cudaErrorStreamCaptureIsolation)
+    MTEMU_NAME(cudaErrorStreamCaptureImplicit)
+    MTEMU_NAME(cudaErrorStreamCaptureWrongThread)
     MTEMU_NAME(cudaErrorUnknown)
 #undef MTEMU_NAME
   }
@@ -469,6 +494,33 @@ const char* cudaGetErrorString(cudaError_t e) {
       break;
     case cudaErrorNotSupported:
       base = "operation not supported";
+      break;
+    case cudaErrorIllegalState:
+      base = "the operation cannot be performed in the present state";
+      break;
+    case cudaErrorStreamCaptureUnsupported:
+      base = "operation not permitted when stream is capturing";
+      break;
+    case cudaErrorStreamCaptureInvalidated:
+      base = "operation failed due to a previous error during capture";
+      break;
+    case cudaErrorStreamCaptureMerge:
+      base = "operation would result in a merge of separate capture sequences";
+      break;
+    case cudaErrorStreamCaptureUnmatched:
+      base = "capture was not ended in the same stream as it began";
+      break;
+    case cudaErrorStreamCaptureUnjoined:
+      base = "capturing stream has unjoined work";
+      break;
+    case cudaErrorStreamCaptureIsolation:
+      base = "dependency created on uncaptured work in another stream";
+      break;
+    case cudaErrorStreamCaptureImplicit:
+      base = "operation would make the legacy stream depend on a capturing blocking stream";
+      break;
+    case cudaErrorStreamCaptureWrongThread:
+      base = "attempt to terminate a thread-local capture sequence from another thread";
       break;
     case cudaErrorUnknown:
       break;

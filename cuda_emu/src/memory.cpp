@@ -109,13 +109,23 @@ cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaStream_t str
   // to a staging buffer (the caller may reuse it at once); into pageable memory, and between two
   // host buffers, once the copy is complete. Pinned and device memory stay asynchronous.
   const Space to = find_region(dst).space, from = find_region(src).space;
+  // A graph's copy node reads and writes its addresses at every replay, which the staging of
+  // pageable memory cannot do: CUDA refuses such a copy during capture.
+  if ((from == Space::Pageable || to == Space::Pageable) && is_capturing(*s))
+    return fail_capture(*s, cudaErrorStreamCaptureUnsupported,
+                        std::string(call) + " of " + std::to_string(bytes) + " bytes " +
+                            (from == Space::Pageable ? "from" : "to") +
+                            " pageable host memory on a capturing stream: use pinned memory "
+                            "(cudaHostAlloc) for copies inside a graph");
   if (from == Space::Pageable && to == Space::Device) {
     auto staged = std::make_shared<std::vector<unsigned char>>(
         static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
-    enqueue(*s, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
-    return ok();
+    return enqueue(*s, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); },
+                   {"memcpy"});
   }
-  enqueue(*s, [dst, src, bytes] { std::memmove(dst, src, bytes); });
+  if (cudaError_t e = enqueue(*s, [dst, src, bytes] { std::memmove(dst, src, bytes); }, {"memcpy"});
+      e != cudaSuccess)
+    return e;
   if (to == Space::Pageable || (from != Space::Device && to != Space::Device)) {
     wait_until_done(*s);
     if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
@@ -161,15 +171,12 @@ cudaError_t mtemu::limit_access(void* block, std::size_t usable, cudaStream_t st
     san::poison(base + usable, bytes - usable);
   };
   auto s = resolve_stream(stream, r.device);
-  if (s) {
-    enqueue(*s, mark);
-  } else {
-    // The block's stream is gone (a thread's own stream ends with the thread, while tensors
-    // allocated on it live on: a pipeline stage's gradients). minitrain's Stream waits for its
-    // queue before it is destroyed (Note [streams and the caching allocator]), so nothing of the
-    // block's earlier users is still queued: the marks apply now.
-    mark();
-  }
+  if (s) return enqueue(*s, mark, {"access limit"});
+  // The block's stream is gone (a thread's own stream ends with the thread, while tensors
+  // allocated on it live on: a pipeline stage's gradients). minitrain's Stream waits for its
+  // queue before it is destroyed (Note [streams and the caching allocator]), so nothing of the
+  // block's earlier users is still queued: the marks apply now.
+  mark();
   return ok();
 }
 
@@ -181,18 +188,27 @@ cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
   const int dev = current_device();
   if (dev >= device_count()) return fail(cudaErrorInvalidDevice, "cudaMalloc: no such device");
   if (cudaError_t e = sticky_error(dev); e != cudaSuccess) return e;
+  if (cudaError_t e = check_unsafe_call("cudaMalloc"); e != cudaSuccess) return e;
   return allocate(ptr, bytes, Space::Device, dev);
 }
 
-cudaError_t cudaFree(void* ptr) { return release(ptr, Space::Device, "cudaFree"); }
+cudaError_t cudaFree(void* ptr) {
+  if (cudaError_t e = check_unsafe_call("cudaFree"); e != cudaSuccess) return e;
+  return release(ptr, Space::Device, "cudaFree");
+}
 
 cudaError_t cudaHostAlloc(void** ptr, std::size_t bytes, unsigned int) {
+  if (cudaError_t e = check_unsafe_call("cudaHostAlloc"); e != cudaSuccess) return e;
   return allocate(ptr, bytes, Space::Pinned, -1);
 }
 cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) {
+  if (cudaError_t e = check_unsafe_call("cudaMallocHost"); e != cudaSuccess) return e;
   return allocate(ptr, bytes, Space::Pinned, -1);
 }
-cudaError_t cudaFreeHost(void* ptr) { return release(ptr, Space::Pinned, "cudaFreeHost"); }
+cudaError_t cudaFreeHost(void* ptr) {
+  if (cudaError_t e = check_unsafe_call("cudaFreeHost"); e != cudaSuccess) return e;
+  return release(ptr, Space::Pinned, "cudaFreeHost");
+}
 
 cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
   const int dev = current_device();
@@ -209,6 +225,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaM
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  if (cudaError_t e = check_unsafe_call("cudaMemcpy"); e != cudaSuccess) return e;
   if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, nullptr); e != cudaSuccess) return e;
   return cudaStreamSynchronize(nullptr);
 }
@@ -235,11 +252,11 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, std::size_t bytes, cudaStream_
   auto s = resolve_stream(stream, dev);
   if (!s) return fail(cudaErrorInvalidResourceHandle, "cudaMemsetAsync: not a live stream");
   if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
-  enqueue(*s, [ptr, value, bytes] { std::memset(ptr, value, bytes); });
-  return ok();
+  return enqueue(*s, [ptr, value, bytes] { std::memset(ptr, value, bytes); }, {"memset"});
 }
 
 cudaError_t cudaMemset(void* ptr, int value, std::size_t bytes) {
+  if (cudaError_t e = check_unsafe_call("cudaMemset"); e != cudaSuccess) return e;
   if (cudaError_t e = cudaMemsetAsync(ptr, value, bytes, nullptr); e != cudaSuccess) return e;
   return cudaStreamSynchronize(nullptr);
 }

@@ -69,6 +69,16 @@ void wait_until(CUstream_st& s, uint64_t target) {
   s.cv.wait(lock, [&] { return s.completed >= target; });
 }
 
+}  // namespace
+
+uint64_t stream_mark(CUstream_st& s) {
+  std::lock_guard<std::mutex> lock(s.m);
+  return s.enqueued;
+}
+void wait_for_mark(CUstream_st& s, uint64_t target) { wait_until(s, target); }
+
+namespace {
+
 uint64_t push(CUstream_st& s, std::function<void()> op) {
   std::lock_guard<std::mutex> lock(s.m);
   s.queue.push_back(std::move(op));
@@ -102,7 +112,8 @@ std::shared_ptr<CUstream_st> resolve_stream(cudaStream_t s, int device_for_null)
   return nullptr;
 }
 
-void enqueue(CUstream_st& s, std::function<void()> op) {
+cudaError_t enqueue(CUstream_st& s, std::function<void()> op, OpLabel label) {
+  if (cudaError_t r; capture_op(s, op, label, &r)) return r;
   // The legacy default stream and blocking streams of a device wait for each other's earlier work.
   std::vector<std::pair<std::shared_ptr<CUstream_st>, uint64_t>> waits;
   if (s.legacy_default || (s.flags & cudaStreamNonBlocking) == 0) {
@@ -122,6 +133,7 @@ void enqueue(CUstream_st& s, std::function<void()> op) {
       for (const auto& [o, target] : waits) wait_until(*o, target);
     });
   push(s, std::move(op));
+  return cudaSuccess;
 }
 
 void wait_until_done(CUstream_st& s) { wait_until(s, mark(s)); }
@@ -201,6 +213,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   std::shared_ptr<CUstream_st> s;
   if (cudaError_t e = stream_arg(stream, &s, "cudaStreamSynchronize"); e != cudaSuccess) return e;
+  if (cudaError_t e = check_not_capturing(*s, "cudaStreamSynchronize"); e != cudaSuccess) return e;
   wait_until(*s, mark(*s));
   if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
   return ok();
@@ -209,6 +222,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   std::shared_ptr<CUstream_st> s;
   if (cudaError_t e = stream_arg(stream, &s, "cudaStreamQuery"); e != cudaSuccess) return e;
+  if (cudaError_t e = check_not_capturing(*s, "cudaStreamQuery"); e != cudaSuccess) return e;
   if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lock(s->m);
   return s->completed == s->enqueued ? cudaSuccess : cudaErrorNotReady;
@@ -227,9 +241,9 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     source = event->stream;
     target = event->target;
   }
+  if (cudaError_t r; capture_event_wait(s, *event, source != nullptr, &r)) return r;
   if (!source) return ok();  // never recorded: nothing to wait for, as in CUDA
-  enqueue(*s, [source, target] { wait_until(*source, target); });
-  return ok();
+  return enqueue(*s, [source, target] { wait_until(*source, target); }, {"event wait"});
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
@@ -277,6 +291,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     e = event->self;
   }
   if (!e) return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: not a live event");
+  if (cudaError_t r; capture_event_record(*event, *s, &r)) return r;
   enqueue(*s, [e, generation] {
     std::lock_guard<std::mutex> lock(e->m);
     if (e->generation == generation) {
@@ -292,6 +307,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: null event");
+  if (cudaError_t e = check_event_not_captured(*event, "cudaEventQuery"); e != cudaSuccess)
+    return e;
   const auto [s, target] = recorded_point(*event);
   if (!s) return ok();
   if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
@@ -302,6 +319,8 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (event == nullptr)
     return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: null event");
+  if (cudaError_t e = check_event_not_captured(*event, "cudaEventSynchronize"); e != cudaSuccess)
+    return e;
   const auto [s, target] = recorded_point(*event);
   if (!s) return ok();
   wait_until(*s, target);
@@ -325,6 +344,14 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
                 "cudaEventElapsedTime: both events must be recorded and complete");
   *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
   return ok();
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
+  std::shared_ptr<CUstream_st> s;
+  if (cudaError_t e = stream_arg(stream, &s, "cudaLaunchHostFunc"); e != cudaSuccess) return e;
+  if (fn == nullptr) return fail(cudaErrorInvalidValue, "cudaLaunchHostFunc: null function");
+  if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
+  return enqueue(*s, [fn, user_data] { fn(user_data); }, {"host function"});
 }
 
 }  // extern "C"
