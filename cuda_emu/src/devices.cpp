@@ -14,6 +14,7 @@
 #include "block.h"
 #include "cuda_emu/testing.h"
 #include "grid.h"
+#include "cuda_emu/api_counts.h"
 #include "runtime.h"
 #include "sanitizer.h"
 
@@ -239,6 +240,7 @@ cudaError_t enqueue_launch(const LaunchSite& site, const LaunchConfig& config, c
     run_grid(*grid);
     if (grid->faulted) device_fault(grid->device, grid->fault_code, grid->fault_text);
   });
+  count_api(ApiEvent::Launch);
   return cudaSuccess;
 }
 
@@ -323,6 +325,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int index) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+  BlockingCall blocking;
   const int dev = tl_device;
   if (cudaError_t e = check_device(dev); e != cudaSuccess) return e;
   synchronize_device(dev);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuda_emu/allocator_hooks.h"
+#include "cuda_emu/api_counts.h"
 #include "runtime.h"
 #include "sanitizer.h"
 
@@ -109,6 +110,7 @@ cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaStream_t str
   // to a staging buffer (the caller may reuse it at once); into pageable memory, and between two
   // host buffers, once the copy is complete. Pinned and device memory stay asynchronous.
   const Space to = find_region(dst).space, from = find_region(src).space;
+  if (from == Space::Device && to != Space::Device) count_api(ApiEvent::DeviceToHostCopy);
   if (from == Space::Pageable && to == Space::Device) {
     auto staged = std::make_shared<std::vector<unsigned char>>(
         static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
@@ -117,6 +119,7 @@ cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaStream_t str
   }
   enqueue(*s, [dst, src, bytes] { std::memmove(dst, src, bytes); });
   if (to == Space::Pageable || (from != Space::Device && to != Space::Device)) {
+    BlockingCall blocking;
     wait_until_done(*s);
     if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
   }
@@ -181,10 +184,16 @@ cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
   const int dev = current_device();
   if (dev >= device_count()) return fail(cudaErrorInvalidDevice, "cudaMalloc: no such device");
   if (cudaError_t e = sticky_error(dev); e != cudaSuccess) return e;
-  return allocate(ptr, bytes, Space::Device, dev);
+  const cudaError_t e = allocate(ptr, bytes, Space::Device, dev);
+  if (e == cudaSuccess) count_api(ApiEvent::Malloc);
+  return e;
 }
 
-cudaError_t cudaFree(void* ptr) { return release(ptr, Space::Device, "cudaFree"); }
+cudaError_t cudaFree(void* ptr) {
+  const cudaError_t e = release(ptr, Space::Device, "cudaFree");
+  if (e == cudaSuccess && ptr != nullptr) count_api(ApiEvent::Free);
+  return e;
+}
 
 cudaError_t cudaHostAlloc(void** ptr, std::size_t bytes, unsigned int) {
   return allocate(ptr, bytes, Space::Pinned, -1);
@@ -209,6 +218,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaM
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  BlockingCall blocking;
   if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, nullptr); e != cudaSuccess) return e;
   return cudaStreamSynchronize(nullptr);
 }
@@ -235,11 +245,13 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, std::size_t bytes, cudaStream_
   auto s = resolve_stream(stream, dev);
   if (!s) return fail(cudaErrorInvalidResourceHandle, "cudaMemsetAsync: not a live stream");
   if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
+  count_api(ApiEvent::Memset);
   enqueue(*s, [ptr, value, bytes] { std::memset(ptr, value, bytes); });
   return ok();
 }
 
 cudaError_t cudaMemset(void* ptr, int value, std::size_t bytes) {
+  BlockingCall blocking;
   if (cudaError_t e = cudaMemsetAsync(ptr, value, bytes, nullptr); e != cudaSuccess) return e;
   return cudaStreamSynchronize(nullptr);
 }

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cuda_emu/testing.h"
+#include "cuda_emu/api_counts.h"
 #include "runtime.h"
 #include "sanitizer.h"
 
@@ -199,6 +200,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  BlockingCall blocking;
   std::shared_ptr<CUstream_st> s;
   if (cudaError_t e = stream_arg(stream, &s, "cudaStreamSynchronize"); e != cudaSuccess) return e;
   wait_until(*s, mark(*s));
@@ -300,6 +302,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  BlockingCall blocking;
   if (event == nullptr)
     return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: null event");
   const auto [s, target] = recorded_point(*event);
