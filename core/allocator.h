@@ -17,6 +17,9 @@ struct MemoryStats {
   uint64_t cap = 0;          ///< per-process limit on in_use + cached; 0 = none
   uint64_t raw_allocs = 0;   ///< calls that reached the device (cudaMalloc / aligned_alloc)
   uint64_t live_blocks = 0;  ///< blocks currently handed out
+  /// allocate() calls that handed out a block, cached or new (the caching allocator's; the CPU
+  /// allocator's count every call): what a step asks of the allocator, docs/gpu_step.md
+  uint64_t allocations = 0;
 };
 
 class Allocator {

@@ -45,6 +45,7 @@ void* CachingAllocator::allocate(std::size_t bytes) {
     stats_.in_use += block.size;
     stats_.peak = std::max(stats_.peak, stats_.in_use);
     ++stats_.live_blocks;
+    ++stats_.allocations;
     raw_->on_handout(p, bytes, block.size, stream);
     return p;
   }
@@ -64,6 +65,7 @@ void* CachingAllocator::allocate(std::size_t bytes) {
   stats_.peak = std::max(stats_.peak, stats_.in_use);
   ++stats_.raw_allocs;
   ++stats_.live_blocks;
+  ++stats_.allocations;
   raw_->on_handout(p, bytes, size, stream);
   return p;
 }

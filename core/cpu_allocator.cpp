@@ -65,6 +65,7 @@ class CpuAllocator final : public Allocator {
     s.cap = cap_.load();
     s.raw_allocs = raw_allocs_.load();
     s.live_blocks = live_.load();
+    s.allocations = s.raw_allocs;  // every block is a new one
     return s;
   }
   void set_cap(uint64_t bytes) override { cap_.store(bytes); }

@@ -29,7 +29,9 @@ struct StepStats {
   bool epoch_end = false;         ///< the step took an epoch's last batch
   std::optional<ValMetrics> val;  ///< a held-out evaluation after this step, if one was due
   double lr = 0.0;                ///< the rate this step used
-  double step_ms = 0.0;           ///< wall time of the step (forward, backward, update)
+  /// Wall time of the step (forward, backward, update) on the host: the device may still be
+  /// running the update, which the next step's first read of a device value waits for.
+  double step_ms = 0.0;
   /// Of step_ms, the time spent waiting for the data loader's batches: near 0 when batches are
   /// prepared ahead in time, a large share when the device starves for data.
   double data_wait_ms = 0.0;

@@ -13,7 +13,6 @@
 #include "core/checked_math.h"
 #include "core/host_memory.h"
 #include "core/process_cpu.h"
-#include "core/stream.h"
 #include "kernels/cast.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
@@ -357,7 +356,8 @@ StepStats Trainer::train_step() {
           evaluation_due(s))
         options_.average_replicas(checkpoint);
     }
-    synchronize(device_);
+    // No device synchronize here (issue 35): the update stays queued while the host prepares
+    // the next step, whose reads (of its loss) come after it on the same stream.
     step_ = s.step;
   }
   s.step_ms = seconds_since(start) * 1e3;

@@ -15,6 +15,7 @@
 #include "block.h"
 #include "cuda_emu/testing.h"
 #include "grid.h"
+#include "cuda_emu/api_counts.h"
 #include "runtime.h"
 #include "sanitizer.h"
 
@@ -254,7 +255,9 @@ cudaError_t enqueue_launch(const LaunchSite& site, const LaunchConfig& config, c
     run_grid(grid);
     if (grid.faulted) device_fault(grid.device, grid.fault_code, grid.fault_text);
   };
-  return enqueue(*stream, std::move(run), {"kernel", site.kernel});
+  const cudaError_t e = enqueue(*stream, std::move(run), {"kernel", site.kernel});
+  if (e == cudaSuccess) count_api(ApiEvent::Launch);
+  return e;
 }
 
 std::size_t dynamic_shared_optin(const void* kernel) {
@@ -338,6 +341,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int index) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+  BlockingCall blocking;
   const int dev = tl_device;
   if (cudaError_t e = check_device(dev); e != cudaSuccess) return e;
   if (cudaError_t e = check_unsafe_call("cudaDeviceSynchronize"); e != cudaSuccess) return e;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuda_emu/allocator_hooks.h"
+#include "cuda_emu/api_counts.h"
 #include "runtime.h"
 #include "sanitizer.h"
 
@@ -117,6 +118,7 @@ cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaStream_t str
                             (from == Space::Pageable ? "from" : "to") +
                             " pageable host memory on a capturing stream: use pinned memory "
                             "(cudaHostAlloc) for copies inside a graph");
+  if (from == Space::Device && to != Space::Device) count_api(ApiEvent::DeviceToHostCopy);
   if (from == Space::Pageable && to == Space::Device) {
     auto staged = std::make_shared<std::vector<unsigned char>>(
         static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
@@ -127,6 +129,7 @@ cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaStream_t str
       e != cudaSuccess)
     return e;
   if (to == Space::Pageable || (from != Space::Device && to != Space::Device)) {
+    BlockingCall blocking;
     wait_until_done(*s);
     if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
   }
@@ -189,12 +192,16 @@ cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
   if (dev >= device_count()) return fail(cudaErrorInvalidDevice, "cudaMalloc: no such device");
   if (cudaError_t e = sticky_error(dev); e != cudaSuccess) return e;
   if (cudaError_t e = check_unsafe_call("cudaMalloc"); e != cudaSuccess) return e;
-  return allocate(ptr, bytes, Space::Device, dev);
+  const cudaError_t e = allocate(ptr, bytes, Space::Device, dev);
+  if (e == cudaSuccess) count_api(ApiEvent::Malloc);
+  return e;
 }
 
 cudaError_t cudaFree(void* ptr) {
   if (cudaError_t e = check_unsafe_call("cudaFree"); e != cudaSuccess) return e;
-  return release(ptr, Space::Device, "cudaFree");
+  const cudaError_t e = release(ptr, Space::Device, "cudaFree");
+  if (e == cudaSuccess && ptr != nullptr) count_api(ApiEvent::Free);
+  return e;
 }
 
 cudaError_t cudaHostAlloc(void** ptr, std::size_t bytes, unsigned int) {
@@ -226,6 +233,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaM
 
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
   if (cudaError_t e = check_unsafe_call("cudaMemcpy"); e != cudaSuccess) return e;
+  BlockingCall blocking;
   if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, nullptr); e != cudaSuccess) return e;
   return cudaStreamSynchronize(nullptr);
 }
@@ -252,11 +260,15 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, std::size_t bytes, cudaStream_
   auto s = resolve_stream(stream, dev);
   if (!s) return fail(cudaErrorInvalidResourceHandle, "cudaMemsetAsync: not a live stream");
   if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
-  return enqueue(*s, [ptr, value, bytes] { std::memset(ptr, value, bytes); }, {"memset"});
+  const cudaError_t e =
+      enqueue(*s, [ptr, value, bytes] { std::memset(ptr, value, bytes); }, {"memset"});
+  if (e == cudaSuccess) count_api(ApiEvent::Memset);
+  return e;
 }
 
 cudaError_t cudaMemset(void* ptr, int value, std::size_t bytes) {
   if (cudaError_t e = check_unsafe_call("cudaMemset"); e != cudaSuccess) return e;
+  BlockingCall blocking;
   if (cudaError_t e = cudaMemsetAsync(ptr, value, bytes, nullptr); e != cudaSuccess) return e;
   return cudaStreamSynchronize(nullptr);
 }

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cuda_emu/testing.h"
+#include "cuda_emu/api_counts.h"
 #include "runtime.h"
 #include "sanitizer.h"
 
@@ -211,6 +212,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  BlockingCall blocking;
   std::shared_ptr<CUstream_st> s;
   if (cudaError_t e = stream_arg(stream, &s, "cudaStreamSynchronize"); e != cudaSuccess) return e;
   if (cudaError_t e = check_not_capturing(*s, "cudaStreamSynchronize"); e != cudaSuccess) return e;
@@ -317,6 +319,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  BlockingCall blocking;
   if (event == nullptr)
     return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: null event");
   if (cudaError_t e = check_event_not_captured(*event, "cudaEventSynchronize"); e != cudaSuccess)

@@ -80,6 +80,9 @@ TEST_F(CachingAllocatorTest, ReusesAFreedBlockWithoutTouchingTheDevice) {
   void* b = alloc->allocate(900);  // same 1 KiB class
   EXPECT_EQ(a, b);
   EXPECT_EQ(state.raw_allocs, 1);
+  // Both handouts count as allocations (what a training step asks for), one of them raw.
+  EXPECT_EQ(alloc->stats().allocations, 2u);
+  EXPECT_EQ(alloc->stats().raw_allocs, 1u);
   alloc->deallocate(b);
 }
 

@@ -1,0 +1,271 @@
+// What one training step of `minitrain train --device cuda` asks of the CUDA runtime, counted on
+// the emulated GPUs (cuda_emu/api_counts.h) and by the caching allocator: kernel launches,
+// memsets, blocking host syncs, device-to-host copies, cudaMalloc/cudaFree and allocations. The
+// counts are of calls, not time, so they are exact and the same on every machine; a real GPU
+// pays ~3 us per launch and ~15 us per blocking read, which sets a small MLP's step time
+// (docs/gpu_step.md, issue 35).
+//
+// A step's counts are those of a run of n+1 steps minus those of a run of n steps, through
+// run_training (the `minitrain train` command's library call): everything before the first step
+// and after the last (set-up, the final evaluation, the save) is the same in both, so the
+// difference is step n+1 with its log line, progress and evaluations.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/device.h"
+#include "core/npy.h"
+#include "core/safetensors.h"
+#include "data/readers.h"
+#include "tests/core/io_test_util.h"
+#include "tests/support/test_util.h"
+#include "train/run_training.h"
+
+#if MINITRAIN_CUDA_EMULATED
+#include "cuda_emu/api_counts.h"
+#endif
+
+namespace minitrain {
+namespace {
+
+using testing::ScratchDir;
+
+struct StepCounts {
+  // Signed: a difference of two runs' counts can be negative where thread timing moves a call
+  // (a data loader worker's cudaMalloc for a batch prepared ahead).
+  int64_t launches = 0, memsets = 0, host_syncs = 0, d2h_copies = 0, mallocs = 0, frees = 0;
+  int64_t allocations = 0;                           // the caching allocator's handouts
+  int64_t loop_host_syncs = 0, loop_d2h_copies = 0;  // the training loop's thread's own
+};
+
+#if MINITRAIN_CUDA_EMULATED
+StepCounts counts_now() {
+  const mtemu::ApiCounts a = mtemu::api_counts();
+  const mtemu::ApiCounts mine = mtemu::api_counts_of_this_thread();
+  auto i = [](uint64_t n) { return static_cast<int64_t>(n); };
+  StepCounts c;
+  c.launches = i(a.launches);
+  c.memsets = i(a.memsets);
+  c.host_syncs = i(a.host_syncs);
+  c.d2h_copies = i(a.device_to_host_copies);
+  c.mallocs = i(a.mallocs);
+  c.frees = i(a.frees);
+  c.allocations = i(memory_stats(Device::cuda(0)).allocations);
+  c.loop_host_syncs = i(mine.host_syncs);
+  c.loop_d2h_copies = i(mine.device_to_host_copies);
+  return c;
+}
+
+StepCounts operator-(const StepCounts& a, const StepCounts& b) {
+  return {a.launches - b.launches,
+          a.memsets - b.memsets,
+          a.host_syncs - b.host_syncs,
+          a.d2h_copies - b.d2h_copies,
+          a.mallocs - b.mallocs,
+          a.frees - b.frees,
+          a.allocations - b.allocations,
+          a.loop_host_syncs - b.loop_host_syncs,
+          a.loop_d2h_copies - b.loop_d2h_copies};
+}
+
+// The runtime calls of a whole run of `steps` steps of `c`.
+StepCounts run_counts(TrainConfig c, int64_t steps) {
+  c.steps = steps;
+  c.epochs.reset();
+  std::ostringstream info, progress;
+  empty_cache(Device::cuda(0));  // each run starts with the allocator's cache empty
+  const StepCounts before = counts_now();
+  run_training(c, info, progress);
+  return counts_now() - before;
+}
+
+// The counts of steps first+1 .. first+n, each alone.
+std::vector<StepCounts> per_step_counts(const TrainConfig& c, int64_t first, int64_t n) {
+  std::vector<StepCounts> steps;
+  StepCounts prev = run_counts(c, first);
+  for (int64_t s = first + 1; s <= first + n; ++s) {
+    const StepCounts now = run_counts(c, s);
+    steps.push_back(now - prev);
+    prev = now;
+  }
+  return steps;
+}
+
+// "22" when every step counts the same, "21-23" otherwise.
+std::string range(const std::vector<StepCounts>& steps, int64_t StepCounts::*field) {
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const StepCounts& s : steps) {
+    lo = std::min(lo, s.*field);
+    hi = std::max(hi, s.*field);
+  }
+  return lo == hi ? std::to_string(lo) : std::to_string(lo) + "-" + std::to_string(hi);
+}
+#endif
+
+#define SKIP_UNLESS_EMULATED_CUDA()                                                           \
+  if (cuda_device_count() < 1)                                                                \
+    GTEST_SKIP() << "needs a CUDA device: " << cuda_unavailable_reason();                     \
+  if (!MINITRAIN_CUDA_EMULATED)                                                               \
+  GTEST_SKIP() << "runtime calls are counted on the emulated GPUs (a real GPU's are seen by " \
+                  "nsys)"
+
+// mlp:4,16,16,1 on synthetic data in batches of 8: three Linear layers, so 8 GEMMs a step (3
+// forward, 3 weight gradients, 2 input gradients). The counts do not depend on the width.
+TrainConfig regression(const ScratchDir& dir) {
+  (void)dir;
+  TrainConfig c;
+  c.model = "mlp:4,16,16,1";
+  c.data = "synthetic:64";
+  c.batch_size = 8;
+  c.optimizer = "adam";
+  c.lr = 0.01;
+  c.seed = 5;
+  c.device = "cuda";
+  c.progress = "none";
+  return c;
+}
+
+// Three classes (the argmax of a 3-output synthetic regression), a quarter held out.
+TrainConfig classifier(const ScratchDir& dir) {
+  const TensorDataset rows = make_synthetic_regression(64, 4, 3, 21);
+  const std::vector<float> y = rows.targets().to_vector<float>();
+  std::vector<double> labels;
+  for (std::size_t i = 0; i < y.size(); i += 3)
+    labels.push_back(
+        static_cast<double>(std::max_element(y.begin() + i, y.begin() + i + 3) - (y.begin() + i)));
+  write_npy(dir.path("x.npy"), rows.features());
+  write_npy(dir.path("y.npy"), Tensor::from_vector(labels, {64}));
+  TrainConfig c = regression(dir);
+  c.model = "mlp:4,16,16,3";
+  c.data = dir.path("x.npy");
+  c.targets = dir.path("y.npy");
+  c.loss = "cross_entropy";
+  c.val_split = 0.25;
+  return c;
+}
+
+struct Column {
+  const char* name;
+  TrainConfig config;
+};
+
+// The issue-35 table: per step, steps 4 to 9 (the allocator's cache is warm after step 1; 48
+// training rows in batches of 8 are 6 steps an epoch, so the classifier's epoch end, with its
+// evaluation, is among them).
+TEST(CudaStepCounts, ReportsThePerStepRuntimeCallsOfTheFourConfigurations) {
+  SKIP_UNLESS_EMULATED_CUDA();
+#if MINITRAIN_CUDA_EMULATED
+  ScratchDir dir;
+  std::vector<Column> columns{{"MSE + Adam (default)", regression(dir)},
+                              {"cross_entropy + --val-split", classifier(dir)},
+                              {"+ --clip-grad-norm", regression(dir)},
+                              {"+ --precision fp16", regression(dir)}};
+  columns[2].config.clip_grad_norm = 1.0;
+  columns[3].config.precision = "fp16";
+  std::vector<std::vector<StepCounts>> steps;
+  for (const Column& col : columns) steps.push_back(per_step_counts(col.config, 3, 6));
+
+  struct Row {
+    const char* name;
+    int64_t StepCounts::*field;
+  };
+  const Row rows[] = {{"kernel launches", &StepCounts::launches},
+                      {"memsets", &StepCounts::memsets},
+                      {"device-to-host copies", &StepCounts::d2h_copies},
+                      {"  of which the training loop's", &StepCounts::loop_d2h_copies},
+                      {"blocking host syncs (calls)", &StepCounts::host_syncs},
+                      {"  of which the training loop's", &StepCounts::loop_host_syncs},
+                      {"cudaMalloc", &StepCounts::mallocs},
+                      {"cudaFree", &StepCounts::frees},
+                      {"caching-allocator allocations", &StepCounts::allocations}};
+  std::ostringstream table;
+  table << "| per step |";
+  for (const Column& col : columns) table << " " << col.name << " |";
+  table << "\n|---|---|---|---|---|\n";
+  for (const Row& row : rows) {
+    table << "| " << row.name << " |";
+    for (const auto& s : steps) table << " " << range(s, row.field) << " |";
+    table << "\n";
+  }
+  std::cout << table.str();
+  RecordProperty("table", table.str());
+
+  for (std::size_t i = 0; i < columns.size(); ++i) {
+    SCOPED_TRACE(columns[i].name);
+    for (const StepCounts& s : steps[i]) {
+      EXPECT_GT(s.launches, 8);  // at least the GEMMs: the counting sees the step
+      // Without a memory cap the caching allocator never gives a block back during a run.
+      EXPECT_EQ(s.frees, 0);
+      // The training loop blocks only to read a value it needs (the loss, the clipping norm, the
+      // inf flag): each read is a copy into pageable memory and the stream synchronize of
+      // Tensor::to after it. No bare synchronize ends the step. (The classifier's held-out
+      // evaluation synchronizes besides.)
+      if (i != 1) {
+        EXPECT_EQ(s.loop_host_syncs, 2 * s.loop_d2h_copies);
+      }
+    }
+  }
+#endif
+}
+
+// Note [gpu step reference weights]: tests/fixtures/gpu_step/ holds the weights that 9 steps of
+// each configuration saved on the emulated GPUs with the step as it was before issue 35 (a loss
+// read and a device synchronize every step). Changes that move host reads out of the step must
+// keep them bit for bit: they change when the host looks, never what the device computes. The
+// kernels reduce without float atomics, so their results do not depend on the order the emulator
+// runs blocks in (the same bits under other MINITRAIN_EMU_SEED values) nor on the machine.
+// MINITRAIN_WRITE_GPU_STEP_REFERENCE=1 rewrites them (only for a change meant to alter the bits).
+TEST(CudaStepCounts, EveryConfigurationSavesItsReferenceWeightsBitForBit) {
+  SKIP_UNLESS_EMULATED_CUDA();
+  ScratchDir dir;
+  std::vector<std::pair<std::string, TrainConfig>> runs{{"mse_adam", regression(dir)},
+                                                        {"cross_entropy_val", classifier(dir)},
+                                                        {"clip", regression(dir)},
+                                                        {"fp16", regression(dir)},
+                                                        {"fp16_clip_log5", regression(dir)}};
+  runs[2].second.clip_grad_norm = 1.0;
+  runs[3].second.precision = "fp16";
+  runs[4].second.precision = "fp16";
+  runs[4].second.clip_grad_norm = 0.5;
+  runs[4].second.log_every = 5;
+  runs[4].second.log = dir.path("log.jsonl");
+  const char* write = std::getenv("MINITRAIN_WRITE_GPU_STEP_REFERENCE");
+  const bool rewrite = write != nullptr && std::string(write) == "1";
+  for (auto& [name, c] : runs) {
+    SCOPED_TRACE(name);
+    c.steps = 9;
+    c.epochs.reset();
+    c.save = dir.path(name + ".safetensors");
+    std::ostringstream info, progress;
+    run_training(c, info, progress);
+    const std::string reference = testing::test_data_dir() + "/gpu_step/" + name + ".safetensors";
+    if (rewrite) {
+      std::filesystem::create_directories(testing::test_data_dir() + "/gpu_step");
+      std::filesystem::copy_file(c.save, reference,
+                                 std::filesystem::copy_options::overwrite_existing);
+      continue;
+    }
+    const SafetensorsFile got = read_safetensors(c.save), want = read_safetensors(reference);
+    ASSERT_EQ(got.tensors.size(), want.tensors.size());
+    for (std::size_t i = 0; i < got.tensors.size(); ++i) {
+      EXPECT_EQ(got.tensors[i].first, want.tensors[i].first);
+      ASSERT_GT(testing::host_max_abs(got.tensors[i].second), 0.0);  // not silently zero
+      EXPECT_EQ(testing::tensor_bytes(got.tensors[i].second),
+                testing::tensor_bytes(want.tensors[i].second))
+          << got.tensors[i].first << " differs from " << reference;
+    }
+  }
+  if (rewrite) GTEST_SKIP() << "wrote the reference weights into " << testing::test_data_dir();
+}
+
+}  // namespace
+}  // namespace minitrain
