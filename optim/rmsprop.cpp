@@ -63,8 +63,7 @@ void RMSprop::step() {
     if (!p.grad.defined()) continue;  // torch skips grad=None
     const Tensor& v = p.value;
     // torch's lazy state init: zeros at the parameter's first step
-    if (!square_avg_[i].defined())
-      square_avg_[i] = Tensor::zeros(v.shape(), v.dtype(), v.device());
+    if (!square_avg_[i].defined()) square_avg_[i] = Tensor::zeros(v.shape(), v.dtype(), v.device());
     if (options_.centered && !grad_avg_[i].defined())
       grad_avg_[i] = Tensor::zeros(v.shape(), v.dtype(), v.device());
     if (options_.momentum > 0.0 && !momentum_[i].defined())
@@ -78,7 +77,8 @@ std::vector<std::pair<std::string, Tensor>> RMSprop::state_tensors() const {
   std::vector<std::pair<std::string, Tensor>> out;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const std::string& pname = params_[i].first;
-    if (square_avg_[i].defined()) out.emplace_back(pname + "." + kSquareAvg, host_copy(square_avg_[i]));
+    if (square_avg_[i].defined())
+      out.emplace_back(pname + "." + kSquareAvg, host_copy(square_avg_[i]));
     if (grad_avg_[i].defined()) out.emplace_back(pname + "." + kGradAvg, host_copy(grad_avg_[i]));
     if (momentum_[i].defined())
       out.emplace_back(pname + "." + kMomentumBuffer, host_copy(momentum_[i]));

@@ -70,9 +70,8 @@ TEST_P(RMSpropStepKernel, EveryVariantMatchesDoubleReference) {
       for (bool centered : {false, true})
         for (double momentum : {0.0, 0.9})
           for (int64_t n : kSizes) {
-            SCOPED_TRACE(::testing::Message() << dtype << " n=" << n << " wd=" << wd
-                                              << " centered=" << centered << " momentum="
-                                              << momentum);
+            SCOPED_TRACE(::testing::Message() << dtype << " n=" << n << " wd=" << wd << " centered="
+                                              << centered << " momentum=" << momentum);
             RMSpropStepArgs a;
             a.lr = 0.01, a.alpha = 0.9, a.eps = dtype == DType::Float32 ? 1e-3 : 1e-8;
             a.weight_decay = wd, a.momentum = momentum, a.centered = centered;
@@ -122,8 +121,9 @@ TEST_P(RMSpropStepKernel, DeviceEqualsCpuTwin) {
             rmsprop_step(p[d], make(floats(n, 40 + t), DType::Float32, devices[d]), sq[d], ga[d],
                          buf[d], a);
         }
-        const std::string what = "n=" + std::to_string(n) + " centered=" +
-                                 std::to_string(centered) + " momentum=" + std::to_string(momentum);
+        const std::string what = "n=" + std::to_string(n) +
+                                 " centered=" + std::to_string(centered) +
+                                 " momentum=" + std::to_string(momentum);
         ASSERT_GT(testing::host_max_abs(p[0]), 0.0);
         if (MINITRAIN_CUDA_EMULATED) {
           EXPECT_EQ(host_values(p[0]), host_values(p[1])) << what;
