@@ -154,6 +154,7 @@ CrossEntropyArgs<T> loop_args(const Tensor& classes, const CrossEntropySpec& spe
 
 void check_loss_out(const char* op, const char* name, const Tensor& out, const Tensor& logits,
                     Reduction reduction, int64_t rows) {
+  check_not_batchmean(op, reduction);
   check_compatible(op, {{name, out}, {"logits", logits}});
   if (reduction == Reduction::None)
     MT_CHECK_AS(ShapeError, out.ndim() == 1 && out.size(0) == rows, op, ": with reduction 'none' ",

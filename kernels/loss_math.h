@@ -7,6 +7,7 @@
 //   smooth_l1        0.5 d^2 / beta  if |d| < beta, else |d| - 0.5 beta      (beta > 0)
 //   huber            0.5 d^2         if |d| < delta, else delta (|d| - 0.5 delta)
 //   bce_with_logits  (1 - t) x - (1 + (pw - 1) t) log_sigmoid(x),          x = pred (a logit)
+//   kl_div           xlogy(t, t) - t x,   log_target: exp(t) (t - x)        x = pred (log-probs)
 //   cross_entropy    (1 - eps) w_y (-log p_y) + eps / C sum_c w_c (-log p_c)  per row
 //
 // Each pointwise loss is a small type with loss(p, t, i) and derivative(p, t, i) (dloss/dpred of
@@ -97,6 +98,29 @@ struct BceWithLogitsMath {
   MT_HOST_DEVICE T derivative(T x, T t, int64_t i) const {
     return (T(1) - t) - log_weight(t, i) * sigmoid_forward(-x);
   }
+};
+
+// ---- kl_div (torch.nn.KLDivLoss): pred x holds log-probabilities, the target t probabilities
+// (or, with log_target, log-probabilities). torch's pointwise terms, in its order of operations
+// (aten kl_div): xlogy(t, t) - t * x, where xlogy(0, y) = 0 (so a zero target adds nothing; NaN y
+// gives NaN), and exp(t) * (t - x) with log_target. d/dx: -t, resp. -exp(t). ----
+template <typename T>
+MT_HOST_DEVICE T xlogy(T x, T y) {
+  if (y != y) return y;  // torch: NaN y gives NaN even for x == 0
+  if (x == T(0)) return T(0);
+  return x * lossmath::log(y);
+}
+
+template <typename T>
+struct KlDivMath {
+  MT_HOST_DEVICE T loss(T x, T t, int64_t) const { return xlogy(t, t) - t * x; }
+  MT_HOST_DEVICE T derivative(T, T t, int64_t) const { return -t; }
+};
+
+template <typename T>
+struct KlDivLogTargetMath {
+  MT_HOST_DEVICE T loss(T x, T t, int64_t) const { return actmath::exp(t) * (t - x); }
+  MT_HOST_DEVICE T derivative(T, T t, int64_t) const { return -actmath::exp(t); }
 };
 
 // ---- cross_entropy of one row of logits x[0..C) with target class y and class weights w ----

@@ -15,9 +15,15 @@
 namespace minitrain {
 
 Reduction parse_reduction(const std::string& name) {
-  for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None})
+  for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None, Reduction::BatchMean})
     if (name == reduction_name(r)) return r;
-  MT_THROW(ValueError, "unknown reduction '", name, "'; valid names: mean, sum, none");
+  MT_THROW(ValueError, "unknown reduction '", name,
+           "'; valid names: mean, sum, none, batchmean (kl_div only)");
+}
+
+void check_not_batchmean(const char* op, Reduction r) {
+  MT_CHECK_AS(ValueError, r != Reduction::BatchMean, op,
+              ": reduction 'batchmean' is kl_div's (torch.nn.KLDivLoss); use mean, sum or none");
 }
 
 const char* reduction_name(Reduction r) {
@@ -28,6 +34,8 @@ const char* reduction_name(Reduction r) {
       return "sum";
     case Reduction::None:
       return "none";
+    case Reduction::BatchMean:
+      return "batchmean";
   }
   return "unknown";
 }
@@ -142,6 +150,7 @@ MT_INSTANTIATE_MSE_CPU(double)
 // ---- entry points ----
 
 void mse_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target, Reduction reduction) {
+  check_not_batchmean("mse_loss_forward", reduction);
   check_compatible("mse_loss_forward", {{"out", out}, {"pred", pred}, {"target", target}});
   check_same_shape("mse_loss_forward", {{"pred", pred}, {"target", target}});
   if (reduction == Reduction::None)
@@ -178,6 +187,7 @@ void mse_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target, Red
 
 void mse_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& pred,
                        const Tensor& target, Reduction reduction) {
+  check_not_batchmean("mse_loss_backward", reduction);
   check_compatible(
       "mse_loss_backward",
       {{"grad_pred", grad_pred}, {"grad_out", grad_out}, {"pred", pred}, {"target", target}});
@@ -209,6 +219,7 @@ void mse_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& 
 void mse_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
                                const Tensor& target, Reduction reduction) {
   const char* op = "mse_loss_forward_backward";
+  check_not_batchmean(op, reduction);
   check_compatible(op,
                    {{"out", out}, {"grad_pred", grad_pred}, {"pred", pred}, {"target", target}});
   check_same_shape(op, {{"grad_pred", grad_pred}, {"pred", pred}, {"target", target}});

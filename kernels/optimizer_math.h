@@ -1,7 +1,8 @@
 #pragma once
-// Per-element update math of torch.optim's SGD and Adam/AdamW, shared by the CPU loops
-// (sgd_step.cpp, adam_step.cpp) and the fused CUDA kernels (sgd_step.cu, adam_step.cu), so the
-// formulas are written once and tested on machines without a GPU.
+// Per-element update math of torch.optim's SGD, Adam/AdamW and RMSprop, shared by the CPU loops
+// (sgd_step.cpp, adam_step.cpp, rmsprop_step.cpp) and the fused CUDA kernels (sgd_step.cu,
+// adam_step.cu, rmsprop_step.cu), so the formulas are written once and tested on machines without
+// a GPU.
 //
 // Note [optimizer arithmetic]: the update is computed in the parameter's type, as torch does;
 // the scalar factors (lr / (1 - beta1^t), sqrt(1 - beta2^t), 1 - lr * wd, ...) are computed once
@@ -163,6 +164,83 @@ void dispatch_adam_variant(AdamDecay decay, bool amsgrad, F&& f) {
   };
   if (amsgrad) return with_decay(std::integral_constant<bool, true>{});
   return with_decay(std::integral_constant<bool, false>{});
+}
+
+// ---- RMSprop ----
+
+/// The factors of one RMSprop step, in the element type.
+template <typename T>
+struct RmspropCoeffs {
+  T lr;
+  T alpha, one_minus_alpha;  ///< square_avg's decay and the new g^2's share (also grad_avg's lerp)
+  T eps;
+  T weight_decay;
+  T momentum;
+};
+
+/// A compile-time RMSprop variant: L2 weight decay, centered (grad_avg kept), momentum (buffer).
+template <bool WeightDecay, bool Centered, bool Momentum>
+struct RmspropVariant {
+  static constexpr bool kWeightDecay = WeightDecay;
+  static constexpr bool kCentered = Centered;
+  static constexpr bool kMomentum = Momentum;
+};
+
+/// torch.lerp(self, end, weight) with a scalar weight, in torch's two-sided form (exact at both
+/// ends): weight < 0.5 ? self + weight (end - self) : end - (end - self) (1 - weight).
+template <typename T>
+MT_HOST_DEVICE T lerp(T self, T end, T weight) {
+  const T diff = end - self;
+  return weight < T(0.5) ? self + weight * diff : end - diff * (T(1) - weight);
+}
+
+/// One element of torch.optim.RMSprop (single-tensor implementation, torch 2.x), each line one of
+/// torch's in-place ops in its order:
+///   g = grad + wd * p;  sq = sq * alpha + ((1 - alpha) * g) * g
+///   centered: ga = lerp(ga, g, 1 - alpha);  avg = sqrt(sq + (-ga) * ga)   else avg = sqrt(sq)
+///   avg = avg + eps                                        (eps after the square root)
+///   momentum: buf = buf * momentum + g / avg;  p = p + (-lr) * buf
+///   else:     p = p + ((-lr) * g) / avg                    (addcdiv: value * t1 / t2)
+/// `grad_avg` and `buf` are not touched by variants without them.
+template <typename V, typename T>
+MT_HOST_DEVICE void rmsprop_update(T& p, T grad, T& square_avg, T& grad_avg, T& buf,
+                                   const RmspropCoeffs<T>& c) {
+  T g = grad;
+  if constexpr (V::kWeightDecay) g = g + c.weight_decay * p;
+  const T sq = square_avg * c.alpha + c.one_minus_alpha * g * g;
+  square_avg = sq;
+  T avg;
+  if constexpr (V::kCentered) {
+    const T ga = lerp(grad_avg, g, c.one_minus_alpha);
+    grad_avg = ga;
+    avg = optmath::sqrt(sq + -ga * ga);
+  } else {
+    avg = optmath::sqrt(sq);
+  }
+  avg = avg + c.eps;
+  if constexpr (V::kMomentum) {
+    const T b = buf * c.momentum + g / avg;
+    buf = b;
+    p = p + -c.lr * b;
+  } else {
+    p = p + -c.lr * g / avg;
+  }
+}
+
+/// Calls f(RmspropVariant<...>{}) for the run-time flags (8 variants).
+template <typename F>
+void dispatch_rmsprop_variant(bool weight_decay, bool centered, bool momentum, F&& f) {
+  auto with_wd = [&](auto wd) {
+    constexpr bool kWd = decltype(wd)::value;
+    if (centered) {
+      if (momentum) return f(RmspropVariant<kWd, true, true>{});
+      return f(RmspropVariant<kWd, true, false>{});
+    }
+    if (momentum) return f(RmspropVariant<kWd, false, true>{});
+    return f(RmspropVariant<kWd, false, false>{});
+  };
+  if (weight_decay) return with_wd(std::integral_constant<bool, true>{});
+  return with_wd(std::integral_constant<bool, false>{});
 }
 
 }  // namespace minitrain

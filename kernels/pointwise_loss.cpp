@@ -1,4 +1,5 @@
-// The elementwise losses (l1, smooth_l1, huber, bce_with_logits): entry points and CPU loops.
+// The elementwise losses (l1, smooth_l1, huber, bce_with_logits, kl_div): entry points and CPU
+// loops.
 // Memory-bound. Mean and sum accumulate the per-element losses in double over fixed 16K-element
 // chunks combined in chunk order, so the result does not depend on the thread count; the fused
 // forward + backward is the same loop storing the gradient on the way, hence the same loss.
@@ -26,6 +27,8 @@ const char* pointwise_loss_name(PointwiseLossKind kind) {
       return "huber";
     case PointwiseLossKind::BceWithLogits:
       return "bce_with_logits";
+    case PointwiseLossKind::KlDiv:
+      return "kl_div";
   }
   return "unknown";
 }
@@ -141,6 +144,9 @@ void check_spec(const char* op, const PointwiseLossSpec& spec, const Tensor& pre
                 spec.param);
   if (spec.kind == PointwiseLossKind::Huber)
     MT_CHECK_AS(ValueError, spec.param > 0, op, ": huber's delta must be > 0 but is ", spec.param);
+  if (spec.kind == PointwiseLossKind::KlDiv)
+    MT_CHECK_AS(ValueError, spec.param == 0 || spec.param == 1, op,
+                ": kl_div's log_target must be 0 or 1 but is ", spec.param);
   if (!spec.pos_weight.defined()) return;
   MT_CHECK_AS(ValueError, spec.kind == PointwiseLossKind::BceWithLogits, op,
               ": pos_weight belongs to bce_with_logits, not ", name);
@@ -172,6 +178,7 @@ void check_operands(const char* op, const Tensor& out, const char* out_name, con
   }
   check_compatible(op, {{out_name, out}, {"pred", pred}, {"target", target}});
   check_same_shape(op, {{"pred", pred}, {"target", target}});
+  if (spec.kind != PointwiseLossKind::KlDiv) check_not_batchmean(op, reduction);
   if (reduction == Reduction::None)
     check_same_shape(op, {{out_name, out}, {"pred", pred}});
   else
@@ -180,8 +187,12 @@ void check_operands(const char* op, const Tensor& out, const char* out_name, con
   check_spec(op, spec, pred);
 }
 
-double mean_divisor(Reduction reduction, int64_t n) {
-  return reduction == Reduction::Mean ? double(n) : 1.0;
+// The divisor of the sum: n for mean, the batch (first extent; 1 for a 0-d pred, where torch's
+// batchmean is the sum) for batchmean, 1 otherwise.
+double mean_divisor(Reduction reduction, const Tensor& pred) {
+  if (reduction == Reduction::Mean) return double(pred.numel());
+  if (reduction == Reduction::BatchMean && pred.ndim() > 0) return double(pred.size(0));
+  return 1.0;
 }
 }  // namespace
 
@@ -191,7 +202,7 @@ void pointwise_loss_forward(Tensor& out, const Tensor& pred, const Tensor& targe
   check_operands(op, out, "out", pred, target, reduction, spec);
   const int64_t n = pred.numel();
   const bool per_element = reduction == Reduction::None;
-  const double divisor = mean_divisor(reduction, n);
+  const double divisor = mean_divisor(reduction, pred);
   dispatch_op(
       op, pred.device(), pred.dtype(),
       [&](auto zero) {
@@ -220,7 +231,7 @@ void pointwise_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Te
   check_operands(op, grad_out, "grad_out", pred, target, reduction, spec, &grad_pred);
   const int64_t n = pred.numel();
   const bool per_element = reduction == Reduction::None;
-  const double norm = 1.0 / mean_divisor(reduction, n);
+  const double norm = 1.0 / mean_divisor(reduction, pred);
   dispatch_op(
       op, pred.device(), pred.dtype(),
       [&](auto zero) {
@@ -245,7 +256,7 @@ void pointwise_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tenso
   const int64_t n = pred.numel();
   const bool per_element = reduction == Reduction::None;
   // forward's divisor and backward's norm, computed the same way
-  const double divisor = mean_divisor(reduction, n);
+  const double divisor = mean_divisor(reduction, pred);
   const double norm = 1.0 / divisor;
   dispatch_op(
       op, pred.device(), pred.dtype(),

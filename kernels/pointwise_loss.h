@@ -1,7 +1,8 @@
 #pragma once
 // The elementwise losses beside MSE, torch.nn semantics: L1Loss, SmoothL1Loss (beta), HuberLoss
-// (delta) and BCEWithLogitsLoss (pos_weight), each with reduction mean (the default), sum or
-// none, its gradient, and a fused forward + backward. The per-element formulas are in
+// (delta), BCEWithLogitsLoss (pos_weight) and KLDivLoss (log_target), each with reduction mean
+// (the default), sum or none (kl_div also batchmean: the sum over the first extent), its
+// gradient, and a fused forward + backward. The per-element formulas are in
 // kernels/loss_math.h. Memory-bound: two reads per element (and one write for none or the
 // gradient); mean and sum add a deterministic reduction to one number, as mse_loss does.
 
@@ -15,10 +16,11 @@ struct CUstream_st;
 
 namespace minitrain {
 
-enum class PointwiseLossKind { L1, SmoothL1, Huber, BceWithLogits };
+enum class PointwiseLossKind { L1, SmoothL1, Huber, BceWithLogits, KlDiv };
 
-/// Which loss and its setting. `param` is smooth_l1's beta (>= 0; 0 is exactly l1, as torch) or
-/// huber's delta (> 0), unused otherwise. `pos_weight` (bce_with_logits only) is undefined (all
+/// Which loss and its setting. `param` is smooth_l1's beta (>= 0; 0 is exactly l1, as torch),
+/// huber's delta (> 0) or kl_div's log_target (1: the target holds log-probabilities, 0: not),
+/// unused otherwise. `pos_weight` (bce_with_logits only) is undefined (all
 /// 1) or a 1-d tensor of pred's device and dtype with pred's last extent of entries (or 1).
 struct PointwiseLossSpec {
   PointwiseLossKind kind = PointwiseLossKind::L1;
@@ -26,16 +28,19 @@ struct PointwiseLossSpec {
   Tensor pos_weight;
 };
 
-/// "l1", "smooth_l1", "huber", "bce_with_logits".
+/// "l1", "smooth_l1", "huber", "bce_with_logits", "kl_div".
 const char* pointwise_loss_name(PointwiseLossKind kind);
 
-/// pred and target of one shape. Mean/Sum: out is 0-d; None: out has pred's shape. Sums
+/// pred and target of one shape. Mean/Sum/BatchMean: out is 0-d; None: out has pred's shape.
+/// BatchMean (kl_div only, ValueError for the others) divides the sum by pred's first extent
+/// (a 0-d pred: by 1, as torch). Sums
 /// accumulate in double and combine in a fixed order (bit-identical run to run); the mean of zero
 /// elements is NaN, as in torch. Throws ShapeError naming the shapes, ValueError for a setting
 /// out of range.
 void pointwise_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target,
                             const PointwiseLossSpec& spec, Reduction reduction = Reduction::Mean);
-/// grad_pred = norm * dloss/dpred * g, norm = 1/n for Mean, 1 otherwise; g the 0-d grad_out for
+/// grad_pred = norm * dloss/dpred * g, norm = 1/n for Mean, 1/pred.size(0) for BatchMean, 1
+/// otherwise; g the 0-d grad_out for
 /// Mean/Sum, grad_out[i] (pred's shape) for None. grad_pred may be pred.
 void pointwise_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& pred,
                              const Tensor& target, const PointwiseLossSpec& spec,
@@ -77,6 +82,9 @@ void visit_pointwise_math(const PointwiseLossArgs<T>& args, F&& f) {
       return f(HuberMath<T>{args.param});
     case PointwiseLossKind::BceWithLogits:
       return f(BceWithLogitsMath<T>{args.pos_weight, args.cols});
+    case PointwiseLossKind::KlDiv:
+      if (args.param != T(0)) return f(KlDivLogTargetMath<T>{});
+      return f(KlDivMath<T>{});
   }
 }
 

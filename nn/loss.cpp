@@ -50,6 +50,7 @@ const LossEntry kLosses[] = {
     {"smooth_l1", TargetKind::Values, make<SmoothL1Loss>},
     {"huber", TargetKind::Values, make<HuberLoss>},
     {"bce_with_logits", TargetKind::Values, make<BCEWithLogitsLoss>},
+    {"kl_div", TargetKind::Values, make<KLDivLoss>},
     {"cross_entropy", TargetKind::ClassIndices, make<CrossEntropyLoss>},
 };
 

@@ -7,8 +7,9 @@
 //
 // A loss is not a Module: it takes two inputs and starts the backward pass. Targets come in two
 // kinds (TargetKind): values of the prediction's shape (mse, l1, smooth_l1, huber,
-// bce_with_logits), or class indices (cross_entropy): one per row, shape [N] or [N, 1], stored in
-// the prediction's float dtype (exact up to 2^24 classes; see Note [class indices as floats]).
+// bce_with_logits, kl_div), or class indices (cross_entropy): one per row, shape [N] or [N, 1],
+// stored in the prediction's float dtype (exact up to 2^24 classes; see Note [class indices as
+// floats]).
 
 #include <cstdint>
 #include <memory>
@@ -26,8 +27,8 @@ enum class TargetKind {
 };
 
 struct LossOptions {
-  std::string name = "mse";  ///< one of loss_names()
-  Reduction reduction = Reduction::Mean;
+  std::string name = "mse";               ///< one of loss_names()
+  Reduction reduction = Reduction::Mean;  ///< batchmean: kl_div only
   double beta = 1.0;   ///< smooth_l1: torch's beta (the L2 region's half-width), >= 0
   double delta = 1.0;  ///< huber: torch's delta, > 0
   /// cross_entropy: one weight per class (torch's weight=), empty for all 1.
@@ -37,6 +38,8 @@ struct LossOptions {
   /// bce_with_logits: one weight per output column for the positive term (torch's pos_weight=),
   /// empty for all 1.
   std::vector<double> pos_weight;
+  /// kl_div: the target holds log-probabilities, as pred does (torch's log_target=).
+  bool log_target = false;
 };
 
 class Loss {

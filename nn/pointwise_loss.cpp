@@ -77,4 +77,7 @@ BCEWithLogitsLoss::BCEWithLogitsLoss(LossOptions options)
   check_loss_weights(name(), "pos_weight", options_.pos_weight);
 }
 
+KLDivLoss::KLDivLoss(LossOptions options)
+    : PointwiseLoss(options, PointwiseLossKind::KlDiv, options.log_target ? 1.0 : 0.0) {}
+
 }  // namespace minitrain

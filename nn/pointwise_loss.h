@@ -1,8 +1,9 @@
 #pragma once
-// torch.nn's elementwise losses behind nn/loss.h: L1Loss, SmoothL1Loss (beta), HuberLoss (delta)
-// and BCEWithLogitsLoss (pos_weight, one per output column). One base, PointwiseLoss, runs all
-// four through kernels/pointwise_loss.h; each subclass checks its own settings. Each takes the
-// LossOptions that make_loss gets (its name set to the class's own: L1Loss() is "l1").
+// torch.nn's elementwise losses behind nn/loss.h: L1Loss, SmoothL1Loss (beta), HuberLoss (delta),
+// BCEWithLogitsLoss (pos_weight, one per output column) and KLDivLoss (log_target). One base,
+// PointwiseLoss, runs all five through kernels/pointwise_loss.h; each subclass checks its own
+// settings. Each takes the LossOptions that make_loss gets (its name set to the class's own:
+// L1Loss() is "l1").
 
 #include "kernels/pointwise_loss.h"
 #include "nn/loss.h"
@@ -56,6 +57,15 @@ class HuberLoss final : public PointwiseLoss {
 class BCEWithLogitsLoss final : public PointwiseLoss {
  public:
   explicit BCEWithLogitsLoss(LossOptions options = {});
+};
+
+/// torch.nn.KLDivLoss: pred holds log-probabilities, the target probabilities (options.log_target:
+/// log-probabilities); loss = target (log target - pred), 0 where target == 0 (torch's xlogy).
+/// Takes every reduction, batchmean (the sum over pred's first extent: the KL divergence per
+/// sample, torch's advice) included.
+class KLDivLoss final : public PointwiseLoss {
+ public:
+  explicit KLDivLoss(LossOptions options = {});
 };
 
 }  // namespace minitrain

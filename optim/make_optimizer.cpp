@@ -12,7 +12,6 @@ namespace minitrain {
 namespace {
 
 std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& c, NamedParameters params) {
-  if (c.amsgrad) MT_THROW(ValueError, "amsgrad applies to adam and adamw, not to --optimizer sgd");
   SGDOptions o;
   o.lr = c.lr;
   o.momentum = c.momentum;
@@ -24,10 +23,6 @@ std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& c, NamedParameters pa
 
 std::unique_ptr<Optimizer> make_adam_or_adamw(const OptimizerConfig& c, NamedParameters params) {
   const bool decoupled = c.name == "adamw";
-  if (c.momentum != 0.0 || c.dampening != 0.0 || c.nesterov)
-    MT_THROW(ValueError, "momentum, dampening and nesterov apply to sgd, not to --optimizer ",
-             c.name, " (got momentum = ", c.momentum, ", dampening = ", c.dampening,
-             ", nesterov = ", c.nesterov ? "true" : "false", "); use --betas for ", c.name);
   AdamOptions o = decoupled ? adamw_defaults() : AdamOptions{};
   o.lr = c.lr;
   o.beta1 = c.beta1;
@@ -38,13 +33,56 @@ std::unique_ptr<Optimizer> make_adam_or_adamw(const OptimizerConfig& c, NamedPar
   return std::make_unique<Adam>(std::move(params), o, decoupled);
 }
 
+std::unique_ptr<Optimizer> make_rmsprop(const OptimizerConfig& c, NamedParameters params) {
+  RMSpropOptions o;
+  o.lr = c.lr;
+  o.alpha = c.alpha;
+  o.eps = c.eps;
+  o.momentum = c.momentum;
+  o.centered = c.centered;
+  o.weight_decay = c.weight_decay < 0.0 ? 0.0 : c.weight_decay;
+  return std::make_unique<RMSprop>(std::move(params), o);
+}
+
+using S = OptimizerSetting;
+
+// Each setting's flag and whether a config gives it (away from the default).
+struct SettingInfo {
+  OptimizerSetting setting;
+  const char* flag;
+  bool (*given)(const OptimizerConfig& c, const OptimizerConfig& d);
+};
+const SettingInfo kSettings[] = {
+    {S::Momentum, "momentum", [](auto& c, auto& d) { return c.momentum != d.momentum; }},
+    {S::Dampening, "dampening", [](auto& c, auto& d) { return c.dampening != d.dampening; }},
+    {S::Nesterov, "nesterov", [](auto& c, auto& d) { return c.nesterov != d.nesterov; }},
+    {S::Betas, "betas", [](auto& c, auto& d) { return c.beta1 != d.beta1 || c.beta2 != d.beta2; }},
+    {S::Eps, "eps", [](auto& c, auto& d) { return c.eps != d.eps; }},
+    {S::Amsgrad, "amsgrad", [](auto& c, auto& d) { return c.amsgrad != d.amsgrad; }},
+    {S::Alpha, "alpha", [](auto& c, auto& d) { return c.alpha != d.alpha; }},
+    {S::Centered, "centered", [](auto& c, auto& d) { return c.centered != d.centered; }},
+};
+
+const OptimizerInfo* find_optimizer(const std::string& name) {
+  for (const OptimizerInfo& o : optimizer_table())
+    if (name == o.name) return &o;
+  return nullptr;
+}
+
+bool takes(const OptimizerInfo& o, OptimizerSetting s) {
+  for (OptimizerSetting t : o.settings)
+    if (t == s) return true;
+  return false;
+}
+
 }  // namespace
 
 const std::vector<OptimizerInfo>& optimizer_table() {
   static const std::vector<OptimizerInfo> table = {
-      {"sgd", make_sgd},
-      {"adam", make_adam_or_adamw},
-      {"adamw", make_adam_or_adamw},
+      {"sgd", make_sgd, {S::Momentum, S::Dampening, S::Nesterov}},
+      {"adam", make_adam_or_adamw, {S::Betas, S::Eps, S::Amsgrad}},
+      {"adamw", make_adam_or_adamw, {S::Betas, S::Eps, S::Amsgrad}},
+      {"rmsprop", make_rmsprop, {S::Momentum, S::Eps, S::Alpha, S::Centered}},
   };
   return table;
 }
@@ -55,11 +93,43 @@ std::vector<std::string> optimizer_names() {
   return names;
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, NamedParameters params) {
+const char* optimizer_setting_flag(OptimizerSetting s) {
+  for (const SettingInfo& i : kSettings)
+    if (i.setting == s) return i.flag;
+  return "?";
+}
+
+std::string optimizers_taking(OptimizerSetting s) {
+  std::vector<std::string> names;
   for (const OptimizerInfo& o : optimizer_table())
-    if (c.name == o.name) return o.make(c, std::move(params));
-  MT_THROW(ValueError, "unknown optimizer '", c.name,
-           "'; valid names: ", join(optimizer_names(), ", "));
+    if (takes(o, s)) names.push_back(o.name);
+  return join(names, ", ");
+}
+
+std::vector<OptimizerSetting> given_settings(const OptimizerConfig& c) {
+  const OptimizerConfig d;
+  std::vector<OptimizerSetting> given;
+  for (const SettingInfo& i : kSettings)
+    if (i.given(c, d)) given.push_back(i.setting);
+  return given;
+}
+
+void check_settings_apply(const std::string& name, const std::vector<OptimizerSetting>& given) {
+  const OptimizerInfo* o = find_optimizer(name);
+  if (o == nullptr) return;
+  for (OptimizerSetting s : given)
+    if (!takes(*o, s))
+      MT_THROW(ValueError, "--", optimizer_setting_flag(s), " applies to --optimizer ",
+               optimizers_taking(s), ", not to ", name);
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, NamedParameters params) {
+  const OptimizerInfo* o = find_optimizer(c.name);
+  if (o == nullptr)
+    MT_THROW(ValueError, "unknown optimizer '", c.name,
+             "'; valid names: ", join(optimizer_names(), ", "));
+  check_settings_apply(c.name, given_settings(c));
+  return o->make(c, std::move(params));
 }
 
 }  // namespace minitrain

@@ -1,5 +1,6 @@
 #pragma once
-// Builds an optimizer by name ("sgd", "adam", "adamw") from command-line style settings.
+// Builds an optimizer by name ("sgd", "adam", "adamw", "rmsprop") from command-line style
+// settings.
 
 #include <memory>
 #include <string>
@@ -9,31 +10,52 @@
 
 namespace minitrain {
 
-// Defaults are the optimizers' own (SGDOptions, AdamOptions in optim/optimizer.h), decided there
-// once.
+// Defaults are the optimizers' own (SGDOptions, AdamOptions, RMSpropOptions in
+// optim/optimizer.h), decided there once. Which optimizer takes which setting is a column of
+// optimizer_table(), not a comment here.
 struct OptimizerConfig {
   std::string name = "adam";
   double lr = AdamOptions{}.lr;
-  double momentum = SGDOptions{}.momentum;    ///< sgd
-  double dampening = SGDOptions{}.dampening;  ///< sgd
-  bool nesterov = SGDOptions{}.nesterov;      ///< sgd
-  double weight_decay = -1.0;                 ///< < 0: the optimizer's default (0; adamw 0.01)
-  double beta1 = AdamOptions{}.beta1, beta2 = AdamOptions{}.beta2,
-         eps = AdamOptions{}.eps;        ///< adam, adamw
-  bool amsgrad = AdamOptions{}.amsgrad;  ///< adam, adamw
+  double momentum = SGDOptions{}.momentum;
+  double dampening = SGDOptions{}.dampening;
+  bool nesterov = SGDOptions{}.nesterov;
+  double weight_decay = -1.0;  ///< < 0: the optimizer's default (0; adamw 0.01)
+  double beta1 = AdamOptions{}.beta1, beta2 = AdamOptions{}.beta2, eps = AdamOptions{}.eps;
+  bool amsgrad = AdamOptions{}.amsgrad;
+  double alpha = RMSpropOptions{}.alpha;
+  bool centered = RMSpropOptions{}.centered;
 };
 
-// Note [one table per list of choices]: kOptimizers (make_optimizer.cpp) is the only list of
+/// The settings of OptimizerConfig that only some optimizers take (lr and weight_decay every one
+/// takes). Note [settings as columns]: each optimizer's row lists the ones it takes; one given
+/// away from its default to an optimizer that does not take it is refused, with a message made
+/// from the column ("--momentum applies to --optimizer sgd, rmsprop, not to adam"). Adding an
+/// optimizer that takes --momentum is a new row, not a new branch.
+enum class OptimizerSetting { Momentum, Dampening, Nesterov, Betas, Eps, Amsgrad, Alpha, Centered };
+
+// Note [one table per list of choices]: optimizer_table() (make_optimizer.cpp) is the only list of
 // optimizer names; make_optimizer, --optimizer's help text and its "choose one of" message read it.
 struct OptimizerInfo {
   const char* name;  ///< "adamw", as --optimizer and Optimizer::name() spell it
   std::unique_ptr<Optimizer> (*make)(const OptimizerConfig& config, NamedParameters params);
+  std::vector<OptimizerSetting> settings;  ///< the settings it takes beside lr and weight_decay
 };
 /// Every optimizer, in the order --help and error messages list them.
 const std::vector<OptimizerInfo>& optimizer_table();
 std::vector<std::string> optimizer_names();
 
-/// ValueError naming an unknown name (and the valid ones) or an impossible value.
+/// The flag that sets `s` ("momentum", "betas"), as --help and messages spell it.
+const char* optimizer_setting_flag(OptimizerSetting s);
+/// The optimizers whose row takes `s`, in table order: "sgd, rmsprop".
+std::string optimizers_taking(OptimizerSetting s);
+/// The settings of `c` away from their defaults (OptimizerConfig{}).
+std::vector<OptimizerSetting> given_settings(const OptimizerConfig& c);
+/// ValueError for the first of `given` that optimizer `name` does not take, naming the flag and
+/// the optimizers that take it. An unknown name is make_optimizer's error, not this one's.
+void check_settings_apply(const std::string& name, const std::vector<OptimizerSetting>& given);
+
+/// ValueError naming an unknown name (and the valid ones), a setting the optimizer does not take,
+/// or an impossible value.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, NamedParameters params);
 
 }  // namespace minitrain

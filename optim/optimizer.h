@@ -32,7 +32,7 @@ class Optimizer {
   void set_lr(double lr);  ///< ValueError for lr < 0 or non-finite
   int64_t steps() const noexcept { return steps_; }
   const NamedParameters& parameters() const noexcept { return params_; }
-  virtual std::string name() const = 0;  ///< "sgd", "adam", "adamw"
+  virtual std::string name() const = 0;  ///< "sgd", "adam", "adamw", "rmsprop"
 
   /// State tensors named "<param name>.<slot>" ("0.weight.exp_avg", "2.bias.momentum_buffer"),
   /// on the CPU.
@@ -129,5 +129,39 @@ inline AdamOptions adamw_defaults() {
   o.weight_decay = 0.01;
   return o;
 }
+
+struct RMSpropOptions {
+  double lr = 0.01;
+  double alpha = 0.99;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double momentum = 0.0;
+  bool centered = false;
+};
+
+/// torch.optim.RMSprop. With g = grad + weight_decay * p:
+///   square_avg = alpha square_avg + (1 - alpha) g^2
+///   centered: grad_avg = lerp(grad_avg, g, 1 - alpha); avg = sqrt(square_avg - grad_avg^2) + eps
+///   else:     avg = sqrt(square_avg) + eps                       (eps after the square root)
+///   momentum > 0: buf = momentum buf + g / avg; p -= lr buf      else p -= lr g / avg
+/// State (square_avg, grad_avg when centered, momentum_buffer when momentum > 0) starts at zero
+/// at a parameter's first step, as torch's. ValueError (naming the value) for lr, eps, momentum or
+/// weight_decay < 0, alpha < 0 (torch's checks), and non-finite values.
+class RMSprop final : public Optimizer {
+ public:
+  RMSprop(NamedParameters params, RMSpropOptions options);
+  void step() override;
+  std::string name() const override { return "rmsprop"; }
+  /// "<param>.square_avg", "<param>.grad_avg" (centered), "<param>.momentum_buffer" (momentum).
+  std::vector<std::pair<std::string, Tensor>> state_tensors() const override;
+  std::map<std::string, std::string> state_scalars() const override;
+  void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                  const std::map<std::string, std::string>& scalars) override;
+  const RMSpropOptions& options() const noexcept { return options_; }
+
+ private:
+  RMSpropOptions options_;
+  std::vector<Tensor> square_avg_, grad_avg_, momentum_;  // undefined until the first step
+};
 
 }  // namespace minitrain

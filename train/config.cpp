@@ -98,19 +98,35 @@ std::vector<KeyEntry> make_table() {
                      "take raw features"));
   t.push_back(member("optimizer", K::String, &TrainConfig::optimizer, optimizer_help.c_str()));
   t.push_back(member("lr", K::Float, &TrainConfig::lr, "learning rate"));
-  t.push_back(member("momentum", K::Float, &TrainConfig::momentum, "sgd momentum"));
-  t.push_back(member("nesterov", K::Bool, &TrainConfig::nesterov, "sgd: Nesterov momentum"));
+  // Which optimizers take a setting: their table's column (optim/make_optimizer.h).
+  using S = OptimizerSetting;
+  static const std::string momentum_help = optimizers_taking(S::Momentum) + ": momentum";
+  static const std::string nesterov_help = optimizers_taking(S::Nesterov) + ": Nesterov momentum";
+  static const std::string betas_help = "B1,B2 (" + optimizers_taking(S::Betas) + ")";
+  static const std::string eps_help = optimizers_taking(S::Eps) +
+                                      ": added to the square root (default " +
+                                      number_text(AdamOptions{}.eps) + ")";
+  static const std::string amsgrad_help = optimizers_taking(S::Amsgrad) + ": AMSGrad";
+  static const std::string alpha_help = optimizers_taking(S::Alpha) +
+                                        ": smoothing constant of the squared gradients (default " +
+                                        number_text(RMSpropOptions{}.alpha) + ")";
+  static const std::string centered_help =
+      optimizers_taking(S::Centered) + ": divide by the gradient's estimated variance";
+  t.push_back(member("momentum", K::Float, &TrainConfig::momentum, momentum_help.c_str()));
+  t.push_back(member("nesterov", K::Bool, &TrainConfig::nesterov, nesterov_help.c_str()));
   t.push_back(optional_member("weight-decay", K::Float, &TrainConfig::weight_decay,
                               weight_decay_help.c_str()));
-  t.push_back({{"betas", K::FloatPair, "B1,B2 (adam, adamw)"},
+  t.push_back({{"betas", K::FloatPair, betas_help.c_str()},
                [](TrainConfig& c, const Value& v) {
                  std::tie(c.beta1, c.beta2) = std::get<std::pair<double, double>>(v);
                },
                [](const TrainConfig& c) {
                  return nlohmann::json::array({c.beta1, c.beta2});
                }});
-  t.push_back(member("eps", K::Float, &TrainConfig::eps, "adam, adamw: added to sqrt(v)"));
-  t.push_back(member("amsgrad", K::Bool, &TrainConfig::amsgrad, "adam, adamw: AMSGrad"));
+  t.push_back(member("eps", K::Float, &TrainConfig::eps, eps_help.c_str()));
+  t.push_back(member("amsgrad", K::Bool, &TrainConfig::amsgrad, amsgrad_help.c_str()));
+  t.push_back(member("alpha", K::Float, &TrainConfig::alpha, alpha_help.c_str()));
+  t.push_back(member("centered", K::Bool, &TrainConfig::centered, centered_help.c_str()));
   t.push_back(member("schedule", K::String, &TrainConfig::schedule, schedule_help.c_str()));
   t.push_back(member("warmup-steps", K::Int, &TrainConfig::warmup_steps, "linear lr warm-up"));
   t.push_back(
@@ -185,6 +201,8 @@ std::vector<KeyEntry> make_table() {
                      "bce_with_logits: W.npy, the positive term's weight per output"));
   t.push_back(member("huber-delta", K::Float, &TrainConfig::huber_delta, "huber: delta"));
   t.push_back(member("smooth-l1-beta", K::Float, &TrainConfig::smooth_l1_beta, "smooth_l1: beta"));
+  t.push_back(member("kl-log-target", K::Bool, &TrainConfig::kl_log_target,
+                     "kl_div: the targets are log-probabilities (torch's log_target)"));
   t.push_back(member("val-data", K::String, &TrainConfig::val_data,
                      "held-out X.npy | T.csv, evaluated during training"));
   t.push_back(member("val-targets", K::String, &TrainConfig::val_targets,
@@ -398,6 +416,22 @@ void set_config_value(TrainConfig& config, const std::string& key, const std::st
              hint.empty() ? "" : " (did you mean --" + hint + "?)");
   }
   e->set(config, parse_text(*e, text));
+}
+
+OptimizerConfig optimizer_config(const TrainConfig& c) {
+  OptimizerConfig oc;
+  oc.name = c.optimizer;
+  oc.lr = c.lr;
+  oc.momentum = c.momentum;
+  oc.nesterov = c.nesterov;
+  oc.weight_decay = c.weight_decay.value_or(-1.0);
+  oc.beta1 = c.beta1;
+  oc.beta2 = c.beta2;
+  oc.eps = c.eps;
+  oc.amsgrad = c.amsgrad;
+  oc.alpha = c.alpha;
+  oc.centered = c.centered;
+  return oc;
 }
 
 std::string config_to_json(const TrainConfig& config) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "optim/make_optimizer.h"
 #include "optim/optimizer.h"
 
 namespace minitrain {
@@ -47,12 +48,15 @@ struct TrainConfig {
   // ---- optimizer ----
   std::string optimizer = "adam";  ///< a name of optimizer_table() (optim/make_optimizer.h)
   double lr = 3e-3;
-  double momentum = 0.0;               ///< sgd
-  bool nesterov = false;               ///< sgd
+  // Which optimizer takes which of these: the settings column of optimizer_table().
+  double momentum = 0.0;
+  bool nesterov = false;
   std::optional<double> weight_decay;  ///< unset: the optimizer's default (0; adamw 0.01)
-  double beta1 = AdamOptions{}.beta1, beta2 = AdamOptions{}.beta2;  ///< adam, adamw ("betas")
-  double eps = AdamOptions{}.eps;                                   ///< adam, adamw
-  bool amsgrad = AdamOptions{}.amsgrad;                             ///< adam, adamw
+  double beta1 = AdamOptions{}.beta1, beta2 = AdamOptions{}.beta2;  ///< "betas"
+  double eps = AdamOptions{}.eps;  ///< adam's and rmsprop's defaults agree (1e-8)
+  bool amsgrad = AdamOptions{}.amsgrad;
+  double alpha = RMSpropOptions{}.alpha;
+  bool centered = RMSpropOptions{}.centered;
   // ---- schedule, clipping, accumulation ----
   std::string schedule = "none";  ///< a name of schedule_table() (optim/schedule.h)
   int64_t warmup_steps = 0;       ///< linear warm-up before the schedule
@@ -106,6 +110,7 @@ struct TrainConfig {
   std::string pos_weight;        ///< bce_with_logits: W.npy, one weight per output
   double huber_delta = 1.0;      ///< huber
   double smooth_l1_beta = 1.0;   ///< smooth_l1
+  bool kl_log_target = false;    ///< kl_div: the targets are log-probabilities
   // ---- validation (train/validation.h) ----
   std::string val_data;     ///< X.npy | T.csv held out (with val_targets for .npy)
   std::string val_targets;  ///< Y.npy, with a .npy val_data
@@ -174,6 +179,11 @@ void apply_toml_config_file(TrainConfig& config, const std::string& path);
 /// data, an lr < 0, ...); the first problem is a ValueError naming the flag and what to do.
 /// Does not touch the file system.
 void validate(const TrainConfig& config);
+
+/// The optimizer settings of a run: the one place that maps TrainConfig's members to
+/// OptimizerConfig's (read by validate(), which refuses a setting the optimizer does not take,
+/// and by the run, which builds the optimizer from it).
+OptimizerConfig optimizer_config(const TrainConfig& config);
 
 /// The config as a JSON object (keys as in TOML), stored in checkpoints.
 std::string config_to_json(const TrainConfig& config);

@@ -516,6 +516,7 @@ RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
   d.loss.name = c.loss;
   d.loss.beta = c.smooth_l1_beta;
   d.loss.delta = c.huber_delta;
+  d.loss.log_target = c.kl_log_target;
   d.loss.label_smoothing = c.label_smoothing;
   d.loss.ignore_index = c.ignore_index;
   if (p.classifier) d.loss.class_weights = read_class_weights(c, label_of_row, classes);
@@ -589,16 +590,7 @@ BuiltModel build_model(const TrainConfig& c, const RunPlan& p, Generator& gen, C
 }
 
 std::unique_ptr<Optimizer> build_optimizer(const TrainConfig& c, const BuiltModel& b) {
-  OptimizerConfig oc;
-  oc.name = c.optimizer;
-  oc.lr = c.lr;
-  oc.momentum = c.momentum;
-  oc.nesterov = c.nesterov;
-  oc.weight_decay = c.weight_decay.value_or(-1.0);
-  oc.beta1 = c.beta1;
-  oc.beta2 = c.beta2;
-  oc.eps = c.eps;
-  oc.amsgrad = c.amsgrad;
+  const OptimizerConfig oc = optimizer_config(c);
   return b.data_parallel ? b.data_parallel->make_optimizer(oc)
                          : make_optimizer(oc, b.model->named_parameters());
 }

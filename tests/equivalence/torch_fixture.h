@@ -42,6 +42,11 @@ inline OptimizerConfig optimizer_config(const SafetensorsFile& f) {
     c.momentum = meta_double(f, "momentum");
     c.dampening = meta_double(f, "dampening");
     c.nesterov = meta_bool(f, "nesterov");
+  } else if (c.name == "rmsprop") {
+    c.alpha = meta_double(f, "alpha");
+    c.eps = meta_double(f, "eps");
+    c.momentum = meta_double(f, "momentum");
+    c.centered = meta_bool(f, "centered");
   } else {
     c.beta1 = meta_double(f, "beta1");
     c.beta2 = meta_double(f, "beta2");

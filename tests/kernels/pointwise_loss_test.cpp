@@ -1,4 +1,5 @@
-// The elementwise losses (l1, smooth_l1, huber, bce_with_logits): forward for each reduction and
+// The elementwise losses (l1, smooth_l1, huber, bce_with_logits, kl_div): forward for each
+// reduction and
 // backward against plain double loops, finite differences, the fused call against forward +
 // backward bit for bit, CUDA against the CPU, and bad input, on every device.
 
@@ -46,6 +47,8 @@ const Case kCases[] = {
     {PointwiseLossKind::Huber, 0.7, false},
     {PointwiseLossKind::BceWithLogits, 0, false},
     {PointwiseLossKind::BceWithLogits, 0, true},
+    {PointwiseLossKind::KlDiv, 0, false},  // target: probabilities, every fifth exactly 0
+    {PointwiseLossKind::KlDiv, 1, false},  // log_target: target log-probabilities
 };
 
 // ---- the double reference, written from torch's documented formulas ----
@@ -64,6 +67,9 @@ double ref_loss(const Case& c, double p, double t, double pw) {
       const double s = 1 / (1 + std::exp(-p));
       return -(pw * t * std::log(s) + (1 - t) * std::log(1 - s));
     }
+    case PointwiseLossKind::KlDiv:  // torch.nn.KLDivLoss: t (log t - x), 0 for t == 0
+      if (c.param != 0) return std::exp(t) * (t - p);
+      return t == 0 ? 0.0 : t * (std::log(t) - p);
   }
   return 0;
 }
@@ -82,12 +88,16 @@ double ref_derivative(const Case& c, double p, double t, double pw) {
       const double s = 1 / (1 + std::exp(-p));
       return -pw * t * (1 - s) + (1 - t) * s;
     }
+    case PointwiseLossKind::KlDiv:
+      return c.param != 0 ? -std::exp(t) : -t;
   }
   return 0;
 }
 
 // Inputs for a case: pred in [-3, 3] (both sides of every kink), target in [-3, 3] or, for bce,
-// a probability in [0, 1]; pos_weight in [0.5, 3] per column.
+// a probability in [0, 1]; pos_weight in [0.5, 3] per column. kl_div: pred (log-probabilities)
+// in [-3, 0], target a probability in [0, 1] with every fifth exactly 0 (torch's xlogy(0, 0) = 0)
+// or, with log_target, a log-probability in [-3, 0].
 struct Inputs {
   Tensor pred, target;
   PointwiseLossSpec spec;
@@ -97,9 +107,17 @@ struct Inputs {
 Inputs make_inputs(const Case& c, const Shape& shape, uint32_t seed, Device device, DType dtype) {
   Inputs in;
   in.cols = shape.ndim() == 0 ? 1 : shape[shape.ndim() - 1];
-  in.pred = random_tensor(shape, seed, device, dtype, -3, 3);
   const bool bce = c.kind == PointwiseLossKind::BceWithLogits;
-  in.target = random_tensor(shape, seed + 1, device, dtype, bce ? 0 : -3, bce ? 1 : 3);
+  const bool kl = c.kind == PointwiseLossKind::KlDiv;
+  in.pred = random_tensor(shape, seed, device, dtype, -3, kl ? 0 : 3);
+  if (kl && c.param == 0) {
+    std::vector<double> t = host_values(random_tensor(shape, seed + 1, device, dtype, 0, 1));
+    for (size_t i = 2; i < t.size(); i += 5) t[i] = 0;  // from 2: a [1] pred still has a loss
+    in.target = tensor_of(t, shape, device, dtype);
+  } else {
+    in.target = random_tensor(shape, seed + 1, device, dtype, bce || kl ? (kl ? -3 : 0) : -3,
+                              bce ? 1 : (kl ? 0 : 3));
+  }
   in.spec.kind = c.kind;
   in.spec.param = c.param;
   in.pw.assign(size_t(in.cols), 1.0);
@@ -296,6 +314,63 @@ TEST_P(PointwiseLossTest, RejectsMismatchedOperandsAndBadSettings) {
   EXPECT_THROW(pointwise_loss_forward(p, p, pw_l1), ValueError);
   Tensor not_scalar = Tensor::zeros({1}, DType::Float32, device());
   EXPECT_THROW(pointwise_loss_backward(not_scalar, p, p, l1, Reduction::Sum), ShapeError);
+}
+
+// torch's reduction='batchmean' (kl_div only): the sum over the first extent, in the loss and in
+// its gradient, fused or not; a 0-d pred's batchmean is its sum (torch divides only for dim > 0).
+TEST_P(PointwiseLossTest, KlDivBatchMeanDividesByTheFirstExtent) {
+  for (double log_target : {0.0, 1.0}) {
+    const Case c{PointwiseLossKind::KlDiv, log_target, false};
+    for (const Shape& shape : {Shape{7, 3}, Shape{5}, Shape{3, 2, 4}}) {
+      const Inputs in = make_inputs(c, shape, 61, device(), DType::Float64);
+      const double sum = pointwise_loss_forward(in.pred, in.target, in.spec, Reduction::Sum).item();
+      const double batch = double(shape[0]);
+      EXPECT_DOUBLE_EQ(
+          pointwise_loss_forward(in.pred, in.target, in.spec, Reduction::BatchMean).item(),
+          sum / batch)
+          << c.label() << " " << shape;
+      Tensor one = tensor_of({1.0}, {}, device(), DType::Float64);
+      const std::vector<double> g_sum =
+          host_values(pointwise_loss_backward(one, in.pred, in.target, in.spec, Reduction::Sum));
+      std::vector<double> want;
+      for (double g : g_sum) want.push_back(g / batch);
+      EXPECT_ALLCLOSE(host_values(pointwise_loss_backward(one, in.pred, in.target, in.spec,
+                                                          Reduction::BatchMean)),
+                      want, 1e-15, 1e-14)
+          << c.label() << " " << shape;
+      Tensor loss = Tensor::empty({}, DType::Float64, device());
+      Tensor grad = Tensor::empty(shape, DType::Float64, device());
+      pointwise_loss_forward_backward(loss, grad, in.pred, in.target, in.spec,
+                                      Reduction::BatchMean);
+      EXPECT_EQ(loss.item(),
+                pointwise_loss_forward(in.pred, in.target, in.spec, Reduction::BatchMean).item());
+      EXPECT_EQ(host_values(grad), host_values(pointwise_loss_backward(
+                                       one, in.pred, in.target, in.spec, Reduction::BatchMean)));
+    }
+    const Inputs scalar = make_inputs(c, Shape{}, 71, device(), DType::Float64);
+    EXPECT_EQ(
+        pointwise_loss_forward(scalar.pred, scalar.target, scalar.spec, Reduction::BatchMean)
+            .item(),
+        pointwise_loss_forward(scalar.pred, scalar.target, scalar.spec, Reduction::Sum).item());
+  }
+}
+
+TEST_P(PointwiseLossTest, KlDivZeroTargetAddsNothingAndBatchMeanIsKlDivsOnly) {
+  // torch: xlogy(0, 0) - 0 * x = 0 for any finite x; a NaN target gives NaN (xlogy's rule)
+  Tensor x = tensor_of({-0.5, -2.0, -1.0}, {3}, device(), DType::Float32);
+  Tensor t = tensor_of({0.0, 0.0, double(NAN)}, {3}, device(), DType::Float32);
+  const PointwiseLossSpec kl{PointwiseLossKind::KlDiv, 0, Tensor()};
+  const std::vector<double> loss = host_values(pointwise_loss_forward(x, t, kl, Reduction::None));
+  EXPECT_EQ(loss[0], 0.0);
+  EXPECT_EQ(loss[1], 0.0);
+  EXPECT_TRUE(std::isnan(loss[2]));
+  const PointwiseLossSpec huber{PointwiseLossKind::Huber, 1.0, Tensor()};
+  EXPECT_THROW(pointwise_loss_forward(x, x, huber, Reduction::BatchMean), ValueError);
+  EXPECT_THAT(error_message([&] { pointwise_loss_forward(x, x, huber, Reduction::BatchMean); }),
+              HasSubstr("reduction 'batchmean' is kl_div's"));
+  const PointwiseLossSpec bad{PointwiseLossKind::KlDiv, 0.5, Tensor()};
+  EXPECT_THAT(error_message([&] { pointwise_loss_forward(x, x, bad); }),
+              HasSubstr("log_target must be 0 or 1 but is 0.5"));
 }
 
 MT_INSTANTIATE_DEVICE_TEST_SUITE(PointwiseLossTest);

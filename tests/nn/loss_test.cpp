@@ -31,8 +31,8 @@ LossOptions named(const char* name, Reduction r = Reduction::Mean) {
 }
 
 TEST(LossTable, NamesKindsAndClasses) {
-  EXPECT_THAT(loss_names(),
-              ElementsAre("mse", "l1", "smooth_l1", "huber", "bce_with_logits", "cross_entropy"));
+  EXPECT_THAT(loss_names(), ElementsAre("mse", "l1", "smooth_l1", "huber", "bce_with_logits",
+                                        "kl_div", "cross_entropy"));
   for (const std::string& n : loss_names()) {
     auto loss = make_loss(named(n.c_str()));
     EXPECT_EQ(loss->name(), n);
@@ -208,6 +208,55 @@ TEST_P(LossOnDevice, ForwardBackwardEqualsForwardThenBackward) {
       EXPECT_EQ(host_values(grad), host_values(b->backward())) << n << " " << reduction_name(r);
       EXPECT_EQ(host_values(a->backward()), host_values(grad)) << n;  // backward after fused
     }
+}
+
+// kl_div by hand: pred x = log q, target p. Row 0: p = (0.5, 0.5), x = (log 0.25, log 0.75):
+// 0.5 (log 0.5 - log 0.25) + 0.5 (log 0.5 - log 0.75) = 0.5 log 2 + 0.5 log(2/3); row 1:
+// p = (1, 0), x = (log 0.5, log 0.5): 1 (0 - log 0.5) + 0 (xlogy(0, 0) = 0) = log 2. batchmean
+// divides by the 2 rows, mean by the 4 elements; the gradient is -p / 2 resp. -p / 4.
+TEST_P(LossOnDevice, KlDivByHandForEachReductionAndLogTarget) {
+  const Tensor pred =
+      testing::tensor_of({std::log(0.25), std::log(0.75), std::log(0.5), std::log(0.5)}, {2, 2},
+                         device(), DType::Float64);
+  const Tensor target = testing::tensor_of({0.5, 0.5, 1.0, 0.0}, {2, 2}, device(), DType::Float64);
+  const double kl0 = 0.5 * std::log(2.0) + 0.5 * std::log(2.0 / 3.0), kl1 = std::log(2.0);
+  auto batchmean = make_loss(named("kl_div", Reduction::BatchMean));
+  EXPECT_NE(dynamic_cast<KLDivLoss*>(batchmean.get()), nullptr);
+  EXPECT_NEAR(batchmean->forward(pred, target).item(), (kl0 + kl1) / 2, 1e-14);
+  EXPECT_EQ(host_values(batchmean->backward()), (std::vector<double>{-0.25, -0.25, -0.5, -0.0}));
+  auto mean = make_loss(named("kl_div"));
+  EXPECT_NEAR(mean->forward(pred, target).item(), (kl0 + kl1) / 4, 1e-14);
+  EXPECT_EQ(host_values(mean->backward()), (std::vector<double>{-0.125, -0.125, -0.25, -0.0}));
+  auto none = make_loss(named("kl_div", Reduction::None));
+  const std::vector<double> each = host_values(none->forward(pred, target));
+  EXPECT_EQ(each[3], 0.0);  // target 0: nothing, whatever pred is
+  // log_target: the same numbers with the target given as log p (log 0 = -inf: exp(-inf) = 0
+  // would give 0 * (-inf - x) = NaN, as in torch, so row 1 is (0.9, 0.1) there)
+  LossOptions lt = named("kl_div", Reduction::Sum);
+  lt.log_target = true;
+  auto logt = make_loss(lt);
+  const Tensor log_p =
+      testing::tensor_of({std::log(0.5), std::log(0.5), std::log(0.9), std::log(0.1)}, {2, 2},
+                         device(), DType::Float64);
+  const double want =
+      kl0 + 0.9 * (std::log(0.9) - std::log(0.5)) + 0.1 * (std::log(0.1) - std::log(0.5));
+  EXPECT_NEAR(logt->forward(pred, log_p).item(), want, 1e-14);
+  const std::vector<double> g = host_values(logt->backward());
+  EXPECT_NEAR(g[2], -0.9, 1e-14);
+  EXPECT_NEAR(g[3], -0.1, 1e-14);
+  // batchmean belongs to kl_div: the others refuse it, naming it
+  for (const char* other : {"mse", "l1", "cross_entropy"}) {
+    auto l = make_loss(named(other, Reduction::BatchMean));
+    const Tensor t = l->target_kind() == TargetKind::ClassIndices
+                         ? testing::tensor_of({0, 1}, {2}, device(), DType::Float64)
+                         : target;
+    EXPECT_THROW(l->forward(pred, t), ValueError) << other;
+    EXPECT_THAT(error_message([&] { l->forward(pred, t); }),
+                HasSubstr("reduction 'batchmean' is kl_div's"))
+        << other;
+  }
+  EXPECT_EQ(parse_reduction("batchmean"), Reduction::BatchMean);
+  EXPECT_STREQ(reduction_name(Reduction::BatchMean), "batchmean");
 }
 
 TEST_P(LossOnDevice, CrossEntropyErrorsNameTheirValues) {

@@ -64,6 +64,7 @@ TEST_P(TorchLossParity, EveryLossSettingAndReductionMatchesTorch) {
     if (opt.contains("ignore_index")) o.ignore_index = opt["ignore_index"];
     if (opt.contains("class_weights")) o.class_weights = numbers(opt["class_weights"]);
     if (opt.contains("pos_weight")) o.pos_weight = numbers(opt["pos_weight"]);
+    if (opt.contains("log_target")) o.log_target = opt["log_target"];
     const std::vector<int64_t> dims = c["shape"].get<std::vector<int64_t>>();
     const Shape shape(dims);
     const std::vector<double> target = numbers(c["target"]);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "tests/optim/optim_test_util.h"
 
@@ -47,13 +48,65 @@ TEST(MakeOptimizer, BuildsEachKindWithTorchDefaults) {
   EXPECT_TRUE(dynamic_cast<Adam&>(*built).options().amsgrad);
 }
 
-TEST(MakeOptimizer, UnknownNameListsTheValidOnes) {
+TEST(MakeOptimizer, BuildsRMSpropWithTorchDefaultsAndItsSettings) {
   ParamSet ps(DType::Float32);
   OptimizerConfig c;
   c.name = "rmsprop";
+  c.lr = 0.01;
+  auto plain = make_optimizer(c, ps.named());
+  ASSERT_EQ(plain->name(), "rmsprop");
+  const RMSpropOptions& d = dynamic_cast<RMSprop&>(*plain).options();
+  EXPECT_EQ(d.alpha, 0.99);  // torch.optim.RMSprop's defaults
+  EXPECT_EQ(d.eps, 1e-8);
+  EXPECT_EQ(d.weight_decay, 0.0);
+  EXPECT_EQ(d.momentum, 0.0);
+  EXPECT_FALSE(d.centered);
+  c.momentum = 0.9, c.alpha = 0.9, c.eps = 1e-6, c.centered = true, c.weight_decay = 0.1;
+  auto built = make_optimizer(c, ps.named());
+  const RMSpropOptions& o = dynamic_cast<RMSprop&>(*built).options();
+  EXPECT_EQ(o.momentum, 0.9);
+  EXPECT_EQ(o.alpha, 0.9);
+  EXPECT_EQ(o.eps, 1e-6);
+  EXPECT_TRUE(o.centered);
+  EXPECT_EQ(o.weight_decay, 0.1);
+  c.alpha = -0.5;
+  EXPECT_NE(error_message([&] {
+              make_optimizer(c, ps.named());
+            }).find("rmsprop: alpha must be finite and >= 0, got -0.5"),
+            std::string::npos);
+}
+
+// Note [settings as columns]: which optimizer takes a setting is its row's column, and the
+// message is made from the column.
+TEST(MakeOptimizer, SettingsApplyByTheTablesColumn) {
+  EXPECT_EQ(optimizers_taking(OptimizerSetting::Momentum), "sgd, rmsprop");
+  EXPECT_EQ(optimizers_taking(OptimizerSetting::Eps), "adam, adamw, rmsprop");
+  EXPECT_EQ(optimizers_taking(OptimizerSetting::Nesterov), "sgd");
+  EXPECT_EQ(optimizers_taking(OptimizerSetting::Centered), "rmsprop");
+  OptimizerConfig c;
+  EXPECT_TRUE(given_settings(c).empty());
+  c.momentum = 0.9, c.centered = true;
+  EXPECT_EQ(given_settings(c), (std::vector<OptimizerSetting>{OptimizerSetting::Momentum,
+                                                              OptimizerSetting::Centered}));
+  EXPECT_NO_THROW(check_settings_apply("rmsprop", given_settings(c)));
+  EXPECT_EQ(error_message([&] { check_settings_apply("sgd", given_settings(c)); }),
+            "--centered applies to --optimizer rmsprop, not to sgd");
+  EXPECT_EQ(error_message([&] { check_settings_apply("adam", given_settings(c)); }),
+            "--momentum applies to --optimizer sgd, rmsprop, not to adam");
+  c = OptimizerConfig{};
+  c.amsgrad = true;
+  c.name = "rmsprop";
+  ParamSet ps(DType::Float32);
+  EXPECT_THROW(make_optimizer(c, ps.named()), ValueError);
+}
+
+TEST(MakeOptimizer, UnknownNameListsTheValidOnes) {
+  ParamSet ps(DType::Float32);
+  OptimizerConfig c;
+  c.name = "lion";
   const std::string msg = error_message([&] { make_optimizer(c, ps.named()); });
-  EXPECT_NE(msg.find("'rmsprop'"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("sgd, adam, adamw"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'lion'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("sgd, adam, adamw, rmsprop"), std::string::npos) << msg;
   EXPECT_THROW(make_optimizer(c, ps.named()), ValueError);
 }
 

@@ -103,6 +103,66 @@ TEST(OptimizerState, AdamRoundTripContinuesBitIdentically) {
   }
 }
 
+TEST(OptimizerState, RMSpropRoundTripContinuesBitIdentically) {
+  for (bool centered : {false, true}) {
+    for (double momentum : {0.0, 0.9}) {
+      SCOPED_TRACE(::testing::Message() << "centered=" << centered << " momentum=" << momentum);
+      expect_round_trip_continues_identically(
+          [&](const NamedParameters& p) {
+            RMSpropOptions o;
+            o.lr = 0.02, o.alpha = 0.9, o.eps = 1e-6, o.weight_decay = 0.01;
+            o.momentum = momentum, o.centered = centered;
+            return std::make_unique<RMSprop>(p, o);
+          },
+          [&](const NamedParameters& p) {
+            RMSpropOptions o;  // other hyperparameters: the state's scalars override them
+            o.momentum = momentum, o.centered = centered;
+            return std::make_unique<RMSprop>(p, o);
+          });
+    }
+  }
+}
+
+TEST(OptimizerState, RMSpropNamesSlotsAndRejectsStateOfOtherSettings) {
+  ParamSet ps(DType::Float32);
+  RMSpropOptions o;
+  o.centered = true, o.momentum = 0.5;
+  RMSprop opt(ps.named(), o);
+  ps.set_grads(0);
+  opt.step();
+  std::vector<std::string> names;
+  for (const auto& [name, t] : opt.state_tensors()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "0.weight.square_avg", "0.weight.grad_avg", "0.weight.momentum_buffer",
+                       "0.bias.square_avg", "0.bias.grad_avg", "0.bias.momentum_buffer",
+                       "2.weight.square_avg", "2.weight.grad_avg", "2.weight.momentum_buffer"}));
+  const auto s = opt.state_scalars();
+  EXPECT_EQ(s.at("optimizer"), "rmsprop");
+  EXPECT_EQ(s.at("alpha"), "0.98999999999999999");  // 0.99, exact round trip
+  EXPECT_EQ(s.at("centered"), "true");
+  EXPECT_EQ(s.at("momentum"), "0.5");
+
+  const auto state = opt.state_tensors();
+  const auto before = testing::host_values(state[0].second);
+  auto off = s;
+  off["centered"] = "false";
+  EXPECT_NE(error_message([&] { opt.load_state(state, off); }).find("centered is off"),
+            std::string::npos);
+  off = s;
+  off["momentum"] = "0";
+  EXPECT_NE(error_message([&] { opt.load_state(state, off); }).find("'0.weight.momentum_buffer'"),
+            std::string::npos);
+  off = s;
+  off["alpha"] = "-1";
+  EXPECT_NE(error_message([&] { opt.load_state(state, off); }).find("alpha"), std::string::npos);
+  auto no_square = state;
+  no_square.erase(no_square.begin());  // 0.weight.square_avg
+  EXPECT_NE(error_message([&] { opt.load_state(no_square, s); }).find("no square_avg"),
+            std::string::npos);
+  EXPECT_EQ(testing::host_values(opt.state_tensors()[0].second), before);  // nothing changed
+  EXPECT_EQ(opt.steps(), 1);
+}
+
 TEST(OptimizerState, NamesSlotsAndScalars) {
   ParamSet ps(DType::Float32);
   AdamOptions o;

@@ -91,6 +91,31 @@ TEST(TrainConfig, TomlSetsKeysAndLaterFlagsOverrideThem) {
   EXPECT_NO_THROW(validate(c));
 }
 
+// RMSprop's settings and kl_div's: flags and TOML keys from the same table, validated.
+TEST(TrainConfig, RMSpropAndKlDivSettingsFromFlagsAndToml) {
+  TrainConfig c;
+  apply_toml_config(c,
+                    "optimizer = 'rmsprop'\n"
+                    "momentum = 0.9\n"
+                    "alpha = 0.95\n"
+                    "centered = true\n"
+                    "loss = 'kl_div'\n"
+                    "kl-log-target = true\n",
+                    "run.toml");
+  EXPECT_EQ(c.optimizer, "rmsprop");
+  EXPECT_DOUBLE_EQ(c.momentum, 0.9);
+  EXPECT_DOUBLE_EQ(c.alpha, 0.95);
+  EXPECT_TRUE(c.centered);
+  EXPECT_EQ(c.loss, "kl_div");
+  EXPECT_TRUE(c.kl_log_target);
+  EXPECT_NO_THROW(validate(c));
+  set_config_value(c, "eps", "1e-6");  // eps is rmsprop's too
+  set_config_value(c, "kl-log-target", "false");
+  EXPECT_DOUBLE_EQ(c.eps, 1e-6);
+  EXPECT_FALSE(c.kl_log_target);
+  EXPECT_NO_THROW(validate(c));
+}
+
 TEST(TrainConfig, TomlUnknownKeyNamesFileLineAndKey) {
   TrainConfig c;
   const std::string msg =
@@ -170,7 +195,21 @@ TEST(TrainConfig, ValidateRejectsImpossibleValuesWithOneClearMessageEach) {
       {"nesterov without momentum", [](TrainConfig& c) { c.optimizer = "sgd", c.nesterov = true; },
        "--nesterov needs --momentum > 0"},
       {"momentum with adam", [](TrainConfig& c) { c.momentum = 0.9; },
-       "--momentum and --nesterov apply to"},
+       "--momentum applies to --optimizer sgd, rmsprop, not to adam"},
+      {"nesterov with rmsprop",
+       [](TrainConfig& c) { c.optimizer = "rmsprop", c.momentum = 0.9, c.nesterov = true; },
+       "--nesterov applies to --optimizer sgd, not to rmsprop"},
+      {"centered with sgd", [](TrainConfig& c) { c.optimizer = "sgd", c.centered = true; },
+       "--centered applies to --optimizer rmsprop, not to sgd"},
+      {"alpha with adam", [](TrainConfig& c) { c.alpha = 0.9; },
+       "--alpha applies to --optimizer rmsprop, not to adam"},
+      {"negative alpha", [](TrainConfig& c) { c.optimizer = "rmsprop", c.alpha = -0.5; },
+       "--alpha must be >= 0, got -0.5"},
+      {"negative rmsprop momentum",
+       [](TrainConfig& c) { c.optimizer = "rmsprop", c.momentum = -0.5; },
+       "--momentum must be >= 0, got -0.5"},
+      {"kl log target with mse", [](TrainConfig& c) { c.kl_log_target = true; },
+       "--kl-log-target applies to --loss kl_div, not to --loss mse"},
       {"beta of 1", [](TrainConfig& c) { c.beta2 = 1.0; }, "--betas must each be in [0, 1)"},
       {"step schedule without step size", [](TrainConfig& c) { c.schedule = "step"; },
        "--step-size"},

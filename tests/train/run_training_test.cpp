@@ -94,6 +94,34 @@ TEST(RunTraining, ResumeGivesTheSameWeightsAndLossesAsOneRun) {
   }
 }
 
+// --optimizer rmsprop with --momentum and --centered (its state: square_avg, grad_avg and the
+// momentum buffer, in the checkpoint) resumes to the bytes of one straight run, and learns.
+TEST(RunTraining, RMSpropWithMomentumResumesToTheSameBytesAsOneRun) {
+  ScratchDir straight_dir, split_dir;
+  const auto rmsprop = [](TrainConfig c) {
+    c.optimizer = "rmsprop";
+    c.lr = 0.003;
+    c.momentum = 0.9;
+    c.centered = true;
+    c.alpha = 0.95;
+    return c;
+  };
+  TrainConfig straight = rmsprop(small_config(straight_dir));
+  straight.steps = 16;
+  const TrainReport once = train(straight);
+  EXPECT_LT(once.summary.last_loss, once.summary.first_loss);
+
+  TrainConfig split = rmsprop(small_config(split_dir));
+  split.checkpoint_dir = split_dir.path("ckpt");
+  split.steps = 7;
+  train(split);
+  split.steps = 16;
+  split.resume = true;
+  EXPECT_EQ(train(split).resumed_from_step, 7);
+  EXPECT_EQ(logged_losses(split.log), logged_losses(straight.log));
+  EXPECT_EQ(read_file_bytes(split.save), read_file_bytes(straight.save));
+}
+
 // --workers N prepares batches on N threads: the same batches in the same order, so the same
 // losses and weights, byte for byte, as the default (one worker) and as none; a run checkpointed
 // with one count resumes with another to the same end.

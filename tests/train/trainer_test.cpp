@@ -199,9 +199,20 @@ ResumeCase adam_amsgrad() {
   return {"adam_amsgrad", oc};
 }
 
+ResumeCase rmsprop_centered_momentum() {
+  OptimizerConfig oc = make_oc("rmsprop", 0.01);
+  oc.momentum = 0.9;
+  oc.centered = true;
+  oc.alpha = 0.95;
+  oc.weight_decay = 1e-3;
+  return {"rmsprop_centered_momentum", oc};
+}
+
 INSTANTIATE_TEST_SUITE_P(Optimizers, TrainerResume,
                          ::testing::Values(sgd_nesterov(), adam_amsgrad(),
-                                           ResumeCase{"adamw", make_oc("adamw", 0.01)}),
+                                           ResumeCase{"adamw", make_oc("adamw", 0.01)},
+                                           ResumeCase{"rmsprop", make_oc("rmsprop", 0.01)},
+                                           rmsprop_centered_momentum()),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Trainer, ResumeRejectsACheckpointOfAnotherBatchSize) {

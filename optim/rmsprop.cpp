@@ -1,0 +1,152 @@
+// torch.optim.RMSprop over the fused one-tensor kernel (kernels/rmsprop_step.h): one pass per
+// parameter over its value, gradient and state.
+
+#include <utility>
+
+#include "kernels/check.h"
+#include "kernels/rmsprop_step.h"
+#include "optim/detail.h"
+#include "optim/optimizer.h"
+
+namespace minitrain {
+
+namespace {
+
+const char* const kSquareAvg = "square_avg";
+const char* const kGradAvg = "grad_avg";
+const char* const kMomentumBuffer = "momentum_buffer";
+
+// torch's checks (torch/optim/rmsprop.py: lr, eps, momentum, weight_decay and alpha >= 0), plus
+// finite values.
+const RMSpropOptions& validated(const RMSpropOptions& o) {
+  using namespace optim_detail;
+  check_non_negative("rmsprop", "lr", o.lr);
+  check_non_negative("rmsprop", "alpha", o.alpha);
+  check_non_negative("rmsprop", "eps", o.eps);
+  check_non_negative("rmsprop", "weight_decay", o.weight_decay);
+  check_non_negative("rmsprop", "momentum", o.momentum);
+  return o;
+}
+
+RMSpropStepArgs step_args(const RMSpropOptions& o, double lr) {
+  RMSpropStepArgs a;
+  a.lr = lr;
+  a.alpha = o.alpha;
+  a.eps = o.eps;
+  a.weight_decay = o.weight_decay;
+  a.momentum = o.momentum;
+  a.centered = o.centered;
+  return a;
+}
+
+}  // namespace
+
+RMSprop::RMSprop(NamedParameters params, RMSpropOptions options)
+    : Optimizer(std::move(params), validated(options).lr), options_(options) {
+  square_avg_.resize(params_.size());
+  grad_avg_.resize(params_.size());
+  momentum_.resize(params_.size());
+}
+
+void RMSprop::step() {
+  // Check every operand first, so that a bad parameter leaves all of them unchanged.
+  for (const auto& [pname, p] : params_) {
+    if (!p->grad.defined()) continue;
+    const std::string op = "rmsprop: parameter '" + pname + "'";
+    check_compatible(op.c_str(), {{"value", p->value}, {"grad", p->grad}});
+    check_same_shape(op.c_str(), {{"value", p->value}, {"grad", p->grad}});
+  }
+  ++steps_;
+  const RMSpropStepArgs args = step_args(options_, lr_);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Parameter& p = *params_[i].second;
+    if (!p.grad.defined()) continue;  // torch skips grad=None
+    const Tensor& v = p.value;
+    // torch's lazy state init: zeros at the parameter's first step
+    if (!square_avg_[i].defined()) square_avg_[i] = Tensor::zeros(v.shape(), v.dtype(), v.device());
+    if (options_.centered && !grad_avg_[i].defined())
+      grad_avg_[i] = Tensor::zeros(v.shape(), v.dtype(), v.device());
+    if (options_.momentum > 0.0 && !momentum_[i].defined())
+      momentum_[i] = Tensor::zeros(v.shape(), v.dtype(), v.device());
+    rmsprop_step(p.value, p.grad, square_avg_[i], grad_avg_[i], momentum_[i], args);
+  }
+}
+
+std::vector<std::pair<std::string, Tensor>> RMSprop::state_tensors() const {
+  using optim_detail::host_copy;
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const std::string& pname = params_[i].first;
+    if (square_avg_[i].defined())
+      out.emplace_back(pname + "." + kSquareAvg, host_copy(square_avg_[i]));
+    if (grad_avg_[i].defined()) out.emplace_back(pname + "." + kGradAvg, host_copy(grad_avg_[i]));
+    if (momentum_[i].defined())
+      out.emplace_back(pname + "." + kMomentumBuffer, host_copy(momentum_[i]));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> RMSprop::state_scalars() const {
+  using namespace optim_detail;
+  auto s = Optimizer::state_scalars();
+  s["alpha"] = format_double(options_.alpha);
+  s["eps"] = format_double(options_.eps);
+  s["weight_decay"] = format_double(options_.weight_decay);
+  s["momentum"] = format_double(options_.momentum);
+  s["centered"] = format_bool(options_.centered);
+  return s;
+}
+
+void RMSprop::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                         const std::map<std::string, std::string>& scalars) {
+  using namespace optim_detail;
+  const std::string who = name();
+  // Everything is read and checked into locals first; members change only at the end.
+  const auto [steps, lr] = read_common_scalars(who, scalars, lr_);
+  RMSpropOptions o = options_;
+  o.lr = lr;
+  read_double(who, scalars, "alpha", &o.alpha);
+  read_double(who, scalars, "eps", &o.eps);
+  read_double(who, scalars, "weight_decay", &o.weight_decay);
+  read_double(who, scalars, "momentum", &o.momentum);
+  read_bool(who, scalars, "centered", &o.centered);
+  validated(o);
+
+  const std::size_t n = params_.size();
+  std::vector<Tensor> slots[3] = {std::vector<Tensor>(n), std::vector<Tensor>(n),
+                                  std::vector<Tensor>(n)};
+  const std::vector<std::string> slot_names = {kSquareAvg, kGradAvg, kMomentumBuffer};
+  for (const auto& [key, t] : tensors) {
+    const auto [i, s] = match_state_name(who, key, params_, slot_names);
+    MT_CHECK_AS(ValueError, !slots[s][i].defined(), who, ": optimizer state '", key,
+                "' appears twice");
+    slots[s][i] = load_state_tensor(who, key, t, params_[i].second->value);
+  }
+  // A stepped parameter has square_avg, and grad_avg / momentum_buffer exactly when the settings
+  // make them: a state saved with other settings is refused, not silently continued.
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string& pname = params_[i].first;
+    const bool sq = slots[0][i].defined(), ga = slots[1][i].defined(), buf = slots[2][i].defined();
+    if (!sq && !ga && !buf) continue;
+    if (!sq)
+      MT_THROW(ValueError, who, ": optimizer state for '", pname, "' has ",
+               ga ? kGradAvg : kMomentumBuffer, " but no ", kSquareAvg);
+    if (ga != o.centered)
+      MT_THROW(ValueError, who, ": centered is ", o.centered ? "on" : "off",
+               " but the optimizer state ", ga ? "has" : "has no", " '", pname, ".", kGradAvg,
+               "' (was it saved with centered ", ga ? "on" : "off", "?)");
+    if (buf != (o.momentum > 0.0))
+      MT_THROW(ValueError, who, ": momentum is ", o.momentum, " but the optimizer state ",
+               buf ? "has" : "has no", " '", pname, ".", kMomentumBuffer, "' (was it saved with ",
+               buf ? "momentum > 0" : "momentum 0", "?)");
+  }
+
+  options_ = o;
+  lr_ = lr;
+  steps_ = steps;
+  square_avg_ = std::move(slots[0]);
+  grad_avg_ = std::move(slots[1]);
+  momentum_ = std::move(slots[2]);
+}
+
+}  // namespace minitrain
