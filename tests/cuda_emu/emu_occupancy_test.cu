@@ -42,8 +42,7 @@ TEST(CudaEmuOccupancy, RegisterLimited) {
   // 128 threads = 4 warps, 33 registers: 33 x 32 = 1056, rounded to 1280 per warp; 16384 / 1280
   // = 12 warps per sub-partition, 48 per SM: 12 blocks, 48 warps = 75 % (the granularity costs
   // a quarter: 32 registers would give 16 blocks).
-  expect_occupancy(theoretical_occupancy(h100, 128, 33, 0), 16, 32, 12, 228, 12, 75.0,
-                   "registers");
+  expect_occupancy(theoretical_occupancy(h100, 128, 33, 0), 16, 32, 12, 228, 12, 75.0, "registers");
   // Ties name the first of the least, in the order registers, shared_mem, warps, blocks.
   expect_occupancy(theoretical_occupancy(h100, 128, 32, 0), 16, 32, 16, 228, 16, 100.0,
                    "registers");
@@ -90,7 +89,8 @@ TEST(CudaEmuOccupancy, TooManyRegistersPerBlockOrThread) {
   EXPECT_EQ(theoretical_occupancy(h100, 1024, 65, 0).limit_registers, 0);
   EXPECT_EQ(theoretical_occupancy(h100, 1024, 64, 0).limit_registers, 1);
   EXPECT_EQ(theoretical_occupancy(h100, 32, 256, 0).limit_registers, 0);
-  // 4 warps of 255 registers: 8160, rounded to 8192 per warp; 16384 / 8160 = 2 per sub-partition, 8 per SM: 2.
+  // 4 warps of 255 registers: 8160, rounded to 8192 per warp; 16384 / 8160 = 2 per sub-partition, 8
+  // per SM: 2.
   EXPECT_EQ(theoretical_occupancy(h100, 128, 255, 0).limit_registers, 2);
 }
 
@@ -131,6 +131,43 @@ TEST(CudaEmuOccupancy, DevicePropertiesReportTheProfile) {
   EXPECT_EQ(prop.sharedMemPerBlockOptin, p.smem_per_block_optin);
   EXPECT_EQ(std::size_t(prop.l2CacheSize), p.l2_bytes);
   EXPECT_NE(std::string(prop.name).find(p.name), std::string::npos) << prop.name;
+}
+
+}  // namespace
+}  // namespace minitrain::emu_testing
+
+namespace minitrain::emu_testing {
+namespace {
+
+TEST(CudaEmuRoofline, ComputeBoundGemm) {
+  // 256^3 GEMM on H100: 2 x 256^3 = 33554432 FLOPs, 3 matrices of 256 x 256 floats = 786432
+  // bytes at least. Intensity 42.67 FLOP/B, above the ridge 66.9e12 / 3.35e12 = 19.97: compute
+  // bound; 33554432 / 66.9e12 = 0.5016 us of compute (0.2348 us of DRAM) + 3 us of launch.
+  const auto m = mtemu::roofline_model(mtemu::device_profile("h100"), 33554432.0, 786432.0, 0);
+  EXPECT_NEAR(m.intensity, 42.667, 1e-3);
+  EXPECT_NEAR(m.ridge, 19.970, 1e-3);
+  EXPECT_NEAR(m.compute_s, 0.50156e-6, 1e-10);
+  EXPECT_NEAR(m.memory_s, 0.23475e-6, 1e-10);
+  EXPECT_STREQ(m.bound, "compute");
+  EXPECT_NEAR(m.pct_of_roof, 100.0, 1e-9);
+  const auto with_launch =
+      mtemu::roofline_model(mtemu::device_profile("h100"), 33554432.0, 786432.0);
+  EXPECT_NEAR(with_launch.time_s, 3.50156e-6, 1e-10);
+  EXPECT_STREQ(with_launch.bound, "overhead");
+  EXPECT_NEAR(with_launch.gflops, 9582.71, 0.01);
+  EXPECT_NEAR(with_launch.pct_of_roof, 14.324, 1e-3);
+}
+
+TEST(CudaEmuRoofline, MemoryBoundCopy) {
+  // A copy of 2^24 floats on the T4 profile: 128 MiB of traffic, no FLOPs:
+  // 134217728 / 320e9 = 419.43 us, memory bound.
+  const auto m = mtemu::roofline_model(mtemu::device_profile("t4"), 0, 134217728.0);
+  EXPECT_NEAR(m.memory_s, 419.43e-6, 1e-9);
+  EXPECT_NEAR(m.time_s, 422.43e-6, 1e-9);
+  EXPECT_STREQ(m.bound, "memory");
+  EXPECT_EQ(m.gflops, 0);
+  EXPECT_NEAR(m.pct_of_roof, 100.0 * 419.43 / 422.43, 1e-3);
+  EXPECT_THROW(mtemu::roofline_model(mtemu::device_profile("t4"), -1, 0), std::invalid_argument);
 }
 
 }  // namespace
