@@ -117,11 +117,10 @@ TEST(CudaEmuOccupancy, ProfilesAndTheirLookup) {
 }
 
 TEST(CudaEmuOccupancy, DevicePropertiesReportTheProfile) {
-  // The tests run without MINITRAIN_EMU_DEVICE: the H100 SXM profile.
+  // Without MINITRAIN_EMU_DEVICE: the H100 SXM profile; ctest runs this case with t4 too.
+  const char* env = std::getenv("MINITRAIN_EMU_DEVICE");
   const auto& p = mtemu::current_device_profile();
-  if (std::getenv("MINITRAIN_EMU_DEVICE") == nullptr) {
-    EXPECT_STREQ(p.key, "h100");
-  }
+  EXPECT_STREQ(p.key, env ? env : "h100");
   cudaDeviceProp prop;
   ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
   EXPECT_EQ(prop.multiProcessorCount, p.sms);
@@ -131,6 +130,16 @@ TEST(CudaEmuOccupancy, DevicePropertiesReportTheProfile) {
   EXPECT_EQ(prop.sharedMemPerBlockOptin, p.smem_per_block_optin);
   EXPECT_EQ(std::size_t(prop.l2CacheSize), p.l2_bytes);
   EXPECT_NE(std::string(prop.name).find(p.name), std::string::npos) << prop.name;
+}
+
+TEST(CudaEmuOccupancy, AnUnknownProfileIsAnError) {
+  // Run by ctest with MINITRAIN_EMU_DEVICE=h1000 (CudaEmuOccupancy.UnknownProfileEnv).
+  const char* env = std::getenv("MINITRAIN_EMU_DEVICE");
+  if (env == nullptr || std::string(env) != "h1000")
+    GTEST_SKIP() << "needs MINITRAIN_EMU_DEVICE=h1000";
+  cudaDeviceProp prop;
+  EXPECT_EQ(cudaGetDeviceProperties(&prop, 0), cudaErrorInvalidValue);
+  EXPECT_THROW(mtemu::current_device_profile(), std::invalid_argument);
 }
 
 }  // namespace
