@@ -9,10 +9,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <unordered_map>
 #include <vector>
 
 #include "block.h"
+#include "cuda_emu/occupancy.h"
 #include "cuda_emu/testing.h"
 #include "grid.h"
 #include "cuda_emu/api_counts.h"
@@ -323,19 +325,30 @@ cudaError_t cudaSetDevice(int index) {
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int index) {
   if (cudaError_t e = check_device(index); e != cudaSuccess) return e;
+  // The limits and sizes of the device profile MINITRAIN_EMU_DEVICE selects (default H100 SXM,
+  // cuda_emu/occupancy.h); the memory is the emulator's own. The emulator's launch checks keep
+  // H100's shared-memory limits (grid.h) whatever the profile.
+  const mtemu::DeviceProfile* prof = nullptr;
+  try {
+    prof = &mtemu::current_device_profile();
+  } catch (const std::invalid_argument& err) {
+    return fail(cudaErrorInvalidValue, std::string("MINITRAIN_EMU_DEVICE: ") + err.what());
+  }
   std::memset(p, 0, sizeof *p);
-  std::snprintf(p->name, sizeof p->name, "minitrain emulated GPU (CPU threads)");
+  std::snprintf(p->name, sizeof p->name, "minitrain emulated GPU: %s", prof->name);
   p->totalGlobalMem = device(index).capacity;
-  p->sharedMemPerBlock = kSharedPerBlockDefault;
-  p->sharedMemPerBlockOptin = kSharedPerBlockOptin;
-  p->regsPerBlock = 65536;
+  p->sharedMemPerBlock = prof->smem_per_block;
+  p->sharedMemPerBlockOptin = prof->smem_per_block_optin;
+  p->regsPerBlock = prof->regs_per_block;
   p->warpSize = 32;
-  p->maxThreadsPerBlock = 1024;
+  p->maxThreadsPerBlock = prof->max_threads_per_block;
   p->maxThreadsDim[0] = 1024, p->maxThreadsDim[1] = 1024, p->maxThreadsDim[2] = 64;
   p->maxGridSize[0] = 2147483647, p->maxGridSize[1] = 65535, p->maxGridSize[2] = 65535;
-  p->major = 9, p->minor = 0;  // what the kernels are written for: tensor cores, bf16, tf32
-  p->multiProcessorCount = 2;
-  p->maxThreadsPerMultiProcessor = 2048;
+  p->clockRate = prof->sm_clock_khz;
+  p->l2CacheSize = int(prof->l2_bytes);
+  p->major = prof->major, p->minor = prof->minor;
+  p->multiProcessorCount = prof->sms;
+  p->maxThreadsPerMultiProcessor = prof->max_threads_per_sm;
   p->unifiedAddressing = 1;
   return ok();
 }
