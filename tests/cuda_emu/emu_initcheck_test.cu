@@ -120,7 +120,7 @@ TEST_F(CudaEmuInitcheck, ABlockHandedOutAgainIsUninitialised) {
   fill_kernel<<<1, 64>>>(block, 0, 64, 1.f);
   read_at_kernel<<<1, 32>>>(block, 7, out.get());
   EXPECT_EQ(fault_after_sync(), "");
-  EMU_OK(mtemu::limit_access(block, 0, nullptr));                    // back to the cache
+  EMU_OK(mtemu::limit_access(block, 0, nullptr));                   // back to the cache
   EMU_OK(mtemu::limit_access(block, 32 * sizeof(float), nullptr));  // the next tensor's
   read_at_kernel<<<1, 32>>>(block, 7, out.get());
   const std::string text = fault_after_sync();
