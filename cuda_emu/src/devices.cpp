@@ -14,6 +14,7 @@
 #include "block.h"
 #include "cuda_emu/testing.h"
 #include "grid.h"
+#include "initcheck.h"
 #include "runtime.h"
 #include "sanitizer.h"
 
@@ -235,6 +236,7 @@ cudaError_t enqueue_launch(const LaunchSite& site, const LaunchConfig& config, c
   grid->config = config;
   grid->body = std::move(body);
   grid->device = dev;
+  grid->provenance = take_launch_provenance();
   enqueue(*stream, [grid] {
     run_grid(*grid);
     if (grid->faulted) device_fault(grid->device, grid->fault_code, grid->fault_text);

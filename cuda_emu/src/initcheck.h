@@ -4,11 +4,17 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "cuda_emu/initcheck.h"
 
 namespace mtemu::detail {
 
-extern bool initcheck_on;  // the access hooks' one branch
+struct Provenance;
+/// The launch's parameter words noted by note_launch_args on this thread, for its Grid (null when
+/// the provenance check is off).
+std::shared_ptr<Provenance> take_launch_provenance();
 
 /// A new device allocation: every byte uninitialised. `how` names the call ("cudaMalloc").
 void initcheck_allocated(const void* base, std::size_t bytes, int device, const char* how);

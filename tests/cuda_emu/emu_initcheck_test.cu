@@ -148,6 +148,83 @@ TEST_F(CudaEmuInitcheck, AnAtomicOnUnwrittenMemoryIsAReadOfIt) {
   EXPECT_EQ(acc.to_host()[0], 32.f);
 }
 
+__global__ void count_kernel(int* counter) { atomicAdd(counter, 1); }
+__global__ void flag_kernel(int* flag, float* f) {
+  atomicExch(flag, 1);
+  atomicExch(f, 2.f);
+}
+
+TEST_F(CudaEmuInitcheck, IntegerAtomicsReadAndExchangesOnlyWrite) {
+  DeviceBuffer<int> counter(1), flag(1);
+  DeviceBuffer<float> f(1);
+  count_kernel<<<1, 32>>>(counter.get());
+  EXPECT_THAT(fault_after_sync(),
+              ::testing::ContainsRegex("kernel 'count_kernel' .* in "
+                                       "count_kernel[^ ]* at "
+                                       "emu_initcheck_test\\.cu:[0-9]+: byte 0"));
+  flag_kernel<<<1, 1>>>(flag.get(), f.get());
+  EXPECT_EQ(fault_after_sync(), "") << "an exchange into unwritten memory reads nothing";
+  EXPECT_EQ(flag.to_host()[0], 1);
+  EXPECT_EQ(f.to_host()[0], 2.f);
+  EXPECT_EQ(fault_after_sync(), "");
+}
+
+// ---- the provenance check (MINITRAIN_EMU_PROVENANCE)
+
+class CudaEmuProvenance : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(mtemu::provenance_enable(true)); }
+  void TearDown() override {
+    (void)fault_after_sync();
+    mtemu::provenance_enable(false);
+  }
+};
+
+__global__ void store_at_kernel(float* out, long long i) { out[i] = 1.f; }
+
+// A garbage index that lands inside another allocation, beyond the redzones: the address is
+// valid, so AddressSanitizer says nothing; no pointer the kernel was given reaches that buffer.
+TEST_F(CudaEmuProvenance, AnIndexLandingInAnotherAllocationIsAFault) {
+  DeviceBuffer<float> mine(64), other(64);
+  EMU_OK(cudaMemset(other.get(), 0, 64 * sizeof(float)));
+  const long long garbage = (other.get() - mine.get()) + 3;
+  store_at_kernel<<<1, 1>>>(mine.get(), garbage);
+  cudaError_t code = cudaSuccess;
+  const std::string text = fault_after_sync(&code);
+  EXPECT_EQ(code, cudaErrorIllegalAddress);
+  EXPECT_THAT(text,
+              ::testing::ContainsRegex(
+                  "kernel 'store_at_kernel' .* block \\(0,0,0\\) thread \\(0,0,0\\): "
+                  "__global__ write of size 4 bytes at 0x[0-9a-f]+ in store_at_kernel[^ ]* at "
+                  "emu_initcheck_test\\.cu:[0-9]+ lands in byte 12 of the 256-byte "
+                  "allocation .*which none of the kernel's pointers reaches"))
+      << text;
+  store_at_kernel<<<1, 1>>>(mine.get(), 63);  // its own buffer, last element
+  EXPECT_EQ(fault_after_sync(), "");
+}
+
+struct Pair {
+  const float* x;
+  float* y;
+};
+__global__ void through_struct_kernel(Pair p) { p.y[threadIdx.x] = p.x[threadIdx.x]; }
+__global__ void through_table_kernel(float* const* table, int n) {
+  for (int i = 0; i < n; ++i) table[1][i] = table[0][i] * 2.f;
+}
+
+// Pointers in a struct argument, and pointers the kernel loads from device memory, reach their
+// allocations: no report.
+TEST_F(CudaEmuProvenance, PointersInStructsAndInDeviceMemoryReach) {
+  DeviceBuffer<float> x(std::vector<float>(32, 1.f)), y(32);
+  through_struct_kernel<<<1, 32>>>(Pair{x.get(), y.get()});
+  EXPECT_EQ(fault_after_sync(), "");
+  const std::vector<float*> host_table = {x.get(), y.get()};
+  DeviceBuffer<float*> table(host_table);
+  through_table_kernel<<<1, 1>>>(table.get(), 32);
+  EXPECT_EQ(fault_after_sync(), "");
+  EXPECT_EQ(y.to_host()[31], 2.f);
+}
+
 TEST(CudaEmuInitcheckOff, UnwrittenMemoryIsNotReportedWhenInitcheckIsOff) {
   ASSERT_FALSE(mtemu::initcheck_enabled());
   DeviceBuffer<float> in(100), out(1);
