@@ -28,6 +28,7 @@
 #include "block.h"
 #include "cuda_emu/counters.h"
 #include "grid.h"
+#include "initcheck.h"
 #include "runtime.h"
 
 namespace mtemu {
@@ -414,16 +415,22 @@ __attribute__((no_sanitize_address, always_inline)) inline bool shadow_clean(uin
     if (__builtin_expect(mtemu::detail::counters_on, 0))                                          \
       mtemu::detail::record(a, bytes, store,                                                      \
                             reinterpret_cast<uintptr_t>(__builtin_return_address(0)));            \
+    if (__builtin_expect(mtemu::detail::initcheck_on, 0))                                         \
+      mtemu::detail::initcheck_access(a, bytes, store,                                            \
+                                      reinterpret_cast<uintptr_t>(__builtin_return_address(0)));  \
     if (__builtin_expect(shadow_clean(a, bytes), 1)) return;                                      \
     resolve(&real, #name)(a);                                                                     \
   }
-#define MTEMU_ASAN_HOOK_N(name, store)                                                    \
-  extern "C" __attribute__((visibility("default"))) void name(uintptr_t a, uintptr_t n) { \
-    static CheckN real = nullptr;                                                         \
-    if (__builtin_expect(mtemu::detail::counters_on, 0))                                  \
-      mtemu::detail::record(a, uint32_t(n), store,                                        \
-                            reinterpret_cast<uintptr_t>(__builtin_return_address(0)));    \
-    resolve(&real, #name)(a, n);                                                          \
+#define MTEMU_ASAN_HOOK_N(name, store)                                                           \
+  extern "C" __attribute__((visibility("default"))) void name(uintptr_t a, uintptr_t n) {        \
+    static CheckN real = nullptr;                                                                \
+    if (__builtin_expect(mtemu::detail::counters_on, 0))                                         \
+      mtemu::detail::record(a, uint32_t(n), store,                                               \
+                            reinterpret_cast<uintptr_t>(__builtin_return_address(0)));           \
+    if (__builtin_expect(mtemu::detail::initcheck_on, 0))                                        \
+      mtemu::detail::initcheck_access(a, uint32_t(n), store,                                     \
+                                      reinterpret_cast<uintptr_t>(__builtin_return_address(0))); \
+    resolve(&real, #name)(a, n);                                                                 \
   }
 #if defined(__SANITIZE_ADDRESS__)
 MTEMU_ASAN_HOOK(__asan_load1, 1, false)

@@ -18,6 +18,7 @@
 #include "cuda_emu/testing.h"
 #include "grid.h"
 #include "cuda_emu/api_counts.h"
+#include "initcheck.h"
 #include "runtime.h"
 #include "sanitizer.h"
 
@@ -247,13 +248,15 @@ cudaError_t enqueue_launch(const LaunchSite& site, const LaunchConfig& config, c
                     " (a missing DeviceGuard)");
   // A fresh Grid each time the operation runs: a captured launch runs again at every replay, with
   // the arguments `body` copied at the launch (as CUDA copies them into the graph's kernel node).
-  auto run = [site, kernel, config, body = std::move(body), dev] {
+  auto run = [site, kernel, config, body = std::move(body), dev,
+              provenance = take_launch_provenance()] {
     Grid grid;
     grid.site = site;
     grid.kernel = kernel;
     grid.config = config;
     grid.body = body;
     grid.device = dev;
+    grid.provenance = provenance;
     run_grid(grid);
     if (grid.faulted) device_fault(grid.device, grid.fault_code, grid.fault_text);
   };

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "cuda_runtime_api.h"
@@ -14,11 +15,14 @@
 
 namespace mtemu::detail {
 
+struct Provenance;
+
 struct Grid {
   LaunchSite site;
   const void* kernel = nullptr;  // the kernel's address: its attributes' key
   LaunchConfig config;
-  std::function<void()> body;  // runs one thread: the kernel with its arguments
+  std::function<void()> body;              // runs one thread: the kernel with its arguments
+  std::shared_ptr<Provenance> provenance;  // what its pointers reach (initcheck.cpp)
   int device = 0;
   uint64_t blocks = 0;      // gridDim.x * gridDim.y * gridDim.z
   uint64_t order_step = 1;  // block i runs as block (i * order_step + order_offset) % blocks

@@ -13,6 +13,7 @@
 
 #include "cuda_emu/allocator_hooks.h"
 #include "cuda_emu/api_counts.h"
+#include "initcheck.h"
 #include "runtime.h"
 #include "sanitizer.h"
 
@@ -65,6 +66,7 @@ cudaError_t allocate(void** ptr, std::size_t bytes, Space space, int dev) {
   std::memset(p, kUninitialisedByte, bytes);
   std::lock_guard<std::mutex> lock(table_mutex);
   table()[reinterpret_cast<uintptr_t>(p)] = Allocation{space, dev, bytes};
+  if (space == Space::Device) initcheck_allocated(p, bytes, dev, "cudaMalloc");
   *ptr = p;
   return ok();
 }
@@ -86,6 +88,7 @@ cudaError_t release(void* p, Space space, const char* call) {
   if (space == Space::Device) {
     synchronize_device(a.device);
     device(a.device).used -= a.bytes;
+    initcheck_freed(p);
   }
   san::unpoison(p, a.bytes);  // limit_access may have poisoned parts of it
   std::free(p);
@@ -122,10 +125,31 @@ cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaStream_t str
   if (from == Space::Pageable && to == Space::Device) {
     auto staged = std::make_shared<std::vector<unsigned char>>(
         static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
-    return enqueue(*s, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); },
+    return enqueue(*s,
+                   [dst, staged] {
+                     std::memcpy(dst, staged->data(), staged->size());
+                     initcheck_written(dst, staged->size());
+                   },
                    {"memcpy"});
   }
-  if (cudaError_t e = enqueue(*s, [dst, src, bytes] { std::memmove(dst, src, bytes); }, {"memcpy"});
+  if (cudaError_t e = enqueue(*s,
+                              [dst, src, bytes, to, from, call, dev = s->device] {
+                                // initcheck: a copy to the host reads its source (reported if
+                                // unwritten); one between devices carries the bytes' state along;
+                                // one from the host writes.
+                                if (initcheck_on && from == Space::Device && to != Space::Device) {
+                                  if (std::string report = initcheck_copy_source(src, bytes, call);
+                                      !report.empty())
+                                    device_fault(dev, cudaErrorLaunchFailure, report);
+                                } else if (initcheck_on && to == Space::Device) {
+                                  if (from == Space::Device)
+                                    initcheck_copied(dst, src, bytes);
+                                  else
+                                    initcheck_written(dst, bytes);
+                                }
+                                std::memmove(dst, src, bytes);
+                              },
+                              {"memcpy"});
       e != cudaSuccess)
     return e;
   if (to == Space::Pageable || (from != Space::Device && to != Space::Device)) {
@@ -172,6 +196,9 @@ cudaError_t mtemu::limit_access(void* block, std::size_t usable, cudaStream_t st
   auto mark = [base = r.base, bytes = r.bytes, usable] {
     san::unpoison(base, bytes);
     san::poison(base + usable, bytes - usable);
+    // initcheck: a block handed out again holds the last tensor's data, which the new tensor's
+    // kernels must not read as theirs.
+    if (usable > 0) initcheck_reissued(base, bytes);
   };
   auto s = resolve_stream(stream, r.device);
   if (s) return enqueue(*s, mark, {"access limit"});
@@ -260,8 +287,12 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, std::size_t bytes, cudaStream_
   auto s = resolve_stream(stream, dev);
   if (!s) return fail(cudaErrorInvalidResourceHandle, "cudaMemsetAsync: not a live stream");
   if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
-  const cudaError_t e =
-      enqueue(*s, [ptr, value, bytes] { std::memset(ptr, value, bytes); }, {"memset"});
+  const cudaError_t e = enqueue(*s,
+                                [ptr, value, bytes] {
+                                  std::memset(ptr, value, bytes);
+                                  initcheck_written(ptr, bytes);
+                                },
+                                {"memset"});
   if (e == cudaSuccess) count_api(ApiEvent::Memset);
   return e;
 }

@@ -14,6 +14,7 @@
 
 #include "cuda_emu/vector_types.h"
 #include "cuda_emu/counters.h"
+#include "cuda_emu/initcheck.h"
 
 #define __global__
 #define __device__
@@ -189,41 +190,51 @@ T atomic_update_fp(T* address, T (*f)(T, T), T v) {
 // Each atomic counts as one atomic request (cuda_emu/counters.h), not as the loads and stores
 // it is made of.
 #define MTEMU_COUNT_ATOMIC(a) ::mtemu::detail::AtomicCount mtemu_count_atomic_(a, sizeof *(a))
+// Under initcheck (cuda_emu/initcheck.h) a read-modify-write reads the old value: a read of
+// unwritten memory is reported; an exchange only writes. (AddressSanitizer's hooks do not see the
+// integer atomics as reads.)
+#define MTEMU_ATOMIC_INITCHECK(a, reads)                  \
+  if (__builtin_expect(::mtemu::detail::initcheck_on, 0)) \
+  ::mtemu::detail::initcheck_atomic(a, sizeof *(a), reads)
+#define MTEMU_ATOMIC_RMW(a) \
+  MTEMU_COUNT_ATOMIC(a);    \
+  MTEMU_ATOMIC_INITCHECK(a, true)
 #define MTEMU_INTEGER_ATOMICS(T)                                                            \
   inline T atomicAdd(T* a, T v) {                                                           \
-    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    MTEMU_ATOMIC_RMW(a);                                                                    \
     return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                      \
   }                                                                                         \
   inline T atomicSub(T* a, T v) {                                                           \
-    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    MTEMU_ATOMIC_RMW(a);                                                                    \
     return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                      \
   }                                                                                         \
   inline T atomicExch(T* a, T v) {                                                          \
     MTEMU_COUNT_ATOMIC(a);                                                                  \
+    MTEMU_ATOMIC_INITCHECK(a, false);                                                       \
     return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                     \
   }                                                                                         \
   inline T atomicAnd(T* a, T v) {                                                           \
-    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    MTEMU_ATOMIC_RMW(a);                                                                    \
     return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                      \
   }                                                                                         \
   inline T atomicOr(T* a, T v) {                                                            \
-    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    MTEMU_ATOMIC_RMW(a);                                                                    \
     return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                       \
   }                                                                                         \
   inline T atomicXor(T* a, T v) {                                                           \
-    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    MTEMU_ATOMIC_RMW(a);                                                                    \
     return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                      \
   }                                                                                         \
   inline T atomicMax(T* a, T v) {                                                           \
-    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    MTEMU_ATOMIC_RMW(a);                                                                    \
     return ::mtemu::detail::atomic_update(a, [v](T o) { return o < v ? v : o; });           \
   }                                                                                         \
   inline T atomicMin(T* a, T v) {                                                           \
-    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    MTEMU_ATOMIC_RMW(a);                                                                    \
     return ::mtemu::detail::atomic_update(a, [v](T o) { return v < o ? v : o; });           \
   }                                                                                         \
   inline T atomicCAS(T* a, T compare, T v) {                                                \
-    MTEMU_COUNT_ATOMIC(a);                                                                  \
+    MTEMU_ATOMIC_RMW(a);                                                                    \
     __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
     return compare;                                                                         \
   }
@@ -233,19 +244,24 @@ MTEMU_INTEGER_ATOMICS(unsigned long long)
 #undef MTEMU_INTEGER_ATOMICS
 
 inline float atomicAdd(float* a, float v) {
-  MTEMU_COUNT_ATOMIC(a);
+  MTEMU_ATOMIC_RMW(a);
   return ::mtemu::detail::atomic_update_fp<float>(
       a, [](float o, float x) { return o + x; }, v);
 }
 inline double atomicAdd(double* a, double v) {
-  MTEMU_COUNT_ATOMIC(a);
+  MTEMU_ATOMIC_RMW(a);
   return ::mtemu::detail::atomic_update_fp<double>(
       a, [](double o, double x) { return o + x; }, v);
 }
 inline float atomicExch(float* a, float v) {
   MTEMU_COUNT_ATOMIC(a);
-  return ::mtemu::detail::atomic_update_fp<float>(
-      a, [](float, float x) { return x; }, v);
+  MTEMU_ATOMIC_INITCHECK(a, false);
+  uint32_t bits;  // an exchange, not a compare-and-swap loop: it does not read the old value first
+  std::memcpy(&bits, &v, sizeof bits);
+  const uint32_t old = __atomic_exchange_n(reinterpret_cast<uint32_t*>(a), bits, __ATOMIC_SEQ_CST);
+  float r;
+  std::memcpy(&r, &old, sizeof r);
+  return r;
 }
 
 // ---- device math that CUDA has and C++ spells differently ----

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "cuda_runtime_api.h"
+#include "cuda_emu/initcheck.h"
 #include "cuda_emu/vector_types.h"
 
 namespace mtemu {
@@ -88,6 +89,7 @@ template <class... P, class... A>
 cudaError_t operator|(void (*kernel)(P...), BoundLaunch<A...>&& b) {
   static_assert(sizeof...(P) == sizeof...(A), "kernel launched with the wrong number of arguments");
   auto params = std::apply([](auto&... a) { return std::tuple<P...>(a...); }, b.args);
+  if (__builtin_expect(detail::initcheck_on, 0)) detail::note_launch_args(&params, sizeof params);
   return detail::enqueue_launch(b.site, b.config, reinterpret_cast<const void*>(kernel),
                                 [kernel, params]() { std::apply(kernel, params); });
 }

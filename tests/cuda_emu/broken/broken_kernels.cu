@@ -604,6 +604,57 @@ int uninitialised_read(bool twin) {
   return 0;
 }
 
+// Per-block partial sums into a buffer cleared with cudaMemset(p, 0, blocks): a count of bytes
+// where it needs blocks * sizeof(float), so only the first partial sum starts from zero.
+__global__ void partial_sums_kernel(float* partial, const float* x, int n) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) atomicAdd(&partial[blockIdx.x], x[i]);  // reads partial[b] for b >= 1 uncleared
+}
+
+int memset_too_short(bool twin) {
+  const int n = 1024, block = 128, blocks = n / block;
+  std::vector<float> h(n, 1.f);
+  float *x, *partial;
+  CHECK(cudaMalloc((void**)&x, n * sizeof(float)));
+  CHECK(cudaMalloc((void**)&partial, blocks * sizeof(float)));
+  CHECK(cudaMemcpy(x, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  CHECK(cudaMemset(partial, 0, twin ? blocks * sizeof(float) : blocks));  // bug: bytes, not floats
+  partial_sums_kernel<<<blocks, block>>>(partial, x, n);
+  CHECK(cudaDeviceSynchronize());
+  std::vector<float> sums(blocks);
+  CHECK(cudaMemcpy(sums.data(), partial, blocks * sizeof(float), cudaMemcpyDeviceToHost));
+  CHECK(cudaFree(x));
+  CHECK(cudaFree(partial));
+  for (float v : sums)
+    if (v != float(block)) return wrong_answer("partial_sums_kernel", "partial sums");
+  return 0;
+}
+
+// A grid sized n / block, rounded down: the last n % block elements are never written, and the
+// copy back to the host reads them.
+__global__ void square_kernel(float* out, const float* in, int n) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = in[i] * in[i];
+}
+
+int grid_rounds_down(bool twin) {
+  const int n = 1000, block = 256;
+  const int grid = twin ? (n + block - 1) / block : n / block;  // bug: 3 blocks cover 768
+  std::vector<float> h(n, 3.f);
+  float *in, *out;
+  CHECK(cudaMalloc((void**)&in, n * sizeof(float)));
+  CHECK(cudaMalloc((void**)&out, n * sizeof(float)));
+  CHECK(cudaMemcpy(in, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  square_kernel<<<grid, block>>>(out, in, n);
+  CHECK(cudaDeviceSynchronize());
+  CHECK(cudaMemcpy(h.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost));
+  CHECK(cudaFree(in));
+  CHECK(cudaFree(out));
+  for (float v : h)
+    if (v != 9.f) return wrong_answer("square_kernel", "squares");
+  return 0;
+}
+
 // ---------------------------------------------------------------- hangs
 
 // Each block waits for the other's flag before raising its own: a deadlock on any GPU.
@@ -662,6 +713,8 @@ const Case kCases[] = {
     {"if_else_barriers", if_else_barriers},
     {"shfl_exited_lane", shfl_exited_lane},
     {"uninitialised_read", uninitialised_read},
+    {"memset_too_short", memset_too_short},
+    {"grid_rounds_down", grid_rounds_down},
     {"blocks_spin", blocks_spin},
 };
 
