@@ -53,11 +53,11 @@ class DeviceTimer {
 /// work falls into every measurement. The one timing loop of bench/gemm_bench.cpp,
 /// bench/linear_bench.cpp, bench/memory_bench.cpp and `minitrain bench op`.
 inline double mean_call_seconds(Device d, const std::function<void()>& work, int runs,
-                                double min_seconds = 0.2) {
+                                double min_seconds = 0.2, bool flush_l2 = true) {
   if (runs < 1) runs = 1;
   work();  // warm-up
   if (d.is_cuda()) {
-    DeviceTimer timer(d);
+    DeviceTimer timer(d, flush_l2);
     double total = 0;
     for (int i = 0; i < runs; ++i) total += timer.time_seconds(work);
     return total / runs;
