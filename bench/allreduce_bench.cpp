@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "bench/bench_threads.h"
 #include "core/bytes.h"
 #include "core/tensor.h"
@@ -95,9 +96,5 @@ int main(int argc, char** argv) {
   argc = kept;
   register_sizes("all_reduce_bench/native", AllReduceAlgorithm::Native, max_bytes);
   register_sizes("all_reduce_bench/ring", AllReduceAlgorithm::Ring, max_bytes);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return minitrain::bench::run_benchmarks(argc, argv);
 }

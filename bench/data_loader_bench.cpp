@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "bench/bench_inputs.h"
 #include "bench/bench_threads.h"
 #include "core/generator.h"
@@ -116,9 +117,5 @@ int main(int argc, char** argv) {
           [workers, with_step](benchmark::State& s) { load(s, workers, with_step); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return minitrain::bench::run_benchmarks(argc, argv);
 }

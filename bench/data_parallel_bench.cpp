@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "bench/bench_inputs.h"
 #include "bench/bench_threads.h"
 #include "core/generator.h"
@@ -65,9 +66,5 @@ int main(int argc, char** argv) {
           [w, r](benchmark::State& s) { data_parallel_step(s, w, r); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return minitrain::bench::run_benchmarks(argc, argv);
 }

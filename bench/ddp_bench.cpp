@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "bench/bench_inputs.h"
 #include "bench/bench_threads.h"
 #include "bench/ddp_rank.h"
@@ -266,9 +267,5 @@ int main(int argc, char** argv) {
           [overlap, mib](benchmark::State& s) { ddp_step(s, overlap, mib); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return minitrain::bench::run_benchmarks(argc, argv);
 }

@@ -10,8 +10,8 @@
 // ladder's tensor-core rungs cuBLAS on the same tensor-core format (tc_tf32 against cublas_tf32,
 // tc_bf16 against cublas_bf16: float32 in and out, inputs rounded alike); OpenBLAS on the CPU. The
 // reference runs first for each shape; when a filter leaves it out, it is timed inline before the
-// backend. GPU times are CUDA events after warm-up with L2 flushed (bench/gpu_timing.h, manual
-// time); CPU times are Google Benchmark's real-time loop.
+// backend. GPU times are CUDA events after warm-up with L2 flushed
+// (kernels/op_bench/device_timer.h, manual time); CPU times are Google Benchmark's real-time loop.
 //
 //   minitrain_gemm_bench [--device=auto|cpu|cuda] [--threads=N] [--benchmark_filter=mlp]
 //                        [--benchmark_format=json]
@@ -26,10 +26,11 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "bench/bench_inputs.h"
 #include "bench/bench_device.h"
 #include "bench/bench_threads.h"
-#include "bench/gpu_timing.h"
+#include "kernels/op_bench/device_timer.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "kernels/gemm/gemm_registry.h"
@@ -84,24 +85,8 @@ std::string ref_key(const std::string& backend, const Case& g) { return backend 
 // events on a GPU, the whole loop with the host clock on the CPU.
 double time_backend(const std::string& backend, const Case& g, Device device, Operands& o,
                     int runs) {
-  auto call = [&] { minitrain::gemm_with(backend, o.c, o.a, g.trans_a, o.b, g.trans_b); };
-  call();  // warm-up
-  if (device.is_cuda()) {
-    minitrain::bench::DeviceTimer timer(device);
-    double total = 0;
-    for (int i = 0; i < runs; ++i) total += timer.time_seconds(call);
-    return total / runs;
-  }
-  // At least `runs` calls and 0.2 s, like a benchmark loop, so that the same share of the host's
-  // other work falls into both measurements.
-  const auto t0 = std::chrono::steady_clock::now();
-  int64_t calls = 0;
-  double elapsed = 0;
-  for (; calls < runs || elapsed < 0.2; ++calls) {
-    call();
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  return elapsed / double(calls);
+  return minitrain::bench::mean_call_seconds(
+      device, [&] { minitrain::gemm_with(backend, o.c, o.a, g.trans_a, o.b, g.trans_b); }, runs);
 }
 
 void run(benchmark::State& state, const GemmBackend& backend, const std::string& reference,
@@ -186,10 +171,7 @@ int main(int argc, char** argv) {
           b->UseRealTime();
       }
 
-    benchmark::Initialize(&argc, argv);
-    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-    benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
+    return minitrain::bench::run_benchmarks(argc, argv);
   } catch (const minitrain::Error& e) {
     std::fprintf(stderr, "minitrain_gemm_bench: %s\n", e.what());
     return 1;

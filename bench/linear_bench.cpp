@@ -2,7 +2,8 @@
 // trainer's MLP shapes (batch 64 and 256 x widths 64..1024), float32.
 //   GPU: Linear with backend "cublas" vs a bare cublasSgemm + bias-add kernel on preallocated
 //        buffers (the target: within 2%); Linear with "cublaslt" (bias fused into the GEMM's
-//        epilogue) beside them. CUDA events after warm-up, L2 flushed (bench/gpu_timing.h).
+//        epilogue) beside them. CUDA events after warm-up, L2 flushed
+//        (kernels/op_bench/device_timer.h).
 //   CPU: Linear ("auto" = openblas) vs a bare gemm_cpu + bias_add_cpu on preallocated buffers;
 //        Google Benchmark's real-time loop.
 // Counter pct_of_bare: the bare calls' time as a percentage of this run's (100 = no overhead),
@@ -19,10 +20,11 @@
 #include <map>
 #include <string>
 
+#include "bench/bench_main.h"
 #include "bench/bench_inputs.h"
 #include "bench/bench_device.h"
 #include "bench/bench_threads.h"
-#include "bench/gpu_timing.h"
+#include "kernels/op_bench/device_timer.h"
 #include "core/generator.h"
 #include "kernels/bias_add.h"
 #include "kernels/gemm/gemm.h"
@@ -107,23 +109,7 @@ double timed_loop(benchmark::State& state, Device d, const std::function<void()>
 // Seconds per call of `work` over `runs` calls timed as the benchmarks time them: per call with
 // events on a GPU, the whole loop with the host clock on the CPU.
 double mean_seconds(Device d, const std::function<void()>& work, int runs) {
-  work();  // warm-up
-  if (d.is_cuda()) {
-    minitrain::bench::DeviceTimer timer(d);
-    double total = 0;
-    for (int i = 0; i < runs; ++i) total += timer.time_seconds(work);
-    return total / runs;
-  }
-  // At least `runs` calls and 0.2 s, like a benchmark loop, so that the same share of the host's
-  // other work falls into both measurements.
-  const auto t0 = std::chrono::steady_clock::now();
-  int64_t calls = 0;
-  double elapsed = 0;
-  for (; calls < runs || elapsed < 0.2; ++calls) {
-    work();
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  return elapsed / double(calls);
+  return minitrain::bench::mean_call_seconds(d, work, runs);
 }
 
 void run_bare(benchmark::State& state, const Case& c, Device d) {
@@ -177,10 +163,7 @@ int main(int argc, char** argv) {
             b->UseRealTime();
         }
       }
-    benchmark::Initialize(&argc, argv);
-    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-    benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
+    return minitrain::bench::run_benchmarks(argc, argv);
   } catch (const minitrain::Error& e) {
     std::fprintf(stderr, "minitrain_linear_bench: %s\n", e.what());
     return 1;

@@ -5,7 +5,7 @@
 // biases [1024]: 8.4M parameters in 16 tensors, mostly bandwidth) and 100 small tensors (50
 // [256, 256] and 50 [256]: 3.3M parameters, where a GPU pays one launch latency per tensor). SGD
 // with momentum 0.9, Adam and AdamW with torch's defaults; float32. GPU times by CUDA events with
-// L2 flushed (bench/gpu_timing.h).
+// L2 flushed (kernels/op_bench/device_timer.h).
 //
 //   minitrain_optimizer_bench [--device=cpu|cuda] [--threads=N]
 
@@ -15,9 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "bench/bench_device.h"
 #include "bench/bench_threads.h"
-#include "bench/gpu_timing.h"
+#include "kernels/op_bench/device_timer.h"
 #include "core/device.h"
 #include "core/tensor.h"
 #include "kernels/fill.h"
@@ -113,9 +114,5 @@ int main(int argc, char** argv) {
             ->Unit(benchmark::kMicrosecond);
       }
 
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return minitrain::bench::run_benchmarks(argc, argv);
 }

@@ -9,6 +9,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench/bench_main.h"
 #include "bench/bench_threads.h"
 
 #include <cstdint>
@@ -71,9 +72,5 @@ BENCHMARK(pipeline_step)
 
 int main(int argc, char** argv) {
   minitrain::bench::take_threads_flag(argc, argv, 1);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return minitrain::bench::run_benchmarks(argc, argv);
 }

@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "bench/large_step.h"
 #include "core/parallel_for.h"
 #include "core/thread_policy.h"
@@ -225,9 +226,5 @@ int main(int argc, char** argv) {
           ->Iterations(3)
           ->Unit(benchmark::kMillisecond);
 
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return minitrain::bench::run_benchmarks(argc, argv);
 }

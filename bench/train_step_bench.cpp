@@ -32,6 +32,7 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include "bench/bench_main.h"
 #include "bench/bench_inputs.h"
 #include "bench/bench_threads.h"
 #include "bench/cpu_peak.h"
@@ -301,9 +302,5 @@ int main(int argc, char** argv) {
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
 
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return minitrain::bench::run_benchmarks(argc, argv);
 }

@@ -74,6 +74,14 @@ template <typename T>
 void mse_loss_forward_backward_cuda(T* out, T* grad_pred, const T* pred, const T* target, int64_t n,
                                     double divisor, T norm, bool per_element, double* workspace,
                                     CUstream_st* stream);
+/// Reduction none's fused forward + backward in 16-byte packs (float4 / double2) where pred,
+/// target, out and grad_pred are 16-byte aligned, the last n % 4 (or 2) elements one by one; the
+/// scalar kernel otherwise. The per-element expressions are mse_loss_forward_backward_cpu's, so
+/// the bits are too. A variant benchmarked against the scalar kernel by `minitrain bench op
+/// mse_none_forward_backward` (kernels/op_bench/ops/mse_loss_ops.cpp).
+template <typename T>
+void mse_loss_none_fused_vec4_cuda(T* out, T* grad_pred, const T* pred, const T* target, int64_t n,
+                                   T norm, CUstream_st* stream);
 template <typename T>
 void mse_loss_elementwise_cuda(T* out, const T* pred, const T* target, int64_t n,
                                CUstream_st* stream);

@@ -23,6 +23,7 @@
 #include "core/strings.h"
 #include "kernels/gemm/gemm_registry.h"
 #include "parallel/launch/subprocess.h"
+#include "tools/op_bench_command.h"
 
 #ifndef MINITRAIN_BUILD_BENCH_DIR
 #define MINITRAIN_BUILD_BENCH_DIR ""
@@ -188,13 +189,18 @@ BenchCommand::BenchCommand(CLI::App& parent) {
   app_ = parent.add_subcommand(
       "bench", "run the kernel and training benchmarks (Google Benchmark), keep their JSON");
   app_->add_option("areas", areas_,
-                   "areas to run (default: every one that is built): " + area_names());
+                   "areas to run (default: every one that is built): " + area_names() +
+                       "; or `op [NAME [VARIANT...]]`: list the registered ops, or verify and "
+                       "time one op's variants (docs/op_bench.md)");
   app_->add_flag("--list", list_, "list the areas, their programs and whether they are built");
   app_->add_option("--out", out_dir_, "directory for <area>.json (default bench-results)");
   app_->add_option("--filter", filter_,
                    "only benchmarks whose name matches this regex (--benchmark_filter)");
   app_->add_flag("--quick", quick_,
                  std::string("a short run: --benchmark_min_time=") + kQuickMinTime);
+  app_->add_option("--size", op_.sizes, "bench op: elements of the main operand (several: each)");
+  app_->add_option("--device", op_.device, "bench op: cpu, cuda, cuda:N or auto (default auto)");
+  app_->add_option("--runs", op_.runs, "bench op: timed calls per variant and size (default 20)");
 }
 
 bool BenchCommand::parsed() const { return app_->parsed(); }
@@ -230,6 +236,10 @@ int BenchCommand::list(std::ostream& out, const BenchDir& dir) const {
 }
 
 int BenchCommand::run(std::ostream& out, std::ostream& err) {
+  if (!areas_.empty() && areas_.front() == "op") {
+    op_.words.assign(areas_.begin() + 1, areas_.end());
+    return run_op_bench(op_, out, err);
+  }
   // Unknown areas first: a typo should cost nothing.
   std::vector<const BenchArea*> chosen;
   for (const std::string& name : areas_) {

@@ -2,6 +2,8 @@
 // `minitrain bench [AREA...] [--list] [--out DIR] [--filter REGEX] [--quick]`: runs the Google
 // Benchmark programs of bench/ (one binary per area), shows their console output, keeps each
 // area's JSON as DIR/<area>.json and says how to draw them (scripts/plot_bench.py).
+// `minitrain bench op [NAME [VARIANT...]] [--size N ...] [--device D]` lists, verifies and times
+// the ops of the op-variant registry instead (tools/op_bench_command.h).
 //
 // The binaries are looked up in MINITRAIN_BENCH_DIR when it is set, else in the build tree this
 // minitrain binary belongs to (<build>/tools/minitrain -> <build>/bench/), else in the bench
@@ -10,6 +12,8 @@
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "tools/op_bench_command.h"
 
 namespace CLI {
 class App;
@@ -53,6 +57,7 @@ class BenchCommand {
   std::string out_dir_ = "bench-results";
   std::string filter_;
   bool quick_ = false;
+  OpBenchRequest op_;  ///< `minitrain bench op ...`: --size, --device, --runs
 };
 
 }  // namespace minitrain::cli

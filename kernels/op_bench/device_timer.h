@@ -8,6 +8,9 @@
 //   for (auto _ : state) state.SetIterationTime(timer.time_seconds([&] { my_kernel(...); }));
 //
 // On the CPU the same calls time with host clocks (core/stream.h's CPU events), without a flush.
+// Used by bench/ and by `minitrain bench op` (kernels/op_bench/op_registry.h).
+#include <chrono>
+#include <cstdint>
 #include <functional>
 
 #include "core/stream.h"
@@ -43,5 +46,30 @@ class DeviceTimer {
   int warmup_;
   Tensor flush_;
 };
+
+/// Mean seconds per call of `work` over at least `runs` calls, after one warm-up call, timed as
+/// the benchmarks time it: per call with events (L2 flushed) on a GPU; on the CPU the whole loop
+/// with the host clock, at least `min_seconds` long, so that the same share of the host's other
+/// work falls into every measurement. The one timing loop of bench/gemm_bench.cpp,
+/// bench/linear_bench.cpp, bench/memory_bench.cpp and `minitrain bench op`.
+inline double mean_call_seconds(Device d, const std::function<void()>& work, int runs,
+                                double min_seconds = 0.2, bool flush_l2 = true) {
+  if (runs < 1) runs = 1;
+  work();  // warm-up
+  if (d.is_cuda()) {
+    DeviceTimer timer(d, flush_l2);
+    double total = 0;
+    for (int i = 0; i < runs; ++i) total += timer.time_seconds(work);
+    return total / runs;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t calls = 0;
+  double elapsed = 0;
+  for (; calls < runs || elapsed < min_seconds; ++calls) {
+    work();
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return elapsed / double(calls);
+}
 
 }  // namespace minitrain::bench
