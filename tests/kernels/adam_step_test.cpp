@@ -17,20 +17,11 @@
 namespace minitrain {
 namespace {
 
+using testing::float_exact_doubles;
 using testing::host_values;
+using testing::vector_tensor;
 
 const int64_t kSizes[] = {1, 7, 1000, testing::kLargeSize / 8};
-
-Tensor make(const std::vector<double>& v, DType dtype, Device d) {
-  if (dtype == DType::Float64) return Tensor::from_vector(v, Shape{int64_t(v.size())}, d);
-  return Tensor::from_vector(std::vector<float>(v.begin(), v.end()), Shape{int64_t(v.size())}, d);
-}
-
-std::vector<double> floats(int64_t n, uint32_t seed, double scale = 1.0) {
-  std::vector<double> out;
-  for (float f : testing::random_floats(n, seed)) out.push_back(double(float(double(f) * scale)));
-  return out;
-}
 
 struct RefState {
   std::vector<double> p, m, v, vmax;
@@ -84,14 +75,16 @@ TEST_P(AdamStepKernel, EveryVariantMatchesDoubleReference) {
             SCOPED_TRACE(::testing::Message() << dtype << " n=" << n << " decoupled=" << decoupled
                                               << " wd=" << wd << " amsgrad=" << amsgrad);
             const std::vector<double> zeros(size_t(n), 0.0);
-            RefState want{floats(n, 1), zeros, zeros, zeros};
-            Tensor p = make(want.p, dtype, device());
-            Tensor m = make(zeros, dtype, device()), v = make(zeros, dtype, device());
-            Tensor vmax = amsgrad ? make(zeros, dtype, device()) : Tensor();
+            RefState want{float_exact_doubles(n, 1), zeros, zeros, zeros};
+            Tensor p = vector_tensor(want.p, dtype, device());
+            Tensor m = vector_tensor(zeros, dtype, device()),
+                   v = vector_tensor(zeros, dtype, device());
+            Tensor vmax = amsgrad ? vector_tensor(zeros, dtype, device()) : Tensor();
             for (int t = 1; t <= 4; ++t) {
               // Shrinking gradients (1, 0.2, 0.04, 1): v falls, so amsgrad's max matters.
-              const std::vector<double> g = floats(n, 20 + t, t == 4 ? 1.0 : std::pow(0.2, t - 1));
-              adam_step(p, make(g, dtype, device()), m, v, vmax,
+              const std::vector<double> g =
+                  float_exact_doubles(n, 20 + t, t == 4 ? 1.0 : std::pow(0.2, t - 1));
+              adam_step(p, vector_tensor(g, dtype, device()), m, v, vmax,
                         adam_step_args(lr, beta1, beta2, eps, wd, decoupled, amsgrad, t));
               reference_step(want, g, lr, beta1, beta2, eps, wd, decoupled, amsgrad, t);
             }
@@ -111,15 +104,16 @@ TEST_P(AdamStepKernel, EveryVariantMatchesDoubleReference) {
 
 TEST_P(AdamStepKernel, AmsgradKeepsTheLargestSecondMoment) {
   const int64_t n = 7;
-  Tensor p = make(floats(n, 2), DType::Float32, device());
+  Tensor p = vector_tensor(float_exact_doubles(n, 2), DType::Float32, device());
   const std::vector<double> zeros(size_t(n), 0.0);
-  Tensor m = make(zeros, DType::Float32, device()), v = make(zeros, DType::Float32, device());
-  Tensor vmax = make(zeros, DType::Float32, device());
-  adam_step(p, make(floats(n, 3), DType::Float32, device()), m, v, vmax,
+  Tensor m = vector_tensor(zeros, DType::Float32, device()),
+         v = vector_tensor(zeros, DType::Float32, device());
+  Tensor vmax = vector_tensor(zeros, DType::Float32, device());
+  adam_step(p, vector_tensor(float_exact_doubles(n, 3), DType::Float32, device()), m, v, vmax,
             adam_step_args(0.01, 0.9, 0.5, 1e-8, 0, false, true, 1));
   const std::vector<double> after_big = host_values(vmax);
   ASSERT_EQ(after_big, host_values(v));
-  adam_step(p, make(zeros, DType::Float32, device()), m, v, vmax,
+  adam_step(p, vector_tensor(zeros, DType::Float32, device()), m, v, vmax,
             adam_step_args(0.01, 0.9, 0.5, 1e-8, 0, false, true, 2));
   EXPECT_EQ(host_values(vmax), after_big);  // v halved; the max stays
   const std::vector<double> vs = host_values(v);
@@ -128,14 +122,15 @@ TEST_P(AdamStepKernel, AmsgradKeepsTheLargestSecondMoment) {
 
 TEST_P(AdamStepKernel, ChecksOperandsBeforeWriting) {
   const std::vector<double> zeros(7, 0.0);
-  Tensor p = make(floats(7, 2), DType::Float32, device());
-  Tensor g = make(floats(7, 3), DType::Float32, device());
-  Tensor m = make(zeros, DType::Float32, device()), v = make(zeros, DType::Float32, device());
+  Tensor p = vector_tensor(float_exact_doubles(7, 2), DType::Float32, device());
+  Tensor g = vector_tensor(float_exact_doubles(7, 3), DType::Float32, device());
+  Tensor m = vector_tensor(zeros, DType::Float32, device()),
+         v = vector_tensor(zeros, DType::Float32, device());
   Tensor none;
   const std::vector<double> before = host_values(p);
   EXPECT_THROW(adam_step(p, g, m, v, none, adam_step_args(0.1, 0.9, 0.99, 1e-8, 0, false, true, 1)),
                Error);  // amsgrad without its buffer
-  Tensor short_v = make(std::vector<double>(6, 0.0), DType::Float32, device());
+  Tensor short_v = vector_tensor(std::vector<double>(6, 0.0), DType::Float32, device());
   const std::string msg = testing::error_message([&] {
     adam_step(p, g, m, short_v, none, adam_step_args(0.1, 0.9, 0.99, 1e-8, 0, false, false, 1));
   });

@@ -15,20 +15,11 @@
 namespace minitrain {
 namespace {
 
+using testing::float_exact_doubles;
 using testing::host_values;
+using testing::vector_tensor;
 
 const int64_t kSizes[] = {1, 7, 1001, testing::kLargeSize / 8 + 3};
-
-Tensor make(const std::vector<double>& v, DType dtype, Device d) {
-  if (dtype == DType::Float64) return Tensor::from_vector(v, Shape{int64_t(v.size())}, d);
-  return Tensor::from_vector(std::vector<float>(v.begin(), v.end()), Shape{int64_t(v.size())}, d);
-}
-
-std::vector<double> floats(int64_t n, uint32_t seed, double scale = 1.0) {
-  std::vector<double> out;
-  for (float f : testing::random_floats(n, seed)) out.push_back(double(float(double(f) * scale)));
-  return out;
-}
 
 struct RefState {
   std::vector<double> p, sq, ga, buf;
@@ -76,13 +67,14 @@ TEST_P(RMSpropStepKernel, EveryVariantMatchesDoubleReference) {
             a.lr = 0.01, a.alpha = 0.9, a.eps = dtype == DType::Float32 ? 1e-3 : 1e-8;
             a.weight_decay = wd, a.momentum = momentum, a.centered = centered;
             const std::vector<double> zeros(size_t(n), 0.0);
-            RefState want{floats(n, 1), zeros, zeros, zeros};
-            Tensor p = make(want.p, dtype, device()), sq = make(zeros, dtype, device());
-            Tensor ga = centered ? make(zeros, dtype, device()) : Tensor();
-            Tensor buf = momentum > 0 ? make(zeros, dtype, device()) : Tensor();
+            RefState want{float_exact_doubles(n, 1), zeros, zeros, zeros};
+            Tensor p = vector_tensor(want.p, dtype, device()),
+                   sq = vector_tensor(zeros, dtype, device());
+            Tensor ga = centered ? vector_tensor(zeros, dtype, device()) : Tensor();
+            Tensor buf = momentum > 0 ? vector_tensor(zeros, dtype, device()) : Tensor();
             for (int t = 1; t <= 4; ++t) {
-              const std::vector<double> g = floats(n, 20 + t, t == 3 ? 0.1 : 1.0);
-              rmsprop_step(p, make(g, dtype, device()), sq, ga, buf, a);
+              const std::vector<double> g = float_exact_doubles(n, 20 + t, t == 3 ? 0.1 : 1.0);
+              rmsprop_step(p, vector_tensor(g, dtype, device()), sq, ga, buf, a);
               reference_step(want, g, a);
             }
             ASSERT_GT(testing::host_max_abs(p), 0.0);
@@ -113,13 +105,14 @@ TEST_P(RMSpropStepKernel, DeviceEqualsCpuTwin) {
         Tensor p[2], sq[2], ga[2], buf[2];
         const Device devices[2] = {device(), Device::cpu()};
         for (int d = 0; d < 2; ++d) {
-          p[d] = make(floats(n, 3), DType::Float32, devices[d]);
-          sq[d] = make(zeros, DType::Float32, devices[d]);
-          if (centered) ga[d] = make(zeros, DType::Float32, devices[d]);
-          if (momentum > 0) buf[d] = make(zeros, DType::Float32, devices[d]);
+          p[d] = vector_tensor(float_exact_doubles(n, 3), DType::Float32, devices[d]);
+          sq[d] = vector_tensor(zeros, DType::Float32, devices[d]);
+          if (centered) ga[d] = vector_tensor(zeros, DType::Float32, devices[d]);
+          if (momentum > 0) buf[d] = vector_tensor(zeros, DType::Float32, devices[d]);
           for (int t = 1; t <= 3; ++t)
-            rmsprop_step(p[d], make(floats(n, 40 + t), DType::Float32, devices[d]), sq[d], ga[d],
-                         buf[d], a);
+            rmsprop_step(p[d],
+                         vector_tensor(float_exact_doubles(n, 40 + t), DType::Float32, devices[d]),
+                         sq[d], ga[d], buf[d], a);
         }
         const std::string what = "n=" + std::to_string(n) +
                                  " centered=" + std::to_string(centered) +
@@ -142,9 +135,9 @@ TEST_P(RMSpropStepKernel, DeviceEqualsCpuTwin) {
 
 TEST_P(RMSpropStepKernel, ChecksOperandsBeforeWriting) {
   const std::vector<double> zeros(7, 0.0);
-  Tensor p = make(floats(7, 2), DType::Float32, device());
-  Tensor g = make(floats(7, 3), DType::Float32, device());
-  Tensor sq = make(zeros, DType::Float32, device());
+  Tensor p = vector_tensor(float_exact_doubles(7, 2), DType::Float32, device());
+  Tensor g = vector_tensor(float_exact_doubles(7, 3), DType::Float32, device());
+  Tensor sq = vector_tensor(zeros, DType::Float32, device());
   Tensor none;
   const std::vector<double> before = host_values(p);
   RMSpropStepArgs centered;
@@ -152,7 +145,7 @@ TEST_P(RMSpropStepKernel, ChecksOperandsBeforeWriting) {
   EXPECT_THROW(rmsprop_step(p, g, sq, none, none, centered), Error);  // no grad_avg
   RMSpropStepArgs momentum;
   momentum.momentum = 0.9;
-  Tensor short_buf = make(std::vector<double>(6, 0.0), DType::Float32, device());
+  Tensor short_buf = vector_tensor(std::vector<double>(6, 0.0), DType::Float32, device());
   const std::string msg =
       testing::error_message([&] { rmsprop_step(p, g, sq, none, short_buf, momentum); });
   EXPECT_NE(msg.find("momentum_buf"), std::string::npos) << msg;

@@ -140,7 +140,8 @@ TEST_P(MlpOnDevice, AgreesWithFloat64CpuCopy) {
 }
 
 TEST_P(MlpOnDevice, ManualSgdOnASmoothTargetLearns) {
-  // y = sin(x0) + x1 * x2 on 64 fixed points; 300 full-batch SGD steps must cut the loss 10x.
+  // y = sin(x0) + x1 * x2 on 64 fixed points; 150 full-batch SGD steps at lr 0.25 must cut the
+  // loss 10x (they cut it 16.7x on the CPU; each step is a dozen launches on emulated GPUs).
   const int64_t n = 64;
   const std::vector<double> xs = testing::random_doubles(n * 3, 31);
   std::vector<float> xf(xs.begin(), xs.end()), yf(n);
@@ -152,11 +153,11 @@ TEST_P(MlpOnDevice, ManualSgdOnASmoothTargetLearns) {
   auto model = make_mlp({3, 32, 32, 1}, Activation::Tanh, gen, device());
   MSELoss loss_fn;
   double first = 0, last = 0;
-  for (int step = 0; step < 300; ++step) {
+  for (int step = 0; step < 150; ++step) {
     model->zero_grad();
     const double loss = loss_fn.forward(model->forward(x), y).item();
     model->backward(loss_fn.backward());
-    for (auto& [name, p] : model->named_parameters()) axpy(p->value, -0.1, p->grad);
+    for (auto& [name, p] : model->named_parameters()) axpy(p->value, -0.25, p->grad);
     if (step == 0) first = loss;
     last = loss;
   }

@@ -80,6 +80,16 @@ Tensor tensor_of(const std::vector<double>& values, const Shape& shape, Device d
   return Tensor::from_vector(std::vector<float>(values.begin(), values.end()), shape, device);
 }
 
+Tensor vector_tensor(const std::vector<double>& values, DType dtype, Device device) {
+  return tensor_of(values, Shape{int64_t(values.size())}, device, dtype);
+}
+
+std::vector<double> float_exact_doubles(int64_t n, uint32_t seed, double scale) {
+  std::vector<double> out;
+  for (float f : random_floats(n, seed)) out.push_back(double(float(double(f) * scale)));
+  return out;
+}
+
 std::vector<double> host_values(const Tensor& t) { return t.to(Device::cpu()).to_double_vector(); }
 
 double host_max_abs(const Tensor& t) {

@@ -81,6 +81,12 @@ Tensor random_tensor(const Shape& shape, uint32_t seed, Device device = Device::
 /// `values` (numel of shape many) as a float32 or float64 tensor on `device`.
 Tensor tensor_of(const std::vector<double>& values, const Shape& shape, Device device, DType dtype);
 
+/// `values` as a 1-D float32 or float64 tensor on `device`.
+Tensor vector_tensor(const std::vector<double>& values, DType dtype, Device device);
+/// `n` U(-1, 1) draws times `scale`, rounded to float32 and held as doubles: values that a float32
+/// and a float64 tensor both hold exactly, so one double reference serves both dtypes.
+std::vector<double> float_exact_doubles(int64_t n, uint32_t seed, double scale = 1.0);
+
 /// The tensor's values as doubles, on the host, whatever its device and dtype.
 std::vector<double> host_values(const Tensor& t);
 /// The largest |value| of a tensor, on the host (named apart from kernels/reduce.h max_abs).
