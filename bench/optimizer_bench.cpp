@@ -1,11 +1,11 @@
 // Optimizer steps: one multi-tensor call over a model's parameter list
-// (kernels/multi_tensor_optim.h: one launch per up to 30-64 tensors on a GPU, one fork/join on the
-// CPU) against one fused call per tensor (kernels/sgd_step.h, kernels/adam_step.h), in parameters
-// updated per second. Two lists: an MLP of 8 layers of width 1024 (8 weights [1024, 1024] and 8
-// biases [1024]: 8.4M parameters in 16 tensors, mostly bandwidth) and 100 small tensors (50
-// [256, 256] and 50 [256]: 3.3M parameters, where a GPU pays one launch latency per tensor). SGD
-// with momentum 0.9, Adam and AdamW with torch's defaults; float32. GPU times by CUDA events with
-// L2 flushed (kernels/op_bench/device_timer.h).
+// (kernels/optim/multi_tensor_optim.h: one launch per up to 30-64 tensors on a GPU, one fork/join
+// on the CPU) against one fused call per tensor (kernels/optim/sgd_step.h,
+// kernels/optim/adam_step.h), in parameters updated per second. Two lists: an MLP of 8 layers of
+// width 1024 (8 weights [1024, 1024] and 8 biases [1024]: 8.4M parameters in 16 tensors, mostly
+// bandwidth) and 100 small tensors (50 [256, 256] and 50 [256]: 3.3M parameters, where a GPU pays
+// one launch latency per tensor). SGD with momentum 0.9, Adam and AdamW with torch's defaults;
+// float32. GPU times by CUDA events with L2 flushed (kernels/op_bench/device_timer.h).
 //
 //   minitrain_optimizer_bench [--device=cpu|cuda] [--threads=N]
 
@@ -22,7 +22,7 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "kernels/fill.h"
-#include "kernels/multi_tensor_optim.h"
+#include "kernels/optim/multi_tensor_optim.h"
 
 namespace {
 

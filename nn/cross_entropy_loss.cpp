@@ -1,4 +1,4 @@
-// CrossEntropyLoss over kernels/cross_entropy.h: forward keeps logits and classes (handles),
+// CrossEntropyLoss over kernels/loss/cross_entropy.h: forward keeps logits and classes (handles),
 // backward seeds dL/dloss = 1, forward_backward runs the fused kernel.
 
 #include "nn/cross_entropy_loss.h"

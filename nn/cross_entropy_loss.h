@@ -1,9 +1,9 @@
 #pragma once
 // torch.nn.CrossEntropyLoss behind nn/loss.h: logits [N, C] and one class index per row ([N] or
 // [N, 1], in the logits' dtype), with options.class_weights, label_smoothing, ignore_index and
-// reduction. The fused kernel (kernels/cross_entropy.h) gives forward_backward in one pass.
+// reduction. The fused kernel (kernels/loss/cross_entropy.h) gives forward_backward in one pass.
 
-#include "kernels/cross_entropy.h"
+#include "kernels/loss/cross_entropy.h"
 #include "nn/loss.h"
 
 namespace minitrain {

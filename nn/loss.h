@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "kernels/mse_loss.h"  // Reduction
+#include "kernels/loss/mse_loss.h"  // Reduction
 
 namespace minitrain {
 

@@ -1,4 +1,4 @@
-// MSELoss over kernels/mse_loss.h: forward keeps pred and target (handles), backward seeds
+// MSELoss over kernels/loss/mse_loss.h: forward keeps pred and target (handles), backward seeds
 // dL/dloss = 1 and returns dL/dpred in one element-wise pass.
 
 #include "nn/mse_loss.h"

@@ -2,7 +2,7 @@
 // torch.nn.MSELoss: mean (default), sum or none of (pred - target)^2. Not a Module: it takes two
 // inputs and starts the backward pass (dL/dL = 1).
 
-#include "kernels/mse_loss.h"
+#include "kernels/loss/mse_loss.h"
 #include "core/tensor.h"
 
 namespace minitrain {

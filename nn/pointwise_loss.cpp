@@ -1,5 +1,5 @@
-// The elementwise losses over kernels/pointwise_loss.h: forward keeps pred and target (handles),
-// backward seeds dL/dloss = 1, forward_backward runs the fused kernel.
+// The elementwise losses over kernels/loss/pointwise_loss.h: forward keeps pred and target
+// (handles), backward seeds dL/dloss = 1, forward_backward runs the fused kernel.
 
 #include "nn/pointwise_loss.h"
 

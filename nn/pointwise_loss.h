@@ -1,11 +1,11 @@
 #pragma once
 // torch.nn's elementwise losses behind nn/loss.h: L1Loss, SmoothL1Loss (beta), HuberLoss (delta),
 // BCEWithLogitsLoss (pos_weight, one per output column) and KLDivLoss (log_target). One base,
-// PointwiseLoss, runs all five through kernels/pointwise_loss.h; each subclass checks its own
+// PointwiseLoss, runs all five through kernels/loss/pointwise_loss.h; each subclass checks its own
 // settings. Each takes the LossOptions that make_loss gets (its name set to the class's own:
 // L1Loss() is "l1").
 
-#include "kernels/pointwise_loss.h"
+#include "kernels/loss/pointwise_loss.h"
 #include "nn/loss.h"
 
 namespace minitrain {

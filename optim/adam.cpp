@@ -1,13 +1,13 @@
 // torch.optim.Adam and AdamW over the fused kernels: one multi-tensor step per device, dtype and
-// step count (kernels/multi_tensor_optim.h), the one-tensor kernel (kernels/adam_step.h) for a
-// lone parameter. As in torch, each parameter counts its own steps (a parameter skipped for lack
-// of a gradient does not advance its bias correction).
+// step count (kernels/optim/multi_tensor_optim.h), the one-tensor kernel
+// (kernels/optim/adam_step.h) for a lone parameter. As in torch, each parameter counts its own
+// steps (a parameter skipped for lack of a gradient does not advance its bias correction).
 
 #include <utility>
 
-#include "kernels/adam_step.h"
+#include "kernels/optim/adam_step.h"
 #include "kernels/check.h"
-#include "kernels/multi_tensor_optim.h"
+#include "kernels/optim/multi_tensor_optim.h"
 #include "optim/detail.h"
 #include "optim/optimizer.h"
 

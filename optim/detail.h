@@ -54,8 +54,8 @@ Tensor load_state_tensor(const std::string& who, const std::string& key, const T
 Tensor host_copy(const Tensor& t);
 
 /// The parameters `indices` grouped by (device, dtype, keys[i]) in first-seen order: each group
-/// can take one multi-tensor step (kernels/multi_tensor_optim.h), the key holding what must be
-/// equal within a step (SGD: first step or not; Adam: the parameter's step count t).
+/// can take one multi-tensor step (kernels/optim/multi_tensor_optim.h), the key holding what must
+/// be equal within a step (SGD: first step or not; Adam: the parameter's step count t).
 std::vector<std::vector<std::size_t>> group_for_multi_tensor(
     const NamedParameters& params, const std::vector<std::size_t>& indices,
     const std::vector<int64_t>& keys);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/amp_unscale.h"
+#include "kernels/optim/amp_unscale.h"
 #include "optim/detail.h"
 
 namespace minitrain {

@@ -38,7 +38,7 @@ class GradScaler {
   const GradScalerOptions& options() const noexcept { return options_; }
 
   /// Divides every defined gradient of `params` by scale() (one fused pass per device,
-  /// kernels/amp_unscale.h); true when all of them were finite.
+  /// kernels/optim/amp_unscale.h); true when all of them were finite.
   bool unscale(const NamedParameters& params) const;
   /// After the step: found_inf backs off (scale * backoff_factor, the count restarts); otherwise
   /// the count grows, and at growth_interval the scale grows (unless that overflows float32).

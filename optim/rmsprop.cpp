@@ -1,10 +1,10 @@
-// torch.optim.RMSprop over the fused one-tensor kernel (kernels/rmsprop_step.h): one pass per
+// torch.optim.RMSprop over the fused one-tensor kernel (kernels/optim/rmsprop_step.h): one pass per
 // parameter over its value, gradient and state.
 
 #include <utility>
 
 #include "kernels/check.h"
-#include "kernels/rmsprop_step.h"
+#include "kernels/optim/rmsprop_step.h"
 #include "optim/detail.h"
 #include "optim/optimizer.h"
 

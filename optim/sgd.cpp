@@ -1,12 +1,13 @@
 // torch.optim.SGD over the fused kernels: one multi-tensor step per device and dtype
-// (kernels/multi_tensor_optim.h), the one-tensor kernel (kernels/sgd_step.h) for a lone parameter.
+// (kernels/optim/multi_tensor_optim.h), the one-tensor kernel (kernels/optim/sgd_step.h) for a lone
+// parameter.
 
 #include <algorithm>
 #include <utility>
 
 #include "kernels/check.h"
-#include "kernels/multi_tensor_optim.h"
-#include "kernels/sgd_step.h"
+#include "kernels/optim/multi_tensor_optim.h"
+#include "kernels/optim/sgd_step.h"
 #include "optim/detail.h"
 #include "optim/optimizer.h"
 

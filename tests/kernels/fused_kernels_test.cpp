@@ -13,7 +13,7 @@
 #include "kernels/bias_activation.h"
 #include "kernels/bias_add.h"
 #include "kernels/elementwise.h"
-#include "kernels/mse_loss.h"
+#include "kernels/loss/mse_loss.h"
 #include "kernels/reduce.h"
 #include "tests/support/test_util.h"
 

@@ -12,7 +12,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/elementwise.h"
-#include "kernels/mse_loss.h"
+#include "kernels/loss/mse_loss.h"
 #include "kernels/op_bench/op_registry.h"
 #include "tests/support/test_util.h"
 #include "tools/op_bench_command.h"

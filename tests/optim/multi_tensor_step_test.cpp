@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/adam_step.h"
-#include "kernels/sgd_step.h"
+#include "kernels/optim/adam_step.h"
+#include "kernels/optim/sgd_step.h"
 #include "nn/parameter.h"
 #include "optim/optimizer.h"
 #include "tests/support/test_util.h"

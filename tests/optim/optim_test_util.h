@@ -1,6 +1,6 @@
 #pragma once
 // Shared by the optimizer tests: reference optimizers in double precision written from
-// torch.optim's documented update rules (independently of kernels/optimizer_math.h), sets of
+// torch.optim's documented update rules (independently of kernels/optim/optimizer_math.h), sets of
 // named parameters of odd sizes built without nn/ modules, and a driver that steps an optimizer
 // and its reference side by side.
 //

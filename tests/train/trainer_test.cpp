@@ -18,7 +18,7 @@
 #include "core/parallel_for.h"
 #include "core/safetensors.h"
 #include "data/readers.h"
-#include "kernels/mse_loss.h"
+#include "kernels/loss/mse_loss.h"
 #include "nn/mlp.h"
 #include "nn/mse_loss.h"
 #include "nn/state_dict.h"

@@ -18,7 +18,7 @@
 #include "core/npy.h"
 #include "core/safetensors.h"
 #include "data/readers.h"
-#include "kernels/mse_loss.h"
+#include "kernels/loss/mse_loss.h"
 #include "nn/mlp.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"

@@ -1,8 +1,8 @@
-// The fused Adam step (kernels/adam_step.h) at step 10: reads param, grad, exp_avg, exp_avg_sq;
-// writes param, exp_avg, exp_avg_sq (7 float passes), memory-bound. The reference is the CPU
-// twin, adam_step_cpu, with the same precomputed factors.
+// The fused Adam step (kernels/optim/adam_step.h) at step 10: reads param, grad, exp_avg,
+// exp_avg_sq; writes param, exp_avg, exp_avg_sq (7 float passes), memory-bound. The reference is
+// the CPU twin, adam_step_cpu, with the same precomputed factors.
 
-#include "kernels/adam_step.h"
+#include "kernels/optim/adam_step.h"
 #include "kernels/op_bench/op_registry.h"
 
 namespace minitrain::opbench {

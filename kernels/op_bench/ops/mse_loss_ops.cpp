@@ -1,11 +1,11 @@
-// MSE loss forward + backward (kernels/mse_loss.h). Mean: the fused pass reads pred and target
+// MSE loss forward + backward (kernels/loss/mse_loss.h). Mean: the fused pass reads pred and target
 // and writes the gradient (and one loss value); unfused, forward and backward each read both.
 // None: one pass writes the per-element loss and the gradient; the scalar kernel against its
 // 16-byte-pack variant (mse_loss_none_fused_vec4_cuda). The reference is the CPU twin,
 // mse_loss_forward_backward_cpu.
 
 #include "kernels/dispatch.h"
-#include "kernels/mse_loss.h"
+#include "kernels/loss/mse_loss.h"
 #include "kernels/op_bench/op_registry.h"
 
 namespace minitrain::opbench {

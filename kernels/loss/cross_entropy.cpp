@@ -1,0 +1,266 @@
+// Cross-entropy: entry points, the host-side check of the class indices (Note [cross_entropy's
+// targets on the host] in cross_entropy.h), and the CPU loops: parallel_for over rows, each row
+// a max pass, a sum-of-exponentials pass and a gradient pass; per-row losses in double summed in
+// row order, so the result does not depend on the thread count.
+
+#include "kernels/loss/cross_entropy.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/parallel_for.h"
+#include "core/stream.h"
+#include "kernels/check.h"
+#include "kernels/dispatch.h"
+
+namespace minitrain {
+
+// ---- CPU reference ----
+
+namespace {
+// One row: its loss (0 if ignored), and with grad its gradient scaled by `scale`. The target's
+// shifted logit is read before any gradient is stored, so grad may be x.
+template <typename T>
+double cross_entropy_row(const T* x, int64_t cols, const CrossEntropyArgs<T>& a, int64_t row,
+                         T* grad, double scale) {
+  const T target = a.classes[row];
+  if (cross_entropy_ignored(target, a.ignore_index)) {
+    if (grad != nullptr)
+      for (int64_t j = 0; j < cols; ++j) grad[j] = T(0);
+    return 0.0;
+  }
+  const int64_t y = static_cast<int64_t>(target);
+  T m = x[0];
+  for (int64_t j = 1; j < cols; ++j) m = x[j] > m ? x[j] : m;
+  double sum_exp = 0, weighted_shifted = 0;
+  for (int64_t j = 0; j < cols; ++j) {
+    const T s = x[j] - m;
+    sum_exp += double(actmath::exp(s));
+    if (a.k.smoothing) weighted_shifted += (a.weights ? double(a.weights[j]) : 1.0) * double(s);
+  }
+  const double lse = std::log(sum_exp);
+  const double w_y = a.weights ? double(a.weights[y]) : 1.0;
+  const double loss = cross_entropy_row_loss(a.k, lse, double(x[y] - m), w_y, weighted_shifted);
+  if (grad != nullptr)
+    for (int64_t j = 0; j < cols; ++j)
+      grad[j] = cross_entropy_grad<T>(a.k, x[j] - m, lse, w_y,
+                                      a.weights ? double(a.weights[j]) : 1.0, j == y, scale);
+  return loss;
+}
+}  // namespace
+
+template <typename T>
+void cross_entropy_rows_cpu(const T* logits, int64_t rows, int64_t cols,
+                            const CrossEntropyArgs<T>& args, const CrossEntropyOutputs<T>& o) {
+  parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, cols)),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t i = begin; i < end; ++i) {
+                   const double scale =
+                       (o.grad_out ? double(o.grad_out[o.per_row ? i : 0]) : 1.0) * o.inv_total;
+                   const double loss =
+                       cross_entropy_row(logits + i * cols, cols, args, i,
+                                         o.grad ? o.grad + i * cols : nullptr, scale);
+                   if (o.row_loss) o.row_loss[i] = loss;
+                   if (o.row_out) o.row_out[i] = static_cast<T>(loss);
+                 }
+               });
+}
+
+#define MT_INSTANTIATE_CROSS_ENTROPY_CPU(T)                                                       \
+  template void cross_entropy_rows_cpu<T>(const T*, int64_t, int64_t, const CrossEntropyArgs<T>&, \
+                                          const CrossEntropyOutputs<T>&);
+MT_INSTANTIATE_CROSS_ENTROPY_CPU(float)
+MT_INSTANTIATE_CROSS_ENTROPY_CPU(double)
+#undef MT_INSTANTIATE_CROSS_ENTROPY_CPU
+
+// ---- entry points ----
+
+namespace {
+// The checks and host-side numbers of one call: shapes, the setting's range, every class index,
+// the weights' total over the classes and over the non-ignored rows.
+struct CrossEntropyPlan {
+  int64_t rows = 0, cols = 0;
+  CrossEntropyCoefficients k{};
+  double target_weight_total = 0;  // sum over non-ignored rows of w[y_i]
+};
+
+template <typename T>
+std::vector<double> host_doubles(const Tensor& t) {
+  const std::vector<T> v = t.to(Device::cpu()).to_vector<T>();
+  return std::vector<double>(v.begin(), v.end());
+}
+
+CrossEntropyPlan plan_cross_entropy(const char* op, const Tensor& logits, const Tensor& classes,
+                                    const CrossEntropySpec& spec) {
+  check_compatible(op, {{"logits", logits}, {"classes", classes}});
+  MT_CHECK_AS(ShapeError, logits.ndim() == 2, op,
+              ": logits must be [N, C] (a row of class scores "
+              "per sample) but have shape ",
+              logits.shape());
+  CrossEntropyPlan plan;
+  plan.rows = logits.size(0);
+  plan.cols = logits.size(1);
+  const bool classes_fit =
+      (classes.ndim() == 1 && classes.size(0) == plan.rows) ||
+      (classes.ndim() == 2 && classes.size(0) == plan.rows && classes.size(1) == 1);
+  MT_CHECK_AS(ShapeError, classes_fit, op, ": classes ", classes.shape(),
+              " must hold one class index per row of logits ", logits.shape(), ": shape [",
+              plan.rows, "] or [", plan.rows, ", 1]");
+  MT_CHECK_AS(ValueError, spec.label_smoothing >= 0 && spec.label_smoothing <= 1, op,
+              ": label_smoothing must be in [0, 1] but is ", spec.label_smoothing);
+  std::vector<double> weights;
+  if (spec.class_weights.defined()) {
+    check_compatible(op, {{"class_weights", spec.class_weights}, {"logits", logits}});
+    MT_CHECK_AS(ShapeError,
+                spec.class_weights.ndim() == 1 && spec.class_weights.numel() == plan.cols, op,
+                ": class_weights ", spec.class_weights.shape(),
+                " must have one weight per class"
+                " of logits ",
+                logits.shape(), " (", plan.cols, ")");
+    weights = dispatch_float(logits.dtype(), [&](auto zero) {
+      return host_doubles<decltype(zero)>(spec.class_weights);
+    });
+    for (size_t c = 0; c < weights.size(); ++c)
+      MT_CHECK_AS(ValueError, weights[c] >= 0, op, ": class_weights[", c, "] must be >= 0 but is ",
+                  weights[c]);
+  }
+  const std::vector<double> targets = dispatch_float(
+      logits.dtype(), [&](auto zero) { return host_doubles<decltype(zero)>(classes); });
+  for (int64_t i = 0; i < plan.rows; ++i) {
+    const double v = targets[size_t(i)];
+    if (v == double(spec.ignore_index)) continue;  // cross_entropy_ignored's test
+    MT_CHECK_AS(ValueError, v >= 0 && v < double(plan.cols) && v == std::floor(v), op, ": row ", i,
+                " has target ", v, ", which is not a class index: logits have C = ", plan.cols,
+                " classes, so a target must be a whole number in [0, ", plan.cols,
+                ") or ignore_index (", spec.ignore_index, ")");
+    plan.target_weight_total += weights.empty() ? 1.0 : weights[size_t(v)];
+  }
+  double weight_total = double(plan.cols);
+  if (!weights.empty()) {
+    weight_total = 0;
+    for (double w : weights) weight_total += w;
+  }
+  const double eps = spec.label_smoothing;
+  plan.k = {1.0 - eps, plan.cols > 0 ? eps / double(plan.cols) : 0.0, weight_total, eps > 0};
+  return plan;
+}
+
+template <typename T>
+CrossEntropyArgs<T> loop_args(const Tensor& classes, const CrossEntropySpec& spec,
+                              const CrossEntropyPlan& plan) {
+  return {classes.data<T>(), spec.class_weights.defined() ? spec.class_weights.data<T>() : nullptr,
+          spec.ignore_index, plan.k};
+}
+
+void check_loss_out(const char* op, const char* name, const Tensor& out, const Tensor& logits,
+                    Reduction reduction, int64_t rows) {
+  check_not_batchmean(op, reduction);
+  check_compatible(op, {{name, out}, {"logits", logits}});
+  if (reduction == Reduction::None)
+    MT_CHECK_AS(ShapeError, out.ndim() == 1 && out.size(0) == rows, op, ": with reduction 'none' ",
+                name, " must be [", rows, "] (one per row) but has shape ", out.shape());
+  else
+    MT_CHECK_AS(ShapeError, out.ndim() == 0, op, ": with reduction '", reduction_name(reduction),
+                "' ", name, " must be 0-d (shape []) but has shape ", out.shape());
+}
+
+// The one body of the three entry points: out (the loss) and/or grad (with grad_out, or 1).
+void run_cross_entropy(const char* op, Tensor* out, Tensor* grad, const Tensor* grad_out,
+                       const Tensor& logits, const Tensor& classes, const CrossEntropySpec& spec,
+                       Reduction reduction) {
+  const CrossEntropyPlan plan = plan_cross_entropy(op, logits, classes, spec);
+  if (out != nullptr) check_loss_out(op, "out", *out, logits, reduction, plan.rows);
+  if (grad_out != nullptr) check_loss_out(op, "grad_out", *grad_out, logits, reduction, plan.rows);
+  if (grad != nullptr) {
+    check_compatible(op, {{"grad_logits", *grad}, {"logits", logits}});
+    check_same_shape(op, {{"grad_logits", *grad}, {"logits", logits}});
+  }
+  const bool per_row = reduction == Reduction::None;
+  const bool mean = reduction == Reduction::Mean;
+  // The mean's divisor, and the gradient's scale computed from the same number.
+  const double divisor = mean ? plan.target_weight_total : 1.0;
+  const double inv_total = 1.0 / divisor;
+  // The loops' outputs, the mean/sum's per-row doubles at row_loss (on the loops' device).
+  auto outputs = [&](auto zero, double* row_loss) {
+    using T = decltype(zero);
+    return CrossEntropyOutputs<T>{row_loss,
+                                  out != nullptr && per_row ? out->data<T>() : nullptr,
+                                  grad != nullptr ? grad->data<T>() : nullptr,
+                                  grad_out != nullptr ? grad_out->data<T>() : nullptr,
+                                  per_row,
+                                  inv_total};
+  };
+  dispatch_op(
+      op, logits.device(), logits.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        std::vector<double> row_loss;
+        if (out != nullptr && !per_row) row_loss.resize(size_t(plan.rows));
+        const auto o = outputs(zero, row_loss.empty() ? nullptr : row_loss.data());
+        cross_entropy_rows_cpu<T>(logits.data<T>(), plan.rows, plan.cols,
+                                  loop_args<T>(classes, spec, plan), o);
+        if (out != nullptr && !per_row) {
+          double sum = 0;
+          for (double l : row_loss) sum += l;
+          out->data<T>()[0] = static_cast<T>(sum / divisor);
+        }
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        // Freed on return while the kernels may still run: safe, as the caching allocator hands
+        // the block only to later work on this same stream (Note [streams and the caching
+        // allocator]).
+        Tensor row_loss;
+        if (out != nullptr && !per_row)
+          row_loss = Tensor::empty({plan.rows}, DType::Float64, logits.device());
+        const auto o = outputs(zero, row_loss.defined() ? row_loss.data<double>() : nullptr);
+        cross_entropy_rows_cuda<T>(logits.data<T>(), plan.rows, plan.cols,
+                                   loop_args<T>(classes, spec, plan), o, stream);
+        if (row_loss.defined())
+          cross_entropy_sum_rows_cuda<T>(out->data<T>(), row_loss.data<double>(), plan.rows,
+                                         divisor, stream);
+      });
+}
+
+Shape loss_shape(const Tensor& logits, Reduction reduction) {
+  return reduction == Reduction::None ? Shape{logits.ndim() > 0 ? logits.size(0) : 0} : Shape{};
+}
+}  // namespace
+
+void cross_entropy_forward(Tensor& out, const Tensor& logits, const Tensor& classes,
+                           const CrossEntropySpec& spec, Reduction reduction) {
+  run_cross_entropy("cross_entropy_forward", &out, nullptr, nullptr, logits, classes, spec,
+                    reduction);
+}
+
+void cross_entropy_backward(Tensor& grad_logits, const Tensor& grad_out, const Tensor& logits,
+                            const Tensor& classes, const CrossEntropySpec& spec,
+                            Reduction reduction) {
+  run_cross_entropy("cross_entropy_backward", nullptr, &grad_logits, &grad_out, logits, classes,
+                    spec, reduction);
+}
+
+void cross_entropy_forward_backward(Tensor& out, Tensor& grad_logits, const Tensor& logits,
+                                    const Tensor& classes, const CrossEntropySpec& spec,
+                                    Reduction reduction) {
+  run_cross_entropy("cross_entropy_forward_backward", &out, &grad_logits, nullptr, logits, classes,
+                    spec, reduction);
+}
+
+Tensor cross_entropy_forward(const Tensor& logits, const Tensor& classes,
+                             const CrossEntropySpec& spec, Reduction reduction) {
+  check_compatible("cross_entropy_forward", {{"logits", logits}});
+  Tensor out = Tensor::empty(loss_shape(logits, reduction), logits.dtype(), logits.device());
+  cross_entropy_forward(out, logits, classes, spec, reduction);
+  return out;
+}
+
+Tensor cross_entropy_backward(const Tensor& grad_out, const Tensor& logits, const Tensor& classes,
+                              const CrossEntropySpec& spec, Reduction reduction) {
+  check_compatible("cross_entropy_backward", {{"logits", logits}});
+  Tensor grad = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+  cross_entropy_backward(grad, grad_out, logits, classes, spec, reduction);
+  return grad;
+}
+
+}  // namespace minitrain

@@ -1,0 +1,299 @@
+// The elementwise losses (l1, smooth_l1, huber, bce_with_logits, kl_div): entry points and CPU
+// loops.
+// Memory-bound. Mean and sum accumulate the per-element losses in double over fixed 16K-element
+// chunks combined in chunk order, so the result does not depend on the thread count; the fused
+// forward + backward is the same loop storing the gradient on the way, hence the same loss.
+
+#include "kernels/loss/pointwise_loss.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/parallel_for.h"
+#include "core/stream.h"
+#include "kernels/check.h"
+#include "kernels/dispatch.h"
+
+namespace minitrain {
+
+const char* pointwise_loss_name(PointwiseLossKind kind) {
+  switch (kind) {
+    case PointwiseLossKind::L1:
+      return "l1";
+    case PointwiseLossKind::SmoothL1:
+      return "smooth_l1";
+    case PointwiseLossKind::Huber:
+      return "huber";
+    case PointwiseLossKind::BceWithLogits:
+      return "bce_with_logits";
+    case PointwiseLossKind::KlDiv:
+      return "kl_div";
+  }
+  return "unknown";
+}
+
+// ---- CPU reference ----
+
+namespace {
+// Elements per partial sum. Fixed, not derived from the thread count, for determinism.
+constexpr int64_t kReduceChunk = 1 << 14;
+
+// Sum of the losses of [begin, end) in double; with kGrad also grad[i] = norm * dloss/dpred * 1
+// (pointwise_loss_backward's expression with grad_out = 1), each element read before its gradient
+// is stored (grad may be pred).
+template <bool kGrad, typename T, typename Math>
+double loss_sum(const Math& math, const T* pred, const T* target, int64_t begin, int64_t end,
+                T* grad, T norm) {
+  double acc = 0;
+  for (int64_t i = begin; i < end; ++i) {
+    const T p = pred[i], t = target[i];
+    acc += double(math.loss(p, t, i));
+    if constexpr (kGrad) grad[i] = norm * math.derivative(p, t, i) * T(1);
+  }
+  return acc;
+}
+
+template <bool kGrad, typename T, typename Math>
+double chunked_loss_sum(const Math& math, const T* pred, const T* target, int64_t n, T* grad,
+                        T norm) {
+  const int64_t chunks = (n + kReduceChunk - 1) / kReduceChunk;
+  std::vector<double> partial(static_cast<size_t>(chunks), 0.0);
+  parallel_for(chunks, std::max<int64_t>(1, kElementwiseGrain / kReduceChunk),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t c = begin; c < end; ++c)
+                   partial[size_t(c)] =
+                       loss_sum<kGrad>(math, pred, target, c * kReduceChunk,
+                                       std::min(n, (c + 1) * kReduceChunk), grad, norm);
+               });
+  double sum = 0;
+  for (double p : partial) sum += p;
+  return sum;
+}
+}  // namespace
+
+template <typename T>
+void pointwise_loss_forward_cpu(T* out, const T* pred, const T* target, int64_t n,
+                                const PointwiseLossArgs<T>& args, double divisor,
+                                bool per_element) {
+  visit_pointwise_math(args, [&](const auto& math) {
+    if (!per_element) {
+      out[0] = static_cast<T>(chunked_loss_sum<false>(math, pred, target, n, (T*)nullptr, T(0)) /
+                              divisor);
+      return;
+    }
+    parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = math.loss(pred[i], target[i], i);
+    });
+  });
+}
+
+template <typename T>
+void pointwise_loss_backward_cpu(T* grad_pred, const T* grad_out, const T* pred, const T* target,
+                                 int64_t n, const PointwiseLossArgs<T>& args, T norm,
+                                 bool per_element) {
+  visit_pointwise_math(args, [&](const auto& math) {
+    parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const T g = grad_out[per_element ? i : 0];
+        grad_pred[i] = norm * math.derivative(pred[i], target[i], i) * g;
+      }
+    });
+  });
+}
+
+template <typename T>
+void pointwise_loss_forward_backward_cpu(T* out, T* grad_pred, const T* pred, const T* target,
+                                         int64_t n, const PointwiseLossArgs<T>& args,
+                                         double divisor, T norm, bool per_element) {
+  visit_pointwise_math(args, [&](const auto& math) {
+    if (!per_element) {
+      out[0] =
+          static_cast<T>(chunked_loss_sum<true>(math, pred, target, n, grad_pred, norm) / divisor);
+      return;
+    }
+    parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const T p = pred[i], t = target[i];
+        out[i] = math.loss(p, t, i);
+        grad_pred[i] = norm * math.derivative(p, t, i) * T(1);
+      }
+    });
+  });
+}
+
+#define MT_INSTANTIATE_POINTWISE_LOSS_CPU(T)                                              \
+  template void pointwise_loss_forward_cpu<T>(T*, const T*, const T*, int64_t,            \
+                                              const PointwiseLossArgs<T>&, double, bool); \
+  template void pointwise_loss_backward_cpu<T>(T*, const T*, const T*, const T*, int64_t, \
+                                               const PointwiseLossArgs<T>&, T, bool);     \
+  template void pointwise_loss_forward_backward_cpu<T>(                                   \
+      T*, T*, const T*, const T*, int64_t, const PointwiseLossArgs<T>&, double, T, bool);
+MT_INSTANTIATE_POINTWISE_LOSS_CPU(float)
+MT_INSTANTIATE_POINTWISE_LOSS_CPU(double)
+#undef MT_INSTANTIATE_POINTWISE_LOSS_CPU
+
+// ---- entry points ----
+
+namespace {
+// The setting's range and pos_weight's fit, checked by every entry point: the kernels trust them.
+void check_spec(const char* op, const PointwiseLossSpec& spec, const Tensor& pred) {
+  const char* name = pointwise_loss_name(spec.kind);
+  if (spec.kind == PointwiseLossKind::SmoothL1)
+    MT_CHECK_AS(ValueError, spec.param >= 0, op, ": smooth_l1's beta must be >= 0 but is ",
+                spec.param);
+  if (spec.kind == PointwiseLossKind::Huber)
+    MT_CHECK_AS(ValueError, spec.param > 0, op, ": huber's delta must be > 0 but is ", spec.param);
+  if (spec.kind == PointwiseLossKind::KlDiv)
+    MT_CHECK_AS(ValueError, spec.param == 0 || spec.param == 1, op,
+                ": kl_div's log_target must be 0 or 1 but is ", spec.param);
+  if (!spec.pos_weight.defined()) return;
+  MT_CHECK_AS(ValueError, spec.kind == PointwiseLossKind::BceWithLogits, op,
+              ": pos_weight belongs to bce_with_logits, not ", name);
+  check_compatible(op, {{"pos_weight", spec.pos_weight}, {"pred", pred}});
+  const int64_t cols = pred.ndim() == 0 ? 1 : pred.size(pred.ndim() - 1);
+  MT_CHECK_AS(ShapeError,
+              spec.pos_weight.ndim() == 1 &&
+                  (spec.pos_weight.numel() == cols || spec.pos_weight.numel() == 1),
+              op, ": pos_weight ", spec.pos_weight.shape(),
+              " must have one entry per column of pred ", pred.shape(), " (", cols,
+              ") or a single entry");
+}
+
+template <typename T>
+PointwiseLossArgs<T> loop_args(const PointwiseLossSpec& spec) {
+  const bool has_pw = spec.pos_weight.defined();
+  return {spec.kind, static_cast<T>(spec.param), has_pw ? spec.pos_weight.data<T>() : nullptr,
+          has_pw ? spec.pos_weight.numel() : 1};
+}
+
+// pred and target of one shape on one device, out (0-d, or pred's shape for none), grad_pred
+// (if given) of pred's shape, and the spec.
+void check_operands(const char* op, const Tensor& out, const char* out_name, const Tensor& pred,
+                    const Tensor& target, Reduction reduction, const PointwiseLossSpec& spec,
+                    const Tensor* grad_pred = nullptr) {
+  if (grad_pred != nullptr) {
+    check_compatible(op, {{"grad_pred", *grad_pred}, {"pred", pred}});
+    check_same_shape(op, {{"grad_pred", *grad_pred}, {"pred", pred}});
+  }
+  check_compatible(op, {{out_name, out}, {"pred", pred}, {"target", target}});
+  check_same_shape(op, {{"pred", pred}, {"target", target}});
+  if (spec.kind != PointwiseLossKind::KlDiv) check_not_batchmean(op, reduction);
+  if (reduction == Reduction::None)
+    check_same_shape(op, {{out_name, out}, {"pred", pred}});
+  else
+    MT_CHECK_AS(ShapeError, out.ndim() == 0, op, ": with reduction '", reduction_name(reduction),
+                "' ", out_name, " must be 0-d (shape []) but has shape ", out.shape());
+  check_spec(op, spec, pred);
+}
+
+// The divisor of the sum: n for mean, the batch (first extent; 1 for a 0-d pred, where torch's
+// batchmean is the sum) for batchmean, 1 otherwise.
+double mean_divisor(Reduction reduction, const Tensor& pred) {
+  if (reduction == Reduction::Mean) return double(pred.numel());
+  if (reduction == Reduction::BatchMean && pred.ndim() > 0) return double(pred.size(0));
+  return 1.0;
+}
+}  // namespace
+
+void pointwise_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target,
+                            const PointwiseLossSpec& spec, Reduction reduction) {
+  const char* op = "pointwise_loss_forward";
+  check_operands(op, out, "out", pred, target, reduction, spec);
+  const int64_t n = pred.numel();
+  const bool per_element = reduction == Reduction::None;
+  const double divisor = mean_divisor(reduction, pred);
+  dispatch_op(
+      op, pred.device(), pred.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        pointwise_loss_forward_cpu<T>(out.data<T>(), pred.data<T>(), target.data<T>(), n,
+                                      loop_args<T>(spec), divisor, per_element);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        // Freed on return while the kernel may still run: safe, as the caching allocator hands
+        // the block only to later work on this same stream (Note [streams and the caching
+        // allocator]).
+        Tensor workspace;
+        if (!per_element)
+          workspace = Tensor::empty({kPointwiseLossReduceBlocks}, DType::Float64, pred.device());
+        pointwise_loss_forward_cuda<T>(out.data<T>(), pred.data<T>(), target.data<T>(), n,
+                                       loop_args<T>(spec), divisor, per_element,
+                                       per_element ? nullptr : workspace.data<double>(), stream);
+      });
+}
+
+void pointwise_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& pred,
+                             const Tensor& target, const PointwiseLossSpec& spec,
+                             Reduction reduction) {
+  const char* op = "pointwise_loss_backward";
+  check_operands(op, grad_out, "grad_out", pred, target, reduction, spec, &grad_pred);
+  const int64_t n = pred.numel();
+  const bool per_element = reduction == Reduction::None;
+  const double norm = 1.0 / mean_divisor(reduction, pred);
+  dispatch_op(
+      op, pred.device(), pred.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        pointwise_loss_backward_cpu<T>(grad_pred.data<T>(), grad_out.data<T>(), pred.data<T>(),
+                                       target.data<T>(), n, loop_args<T>(spec),
+                                       static_cast<T>(norm), per_element);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        pointwise_loss_backward_cuda<T>(grad_pred.data<T>(), grad_out.data<T>(), pred.data<T>(),
+                                        target.data<T>(), n, loop_args<T>(spec),
+                                        static_cast<T>(norm), per_element, stream);
+      });
+}
+
+void pointwise_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
+                                     const Tensor& target, const PointwiseLossSpec& spec,
+                                     Reduction reduction) {
+  const char* op = "pointwise_loss_forward_backward";
+  check_operands(op, out, "out", pred, target, reduction, spec, &grad_pred);
+  const int64_t n = pred.numel();
+  const bool per_element = reduction == Reduction::None;
+  // forward's divisor and backward's norm, computed the same way
+  const double divisor = mean_divisor(reduction, pred);
+  const double norm = 1.0 / divisor;
+  dispatch_op(
+      op, pred.device(), pred.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        pointwise_loss_forward_backward_cpu<T>(out.data<T>(), grad_pred.data<T>(), pred.data<T>(),
+                                               target.data<T>(), n, loop_args<T>(spec), divisor,
+                                               static_cast<T>(norm), per_element);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        // Freed on return while the kernel may still run: see pointwise_loss_forward.
+        Tensor workspace;
+        if (!per_element)
+          workspace = Tensor::empty({kPointwiseLossReduceBlocks}, DType::Float64, pred.device());
+        pointwise_loss_forward_backward_cuda<T>(
+            out.data<T>(), grad_pred.data<T>(), pred.data<T>(), target.data<T>(), n,
+            loop_args<T>(spec), divisor, static_cast<T>(norm), per_element,
+            per_element ? nullptr : workspace.data<double>(), stream);
+      });
+}
+
+Tensor pointwise_loss_forward(const Tensor& pred, const Tensor& target,
+                              const PointwiseLossSpec& spec, Reduction reduction) {
+  check_compatible("pointwise_loss_forward", {{"pred", pred}, {"target", target}});
+  Tensor out = Tensor::empty(reduction == Reduction::None ? pred.shape() : Shape{}, pred.dtype(),
+                             pred.device());
+  pointwise_loss_forward(out, pred, target, spec, reduction);
+  return out;
+}
+
+Tensor pointwise_loss_backward(const Tensor& grad_out, const Tensor& pred, const Tensor& target,
+                               const PointwiseLossSpec& spec, Reduction reduction) {
+  check_compatible("pointwise_loss_backward", {{"pred", pred}, {"target", target}});
+  Tensor grad_pred = Tensor::empty(pred.shape(), pred.dtype(), pred.device());
+  pointwise_loss_backward(grad_pred, grad_out, pred, target, spec, reduction);
+  return grad_pred;
+}
+
+}  // namespace minitrain

@@ -1,0 +1,170 @@
+// Multi-tensor optimizer steps: entry points and the CPU loop. The CPU version cuts the whole
+// list into chunks of kElementwiseGrain elements (tensor boundaries respected) and runs the
+// chunks in one parallel_for, each through the one-tensor loop (sgd_step_cpu / adam_step_cpu,
+// which runs a chunk inline), so the math and the bits are those of the per-tensor path.
+
+#include "kernels/optim/multi_tensor_optim.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/parallel_for.h"
+#include "core/stream.h"
+#include "kernels/check.h"
+#include "kernels/dispatch.h"
+
+namespace minitrain {
+
+namespace {
+
+struct Chunk {
+  std::size_t tensor;
+  int64_t begin, len;
+};
+
+template <typename T, typename F>
+void for_each_chunk(const TensorTable<T>& t, F&& f) {
+  std::vector<Chunk> chunks;
+  int64_t total = 0;
+  for (std::size_t k = 0; k < t.sizes.size(); ++k) {
+    for (int64_t b = 0; b < t.sizes[k]; b += kElementwiseGrain)
+      chunks.push_back({k, b, std::min(kElementwiseGrain, t.sizes[k] - b)});
+    total += t.sizes[k];
+  }
+  // Below two grains one thread is faster than a fork/join (as parallel_for decides for one
+  // tensor).
+  const int64_t grain = total < 2 * kElementwiseGrain ? int64_t(chunks.size()) : 1;
+  parallel_for(int64_t(chunks.size()), std::max<int64_t>(grain, 1),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t c = begin; c < end; ++c) f(chunks[size_t(c)]);
+               });
+}
+
+template <typename T>
+T* at(T* p, int64_t offset) {
+  return p == nullptr ? nullptr : p + offset;
+}
+
+void check_list_size(const char* op, const char* what, std::size_t got, std::size_t want) {
+  MT_CHECK_AS(ValueError, got == want, op, ": ", what, " has ", got, " tensors but params has ",
+              want, "; give one per parameter");
+}
+
+// Raw pointers of every operand; slots beyond `lists` stay null.
+template <typename T>
+TensorTable<T> table_of(std::initializer_list<const std::vector<Tensor>*> lists, std::size_t n) {
+  TensorTable<T> t;
+  t.ptrs.resize(n);
+  t.sizes.resize(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    t.ptrs[k].fill(nullptr);
+    int s = 0;
+    for (const std::vector<Tensor>* list : lists) {
+      if (list != nullptr) t.ptrs[k][s] = (*list)[k].template data<T>();
+      ++s;
+    }
+    t.sizes[k] = (*lists.begin())->at(k).numel();
+  }
+  return t;
+}
+
+}  // namespace
+
+// ---- CPU ----
+
+template <typename T>
+void sgd_step_multi_cpu(const TensorTable<T>& t, const SGDStepArgs& args) {
+  for_each_chunk(t, [&](const Chunk& c) {
+    const auto& p = t.ptrs[c.tensor];
+    sgd_step_cpu<T>(p[0] + c.begin, p[1] + c.begin, at(p[2], c.begin), c.len, args);
+  });
+}
+
+template <typename T>
+void adam_step_multi_cpu(const TensorTable<T>& t, const AdamStepArgs& args) {
+  for_each_chunk(t, [&](const Chunk& c) {
+    const auto& p = t.ptrs[c.tensor];
+    adam_step_cpu<T>(p[0] + c.begin, p[1] + c.begin, p[2] + c.begin, p[3] + c.begin,
+                     at(p[4], c.begin), c.len, args);
+  });
+}
+
+template void sgd_step_multi_cpu<float>(const TensorTable<float>&, const SGDStepArgs&);
+template void sgd_step_multi_cpu<double>(const TensorTable<double>&, const SGDStepArgs&);
+template void adam_step_multi_cpu<float>(const TensorTable<float>&, const AdamStepArgs&);
+template void adam_step_multi_cpu<double>(const TensorTable<double>&, const AdamStepArgs&);
+
+// ---- entry points ----
+
+void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                    std::vector<Tensor>& momentum_bufs, const SGDStepArgs& args) {
+  const char* op = "sgd_step_multi";
+  const std::size_t n = params.size();
+  if (n == 0) return;
+  const bool momentum = args.momentum != 0.0;
+  check_list_size(op, "grads", grads.size(), n);
+  if (momentum) check_list_size(op, "momentum_bufs", momentum_bufs.size(), n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::string who = std::string(op) + ": tensor " + std::to_string(k);
+    if (momentum) {
+      check_compatible(who.c_str(), {{"param", params[k]},
+                                     {"grad", grads[k]},
+                                     {"momentum_buf", momentum_bufs[k]},
+                                     {"params[0]", params[0]}});
+      check_same_shape(
+          who.c_str(),
+          {{"param", params[k]}, {"grad", grads[k]}, {"momentum_buf", momentum_bufs[k]}});
+    } else {
+      check_compatible(who.c_str(),
+                       {{"param", params[k]}, {"grad", grads[k]}, {"params[0]", params[0]}});
+      check_same_shape(who.c_str(), {{"param", params[k]}, {"grad", grads[k]}});
+    }
+  }
+  const Device device = params[0].device();
+  dispatch_float(params[0].dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const TensorTable<T> t = table_of<T>({&params, &grads, momentum ? &momentum_bufs : nullptr}, n);
+    on_device(
+        op, device, [&] { sgd_step_multi_cpu<T>(t, args); },
+        [&](auto stream) { sgd_step_multi_cuda<T>(t, args, stream); });
+  });
+}
+
+void adam_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                     std::vector<Tensor>& exp_avgs, std::vector<Tensor>& exp_avg_sqs,
+                     std::vector<Tensor>& max_exp_avg_sqs, const AdamStepArgs& args) {
+  const char* op = "adam_step_multi";
+  const std::size_t n = params.size();
+  if (n == 0) return;
+  check_list_size(op, "grads", grads.size(), n);
+  check_list_size(op, "exp_avgs", exp_avgs.size(), n);
+  check_list_size(op, "exp_avg_sqs", exp_avg_sqs.size(), n);
+  if (args.amsgrad) check_list_size(op, "max_exp_avg_sqs", max_exp_avg_sqs.size(), n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::string who = std::string(op) + ": tensor " + std::to_string(k);
+    check_compatible(who.c_str(), {{"param", params[k]},
+                                   {"grad", grads[k]},
+                                   {"exp_avg", exp_avgs[k]},
+                                   {"exp_avg_sq", exp_avg_sqs[k]},
+                                   {"params[0]", params[0]}});
+    check_same_shape(who.c_str(), {{"param", params[k]},
+                                   {"grad", grads[k]},
+                                   {"exp_avg", exp_avgs[k]},
+                                   {"exp_avg_sq", exp_avg_sqs[k]}});
+    if (args.amsgrad) {
+      check_compatible(who.c_str(), {{"param", params[k]}, {"max_exp_avg_sq", max_exp_avg_sqs[k]}});
+      check_same_shape(who.c_str(), {{"param", params[k]}, {"max_exp_avg_sq", max_exp_avg_sqs[k]}});
+    }
+  }
+  const Device device = params[0].device();
+  dispatch_float(params[0].dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const TensorTable<T> t = table_of<T>(
+        {&params, &grads, &exp_avgs, &exp_avg_sqs, args.amsgrad ? &max_exp_avg_sqs : nullptr}, n);
+    on_device(
+        op, device, [&] { adam_step_multi_cpu<T>(t, args); },
+        [&](auto stream) { adam_step_multi_cuda<T>(t, args, stream); });
+  });
+}
+
+}  // namespace minitrain
