@@ -18,6 +18,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/op_profiler.h"
 #include "core/stream.h"
 
 namespace minitrain {
@@ -63,6 +64,7 @@ namespace detail {
 /// CUstream_st*. `cuda` must be a generic lambda ([&](auto stream) {...}): see the file comment.
 template <typename Cpu, typename Cuda>
 decltype(auto) on_device(const char* op, const Device& device, Cpu&& cpu, Cuda&& cuda) {
+  const OpTimer timer(op, device);  // --profile-kernels (core/op_profiler.h); else an atomic load
   if (device.is_cpu()) return cpu();
 #if MINITRAIN_WITH_CUDA
   (void)op;  // named only in the CPU-only build's error

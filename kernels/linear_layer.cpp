@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "core/op_profiler.h"
 #include "core/parallel_for.h"
 #include "kernels/bias_add.h"
 #include "kernels/check.h"
@@ -76,6 +77,7 @@ void linear_forward_cpu_fused(Tensor* out, Tensor& y, const Tensor& x, const Ten
 
 void linear_forward_with(const std::string& backend, Tensor& y, const Tensor& x, const Tensor& w,
                          const Tensor& b) {
+  const OpTimer timer("linear_forward", y.device());  // one row: its GEMM and epilogue inside
   if (backend == "cublaslt" && b.defined() && y.defined() && y.device().is_cuda() &&
       y.dtype() == DType::Float32) {
 #if MINITRAIN_WITH_CUDA_LIBS
@@ -95,6 +97,7 @@ void linear_forward_with(const std::string& backend, Tensor& y, const Tensor& x,
 void linear_activation_forward_with(const std::string& backend, Tensor& out, Tensor& y,
                                     const Tensor& x, const Tensor& w, const Tensor& b,
                                     Activation act) {
+  const OpTimer timer("linear_activation_forward", y.device());  // one row (--profile-kernels)
   if (is_cpu_openblas_gemm(backend, y)) {
     linear_forward_cpu_fused(&out, y, x, w, b, act);
     return;
@@ -105,6 +108,7 @@ void linear_activation_forward_with(const std::string& backend, Tensor& out, Ten
 
 void linear_weight_grad_with(const std::string& backend, Tensor& dw, double beta, Tensor& bias_sum,
                              const Tensor& dy, const Tensor& x) {
+  const OpTimer timer("linear_weight_grad", dw.device());  // one row (--profile-kernels)
   if (!is_cpu_openblas_gemm(backend, dw)) {
     gemm_with(backend, dw, dy, /*trans_a=*/true, x, /*trans_b=*/false, 1.0, beta);
     sum_rows(bias_sum, dy);
@@ -137,6 +141,7 @@ void linear_weight_grad_with(const std::string& backend, Tensor& dw, double beta
 void linear_input_grad_activation_with(const std::string& backend, Tensor& grad_pre,
                                        const Tensor& dy, const Tensor& w, const Tensor& pre,
                                        Activation act) {
+  const OpTimer timer("linear_input_grad_activation", grad_pre.device());  // one row
   if (!is_cpu_openblas_gemm(backend, grad_pre)) {
     Tensor dx = Tensor::empty(grad_pre.shape(), grad_pre.dtype(), grad_pre.device());
     gemm_with(backend, dx, dy, /*trans_a=*/false, w, /*trans_b=*/false);

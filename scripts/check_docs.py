@@ -35,7 +35,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The pages whose shell blocks are checked when no file is named.
-DEFAULT_FILES = ["README.md", "docs/training.md", "docs/library.md", "docs/emulated_gpus.md"]
+DEFAULT_FILES = ["README.md", "docs/training.md", "docs/library.md", "docs/emulated_gpus.md",
+                 "docs/profiling.md"]
 
 # Source folders the commands read from (data, fixtures), linked into the temporary directory.
 INPUTS = ["examples", "tests"]
@@ -93,6 +94,7 @@ EXPECT = [
     (r"examples/regression_mlp cpu 2", output_matches(r"epoch 2  mean loss [0-9.]+")),
     (r"examples/classify_csv examples/data/iris\.csv species 50", output_matches(r"30 held-out rows: accuracy (1\.000|0\.9[0-9]*)")),
     (r"build/emu/tools/minitrain train --device cuda", output_matches(r"on cuda(:0)?\b.*\n(.*\n)*done: steps")),
+    (r"minitrain train .*--profile-kernels", output_matches(r"kernel profile: \d+ step\(s\), .*\n(.*\n)*  \(outside any op\) ")),
 ]
 
 SHELL_LANGS = {"sh", "bash", "shell"}

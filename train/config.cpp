@@ -159,6 +159,9 @@ std::vector<KeyEntry> make_table() {
   t.push_back(member("log", K::String, &TrainConfig::log, "metrics.jsonl: one JSON line per step"));
   t.push_back(member("log-every", K::Int, &TrainConfig::log_every,
                      "steps per --log line (default 1): a line holds the means of its steps"));
+  t.push_back(
+      member("profile-kernels", K::String, &TrainConfig::profile_kernels,
+             "FILE: every op's time in every step (JSON lines) and the top ops at the end"));
   t.push_back(member("progress", K::String, &TrainConfig::progress, progress_help.c_str()));
   t.push_back(member("parallel", K::String, &TrainConfig::parallel, parallel_help.c_str()));
   t.push_back(member("replicas", K::Int, &TrainConfig::replicas,

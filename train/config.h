@@ -84,6 +84,7 @@ struct TrainConfig {
   bool resume = false;            ///< continue from checkpoint_dir's checkpoint
   std::string log;                ///< metrics, one JSON object per line per step
   int64_t log_every = 1;          ///< steps per metrics line (their means over the interval)
+  std::string profile_kernels;    ///< each op's time per step and a summary (kernel_profile.h)
   std::string progress = "auto";  ///< auto | bar | lines | none
   // ---- parallelism: a name of kParallelModes; 0 / "" = not given ----
   std::string parallel = "none";

@@ -124,7 +124,7 @@ std::optional<Value> convert(const KeyEntry& e, const toml::node& node) {
 bool is_path_key(const std::string& name) {
   for (const char* k :
        {"data", "targets", "init", "save", "checkpoint-dir", "log", "sample-weights", "val-data",
-        "val-targets", "save-best", "class-weights", "pos-weight"})
+        "val-targets", "save-best", "class-weights", "pos-weight", "profile-kernels"})
     if (name == k) return true;
   return false;
 }

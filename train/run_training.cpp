@@ -39,6 +39,7 @@
 #include "parallel/launch/process_group.h"
 #include "train/flag_context.h"
 #include "train/gemm_flag.h"
+#include "train/kernel_profile.h"
 #include "train/run_files.h"
 #include "train/validation.h"
 
@@ -712,9 +713,9 @@ void check_some_step_counted(const TrainSummary& s, int64_t total_steps) {
 // stops together (a flag per rank, all-reduced, so no rank waits in a collective for a rank that
 // left). Left out: what each process may set for itself without changing the result.
 void check_same_config(const TrainConfig& c, Communicator& comm) {
-  static const std::set<std::string> kPerProcess = {"device",       "devices",  "threads",
-                                                    "workers",      "progress", "memory-cap",
-                                                    "comm-timeout", "log",      "log-every"};
+  static const std::set<std::string> kPerProcess = {
+      "device",     "devices",      "threads", "workers",   "progress",
+      "memory-cap", "comm-timeout", "log",     "log-every", "profile-kernels"};
   const std::string own = config_to_json(c);
   Tensor length = Tensor::from_vector(std::vector<double>{static_cast<double>(own.size())}, {1})
                       .to(comm.device());
@@ -777,6 +778,10 @@ std::vector<RunFile> train_run_files(const TrainConfig& c, const ProcessEnv& env
   for (int r = 0; r < (c.log.empty() ? 0 : env.world_size); ++r)
     files.push_back({r == 0 ? "--log" : "--log (rank " + std::to_string(r) + ")",
                      rank_log_path(c.log, r, env.world_size), true});
+  for (int r = 0; r < (c.profile_kernels.empty() ? 0 : env.world_size); ++r)
+    files.push_back(
+        {r == 0 ? "--profile-kernels" : "--profile-kernels (rank " + std::to_string(r) + ")",
+         rank_log_path(c.profile_kernels, r, env.world_size), true});
   return files;
 }
 
@@ -848,6 +853,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   if (!c.save.empty()) prepare_output("save", c.save, info);
   if (!c.save_best.empty()) prepare_output("save-best", c.save_best, info);
   if (!c.log.empty()) prepare_output("log", c.log, info);
+  if (!c.profile_kernels.empty()) prepare_output("profile-kernels", c.profile_kernels, info);
   std::string resume_path;
   if (c.resume) {
     resume_path = checkpoint_path(c.checkpoint_dir);
@@ -940,6 +946,16 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   // GPU utilisation and memory in the metrics where NVML can be read; where not, a note says why.
   GpuMonitor gpu_monitor(plan.device);
   to.gpu_monitor = &gpu_monitor;
+  // --profile-kernels: every op's time per step (train/kernel_profile.h), each rank its own file.
+  std::unique_ptr<KernelProfile> kernel_profile;
+  if (!c.profile_kernels.empty()) {
+    kernel_profile = std::make_unique<KernelProfile>(rank_log_path(c.profile_kernels, rank, world));
+    auto before = std::move(to.on_step);
+    to.on_step = [&kernel_profile, before](const StepStats& s) {
+      if (before) before(s);
+      kernel_profile->end_step(s.step);
+    };
+  }
   Trainer trainer(model, *optimizer, loader, to);
 
   TrainReport report;
@@ -975,6 +991,10 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   trainer.set_log(log.get());
   trainer.set_progress(rank == 0 ? &progress : nullptr);
   report.summary = trainer.run();
+  if (kernel_profile) {
+    const std::string top = kernel_profile->finish();
+    if (rank == 0) info << top << "kernel profile written to " << c.profile_kernels << "\n";
+  }
   if (c.sync_every) check_replicas_agree(model, *comm);
   check_some_step_counted(report.summary, report.total_steps);
 

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/op_profiler.h"
 #include "core/parallel_for.h"
 #include "kernels/check.h"
 #include "kernels/gemm/gemm_check.h"
@@ -177,6 +178,7 @@ void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_
   const GemmDims d = check_gemm_operands("gemm", c, a, trans_a, b, trans_b);
   const int64_t m = d.m, n = d.n, k = d.k;
   if (m == 0 || n == 0) return;
+  const OpTimer timer("gemm", c.device());  // --profile-kernels (core/op_profiler.h)
   if (c.device().is_cpu()) {
     dispatch_float(c.dtype(), [&](auto zero) {
       using T = decltype(zero);

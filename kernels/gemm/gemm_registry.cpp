@@ -5,12 +5,15 @@
 
 #include "kernels/gemm/gemm_registry.h"
 
+#include "core/op_profiler.h"
+
 #include <memory>
 #include <mutex>
 #include <sstream>
 #include <utility>
 
 #include "core/error.h"
+#include "core/op_profiler.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/gemm/gemm_builtin.h"
 #include "kernels/gemm/gemm_check.h"
@@ -166,6 +169,7 @@ void gemm_with(const std::string& backend, Tensor& c, const Tensor& a, bool tran
               device, "; use 'auto' or one of the ", device.is_cuda() ? "cuda" : "cpu",
               " backends");
   if (d.m == 0 || d.n == 0) return;
+  const OpTimer timer("gemm", device);  // --profile-kernels (core/op_profiler.h)
   if (c.dtype() == DType::Float64) {
     if (!g.float64) {
       std::string with_float64;

@@ -531,6 +531,39 @@ ROWS.update({
 })
 
 
+# --profile-kernels FILE (train/kernel_profile.h): an output like --log, checked with the others.
+def _profile_is_data(d):
+    write(f"{d}/t.csv", SMALL_CSV)
+    return ["train", "--data", f"{d}/t.csv", "--target-columns", "y", "--model", "mlp:2,1", "--steps", "2",
+            "--profile-kernels", f"{d}/./t.csv", *QUIET]
+
+
+def _profile_under_a_file(d):
+    write(f"{d}/t.csv", SMALL_CSV)
+    return ["train", "--data", f"{d}/t.csv", "--target-columns", "y", "--model", "mlp:2,1", "--steps", "2",
+            "--profile-kernels", f"{d}/t.csv/p.jsonl", *QUIET]
+
+
+def _profile_and_save_best_are_one_file(d):
+    os.mkdir(f"{d}/sub")
+    return ["train", "--data", "synthetic:64", "--val-split", "0.25", "--steps", "4", "--eval-every", "2",
+            "--save-best", f"{d}/p.safetensors", "--profile-kernels", f"{d}/sub/../p.safetensors", *QUIET]
+
+
+ROWS.update({
+    "profile_kernels_is_the_data": (
+        _profile_is_data, 1, r"--profile-kernels .*t\.csv.* and --data .*t\.csv.* are the same file",
+        _unchanged("t.csv", SMALL_CSV), 60),
+    "profile_kernels_under_a_file": (
+        _profile_under_a_file, 1, r"--profile-kernels: cannot write .*t\.csv/p\.jsonl.*Not a directory",
+        _unchanged("t.csv", SMALL_CSV), 60),
+    "profile_kernels_is_save_best": (
+        _profile_and_save_best_are_one_file, 1,
+        r"--save-best .*p\.safetensors.* and --profile-kernels .*sub/\.\./p\.safetensors.* are the same file",
+        _no_file("p.safetensors"), 60),
+})
+
+
 # ---- issue 30, from the user trial: columns by name, --standardize, int64 classes, hints ------
 
 # Three classes that the first feature separates and the others do not: a model that reads the
