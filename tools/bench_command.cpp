@@ -201,6 +201,13 @@ BenchCommand::BenchCommand(CLI::App& parent) {
   app_->add_option("--size", op_.sizes, "bench op: elements of the main operand (several: each)");
   app_->add_option("--device", op_.device, "bench op: cpu, cuda, cuda:N or auto (default auto)");
   app_->add_option("--runs", op_.runs, "bench op: timed calls per variant and size (default 20)");
+  app_->add_flag("--counters", counters_,
+                 "bench gemm on emulated GPUs: each ladder rung's exact memory counters, "
+                 "occupancy and modelled time (docs/emulator_counters.md)");
+  app_->add_option("--device-profile", counters_request_.device_profile,
+                   "bench gemm --counters: h100 (default), h200, a100, l4, rtx4090 or t4");
+  app_->add_option("--shape", counters_request_.shape,
+                   "bench gemm --counters: M,N,K (default 256,256,256)");
 }
 
 bool BenchCommand::parsed() const { return app_->parsed(); }
@@ -236,6 +243,14 @@ int BenchCommand::list(std::ostream& out, const BenchDir& dir) const {
 }
 
 int BenchCommand::run(std::ostream& out, std::ostream& err) {
+  const bool profile_or_shape = app_->count("--device-profile") + app_->count("--shape") > 0;
+  if (counters_ || profile_or_shape) {
+    MT_CHECK_AS(ValueError, counters_ && areas_ == std::vector<std::string>{"gemm"},
+                "minitrain bench: --counters, --device-profile and --shape go with `minitrain "
+                "bench gemm --counters` only (got areas '",
+                join(areas_, " "), "'", counters_ ? "" : " without --counters", ")");
+    return run_gemm_counters(counters_request_, out, err);
+  }
   if (!areas_.empty() && areas_.front() == "op") {
     op_.words.assign(areas_.begin() + 1, areas_.end());
     return run_op_bench(op_, out, err);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/gemm_counters_command.h"
 #include "tools/op_bench_command.h"
 
 namespace CLI {
@@ -57,7 +58,9 @@ class BenchCommand {
   std::string out_dir_ = "bench-results";
   std::string filter_;
   bool quick_ = false;
-  OpBenchRequest op_;  ///< `minitrain bench op ...`: --size, --device, --runs
+  OpBenchRequest op_;                     ///< `minitrain bench op ...`: --size, --device, --runs
+  bool counters_ = false;                 ///< `minitrain bench gemm --counters` (emulated GPUs)
+  GemmCountersRequest counters_request_;  ///< its --device-profile and --shape
 };
 
 }  // namespace minitrain::cli

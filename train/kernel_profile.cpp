@@ -36,19 +36,19 @@ void KernelProfile::end_step(int64_t step) {
     }
     it->second.calls += r.calls;
     it->second.seconds += r.seconds;
-    nlohmann::json line = {{"step", step},       {"op", r.op},
-                           {"device", key.second}, {"calls", r.calls},
-                           {"ms", r.seconds * 1e3}, {"step_ms", interval.wall_seconds * 1e3},
+    nlohmann::json line = {{"step", step},
+                           {"op", r.op},
+                           {"device", key.second},
+                           {"calls", r.calls},
+                           {"ms", r.seconds * 1e3},
+                           {"step_ms", interval.wall_seconds * 1e3},
                            {"timing", timing_of(r.device)}};
     text += line.dump() + "\n";
   }
   const double outside = std::max(0.0, interval.wall_seconds - in_ops);
-  nlohmann::json line = {{"step", step},
-                         {"op", "(outside any op)"},
-                         {"device", "cpu"},
-                         {"calls", 0},
-                         {"ms", outside * 1e3},
-                         {"step_ms", interval.wall_seconds * 1e3},
+  nlohmann::json line = {{"step", step},          {"op", "(outside any op)"},
+                         {"device", "cpu"},       {"calls", 0},
+                         {"ms", outside * 1e3},   {"step_ms", interval.wall_seconds * 1e3},
                          {"timing", "host clock"}};
   text += line.dump() + "\n";
   file_.write(text);
@@ -85,7 +85,8 @@ std::string KernelProfile::finish(int top) {
                     {"calls_per_step", double(t.calls) * per},
                     {"ms_per_step", t.seconds * per * 1e3},
                     {"share", share}});
-    if (int(i) < top) row(ranked[i].first, ranked[i].second, double(t.calls) * per, t.seconds * per * 1e3, share);
+    if (int(i) < top)
+      row(ranked[i].first, ranked[i].second, double(t.calls) * per, t.seconds * per * 1e3, share);
   }
   const double outside_share = step_seconds_ > 0 ? outside_seconds_ / step_seconds_ : 0.0;
   row("(outside any op)", "cpu", 0, outside_seconds_ * per * 1e3, outside_share);

@@ -13,6 +13,9 @@
 
 #include "counters.h"
 
+#include "cuda_emu/kernel_registers.h"
+#include "cuda_emu/occupancy.h"
+
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -183,6 +186,17 @@ void counters_launch_begin(const Grid& g) {
   c.grid[0] = gd.x, c.grid[1] = gd.y, c.grid[2] = gd.z;
   c.block[0] = bd.x, c.block[1] = bd.y, c.block[2] = bd.z;
   c.dynamic_smem = g.config.dynamic_smem;
+  const DeviceProfile& profile = current_device_profile();
+  c.device_profile = profile.key;
+  const KernelRegisters* r = kernel_registers(c.file, c.kernel);
+  c.registers = r != nullptr ? r->registers_max : -1;
+  c.registers_min = r != nullptr ? r->registers_min : -1;
+  c.static_smem = r != nullptr ? r->static_smem_max : 0;
+  const Occupancy o = theoretical_occupancy(profile, int(bd.x * bd.y * bd.z), c.registers,
+                                            c.static_smem + c.dynamic_smem);
+  c.blocks_per_sm = o.blocks_per_sm;
+  c.occupancy_pct = o.occupancy_pct;
+  c.occupancy_limiter = o.limiter;
 }
 
 void counters_block_begin(const BlockRun& b) {
@@ -349,7 +363,9 @@ std::string LaunchCounters::json() const {
       "\"shared_load_wavefronts\":%llu,\"shared_store_requests\":%llu,"
       "\"shared_store_wavefronts\":%llu,\"shared_bank_conflicts\":%llu,"
       "\"active_lanes_mean\":%.4f,\"barriers\":%llu,\"warps_launched\":%llu,"
-      "\"bytes_moved\":%llu,\"distinct_bytes_touched\":%llu}",
+      "\"bytes_moved\":%llu,\"distinct_bytes_touched\":%llu,\"device_profile\":\"%s\","
+      "\"registers\":%s,\"registers_min\":%s,\"static_smem\":%llu,\"blocks_per_sm\":%d,"
+      "\"occupancy_pct\":%.2f,\"occupancy_limiter\":\"%s\"}",
       k.c_str(), f.c_str(), line, grid[0], grid[1], grid[2], block[0], block[1], block[2],
       (unsigned long long)dynamic_smem, (unsigned long long)global_load_requests,
       (unsigned long long)global_load_sectors, (unsigned long long)global_store_requests,
@@ -358,7 +374,10 @@ std::string LaunchCounters::json() const {
       (unsigned long long)shared_store_requests, (unsigned long long)shared_store_wavefronts,
       (unsigned long long)shared_bank_conflicts, active_lanes_mean, (unsigned long long)barriers,
       (unsigned long long)warps_launched, (unsigned long long)bytes_moved,
-      (unsigned long long)distinct_bytes_touched);
+      (unsigned long long)distinct_bytes_touched, device_profile.c_str(),
+      registers < 0 ? "null" : std::to_string(registers).c_str(),
+      registers_min < 0 ? "null" : std::to_string(registers_min).c_str(),
+      (unsigned long long)static_smem, blocks_per_sm, occupancy_pct, occupancy_limiter.c_str());
   return buf;
 }
 

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "cuda_emu/counters.h"
+#include "cuda_emu/kernel_registers.h"
+#include "cuda_emu/occupancy.h"
 #include "emu_test_util.h"
 #include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
 
@@ -257,6 +259,54 @@ TEST(CudaEmuCounters, CoalescedRungMatchesItsClosedForm) {
   const mtemu::LaunchCounters c = run_rung(&ladder::gemm_coalesced_cuda);
   expect_rung(c, e);
   EXPECT_EQ(run_rung(&ladder::gemm_coalesced_cuda).json(), c.json());  // deterministic
+}
+
+// ---- occupancy per launch: the real compiler's registers (cuda_emu/kernel_registers.tsv) ----
+
+TEST(CudaEmuCounters, EachLaunchCarriesItsOccupancyWithTheCompilersRegisters) {
+  // The naive rung: 256 threads, no shared memory. The table's registers must be nvcc's for this
+  // kernel, and the occupancy the calculator's for them on the selected profile.
+  const mtemu::KernelRegisters* r = mtemu::kernel_registers(
+      "/any/where/kernels/gemm/gemm_ladder/01_naive.cu", "gemm_naive_kernel");
+  ASSERT_NE(r, nullptr) << "the naive rung is not in cuda_emu/kernel_registers.tsv";
+  const mtemu::LaunchCounters c = run_rung(&ladder::gemm_naive_cuda);
+  EXPECT_EQ(c.registers, r->registers_max);
+  EXPECT_EQ(c.registers_min, r->registers_min);
+  EXPECT_EQ(c.device_profile, mtemu::current_device_profile().key);
+  const mtemu::Occupancy o = mtemu::theoretical_occupancy(mtemu::current_device_profile(), 256,
+                                                          r->registers_max, r->static_smem_max);
+  EXPECT_EQ(c.blocks_per_sm, o.blocks_per_sm);
+  EXPECT_DOUBLE_EQ(c.occupancy_pct, o.occupancy_pct);
+  EXPECT_EQ(c.occupancy_limiter, o.limiter);
+  const std::string json = c.json();
+  EXPECT_NE(json.find("\"registers\":" + std::to_string(r->registers_max) + ","), std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"occupancy_limiter\":\""), std::string::npos) << json;
+}
+
+TEST(CudaEmuCounters, AKernelTheTableDoesNotKnowHasUnknownRegistersAndAnUpperBound) {
+  // This file's own kernel: not in the table. 256 threads on H100 without the register limit:
+  // 8 blocks of 8 warps, 100 % (the figure is an upper bound, and the JSON says null).
+  DeviceBuffer<float> in(kN), out(kN);
+  const mtemu::LaunchCounters c =
+      run_one([&] { copy_strided_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN, 1, 0); });
+  EXPECT_EQ(c.registers, -1);
+  EXPECT_NE(c.json().find("\"registers\":null"), std::string::npos) << c.json();
+  const mtemu::Occupancy o =
+      mtemu::theoretical_occupancy(mtemu::current_device_profile(), kThreads, -1, 0);
+  EXPECT_EQ(c.blocks_per_sm, o.blocks_per_sm);
+  EXPECT_DOUBLE_EQ(c.occupancy_pct, o.occupancy_pct);
+}
+
+TEST(CudaEmuCounters, LookupIgnoresNamespacesAndTemplateArgumentsButNotTheFile) {
+  const mtemu::KernelRegisters* fill = mtemu::kernel_registers("kernels/fill.cu", "fill_kernel<T>");
+  ASSERT_NE(fill, nullptr);
+  EXPECT_EQ(mtemu::kernel_registers("../../kernels/fill.cu", "minitrain::fill_kernel<float>"),
+            fill);
+  EXPECT_EQ(mtemu::kernel_registers("kernels/cast.cu", "fill_kernel<T>"), nullptr);
+  EXPECT_EQ(mtemu::kernel_registers("other_kernels/fill.cu", "fill_kernel"), nullptr);
+  EXPECT_NE(mtemu::kernel_registers_source().find("nvcc "), std::string::npos)
+      << mtemu::kernel_registers_source();
 }
 
 }  // namespace

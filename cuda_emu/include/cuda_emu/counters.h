@@ -27,6 +27,17 @@ struct LaunchCounters {
   uint64_t warps_launched = 0;
   uint64_t bytes_moved = 0;             // (load + store sectors) * 32
   uint64_t distinct_bytes_touched = 0;  // distinct global sectors * 32
+  // Theoretical occupancy of the launch on the selected device profile (MINITRAIN_EMU_DEVICE),
+  // with the registers and static shared memory of the real compiler's build of the kernel
+  // (cuda_emu/kernel_registers.tsv); registers -1: unknown (a kernel not in the table), and the
+  // occupancy is then an upper bound that leaves the register limit out.
+  std::string device_profile;
+  int registers = -1;      // the most any instantiation of the kernel's template uses
+  int registers_min = -1;  // the least (equal to registers where there is one count)
+  uint64_t static_smem = 0;
+  int blocks_per_sm = 0;
+  double occupancy_pct = 0;
+  std::string occupancy_limiter;
   std::string json() const;
 };
 
