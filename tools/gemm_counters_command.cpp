@@ -141,17 +141,17 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
       bytes += l.distinct_bytes_touched;
       const mtemu::KernelRegisters* r = mtemu::kernel_registers(l.file, l.kernel);
       const int threads = int(l.block[0] * l.block[1] * l.block[2]);
-      const mtemu::Occupancy o = mtemu::theoretical_occupancy(
-          *profile, threads, r ? r->registers_max : -1, (r ? r->static_smem_max : 0) + l.dynamic_smem);
+      const mtemu::Occupancy o =
+          mtemu::theoretical_occupancy(*profile, threads, r ? r->registers_max : -1,
+                                       (r ? r->static_smem_max : 0) + l.dynamic_smem);
       regs = r ? std::to_string(r->registers_max) : "unknown";
       std::ostringstream occ;
       occ << std::fixed << std::setprecision(1) << o.occupancy_pct << "% (" << o.limiter
           << (r ? "" : ", upper bound") << ")";
       occupancy = occ.str();
     }
-    const mtemu::RooflineModel m = mtemu::roofline_model(*profile, flops, double(bytes),
-                                                         mtemu::kModelLaunchOverheadS *
-                                                             double(launches.size()));
+    const mtemu::RooflineModel m = mtemu::roofline_model(
+        *profile, flops, double(bytes), mtemu::kModelLaunchOverheadS * double(launches.size()));
     time_s = m.time_s;
     auto ratio = [](uint64_t a, uint64_t b) {
       std::ostringstream o;

@@ -451,7 +451,7 @@ void* block_shared(const void* tag, std::size_t bytes, std::size_t align, const 
   const std::size_t static_bytes = b.static_shared_bytes + bytes;
   note_static_shared(b.grid->kernel, static_bytes);
   const std::size_t optin = dynamic_shared_optin(b.grid->kernel);
-  const std::size_t limit = optin > 0 ? kSharedPerBlockOptin : kSharedPerBlockDefault;
+  const std::size_t limit = optin > 0 ? shared_per_block_optin() : shared_per_block_default();
   if (static_bytes + b.grid->config.dynamic_smem > limit)
     fault_here(cudaErrorInvalidValue,
                "__shared__ " + std::string(name) + " brings the block's shared memory to " +

@@ -226,7 +226,8 @@ cudaError_t enqueue_launch(const LaunchSite& site, const LaunchConfig& config, c
     if (auto it = static_shared.find(kernel); it != static_shared.end()) static_bytes = it->second;
   }
   const std::size_t smem_limit =
-      optin > 0 ? optin : kSharedPerBlockDefault - std::min(static_bytes, kSharedPerBlockDefault);
+      optin > 0 ? optin
+                : shared_per_block_default() - std::min(static_bytes, shared_per_block_default());
   if (config.dynamic_smem > smem_limit)
     return fail(
         cudaErrorInvalidValue,
@@ -236,7 +237,7 @@ cudaError_t enqueue_launch(const LaunchSite& site, const LaunchConfig& config, c
             (optin > 0 ? "the kernel's MaxDynamicSharedMemorySize is " + std::to_string(optin)
                        : "without cudaFuncSetAttribute(kernel, "
                          "cudaFuncAttributeMaxDynamicSharedMemorySize, n) a block has " +
-                             std::to_string(kSharedPerBlockDefault) + " bytes in all"));
+                             std::to_string(shared_per_block_default()) + " bytes in all"));
   std::shared_ptr<CUstream_st> stream = resolve_stream(config.stream, dev);
   if (!stream)
     return fail(cudaErrorInvalidResourceHandle,
@@ -556,18 +557,18 @@ cudaError_t mtemu_func_set_attribute(const void* func, cudaFuncAttribute attr, i
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
     return fail(cudaErrorInvalidValue,
                 "cudaFuncSetAttribute: the emulator knows MaxDynamicSharedMemorySize only");
-  if (value < 0 || std::size_t(value) > kSharedPerBlockOptin)
+  if (value < 0 || std::size_t(value) > shared_per_block_optin())
     return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: " + std::to_string(value) +
                                            " bytes of dynamic shared memory; at most " +
-                                           std::to_string(kSharedPerBlockOptin));
+                                           std::to_string(shared_per_block_optin()));
   std::lock_guard<std::mutex> lock(attributes_mutex);
   if (auto it = static_shared.find(func);
-      it != static_shared.end() && it->second + std::size_t(value) > kSharedPerBlockOptin)
+      it != static_shared.end() && it->second + std::size_t(value) > shared_per_block_optin())
     return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: " + std::to_string(value) +
                                            " bytes of dynamic shared memory beside the kernel's " +
                                            std::to_string(it->second) +
                                            " bytes of static; a block has at most " +
-                                           std::to_string(kSharedPerBlockOptin) + " in all");
+                                           std::to_string(shared_per_block_optin()) + " in all");
   max_dynamic_shared[func] = std::size_t(value);
   return ok();
 }

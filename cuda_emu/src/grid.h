@@ -12,6 +12,7 @@
 
 #include "cuda_runtime_api.h"
 #include "cuda_emu/launch.h"
+#include "cuda_emu/occupancy.h"
 
 namespace mtemu::detail {
 
@@ -46,11 +47,15 @@ struct Grid {
 /// Runs every block of `g` on the worker pool; returns when all have finished or one faulted.
 void run_grid(Grid& g);
 
-/// Shared memory per block: 48 KiB in all (static + dynamic) without opt-in; with
-/// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n), up to n dynamic
-/// and 227 KiB in all (H100).
-constexpr std::size_t kSharedPerBlockDefault = 48 * 1024;
-constexpr std::size_t kSharedPerBlockOptin = 227 * 1024;
+/// Shared memory per block on the selected device profile (MINITRAIN_EMU_DEVICE, default H100):
+/// in all (static + dynamic) without opt-in (48 KiB on every profile), and with
+/// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n) up to n dynamic
+/// and the profile's opt-in maximum in all (227 KiB on H100 and H200, 163 on A100, 99 on L4 and
+/// RTX 4090, 64 on T4).
+inline std::size_t shared_per_block_default() { return current_device_profile().smem_per_block; }
+inline std::size_t shared_per_block_optin() {
+  return current_device_profile().smem_per_block_optin;
+}
 
 /// The kernel's MaxDynamicSharedMemorySize opt-in, or 0 where it has none.
 std::size_t dynamic_shared_optin(const void* kernel);

@@ -15,6 +15,7 @@
 #include <numeric>
 #include <vector>
 
+#include "cuda_emu/occupancy.h"
 #include "emu_test_util.h"
 
 namespace minitrain::emu_testing {
@@ -231,6 +232,42 @@ TEST(CudaEmuSharedMemory, StaticAndDynamicSharedMemoryCountTogether) {
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, k190),
             cudaErrorInvalidValue);
   (void)cudaGetLastError();
+}
+
+// The opt-in maximum is the selected device profile's (MINITRAIN_EMU_DEVICE): 227 KiB on the
+// default H100, 64 KiB on a T4 (ctest runs this case under both: CudaEmuSharedMemory_t4). Up to it
+// the attribute and the launch work; one byte more, the attribute is refused as on that GPU.
+__global__ void profile_limit_kernel(float* out) {
+  extern __shared__ float scratch[];
+  scratch[threadIdx.x] = float(threadIdx.x);
+  __syncthreads();
+  out[threadIdx.x] = scratch[31 - threadIdx.x];
+}
+
+TEST(CudaEmuSharedMemory, TheOptInMaximumIsTheSelectedProfiles) {
+  const mtemu::DeviceProfile& p = mtemu::current_device_profile();
+  const int most = int(p.smem_per_block_optin);
+  EXPECT_EQ(cudaFuncSetAttribute(profile_limit_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 most + 1),
+            cudaErrorInvalidValue)
+      << p.key;
+  (void)cudaGetLastError();
+  EMU_OK(cudaFuncSetAttribute(profile_limit_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              most));
+  DeviceBuffer<float> out(32);
+  profile_limit_kernel<<<1, 32, most>>>(out.get());
+  EMU_OK(cudaGetLastError());
+  EMU_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(out.to_host()[0], 31.f);
+  // With the opt-in, more than the default 48 KiB (every profile's) launches.
+  profile_limit_kernel<<<1, 32, int(p.smem_per_block) + 1>>>(out.get());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "the opt-in above raised the limit";
+  EMU_OK(cudaDeviceSynchronize());
+  int device = 0;
+  cudaDeviceProp prop{};
+  EMU_OK(cudaGetDevice(&device));
+  EMU_OK(cudaGetDeviceProperties(&prop, device));
+  EXPECT_EQ(prop.sharedMemPerBlockOptin, p.smem_per_block_optin);
 }
 
 // Preprocessor lines around __shared__ declarations: the build-time rewrite keeps them as they are.
