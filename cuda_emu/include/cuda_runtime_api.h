@@ -193,12 +193,34 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 
 cudaError_t mtemu_func_set_attribute(const void* func, cudaFuncAttribute attr, int value);
+cudaError_t mtemu_occupancy_max_active_blocks(int* num_blocks, const void* func, int block_size,
+                                              std::size_t dynamic_smem, unsigned int flags);
 }
 
 /// Kernel attributes, keyed by the kernel's address as in the real runtime's template overload.
 template <class F>
 cudaError_t cudaFuncSetAttribute(F* func, cudaFuncAttribute attr, int value) {
   return mtemu_func_set_attribute(reinterpret_cast<const void*>(func), attr, value);
+}
+
+/// Blocks of `func` that fit one SM at once: the occupancy calculator on the selected device
+/// profile (MINITRAIN_EMU_DEVICE) with the real compiler's registers and static shared memory
+/// (cuda_emu/kernel_registers.tsv, found by the kernel's name once a launch has shown it). A
+/// kernel the table does not know, or never launched in this process, has unknown registers: the
+/// register limit is left out (an upper bound) and the emulator says so once on stderr.
+template <class F>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* num_blocks, F* func, int block_size,
+                                                          std::size_t dynamic_smem) {
+  return mtemu_occupancy_max_active_blocks(num_blocks, reinterpret_cast<const void*>(func),
+                                           block_size, dynamic_smem, 0);
+}
+template <class F>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* num_blocks, F* func,
+                                                                   int block_size,
+                                                                   std::size_t dynamic_smem,
+                                                                   unsigned int flags) {
+  return mtemu_occupancy_max_active_blocks(num_blocks, reinterpret_cast<const void*>(func),
+                                           block_size, dynamic_smem, flags);
 }
 
 namespace mtemu {

@@ -9,10 +9,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <unordered_map>
 #include <vector>
 
+#include "cuda_emu/kernel_registers.h"
 #include "block.h"
 #include "cuda_emu/occupancy.h"
 #include "cuda_emu/testing.h"
@@ -145,6 +147,8 @@ void on_sanitizer_death() {
 std::mutex attributes_mutex;
 std::unordered_map<const void*, std::size_t> max_dynamic_shared;  // by kernel address
 std::unordered_map<const void*, std::size_t> static_shared;       // by kernel, once seen
+// The launch site of each kernel launched so far (its name and file, for the register table).
+std::unordered_map<const void*, LaunchSite> launched_sites;
 
 cudaError_t check_device(int index) {
   if (index < 0 || index >= device_count())
@@ -202,6 +206,10 @@ cudaError_t enqueue_launch(const LaunchSite& site, const LaunchConfig& config, c
                            std::to_string(b.x) + "," + std::to_string(b.y) + "," +
                            std::to_string(b.z) + ")";
   const uint64_t threads = uint64_t(b.x) * b.y * b.z;
+  {
+    std::lock_guard<std::mutex> lock(attributes_mutex);
+    launched_sites.emplace(kernel, site);
+  }
   if (b.x == 0 || b.y == 0 || b.z == 0 || g.x == 0 || g.y == 0 || g.z == 0)
     return fail(cudaErrorInvalidConfiguration, what + ": every dimension must be at least 1");
   if (b.x > 1024 || b.y > 1024 || b.z > 64 || threads > 1024)
@@ -570,6 +578,43 @@ cudaError_t mtemu_func_set_attribute(const void* func, cudaFuncAttribute attr, i
                                            " bytes of static; a block has at most " +
                                            std::to_string(shared_per_block_optin()) + " in all");
   max_dynamic_shared[func] = std::size_t(value);
+  return ok();
+}
+
+cudaError_t mtemu_occupancy_max_active_blocks(int* num_blocks, const void* func, int block_size,
+                                              std::size_t dynamic_smem, unsigned int flags) {
+  if (num_blocks == nullptr || func == nullptr)
+    return fail(cudaErrorInvalidValue,
+                "cudaOccupancyMaxActiveBlocksPerMultiprocessor: null numBlocks or func");
+  const mtemu::DeviceProfile& p = mtemu::current_device_profile();
+  if (block_size <= 0 || block_size > p.max_threads_per_block)
+    return fail(cudaErrorInvalidValue,
+                "cudaOccupancyMaxActiveBlocksPerMultiprocessor: block size " +
+                    std::to_string(block_size) + " is not 1 to " +
+                    std::to_string(p.max_threads_per_block));
+  (void)flags;  // cudaOccupancyDisableCachingOverride: no caching model, the same figure
+  std::size_t static_bytes = 0;
+  const mtemu::KernelRegisters* regs = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(attributes_mutex);
+    if (auto it = static_shared.find(func); it != static_shared.end()) static_bytes = it->second;
+    if (auto it = launched_sites.find(func); it != launched_sites.end())
+      regs = mtemu::kernel_registers(it->second.file, it->second.kernel);
+  }
+  if (regs != nullptr) static_bytes = std::max(static_bytes, regs->static_smem_max);
+  if (regs == nullptr) {
+    static std::once_flag said;
+    std::call_once(said, [] {
+      std::fprintf(stderr,
+                   "cuda-emu: cudaOccupancyMaxActiveBlocksPerMultiprocessor: the kernel's "
+                   "registers are unknown (not in cuda_emu/kernel_registers.tsv, or not launched "
+                   "yet in this process): the register limit is left out, the figure is an upper "
+                   "bound\n");
+    });
+  }
+  const mtemu::Occupancy o = mtemu::theoretical_occupancy(
+      p, block_size, regs != nullptr ? regs->registers_max : -1, static_bytes + dynamic_smem);
+  *num_blocks = o.blocks_per_sm;
   return ok();
 }
 
