@@ -22,7 +22,7 @@ install(TARGETS ${minitrain_libraries} minitrain_library EXPORT minitrainTargets
 install(TARGETS minitrain RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # `minitrain plot` finds its script in share/minitrain beside the command (tools/plot_command.cpp).
 # `minitrain export --format onnx` finds scripts/export_onnx.py the same way.
-install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/plot_metrics.py ${PROJECT_SOURCE_DIR}/scripts/export_onnx.py
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/plot_metrics.py ${PROJECT_SOURCE_DIR}/scripts/plot_roofline.py ${PROJECT_SOURCE_DIR}/scripts/export_onnx.py
         DESTINATION ${CMAKE_INSTALL_DATADIR}/minitrain)
 foreach(layer core kernels nn optim data parallel train tools)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minitrain

@@ -208,6 +208,9 @@ BenchCommand::BenchCommand(CLI::App& parent) {
                    "bench gemm --counters: h100 (default), h200, a100, l4, rtx4090 or t4");
   app_->add_option("--shape", counters_request_.shape,
                    "bench gemm --counters: M,N,K (default 256,256,256)");
+  app_->add_option(
+      "--json", counters_request_.json,
+      "bench gemm --counters: also write the table as JSON (minitrain plot --roofline)");
 }
 
 bool BenchCommand::parsed() const { return app_->parsed(); }
@@ -243,12 +246,14 @@ int BenchCommand::list(std::ostream& out, const BenchDir& dir) const {
 }
 
 int BenchCommand::run(std::ostream& out, std::ostream& err) {
-  const bool profile_or_shape = app_->count("--device-profile") + app_->count("--shape") > 0;
+  const bool profile_or_shape =
+      app_->count("--device-profile") + app_->count("--shape") + app_->count("--json") > 0;
   if (counters_ || profile_or_shape) {
-    MT_CHECK_AS(ValueError, counters_ && areas_ == std::vector<std::string>{"gemm"},
-                "minitrain bench: --counters, --device-profile and --shape go with `minitrain "
-                "bench gemm --counters` only (got areas '",
-                join(areas_, " "), "'", counters_ ? "" : " without --counters", ")");
+    MT_CHECK_AS(
+        ValueError, counters_ && areas_ == std::vector<std::string>{"gemm"},
+        "minitrain bench: --counters, --device-profile, --shape and --json go with `minitrain "
+        "bench gemm --counters` only (got areas '",
+        join(areas_, " "), "'", counters_ ? "" : " without --counters", ")");
     return run_gemm_counters(counters_request_, out, err);
   }
   if (!areas_.empty() && areas_.front() == "op") {

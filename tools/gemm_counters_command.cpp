@@ -6,6 +6,9 @@
 #include <sstream>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/stream.h"
@@ -115,6 +118,7 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
   col(9, "bound");
   out << "result\n";
   int wrong = 0;
+  nlohmann::json rows = nlohmann::json::array();
   for (const char* rung : gemm_ladder::kRungNames) {
     Tensor c = Tensor::zeros({s.m, s.n}, DType::Float32, dev);
     mtemu::counters_take();
@@ -126,9 +130,11 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
     const bool exact = c.to(Device::cpu()).to_vector<float>() == want_v;
     wrong += exact ? 0 : 1;
     uint64_t ld_req = 0, ld_sec = 0, st_req = 0, st_sec = 0, conflicts = 0, lanes = 0, reqs = 0;
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, moved = 0;
     double time_s = 0;
-    std::string regs = "?", occupancy = "?";
+    std::string regs = "?", occupancy = "?", limiter;
+    int regs_n = -1;
+    double occupancy_pct = 0;
     for (const mtemu::LaunchCounters& l : launches) {
       ld_req += l.global_load_requests;
       ld_sec += l.global_load_sectors;
@@ -139,12 +145,16 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
       reqs += l.global_load_requests + l.global_store_requests + l.global_atomic_requests +
               l.shared_load_requests + l.shared_store_requests;
       bytes += l.distinct_bytes_touched;
+      moved += l.bytes_moved;
       const mtemu::KernelRegisters* r = mtemu::kernel_registers(l.file, l.kernel);
       const int threads = int(l.block[0] * l.block[1] * l.block[2]);
       const mtemu::Occupancy o =
           mtemu::theoretical_occupancy(*profile, threads, r ? r->registers_max : -1,
                                        (r ? r->static_smem_max : 0) + l.dynamic_smem);
       regs = r ? std::to_string(r->registers_max) : "unknown";
+      regs_n = r ? r->registers_max : -1;
+      occupancy_pct = o.occupancy_pct;
+      limiter = o.limiter;
       std::ostringstream occ;
       occ << std::fixed << std::setprecision(1) << o.occupancy_pct << "% (" << o.limiter
           << (r ? "" : ", upper bound") << ")";
@@ -176,6 +186,24 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
     col(11, fixed(m.pct_of_roof, 1));
     col(9, m.bound);
     out << (exact ? "exact" : "WRONG") << "\n";
+    rows.push_back(
+        {{"rung", rung},
+         {"exact", exact},
+         {"launches", launches.size()},
+         {"global_load_sectors_per_request", ld_req ? double(ld_sec) / double(ld_req) : 0.0},
+         {"global_store_sectors_per_request", st_req ? double(st_sec) / double(st_req) : 0.0},
+         {"shared_bank_conflicts", conflicts},
+         {"registers", regs_n >= 0 ? nlohmann::json(regs_n) : nlohmann::json()},
+         {"occupancy_pct", occupancy_pct},
+         {"occupancy_limiter", limiter},
+         {"flops", flops},
+         {"distinct_bytes", bytes},
+         {"bytes_moved", moved},
+         {"intensity", m.intensity},
+         {"modelled_time_s", m.time_s},
+         {"modelled_gflops", m.gflops},
+         {"pct_of_roof", m.pct_of_roof},
+         {"bound", m.bound}});
     if (!exact)
       err << "minitrain bench gemm --counters: rung '" << rung
           << "' does not give the CPU's exact product on small integers\n";
@@ -185,6 +213,20 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
          "per memory request.\nThe DRAM roofline charges every rung the same distinct bytes, so "
          "their modelled times agree where the ops agree: the counters and the occupancy are what "
          "tell the rungs apart (what the model leaves out: docs/emulator_counters.md).\n";
+  if (!request.json.empty()) {
+    const nlohmann::json doc = {
+        {"shape", {s.m, s.n, s.k}},
+        {"profile",
+         {{"key", profile->key},
+          {"name", profile->name},
+          {"fp32_flops", profile->fp32_flops},
+          {"dram_bytes_per_s", profile->dram_bytes_per_s}}},
+        {"registers_from", mtemu::kernel_registers_source()},
+        {"note", "counters exact; occupancy theoretical; times modelled, not measured"},
+        {"rungs", rows}};
+    write_file_atomically(request.json, doc.dump(1) + "\n");
+    out << "wrote " << request.json << " (minitrain plot --roofline " << request.json << ")\n";
+  }
   return wrong == 0 ? 0 : 1;
 #endif
 }

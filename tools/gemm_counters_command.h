@@ -13,6 +13,7 @@ namespace minitrain::cli {
 struct GemmCountersRequest {
   std::string device_profile = "h100";
   std::string shape = "256,256,256";  ///< M,N,K of the GEMM each rung runs
+  std::string json;  ///< where to write the table as JSON too (for `minitrain plot --roofline`)
 };
 
 /// 0 when every rung ran and its result matched the CPU's; 1 otherwise; ValueError on bad input

@@ -21,6 +21,9 @@ PlotCommand::PlotCommand(CLI::App& parent) {
                    "where logged)");
   app_->add_option("--out", out_, "the picture: .png (default curves.png), .svg or .pdf");
   app_->add_option("--title", title_, "a title above the panels");
+  app_->add_flag("--roofline", roofline_,
+                 "draw the roofline of `minitrain bench gemm --counters --json FILE` instead "
+                 "(default --out roofline.png; modelled, docs/emulator_counters.md)");
 }
 
 bool PlotCommand::parsed() const { return app_->parsed(); }
@@ -35,12 +38,28 @@ int PlotCommand::run() {
            "matplotlib\n";
     return 3;
   }
-  const std::string script = find_script("MINITRAIN_PLOT_SCRIPT", "plot_metrics.py");
+  const char* script_name = roofline_ ? "plot_roofline.py" : "plot_metrics.py";
+  const std::string script =
+      find_script(roofline_ ? "MINITRAIN_ROOFLINE_SCRIPT" : "MINITRAIN_PLOT_SCRIPT", script_name);
   if (script.empty()) {
-    std::cerr << "minitrain plot: error: plot_metrics.py is neither in share/minitrain beside "
-                 "this command nor in "
-              << MINITRAIN_SOURCE_DIR << "/scripts; set MINITRAIN_PLOT_SCRIPT to its path\n";
+    std::cerr << "minitrain plot: error: " << script_name
+              << " is neither in share/minitrain beside this command nor in "
+              << MINITRAIN_SOURCE_DIR << "/scripts; set "
+              << (roofline_ ? "MINITRAIN_ROOFLINE_SCRIPT" : "MINITRAIN_PLOT_SCRIPT")
+              << " to its path\n";
     return 3;
+  }
+  if (roofline_) {
+    if (runs_.size() != 1 || !metric_.empty() || !title_.empty()) {
+      std::cerr << "minitrain plot --roofline: error: takes one file (the JSON of minitrain bench "
+                   "gemm --counters --json FILE) and no --metric or --title\n";
+      return 2;
+    }
+    const std::string out = app_->count("--out") > 0 ? out_ : "roofline.png";
+    const int rc = run_and_wait({python, script, "--out", out, runs_[0]});
+    if (rc == 0) return 0;
+    std::cerr << "minitrain plot: error: " << python_failure(python, script, rc) << "\n";
+    return rc > 0 ? rc : 3;
   }
   std::vector<std::string> args{python, script, "--out", out_};
   if (!metric_.empty()) args.insert(args.end(), {"--metric", metric_});

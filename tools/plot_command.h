@@ -24,6 +24,7 @@ class PlotCommand {
   CLI::App* app_;
   std::vector<std::string> runs_;
   std::string metric_, out_ = "curves.png", title_;
+  bool roofline_ = false;  ///< --roofline: the runs are bench gemm --counters --json files
 };
 
 }  // namespace minitrain::cli
