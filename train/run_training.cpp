@@ -84,6 +84,9 @@ constexpr uint64_t kDataSeedMix = 0x9E3779B97F4A7C15ull;
 TensorDataset load_table(const std::string& data, const std::string& targets, const TrainConfig& c,
                          CsvClassLabels* labels, CsvFeatureColumns* features) {
   if (ends_with(data, ".npy")) return load_npy_dataset(data, targets);
+  CsvFeatureColumns none;
+  if (features == nullptr) features = &none;  // --ignore-columns applies all the same
+  features->ignored = c.ignore_columns;
   return load_csv_dataset(data, c.target_columns, labels, features);
 }
 
@@ -802,7 +805,7 @@ std::string describe_run(const TrainConfig& c, const RunPlan& p, const RunData& 
   if (d.val) what << ", " << d.val->size() << " held out by " << d.val_source;
   what << "), " << c.loss << " loss";
   if (!d.classes.empty()) what << " over " << d.classes.size() << " classes";
-  what << ", " << c.optimizer << " lr " << c.lr << ", batch " << c.batch_size
+  what << ", " << c.optimizer << " lr " << number_text(c.lr) << ", batch " << c.batch_size
        << (b.distributed ? " per rank" : "") << ", " << r.total_steps << " steps";
   if (b.data_parallel) what << ", data parallel: " << b.data_parallel->replicas() << " replicas";
   if (b.distributed) {
