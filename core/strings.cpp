@@ -89,15 +89,11 @@ std::string csv_field(const std::string& text) {
 }
 
 std::string number_text(double v) {
-  // The shortest text that reads back as v (std::to_chars), in plain digits where they are few
-  // ("16777217", "0.003", "100000") and in exponent form beyond ("1e-320", "3e+38"): a stream's
-  // 6 significant digits once echoed --lr 16777217 as 1.67772e+07.
-  char buf[400];
-  const double a = std::fabs(v);
-  const bool plain = a == 0 || (a >= 1e-5 && a < 1e16) || !std::isfinite(v);
-  const auto r = plain ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed)
-                       : std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
-  return std::string(buf, r.ptr);
+  // The shortest text that reads back as v (std::to_chars: digits or exponent form, whichever is
+  // shorter): "16777217", "0.003", "1e+10", "1e-320". A stream's 6 significant digits once echoed
+  // --lr 16777217 as 1.67772e+07.
+  char buf[64];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
 }
 
 }  // namespace minitrain

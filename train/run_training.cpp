@@ -255,9 +255,9 @@ void check_resume_config(const std::string& path, const TrainConfig& c, int worl
                " (or start a new --checkpoint-dir)");
     }
   }
-  for (const char* key :
-       {"model", "activation", "data", "targets", "target-columns", "optimizer", "shuffle",
-        "drop-last", "seed", "grad-accum", "loss", "val-split", "class-weights", "standardize"}) {
+  for (const char* key : {"model", "activation", "data", "targets", "target-columns", "optimizer",
+                          "shuffle", "drop-last", "seed", "grad-accum", "loss", "val-split",
+                          "class-weights", "standardize", "ignore-columns"}) {
     if (saved.contains(key) && saved[key] != now[key])
       MT_THROW(ValueError, "--resume: the checkpoint in ", c.checkpoint_dir, " was written with ",
                key, " ", saved[key].dump(), ", this run has ", now[key].dump(),

@@ -110,7 +110,8 @@ TEST(Strings, NumberTextIsTheShortestTextThatReadsBack) {
   EXPECT_EQ(number_text(16777217), "16777217");
   EXPECT_EQ(number_text(0.003), "0.003");
   EXPECT_EQ(number_text(0.1), "0.1");
-  EXPECT_EQ(number_text(100000), "100000");
+  EXPECT_EQ(number_text(100000), "1e+05");  // shorter than 100000
+  EXPECT_EQ(number_text(1e10), "1e+10");
   EXPECT_EQ(number_text(-0.5), "-0.5");
   EXPECT_EQ(number_text(0), "0");
   EXPECT_EQ(number_text(1e-8), "1e-08");

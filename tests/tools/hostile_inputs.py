@@ -846,6 +846,17 @@ def _id_predict(d, *extra, output="p.csv"):
             *extra]
 
 
+def _resume_other_ignored(d):
+    """Same feature count, other features: without the check the resume trains on them silently."""
+    def args(steps, ignored, *extra):
+        return ["train", "--data", f"{d}/t.csv", "--target-columns", "species", "--loss", "cross_entropy",
+                "--model", "mlp:2,8,3", "--steps", steps, "--ignore-columns", ignored, "--checkpoint-dir",
+                f"{d}/ck", *extra, *QUIET]
+    write(f"{d}/t.csv", ID_CSV)
+    mt(*args("2", "id,sepal", "--checkpoint-every", "1"))
+    return args("4", "id,petal", "--resume")
+
+
 def _kept_id_check(d, out):
     lines = open(f"{d}/p.csv").read().splitlines()
     if lines[0] != "id,species,setosa,versicolor,virginica" or not lines[1].startswith('"r,0",'):
@@ -914,6 +925,10 @@ ROWS.update({
     "evaluate_ignore_columns": (
         lambda d: ["evaluate"] + _id_predict(d)[1:3] + ["--data", f"{d}/t.csv", "--ignore-columns", "id"], 0,
         r'"accuracy"', None, 60),
+    "resume_with_other_ignored_columns": (
+        _resume_other_ignored, 1,
+        r'--resume: the checkpoint in .*ck was written with ignore-columns \["id","sepal"\], this run has \["id","petal"\]',
+        None, 60),
     # paths near the system's limits, progress cadence
     "save_name_of_252_bytes": (
         lambda d: ["train", "--steps", "1", "--save", f"{d}/" + "w" * 240 + ".safetensors", *QUIET], 0, r"done: ",
