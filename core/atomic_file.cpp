@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
@@ -21,12 +22,29 @@ namespace {
 
 std::atomic<uint64_t> temp_counter{0};
 
-// The temporary lives in the target's directory: rename() is only atomic within one file system.
+// The start of a temporary's name, before "PID.N": ".NAME.tmp." where that leaves room for the
+// two numbers within NAME_MAX (255 bytes on Linux, macOS and the BSDs); for a longer NAME, its
+// first bytes and a hash of all of it, so that a 252-byte --save still gets a temporary (beside
+// it: rename() is only atomic within one file system) and two long names sharing a start don't
+// share temporaries.
+std::string temp_prefix(const std::string& name) {
+  constexpr std::size_t kNameMax = 255;
+  constexpr std::size_t kNumbers = 2 * 20 + 1;  // "PID.N", each up to 20 digits
+  const std::string plain = "." + name + ".tmp.";
+  if (plain.size() + kNumbers <= kNameMax) return plain;
+  uint64_t h = 14695981039346656037ull;  // FNV-1a 64
+  for (const unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(h));
+  const std::size_t keep = kNameMax - kNumbers - (1 + 1 + 16 + 5);  // ".", "~", hash, ".tmp."
+  return "." + name.substr(0, keep) + "~" + hash + ".tmp.";
+}
+
 std::string temp_path_for(const std::string& path) {
   const std::size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  return detail::concat(dir, ".", name, ".tmp.", ::getpid(), ".", temp_counter.fetch_add(1));
+  return detail::concat(dir, temp_prefix(name), ::getpid(), ".", temp_counter.fetch_add(1));
 }
 
 std::string directory_of(const std::string& path) {
@@ -131,7 +149,7 @@ int remove_stale_temporaries(const std::string& path) {
   const std::size_t slash = path.rfind('/');
   const std::string dir = directory_of(path);
   const std::string prefix =
-      "." + (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+      temp_prefix(slash == std::string::npos ? path : path.substr(slash + 1));
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return 0;
   int removed = 0;

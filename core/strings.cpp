@@ -2,6 +2,7 @@
 
 #include "core/strings.h"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -88,9 +89,11 @@ std::string csv_field(const std::string& text) {
 }
 
 std::string number_text(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
+  // The shortest text that reads back as v (std::to_chars: digits or exponent form, whichever is
+  // shorter): "16777217", "0.003", "1e+10", "1e-320". A stream's 6 significant digits once echoed
+  // --lr 16777217 as 1.67772e+07.
+  char buf[64];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
 }
 
 }  // namespace minitrain

@@ -38,7 +38,8 @@ std::string bytes_str(int64_t bytes);
 /// reader reads every such cell back as it was.
 std::string csv_field(const std::string& text);
 
-/// A number as a stream prints it by default (6 significant digits): 0.25, 1e-05, 300.
+/// A number as written: the shortest text that reads back as `v`, in digits or exponent form,
+/// whichever is shorter (0.25, 16777217, 1e+05, 1e-08).
 std::string number_text(double v);
 
 /// The entries of a device list such as "cpu,cpu" or "cuda:0,cuda:1", in order, unparsed.

@@ -296,6 +296,47 @@ TensorDataset read_csv_table(const std::string& path,
     role[static_cast<std::size_t>(it->second)] = -static_cast<int64_t>(target_columns.size()) - 1;
     target_columns.push_back(wanted);
   }
+  // ---- --ignore-columns and --keep-columns: neither feature nor target; kept ones echoed ----
+  std::vector<bool> is_ignored(static_cast<std::size_t>(ncols), false);
+  std::vector<bool> is_kept(static_cast<std::size_t>(ncols), false);
+  std::vector<int64_t> kept_column;  // header index of each kept column, in the order given
+  if (features != nullptr) {
+    const auto mark = [&](const std::vector<std::string>& list, const char* flag,
+                          std::vector<bool>& flags) {
+      for (const std::string& name : list) {
+        const auto it = column_of.find(name);
+        MT_CHECK_AS(IoError, it != column_of.end(), path, ": ", flag, " names column '",
+                    excerpt(name, 40), "', which the header (line ", header_line,
+                    ") lacks; it has ", header_list(names));
+        const auto c = static_cast<std::size_t>(it->second);
+        MT_CHECK_AS(IoError, !flags[c], path, ": ", flag, " names column '", excerpt(name, 40),
+                    "' twice");
+        flags[c] = true;
+      }
+    };
+    mark(features->ignored, "--ignore-columns", is_ignored);
+    mark(features->kept, "--keep-columns", is_kept);
+    for (const std::string& name : features->ignored) {
+      const auto c = static_cast<std::size_t>(column_of.at(name));
+      MT_CHECK_AS(IoError, !is_kept[c], path, ": column '", excerpt(name, 40),
+                  "' is named by both --ignore-columns and --keep-columns; --keep-columns alone "
+                  "passes it through without making it a feature");
+      MT_CHECK_AS(IoError, !is_target[c], path, ": column '", excerpt(name, 40),
+                  "' is named by --ignore-columns but is a target (", header_list(target_columns),
+                  "); a column is a feature, a target or ignored, one of the three");
+      MT_CHECK_AS(
+          IoError,
+          std::find(features->names.begin(), features->names.end(), name) == features->names.end(),
+          path, ": column '", excerpt(name, 40),
+          "' is named by --ignore-columns but the model takes it as a feature (",
+          header_list(features->names), ")");
+    }
+    for (const std::string& name : features->kept) kept_column.push_back(column_of.at(name));
+    features->kept_cells.clear();
+  }
+  const auto passed_over = [&](int64_t c) {  // neither feature nor target, unless named one
+    return is_ignored[static_cast<std::size_t>(c)] || is_kept[static_cast<std::size_t>(c)];
+  };
   const int64_t out_dim = static_cast<int64_t>(target_columns.size());
   MT_CHECK_AS(ValueError, labels == nullptr || out_dim == 1, path, ": a classifier's targets are ",
               "one label column, but ", out_dim, " target columns were named");
@@ -303,9 +344,11 @@ TensorDataset read_csv_table(const std::string& path,
   std::vector<std::string> label_cells;  // the label column's text, mapped once all is read
   std::vector<int64_t> label_lines;
   int64_t in_dim = 0;
-  for (int64_t c = 0; c < ncols; ++c) in_dim += !is_target[static_cast<std::size_t>(c)];
-  MT_CHECK_AS(IoError, in_dim > 0, path, ": every column (", header_list(names),
-              ") is a target, which leaves no features");
+  for (int64_t c = 0; c < ncols; ++c)
+    in_dim += !is_target[static_cast<std::size_t>(c)] && !passed_over(c);
+  MT_CHECK_AS(IoError, in_dim > 0 || (features != nullptr && !features->names.empty()), path,
+              ": every column (", header_list(names),
+              ") is a target, ignored or kept, which leaves no features");
   if (features != nullptr && !features->names.empty()) {
     // By name: a table whose columns come in another order is read as the model was trained
     // (by position it once gave 'virginica' for setosa rows, with exit 0).
@@ -331,18 +374,24 @@ TensorDataset read_csv_table(const std::string& path,
                 " (read by name, in any order)");
     std::vector<std::string> unknown;
     for (int64_t c = 0; c < ncols; ++c)
-      if (!is_feature[static_cast<std::size_t>(c)] && !is_target[static_cast<std::size_t>(c)])
+      if (!is_feature[static_cast<std::size_t>(c)] && !is_target[static_cast<std::size_t>(c)] &&
+          !passed_over(c))
         unknown.push_back(names[static_cast<std::size_t>(c)]);
     MT_CHECK_AS(IoError, unknown.empty(), path, ": column ", header_list(unknown),
                 " is neither one of the model's feature columns (", header_list(want),
-                ") nor a target; remove it from the table");
+                ") nor a target; remove it from the table, or name it with --ignore-columns "
+                "(or --keep-columns to pass it through to predict's output)");
+    // A kept column the model takes as a feature is read as one too; other kept ones are not.
+    for (int64_t c = 0; c < ncols; ++c)
+      if (is_feature[static_cast<std::size_t>(c)]) is_kept[static_cast<std::size_t>(c)] = false;
     in_dim = static_cast<int64_t>(want.size());
   } else {
     for (int64_t c = 0, f = 0; c < ncols; ++c)
-      if (!is_target[static_cast<std::size_t>(c)]) role[static_cast<std::size_t>(c)] = f++;
+      if (!is_target[static_cast<std::size_t>(c)] && !passed_over(c))
+        role[static_cast<std::size_t>(c)] = f++;
     if (features != nullptr)
       for (int64_t c = 0; c < ncols; ++c)
-        if (!is_target[static_cast<std::size_t>(c)])
+        if (!is_target[static_cast<std::size_t>(c)] && !passed_over(c))
           features->names.push_back(names[static_cast<std::size_t>(c)]);
   }
 
@@ -364,7 +413,11 @@ TensorDataset read_csv_table(const std::string& path,
                 " cells (as in the header) but found ", found);
     float* xr = xs + rows * in_dim;
     float* yr = ys + rows * out_dim;
+    for (const int64_t c : kept_column)
+      features->kept_cells.push_back(cell_text(cells[static_cast<std::size_t>(c)]));
     for (int64_t c = 0; c < ncols; ++c) {
+      const auto k = static_cast<std::size_t>(c);
+      if (is_ignored[k] || (is_kept[k] && !is_target[k])) continue;  // not read as a number
       const Cell& cell = cells[static_cast<std::size_t>(c)];
       if (c == label_column) {
         label_cells.push_back(cell_text(cell));

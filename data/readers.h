@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/dataset.h"
@@ -28,8 +29,20 @@ struct CsvClassLabels {
 /// order, wherever the file has them, so that a table whose columns come in another order is read
 /// as the model was trained; a column among them that the header lacks, or a column that is
 /// neither one of them nor a target, is an IoError naming the columns and the file.
+///
+/// `ignored` (--ignore-columns) are neither features nor targets (an `id`): not read at all.
+/// `kept` (--keep-columns) are read as text, as written, into `kept_cells` (row-major, rows x
+/// kept.size()) for predict to pass through; a kept column is a feature only where `names` (the
+/// model's) says so. A name in either list that the header lacks, a name given twice, a column
+/// both ignored and kept, or ignored and a target or one of `names`, is an IoError naming it.
 struct CsvFeatureColumns {
+  CsvFeatureColumns() = default;
+  explicit CsvFeatureColumns(std::vector<std::string> model_names)
+      : names(std::move(model_names)) {}
   std::vector<std::string> names;
+  std::vector<std::string> ignored;
+  std::vector<std::string> kept;
+  std::vector<std::string> kept_cells;  ///< out: each row's kept cells, as written
 };
 
 TensorDataset load_npy_dataset(const std::string& features_path, const std::string& targets_path);

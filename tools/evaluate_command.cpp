@@ -22,6 +22,9 @@ EvaluateCommand::EvaluateCommand(CLI::App& parent) {
   app_->add_option("--target-columns", config_.target_columns,
                    "a CSV table's target columns (default: the training's, from the weights)")
       ->delimiter(',');
+  app_->add_option("--ignore-columns", config_.ignore_columns,
+                   "a CSV table's columns that are neither feature nor target (an id)")
+      ->delimiter(',');
   app_->add_option("--device", config_.device, "auto | cpu | cuda | cuda:N");
   app_->add_option("--batch-size", config_.batch_size, "rows per forward pass");
 }

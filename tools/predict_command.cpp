@@ -24,6 +24,13 @@ PredictCommand::PredictCommand(CLI::App& parent) {
   app_->add_option("--target-columns", config_.target_columns,
                    "columns of a CSV input that are not features (default: the training's)")
       ->delimiter(',');
+  app_->add_option("--ignore-columns", config_.ignore_columns,
+                   "a CSV input's columns that are neither feature nor target (an id)")
+      ->delimiter(',');
+  app_->add_option("--keep-columns", config_.keep_columns,
+                   "a CSV input's columns copied, as written, into the CSV output before the "
+                   "predictions (an id); not features unless the model's")
+      ->delimiter(',');
   app_->add_option("--device", config_.device, "auto | cpu | cuda | cuda:N");
   app_->add_option("--batch-size", config_.batch_size, "rows per forward pass");
   app_->add_option("--gemm", config_.gemm,
@@ -31,6 +38,9 @@ PredictCommand::PredictCommand(CLI::App& parent) {
                    "as the C of `minitrain export` does, for bit-identical outputs");
   app_->add_flag("--probabilities", config_.probabilities,
                  "classifiers: each class's probability instead of the class");
+  app_->add_flag("--class-and-probabilities", config_.class_and_probabilities,
+                 "cross_entropy classifiers, CSV output: the class column first, then each "
+                 "class's probability, in one file");
 }
 
 bool PredictCommand::parsed() const { return app_->parsed(); }

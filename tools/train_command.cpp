@@ -185,16 +185,27 @@ int TrainCommand::run(std::ostream& out, std::ostream& progress) {
   if (r.rank != 0) return exit_code;
   if (s.last_step >= s.first_step)
     out << done_line(s, r.total_steps) << "\n";
+  else if (s.early_stopped)  // resuming a run that early stopping ended trains nothing
+    out << "done: the checkpoint at step " << s.last_step << " of " << r.total_steps
+        << " is of a run that early stopping ended; nothing to train\n";
   else
     out << "done: the checkpoint is already at step " << r.total_steps << "; nothing to train\n";
   if (s.last_val) out << held_out_line(s, r) << "\n";
   if (std::isfinite(s.loss_scale))
     out << "loss scale: " << number(s.loss_scale) << " after the last step; " << s.skipped_steps
         << " step(s) skipped for inf/NaN gradients (each halved the scale)\n";
-  if (s.early_stopped)
+  if (s.early_stopped) {
+    // The best can lie before a resume (the count of evaluations without a lower val_loss goes
+    // on across it): say where it was, not only where this process stopped.
     out << "early stop: no lower val_loss in " << config.early_stop
-        << " evaluation(s) in a row; stopped after step " << s.last_step << " of " << r.total_steps
-        << "\n";
+        << " evaluation(s) in a row; stopped after step " << s.last_step << " of " << r.total_steps;
+    if (s.best_val) {
+      out << "; the best, val_loss " << number(s.best_val->loss) << ", was at step " << s.best_step;
+      if (r.resumed_from_step >= 0 && s.best_step <= r.resumed_from_step)
+        out << " (before the resume from step " << r.resumed_from_step << ")";
+    }
+    out << "\n";
+  }
   if (!s.last_checkpoint.empty()) out << "checkpoint: " << s.last_checkpoint << "\n";
   if (!r.saved.empty()) out << "weights: " << r.saved << "\n";
   if (!config.log.empty())

@@ -89,6 +89,9 @@ std::vector<KeyEntry> make_table() {
   t.push_back(member("targets", K::String, &TrainConfig::targets, "Y.npy (with --data X.npy)"));
   t.push_back(member("target-columns", K::StringList, &TrainConfig::target_columns,
                      "a,b: target columns of a CSV (every other column is a feature)"));
+  t.push_back(member("ignore-columns", K::StringList, &TrainConfig::ignore_columns,
+                     "a,b: columns of a CSV that are neither feature nor target (an id); predict "
+                     "and evaluate take the same flag"));
   t.push_back(member("data-on-disk", K::Bool, &TrainConfig::data_on_disk,
                      "read --data X.npy rows from disk as batches need them, not into memory "
                      "(data larger than memory; the targets stay in memory)"));

@@ -41,6 +41,8 @@ struct TrainConfig {
   std::string data = "synthetic";           ///< synthetic[:N] | X.npy (with targets) | T.csv
   std::string targets;                      ///< Y.npy, with an X.npy data file
   std::vector<std::string> target_columns;  ///< with a .csv data file
+  /// Columns of a .csv data file (and --val-data) that are neither feature nor target (an `id`).
+  std::vector<std::string> ignore_columns;
   bool data_on_disk = false;  ///< X.npy read from disk as batches need it (data/npy_file_dataset.h)
   /// Features scaled to mean 0, std 1 by the training rows' statistics (data/standard_scaler.h),
   /// which the weights' metadata keeps for predict, evaluate and export.

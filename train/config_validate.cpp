@@ -1,6 +1,7 @@
 // The checks a run's settings must pass before anything is read or written: one message per
 // problem, naming the flag and what to do about it.
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <limits>
@@ -23,7 +24,8 @@ namespace minitrain {
 namespace {
 
 void check_finite(const char* flag, double v) {
-  if (!std::isfinite(v)) MT_THROW(ValueError, "--", flag, " must be a finite number, got ", v);
+  if (!std::isfinite(v))
+    MT_THROW(ValueError, "--", flag, " must be a finite number, got ", number_text(v));
 }
 
 void check_at_least(const char* flag, int64_t v, int64_t lo) {
@@ -93,6 +95,21 @@ void validate_data(const TrainConfig& c) {
              "disk; standardise X.npy beforehand, or drop --data-on-disk");
   if (!c.target_columns.empty() && !csv)
     MT_THROW(ValueError, "--target-columns is for .csv data, but --data is '", c.data, "'");
+  if (!c.ignore_columns.empty() && !csv)
+    MT_THROW(ValueError, "--ignore-columns is for .csv data, but --data is '", c.data, "'");
+  for (std::size_t i = 0; i < c.ignore_columns.size(); ++i) {
+    const std::string& name = c.ignore_columns[i];
+    MT_CHECK_AS(
+        ValueError,
+        std::find(c.target_columns.begin(), c.target_columns.end(), name) == c.target_columns.end(),
+        "--ignore-columns names '", name,
+        "', which --target-columns names too; a column "
+        "is a target or ignored, not both");
+    MT_CHECK_AS(ValueError,
+                std::find(c.ignore_columns.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                          c.ignore_columns.end(), name) == c.ignore_columns.end(),
+                "--ignore-columns names '", name, "' twice");
+  }
   if (csv && c.target_columns.empty())
     MT_THROW(ValueError, "--data ", c.data,
              " needs --target-columns NAME[,NAME...] (the columns to predict)");
@@ -101,26 +118,28 @@ void validate_data(const TrainConfig& c) {
 void validate_optimizer(const TrainConfig& c) {
   check_one_of("optimizer", c.optimizer, optimizer_names());
   check_finite("lr", c.lr);
-  if (c.lr < 0) MT_THROW(ValueError, "--lr must be >= 0, got ", c.lr);
+  if (c.lr < 0) MT_THROW(ValueError, "--lr must be >= 0, got ", number_text(c.lr));
   check_finite("momentum", c.momentum);
   if (c.weight_decay) {
     check_finite("weight-decay", *c.weight_decay);
     if (*c.weight_decay < 0)
-      MT_THROW(ValueError, "--weight-decay must be >= 0, got ", *c.weight_decay);
+      MT_THROW(ValueError, "--weight-decay must be >= 0, got ", number_text(*c.weight_decay));
   }
   check_finite("eps", c.eps);
-  if (c.eps < 0) MT_THROW(ValueError, "--eps must be >= 0, got ", c.eps);
+  if (c.eps < 0) MT_THROW(ValueError, "--eps must be >= 0, got ", number_text(c.eps));
   // A setting given to an optimizer that does not take it is refused: the table's column says
   // which take it (Note [settings as columns] in optim/make_optimizer.h).
   check_settings_apply(c.optimizer, given_settings(optimizer_config(c)));
-  if (c.momentum < 0) MT_THROW(ValueError, "--momentum must be >= 0, got ", c.momentum);
+  if (c.momentum < 0)
+    MT_THROW(ValueError, "--momentum must be >= 0, got ", number_text(c.momentum));
   if (c.nesterov && c.momentum <= 0)
     MT_THROW(ValueError, "--nesterov needs --momentum > 0 (as torch.optim.SGD requires)");
   for (double b : {c.beta1, c.beta2})
     if (!(b >= 0 && b < 1))
-      MT_THROW(ValueError, "--betas must each be in [0, 1), got ", c.beta1, ",", c.beta2);
+      MT_THROW(ValueError, "--betas must each be in [0, 1), got ", number_text(c.beta1), ",",
+               number_text(c.beta2));
   check_finite("alpha", c.alpha);
-  if (c.alpha < 0) MT_THROW(ValueError, "--alpha must be >= 0, got ", c.alpha);
+  if (c.alpha < 0) MT_THROW(ValueError, "--alpha must be >= 0, got ", number_text(c.alpha));
 }
 
 void validate_schedule(const TrainConfig& c) {
@@ -132,7 +151,7 @@ void validate_schedule(const TrainConfig& c) {
                "--schedule step needs --step-size N >= 1 (decay the lr every N steps), got ",
                c.step_size);
     check_finite("gamma", c.gamma);
-    if (c.gamma <= 0) MT_THROW(ValueError, "--gamma must be > 0, got ", c.gamma);
+    if (c.gamma <= 0) MT_THROW(ValueError, "--gamma must be > 0, got ", number_text(c.gamma));
   }
   check_finite("clip-grad-norm", c.clip_grad_norm);
   if (c.clip_grad_norm < 0)
@@ -142,6 +161,26 @@ void validate_schedule(const TrainConfig& c) {
   check_at_most("grad-accum", c.grad_accum, kMaxInt32);
   check_at_most("warmup-steps", c.warmup_steps, kMaxSteps);
   check_at_most("step-size", c.step_size, kMaxSteps);
+}
+
+// A path the system cannot open (ENAMETOOLONG) once failed deep inside the run as "internal
+// error"; here it is refused up front, naming the flag and the limit. `longest` is the longest
+// path the run makes from it (the checkpoint file and the lock file inside --checkpoint-dir).
+void check_path_fits(const char* flag, const std::string& path, std::size_t longest) {
+  constexpr std::size_t kPathMax = 4095;  // Linux's PATH_MAX (4096) less the terminating NUL
+  constexpr std::size_t kNameMax = 255;   // NAME_MAX: one name between slashes
+  MT_CHECK_AS(ValueError, longest <= kPathMax, "--", flag, " is ", path.size(),
+              " characters long ('", excerpt(path, 40), "'); ",
+              longest == path.size() ? "a path" : "the paths the run makes from it",
+              " can be at most ", kPathMax, " bytes (PATH_MAX 4096, less the terminating NUL)");
+  for (std::size_t b = 0; b < path.size();) {
+    const std::size_t e = std::min(path.find('/', b), path.size());
+    MT_CHECK_AS(ValueError, e - b <= kNameMax, "--", flag, ": the name '",
+                excerpt(path.substr(b, e - b), 40), "' is ", e - b,
+                " bytes long; a file or directory name can be at most ", kNameMax,
+                " bytes (NAME_MAX)");
+    b = e + 1;
+  }
 }
 
 void validate_loop_and_files(const TrainConfig& c) {
@@ -172,6 +211,12 @@ void validate_loop_and_files(const TrainConfig& c) {
     MT_THROW(ValueError, "--save '", c.save,
              "': weights are written as .safetensors; name the file *.safetensors");
   check_one_of("progress", c.progress, progress_mode_names());
+  check_path_fits("save", c.save, c.save.size());
+  check_path_fits("save-best", c.save_best, c.save_best.size());
+  check_path_fits("log", c.log, c.log.size());
+  // DIR/checkpoint.safetensors and DIR/.minitrain.lock, with a slash between
+  check_path_fits("checkpoint-dir", c.checkpoint_dir,
+                  c.checkpoint_dir.size() + std::string("/checkpoint.safetensors").size());
 }
 
 // The loss and its settings; settings of another loss are refused rather than ignored.
@@ -198,12 +243,14 @@ void validate_loss(const TrainConfig& c) {
     MT_THROW(ValueError, "--kl-log-target applies to --loss kl_div, not to --loss ", c.loss);
   check_finite("label-smoothing", c.label_smoothing);
   if (c.label_smoothing < 0 || c.label_smoothing > 1)
-    MT_THROW(ValueError, "--label-smoothing must be in [0, 1], got ", c.label_smoothing);
+    MT_THROW(ValueError, "--label-smoothing must be in [0, 1], got ",
+             number_text(c.label_smoothing));
   check_finite("huber-delta", c.huber_delta);
-  if (c.huber_delta <= 0) MT_THROW(ValueError, "--huber-delta must be > 0, got ", c.huber_delta);
+  if (c.huber_delta <= 0)
+    MT_THROW(ValueError, "--huber-delta must be > 0, got ", number_text(c.huber_delta));
   check_finite("smooth-l1-beta", c.smooth_l1_beta);
   if (c.smooth_l1_beta < 0)
-    MT_THROW(ValueError, "--smooth-l1-beta must be >= 0, got ", c.smooth_l1_beta);
+    MT_THROW(ValueError, "--smooth-l1-beta must be >= 0, got ", number_text(c.smooth_l1_beta));
   if (!c.class_weights.empty() && c.class_weights != "auto" && !ends_with(c.class_weights, ".npy"))
     MT_THROW(ValueError, "--class-weights '", c.class_weights,
              "': expected auto or a .npy file of one weight per class");
@@ -387,7 +434,7 @@ void validate_communication_and_memory(const TrainConfig& c) {
   if (!std::isfinite(c.comm_timeout) || c.comm_timeout <= 0 ||
       c.comm_timeout > kMaxCommTimeoutSeconds)
     MT_THROW(ValueError, "--comm-timeout must be a positive number of seconds up to ",
-             kMaxCommTimeoutSeconds, ", got ", c.comm_timeout);
+             kMaxCommTimeoutSeconds, ", got ", number_text(c.comm_timeout));
   if (!c.sample_weights.empty() && !ends_with(c.sample_weights, ".npy"))
     MT_THROW(ValueError, "--sample-weights '", c.sample_weights,
              "': expected a .npy file with one weight per row");
@@ -409,7 +456,8 @@ void validate_precision(const TrainConfig& c) {
              c.precision);
   if (c.loss_scale) {
     check_finite("loss-scale", *c.loss_scale);
-    if (*c.loss_scale <= 0) MT_THROW(ValueError, "--loss-scale must be > 0, got ", *c.loss_scale);
+    if (*c.loss_scale <= 0)
+      MT_THROW(ValueError, "--loss-scale must be > 0, got ", number_text(*c.loss_scale));
     // The scale multiplies a float32 loss: beyond float32's range every step would overflow and be
     // skipped, and the scale itself could not be stored in a checkpoint.
     if (*c.loss_scale > std::numeric_limits<float>::max())

@@ -75,9 +75,13 @@ Evaluation run_evaluate(const EvaluateConfig& c) {
               " needs --targets Y.npy (the labels to compare with)");
   CsvClassLabels labels{trained.classes, /*held_out=*/true};  // the training's kind and classes
   CsvFeatureColumns features{trained.feature_columns};        // by name where the weights know them
+  features.ignored = c.ignore_columns;
+  MT_CHECK_AS(ValueError, csv || c.ignore_columns.empty(),
+              "--ignore-columns is for a CSV --data, "
+              "but --data is ",
+              c.data);
   const TensorDataset raw =
-      csv ? load_csv_dataset(c.data, targets, trained.classifier() ? &labels : nullptr,
-                             features.names.empty() ? nullptr : &features)
+      csv ? load_csv_dataset(c.data, targets, trained.classifier() ? &labels : nullptr, &features)
           : load_npy_dataset(c.data, c.targets);
   // The model's input: standardised by the training rows' statistics where it was trained so.
   const auto data = std::make_shared<TensorDataset>(raw.feature_dim() == trained.sizes.front()

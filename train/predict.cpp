@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <utility>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -30,24 +31,47 @@ bool is_csv(const std::string& path, const char* flag) {
   return false;
 }
 
-// Y as CSV (RFC 4180: names quoted where they need it, see csv_field): a header (the training's
-// target column names where they fit, else y0, y1, ...), then one row per prediction, each value
-// with the 9 significant digits that give a float32 back.
-void write_csv(const std::string& path, const Tensor& y, const std::vector<std::string>& names) {
-  const int64_t cols = y.size(1);
+// Input columns copied into the output before the predictions (--keep-columns).
+struct KeptColumns {
+  std::vector<std::string> names;
+  std::vector<std::string> cells;  ///< row-major, rows x names.size(), as written in the input
+};
+
+// Y as CSV (RFC 4180: every text quoted where it needs it, see csv_field): the kept columns, then
+// a class column (`classes` [N, 1] as the class names where the weights know them, else the
+// indices) if given, then the values (`values` [N, cols], named by `value_names` where they fit,
+// else y0, y1, ...), each with the 9 significant digits that give a float32 back.
+void write_csv_table(const std::string& path, const KeptColumns& kept, const Tensor* classes,
+                     const std::string& class_header, const std::vector<std::string>& class_names,
+                     const Tensor* values, const std::vector<std::string>& value_names) {
+  const int64_t k = static_cast<int64_t>(kept.names.size());
+  const int64_t cols = values ? values->size(1) : 0;
+  const int64_t rows = classes ? classes->size(0) : values->size(0);
   std::string text;
-  for (int64_t j = 0; j < cols; ++j) {
-    text += j ? "," : "";
-    text += static_cast<int64_t>(names.size()) == cols
-                ? csv_field(names[static_cast<std::size_t>(j)])  // class names hold anything
-                : "y" + std::to_string(j);
-  }
+  std::string sep;
+  for (const std::string& name : kept.names) text += std::exchange(sep, ",") + csv_field(name);
+  if (classes) text += std::exchange(sep, ",") + csv_field(class_header);
+  for (int64_t j = 0; j < cols; ++j)
+    text += std::exchange(sep, ",") +
+            (static_cast<int64_t>(value_names.size()) == cols
+                 ? csv_field(value_names[static_cast<std::size_t>(j)])  // class names hold anything
+                 : "y" + std::to_string(j));
   text += "\n";
-  const float* v = y.data<float>();
+  const float* v = values ? values->data<float>() : nullptr;
+  const float* cls = classes ? classes->data<float>() : nullptr;
   char cell[32];
-  for (int64_t i = 0; i < y.size(0); ++i) {
+  for (int64_t i = 0; i < rows; ++i) {
+    sep.clear();
+    for (int64_t j = 0; j < k; ++j)
+      text += std::exchange(sep, ",") + csv_field(kept.cells[static_cast<std::size_t>(i * k + j)]);
+    if (cls) {
+      const auto c = static_cast<std::size_t>(cls[i]);
+      text += std::exchange(sep, ",") +
+              (class_names.empty() ? std::to_string(c) : csv_field(class_names[c]));
+    }
     for (int64_t j = 0; j < cols; ++j) {
-      std::snprintf(cell, sizeof cell, "%s%.9g", j ? "," : "", double(v[i * cols + j]));
+      std::snprintf(cell, sizeof cell, "%s%.9g", std::exchange(sep, ",").c_str(),
+                    double(v[i * cols + j]));
       text += cell;
     }
     text += "\n";
@@ -88,20 +112,6 @@ Tensor classify(const Tensor& logits, bool bce, bool probabilities) {
       dst[j] = static_cast<float>(std::exp(double(row[j]) - double(row[best])) / sum);
   }
   return out;
-}
-
-// A class column as CSV: its names where the weights know them, else the indices.
-void write_class_csv(const std::string& path, const Tensor& classes, const std::string& header,
-                     const std::vector<std::string>& names) {
-  std::string text = csv_field(header) + "\n";
-  const float* v = classes.data<float>();
-  for (int64_t i = 0; i < classes.size(0); ++i) {
-    const auto k = static_cast<std::size_t>(v[i]);
-    text += (names.empty() ? std::to_string(k) : csv_field(names[k])) + "\n";
-  }
-  AtomicFile file(path);
-  file.write(text);
-  file.commit();
 }
 
 }  // namespace
@@ -158,9 +168,16 @@ int64_t run_predict(const PredictConfig& c) {
   // A table is read by the feature columns' names where the weights know them (a table whose
   // columns come in another order gives the same classes), else by position, as .npy.
   CsvFeatureColumns features{trained.feature_columns};
-  const Tensor x =
-      csv_in ? load_csv_features(c.input, targets, features.names.empty() ? nullptr : &features)
-             : read_npy(c.input);
+  features.ignored = c.ignore_columns;
+  features.kept = c.keep_columns;
+  MT_CHECK_AS(ValueError, csv_in || (c.ignore_columns.empty() && c.keep_columns.empty()),
+              "--ignore-columns and --keep-columns name columns of a CSV --input, but --input is ",
+              c.input);
+  MT_CHECK_AS(ValueError, csv_out || c.keep_columns.empty(),
+              "--keep-columns copies columns into a CSV output, but --output is ", c.output,
+              "; write Y.csv");
+  const Tensor x = csv_in ? load_csv_features(c.input, targets, &features) : read_npy(c.input);
+  const KeptColumns kept{c.keep_columns, std::move(features.kept_cells)};
   if (x.ndim() != 2 || x.size(1) != sizes.front())
     MT_THROW(ShapeError, "--input ", c.input, " has shape ", x.shape(), " but the model ",
              model_spec, " expects [rows, ", sizes.front(), "]",
@@ -177,12 +194,28 @@ int64_t run_predict(const PredictConfig& c) {
               "--probabilities is for classifiers, but ", c.weights, " was trained with --loss ",
               trained.loss, " (a regression: its outputs are values)");
 
+  MT_CHECK_AS(ValueError, !c.class_and_probabilities || (trained.classifier() && csv_out),
+              "--class-and-probabilities writes a cross_entropy classifier's class and "
+              "probabilities into one CSV, but ",
+              !csv_out ? "--output " + c.output + " is not .csv"
+                       : c.weights + " was trained with --loss " + trained.loss);
+  MT_CHECK_AS(ValueError, !c.class_and_probabilities || !c.probabilities,
+              "--class-and-probabilities already writes the probabilities; drop --probabilities");
+
   const Tensor y = predict(model, trained.model_input(x), device, c.batch_size);
   if (!trained.classifier() && !bce) {
     if (csv_out)
-      write_csv(c.output, y, targets);
+      write_csv_table(c.output, kept, nullptr, "", {}, &y, targets);
     else
       write_npy(c.output, y);
+    return x.size(0);
+  }
+  const std::string class_header = targets.empty() ? "class" : targets.front();
+  if (c.class_and_probabilities) {
+    const Tensor classes = classify(y, false, false);
+    const Tensor probabilities = classify(y, false, true);
+    write_csv_table(c.output, kept, &classes, class_header, trained.classes, &probabilities,
+                    trained.classes);
     return x.size(0);
   }
   const Tensor out = classify(y, bce, c.probabilities);
@@ -197,9 +230,9 @@ int64_t run_predict(const PredictConfig& c) {
     write_npy(c.output, out);
   } else if (c.probabilities || bce) {
     // One column per class (or per output of bce), named by the classes where known.
-    write_csv(c.output, out, bce ? targets : trained.classes);
+    write_csv_table(c.output, kept, nullptr, "", {}, &out, bce ? targets : trained.classes);
   } else {
-    write_class_csv(c.output, out, targets.empty() ? "class" : targets.front(), trained.classes);
+    write_csv_table(c.output, kept, &out, class_header, trained.classes, nullptr, {});
   }
   return x.size(0);
 }

@@ -28,6 +28,11 @@ struct PredictConfig {
   /// Columns of a CSV input that are not features (the targets); empty: the weights' metadata's
   /// 'target_columns'. Columns the file lacks are no error (unlabelled data).
   std::vector<std::string> target_columns;
+  /// Columns of a CSV input that are neither feature nor target (an `id`): not read.
+  std::vector<std::string> ignore_columns;
+  /// Columns of a CSV input copied as written (RFC 4180 quoted where needed) into the CSV output,
+  /// in this order, before the predictions; a .npy output refuses them.
+  std::vector<std::string> keep_columns;
   std::string device = "auto";
   int64_t batch_size = 4096;
   /// The Linear layers' GEMM backend by registry name (kernels/gemm/gemm_registry.h): "auto" is
@@ -38,6 +43,8 @@ struct PredictConfig {
   /// probability (softmax; sigmoid per output for bce) instead of the class. A regression's
   /// weights refuse it.
   bool probabilities = false;
+  /// cross_entropy classifiers, CSV output: the class column first, then each class's probability.
+  bool class_and_probabilities = false;
 };
 
 /// A classifier's output is its class per row ([N, 1] class indices in .npy; in CSV the class

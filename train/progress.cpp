@@ -58,12 +58,24 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
+// Steps between lines: a tenth of the run, rounded up to 1, 2 or 5 times a power of ten, so that a
+// run prints at most about eleven lines at round steps (rounded down, a 16-step run printed every
+// step and a 199-step one 199 lines).
+namespace {
+int64_t line_cadence(int64_t steps) {
+  const int64_t tenth = std::max<int64_t>(1, (steps + kLinesPerRun - 1) / kLinesPerRun);
+  for (int64_t scale = 1;; scale *= 10)
+    for (const int64_t m : {1, 2, 5})
+      if (m * scale >= tenth) return m * scale;
+}
+}  // namespace
+
 Progress::Progress(std::ostream& out, ProgressMode mode, int64_t first_step, int64_t total_steps)
     : out_(out),
       mode_(mode),
       first_step_(first_step),
       total_steps_(total_steps),
-      every_(std::max<int64_t>(1, (total_steps - first_step + 1) / kLinesPerRun)),
+      every_(line_cadence(total_steps - first_step + 1)),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 

@@ -85,6 +85,9 @@ constexpr uint64_t kDataSeedMix = 0x9E3779B97F4A7C15ull;
 TensorDataset load_table(const std::string& data, const std::string& targets, const TrainConfig& c,
                          CsvClassLabels* labels, CsvFeatureColumns* features) {
   if (ends_with(data, ".npy")) return load_npy_dataset(data, targets);
+  CsvFeatureColumns none;
+  if (features == nullptr) features = &none;  // --ignore-columns applies all the same
+  features->ignored = c.ignore_columns;
   return load_csv_dataset(data, c.target_columns, labels, features);
 }
 
@@ -253,9 +256,9 @@ void check_resume_config(const std::string& path, const TrainConfig& c, int worl
                " (or start a new --checkpoint-dir)");
     }
   }
-  for (const char* key :
-       {"model", "activation", "data", "targets", "target-columns", "optimizer", "shuffle",
-        "drop-last", "seed", "grad-accum", "loss", "val-split", "class-weights", "standardize"}) {
+  for (const char* key : {"model", "activation", "data", "targets", "target-columns", "optimizer",
+                          "shuffle", "drop-last", "seed", "grad-accum", "loss", "val-split",
+                          "class-weights", "standardize", "ignore-columns"}) {
     if (saved.contains(key) && saved[key] != now[key])
       MT_THROW(ValueError, "--resume: the checkpoint in ", c.checkpoint_dir, " was written with ",
                key, " ", saved[key].dump(), ", this run has ", now[key].dump(),
@@ -807,7 +810,7 @@ std::string describe_run(const TrainConfig& c, const RunPlan& p, const RunData& 
   if (d.val) what << ", " << d.val->size() << " held out by " << d.val_source;
   what << "), " << c.loss << " loss";
   if (!d.classes.empty()) what << " over " << d.classes.size() << " classes";
-  what << ", " << c.optimizer << " lr " << c.lr << ", batch " << c.batch_size
+  what << ", " << c.optimizer << " lr " << number_text(c.lr) << ", batch " << c.batch_size
        << (b.distributed ? " per rank" : "") << ", " << r.total_steps << " steps";
   if (b.data_parallel) what << ", data parallel: " << b.data_parallel->replicas() << " replicas";
   if (b.distributed) {

@@ -59,6 +59,31 @@ TEST(AtomicFile, TemporarySitsBesideTheTargetUntilCommit) {
   expect_error<IoError>([&] { f.write("more"); }, {"already committed"});
 }
 
+// A target name near NAME_MAX (issue 30: a 252-byte --save failed on its temporary's longer
+// name): the temporary's name fits in 255 bytes, starts like the target's, and differs between
+// two long names that share their first 200 bytes; the write commits; stale ones are found.
+TEST(AtomicFile, ATargetNameNearNameMaxGetsATemporaryThatFits) {
+  ScratchDir dir;
+  const std::string name = std::string(240, 'w') + ".safetensors";  // 252 bytes
+  AtomicFile f(dir.path(name));
+  const std::string temp = f.temp_path().substr(f.temp_path().rfind('/') + 1);
+  EXPECT_LE(temp.size(), 255u) << temp;
+  EXPECT_EQ(temp.rfind("." + name.substr(0, 100), 0), 0u) << temp;
+  AtomicFile g(dir.path(std::string(240, 'w') + ".safetensorz"));
+  const std::string other = g.temp_path().substr(g.temp_path().rfind('/') + 1);
+  EXPECT_NE(temp.substr(0, temp.find(".tmp.")), other.substr(0, other.find(".tmp."))) << other;
+  f.write("abc");
+  f.commit();
+  EXPECT_EQ(read_file_bytes(dir.path(name)), "abc");
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);
+  const std::string prefix = temp.substr(0, temp.find(".tmp.") + 5);
+  write_file_atomically(dir.path(prefix + std::to_string(child) + ".1"), "x");
+  EXPECT_EQ(remove_stale_temporaries(dir.path(name)), 1);
+}
+
 TEST(AtomicFile, AbandonedWriteLeavesTargetByteIdentical) {
   ScratchDir dir;
   const std::string p = dir.path("w.bin");

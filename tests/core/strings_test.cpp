@@ -105,6 +105,23 @@ TEST(Strings, NonFiniteNumbersHaveNamesThatReadBack) {
 }
 
 // Issue 30: class names with commas, quotes and line breaks shifted predict's CSV columns.
+// Issue 30: error messages and the config echo once showed --lr 16777217 as 1.67772e+07.
+TEST(Strings, NumberTextIsTheShortestTextThatReadsBack) {
+  EXPECT_EQ(number_text(16777217), "16777217");
+  EXPECT_EQ(number_text(0.003), "0.003");
+  EXPECT_EQ(number_text(0.1), "0.1");
+  EXPECT_EQ(number_text(100000), "1e+05");  // shorter than 100000
+  EXPECT_EQ(number_text(1e10), "1e+10");
+  EXPECT_EQ(number_text(-0.5), "-0.5");
+  EXPECT_EQ(number_text(0), "0");
+  EXPECT_EQ(number_text(1e-8), "1e-08");
+  EXPECT_EQ(number_text(1e-320), "1e-320");
+  EXPECT_EQ(number_text(3e38), "3e+38");
+  EXPECT_EQ(number_text(1.0000001), "1.0000001");
+  for (const double v : {16777217.0, 0.1, 1.0 / 3, 6.02e23, 2.5e-7, -123.456})
+    EXPECT_EQ(std::stod(number_text(v)), v) << number_text(v);
+}
+
 TEST(Strings, CsvFieldQuotesWhatAReaderWouldSplitOrTrim) {
   EXPECT_EQ(csv_field("setosa"), "setosa");
   EXPECT_EQ(csv_field(""), "");

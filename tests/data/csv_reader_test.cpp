@@ -94,6 +94,53 @@ TEST(CsvReader, FeatureColumnsAreReadByNameInTheModelsOrder) {
       {"t.csv: column 'y' is named a target, but the model takes it as a feature"});
 }
 
+// --ignore-columns and --keep-columns (issue 30): an `id` column is neither feature nor target;
+// a kept one is read as written, row by row, for predict to pass through; every misuse is named.
+TEST(CsvReader, IgnoredAndKeptColumnsAreNeitherFeatureNorTarget) {
+  ScratchDir dir;
+  const std::string path = dir.write_raw("t.csv", "id,a,y,note,b\nr1,1,0,\"x, y\",2\nr2,3,1,z,4\n");
+  // Training: the ignored and kept columns are left out of the features and their names.
+  CsvFeatureColumns train;
+  train.ignored = {"id"};
+  train.kept = {"note"};
+  const TensorDataset ds = load_csv_dataset(path, {"y"}, nullptr, &train);
+  EXPECT_EQ(train.names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(host_values(ds.features()), (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(host_values(ds.targets()), (std::vector<double>{0, 1}));
+  EXPECT_EQ(train.kept_cells, (std::vector<std::string>{"x, y", "z"}));
+  // By the model's names: a kept column may be a feature too, and a target can be kept.
+  CsvFeatureColumns model{{"b", "a"}};
+  model.ignored = {"note"};
+  model.kept = {"id", "a", "y"};
+  EXPECT_EQ(host_values(load_csv_features(path, {"y"}, &model)), (std::vector<double>{2, 1, 4, 3}));
+  EXPECT_EQ(model.kept_cells, (std::vector<std::string>{"r1", "1", "0", "r2", "3", "1"}));
+  // Without the flags the id column is refused, and the message names the flags.
+  CsvFeatureColumns bare{{"a", "b"}};
+  expect_error<IoError>([&] { load_csv_features(path, {"y"}, &bare); },
+                        {"column 'id', 'note' is neither", "--ignore-columns", "--keep-columns"});
+  const auto refused = [&](std::vector<std::string> ignored, std::vector<std::string> kept,
+                           std::vector<std::string> names, std::vector<std::string> want) {
+    CsvFeatureColumns f{std::move(names)};
+    f.ignored = std::move(ignored);
+    f.kept = std::move(kept);
+    try {
+      load_csv_dataset(path, {"y"}, nullptr, &f);
+      ADD_FAILURE() << "no IoError; wanted '" << want.front() << "'";
+    } catch (const IoError& e) {
+      for (const std::string& part : want)
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  refused({"ID"}, {}, {}, {"t.csv: --ignore-columns names column 'ID'", "lacks", "'id', 'a'"});
+  refused({}, {"nope"}, {}, {"--keep-columns names column 'nope'", "lacks"});
+  refused({"id", "id"}, {}, {}, {"--ignore-columns names column 'id' twice"});
+  refused({}, {"id", "id"}, {}, {"--keep-columns names column 'id' twice"});
+  refused({"id"}, {"id"}, {}, {"'id' is named by both --ignore-columns and --keep-columns"});
+  refused({"y"}, {}, {}, {"'y' is named by --ignore-columns but is a target"});
+  refused({"a"}, {}, {"a", "b"}, {"'a' is named by --ignore-columns but the model takes it"});
+  refused({"a", "b", "id", "note"}, {}, {}, {"leaves no features"});
+}
+
 TEST(CsvReader, TextInARegressionTargetHintsAtAClassifier) {
   ScratchDir dir;
   const std::string path = dir.write_raw("t.csv", "a,species\n1,setosa\n");

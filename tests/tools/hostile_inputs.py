@@ -862,6 +862,119 @@ def json_dumps(v):
     return json.dumps(v)
 
 
+# issue 30 columns and low list
+ID_CSV = 'id,sepal,petal,width,species\n' + "".join(
+    f'"r,{i}",{line}\n' for i, line in enumerate(TRIAL_CSV.splitlines()[1:]))
+
+
+def _id_train(d, *extra):
+    write(f"{d}/t.csv", ID_CSV)
+    return ["train", "--data", f"{d}/t.csv", "--target-columns", "species", "--loss", "cross_entropy",
+            "--model", "mlp:3,8,3", "--steps", "2", *extra, *QUIET]
+
+
+def _id_predict(d, *extra, output="p.csv"):
+    mt(*_id_train(d, "--ignore-columns", "id", "--save", f"{d}/w.safetensors"))
+    return ["predict", "--weights", f"{d}/w.safetensors", "--input", f"{d}/t.csv", "--output", f"{d}/{output}",
+            *extra]
+
+
+def _resume_other_ignored(d):
+    """Same feature count, other features: without the check the resume trains on them silently."""
+    def args(steps, ignored, *extra):
+        return ["train", "--data", f"{d}/t.csv", "--target-columns", "species", "--loss", "cross_entropy",
+                "--model", "mlp:2,8,3", "--steps", steps, "--ignore-columns", ignored, "--checkpoint-dir",
+                f"{d}/ck", *extra, *QUIET]
+    write(f"{d}/t.csv", ID_CSV)
+    mt(*args("2", "id,sepal", "--checkpoint-every", "1"))
+    return args("4", "id,petal", "--resume")
+
+
+def _kept_id_check(d, out):
+    lines = open(f"{d}/p.csv").read().splitlines()
+    if lines[0] != "id,species,setosa,versicolor,virginica" or not lines[1].startswith('"r,0",'):
+        return "predict --keep-columns id --class-and-probabilities wrote:\n" + "\n".join(lines[:2])
+    return None
+
+
+def _progress_lines_check(d, out):
+    steps = re.findall(r"^step (\d+)/16 ", out, re.M)
+    return None if steps == ["1", "2", "4", "6", "8", "10", "12", "14", "16"] else f"progress lines at steps {steps}"
+
+
+ROWS.update({
+    # --kl-log-target and --alpha, checked in config_test only so far
+    "kl_log_target_without_kl_div": (
+        lambda d: ["train", "--kl-log-target", "--steps", "1", *QUIET], 1,
+        r"--kl-log-target applies to --loss kl_div, not to --loss mse", None, 30),
+    "alpha_without_rmsprop": (
+        lambda d: ["train", "--alpha", "0.9", "--steps", "1", *QUIET], 1,
+        r"--alpha applies to --optimizer rmsprop, not to adam", None, 30),
+    "alpha_negative": (
+        lambda d: ["train", "--optimizer", "rmsprop", "--alpha=-16777217", "--steps", "1", *QUIET], 1,
+        r"--alpha must be >= 0, got -16777217", None, 30),
+    "alpha_not_finite": (
+        lambda d: ["train", "--optimizer", "rmsprop", "--alpha", "inf", "--steps", "1", *QUIET], 1,
+        r"--alpha must be a finite number, got inf", None, 30),
+    # --ignore-columns and --keep-columns
+    "ignore_columns_trains_without_the_id": (
+        lambda d: _id_train(d, "--ignore-columns", "id"), 0, r"done: ", None, 60),
+    "id_column_without_ignore_columns": (
+        lambda d: _id_train(d), 1, r"t\.csv:2: column 'id' \(1\): 'r,0' is not a number", None, 30),
+    "ignore_columns_unknown_name": (
+        lambda d: _id_train(d, "--ignore-columns", "ID"), 1,
+        r"t\.csv: --ignore-columns names column 'ID', which the header \(line 1\) lacks; it has 'id', 'sepal'", None, 30),
+    "ignore_columns_names_the_target": (
+        lambda d: _id_train(d, "--ignore-columns", "species"), 1,
+        r"--ignore-columns names 'species', which --target-columns names too", None, 30),
+    "ignore_columns_twice": (
+        lambda d: _id_train(d, "--ignore-columns", "id,id"), 1, r"--ignore-columns names 'id' twice", None, 30),
+    "ignore_columns_without_a_csv": (
+        lambda d: ["train", "--ignore-columns", "id", "--steps", "1", *QUIET], 1,
+        r"--ignore-columns is for \.csv data, but --data is 'synthetic'", None, 30),
+    "predict_id_column_needs_a_flag": (
+        lambda d: _id_predict(d), 1, r"column 'id' is neither .*--ignore-columns .*--keep-columns", _no_file("p.csv"), 60),
+    "predict_keep_columns_with_class_and_probabilities": (
+        lambda d: _id_predict(d, "--keep-columns", "id", "--class-and-probabilities"), 0, r"predicted 12 rows",
+        _kept_id_check, 60),
+    "predict_keep_columns_into_npy": (
+        lambda d: _id_predict(d, "--keep-columns", "id", output="p.npy"), 1,
+        r"--keep-columns copies columns into a CSV output, but --output .*p\.npy", _no_file("p.npy"), 60),
+    "predict_keep_columns_unknown_name": (
+        lambda d: _id_predict(d, "--keep-columns", "nope"), 1, r"--keep-columns names column 'nope'",
+        _no_file("p.csv"), 60),
+    "predict_keep_and_ignore_the_same_column": (
+        lambda d: _id_predict(d, "--keep-columns", "id", "--ignore-columns", "id"), 1,
+        r"'id' is named by both --ignore-columns and --keep-columns", _no_file("p.csv"), 60),
+    "predict_ignore_a_feature_column": (
+        lambda d: _id_predict(d, "--ignore-columns", "id,petal"), 1,
+        r"'petal' is named by --ignore-columns but the model takes it as a feature", _no_file("p.csv"), 60),
+    "predict_class_and_probabilities_with_probabilities": (
+        lambda d: _id_predict(d, "--ignore-columns", "id", "--class-and-probabilities", "--probabilities"), 1,
+        r"--class-and-probabilities already writes the probabilities", _no_file("p.csv"), 60),
+    "evaluate_ignore_columns_unknown_name": (
+        lambda d: ["evaluate"] + _id_predict(d)[1:3] + ["--data", f"{d}/t.csv", "--ignore-columns", "nope"], 1,
+        r"--ignore-columns names column 'nope'", None, 60),
+    "evaluate_ignore_columns": (
+        lambda d: ["evaluate"] + _id_predict(d)[1:3] + ["--data", f"{d}/t.csv", "--ignore-columns", "id"], 0,
+        r'"accuracy"', None, 60),
+    "resume_with_other_ignored_columns": (
+        _resume_other_ignored, 1,
+        r'--resume: the checkpoint in .*ck was written with ignore-columns \["id","sepal"\], this run has \["id","petal"\]',
+        None, 60),
+    # paths near the system's limits, progress cadence
+    "save_name_of_252_bytes": (
+        lambda d: ["train", "--steps", "1", "--save", f"{d}/" + "w" * 240 + ".safetensors", *QUIET], 0, r"done: ",
+        lambda d, out: None if os.path.exists(f"{d}/" + "w" * 240 + ".safetensors") else "no weights", 30),
+    "checkpoint_dir_of_4600_characters": (
+        lambda d: ["train", "--steps", "1", "--checkpoint-dir", f"{d}/" + "d/" * 2300, *QUIET], 1,
+        r"--checkpoint-dir is \d+ characters long .*at most 4095 bytes \(PATH_MAX", None, 30),
+    "progress_lines_of_a_16_step_run": (
+        lambda d: ["train", "--steps", "16", "--progress", "lines", "--device", "cpu"], 0, r"done: ",
+        _progress_lines_check, 30),
+})
+
+
 def run_case(name, scratch_root):
     setup, want_status, want_regex, check, limit, *address_space = ROWS[name]
     d = tempfile.mkdtemp(prefix=name[:40] + ".", dir=scratch_root)

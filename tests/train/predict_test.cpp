@@ -230,6 +230,61 @@ TEST(Predict, UnlabelledCsvAndUnknownExtensions) {
   EXPECT_EQ(run_predict(c), 1);
 }
 
+// --keep-columns and --class-and-probabilities (issue 30): an id column passes through, quoted
+// per RFC 4180, before the class and each class's probability, all in one CSV; misuse is refused.
+TEST(Predict, KeptColumnsAndClassWithProbabilitiesInOneCsv) {
+  ScratchDir dir;
+  const SavedModel s = save_gelu_model(dir, {{"model", "mlp:3,8,2"},
+                                             {"activation", "gelu"},
+                                             {"loss", "cross_entropy"},
+                                             {"classes", R"(["no","yes, sir"])"},
+                                             {"target_columns", R"(["label"])"},
+                                             {"feature_columns", R"(["a","b","c"])"}});
+  std::string table = "id,c,a,b,label\n";
+  const float* x = s.x.data<float>();
+  for (int64_t i = 0; i < 13; ++i) {
+    char row[200];
+    std::snprintf(row, sizeof row, "\"r,%d\",%.9g,%.9g,%.9g,no\n", int(i), x[i * 3 + 2], x[i * 3],
+                  x[i * 3 + 1]);
+    table += row;
+  }
+  dir.write_raw("t.csv", table);
+  PredictConfig c = config_for(dir, "w.safetensors", "t.csv", "y.csv");
+  testing::expect_error<IoError>([&] { run_predict(c); }, {"column 'id' is neither"});
+  c.ignore_columns = {"id"};
+  EXPECT_EQ(run_predict(c), 13);
+  c.ignore_columns.clear();
+  c.keep_columns = {"id"};
+  c.class_and_probabilities = true;
+  EXPECT_EQ(run_predict(c), 13);
+  std::istringstream lines(read_file_bytes(c.output));
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line, "id,label,no,\"yes, sir\"");
+  const float* z = s.want.data<float>();
+  for (int64_t i = 0; i < 13; ++i) {
+    ASSERT_TRUE(std::getline(lines, line)) << "row " << i;
+    const std::string id = "\"r," + std::to_string(i) + "\",";
+    ASSERT_EQ(line.substr(0, id.size()), id) << line;
+    const bool yes = z[i * 2 + 1] > z[i * 2];
+    const std::string cls = yes ? "\"yes, sir\"," : "no,";
+    ASSERT_EQ(line.substr(id.size(), cls.size()), cls) << line;
+    float p0 = 0, p1 = 0;
+    ASSERT_EQ(std::sscanf(line.c_str() + id.size() + cls.size(), "%f,%f", &p0, &p1), 2) << line;
+    EXPECT_NEAR(p0 + p1, 1.0, 1e-6);
+    EXPECT_EQ(p1 > p0, yes) << line;
+  }
+  c.output = dir.path("y.npy");
+  testing::expect_error<ValueError>([&] { run_predict(c); }, {"--keep-columns", "y.npy"});
+  c.keep_columns.clear();
+  c.ignore_columns = {"id"};
+  testing::expect_error<ValueError>([&] { run_predict(c); },
+                                    {"--class-and-probabilities", "is not .csv"});
+  c.output = dir.path("y.csv");
+  c.probabilities = true;
+  testing::expect_error<ValueError>([&] { run_predict(c); }, {"drop --probabilities"});
+}
+
 // --gemm picks the Linear layers' backend: "reference" (the in-order sums the C of `minitrain
 // export` computes) gives the model's forward through that backend, bit for bit; an unknown name
 // or a CUDA backend on the CPU is refused before anything is written.

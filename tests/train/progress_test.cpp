@@ -6,6 +6,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "train/progress.h"
@@ -47,6 +48,22 @@ TEST(Progress, PlainLinesComeEveryTenthOfTheRunWithStepLossRateAndEta) {
   EXPECT_EQ(lines.back().rfind("step 100/100 (100%)  epoch 10  loss 0.01  ", 0), 0u)
       << lines.back();
   EXPECT_EQ(out.str().find('\r'), std::string::npos);
+}
+
+// Issue 30: a 16-step run printed every step (a tenth rounded down is 1). Now a tenth rounded up to
+// 1, 2 or 5 x 10^k: every 2nd step for 16, every 20th for 199; never more than 11 lines.
+TEST(Progress, ShortAndOddRunsPrintAtARoundCadence) {
+  for (const auto& [steps, want] : std::vector<std::pair<int64_t, std::vector<int64_t>>>{
+           {16, {1, 2, 4, 6, 8, 10, 12, 14, 16}},
+           {199, {1, 20, 40, 60, 80, 100, 120, 140, 160, 180, 199}},
+           {7, {1, 2, 3, 4, 5, 6, 7}}}) {
+    std::ostringstream out;
+    Progress p(out, ProgressMode::Lines, 1, steps);
+    for (int64_t s = 1; s <= steps; ++s) p.update(stats(s));
+    std::vector<int64_t> got;
+    for (const std::string& l : lines_of(out.str())) got.push_back(std::stoll(l.substr(5)));
+    EXPECT_EQ(got, want) << steps << " steps:\n" << out.str();
+  }
 }
 
 TEST(Progress, ResumedRunCountsFromItsFirstStep) {
