@@ -8,7 +8,10 @@ An argument is a metrics file, a run directory holding metrics.jsonl, or a `mini
 directory whose runs each hold one (every DIR/*/metrics.jsonl). --out's extension picks the format
 (.png, .svg, .pdf). Held-out metrics (val_*) are drawn at the steps they were evaluated, with
 markers; the default metrics are loss, and val_loss / accuracy / val_accuracy when a log has them.
-A loss panel whose values span more than two decades gets a log scale.
+A loss panel (loss, val_loss, ...) whose values span more than two decades gets a log scale. The
+best run (the lowest val_loss, or the lowest loss when no run was validated) is marked with a star
+at its best step in every panel, and one legend below the panels serves them all. Run names and the
+title are drawn as written: a `$` is a dollar sign, not the start of matplotlib's mathtext.
 """
 
 import argparse
@@ -69,6 +72,35 @@ def read_log(path):
     return series
 
 
+def literal(text):
+    """`text` as matplotlib draws it verbatim: a `$` would start mathtext (and an unbalanced or
+    malformed formula raised a ParseException from savefig)."""
+    return text.replace("$", r"\$")
+
+
+def log_scale(metric, values):
+    """Whether a panel of `metric` gets a log y axis: a loss whose positive values span more than
+    two decades (a loss falling from 10 to 0.01 is otherwise a flat line after the first steps)."""
+    positive = [v for v in values if math.isfinite(v) and v > 0]
+    return "loss" in metric and bool(positive) and max(positive) / min(positive) > 100
+
+
+def best_point(logs):
+    """(run index, metric, step, value) of the lowest val_loss of any run, or of the lowest loss
+    when no run logged val_loss; None when neither was logged with a finite value."""
+    for metric in ("val_loss", "loss"):
+        best = None
+        for i, (_, series) in enumerate(logs):
+            if metric not in series:
+                continue
+            for step, value in zip(*series[metric]):
+                if math.isfinite(value) and (best is None or value < best[3]):
+                    best = (i, metric, step, value)
+        if best is not None:
+            return best
+    return None
+
+
 def default_metrics(logs):
     seen = set().union(*(set(s) for _, s in logs))
     return [m for m in ("loss", "val_loss", "accuracy", "val_accuracy") if m in seen]
@@ -108,6 +140,9 @@ def main(argv):
 
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 4.2), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    best = best_point(logs)
+    handles = {}  # run index -> its line, for the one legend
+    best_handle = None
     for ax, metric in zip(axes[0], metrics):
         values = []
         for i, (name, series) in enumerate(logs):
@@ -115,19 +150,32 @@ def main(argv):
                 continue
             xs, ys = series[metric]
             held_out = metric.startswith("val_")
-            ax.plot(xs, ys, label=name, color=colors[i % len(colors)], linewidth=1.4,
-                    marker="o" if held_out else None, markersize=3.5)
-            values += [y for y in ys if math.isfinite(y)]
-        positive = [v for v in values if v > 0]
-        if "loss" in metric and positive and max(positive) / min(positive) > 100:
+            (line,) = ax.plot(xs, ys, label=literal(name), color=colors[i % len(colors)], linewidth=1.4,
+                              marker="o" if held_out else None, markersize=3.5)
+            handles.setdefault(i, line)
+            values += ys
+            if best is not None and best[0] == i and best[2] in xs:
+                y = ys[xs.index(best[2])]
+                if math.isfinite(y):
+                    (mark,) = ax.plot([best[2]], [y], linestyle="none", marker="*", markersize=14,
+                                      color=colors[i % len(colors)], markeredgecolor="black", zorder=5)
+                    best_handle = best_handle or mark
+        if log_scale(metric, values):
             ax.set_yscale("log")
-        ax.set_title(metric)
+        ax.set_title(literal(metric))
         ax.set_xlabel("step")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+    legend = [handles[i] for i in sorted(handles)]
+    labels = [literal(logs[i][0]) for i in sorted(handles)]
+    if best_handle is not None:
+        legend.append(best_handle)
+        labels.append(literal(f"best: {logs[best[0]][0]} ({best[1]} {best[3]:.4g} at step {best[2]})"))
+    # One legend for all panels, below them: every run has one colour in every panel.
+    fig.legend(legend, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8, frameon=False)
+    rows = (len(labels) + 3) // 4
     if args.title:
-        fig.suptitle(args.title)
-    fig.tight_layout()
+        fig.suptitle(literal(args.title))
+    fig.tight_layout(rect=(0, 0.06 * rows, 1, 1))
     out_dir = os.path.dirname(os.path.abspath(args.out))
     tmp = os.path.join(out_dir, "." + os.path.basename(args.out) + ".tmp" + ext)
     try:
@@ -138,6 +186,8 @@ def main(argv):
         return 1
     runs = ", ".join(name for name, _ in logs)
     print(f"plot: {args.out} ({', '.join(metrics)} of {len(logs)} run(s): {runs})")
+    if best is not None:
+        print(f"best: {logs[best[0]][0]} ({best[1]} {best[3]:.6g} at step {best[2]})")
     return 0
 
 

@@ -94,8 +94,16 @@ PipelinesCommand::PipelinesCommand(CLI::App& parent) {
           "directory of the runs' outputs (default: pipelines-<file stem> beside the file)")
       ->option_text("DIR");
   app_->add_option("--cpu-slots", cpu_slots_,
-                   "CPU runs at once (default 1); each gets cores/slots threads")
+                   "CPU runs at once (default: as many as fit the cores, each run's `threads` or "
+                   "1 thread apiece, at most one per CPU run); each run without `threads` gets "
+                   "cores/slots threads")
       ->option_text("N");
+  app_->add_option("--max-runs", max_runs_,
+                   "refuse a file that makes more runs than this (default 1000); each run is a "
+                   "process and a directory")
+      ->option_text("N");
+  app_->add_flag("--overwrite", overwrite_,
+                 "replace the runs of an earlier invocation in --out DIR (refused without it)");
   app_->add_option("--status-every", status_every_, "seconds between status updates (default 2)")
       ->option_text("SECONDS");
   app_->footer(
@@ -107,16 +115,47 @@ PipelinesCommand::PipelinesCommand(CLI::App& parent) {
 bool PipelinesCommand::parsed() const { return app_->parsed(); }
 
 int PipelinesCommand::run(std::ostream& out, std::ostream& status) {
-  MT_CHECK_AS(ValueError, cpu_slots_ >= 1, "--cpu-slots must be >= 1, got ", cpu_slots_);
+  const bool auto_slots = app_->count("--cpu-slots") == 0;
+  MT_CHECK_AS(ValueError, auto_slots || cpu_slots_ >= 1, "--cpu-slots must be >= 1, got ",
+              cpu_slots_);
+  MT_CHECK_AS(ValueError, max_runs_ >= 1, "--max-runs must be >= 1, got ", max_runs_);
   MT_CHECK_AS(ValueError, status_every_ > 0, "--status-every must be > 0 seconds, got ",
               status_every_);
   PipelinesFile file = read_pipelines_config(config_path_);
+  check_run_count(file, max_runs_);  // a typo of 100 x 1000 runs, before any directory
   const fs::path out_dir = out_dir_.empty() ? default_out_dir(config_path_) : fs::path(out_dir_);
   place_run_outputs(file, out_dir.string());  // before anything is written: two runs, one file
+  if (!overwrite_) {
+    // An earlier sweep's results are refused rather than silently replaced run by run (a rerun
+    // that fails early would leave a summary.json and directories of two invocations).
+    std::vector<std::string> earlier;
+    if (fs::exists(out_dir / "summary.json"))
+      earlier.push_back((out_dir / "summary.json").string());
+    for (const PipelineRunConfig& run : file.runs)
+      if (fs::exists(out_dir / run.name / "output.log"))
+        earlier.push_back((out_dir / run.name / "output.log").string());
+    if (!earlier.empty())
+      MT_THROW(ValueError, "pipelines: --out ", out_dir.string(),
+               " holds the results of an earlier invocation (", earlier.front(),
+               earlier.size() > 1 ? " and " + std::to_string(earlier.size() - 1) + " more" : "",
+               "); choose another --out DIR, or pass --overwrite to replace them");
+  }
   make_dir(out_dir);
 
   const int gpus = cuda_device_count();
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (auto_slots) {
+    // As many CPU runs at once as fit the cores: each takes its `threads` (the most any run
+    // asks for) or one core, and there are no more slots than CPU runs.
+    int64_t per_run = 1, cpu_runs = 0;
+    for (const PipelineRunConfig& run : file.runs) {
+      if (!run.error.empty() || scheduled_device(run.config.device, gpus) != "cpu") continue;
+      ++cpu_runs;
+      per_run = std::max<int64_t>(per_run, run.config.threads);
+    }
+    cpu_slots_ =
+        static_cast<int>(std::clamp<int64_t>(cores / per_run, 1, std::max<int64_t>(1, cpu_runs)));
+  }
   const int64_t cpu_threads = std::max(1, cores / cpu_slots_);
   const std::string self = self_executable();
 

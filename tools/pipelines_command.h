@@ -8,6 +8,8 @@
 #include <ostream>
 #include <string>
 
+#include "train/pipelines_config.h"
+
 namespace CLI {
 class App;
 }  // namespace CLI
@@ -26,7 +28,9 @@ class PipelinesCommand {
   CLI::App* app_;
   std::string config_path_;
   std::string out_dir_;
-  int cpu_slots_ = 1;
+  int cpu_slots_ = 0;  ///< 0: as many runs at once as fit the cores (see run())
+  std::size_t max_runs_ = kDefaultMaxRuns;
+  bool overwrite_ = false;
   double status_every_ = 2.0;
 };
 

@@ -76,8 +76,11 @@ std::string runs_summary_table(const std::vector<RunResult>& results) {
   const bool gpu = std::any_of(results.begin(), results.end(), [](const RunResult& r) {
     return r.outcome.gpu_utilization_pct.has_value();
   });
-  rows.push_back({"run", "device", "status", "exit", "steps", "epoch loss", "best val loss",
-                  "seconds", "start", "end", "cpu"});
+  // "final loss" is summary.json's final_loss and the "done ... loss" status line's: the last
+  // logged loss. "epoch loss" is the mean over the last epoch's steps (summary.json's epoch_loss);
+  // it once stood in one column for both, so two runs' figures in it meant different things.
+  rows.push_back({"run", "device", "status", "exit", "steps", "final loss", "epoch loss",
+                  "best val loss", "seconds", "start", "end", "cpu"});
   if (gpu) rows.back().insert(rows.back().end(), {"gpu", "gpu mem"});
   int failed = 0;
   const auto number = [](const std::optional<double>& v) {
@@ -85,11 +88,10 @@ std::string runs_summary_table(const std::vector<RunResult>& results) {
   };
   for (const RunResult& r : results) {
     failed += r.ok() ? 0 : 1;
-    // A run that logged nothing has no epoch mean: its last loss (from its output) if any.
-    const std::optional<double> loss = r.outcome.epoch_loss ? r.outcome.epoch_loss : r.final_loss;
     rows.push_back({r.name, r.device, r.ok() ? "ok" : "failed", r.exit_status,
-                    std::to_string(r.steps), number(loss), number(r.outcome.best_val_loss),
-                    fmt("%.2f", r.seconds), clock_time(r.start_time), clock_time(r.end_time)});
+                    std::to_string(r.steps), number(r.final_loss), number(r.outcome.epoch_loss),
+                    number(r.outcome.best_val_loss), fmt("%.2f", r.seconds),
+                    clock_time(r.start_time), clock_time(r.end_time)});
     const RunOutcome& o = r.outcome;
     std::vector<std::string>& row = rows.back();
     row.push_back(o.cpu_utilization ? fmt("%.2f", *o.cpu_utilization) : "-");

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -99,8 +100,13 @@ std::string name_text(const toml::node& value) {
   if (auto str = value.value_exact<std::string>()) {
     text = *str;
   } else if (auto f = value.value_exact<double>()) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", *f);
+    // The fewest digits that read back as the same double: %g alone printed 1e-07 and
+    // 1.00000001e-07 alike, and two runs got one name.
+    char buf[40];
+    for (int digits = 6; digits <= 17; ++digits) {
+      std::snprintf(buf, sizeof buf, "%.*g", digits, *f);
+      if (std::strtod(buf, nullptr) == *f) break;
+    }
     text = buf;
   } else if (auto i = value.value_exact<int64_t>()) {
     text = std::to_string(*i);
@@ -114,6 +120,13 @@ std::string name_text(const toml::node& value) {
           c == '_' || c == '-' || c == '+'))
       c = '_';
   return text;
+}
+
+// A value as the file writes it, for messages: "a b", 0.001, [1, 2].
+std::string value_text(const toml::node& value) {
+  std::ostringstream os;
+  value.visit([&os](const auto& v) { os << v; });
+  return os.str();
 }
 
 // Every combination of the swept values, the first key varying slowest; one empty point without
@@ -273,7 +286,10 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
   if (bases.empty()) bases.push_back({"", sweep_line, nullptr});
 
   const std::vector<SweepPoint> grid = sweep_grid(sweep);
-  std::set<std::string> made;
+  file.run_tables = bases.size();
+  file.sweep_points = grid.size();
+  // run name -> the [[run]] and the sweep point that made it
+  std::map<std::string, std::pair<const BaseRun*, const SweepPoint*>> made;
   for (const BaseRun& base : bases) {
     for (const SweepPoint& point : grid) {
       PipelineRunConfig r;
@@ -285,10 +301,25 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
                   excerpt(r.name),
                   "' (from [sweep]) is not a safe directory name of at most 100 "
                   "characters; sweep fewer keys or shorter values");
-      MT_CHECK_AS(ValueError, made.insert(r.name).second, source, ":", r.line, ": run name '",
-                  r.name,
-                  "' comes out twice; give the [[run]] tables names that [sweep] "
-                  "suffixes cannot repeat");
+      const auto [earlier, fresh] = made.emplace(r.name, std::make_pair(&base, &point));
+      if (!fresh && earlier->second.first == &base) {
+        // Two points of the grid read alike once a name's characters are replaced ("a b", "a?b").
+        std::string first, second;
+        for (std::size_t k = 0; k < point.values.size(); ++k) {
+          const auto& [key, mine] = point.values[k];
+          const toml::node* theirs = earlier->second.second->values[k].second;
+          if (value_text(*theirs) == value_text(*mine)) continue;
+          first += (first.empty() ? "" : ", ") + key + " = " + value_text(*theirs);
+          second += (second.empty() ? "" : ", ") + key + " = " + value_text(*mine);
+        }
+        MT_THROW(ValueError, source, ":", sweep_line, ": [sweep] values ", first, " and ", second,
+                 " both make the run name '", r.name,
+                 "' (a run name keeps letters, digits, '.', '_', '-' and '+'; others become '_'); "
+                 "make the values differ in those characters");
+      }
+      MT_CHECK_AS(ValueError, fresh, source, ":", r.line, ": run name '", r.name,
+                  "' comes out twice: a [[run]] name and a [sweep] suffix make it again; rename "
+                  "the [[run]]");
       r.config = defaults;
       r.priority = default_priority;
       try {
@@ -326,9 +357,24 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
   return file;
 }
 
+void check_run_count(const PipelinesFile& file, std::size_t max_runs) {
+  MT_CHECK_AS(ValueError, file.runs.size() <= max_runs, file.path, " makes ", file.runs.size(),
+              " runs (", file.run_tables, " [[run]] x ", file.sweep_points,
+              " [sweep] points), more than --max-runs ", max_runs,
+              "; raise --max-runs if you mean it (each run is a process and a directory)");
+}
+
 void place_run_outputs(PipelinesFile& file, const std::string& out_dir) {
+  const std::string summary =
+      (std::filesystem::absolute(out_dir) / "summary.json").lexically_normal().string();
   std::map<std::string, std::string> writer;  // output path -> "run 'a' (save)"
+  writer.emplace(summary, "the summary of all runs");
   for (PipelineRunConfig& run : file.runs) {
+    // Even a run that never starts gets its directory (for its output.log).
+    MT_CHECK_AS(ValueError, run.name != "summary.json", file.path, ": run '", run.name,
+                "' would have its directory at ", summary,
+                ", where minitrain pipelines writes its summary once every run has finished; "
+                "rename the run");
     if (!run.error.empty()) continue;  // never started
     const std::filesystem::path dir = std::filesystem::absolute(out_dir) / run.name;
     TrainConfig& c = run.config;

@@ -51,12 +51,23 @@ struct PipelineRunConfig {
 struct PipelinesFile {
   std::string path;
   std::vector<PipelineRunConfig> runs;  ///< in file order
+  std::size_t run_tables = 1;           ///< [[run]] tables (1: the [sweep] grid alone)
+  std::size_t sweep_points = 1;         ///< combinations of the [sweep] values (1 without one)
 };
+
+/// The default of `minitrain pipelines --max-runs`: 100 [[run]] tables crossed with 1000 sweep
+/// points once spent an hour writing directories before the first run started.
+constexpr std::size_t kDefaultMaxRuns = 1000;
+
+/// ValueError when `file` makes more than `max_runs` runs, naming the count, how it comes about
+/// ([[run]] tables x [sweep] points) and --max-runs.
+void check_run_count(const PipelinesFile& file, std::size_t max_runs);
 
 /// Puts each run's outputs in place: a relative save, checkpoint-dir or log (metrics.jsonl when
 /// unset) under `out_dir`/NAME/, an absolute one kept. ValueError, before any run starts, when two
 /// runs would write the same path (an absolute save in [defaults], say), naming both and the path.
-/// Runs kept with an error are left out: they never start.
+/// Runs kept with an error are left out: they never start. Nothing may be, or be written at,
+/// `out_dir`/summary.json, which the command writes once every run has finished.
 void place_run_outputs(PipelinesFile& file, const std::string& out_dir);
 
 /// Reads `path` (IoError when it cannot be read; ValueError for a file-level problem).

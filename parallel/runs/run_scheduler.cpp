@@ -257,6 +257,10 @@ class Scheduler {
     r.result.end_time = unix_now();
     r.result.seconds = std::chrono::duration<double>(Clock::now() - r.started).count();
     r.result.exit_status = st.str();
+    if (st.signal != 0)
+      r.result.signal = st.signal;
+    else
+      r.result.exit_code = st.code;
     const RunProgress p = read_run_progress(job.metrics_path, job.output_path);
     r.result.steps = p.step;
     r.result.final_loss = p.loss;
@@ -491,6 +495,8 @@ std::string runs_summary_json(const std::vector<RunResult>& results) {
     j["priority"] = r.priority;
     j["status"] = r.ok() ? "ok" : "failed";
     j["exit_status"] = r.exit_status;
+    j["exit_code"] = r.exit_code ? nlohmann::ordered_json(*r.exit_code) : nullptr;
+    j["signal"] = r.signal ? nlohmann::ordered_json(*r.signal) : nullptr;
     j["reason"] = r.reason;
     j["final_loss"] = r.final_loss && std::isfinite(*r.final_loss)
                           ? nlohmann::ordered_json(*r.final_loss)

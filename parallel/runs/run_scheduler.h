@@ -117,6 +117,8 @@ struct RunResult {
   RunState state = RunState::Queued;
   bool ok() const noexcept { return state == RunState::Done; }
   std::string exit_status;           ///< "exit status 0", "signal 15 (Terminated)", "not started"
+  std::optional<int> exit_code;      ///< the number in "exit status N"; unset for a signal
+  std::optional<int> signal;         ///< the signal that ended it; unset when it exited
   std::string reason;                ///< why it failed; "" when ok
   std::optional<double> final_loss;  ///< the last step's (see outcome for the epoch's mean)
   RunOutcome outcome;                ///< its log's epoch mean and held-out numbers
@@ -133,10 +135,11 @@ std::vector<RunResult> schedule_runs(const std::vector<RunJob>& jobs, const Runs
                                      const ProcessStarter& start, std::ostream& status,
                                      const std::function<bool()>& stop_requested = {});
 
-/// {"runs": [{name, device, priority, status: ok|failed, exit_status, reason, final_loss,
-/// epoch_loss, epoch_accuracy, val_loss, val_accuracy, best_val_loss, best_step, steps, seconds,
-/// start_time, end_time, peak_host_memory_bytes, cpu_utilization (cores, over its logged steps),
-/// gpu_utilization_pct and gpu_memory_peak_bytes (null without NVML), and final_loss_nonfinite
+/// {"runs": [{name, device, priority, status: ok|failed, exit_status, exit_code, signal, reason,
+/// final_loss, epoch_loss, epoch_accuracy, val_loss, val_accuracy, best_val_loss, best_step, steps,
+/// seconds, start_time, end_time, peak_host_memory_bytes, cpu_utilization (cores, over its logged
+/// steps), gpu_utilization_pct and gpu_memory_peak_bytes (null without NVML), and
+/// final_loss_nonfinite
 /// ("inf", "-inf", "nan")
 /// where final_loss is null for a non-finite loss}, ...], "failed": N, "best_run": {name, by,
 /// value}} (absent numbers are null). The best run is the ok run with the lowest best_val_loss;

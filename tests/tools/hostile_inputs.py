@@ -854,7 +854,52 @@ ROWS.update({
         None, 30),
     "evaluate_help_mentions_accuracy": (
         lambda d: ["evaluate", "--help"], 0, r"accuracy and balanced accuracy", None, 30),
+    # issue 30 plot and pipelines
+    "pipelines_run_named_summary_json": (
+        lambda d: ["pipelines", "--out", f"{d}/out", "--config", write(
+            f"{d}/runs.toml", '[defaults]\nsteps = 1\ndevice = "cpu"\n[[run]]\nname = "summary.json"\n')],
+        1, r"run 'summary\.json' would have its directory at .*out/summary\.json, where minitrain pipelines "
+        r"writes its summary", _no_file("out"), 60),
+    "pipelines_log_at_the_summary": (
+        lambda d: ["pipelines", "--out", f"{d}/out", "--config", write(
+            f"{d}/runs.toml", '[defaults]\nsteps = 1\ndevice = "cpu"\n[[run]]\nname = "a"\nlog = "../summary.json"\n')],
+        1, r"run 'a' \(log\) and the summary of all runs would both write .*out/summary\.json", _no_file("out"), 60),
+    "pipelines_sweep_values_that_print_alike": (
+        lambda d: ["pipelines", "--out", f"{d}/out", "--config", write(
+            f"{d}/runs.toml", '[defaults]\nsteps = 1\ndevice = "cpu"\n[sweep]\nlr = [1e-7, 1.00000001e-7]\n')],
+        0, r"", lambda d, out: None if all(os.path.isdir(f"{d}/out/{n}") for n in ("lr-1e-07", "lr-1.00000001e-07"))
+        else f"run directories: {os.listdir(f'{d}/out') if os.path.isdir(f'{d}/out') else None}", 120),
+    "pipelines_of_too_many_runs": (
+        lambda d: ["pipelines", "--out", f"{d}/out", "--config", write(
+            f"{d}/runs.toml", "[sweep]\nseed = [" + ",".join(str(i) for i in range(1, 21)) + "]\n"
+            + "".join(f'[[run]]\nname = "r{i}"\n' for i in range(100)))],
+        1, r"makes 2000 runs \(100 \[\[run\]\] x 20 \[sweep\] points\), more than --max-runs 1000; raise --max-runs",
+        _no_file("out"), 60),
+    "pipelines_summary_has_the_exit_code_as_a_number": (
+        lambda d: ["pipelines", "--out", f"{d}/out", "--config", write(
+            f"{d}/runs.toml", '[defaults]\nsteps = 1\ndevice = "cpu"\n[[run]]\nname = "a"\n[[run]]\nname = "b"\n'
+            'lr = -1.0\n')],
+        1, r"", lambda d, out: _summary_exit_codes(d, {"a": 0}), 120),
+    "pipelines_into_an_earlier_sweeps_out": (
+        lambda d: (os.makedirs(f"{d}/out"), write(f"{d}/out/summary.json", '{"runs": []}\n'),
+                   ["pipelines", "--out", f"{d}/out", "--config", write(
+                       f"{d}/runs.toml", '[defaults]\nsteps = 1\ndevice = "cpu"\n[[run]]\nname = "a"\n')])[2],
+        1, r"--out .*out holds the results of an earlier invocation \(.*out/summary\.json\); choose another "
+        r"--out DIR, or pass --overwrite", _unchanged("out/summary.json", '{"runs": []}\n'), 60),
+    # by default as many CPU runs at once as fit the cores (here 1 thread each), no more than runs
+    "pipelines_run_as_many_at_once_as_fit_the_cores": (
+        lambda d: ["pipelines", "--out", f"{d}/out", "--config", write(
+            f"{d}/runs.toml", '[defaults]\nsteps = 1\ndevice = "cpu"\nthreads = 1\n[sweep]\nseed = [1, 2, 3]\n')],
+        0, r"pipelines: 3 run\(s\) .*; %d CPU slot\(s\) of " % min(3, os.cpu_count() or 1), None, 120),
 })
+
+
+def _summary_exit_codes(d, want):
+    import json
+    with open(f"{d}/out/summary.json") as f:
+        runs = {r["name"]: r for r in json.load(f)["runs"]}
+    got = {name: runs[name].get("exit_code", "absent") for name in want}
+    return None if got == want else f"exit_code in summary.json: {got}, want {want}"
 
 
 def json_dumps(v):

@@ -16,7 +16,7 @@ name = \"waiting\"
 ")
 # The command in the background, SIGTERM once its first run has logged a step (at most 20 s).
 execute_process(
-  COMMAND /bin/sh -c "\"$0\" pipelines --config \"$1/runs.toml\" --out \"$1/out\" --status-every 0.2 > \"$1/stdout\" 2> \"$1/stderr\" &
+  COMMAND /bin/sh -c "\"$0\" pipelines --config \"$1/runs.toml\" --out \"$1/out\" --cpu-slots 1 --status-every 0.2 > \"$1/stdout\" 2> \"$1/stderr\" &
 pid=$!
 i=0
 while [ ! -s \"$1/out/long/metrics.jsonl\" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done

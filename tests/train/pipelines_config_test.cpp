@@ -408,5 +408,51 @@ TEST(PipelinesConfig, ConfigToTomlReadsBackToTheSameConfig) {
   EXPECT_FALSE(back.epochs.has_value());  // unset optional keys stay unset
 }
 
+// Issue 30: sweep values that print alike under %g (1e-07 and 1.00000001e-07) once made one name
+// twice with advice about [[run]] names; values that still read alike once a name's characters are
+// replaced are refused naming both.
+TEST(PipelinesConfig, SweepValuesThatPrintAlikeGetNamesThatDiffer) {
+  const PipelinesFile f = parse("[sweep]\nlr = [1e-7, 1.00000001e-7]\n");
+  ASSERT_EQ(f.runs.size(), 2u);
+  EXPECT_EQ(f.runs[0].name, "lr-1e-07");
+  EXPECT_EQ(f.runs[1].name, "lr-1.00000001e-07");
+  const std::string msg = error_message([] { parse("[sweep]\ndata = [\"a b\", \"a?b\"]\n"); });
+  EXPECT_NE(msg.find("[sweep] values data = 'a b' and data = 'a?b' both make the run name "
+                     "'data-a_b'"),
+            std::string::npos)
+      << msg;
+}
+
+// Issue 30: a run named summary.json, or an output at OUT/summary.json, would be overwritten by
+// (or overwrite) the summary written after every run finished: refused before the first run.
+TEST(PipelinesConfig, NothingMayWriteTheSummary) {
+  PipelinesFile f = parse("[[run]]\nname = \"summary.json\"\n");
+  EXPECT_NE(error_message([&] { place_run_outputs(f, "/tmp/out"); })
+                .find("run 'summary.json' would have its directory at /tmp/out/summary.json, "
+                      "where minitrain pipelines writes its summary"),
+            std::string::npos);
+  PipelinesFile g = parse("[[run]]\nname = \"a\"\nlog = \"../summary.json\"\n");
+  EXPECT_NE(error_message([&] { place_run_outputs(g, "/tmp/out"); })
+                .find("run 'a' (log) and the summary of all runs would both write "
+                      "/tmp/out/summary.json"),
+            std::string::npos);
+}
+
+// Issue 30: 100 [[run]] tables crossed with 1000 sweep points are 100,000 runs; more than the cap
+// (1000 unless raised) is refused naming the count and the flag that raises it.
+TEST(PipelinesConfig, TheTotalNumberOfRunsIsCapped) {
+  std::string text = "[sweep]\nseed = [";
+  for (int i = 0; i < 20; ++i) text += (i ? "," : "") + std::to_string(i + 1);
+  text += "]\n";
+  for (int i = 0; i < 60; ++i) text += "[[run]]\nname = \"r" + std::to_string(i) + "\"\n";
+  const PipelinesFile f = parse(text);
+  ASSERT_EQ(f.runs.size(), 1200u);
+  EXPECT_NE(error_message([&] { check_run_count(f, 1000); })
+                .find("runs.toml makes 1200 runs (60 [[run]] x 20 [sweep] points), more than "
+                      "--max-runs 1000; raise --max-runs if you mean it"),
+            std::string::npos);
+  EXPECT_NO_THROW(check_run_count(f, 1200));
+}
+
 }  // namespace
 }  // namespace minitrain

@@ -371,7 +371,9 @@ TEST(RunsSummary, JsonAndTableNameEveryRunAndTheFailures) {
   ok.device = "cpu";
   ok.state = RunState::Done;
   ok.exit_status = "exit status 0";
+  ok.exit_code = 0;
   ok.final_loss = 0.125;
+  ok.outcome.epoch_loss = 0.25;
   ok.steps = 12;
   ok.seconds = 1.5;
   ok.start_time = 1000.0;
@@ -381,13 +383,19 @@ TEST(RunsSummary, JsonAndTableNameEveryRunAndTheFailures) {
   bad.device = "cpu";
   bad.state = RunState::Failed;
   bad.exit_status = "exit status 1";
+  bad.exit_code = 1;
+  RunResult killed;
+  killed.name = "killed";
+  killed.state = RunState::Failed;
+  killed.exit_status = "signal 9 (Killed)";
+  killed.signal = 9;
   bad.reason = "minitrain: error: boom";
   TempDir t;
-  write_runs_summary(t.file("summary.json"), {ok, bad});
+  write_runs_summary(t.file("summary.json"), {ok, bad, killed});
   std::ifstream in(t.file("summary.json"));
   const nlohmann::json j = nlohmann::json::parse(in);
-  EXPECT_EQ(j["failed"], 1);
-  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["failed"], 2);
+  ASSERT_EQ(j["runs"].size(), 3u);
   EXPECT_EQ(j["runs"][0]["name"], "good");
   EXPECT_EQ(j["runs"][0]["status"], "ok");
   EXPECT_DOUBLE_EQ(j["runs"][0]["final_loss"].get<double>(), 0.125);
@@ -396,10 +404,20 @@ TEST(RunsSummary, JsonAndTableNameEveryRunAndTheFailures) {
   EXPECT_EQ(j["runs"][1]["status"], "failed");
   EXPECT_TRUE(j["runs"][1]["final_loss"].is_null());
   EXPECT_EQ(j["runs"][1]["reason"], "minitrain: error: boom");
+  // Issue 30: the exit status as a number beside its words (null where a signal ended the run).
+  EXPECT_EQ(j["runs"][0]["exit_code"], 0);
+  EXPECT_EQ(j["runs"][1]["exit_code"], 1);
+  EXPECT_TRUE(j["runs"][1]["signal"].is_null());
+  EXPECT_TRUE(j["runs"][2]["exit_code"].is_null());
+  EXPECT_EQ(j["runs"][2]["signal"], 9);
 
   const std::string table = runs_summary_table({ok, bad});
   EXPECT_NE(table.find("good"), std::string::npos) << table;
   EXPECT_NE(table.find("0.125"), std::string::npos) << table;
+  // Issue 30: the final loss is summary.json's final_loss, beside the epoch's mean, each named.
+  EXPECT_NE(table.find("final loss"), std::string::npos) << table;
+  EXPECT_NE(table.find("epoch loss"), std::string::npos) << table;
+  EXPECT_NE(table.find("0.25"), std::string::npos) << table;
   EXPECT_NE(table.find("broken: minitrain: error: boom"), std::string::npos) << table;
   EXPECT_NE(table.find("1 of 2 run(s) ok, 1 failed"), std::string::npos) << table;
 }
