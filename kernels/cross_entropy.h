@@ -17,7 +17,7 @@
 
 #include "core/tensor.h"
 #include "kernels/loss_math.h"
-#include "kernels/mse_loss.h"  // Reduction
+#include "kernels/reduction.h"
 
 struct CUstream_st;
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "kernels/mse_loss.h"  // Reduction
+#include "kernels/reduction.h"
 #include "tests/support/test_util.h"
 
 namespace minitrain::testing {
