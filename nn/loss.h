@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "kernels/loss/mse_loss.h"  // Reduction
+#include "kernels/loss/reduction.h"
 
 namespace minitrain {
 
@@ -63,6 +63,43 @@ class Loss {
   explicit Loss(LossOptions options) : options_(std::move(options)) {}
   LossOptions options_;
 };
+
+/// The settings of LossOptions that only some losses take (reduction every one takes). Note
+/// [settings as columns] (optim/make_optimizer.h), for losses: each loss's row of loss_table()
+/// lists the ones it takes; one given away from its default to a loss that does not take it is
+/// refused with a message made from the column ("--huber-delta applies to --loss huber, not to
+/// --loss mse").
+enum class LossSetting {
+  ClassWeights,
+  LabelSmoothing,
+  IgnoreIndex,
+  PosWeight,
+  Beta,
+  Delta,
+  LogTarget
+};
+
+// Note [one table per list of choices]: loss_table() (nn/loss.cpp) is the only list of loss
+// names; make_loss, loss_names() (--loss's help and its "choose one of" message) and
+// loss_target_kind read it. Adding a loss is a row there and its class.
+struct LossInfo {
+  const char* name;  ///< "kl_div", as --loss and Loss::name() spell it
+  TargetKind kind;
+  std::unique_ptr<Loss> (*make)(const LossOptions& options);
+  std::vector<LossSetting> settings;  ///< the settings it takes beside reduction
+};
+/// Every loss, in the order --help and error messages list them.
+const std::vector<LossInfo>& loss_table();
+
+/// The flag that sets `s` ("huber-delta", "kl-log-target"), as --help and messages spell it.
+const char* loss_setting_flag(LossSetting s);
+/// The losses whose row takes `s`, in table order: "bce_with_logits".
+std::string losses_taking(LossSetting s);
+/// The settings of `o` away from their defaults (LossOptions{}).
+std::vector<LossSetting> given_loss_settings(const LossOptions& o);
+/// ValueError for the first of `given` that loss `name` does not take, naming the flag and the
+/// losses that take it. An unknown name is make_loss's error, not this one's.
+void check_loss_settings_apply(const std::string& name, const std::vector<LossSetting>& given);
 
 /// The loss `options.name` names; ValueError listing loss_names() for another name, and for a
 /// setting out of its range (naming it and its value).

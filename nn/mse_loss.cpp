@@ -1,19 +1,29 @@
 // MSELoss over kernels/loss/mse_loss.h: forward keeps pred and target (handles), backward seeds
-// dL/dloss = 1 and returns dL/dpred in one element-wise pass.
+// dL/dloss = 1 and returns dL/dpred in one element-wise pass, forward_backward runs the fused
+// kernel.
 
 #include "nn/mse_loss.h"
 
-#include "kernels/fill.h"
+#include "kernels/loss/mse_loss.h"
+#include "nn/loss_support.h"
 
 namespace minitrain {
 
-Tensor MSELoss::forward(const Tensor& pred, const Tensor& target) {
+MSELoss::MSELoss(Reduction reduction) : MSELoss(LossOptions{"mse", reduction}) {}
+
+MSELoss::MSELoss(LossOptions options) : Loss(std::move(options)) { options_.name = "mse"; }
+
+void MSELoss::check_shapes(const Tensor& pred, const Tensor& target) const {
   MT_CHECK(pred.defined() && target.defined(), "mse_loss: pred or target is an undefined tensor");
   MT_CHECK_AS(ShapeError, pred.shape() == target.shape(), "mse_loss: pred ", pred.shape(),
               " and target ", target.shape(),
               " differ in shape; the model's output must match "
               "the targets (check the last layer's size and the target columns)");
-  Tensor loss = mse_loss_forward(pred, target, reduction_);
+}
+
+Tensor MSELoss::forward(const Tensor& pred, const Tensor& target) {
+  check_shapes(pred, target);
+  Tensor loss = mse_loss_forward(pred, target, options_.reduction);
   pred_ = pred;
   target_ = target;
   return loss;
@@ -21,13 +31,20 @@ Tensor MSELoss::forward(const Tensor& pred, const Tensor& target) {
 
 Tensor MSELoss::backward() {
   MT_CHECK(pred_.defined(), "mse_loss: backward called before forward");
-  const Shape grad_shape = reduction_ == Reduction::None ? pred_.shape() : Shape{};
-  if (!grad_out_.defined() || grad_out_.shape() != grad_shape ||
-      grad_out_.dtype() != pred_.dtype() || grad_out_.device() != pred_.device()) {
-    grad_out_ = Tensor::empty(grad_shape, pred_.dtype(), pred_.device());
-    fill(grad_out_, 1.0);
-  }
-  return mse_loss_backward(grad_out_, pred_, target_, reduction_);
+  const Shape grad_shape = options_.reduction == Reduction::None ? pred_.shape() : Shape{};
+  return mse_loss_backward(cached_ones(grad_out_, grad_shape, pred_.dtype(), pred_.device()), pred_,
+                           target_, options_.reduction);
+}
+
+Tensor MSELoss::forward_backward(const Tensor& pred, const Tensor& target, Tensor& grad_pred) {
+  check_shapes(pred, target);
+  Tensor loss = Tensor::empty(options_.reduction == Reduction::None ? pred.shape() : Shape{},
+                              pred.dtype(), pred.device());
+  grad_pred = Tensor::empty(pred.shape(), pred.dtype(), pred.device());
+  mse_loss_forward_backward(loss, grad_pred, pred, target, options_.reduction);
+  pred_ = pred;
+  target_ = target;
+  return loss;
 }
 
 }  // namespace minitrain

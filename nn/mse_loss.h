@@ -1,23 +1,28 @@
 #pragma once
-// torch.nn.MSELoss: mean (default), sum or none of (pred - target)^2. Not a Module: it takes two
-// inputs and starts the backward pass (dL/dL = 1).
+// torch.nn.MSELoss: mean (default), sum or none of (pred - target)^2, a Loss like the others
+// (make_loss({"mse"}) makes one). forward_backward, the training step's call, runs the fused
+// kernel (kernels/loss/mse_loss.h): loss and gradient from one read of pred and target, bit for bit
+// forward's and backward's.
 
-#include "kernels/loss/mse_loss.h"
 #include "core/tensor.h"
+#include "nn/loss.h"
 
 namespace minitrain {
 
-class MSELoss {
+class MSELoss final : public Loss {
  public:
-  explicit MSELoss(Reduction reduction = Reduction::Mean) : reduction_(reduction) {}
+  explicit MSELoss(Reduction reduction = Reduction::Mean);
+  /// options.name is set to "mse"; forward refuses reduction batchmean.
+  explicit MSELoss(LossOptions options);
   /// 0-d loss for mean/sum, pred's shape for none; ShapeError names both shapes on mismatch.
-  Tensor forward(const Tensor& pred, const Tensor& target);
+  Tensor forward(const Tensor& pred, const Tensor& target) override;
   /// dL/dpred for the last forward, with dL/dloss = 1 (ones for reduction none).
-  Tensor backward();
-  Reduction reduction() const noexcept { return reduction_; }
+  Tensor backward() override;
+  Tensor forward_backward(const Tensor& pred, const Tensor& target, Tensor& grad_pred) override;
+  Reduction reduction() const noexcept { return options_.reduction; }
 
  private:
-  Reduction reduction_;
+  void check_shapes(const Tensor& pred, const Tensor& target) const;
   Tensor pred_, target_;
   Tensor grad_out_;  // dL/dloss = 1, kept between steps (same shape, dtype and device)
 };

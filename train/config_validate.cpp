@@ -222,25 +222,20 @@ void validate_loop_and_files(const TrainConfig& c) {
 // The loss and its settings; settings of another loss are refused rather than ignored.
 void validate_loss(const TrainConfig& c) {
   check_one_of("loss", c.loss, loss_names());
-  const TrainConfig d;
-  const bool ce = c.loss == "cross_entropy";
-  if (!ce && (!c.class_weights.empty() || c.label_smoothing != d.label_smoothing ||
-              c.ignore_index != d.ignore_index))
-    MT_THROW(ValueError,
-             "--class-weights, --label-smoothing and --ignore-index apply to --loss "
-             "cross_entropy, not to --loss ",
-             c.loss);
-  if (c.loss != "bce_with_logits" && !c.pos_weight.empty())
-    MT_THROW(ValueError, "--pos-weight applies to --loss bce_with_logits, not to --loss ", c.loss);
+  // Which loss takes which setting: the settings column of loss_table() (nn/loss.h). The file
+  // settings (read later) count as given when named.
+  LossOptions given;
+  if (!c.class_weights.empty()) given.class_weights = {1.0};
+  given.label_smoothing = c.label_smoothing;
+  given.ignore_index = c.ignore_index;
+  if (!c.pos_weight.empty()) given.pos_weight = {1.0};
+  given.beta = c.smooth_l1_beta;
+  given.delta = c.huber_delta;
+  given.log_target = c.kl_log_target;
+  check_loss_settings_apply(c.loss, given_loss_settings(given));
   if (!c.pos_weight.empty() && !ends_with(c.pos_weight, ".npy"))
     MT_THROW(ValueError, "--pos-weight '", c.pos_weight,
              "': expected a .npy file of one weight per output");
-  if (c.loss != "huber" && c.huber_delta != d.huber_delta)
-    MT_THROW(ValueError, "--huber-delta applies to --loss huber, not to --loss ", c.loss);
-  if (c.loss != "smooth_l1" && c.smooth_l1_beta != d.smooth_l1_beta)
-    MT_THROW(ValueError, "--smooth-l1-beta applies to --loss smooth_l1, not to --loss ", c.loss);
-  if (c.loss != "kl_div" && c.kl_log_target != d.kl_log_target)
-    MT_THROW(ValueError, "--kl-log-target applies to --loss kl_div, not to --loss ", c.loss);
   check_finite("label-smoothing", c.label_smoothing);
   if (c.label_smoothing < 0 || c.label_smoothing > 1)
     MT_THROW(ValueError, "--label-smoothing must be in [0, 1], got ",
@@ -255,7 +250,7 @@ void validate_loss(const TrainConfig& c) {
     MT_THROW(ValueError, "--class-weights '", c.class_weights,
              "': expected auto or a .npy file of one weight per class");
   check_at_least("topk", c.topk, 1);
-  if (c.topk > 1 && !ce)
+  if (c.topk > 1 && loss_target_kind(c.loss) != TargetKind::ClassIndices)
     MT_THROW(ValueError,
              "--topk is an accuracy of classifiers (--loss cross_entropy), not of --loss ", c.loss);
 }

@@ -17,7 +17,7 @@
 
 #include "core/tensor.h"
 #include "kernels/loss/loss_math.h"
-#include "kernels/loss/mse_loss.h"  // Reduction
+#include "kernels/loss/reduction.h"
 
 struct CUstream_st;
 

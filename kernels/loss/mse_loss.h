@@ -7,21 +7,11 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "kernels/loss/reduction.h"
 
 struct CUstream_st;
 
 namespace minitrain {
-
-/// BatchMean is torch's 'batchmean': the sum divided by the first extent (the batch), which only
-/// kl_div takes (as torch.nn.KLDivLoss alone does); every other loss refuses it.
-enum class Reduction { Mean, Sum, None, BatchMean };
-
-/// "mean" | "sum" | "none" | "batchmean"; throws ValueError listing them otherwise.
-Reduction parse_reduction(const std::string& name);
-const char* reduction_name(Reduction r);
-/// ValueError "<op>: reduction 'batchmean' is kl_div's ..." for BatchMean: for the losses that
-/// reduce by mean, sum or none only.
-void check_not_batchmean(const char* op, Reduction r);
 
 /// pred and target of one shape. Mean/Sum: out is 0-d (shape []); None: out has pred's shape.
 /// Sums accumulate in double and combine in a fixed order: results are bit-identical run to run.

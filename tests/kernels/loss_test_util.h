@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "kernels/loss/mse_loss.h"  // Reduction
+#include "kernels/loss/reduction.h"
 #include "tests/support/test_util.h"
 
 namespace minitrain::testing {

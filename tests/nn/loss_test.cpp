@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "nn/cross_entropy_loss.h"
+#include "nn/mse_loss.h"
 #include "nn/pointwise_loss.h"
 #include "tests/support/test_util.h"
 
@@ -42,8 +43,38 @@ TEST(LossTable, NamesKindsAndClasses) {
   EXPECT_EQ(loss_target_kind("bce_with_logits"), TargetKind::Values);
   EXPECT_NE(dynamic_cast<HuberLoss*>(make_loss(named("huber")).get()), nullptr);
   EXPECT_NE(dynamic_cast<CrossEntropyLoss*>(make_loss(named("cross_entropy")).get()), nullptr);
+  // MSE is a Loss like the others, not an adapter around one
+  EXPECT_NE(dynamic_cast<MSELoss*>(make_loss(named("mse")).get()), nullptr);
   EXPECT_THAT(error_message([] { make_loss(named("hinge")); }),
               HasSubstr("unknown loss 'hinge'; valid names: mse, l1, smooth_l1"));
+}
+
+// Note [settings as columns], for losses: loss_table() is the one list of names, and its settings
+// column decides which loss takes which setting (the command line's messages come from it).
+TEST(LossTable, OneTableWithASettingsColumn) {
+  std::vector<std::string> names;
+  for (const LossInfo& l : loss_table()) {
+    names.emplace_back(l.name);
+    EXPECT_EQ(l.kind, loss_target_kind(l.name)) << l.name;
+    for (LossSetting s : l.settings)
+      EXPECT_THAT(losses_taking(s), HasSubstr(l.name)) << loss_setting_flag(s);
+  }
+  EXPECT_EQ(names, loss_names());
+  EXPECT_EQ(losses_taking(LossSetting::LogTarget), "kl_div");
+  EXPECT_EQ(losses_taking(LossSetting::LabelSmoothing), "cross_entropy");
+  EXPECT_STREQ(loss_setting_flag(LossSetting::Delta), "huber-delta");
+
+  LossOptions o;
+  EXPECT_TRUE(given_loss_settings(o).empty());
+  o.delta = 2;
+  o.log_target = true;
+  EXPECT_THAT(given_loss_settings(o), ElementsAre(LossSetting::Delta, LossSetting::LogTarget));
+  check_loss_settings_apply("huber", {LossSetting::Delta});
+  check_loss_settings_apply("hinge", {LossSetting::Delta});  // make_loss names unknown losses
+  EXPECT_THAT(error_message([] { check_loss_settings_apply("mse", {LossSetting::Delta}); }),
+              HasSubstr("--huber-delta applies to --loss huber, not to --loss mse"));
+  EXPECT_THAT(error_message([] { check_loss_settings_apply("l1", {LossSetting::IgnoreIndex}); }),
+              HasSubstr("--ignore-index applies to --loss cross_entropy, not to --loss l1"));
 }
 
 TEST(LossTable, SettingsOutOfRangeAreValueErrorsNamingThem) {

@@ -5,6 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <memory>
+#include <vector>
+
 #include "tests/support/test_util.h"
 
 namespace minitrain {
@@ -40,6 +44,39 @@ TEST_P(MseLossOnDevice, ValuesAndGradientsForEachReduction) {
   EXPECT_EQ(g.device(), device());
   EXPECT_EQ(host_values(g), (std::vector<double>{2, 0, -4, 1}));
   EXPECT_EQ(host_values(none_loss.backward()), host_values(g));  // repeatable
+}
+
+// The training step's call runs the fused kernel: the loss and the gradient are forward's and
+// backward's, bit for bit, for each reduction (70,007 elements: several 16K-element chunks and
+// several CUDA blocks, with a tail).
+TEST_P(MseLossOnDevice, ForwardBackwardIsTheFusedPairBitForBit) {
+  const int64_t n = 70007;
+  std::vector<float> p(n), t(n);
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = std::sin(0.37f * float(i)) * 3.0f;
+    t[i] = std::cos(0.11f * float(i)) + 0.001f * float(i % 97);
+  }
+  const Tensor pred = Tensor::from_vector(p, Shape{n / 7, 7}, device());
+  const Tensor target = Tensor::from_vector(t, Shape{n / 7, 7}, device());
+  for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+    SCOPED_TRACE(reduction_name(r));
+    std::unique_ptr<Loss> fused = make_loss({"mse", r});
+    MSELoss apart(r);
+    const Tensor want_loss = apart.forward(pred, target);
+    const Tensor want_grad = apart.backward();
+    Tensor grad;
+    const Tensor loss = fused->forward_backward(pred, target, grad);
+    EXPECT_EQ(loss.shape(), want_loss.shape());
+    EXPECT_EQ(grad.device(), device());
+    EXPECT_EQ(host_values(loss), host_values(want_loss));
+    EXPECT_EQ(host_values(grad), host_values(want_grad));
+    // backward after forward_backward gives the same gradient again
+    EXPECT_EQ(host_values(fused->backward()), host_values(want_grad));
+  }
+  std::unique_ptr<Loss> batchmean = make_loss({"mse", Reduction::BatchMean});
+  Tensor grad;
+  EXPECT_THAT(error_message([&] { batchmean->forward_backward(pred, target, grad); }),
+              HasSubstr("reduction 'batchmean' is kl_div's"));
 }
 
 MT_INSTANTIATE_DEVICE_TEST_SUITE(MseLossOnDevice);
