@@ -149,6 +149,39 @@ template void sum_rows_columns_cpu<double>(double*, const double*, int64_t, int6
 
 // ---- entry points ----
 
+template <typename T>
+void clip_scale_cpu(T* x, int64_t n, const double* sum_sq, double max_norm) {
+  const double coef = clip_coefficient(*sum_sq, max_norm);
+  if (coef >= 1.0) return;
+  const T alpha = static_cast<T>(coef);
+  parallel_for(n, kReduceChunk, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) x[i] = alpha * x[i];
+  });
+}
+template void clip_scale_cpu<float>(float*, int64_t, const double*, double);
+template void clip_scale_cpu<double>(double*, int64_t, const double*, double);
+
+void clip_scale_(Tensor& x, const Tensor& sum_sq, double max_norm) {
+  check_compatible("clip_scale_", {{"x", x}});
+  check_ndim("clip_scale_", {"sum_sq", sum_sq}, 0);
+  MT_CHECK_AS(DTypeError, sum_sq.dtype() == DType::Float64,
+              "clip_scale_: sum_sq must be float64, got ", sum_sq.dtype());
+  MT_CHECK_AS(DeviceError, sum_sq.device() == x.device(), "clip_scale_: sum_sq is on ",
+              sum_sq.device(), " but x on ", x.device());
+  const int64_t n = x.numel();
+  const double* s = sum_sq.data<double>();
+  dispatch_op(
+      "clip_scale_", x.device(), x.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        clip_scale_cpu(x.data<T>(), n, s, max_norm);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        clip_scale_cuda(x.data<T>(), n, s, max_norm, stream);
+      });
+}
+
 void sum(Tensor& out, const Tensor& x) { reduce_into(out, x, ReduceOp::Sum); }
 void mean(Tensor& out, const Tensor& x) { reduce_into(out, x, ReduceOp::Mean); }
 void max_abs(Tensor& out, const Tensor& x) { reduce_into(out, x, ReduceOp::MaxAbs); }

@@ -75,9 +75,28 @@ void reduce_two_pass(T* out, const T* x, int64_t n, double divisor, double* part
   CHECK_CUDA_LAUNCH();
 }
 
+template <typename T>
+__global__ void clip_scale_kernel(T* x, int64_t n, const double* sum_sq, double max_norm) {
+  const double coef = clip_coefficient(sum_sq[0], max_norm);
+  if (coef >= 1.0) return;  // uniform over the grid: x stays as it is
+  const T alpha = static_cast<T>(coef);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    x[i] = alpha * x[i];
+}
+
 }  // namespace
 
 // ---- launchers ----
+
+template <typename T>
+void clip_scale_cuda(T* x, int64_t n, const double* sum_sq, double max_norm, CUstream_st* s) {
+  if (n == 0) return;
+  const int64_t blocks = std::min<int64_t>((n + kBlock - 1) / kBlock, kMaxPartials);
+  clip_scale_kernel<T>
+      <<<static_cast<unsigned>(blocks), kBlock, 0, as_cuda(s)>>>(x, n, sum_sq, max_norm);
+  CHECK_CUDA_LAUNCH();
+}
 
 int64_t reduce_cuda_partials(int64_t n) {
   const int64_t per_block = int64_t(kBlock) * kItemsPerThread;
@@ -111,6 +130,8 @@ void sum_rows_cuda(T* out, const T* x, int64_t rows, int64_t cols, CUstream_st* 
 
 template void reduce_cuda<float>(float*, const float*, int64_t, ReduceOp, double*, CUstream_st*);
 template void reduce_cuda<double>(double*, const double*, int64_t, ReduceOp, double*, CUstream_st*);
+template void clip_scale_cuda<float>(float*, int64_t, const double*, double, CUstream_st*);
+template void clip_scale_cuda<double>(double*, int64_t, const double*, double, CUstream_st*);
 template void sum_rows_cuda<float>(float*, const float*, int64_t, int64_t, CUstream_st*);
 template void sum_rows_cuda<double>(double*, const double*, int64_t, int64_t, CUstream_st*);
 

@@ -7,6 +7,7 @@
 // a fixed order, so results are the same run after run and whatever the thread count.
 // Empty input, as in torch: sum = 0, squared_norm = 0, max_abs = 0, mean = NaN.
 
+#include <cmath>
 #include <cstdint>
 
 #include "core/host_device.h"
@@ -32,6 +33,17 @@ Tensor mean(const Tensor& x);
 Tensor max_abs(const Tensor& x);
 Tensor squared_norm(const Tensor& x);
 Tensor sum_rows(const Tensor& x);
+
+// ---- gradient clipping's scale, decided on the device (optim/clip.h, issue 35) ----
+/// torch clip_grad_norm_'s factor from the sum of squares of every gradient: max_norm /
+/// (sqrt(sum_sq) + 1e-6), in double. Shared by the CPU loop and the CUDA kernel.
+MT_HOST_DEVICE double clip_coefficient(double sum_sq, double max_norm) {
+  return max_norm / (sqrt(sum_sq) + 1e-6);
+}
+/// x *= T(clip_coefficient(*sum_sq, max_norm)) when that factor is below 1 or NaN; otherwise x is
+/// left untouched (bit for bit, as torch's clamp to 1 does). `sum_sq` is a 0-d float64 tensor on
+/// x's device, read by the kernel: the host never waits for it.
+void clip_scale_(Tensor& x, const Tensor& sum_sq, double max_norm);
 
 // ---- CPU and CUDA implementations (raw pointers, contiguous) ----
 enum class ReduceOp : uint8_t { Sum, Mean, MaxAbs, SquaredNorm };
@@ -71,6 +83,10 @@ void sum_rows_columns_cpu(T* out, const T* x, int64_t rows, int64_t cols, int64_
 /// Per-block partials the CUDA reduction needs (doubles) for n elements; the caller allocates
 /// them on the device, on the stream `s` (see Note [streams and the caching allocator]).
 int64_t reduce_cuda_partials(int64_t n);
+template <typename T>
+void clip_scale_cpu(T* x, int64_t n, const double* sum_sq, double max_norm);
+template <typename T>
+void clip_scale_cuda(T* x, int64_t n, const double* sum_sq, double max_norm, CUstream_st* s);
 template <typename T>
 void reduce_cuda(T* out, const T* x, int64_t n, ReduceOp op, double* partials, CUstream_st* s);
 template <typename T>

@@ -14,7 +14,7 @@
 
 namespace minitrain {
 
-double clip_grad_norm_(const NamedParameters& params, double max_norm) {
+PendingGradNorm clip_grad_norm_deferred_(const NamedParameters& params, double max_norm) {
   if (!(std::isfinite(max_norm) && max_norm > 0.0))
     MT_THROW(ValueError, "clip_grad_norm_: max_norm must be finite and > 0, got ", max_norm);
 
@@ -36,19 +36,33 @@ double clip_grad_norm_(const NamedParameters& params, double max_norm) {
       add(it->second, it->second, sq);
     }
   }
-  if (grads.empty()) return 0.0;
+  PendingGradNorm pending;
+  for (const auto& [device, total] : totals) pending.sum_sq.push_back(total);
+  if (grads.empty()) return pending;
 
-  double sum_sq = 0.0;
-  for (const auto& [device, total] : totals) sum_sq += total.item();
-  const double total_norm = std::sqrt(sum_sq);
-
+  if (totals.size() == 1) {
+    // One device: the kernel reads the sum and decides (below 1 or NaN: scale; else leave).
+    for (Tensor* g : grads) clip_scale_(*g, totals.front().second, max_norm);
+    return pending;
+  }
   // torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to 1; multiplying by 1 changes
   // nothing, so only a coefficient below 1 (or NaN, from a non-finite norm, which torch also
   // spreads into the gradients) scales them.
+  const double total_norm = pending.read();
   const double clip_coef = max_norm / (total_norm + 1e-6);
   if (!(clip_coef >= 1.0))
     for (Tensor* g : grads) scale(*g, *g, clip_coef);
-  return total_norm;
+  return pending;
+}
+
+double PendingGradNorm::read() const {
+  double total = 0.0;
+  for (const Tensor& t : sum_sq) total += t.item();
+  return std::sqrt(total);
+}
+
+double clip_grad_norm_(const NamedParameters& params, double max_norm) {
+  return clip_grad_norm_deferred_(params, max_norm).read();
 }
 
 }  // namespace minitrain

@@ -5,6 +5,9 @@
 // leaves them bit-for-bit alone otherwise. Gradients that are undefined are skipped. The norm
 // is accumulated in float64 on each gradient's device and read back once per device.
 
+#include <vector>
+
+#include "core/tensor.h"
 #include "nn/parameter.h"
 
 namespace minitrain {
@@ -13,5 +16,20 @@ namespace minitrain {
 /// then become NaN, as in torch with error_if_nonfinite=False). ValueError for max_norm <= 0 or
 /// non-finite.
 double clip_grad_norm_(const NamedParameters& params, double max_norm);
+
+/// The total norm of clip_grad_norm_deferred_, not read yet: one 0-d float64 sum of squares per
+/// device holding gradients. read() waits for them (one copy per device) and returns the norm;
+/// 0 when there were no gradients.
+struct PendingGradNorm {
+  std::vector<Tensor> sum_sq;
+  double read() const;
+};
+
+/// clip_grad_norm_ without a host read when every gradient is on one device (issue 35): the
+/// factor min(1, max_norm / (norm + 1e-6)) is computed by the scaling kernel from the sum of
+/// squares in device memory (kernels/reduce.h clip_scale_), as torch's foreach path does, so the
+/// host queues the clipping and goes on. Gradients on several devices need their global sum: then
+/// the sums are read here and the gradients scaled by the host's factor (the same bits).
+PendingGradNorm clip_grad_norm_deferred_(const NamedParameters& params, double max_norm);
 
 }  // namespace minitrain

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -346,9 +347,12 @@ StepStats Trainer::train_step() {
     // is already the global one, and every rank clips by the same factor. (Local SGD: each rank
     // clips its own gradients by their own norm, as it steps on its own.)
     const bool take = unscale_gradients(s);
+    // Clipping decides on the device (issue 35): its norm is read once the update is queued.
+    std::optional<PendingGradNorm> norm;
     if (take && options_.clip_grad_norm > 0)
-      s.grad_norm = clip_grad_norm_(model_.named_parameters(), options_.clip_grad_norm);
+      norm = clip_grad_norm_deferred_(model_.named_parameters(), options_.clip_grad_norm);
     if (take) optimizer_.step();
+    if (norm) s.grad_norm = norm->read();
     if (options_.average_replicas) {
       // An early stop follows an evaluation, itself a sync point; a stop request is agreed above.
       const bool checkpoint = checkpoint_due(s.step, stop_agreed_);

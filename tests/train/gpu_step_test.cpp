@@ -13,10 +13,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -26,6 +28,7 @@
 #include "core/npy.h"
 #include "core/safetensors.h"
 #include "data/readers.h"
+#include "optim/clip.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
 #include "train/run_training.h"
@@ -213,6 +216,55 @@ TEST(CudaStepCounts, ReportsThePerStepRuntimeCallsOfTheFourConfigurations) {
         EXPECT_EQ(s.loop_host_syncs, 2 * s.loop_d2h_copies);
       }
     }
+  }
+#endif
+}
+
+// Clipping decides on the device (issue 35): clip_grad_norm_deferred_ queues the norm and the
+// scale without a copy to the host or a wait, and gives the host path's bits (the CPU twin's, and
+// clip_grad_norm_, which reads the norm first) whether it scales, leaves alone or spreads a NaN.
+TEST(CudaStepCounts, ClippingScalesOnTheDeviceWithoutAHostRead) {
+  SKIP_UNLESS_EMULATED_CUDA();
+#if MINITRAIN_CUDA_EMULATED
+  const std::vector<float> a{0.5f, -1.25f, 3.0f, 0.125f, -2.0f, 1.0f};
+  const std::vector<float> b{4.0f, -0.75f, 0.3f};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    const char* name;
+    double max_norm;
+    float b0;
+  };
+  for (const Case& k : {Case{"scales", 1.0, b[0]}, Case{"leaves alone", 100.0, b[0]},
+                        Case{"spreads a NaN", 1.0, nan}}) {
+    SCOPED_TRACE(k.name);
+    std::vector<float> bk = b;
+    bk[0] = k.b0;
+    // The same gradients on the CPU (the host path) and on cuda:0 (the deferred one).
+    Parameter cpu_a, cpu_b, gpu_a, gpu_b;
+    cpu_a.grad = Tensor::from_vector(a, {2, 3});
+    cpu_b.grad = Tensor::from_vector(bk, {3});
+    gpu_a.grad = cpu_a.grad.to(Device::cuda(0));
+    gpu_b.grad = cpu_b.grad.to(Device::cuda(0));
+    const double want = clip_grad_norm_({{"a", &cpu_a}, {"b", &cpu_b}}, k.max_norm);
+
+    const mtemu::ApiCounts before = mtemu::api_counts_of_this_thread();
+    const PendingGradNorm pending =
+        clip_grad_norm_deferred_({{"a", &gpu_a}, {"b", &gpu_b}}, k.max_norm);
+    const mtemu::ApiCounts after = mtemu::api_counts_of_this_thread();
+    EXPECT_EQ(after.device_to_host_copies, before.device_to_host_copies);
+    EXPECT_EQ(after.host_syncs, before.host_syncs);
+    EXPECT_GT(after.launches, before.launches);
+
+    const double got = pending.read();
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got));
+    } else {
+      EXPECT_EQ(got, want);
+    }
+    EXPECT_EQ(testing::tensor_bytes(gpu_a.grad.to(Device::cpu())),
+              testing::tensor_bytes(cpu_a.grad));
+    EXPECT_EQ(testing::tensor_bytes(gpu_b.grad.to(Device::cpu())),
+              testing::tensor_bytes(cpu_b.grad));
   }
 #endif
 }
