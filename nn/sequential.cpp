@@ -39,7 +39,7 @@ Tensor Sequential::forward(const Tensor& x) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     Linear* linear = as_linear(layers_[i].get());
     ActivationLayer* act = i + 1 < layers_.size() ? as_activation(layers_[i + 1].get()) : nullptr;
-    if (linear != nullptr && act != nullptr && linear->fuses_activation(h)) {
+    if (linear != nullptr && act != nullptr && linear->fuses_activation_forward(h)) {
       Tensor pre;
       h = linear->forward_activation(h, act->kind(), pre);
       act->keep_fused_input(pre);
@@ -54,6 +54,18 @@ Tensor Sequential::forward(const Tensor& x) {
 Tensor Sequential::backward(const Tensor& grad_output) {
   Tensor g = grad_output;
   for (std::size_t i = layers_.size(); i-- > 0;) {
+    // On a GPU: an activation layer with the Linear before it, the activation's backward and the
+    // Linear's bias gradient in one pass (Linear::backward_through_activation).
+    ActivationLayer* act_here = as_activation(layers_[i].get());
+    Linear* linear_before = i > 0 ? as_linear(layers_[i - 1].get()) : nullptr;
+    if (act_here != nullptr && linear_before != nullptr && act_here->needs_input_grad() &&
+        linear_before->fuses_activation_grad(act_here->kept_input())) {
+      g = linear_before->backward_through_activation(g, act_here->kind(), act_here->kept_input());
+      if (backward_hook_) backward_hook_(i);
+      --i;
+      if (backward_hook_) backward_hook_(i);
+      continue;
+    }
     Linear* linear = as_linear(layers_[i].get());
     ActivationLayer* act = i > 0 ? as_activation(layers_[i - 1].get()) : nullptr;
     if (linear != nullptr && act != nullptr && act->kept_input().defined() &&
