@@ -42,9 +42,10 @@ class Linear final : public Module {
   /// Whether backward_through_activation applies: a GPU layer with a bias as in
   /// fuses_activation_forward, for the activation's kept input `pre`.
   bool fuses_activation_grad(const Tensor& pre) const;
-  /// forward(x), then `act`: returns act(x W^T + b) and sets `pre` to what the activation layer
-  /// keeps for its backward: x W^T + b, or for ReLU the output itself (Note [ReLU in place] in
-  /// nn/linear.cpp). The same bits as forward followed by the activation.
+  /// forward(x), then `act` (where fuses_activation_forward(x)): returns act(x W^T + b) and
+  /// sets `pre` to what the activation layer keeps for its backward: x W^T + b, or for ReLU the
+  /// output itself (Note [ReLU in place] in nn/linear.cpp). The same bits as forward followed by
+  /// the activation.
   Tensor forward_activation(const Tensor& x, Activation act, Tensor& pre);
   /// backward(grad_output) with its input gradient carried on through `act`, the activation layer
   /// before this one, whose input was `pre`: returns dL/d(pre) (undefined when this layer needs no

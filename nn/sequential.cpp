@@ -27,6 +27,11 @@ Sequential& Sequential::add(std::unique_ptr<Module> m) {
 // Linear's output), the results are the same bits, and the backward hook is called for both
 // layers, in the same order; what goes is two passes over memory and, with passive thread
 // waiting, a thread wake-up per pass (Note [passive thread waiting] in core/thread_policy.h).
+// On a GPU (Linear::fuses_activation_forward, float32/float64 without mixed precision, any GEMM
+// backend but cublaslt) forward is the GEMM and one bias + activation kernel instead of a bias add
+// and an activation kernel; backward pairs the other way: an activation layer with the Linear
+// before it, whose bias gradient's column sums are taken in the activation backward's own pass
+// (kernels/bias_activation.h), before the two GEMMs. Same bits again (docs/fused_mlp.md).
 namespace {
 
 Linear* as_linear(Module* m) { return dynamic_cast<Linear*>(m); }
