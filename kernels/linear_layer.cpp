@@ -11,6 +11,7 @@
 
 #include "core/op_profiler.h"
 #include "core/parallel_for.h"
+#include "kernels/bias_activation.h"
 #include "kernels/bias_add.h"
 #include "kernels/check.h"
 #include "kernels/dispatch.h"
@@ -102,8 +103,31 @@ void linear_activation_forward_with(const std::string& backend, Tensor& out, Ten
     linear_forward_cpu_fused(&out, y, x, w, b, act);
     return;
   }
+  if (is_gpu_bias_activation_fusable(backend, y) && b.defined()) {
+    // The GEMM, then one bias + activation pass (kernels/bias_epilogue.cuh) instead of bias_add
+    // and activation_forward: t = y + b; y = t (the pre-activation, kept for the backward unless
+    // out is y); out = act(t). The same per-element math in the same order, so the same bits.
+    gemm_with(backend, y, x, /*trans_a=*/false, w, /*trans_b=*/true);
+    Tensor pre = out.shares_storage_with(y) ? Tensor() : y;
+    bias_activation_forward(out, pre, y, b, act);
+    return;
+  }
   linear_forward_with(backend, y, x, w, b);
   activation_forward(out, y, act);
+}
+
+bool is_gpu_bias_activation_fusable(const std::string& backend, const Tensor& c) {
+  return c.defined() && c.device().is_cuda() && backend != "cublaslt" &&
+         (c.dtype() == DType::Float32 || c.dtype() == DType::Float64);
+}
+
+void linear_bias_activation_grad_with(const std::string& backend, Tensor& dw, double beta,
+                                      Tensor& bias_sum, Tensor& grad_pre, const Tensor& grad_out,
+                                      const Tensor& pre, const Tensor& x, Activation act) {
+  // One pass for the activation's backward and the bias gradient's column sums (sum_rows' own
+  // column-reduce kernel and order on the GPU), then dW's GEMM from the stored grad_pre.
+  bias_activation_backward(grad_pre, bias_sum, grad_out, pre, act);
+  gemm_with(backend, dw, grad_pre, /*trans_a=*/true, x, /*trans_b=*/false, 1.0, beta);
 }
 
 void linear_weight_grad_with(const std::string& backend, Tensor& dw, double beta, Tensor& bias_sum,

@@ -43,6 +43,20 @@ void linear_input_grad_activation_with(const std::string& backend, Tensor& grad_
                                        const Tensor& dy, const Tensor& w, const Tensor& pre,
                                        Activation act);
 
+/// Whether a Linear + activation on `c`'s device with `backend` runs its bias add and activation
+/// as one GPU pass (kernels/bias_activation.h) after the GEMM, and its backward's activation
+/// gradient and bias column sums as one pass before dW's GEMM: a CUDA tensor, float32 or
+/// float64, any backend but "cublaslt" (whose forward folds the bias into the GEMM).
+bool is_gpu_bias_activation_fusable(const std::string& backend, const Tensor& c);
+
+/// The backward of a Linear followed by an activation, from the gradient of the activation's
+/// output: grad_pre = grad_out * act'(pre) and bias_sum = its column sums in one pass
+/// (bias_activation_backward), then dw = grad_pre^T x + beta dw. The same bits as
+/// activation_backward, sum_rows and gemm_with one after the other. Errors as those.
+void linear_bias_activation_grad_with(const std::string& backend, Tensor& dw, double beta,
+                                      Tensor& bias_sum, Tensor& grad_pre, const Tensor& grad_out,
+                                      const Tensor& pre, const Tensor& x, Activation act);
+
 /// Whether `backend` on `c`'s device is the CPU's OpenBLAS path (gemm_cpu, float32 or float64),
 /// where the entry points above fuse.
 bool is_cpu_openblas_gemm(const std::string& backend, const Tensor& c);

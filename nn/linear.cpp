@@ -70,11 +70,25 @@ bool Linear::fuses_activation(const Tensor& x) const {
          x.device() == weight_.value.device() && is_cpu_openblas_gemm(gemm_backend_, x);
 }
 
+bool Linear::fuses_activation_forward(const Tensor& x) const {
+  return fuses_activation(x) ||
+         (precision_ == DType::Float32 && x.defined() && x.dtype() == weight_.value.dtype() &&
+          x.device() == weight_.value.device() && is_gpu_bias_activation_fusable(gemm_backend_, x));
+}
+
+bool Linear::fuses_activation_grad(const Tensor& pre) const {
+  return bias_.value.defined() && input_.defined() && !fuses_activation(input_) &&
+         fuses_activation_forward(input_) && pre.defined() && pre.device() == input_.device() &&
+         pre.dtype() == input_.dtype();
+}
+
 Tensor Linear::forward_activation(const Tensor& x, Activation act, Tensor& pre) {
   const Tensor& w = weight_.value;
   check_input(x);
-  MT_CHECK_AS(DTypeError, fuses_activation(x), "linear: forward_activation needs a layer that ",
-              "computes in its input's dtype on the CPU's OpenBLAS path (fuses_activation)");
+  MT_CHECK_AS(DTypeError, fuses_activation_forward(x), "linear: forward_activation needs a ",
+              "layer that computes in its input's dtype on the CPU's OpenBLAS path or on a GPU ",
+              "(fuses_activation_forward); input ", x.dtype(), " on ", x.device(), ", backend ",
+              gemm_backend_);
   Tensor y = Tensor::empty(Shape{x.size(0), out_}, w.dtype(), w.device());
   // Note [ReLU in place]: ReLU's backward reads its input only through x <= 0, and relu(x) <= 0
   // exactly where x <= 0 (NaN and -0 included), so the output can stand in for the input: one
@@ -147,6 +161,41 @@ Tensor Linear::backward_activation(const Tensor& grad_output, Activation act, co
   Tensor grad_pre = Tensor::empty(x.shape(), x.dtype(), x.device());
   linear_input_grad_activation_with(gemm_backend_, grad_pre, grad_output, weight_.value, pre, act);
   return grad_pre;
+}
+
+Tensor Linear::backward_through_activation(const Tensor& grad_activation_output, Activation act,
+                                           const Tensor& pre) {
+  MT_CHECK_AS(DTypeError, fuses_activation_grad(pre), "linear: backward_through_activation ",
+              "needs a GPU layer with a bias whose input and the activation's kept input are on ",
+              "its device in its dtype (fuses_activation_grad)");
+  MT_CHECK(grad_activation_output.defined(), "linear: grad_output is an undefined tensor");
+  MT_CHECK_AS(ShapeError, grad_activation_output.shape() == pre.shape(),
+              "linear: the activation's grad_output is ", grad_activation_output.shape(),
+              " but its input was ", pre.shape());
+  // dL/d(pre), the gradient of this layer's output: the activation's backward, stored while
+  // its column sums (the bias gradient) are taken in the same pass.
+  Tensor dy = Tensor::empty(pre.shape(), pre.dtype(), pre.device());
+  const Tensor& x = checked_grad(dy);
+  bool overwrite_w = false;
+  Tensor& dw = grad_to_write(weight_, overwrite_w);
+  const double beta = overwrite_w ? 0.0 : 1.0;
+  bool overwrite_b = false;
+  Tensor& db = grad_to_write(bias_, overwrite_b);
+  if (overwrite_b) {
+    linear_bias_activation_grad_with(gemm_backend_, dw, beta, db, dy, grad_activation_output, pre,
+                                     x, act);
+  } else {
+    if (!bias_scratch_.defined() || bias_scratch_.device() != db.device() ||
+        bias_scratch_.dtype() != db.dtype())
+      bias_scratch_ = Tensor::empty(Shape{out_}, db.dtype(), db.device());
+    linear_bias_activation_grad_with(gemm_backend_, dw, beta, bias_scratch_, dy,
+                                     grad_activation_output, pre, x, act);
+    axpy(db, 1.0, bias_scratch_);
+  }
+  if (!needs_input_grad_) return Tensor();
+  Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  gemm_with(gemm_backend_, dx, dy, /*trans_a=*/false, weight_.value, /*trans_b=*/false);
+  return dx;
 }
 
 Tensor Linear::rounded(const Tensor& t) const {

@@ -35,14 +35,29 @@ class Linear final : public Module {
   /// computes in its own dtype (no mixed precision) on the CPU's OpenBLAS path, where the
   /// activation's work runs on each tile of the GEMM as it is made (kernels/linear_layer.h).
   bool fuses_activation(const Tensor& x) const;
-  /// forward(x), then `act`: returns act(x W^T + b) and sets `pre` to what the activation layer
-  /// keeps for its backward: x W^T + b, or for ReLU the output itself (Note [ReLU in place] in
-  /// nn/linear.cpp). The same bits as forward followed by the activation.
+  /// Whether forward_activation(x) is allowed: fuses_activation(x), or a CUDA layer that computes
+  /// in x's dtype (float32 or float64, no mixed precision) with a backend other than "cublaslt",
+  /// where the bias add and the activation run as one pass after the GEMM.
+  bool fuses_activation_forward(const Tensor& x) const;
+  /// Whether backward_through_activation applies: a GPU layer with a bias as in
+  /// fuses_activation_forward, for the activation's kept input `pre`.
+  bool fuses_activation_grad(const Tensor& pre) const;
+  /// forward(x), then `act` (where fuses_activation_forward(x)): returns act(x W^T + b) and
+  /// sets `pre` to what the activation layer keeps for its backward: x W^T + b, or for ReLU the
+  /// output itself (Note [ReLU in place] in nn/linear.cpp). The same bits as forward followed by
+  /// the activation.
   Tensor forward_activation(const Tensor& x, Activation act, Tensor& pre);
   /// backward(grad_output) with its input gradient carried on through `act`, the activation layer
   /// before this one, whose input was `pre`: returns dL/d(pre) (undefined when this layer needs no
   /// input gradient). The same bits as backward followed by the activation's backward.
   Tensor backward_activation(const Tensor& grad_output, Activation act, const Tensor& pre);
+  /// The backward of this layer and of the activation layer after it, from the gradient of the
+  /// activation's output (where fuses_activation_grad(pre)): the activation's backward and the
+  /// bias gradient's column sums in one pass, then the two GEMMs. Returns dL/dx (undefined when
+  /// this layer needs no input gradient). The same bits as the activation's backward followed
+  /// by backward().
+  Tensor backward_through_activation(const Tensor& grad_activation_output, Activation act,
+                                     const Tensor& pre);
   NamedParameters named_parameters(const std::string& prefix = "") override;
   void to(Device device) override;  ///< also drops the cached input
   std::string repr() const override;

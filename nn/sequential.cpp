@@ -27,6 +27,11 @@ Sequential& Sequential::add(std::unique_ptr<Module> m) {
 // Linear's output), the results are the same bits, and the backward hook is called for both
 // layers, in the same order; what goes is two passes over memory and, with passive thread
 // waiting, a thread wake-up per pass (Note [passive thread waiting] in core/thread_policy.h).
+// On a GPU (Linear::fuses_activation_forward, float32/float64 without mixed precision, any GEMM
+// backend but cublaslt) forward is the GEMM and one bias + activation kernel instead of a bias add
+// and an activation kernel; backward pairs the other way: an activation layer with the Linear
+// before it, whose bias gradient's column sums are taken in the activation backward's own pass
+// (kernels/bias_activation.h), before the two GEMMs. Same bits again (docs/fused_mlp.md).
 namespace {
 
 Linear* as_linear(Module* m) { return dynamic_cast<Linear*>(m); }
@@ -39,7 +44,7 @@ Tensor Sequential::forward(const Tensor& x) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     Linear* linear = as_linear(layers_[i].get());
     ActivationLayer* act = i + 1 < layers_.size() ? as_activation(layers_[i + 1].get()) : nullptr;
-    if (linear != nullptr && act != nullptr && linear->fuses_activation(h)) {
+    if (linear != nullptr && act != nullptr && linear->fuses_activation_forward(h)) {
       Tensor pre;
       h = linear->forward_activation(h, act->kind(), pre);
       act->keep_fused_input(pre);
@@ -54,6 +59,18 @@ Tensor Sequential::forward(const Tensor& x) {
 Tensor Sequential::backward(const Tensor& grad_output) {
   Tensor g = grad_output;
   for (std::size_t i = layers_.size(); i-- > 0;) {
+    // On a GPU: an activation layer with the Linear before it, the activation's backward and the
+    // Linear's bias gradient in one pass (Linear::backward_through_activation).
+    ActivationLayer* act_here = as_activation(layers_[i].get());
+    Linear* linear_before = i > 0 ? as_linear(layers_[i - 1].get()) : nullptr;
+    if (act_here != nullptr && linear_before != nullptr && act_here->needs_input_grad() &&
+        linear_before->fuses_activation_grad(act_here->kept_input())) {
+      g = linear_before->backward_through_activation(g, act_here->kind(), act_here->kept_input());
+      if (backward_hook_) backward_hook_(i);
+      --i;
+      if (backward_hook_) backward_hook_(i);
+      continue;
+    }
     Linear* linear = as_linear(layers_[i].get());
     ActivationLayer* act = i > 0 ? as_activation(layers_[i - 1].get()) : nullptr;
     if (linear != nullptr && act != nullptr && act->kept_input().defined() &&
