@@ -124,6 +124,7 @@ bool is_gpu_bias_activation_fusable(const std::string& backend, const Tensor& c)
 void linear_bias_activation_grad_with(const std::string& backend, Tensor& dw, double beta,
                                       Tensor& bias_sum, Tensor& grad_pre, const Tensor& grad_out,
                                       const Tensor& pre, const Tensor& x, Activation act) {
+  const OpTimer timer("linear_bias_activation_grad", dw.device());  // one row (--profile-kernels)
   // One pass for the activation's backward and the bias gradient's column sums (sum_rows' own
   // column-reduce kernel and order on the GPU), then dW's GEMM from the stored grad_pre.
   bias_activation_backward(grad_pre, bias_sum, grad_out, pre, act);

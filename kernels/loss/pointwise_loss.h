@@ -68,8 +68,8 @@ struct PointwiseLossArgs {
   int64_t cols;         ///< pos_weight's entries
 };
 
-/// f(math) with the loss's math type of kernels/loss/loss_math.h: the launchers' and loops' one switch
-/// from the runtime kind to a compile-time loss. smooth_l1 with beta 0 is l1, as in torch.
+/// f(math) with the loss's math type of kernels/loss/loss_math.h: the launchers' and loops' one
+/// switch from the runtime kind to a compile-time loss. smooth_l1 with beta 0 is l1, as in torch.
 template <typename T, typename F>
 void visit_pointwise_math(const PointwiseLossArgs<T>& args, F&& f) {
   switch (args.kind) {

@@ -1,7 +1,7 @@
 #pragma once
 // How a loss reduces its per-element values to what it returns: torch's `reduction=` argument.
-// Every loss kernel (kernels/loss/mse_loss.h, kernels/loss/pointwise_loss.h, kernels/loss/cross_entropy.h) and
-// every Loss (nn/loss.h) takes one.
+// Every loss kernel (kernels/loss/mse_loss.h, kernels/loss/pointwise_loss.h,
+// kernels/loss/cross_entropy.h) and every Loss (nn/loss.h) takes one.
 
 #include <string>
 
