@@ -281,8 +281,9 @@ std::vector<double> read_sample_weights(const std::string& path, int64_t rows) {
   const Tensor w = read_npy(path);  // an IoError names the file
   const bool column = w.ndim() == 1 || (w.ndim() == 2 && w.size(1) == 1);
   if (!column || w.numel() != rows)
-    MT_THROW(ShapeError, "--sample-weights ", path, " holds an array of shape ", w.shape(),
-             " but the data has ", rows, " rows; give one weight per row (shape [", rows, "])");
+    MT_THROW(ShapeError, "--sample-weights ", path, " holds an array of shape ", w.shape(), " (",
+             w.numel(), " weights) but --data has ", rows,
+             " rows; give one weight per --data row (shape [", rows, "]), before any --val-split");
   const std::vector<double> values = w.to_double_vector();
   // Bad weights (negative, NaN, all zero) are refused now, before anything is written.
   with_flag_context("--sample-weights " + path, [&] { WeightedRandomSampler(values, rows); });
@@ -425,6 +426,8 @@ struct RunData {
   std::vector<std::string> classes;           // a CSV label column's class names
   std::vector<std::string> feature_columns;   // a CSV table's feature columns, in input order
   std::string label_note;                     // a regression on what look like class ids
+  int64_t data_rows = 0;                      // --data's rows, before any --val-split
+  std::vector<int64_t> train_rows;            // --val-split: the --data rows trained on
   StandardScaler scaler;                      // --standardize: fitted on the training rows
   LossOptions loss;
 };
@@ -469,6 +472,7 @@ RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
     label_of_row = label_values(all_targets);
   }
   d.train = all;
+  d.data_rows = all->size();
   std::vector<int64_t> train_rows;  // empty: all
   if (c.val_split > 0) {
     HoldoutSplit split = holdout_split(all->size(), c.val_split, c.seed, label_of_row);
@@ -480,6 +484,7 @@ RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
       d.val = std::make_shared<TensorDataset>(subset(*all, split.held_out));
     }
     train_rows = std::move(split.train);
+    d.train_rows = train_rows;
     d.val_source = "--val-split " + number_text(c.val_split) + " of --data";
   } else if (!c.val_data.empty()) {
     CsvClassLabels val_labels = labels;  // the training table's kind and classes, in its order
@@ -857,8 +862,20 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     check_resume_config(resume_path, c, plan.env.world_size);
   }
   std::vector<double> sample_weights;
-  if (!c.sample_weights.empty())
-    sample_weights = read_sample_weights(c.sample_weights, data.train->size());
+  if (!c.sample_weights.empty()) {
+    // One weight per --data row, split with the rows: the rows --val-split leaves for training
+    // are not the user's to see (they once had to give weights for that invisible subset).
+    sample_weights = read_sample_weights(c.sample_weights, data.data_rows);
+    if (!data.train_rows.empty()) {
+      std::vector<double> kept;
+      kept.reserve(data.train_rows.size());
+      for (int64_t r : data.train_rows) kept.push_back(sample_weights[static_cast<std::size_t>(r)]);
+      sample_weights = std::move(kept);
+      with_flag_context(
+          "--sample-weights " + c.sample_weights + " (the rows --val-split trains on)",
+          [&] { WeightedRandomSampler(sample_weights, data.train->size()); });
+    }
+  }
   if (!c.checkpoint_dir.empty()) {
     std::error_code ec;
     fs::create_directories(c.checkpoint_dir, ec);
