@@ -824,6 +824,44 @@ ROWS.update({
 })
 
 
+# issue 30 medium list
+def _one_row_classes(d, n=20):
+    write(f"{d}/t.csv", "a,y\n" + "".join(f"{i},{i}\n" for i in range(n)))
+    return ["train", "--data", f"{d}/t.csv", "--target-columns", "y", "--loss", "cross_entropy",
+            "--model", f"mlp:1,{n}", "--steps", "1", "--val-split", "0.5", *QUIET]
+
+
+def _weighted_val_split(d, weights):
+    write(f"{d}/t.csv", "a,b,y\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(10)))
+    write(f"{d}/w.npy", npy_f32(weights, [1.0] * weights))
+    return ["train", "--data", f"{d}/t.csv", "--target-columns", "y", "--loss", "cross_entropy",
+            "--model", "mlp:2,2", "--steps", "2", "--val-split", "0.5", "--sample-weights", f"{d}/w.npy", *QUIET]
+
+
+def _tiny_file_huge_metadata_model(d):
+    # 584-byte style: mlp:3,1's tensors under metadata claiming a 40 GB model (10^10 parameters).
+    meta = '{"format":"pt","model":"mlp:3,100000,100000,1","activation":"relu"}'
+    return ["predict", "--weights", mlp_3_1_file(d, metadata=meta), "--input",
+            write(f"{d}/x.npy", npy_f32(1, [1, 2, 3])), "--output", f"{d}/p.npy"]
+
+
+ROWS.update({
+    # a stratified --val-split rounds the held-out total once (ceil(0.5 x 20) = 10), not each class
+    "val_split_stratified_one_row_classes_holds_out_half": (
+        _one_row_classes, 0, r"\(10 rows, 10 held out by --val-split 0\.5 of --data\)", None, 60),
+    # --sample-weights with --val-split: one weight per --data row, split with the rows
+    "sample_weights_one_per_data_row_with_val_split": (
+        lambda d: _weighted_val_split(d, 10), 0, r"\(5 rows, 5 held out by --val-split.*done: ", None, 60),
+    "sample_weights_count_mismatch_with_val_split": (
+        lambda d: _weighted_val_split(d, 5), 1,
+        r"--sample-weights .*w\.npy holds an array of shape \[5, 1\] \(5 weights\) but --data has 10 rows", None, 60),
+    # predict checks the file's tensors against the metadata's model before making the model
+    "predict_tiny_weights_file_claiming_a_huge_model": (
+        _tiny_file_huge_metadata_model, 1,
+        r"tensor '0\.weight' has shape \[1, ?3\] but the model's is \[100000, ?3\]", None, 30, LIMITED),
+})
+
+
 def json_dumps(v):
     import json
     return json.dumps(v)
