@@ -856,6 +856,13 @@ ROWS.update({
         lambda d: _weighted_val_split(d, 5), 1,
         r"--sample-weights .*w\.npy holds an array of shape \[5, 1\] \(5 weights\) but --data has 10 rows", None, 60),
     # predict checks the file's tensors against the metadata's model before making the model
+    # predict warns on non-finite outputs (exit 0, as numpy's overflow warning), naming the count and first row
+    "predict_warns_on_non_finite_outputs": (
+        lambda d: ["predict", "--weights", write(f"{d}/w.safetensors", mlp_3_1_weights([3e38, 3e38, 3e38], 0)),
+                   "--model", "mlp:3,1", "--activation", "relu", "--input",
+                   write(f"{d}/x.npy", npy_f32(3, [0, 0, 0, 1, 1, 1, 2, 2, 2])), "--output", f"{d}/p.npy"], 0,
+        r"warning: --weights .*w\.safetensors: 2 of the 3 outputs are not finite, the first inf at row 1, output 0",
+        None, 30),
     "predict_tiny_weights_file_claiming_a_huge_model": (
         _tiny_file_huge_metadata_model, 1,
         r"tensor '0\.weight' has shape \[1, ?3\] but the model's is \[100000, ?3\]", None, 30, LIMITED),
