@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -47,25 +48,35 @@ TrainedWeights read_trained_weights(const std::string& path) {
 
 // make_mlp(sizes)'s parameters are Linear layers at even indices: "2i.weight" [s(i+1), s(i)] and
 // "2i.bias" [s(i+1)]. Each must be in `tensors` with that shape; ShapeError after `source` names
-// the first that is not (load_state_dict then checks the rest, on a model of the file's size).
+// the missing keys and the shape mismatches, as load_state_dict would (which then checks the
+// rest, on a model that the file's tensors fit).
 void check_tensors_fit_mlp(const std::vector<std::pair<std::string, Tensor>>& tensors,
                            const std::vector<int64_t>& sizes, const std::string& source) {
   std::map<std::string, Shape> shapes;
   for (const auto& [name, t] : tensors) shapes[name] = t.shape();
+  std::vector<std::string> missing, misshapen;
   for (std::size_t i = 0; i + 1 < sizes.size(); ++i) {
     const std::string layer = std::to_string(2 * i);
     const std::pair<std::string, Shape> wanted[] = {
         {layer + ".weight", Shape{sizes[i + 1], sizes[i]}}, {layer + ".bias", Shape{sizes[i + 1]}}};
     for (const auto& [name, shape] : wanted) {
       const auto it = shapes.find(name);
-      if (it == shapes.end())
-        MT_THROW(ShapeError, source, ": the file has no tensor '", name, "' (of shape ", shape,
-                 ")");
-      if (it->second != shape)
-        MT_THROW(ShapeError, source, ": tensor '", name, "' has shape ", it->second,
-                 " but the model's is ", shape);
+      if (it == shapes.end()) {
+        missing.push_back('"' + name + '"');
+      } else if (it->second != shape) {
+        std::ostringstream os;
+        os << '"' << name << "\" is " << it->second << " but the model has " << shape;
+        misshapen.push_back(os.str());
+      }
     }
   }
+  if (missing.empty() && misshapen.empty()) return;
+  std::string problems;
+  if (!missing.empty()) problems = "missing keys " + join(missing, ", ");
+  if (!misshapen.empty())
+    problems +=
+        (problems.empty() ? "" : "; ") + std::string("shape mismatch: ") + join(misshapen, ", ");
+  MT_THROW(ShapeError, source, ": ", problems);
 }
 
 // What the weights say `key` is, or the flag's value where they say nothing; a flag that says

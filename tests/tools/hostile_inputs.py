@@ -856,6 +856,14 @@ ROWS.update({
         lambda d: _weighted_val_split(d, 5), 1,
         r"--sample-weights .*w\.npy holds an array of shape \[5, 1\] \(5 weights\) but --data has 10 rows", None, 60),
     # predict checks the file's tensors against the metadata's model before making the model
+    # a table whose every row is ignored, or whose every class weight is 0, is refused up front
+    "every_row_ignored_is_refused": (
+        lambda d: _labels_csv(d, ["-100", "-100", "-100"]), 1,
+        r"every one of the 3 training rows has label -100, the --ignore-index", None, 30),
+    "every_class_weight_zero_is_refused": (
+        lambda d: _labels_csv(d, ["0", "1", "2"]) + ["--class-weights", write(f"{d}/cw.npy", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", bytes(12)))],
+        1, r"every one of the 3 counted training rows has a class whose --class-weights weight is 0 "
+           r"\(weights \[0, 0, 0\]\)", None, 30),
     # predict warns on non-finite outputs (exit 0, as numpy's overflow warning), naming the count and first row
     "predict_warns_on_non_finite_outputs": (
         lambda d: ["predict", "--weights", write(f"{d}/w.safetensors", mlp_3_1_weights([3e38, 3e38, 3e38], 0)),
@@ -865,7 +873,8 @@ ROWS.update({
         None, 30),
     "predict_tiny_weights_file_claiming_a_huge_model": (
         _tiny_file_huge_metadata_model, 1,
-        r"tensor '0\.weight' has shape \[1, ?3\] but the model's is \[100000, ?3\]", None, 30, LIMITED),
+        r"does not fit its tensors: missing keys \"2\.weight\", \"2\.bias\", \"4\.weight\", \"4\.bias\"; "
+        r"shape mismatch: \"0\.weight\" is \[1, 3\] but the model has \[100000, 3\]", None, 30, LIMITED),
 })
 
 
