@@ -181,6 +181,27 @@ std::vector<double> read_class_weights(const TrainConfig& c,
   return read_weights_file("class-weights", c.class_weights, classes, "classes");
 }
 
+// Issue 30: a table whose every training row is ignored (--ignore-index) or has class weight 0
+// has no loss to learn from (torch's mean over zero weight is nan): refused up front, naming the
+// values, rather than stopping the run later with advice about the learning rate.
+void check_some_row_counts(const std::vector<int64_t>& labels, int64_t ignore_index,
+                           const std::vector<double>& class_weights) {
+  int64_t kept = 0, weighted = 0;
+  for (int64_t y : labels) {
+    if (y == ignore_index) continue;
+    ++kept;
+    weighted += class_weights.empty() || class_weights[static_cast<std::size_t>(y)] != 0;
+  }
+  MT_CHECK_AS(ValueError, kept > 0, "every one of the ", labels.size(), " training rows has label ",
+              ignore_index, ", the --ignore-index: there is nothing to train on");
+  if (weighted > 0) return;
+  std::vector<std::string> w;
+  for (double v : class_weights) w.push_back(number_text(v));
+  MT_THROW(ValueError, "every one of the ", kept,
+           " counted training rows has a class whose --class-weights weight is 0 (weights [",
+           join(w, ", "), "]): there is nothing to train on");
+}
+
 // A file the run writes must be writable now, found out before the first step rather than after
 // an hour of training (its directory is created); temporaries that killed writes of it left
 // behind are removed.
@@ -524,7 +545,10 @@ RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
   d.loss.log_target = c.kl_log_target;
   d.loss.label_smoothing = c.label_smoothing;
   d.loss.ignore_index = c.ignore_index;
-  if (p.classifier) d.loss.class_weights = read_class_weights(c, label_of_row, classes);
+  if (p.classifier) {
+    d.loss.class_weights = read_class_weights(c, label_of_row, classes);
+    check_some_row_counts(label_of_row, c.ignore_index, d.loss.class_weights);
+  }
   if (!c.pos_weight.empty())
     d.loss.pos_weight = read_weights_file("pos-weight", c.pos_weight, sizes.back(), "outputs");
   return d;
