@@ -10,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/finite.h"
 #include "core/npy.h"
 #include "core/shape.h"
 #include "core/strings.h"
@@ -142,7 +143,7 @@ Tensor predict(Module& model, const Tensor& x, Device device, int64_t batch_size
   return out;
 }
 
-int64_t run_predict(const PredictConfig& c) {
+int64_t run_predict(const PredictConfig& c, std::ostream& warnings) {
   MT_CHECK_AS(ValueError, !c.weights.empty(), "predict needs --weights W.safetensors");
   MT_CHECK_AS(ValueError, !c.input.empty(), "predict needs --input X.npy or T.csv");
   MT_CHECK_AS(ValueError, !c.output.empty(), "predict needs --output Y.npy or Y.csv");
@@ -203,6 +204,20 @@ int64_t run_predict(const PredictConfig& c) {
               "--class-and-probabilities already writes the probabilities; drop --probabilities");
 
   const Tensor y = predict(model, trained.model_input(x), device, c.batch_size);
+  const Tensor host = y.to(Device::cpu());  // float32, as the model computes
+  if (const int64_t first = first_non_finite(host); first >= 0) {
+    const float* v = host.data<float>();
+    int64_t count = 0;
+    for (int64_t i = 0; i < host.numel(); ++i) count += !std::isfinite(v[i]);
+    warnings << "minitrain: warning: --weights " << c.weights << ": " << count << " of the "
+             << host.numel() << " outputs are not finite, the first "
+             << non_finite_name(host, first) << " at row " << first / y.size(1) << ", output "
+             << first % y.size(1) << " (0-based) of --input " << c.input
+             << "; they are written as they are"
+             << (trained.classifier() || bce ? " (the classes of those rows mean nothing)" : "")
+             << " (the weights are finite but too large for these inputs: check the weights and "
+                "the input's scale)\n";
+  }
   if (!trained.classifier() && !bce) {
     if (csv_out)
       write_csv_table(c.output, kept, nullptr, "", {}, &y, targets);

@@ -3,6 +3,7 @@
 // cached for backward), in batches so that memory stays bounded on large inputs.
 
 #include <cstdint>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,9 @@ struct PredictConfig {
 /// Checks every input (model spec and activation against the weights' metadata, weights against
 /// the model, input shape against the model, the output's directory and extension) before
 /// computing, then writes the output. Returns the rows predicted.
-int64_t run_predict(const PredictConfig& config);
+/// Non-finite outputs (finite weights too large for the inputs) are written as they are, with a
+/// warning on `warnings` naming their count and the first one's row: exit 0 stays, as numpy's
+/// overflow warns, since the finite rows remain good (evaluate, which would score them, refuses).
+int64_t run_predict(const PredictConfig& config, std::ostream& warnings = std::cerr);
 
 }  // namespace minitrain

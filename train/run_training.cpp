@@ -185,6 +185,27 @@ std::vector<double> read_class_weights(const TrainConfig& c,
   return read_weights_file("class-weights", c.class_weights, classes, "classes");
 }
 
+// Issue 30: a table whose every training row is ignored (--ignore-index) or has class weight 0
+// has no loss to learn from (torch's mean over zero weight is nan): refused up front, naming the
+// values, rather than stopping the run later with advice about the learning rate.
+void check_some_row_counts(const std::vector<int64_t>& labels, int64_t ignore_index,
+                           const std::vector<double>& class_weights) {
+  int64_t kept = 0, weighted = 0;
+  for (int64_t y : labels) {
+    if (y == ignore_index) continue;
+    ++kept;
+    weighted += class_weights.empty() || class_weights[static_cast<std::size_t>(y)] != 0;
+  }
+  MT_CHECK_AS(ValueError, kept > 0, "every one of the ", labels.size(), " training rows has label ",
+              ignore_index, ", the --ignore-index: there is nothing to train on");
+  if (weighted > 0) return;
+  std::vector<std::string> w;
+  for (double v : class_weights) w.push_back(number_text(v));
+  MT_THROW(ValueError, "every one of the ", kept,
+           " counted training rows has a class whose --class-weights weight is 0 (weights [",
+           join(w, ", "), "]): there is nothing to train on");
+}
+
 // A file the run writes must be writable now, found out before the first step rather than after
 // an hour of training (its directory is created); temporaries that killed writes of it left
 // behind are removed.
@@ -285,8 +306,9 @@ std::vector<double> read_sample_weights(const std::string& path, int64_t rows) {
   const Tensor w = read_npy(path);  // an IoError names the file
   const bool column = w.ndim() == 1 || (w.ndim() == 2 && w.size(1) == 1);
   if (!column || w.numel() != rows)
-    MT_THROW(ShapeError, "--sample-weights ", path, " holds an array of shape ", w.shape(),
-             " but the data has ", rows, " rows; give one weight per row (shape [", rows, "])");
+    MT_THROW(ShapeError, "--sample-weights ", path, " holds an array of shape ", w.shape(), " (",
+             w.numel(), " weights) but --data has ", rows,
+             " rows; give one weight per --data row (shape [", rows, "]), before any --val-split");
   const std::vector<double> values = w.to_double_vector();
   // Bad weights (negative, NaN, all zero) are refused now, before anything is written.
   with_flag_context("--sample-weights " + path, [&] { WeightedRandomSampler(values, rows); });
@@ -429,6 +451,8 @@ struct RunData {
   std::vector<std::string> classes;           // a CSV label column's class names
   std::vector<std::string> feature_columns;   // a CSV table's feature columns, in input order
   std::string label_note;                     // a regression on what look like class ids
+  int64_t data_rows = 0;                      // --data's rows, before any --val-split
+  std::vector<int64_t> train_rows;            // --val-split: the --data rows trained on
   StandardScaler scaler;                      // --standardize: fitted on the training rows
   LossOptions loss;
 };
@@ -473,6 +497,7 @@ RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
     label_of_row = label_values(all_targets);
   }
   d.train = all;
+  d.data_rows = all->size();
   std::vector<int64_t> train_rows;  // empty: all
   if (c.val_split > 0) {
     HoldoutSplit split = holdout_split(all->size(), c.val_split, c.seed, label_of_row);
@@ -484,6 +509,7 @@ RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
       d.val = std::make_shared<TensorDataset>(subset(*all, split.held_out));
     }
     train_rows = std::move(split.train);
+    d.train_rows = train_rows;
     d.val_source = "--val-split " + number_text(c.val_split) + " of --data";
   } else if (!c.val_data.empty()) {
     CsvClassLabels val_labels = labels;  // the training table's kind and classes, in its order
@@ -523,7 +549,10 @@ RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
   d.loss.log_target = c.kl_log_target;
   d.loss.label_smoothing = c.label_smoothing;
   d.loss.ignore_index = c.ignore_index;
-  if (p.classifier) d.loss.class_weights = read_class_weights(c, label_of_row, classes);
+  if (p.classifier) {
+    d.loss.class_weights = read_class_weights(c, label_of_row, classes);
+    check_some_row_counts(label_of_row, c.ignore_index, d.loss.class_weights);
+  }
   if (!c.pos_weight.empty())
     d.loss.pos_weight = read_weights_file("pos-weight", c.pos_weight, sizes.back(), "outputs");
   return d;
@@ -866,8 +895,20 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     check_resume_config(resume_path, c, plan.env.world_size);
   }
   std::vector<double> sample_weights;
-  if (!c.sample_weights.empty())
-    sample_weights = read_sample_weights(c.sample_weights, data.train->size());
+  if (!c.sample_weights.empty()) {
+    // One weight per --data row, split with the rows: the rows --val-split leaves for training
+    // are not the user's to see (they once had to give weights for that invisible subset).
+    sample_weights = read_sample_weights(c.sample_weights, data.data_rows);
+    if (!data.train_rows.empty()) {
+      std::vector<double> kept;
+      kept.reserve(data.train_rows.size());
+      for (int64_t r : data.train_rows) kept.push_back(sample_weights[static_cast<std::size_t>(r)]);
+      sample_weights = std::move(kept);
+      with_flag_context(
+          "--sample-weights " + c.sample_weights + " (the rows --val-split trains on)",
+          [&] { WeightedRandomSampler(sample_weights, data.train->size()); });
+    }
+  }
   if (!c.checkpoint_dir.empty()) {
     std::error_code ec;
     fs::create_directories(c.checkpoint_dir, ec);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -43,6 +44,39 @@ TrainedWeights read_trained_weights(const std::string& path) {
   for (auto& [name, t] : file.tensors)
     if (starts_with(name, prefix)) w.tensors.emplace_back(name.substr(prefix.size()), std::move(t));
   return w;
+}
+
+// make_mlp(sizes)'s parameters are Linear layers at even indices: "2i.weight" [s(i+1), s(i)] and
+// "2i.bias" [s(i+1)]. Each must be in `tensors` with that shape; ShapeError after `source` names
+// the missing keys and the shape mismatches, as load_state_dict would (which then checks the
+// rest, on a model that the file's tensors fit).
+void check_tensors_fit_mlp(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                           const std::vector<int64_t>& sizes, const std::string& source) {
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, t] : tensors) shapes[name] = t.shape();
+  std::vector<std::string> missing, misshapen;
+  for (std::size_t i = 0; i + 1 < sizes.size(); ++i) {
+    const std::string layer = std::to_string(2 * i);
+    const std::pair<std::string, Shape> wanted[] = {
+        {layer + ".weight", Shape{sizes[i + 1], sizes[i]}}, {layer + ".bias", Shape{sizes[i + 1]}}};
+    for (const auto& [name, shape] : wanted) {
+      const auto it = shapes.find(name);
+      if (it == shapes.end()) {
+        missing.push_back('"' + name + '"');
+      } else if (it->second != shape) {
+        std::ostringstream os;
+        os << '"' << name << "\" is " << it->second << " but the model has " << shape;
+        misshapen.push_back(os.str());
+      }
+    }
+  }
+  if (missing.empty() && misshapen.empty()) return;
+  std::string problems;
+  if (!missing.empty()) problems = "missing keys " + join(missing, ", ");
+  if (!misshapen.empty())
+    problems +=
+        (problems.empty() ? "" : "; ") + std::string("shape mismatch: ") + join(misshapen, ", ");
+  MT_THROW(ShapeError, source, ": ", problems);
 }
 
 // What the weights say `key` is, or the flag's value where they say nothing; a flag that says
@@ -146,14 +180,17 @@ TrainedModel load_trained_model(const std::string& weights, const std::string& m
     t.scaler.scale =
         metadata_numbers(scale->second, weights, "standardize_scale", t.sizes.front(), true);
   }
-  Generator gen(0);  // every parameter is then overwritten by the weights file
-  t.model = make_mlp(t.sizes, parse_activation(t.activation), gen, device);
   // Tensors that do not fit the model: say where the model came from, the metadata field or the
   // flag, since that (or the file) is what to fix.
   const std::string source = w.metadata.count("model")
                                  ? "--weights " + weights + ": the model " + t.spec +
                                        " that its metadata 'model' names does not fit its tensors"
                                  : "--model " + t.spec + " does not fit the tensors of " + weights;
+  // Checked before the model is made: a 584-byte file whose metadata claims a 560 MB model once
+  // had that model allocated (and initialised) before its tensors were looked at.
+  check_tensors_fit_mlp(w.tensors, t.sizes, source);
+  Generator gen(0);  // every parameter is then overwritten by the weights file
+  t.model = make_mlp(t.sizes, parse_activation(t.activation), gen, device);
   with_flag_context(source, [&] { load_state_dict(*t.model, w.tensors); });
   return t;
 }

@@ -139,6 +139,45 @@ TEST(HoldoutSplit, TinySetsKeepBothSidesAndBadFractionsAreRefused) {
   expect_error<ValueError>([] { holdout_split(1, 0.5, 0); }, {"1 row(s)"});
 }
 
+// Issue 30: a stratified split rounds the held-out total once, as scikit-learn's
+// train_test_split(stratify=) does (n_test = ceil(fraction x n)), and spreads it over the classes
+// by largest remainder; rounding each class alone held out 19 of 20 one-row classes at 0.5.
+int64_t held_of_class(const HoldoutSplit& s, const std::vector<int64_t>& y, int64_t c) {
+  int64_t k = 0;
+  for (int64_t r : s.held_out) k += y[static_cast<std::size_t>(r)] == c;
+  return k;
+}
+
+TEST(HoldoutSplit, StratifiedSplitRoundsTheTotalOnce) {
+  std::vector<int64_t> y;
+  for (int64_t c = 0; c < 20; ++c) y.push_back(c);  // 20 one-row classes
+  const HoldoutSplit s = holdout_split(20, 0.5, 3, y);
+  EXPECT_EQ(s.held_out.size(), 10u);
+  EXPECT_EQ(s.train.size(), 10u);
+  EXPECT_NE(holdout_split(20, 0.5, 4, y).held_out, s.held_out);  // ties drawn by the seed
+  // Odd cases: 3 classes of 3, 5 and 7 rows (15), 0.5: ceil(7.5) = 8 held out, each class
+  // floor(8 x n_c / 15) = 1, 2, 3 (6) plus one for the 2 largest remainders (5: 10/15, 7: 11/15).
+  std::vector<int64_t> z;
+  for (int64_t c = 0, n = 3; c < 3; ++c, n += 2)
+    for (int64_t i = 0; i < n; ++i) z.push_back(c);
+  const HoldoutSplit t = holdout_split(15, 0.5, 0, z);
+  EXPECT_EQ(t.held_out.size(), 8u);
+  EXPECT_EQ(held_of_class(t, z, 0), 1);
+  EXPECT_EQ(held_of_class(t, z, 1), 3);
+  EXPECT_EQ(held_of_class(t, z, 2), 4);
+  // 0.3 of 7 rows (classes 4 and 3): ceil(2.1) = 3, as scikit-learn; 0.7 of 10 is 7, not
+  // ceil(7.000000000000001) = 8.
+  const HoldoutSplit u = holdout_split(7, 0.3, 0, {0, 0, 0, 0, 1, 1, 1});
+  EXPECT_EQ(u.held_out.size(), 3u);
+  EXPECT_EQ(holdout_split(10, 0.7, 0, {0, 0, 0, 0, 0, 1, 1, 1, 1, 1}).held_out.size(), 7u);
+  // Never all rows to one side: 0.99 of 5 rows holds out 4.
+  EXPECT_EQ(holdout_split(5, 0.99, 0, {0, 1, 2, 3, 4}).held_out.size(), 4u);
+  std::vector<int64_t> all = s.train;
+  all.insert(all.end(), s.held_out.begin(), s.held_out.end());
+  std::sort(all.begin(), all.end());
+  for (int64_t i = 0; i < 20; ++i) EXPECT_EQ(all[static_cast<std::size_t>(i)], i);
+}
+
 // Issue 30: labels are float32, which rounds 1.00000001 to 1, 2.9999999 to 3 and 16777217 to
 // 16777216: each is refused as written, naming the line; a held-out table takes the training's
 // label kind (a text label among numeric training labels once numbered its own classes).

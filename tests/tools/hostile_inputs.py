@@ -902,6 +902,60 @@ def _summary_exit_codes(d, want):
     return None if got == want else f"exit_code in summary.json: {got}, want {want}"
 
 
+# issue 30 medium list
+def _one_row_classes(d, n=20):
+    write(f"{d}/t.csv", "a,y\n" + "".join(f"{i},{i}\n" for i in range(n)))
+    return ["train", "--data", f"{d}/t.csv", "--target-columns", "y", "--loss", "cross_entropy",
+            "--model", f"mlp:1,{n}", "--steps", "1", "--val-split", "0.5", *QUIET]
+
+
+def _weighted_val_split(d, weights):
+    write(f"{d}/t.csv", "a,b,y\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(10)))
+    write(f"{d}/w.npy", npy_f32(weights, [1.0] * weights))
+    return ["train", "--data", f"{d}/t.csv", "--target-columns", "y", "--loss", "cross_entropy",
+            "--model", "mlp:2,2", "--steps", "2", "--val-split", "0.5", "--sample-weights", f"{d}/w.npy", *QUIET]
+
+
+def _tiny_file_huge_metadata_model(d):
+    # 584-byte style: mlp:3,1's tensors under metadata claiming a 40 GB model (10^10 parameters).
+    meta = '{"format":"pt","model":"mlp:3,100000,100000,1","activation":"relu"}'
+    return ["predict", "--weights", mlp_3_1_file(d, metadata=meta), "--input",
+            write(f"{d}/x.npy", npy_f32(1, [1, 2, 3])), "--output", f"{d}/p.npy"]
+
+
+ROWS.update({
+    # a stratified --val-split rounds the held-out total once (ceil(0.5 x 20) = 10), not each class
+    "val_split_stratified_one_row_classes_holds_out_half": (
+        _one_row_classes, 0, r"\(10 rows, 10 held out by --val-split 0\.5 of --data\)", None, 60),
+    # --sample-weights with --val-split: one weight per --data row, split with the rows
+    "sample_weights_one_per_data_row_with_val_split": (
+        lambda d: _weighted_val_split(d, 10), 0, r"\(5 rows, 5 held out by --val-split.*done: ", None, 60),
+    "sample_weights_count_mismatch_with_val_split": (
+        lambda d: _weighted_val_split(d, 5), 1,
+        r"--sample-weights .*w\.npy holds an array of shape \[5, 1\] \(5 weights\) but --data has 10 rows", None, 60),
+    # predict checks the file's tensors against the metadata's model before making the model
+    # a table whose every row is ignored, or whose every class weight is 0, is refused up front
+    "every_row_ignored_is_refused": (
+        lambda d: _labels_csv(d, ["-100", "-100", "-100"]), 1,
+        r"every one of the 3 training rows has label -100, the --ignore-index", None, 30),
+    "every_class_weight_zero_is_refused": (
+        lambda d: _labels_csv(d, ["0", "1", "2"]) + ["--class-weights", write(f"{d}/cw.npy", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", bytes(12)))],
+        1, r"every one of the 3 counted training rows has a class whose --class-weights weight is 0 "
+           r"\(weights \[0, 0, 0\]\)", None, 30),
+    # predict warns on non-finite outputs (exit 0, as numpy's overflow warning), naming the count and first row
+    "predict_warns_on_non_finite_outputs": (
+        lambda d: ["predict", "--weights", write(f"{d}/w.safetensors", mlp_3_1_weights([3e38, 3e38, 3e38], 0)),
+                   "--model", "mlp:3,1", "--activation", "relu", "--input",
+                   write(f"{d}/x.npy", npy_f32(3, [0, 0, 0, 1, 1, 1, 2, 2, 2])), "--output", f"{d}/p.npy"], 0,
+        r"warning: --weights .*w\.safetensors: 2 of the 3 outputs are not finite, the first inf at row 1, output 0",
+        None, 30),
+    "predict_tiny_weights_file_claiming_a_huge_model": (
+        _tiny_file_huge_metadata_model, 1,
+        r"does not fit its tensors: missing keys \"2\.weight\", \"2\.bias\", \"4\.weight\", \"4\.bias\"; "
+        r"shape mismatch: \"0\.weight\" is \[1, 3\] but the model has \[100000, 3\]", None, 30, LIMITED),
+})
+
+
 def json_dumps(v):
     import json
     return json.dumps(v)

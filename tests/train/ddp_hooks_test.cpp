@@ -345,7 +345,7 @@ TEST(SampleWeights, ARunDrawsRowsByWeightAndBadWeightsAreNamed) {
   write_npy(dir.path("short.npy"), Tensor::from_vector(std::vector<float>(19, 1.0f), {19}));
   testing::expect_error<ShapeError>(
       [&] { run_training(weighted_run(dir.path("short.npy")), info, progress); },
-      {"holds an array of shape [19] but the data has 20 rows"});
+      {"holds an array of shape [19] (19 weights) but --data has 20 rows"});
 }
 
 }  // namespace
