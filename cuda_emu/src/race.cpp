@@ -82,9 +82,7 @@ std::string hex(uintptr_t v) {
 std::string idx3(uint3 v) {
   return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
 }
-uint3 unlinear(uint32_t i, dim3 d) {
-  return uint3{i % d.x, i / d.x % d.y, i / (d.x * d.y)};
-}
+uint3 unlinear(uint32_t i, dim3 d) { return uint3{i % d.x, i / d.x % d.y, i / (d.x * d.y)}; }
 
 // "missing_syncthreads_kernel(int*, int const*) at broken_kernels.cu:283", from an access's
 // return address (the emulated presets build with line tables); the innermost frame of the
@@ -129,10 +127,10 @@ void report(BlockRun& b, const ThreadCtx& t, const char* what, uintptr_t addr, u
   std::string who;
   switch (how) {
     case Order::SameBlock:
-      who = "thread " + idx3(unlinear(other.thread, g.config.block)) +
-            " of the same block, with no __syncthreads() between them" +
-            (other.thread / 32 == uint32_t(t.linear) / 32 ? " and no __syncwarp() (same warp)"
-                                                          : "");
+      who =
+          "thread " + idx3(unlinear(other.thread, g.config.block)) +
+          " of the same block, with no __syncthreads() between them" +
+          (other.thread / 32 == uint32_t(t.linear) / 32 ? " and no __syncwarp() (same warp)" : "");
       break;
     case Order::OtherBlock:
       who = "block " + idx3(unlinear(other.block, g.config.grid)) + " thread " +
@@ -140,8 +138,9 @@ void report(BlockRun& b, const ThreadCtx& t, const char* what, uintptr_t addr, u
             " of the same grid (blocks are not ordered: use atomics, or a second kernel)";
       break;
     case Order::OtherGrid:
-      who = "a thread of another grid in flight at the same time (another stream, with no event "
-            "or synchronisation between the two)";
+      who =
+          "a thread of another grid in flight at the same time (another stream, with no event "
+          "or synchronisation between the two)";
       break;
     case Order::Ordered:
       break;
@@ -162,7 +161,6 @@ bool in_shared(const BlockRun& b, uintptr_t a) {
   const auto lo = reinterpret_cast<uintptr_t>(b.dynamic_shared);
   return a >= lo && a < lo + b.grid->config.dynamic_smem;
 }
-
 
 // GCC's AddressSanitizer checks an address once per basic block: in `*p += x` the store to *p is
 // not instrumented after the load. So each load is remembered with the bytes it saw, until the
@@ -200,15 +198,26 @@ __attribute__((no_sanitize_address)) void flush_pending(ThreadCtx* t, bool forge
 
 }  // namespace
 
+// Inside the check: its own accesses do not count (inline library code it calls, such as
+// std::string's, may be the instantiation from an instrumented kernel file, which calls the hooks).
+thread_local bool busy = false;
+struct Busy {
+  Busy() { busy = true; }
+  ~Busy() { busy = false; }
+};
+
 void racecheck_yield() {
   ThreadCtx* t = tls_thread.load(std::memory_order_relaxed);
-  if (t != nullptr && race_atomic == 0) flush_pending(t, true);
+  if (t == nullptr || race_atomic > 0 || busy) return;
+  Busy guard;
+  flush_pending(t, true);
 }
 
 __attribute__((no_sanitize_address)) void racecheck_access(uintptr_t addr, uint32_t size,
                                                            bool store, uintptr_t pc) {
   ThreadCtx* t = tls_thread.load(std::memory_order_relaxed);
-  if (t == nullptr || race_atomic > 0 || size == 0) return;  // host code, or an atomic
+  if (t == nullptr || race_atomic > 0 || size == 0 || busy) return;  // host code, an atomic
+  Busy guard;
   BlockRun& b = *t->block;
   if (b.fibers[t->linear]->contains(addr)) return;  // the thread's own stack
   if (pending_count > 0) flush_pending(t, false);
@@ -304,17 +313,21 @@ void racecheck_launch_end(const Grid& g) {
 
 }  // namespace mtemu::detail
 
+bool mtemu::racecheck_enable(bool on) {
+  if (on && !MTEMU_ASAN) return false;
+  detail::racecheck_on = on;
+  return true;
+}
+
 namespace {
 bool start_from_env() {
   const char* v = std::getenv("MINITRAIN_EMU_RACECHECK");
   if (v == nullptr || *v == '\0' || std::strcmp(v, "0") == 0) return true;
-  if (!MTEMU_ASAN) {
+  if (!mtemu::racecheck_enable(true)) {
     std::fprintf(stderr,
                  "cuda-emu: MINITRAIN_EMU_RACECHECK is ignored: the emulator sees kernel accesses "
                  "through AddressSanitizer, and this build has none (use the emu preset)\n");
-    return true;
   }
-  mtemu::detail::racecheck_on = true;
   return true;
 }
 [[maybe_unused]] const bool started_from_env = start_from_env();
