@@ -50,6 +50,19 @@ if [ -d build/release ] && [[ " ${presets[*]} " == *" release "* ]]; then
   scripts/check_gpu_cases.sh build/release build/emu
 fi
 
+# Races in every kernel: the kernel test programs' gpu cases again on the emu build, with racecheck
+# (MINITRAIN_EMU_RACECHECK=1: a report names the kernel and both lines; docs/emulator_checks.md).
+# Opt-in (MINITRAIN_TEST_RACECHECK=1) until its shapes are filtered: unfiltered it takes about 25
+# min on 2 cores (3-10x plain emu per case). The broken table and CudaEmuRacecheck.* run in the emu
+# stage above.
+if [ "${MINITRAIN_TEST_RACECHECK:-0}" = 1 ]; then
+  echo "[test] racecheck on emulated GPUs: kernel tests' gpu cases with MINITRAIN_EMU_RACECHECK=1 (${SECONDS} s since the start)"
+  for program in minitrain_kernels_tests minitrain_fused_kernels_tests minitrain_gemm_ladder_tests; do
+    MINITRAIN_EMU_RACECHECK=1 "build/emu/tests/kernels/${program}" --gtest_brief=1 \
+      --gtest_filter='*Cuda*:*/cuda*'
+  done
+fi
+
 # Races: the emulator's own cases and the broken-kernel table under ThreadSanitizer (the emu-tsan
 # preset), their two programs alone rather than the whole tree (docs/emulator_checks.md: a missing
 # barrier, a race before a barrier or __syncwarp, a plain += across blocks, a shared histogram

@@ -6,6 +6,7 @@
 
 #include "block.h"
 #include "counters.h"
+#include "race.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -81,6 +82,7 @@ void thread_entry(void* arg) {
   bool faulted = false;
   try {
     b.grid->body();
+    if (racecheck_on) racecheck_yield();
   } catch (const ThreadFaulted&) {
     faulted = true;
   }
@@ -180,6 +182,7 @@ void warp_collective(LaneOp op) {
   const bool orders_memory = op.kind == CollectiveKind::SyncWarp || op.kind == CollectiveKind::Wmma;
   PhaseSync* phase = nullptr;  // under ThreadSanitizer, where the collective orders memory
   unsigned generation = 0;
+  if (racecheck_on) racecheck_yield();
   {
     san::IgnoreAll ignore;
     b = &this_block(collective_name(op));
@@ -221,6 +224,7 @@ void warp_collective(LaneOp op) {
       for (int l = 0; l < kWarp; ++l)
         if (op.mask >> l & 1u) b->threads[base + l].wait = Wait::Runnable;
       if (phase) ++phase->generation;
+      if (orders_memory) ++b->warp_generation[warp];
     }
   }
   if (phase) san::release(&phase->token[generation % 2]);
@@ -291,6 +295,7 @@ void syncthreads(const BarrierSite* site) {
   BlockRun* b;
   EmuThread* me;
   unsigned generation;
+  if (racecheck_on) racecheck_yield();
   {
     san::IgnoreAll ignore;
     b = &this_block("__syncthreads");
@@ -341,6 +346,7 @@ unsigned activemask(const void* site) {
   // masks.
   BlockRun* b;
   EmuThread* me;
+  if (racecheck_on) racecheck_yield();
   {
     san::IgnoreAll ignore;
     b = &this_block("__activemask");

@@ -80,6 +80,7 @@ struct BlockRun {
   const BarrierSite* barrier_site = nullptr;  // where the threads at the barrier wait
   int barrier_first = -1;                     // the first of them
   unsigned barrier_generation = 0;            // barriers the block has completed
+  unsigned warp_generation[32] = {};  // per warp: __syncwarp/WMMA collectives completed (racecheck)
   std::unique_ptr<SyncTokens> sync = std::make_unique<SyncTokens>();
 
   std::vector<SharedVar> shared;

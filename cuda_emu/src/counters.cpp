@@ -32,6 +32,7 @@
 #include "cuda_emu/counters.h"
 #include "grid.h"
 #include "initcheck.h"
+#include "race.h"
 #include "runtime.h"
 
 namespace mtemu {
@@ -437,6 +438,9 @@ __attribute__((no_sanitize_address, always_inline)) inline bool shadow_clean(uin
     if (__builtin_expect(mtemu::detail::initcheck_on, 0))                                         \
       mtemu::detail::initcheck_access(a, bytes, store,                                            \
                                       reinterpret_cast<uintptr_t>(__builtin_return_address(0)));  \
+    if (__builtin_expect(mtemu::detail::racecheck_on, 0))                                         \
+      mtemu::detail::racecheck_access(a, bytes, store,                                            \
+                                      reinterpret_cast<uintptr_t>(__builtin_return_address(0)));  \
     if (__builtin_expect(shadow_clean(a, bytes), 1)) return;                                      \
     resolve(&real, #name)(a);                                                                     \
   }
@@ -448,6 +452,9 @@ __attribute__((no_sanitize_address, always_inline)) inline bool shadow_clean(uin
                             reinterpret_cast<uintptr_t>(__builtin_return_address(0)));           \
     if (__builtin_expect(mtemu::detail::initcheck_on, 0))                                        \
       mtemu::detail::initcheck_access(a, uint32_t(n), store,                                     \
+                                      reinterpret_cast<uintptr_t>(__builtin_return_address(0))); \
+    if (__builtin_expect(mtemu::detail::racecheck_on, 0))                                        \
+      mtemu::detail::racecheck_access(a, uint32_t(n), store,                                     \
                                       reinterpret_cast<uintptr_t>(__builtin_return_address(0))); \
     resolve(&real, #name)(a, n);                                                                 \
   }

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 
 #include <boost/context/detail/fcontext.hpp>
 
@@ -30,6 +31,11 @@ class Fiber {
   /// For a fiber abandoned mid-way (its block faulted): a ThreadSanitizer release of `token` as
   /// if the fiber had run to its end, so what it did is ordered before the grid's end.
   void release_as_if_finished(void* token);
+  /// Whether `addr` lies on this fiber's stack.
+  bool contains(uintptr_t addr) const noexcept {
+    const auto lo = reinterpret_cast<uintptr_t>(stack_);
+    return addr >= lo && addr < lo + size_;
+  }
   bool finished() const noexcept { return finished_.load(std::memory_order_relaxed); }
 
  private:

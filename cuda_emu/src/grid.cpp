@@ -16,6 +16,7 @@
 
 #include "block.h"
 #include "counters.h"
+#include "race.h"
 #include "sanitizer.h"
 
 namespace mtemu::detail {
@@ -155,7 +156,9 @@ void run_grid(Grid& g) {
   g.order_step = 1 + (h >> 17) % g.blocks;
   while (std::gcd(g.order_step, g.blocks) != 1) ++g.order_step;
   counters_launch_begin(g);
+  if (racecheck_on) racecheck_launch_begin(g);
   pool().run(g);
+  if (racecheck_on) racecheck_launch_end(g);
   counters_launch_end(g);
 }
 

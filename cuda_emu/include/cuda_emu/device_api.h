@@ -15,6 +15,7 @@
 #include "cuda_emu/vector_types.h"
 #include "cuda_emu/counters.h"
 #include "cuda_emu/initcheck.h"
+#include "cuda_emu/racecheck.h"
 
 #define __global__
 #define __device__
@@ -189,7 +190,9 @@ T atomic_update_fp(T* address, T (*f)(T, T), T v) {
 
 // Each atomic counts as one atomic request (cuda_emu/counters.h), not as the loads and stores
 // it is made of.
-#define MTEMU_COUNT_ATOMIC(a) ::mtemu::detail::AtomicCount mtemu_count_atomic_(a, sizeof *(a))
+#define MTEMU_COUNT_ATOMIC(a)                                       \
+  ::mtemu::detail::AtomicCount mtemu_count_atomic_(a, sizeof *(a)); \
+  ::mtemu::detail::RaceAtomic mtemu_race_atomic_
 // Under initcheck (cuda_emu/initcheck.h) a read-modify-write reads the old value: a read of
 // unwritten memory is reported; an exchange only writes. (AddressSanitizer's hooks do not see the
 // integer atomics as reads.)

@@ -1,0 +1,31 @@
+#pragma once
+// racecheck for emulated GPUs (docs/emulator_checks.md): with MINITRAIN_EMU_RACECHECK=1 (ASan
+// builds, which see every kernel access) every kernel load and store of global or shared memory
+// is checked against the last write and the last read of the same word: an access by another
+// thread that nothing orders (no __syncthreads() or __syncwarp() between them, or another block
+// of the same grid, or a grid running at the same time on another stream) is reported as a device
+// fault naming the kernel, the thread, both lines and the other thread. Atomics race with nothing.
+
+namespace mtemu {
+/// Turns racecheck on or off for grids launched afterwards (MINITRAIN_EMU_RACECHECK=1 turns it on
+/// at start); false where the build has no AddressSanitizer (the check sees accesses through it).
+bool racecheck_enable(bool on);
+}  // namespace mtemu
+
+namespace mtemu::detail {
+extern bool racecheck_on;             // the memory hooks' one branch
+extern thread_local int race_atomic;  // > 0 inside an atomic: its accesses are not checked
+/// Marks an atomic's accesses (device_api.h): they order themselves.
+struct RaceAtomic {
+  __attribute__((always_inline)) RaceAtomic() {
+    if (__builtin_expect(racecheck_on, 0)) {
+      active = true;
+      ++race_atomic;
+    }
+  }
+  ~RaceAtomic() {
+    if (active) --race_atomic;
+  }
+  bool active = false;
+};
+}  // namespace mtemu::detail
