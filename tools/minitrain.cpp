@@ -18,7 +18,7 @@
 #include "tools/export_command.h"
 #include "tools/info_command.h"
 #include "tools/launch_command.h"
-#include "tools/pipelines_command.h"
+#include "tools/runs_command.h"
 #include "tools/plot_command.h"
 #include "tools/predict_command.h"
 #include "tools/supervise_command.h"
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   minitrain::cli::ExportCommand export_model(app);
   minitrain::cli::LaunchCommand launch(app);
   minitrain::cli::SuperviseCommand supervise(app);
-  minitrain::cli::PipelinesCommand pipelines(app);
+  minitrain::cli::RunsCommand pipelines(app);
   minitrain::cli::BenchCommand bench(app);
   minitrain::cli::PlotCommand plot(app);
 

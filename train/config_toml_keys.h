@@ -1,5 +1,5 @@
 #pragma once
-// Internal to train/ (the files that read TOML: config_toml.cpp, pipelines_config.cpp).
+// Internal to train/ (the files that read TOML: config_toml.cpp, runs_config.cpp).
 
 #include <toml++/toml.h>
 

@@ -14,7 +14,7 @@ static_assert(std::atomic<int>::is_always_lock_free);
 struct sigaction g_previous_int, g_previous_term;
 std::atomic<bool> g_installed{false};
 
-void handle_stop_signal(int sig) {  // internal linkage: pipelines_command has its own
+void handle_stop_signal(int sig) {  // internal linkage: runs_command has its own
   int none = 0;
   if (g_requested.compare_exchange_strong(none, sig)) return;  // the first: stop after this step
   // The second: the user means it. Default action, raised again: the process ends now.

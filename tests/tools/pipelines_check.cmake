@@ -9,7 +9,7 @@
 cmake_policy(SET CMP0054 NEW)  # "ok", "failed" are words here, not variables
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
-execute_process(COMMAND "${MINITRAIN}" pipelines --config "${FIXTURES}/pipelines_small.toml" --out "${WORK}"
+execute_process(COMMAND "${MINITRAIN}" ${VERB} --config "${FIXTURES}/pipelines_small.toml" --out "${WORK}"
                         --cpu-slots ${SLOTS} --status-every 0.05
                 RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
 set(shown "stdout:\n${out}\nstderr:\n${err}")

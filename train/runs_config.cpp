@@ -2,7 +2,7 @@
 // apply_toml_config one at a time, so a key sets the config exactly as in `minitrain train
 // --config` and a message names the key's own line in runs.toml.
 
-#include "train/pipelines_config.h"
+#include "train/runs_config.h"
 
 #include <toml++/toml.h>
 
@@ -187,8 +187,8 @@ void check_run(const TrainConfig& c) {
 
 }  // namespace
 
-PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::string& source,
-                                     const std::string& base_dir) {
+RunsFile parse_runs_config(const std::string& toml_text, const std::string& source,
+                           const std::string& base_dir) {
   toml::table table;
   try {
     table = toml::parse(toml_text, source);
@@ -252,7 +252,7 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
               ": no runs; add one [[run]] table per run with a name and training keys (name = "
               "\"a\", lr = 0.01), or a [sweep] table of values to try");
 
-  PipelinesFile file;
+  RunsFile file;
   file.path = source;
   // The runs the file names ([[run]] tables), each crossed with every point of the [sweep] grid;
   // with a [sweep] and no [[run]], the grid alone.
@@ -292,7 +292,7 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
   std::map<std::string, std::pair<const BaseRun*, const SweepPoint*>> made;
   for (const BaseRun& base : bases) {
     for (const SweepPoint& point : grid) {
-      PipelineRunConfig r;
+      RunsFileEntry r;
       r.line = base.line;
       r.name = base.name.empty()    ? point.name
                : point.name.empty() ? base.name
@@ -357,19 +357,19 @@ PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::st
   return file;
 }
 
-void check_run_count(const PipelinesFile& file, std::size_t max_runs) {
+void check_run_count(const RunsFile& file, std::size_t max_runs) {
   MT_CHECK_AS(ValueError, file.runs.size() <= max_runs, file.path, " makes ", file.runs.size(),
               " runs (", file.run_tables, " [[run]] x ", file.sweep_points,
               " [sweep] points), more than --max-runs ", max_runs,
               "; raise --max-runs if you mean it (each run is a process and a directory)");
 }
 
-void place_run_outputs(PipelinesFile& file, const std::string& out_dir) {
+void place_run_outputs(RunsFile& file, const std::string& out_dir) {
   const std::string summary =
       (std::filesystem::absolute(out_dir) / "summary.json").lexically_normal().string();
   std::map<std::string, std::string> writer;  // output path -> "run 'a' (save)"
   writer.emplace(summary, "the summary of all runs");
-  for (PipelineRunConfig& run : file.runs) {
+  for (RunsFileEntry& run : file.runs) {
     // Even a run that never starts gets its directory (for its output.log).
     MT_CHECK_AS(ValueError, run.name != "summary.json", file.path, ": run '", run.name,
                 "' would have its directory at ", summary,
@@ -396,10 +396,10 @@ void place_run_outputs(PipelinesFile& file, const std::string& out_dir) {
   }
 }
 
-PipelinesFile read_pipelines_config(const std::string& path) {
+RunsFile read_runs_config(const std::string& path) {
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
-  return parse_pipelines_config(read_file_bytes(path), path, dir);
+  return parse_runs_config(read_file_bytes(path), path, dir);
 }
 
 std::string config_to_toml(const TrainConfig& config) {

@@ -8,19 +8,19 @@
 #include "core/error.h"
 #include "tests/support/test_util.h"
 #include "train/config.h"
-#include "train/pipelines_config.h"
+#include "train/runs_config.h"
 
 namespace minitrain {
 namespace {
 
 using testing::error_message;
 
-PipelinesFile parse(const std::string& text) {
-  return parse_pipelines_config(text, "runs.toml", "/data/dir");
+RunsFile parse(const std::string& text) {
+  return parse_runs_config(text, "runs.toml", "/data/dir");
 }
 
-TEST(PipelinesConfig, PriorityComesFromTheRunOrTheDefaultsAndIsChecked) {
-  const PipelinesFile f = parse(R"(
+TEST(RunsConfig, PriorityComesFromTheRunOrTheDefaultsAndIsChecked) {
+  const RunsFile f = parse(R"(
 [defaults]
 priority = -3
 
@@ -45,8 +45,8 @@ name = "background"
             std::string::npos);
 }
 
-TEST(PipelinesConfig, RunKeysOverrideDefaultsAndPathsResolveAgainstTheFile) {
-  const PipelinesFile f = parse(R"(
+TEST(RunsConfig, RunKeysOverrideDefaultsAndPathsResolveAgainstTheFile) {
+  const RunsFile f = parse(R"(
 [defaults]
 data = "train.csv"
 target-columns = ["y"]
@@ -65,7 +65,7 @@ log = "logs/b.jsonl"
 memory-cap = "4GiB"
 )");
   ASSERT_EQ(f.runs.size(), 2u);
-  const PipelineRunConfig& a = f.runs[0];
+  const RunsFileEntry& a = f.runs[0];
   EXPECT_EQ(a.name, "a");
   EXPECT_EQ(a.error, "");
   EXPECT_EQ(a.line, 8);  // the raw string starts with a newline
@@ -74,7 +74,7 @@ memory-cap = "4GiB"
   EXPECT_EQ(a.config.target_columns, std::vector<std::string>{"y"});
   EXPECT_DOUBLE_EQ(a.config.lr, 0.5);
   EXPECT_EQ(a.config.steps, 7);
-  const PipelineRunConfig& b = f.runs[1];
+  const RunsFileEntry& b = f.runs[1];
   EXPECT_EQ(b.name, "b.2");
   EXPECT_EQ(b.error, "");
   EXPECT_EQ(b.config.device, "auto");  // the built-in default, untouched by [defaults]
@@ -87,8 +87,8 @@ memory-cap = "4GiB"
 
 // Outputs belong to runs: a relative save, checkpoint-dir or log lands in OUT/NAME/, "{name}"
 // anywhere in a path is the run's name, and two runs that would write one file are refused.
-TEST(PipelinesConfig, OutputsLandInEachRunsDirectoryAndNameExpands) {
-  PipelinesFile f = parse(R"(
+TEST(RunsConfig, OutputsLandInEachRunsDirectoryAndNameExpands) {
+  RunsFile f = parse(R"(
 [defaults]
 save = "w.safetensors"
 checkpoint-dir = "/ckpt/{name}"
@@ -115,8 +115,8 @@ save = "/models/{name}-final.safetensors"
   EXPECT_EQ(a.data, "/data/dir/tables/a.csv");  // inputs: beside runs.toml, {name} expanded too
 }
 
-TEST(PipelinesConfig, TwoRunsWritingOneFileAreRefusedNamingBoth) {
-  PipelinesFile f = parse(R"(
+TEST(RunsConfig, TwoRunsWritingOneFileAreRefusedNamingBoth) {
+  RunsFile f = parse(R"(
 [defaults]
 save = "/models/w.safetensors"
 
@@ -137,7 +137,7 @@ name = "c"
   EXPECT_NE(msg.find("put {name} in it"), std::string::npos) << msg;
   // A relative path that leaves the run's directory can clash too; a run with an error never
   // starts, so its paths clash with nothing.
-  PipelinesFile g = parse(R"(
+  RunsFile g = parse(R"(
 [[run]]
 name = "a"
 log = "../b/metrics.jsonl"
@@ -158,8 +158,8 @@ log = "../a/../b/metrics.jsonl"
 
 // Issue 30: save-best was no output key: a relative one landed beside runs.toml, {name} stayed as
 // written and an absolute one was shared by every run. It is placed, expanded and checked as save.
-TEST(PipelinesConfig, SaveBestIsAnOutputLikeSave) {
-  PipelinesFile f = parse(R"(
+TEST(RunsConfig, SaveBestIsAnOutputLikeSave) {
+  RunsFile f = parse(R"(
 [defaults]
 save-best = "best.safetensors"
 val-split = 0.25
@@ -174,7 +174,7 @@ save_best = "/models/{name}-best.safetensors"
   place_run_outputs(f, "/out");
   EXPECT_EQ(f.runs[0].config.save_best, "/out/a/best.safetensors");
   EXPECT_EQ(f.runs[1].config.save_best, "/models/b-best.safetensors");
-  PipelinesFile g = parse(R"(
+  RunsFile g = parse(R"(
 [defaults]
 save-best = "/models/best.safetensors"
 val-split = 0.25
@@ -195,8 +195,8 @@ name = "b"
 
 // Issue 30 (medium): val-data, val-targets, class-weights and pos-weight are inputs like data:
 // beside runs.toml when relative, absolute afterwards, "{name}" expanded; "auto" stays a word.
-TEST(PipelinesConfig, EveryInputKeyIsPlacedLikeData) {
-  const PipelinesFile f = parse(R"(
+TEST(RunsConfig, EveryInputKeyIsPlacedLikeData) {
+  const RunsFile f = parse(R"(
 [defaults]
 val-data = "tables/{name}-val.npy"
 val-targets = "tables/{name}-val-y.npy"
@@ -221,8 +221,8 @@ class-weights = "cw.npy"
 
 // [sweep]: every combination of the listed values, crossed with each [[run]] (or alone), named
 // after the values.
-TEST(PipelinesConfig, ASweepMakesOneRunPerCombinationNamedAfterItsValues) {
-  const PipelinesFile f = parse(R"(
+TEST(RunsConfig, ASweepMakesOneRunPerCombinationNamedAfterItsValues) {
+  const RunsFile f = parse(R"(
 [defaults]
 steps = 5
 
@@ -239,14 +239,14 @@ name = "big"
 model = "mlp:4,64,1"
 )");
   std::vector<std::string> names;
-  for (const PipelineRunConfig& r : f.runs) names.push_back(r.name);
+  for (const RunsFileEntry& r : f.runs) names.push_back(r.name);
   // Keys in name order (toml++ keeps a table sorted): lr varies slowest.
   EXPECT_EQ(names, (std::vector<std::string>{
                        "small-lr-0.001-optimizer-sgd", "small-lr-0.001-optimizer-adam",
                        "small-lr-0.25-optimizer-sgd", "small-lr-0.25-optimizer-adam",
                        "big-lr-0.001-optimizer-sgd", "big-lr-0.001-optimizer-adam",
                        "big-lr-0.25-optimizer-sgd", "big-lr-0.25-optimizer-adam"}));
-  const PipelineRunConfig& r = f.runs[6];
+  const RunsFileEntry& r = f.runs[6];
   EXPECT_EQ(r.error, "");
   EXPECT_EQ(r.config.model, "mlp:4,64,1");
   EXPECT_EQ(r.config.optimizer, "sgd");
@@ -254,20 +254,20 @@ model = "mlp:4,64,1"
   EXPECT_EQ(r.config.steps, 5);
 
   // The grid alone, without [[run]] tables.
-  const PipelinesFile g = parse("[sweep]\nbatch-size = [16, 64]\n");
+  const RunsFile g = parse("[sweep]\nbatch-size = [16, 64]\n");
   ASSERT_EQ(g.runs.size(), 2u);
   EXPECT_EQ(g.runs[0].name, "batch-size-16");
   EXPECT_EQ(g.runs[1].config.batch_size, 64);
 }
 
-TEST(PipelinesConfig, SweepMistakesAreNamed) {
+TEST(RunsConfig, SweepMistakesAreNamed) {
   // A run that sets a swept key: its runs fail, naming the key; the file is still read.
-  const PipelinesFile f = parse("[sweep]\nlr = [0.1, 0.2]\n[[run]]\nname = \"a\"\nlr = 0.5\n");
+  const RunsFile f = parse("[sweep]\nlr = [0.1, 0.2]\n[[run]]\nname = \"a\"\nlr = 0.5\n");
   ASSERT_EQ(f.runs.size(), 2u);
   EXPECT_NE(f.runs[0].error.find("the run sets 'lr', which [sweep] varies"), std::string::npos)
       << f.runs[0].error;
   // A bad value fails the runs that use it, naming it.
-  const PipelinesFile g = parse("[sweep]\nlr = [0.1, \"fast\"]\n");
+  const RunsFile g = parse("[sweep]\nlr = [0.1, \"fast\"]\n");
   ASSERT_EQ(g.runs.size(), 2u);
   EXPECT_EQ(g.runs[0].error, "");
   EXPECT_NE(g.runs[1].error.find("run 'lr-fast'"), std::string::npos) << g.runs[1].error;
@@ -291,15 +291,15 @@ TEST(PipelinesConfig, SweepMistakesAreNamed) {
             std::string::npos);
 }
 
-TEST(PipelinesConfig, RelativeBaseDirBecomesAbsolute) {
-  const PipelinesFile f = parse_pipelines_config(
+TEST(RunsConfig, RelativeBaseDirBecomesAbsolute) {
+  const RunsFile f = parse_runs_config(
       "[[run]]\nname = \"a\"\ndata = \"x.csv\"\ntarget-columns = \"y\"\n", "runs.toml", "sub");
   ASSERT_EQ(f.runs.size(), 1u);
   EXPECT_EQ(f.runs[0].config.data, (std::filesystem::current_path() / "sub" / "x.csv").string());
 }
 
-TEST(PipelinesConfig, AnUnknownKeyFailsOnlyItsRunNamingKeyAndLine) {
-  const PipelinesFile f = parse(R"([[run]]
+TEST(RunsConfig, AnUnknownKeyFailsOnlyItsRunNamingKeyAndLine) {
+  const RunsFile f = parse(R"([[run]]
 name = "good"
 device = "cpu"
 
@@ -321,8 +321,8 @@ lr = -1.0
       << f.runs[2].error;
 }
 
-TEST(PipelinesConfig, AWrongTypeAndABadDeviceAndParallelFailTheirRun) {
-  const PipelinesFile f = parse(R"([[run]]
+TEST(RunsConfig, AWrongTypeAndABadDeviceAndParallelFailTheirRun) {
+  const RunsFile f = parse(R"([[run]]
 name = "type"
 batch-size = "lots"
 [[run]]
@@ -343,7 +343,7 @@ replicas = 2
       << f.runs[2].error;
 }
 
-TEST(PipelinesConfig, FileLevelProblemsRejectTheWholeFile) {
+TEST(RunsConfig, FileLevelProblemsRejectTheWholeFile) {
   EXPECT_EQ(error_message([] { parse("[defaults]\nlr = 0.1\n"); }),
             "runs.toml: no runs; add one [[run]] table per run with a name and training keys (name "
             "= \"a\", lr = 0.01), or a [sweep] table of values to try");
@@ -373,7 +373,7 @@ TEST(PipelinesConfig, FileLevelProblemsRejectTheWholeFile) {
             "runs.toml:3: key 'batch_size' sets 'batch-size', which 'batch-size' already set in "
             "this table; keep "
             "one of them");
-  const PipelinesFile twice = parse(
+  const RunsFile twice = parse(
       "[defaults]\nbatch_size = 3\n[[run]]\nname = \"a\"\nbatch_size = 5\n"
       "[[run]]\nname = \"b\"\nlr = 0.1\nbatch-size = 2\nbatch_size = 4\n");
   EXPECT_EQ(twice.runs[0].error, "");  // a run overriding [defaults] is what runs are for
@@ -383,11 +383,11 @@ TEST(PipelinesConfig, FileLevelProblemsRejectTheWholeFile) {
             "already set in this table; keep one of them");
 }
 
-TEST(PipelinesConfig, ReadingAMissingFileIsAnIoError) {
-  EXPECT_THROW(read_pipelines_config("/nonexistent/runs.toml"), IoError);
+TEST(RunsConfig, ReadingAMissingFileIsAnIoError) {
+  EXPECT_THROW(read_runs_config("/nonexistent/runs.toml"), IoError);
 }
 
-TEST(PipelinesConfig, ConfigToTomlReadsBackToTheSameConfig) {
+TEST(RunsConfig, ConfigToTomlReadsBackToTheSameConfig) {
   TrainConfig c;
   c.model = "mlp:3,5,1";
   c.data = "/tmp/with \"quotes\".csv";
@@ -411,8 +411,8 @@ TEST(PipelinesConfig, ConfigToTomlReadsBackToTheSameConfig) {
 // Issue 30: sweep values that print alike under %g (1e-07 and 1.00000001e-07) once made one name
 // twice with advice about [[run]] names; values that still read alike once a name's characters are
 // replaced are refused naming both.
-TEST(PipelinesConfig, SweepValuesThatPrintAlikeGetNamesThatDiffer) {
-  const PipelinesFile f = parse("[sweep]\nlr = [1e-7, 1.00000001e-7]\n");
+TEST(RunsConfig, SweepValuesThatPrintAlikeGetNamesThatDiffer) {
+  const RunsFile f = parse("[sweep]\nlr = [1e-7, 1.00000001e-7]\n");
   ASSERT_EQ(f.runs.size(), 2u);
   EXPECT_EQ(f.runs[0].name, "lr-1e-07");
   EXPECT_EQ(f.runs[1].name, "lr-1.00000001e-07");
@@ -425,13 +425,13 @@ TEST(PipelinesConfig, SweepValuesThatPrintAlikeGetNamesThatDiffer) {
 
 // Issue 30: a run named summary.json, or an output at OUT/summary.json, would be overwritten by
 // (or overwrite) the summary written after every run finished: refused before the first run.
-TEST(PipelinesConfig, NothingMayWriteTheSummary) {
-  PipelinesFile f = parse("[[run]]\nname = \"summary.json\"\n");
+TEST(RunsConfig, NothingMayWriteTheSummary) {
+  RunsFile f = parse("[[run]]\nname = \"summary.json\"\n");
   EXPECT_NE(error_message([&] { place_run_outputs(f, "/tmp/out"); })
                 .find("run 'summary.json' would have its directory at /tmp/out/summary.json, "
                       "where minitrain pipelines writes its summary"),
             std::string::npos);
-  PipelinesFile g = parse("[[run]]\nname = \"a\"\nlog = \"../summary.json\"\n");
+  RunsFile g = parse("[[run]]\nname = \"a\"\nlog = \"../summary.json\"\n");
   EXPECT_NE(error_message([&] { place_run_outputs(g, "/tmp/out"); })
                 .find("run 'a' (log) and the summary of all runs would both write "
                       "/tmp/out/summary.json"),
@@ -440,12 +440,12 @@ TEST(PipelinesConfig, NothingMayWriteTheSummary) {
 
 // Issue 30: 100 [[run]] tables crossed with 1000 sweep points are 100,000 runs; more than the cap
 // (1000 unless raised) is refused naming the count and the flag that raises it.
-TEST(PipelinesConfig, TheTotalNumberOfRunsIsCapped) {
+TEST(RunsConfig, TheTotalNumberOfRunsIsCapped) {
   std::string text = "[sweep]\nseed = [";
   for (int i = 0; i < 20; ++i) text += (i ? "," : "") + std::to_string(i + 1);
   text += "]\n";
   for (int i = 0; i < 60; ++i) text += "[[run]]\nname = \"r" + std::to_string(i) + "\"\n";
-  const PipelinesFile f = parse(text);
+  const RunsFile f = parse(text);
   ASSERT_EQ(f.runs.size(), 1200u);
   EXPECT_NE(error_message([&] { check_run_count(f, 1000); })
                 .find("runs.toml makes 1200 runs (60 [[run]] x 20 [sweep] points), more than "

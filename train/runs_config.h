@@ -37,7 +37,7 @@
 
 namespace minitrain {
 
-struct PipelineRunConfig {
+struct RunsFileEntry {
   std::string name;    ///< unique; a directory name ([A-Za-z0-9._-], not starting with '.')
   int line = 0;        ///< where its [[run]] table starts in the file
   TrainConfig config;  ///< defaults + its keys; `device` as written (cpu | cuda | cuda:N | auto)
@@ -48,11 +48,11 @@ struct PipelineRunConfig {
   std::string error;  ///< non-empty: its keys did not check; the run fails with this message
 };
 
-struct PipelinesFile {
+struct RunsFile {
   std::string path;
-  std::vector<PipelineRunConfig> runs;  ///< in file order
-  std::size_t run_tables = 1;           ///< [[run]] tables (1: the [sweep] grid alone)
-  std::size_t sweep_points = 1;         ///< combinations of the [sweep] values (1 without one)
+  std::vector<RunsFileEntry> runs;  ///< in file order
+  std::size_t run_tables = 1;       ///< [[run]] tables (1: the [sweep] grid alone)
+  std::size_t sweep_points = 1;     ///< combinations of the [sweep] values (1 without one)
 };
 
 /// The default of `minitrain pipelines --max-runs`: 100 [[run]] tables crossed with 1000 sweep
@@ -61,20 +61,20 @@ constexpr std::size_t kDefaultMaxRuns = 1000;
 
 /// ValueError when `file` makes more than `max_runs` runs, naming the count, how it comes about
 /// ([[run]] tables x [sweep] points) and --max-runs.
-void check_run_count(const PipelinesFile& file, std::size_t max_runs);
+void check_run_count(const RunsFile& file, std::size_t max_runs);
 
 /// Puts each run's outputs in place: a relative save, checkpoint-dir or log (metrics.jsonl when
 /// unset) under `out_dir`/NAME/, an absolute one kept. ValueError, before any run starts, when two
 /// runs would write the same path (an absolute save in [defaults], say), naming both and the path.
 /// Runs kept with an error are left out: they never start. Nothing may be, or be written at,
 /// `out_dir`/summary.json, which the command writes once every run has finished.
-void place_run_outputs(PipelinesFile& file, const std::string& out_dir);
+void place_run_outputs(RunsFile& file, const std::string& out_dir);
 
 /// Reads `path` (IoError when it cannot be read; ValueError for a file-level problem).
-PipelinesFile read_pipelines_config(const std::string& path);
+RunsFile read_runs_config(const std::string& path);
 /// The same for text; `source` names it in messages, relative paths resolve against `base_dir`.
-PipelinesFile parse_pipelines_config(const std::string& toml_text, const std::string& source,
-                                     const std::string& base_dir);
+RunsFile parse_runs_config(const std::string& toml_text, const std::string& source,
+                           const std::string& base_dir);
 
 /// The config as a TOML document of every set key (unset optional keys left out), which
 /// apply_toml_config reads back to the same config: the `config.toml` each run is started with.

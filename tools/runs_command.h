@@ -1,6 +1,6 @@
 #pragma once
 // `minitrain pipelines --config runs.toml [--out DIR] [--cpu-slots N] [--status-every SECONDS]`:
-// every [[run]] of the file (train/pipelines_config.h) as its own `minitrain train` process on its
+// every [[run]] of the file (train/runs_config.h) as its own `minitrain train` process on its
 // own device, queued when the devices are busy (parallel/runs/run_scheduler.h). Each run gets
 // DIR/NAME/ with config.toml, output.log and metrics.jsonl; DIR/summary.json and a table sum them
 // up.
@@ -8,7 +8,7 @@
 #include <ostream>
 #include <string>
 
-#include "train/pipelines_config.h"
+#include "train/runs_config.h"
 
 namespace CLI {
 class App;
@@ -16,9 +16,9 @@ class App;
 
 namespace minitrain::cli {
 
-class PipelinesCommand {
+class RunsCommand {
  public:
-  explicit PipelinesCommand(CLI::App& parent);
+  explicit RunsCommand(CLI::App& parent);
   bool parsed() const;
   /// Runs them all; the summary to `out`, live status to `status`. 0 when every run succeeded,
   /// 1 when any failed. Throws minitrain errors for a file that cannot be used at all.

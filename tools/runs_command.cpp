@@ -3,7 +3,7 @@
 // "pipelines" is the command's historical name for independent runs (it is not GPipe's pipeline,
 // parallel/model_parallel.h); its name, flags, output and files stay as users know them.
 
-#include "tools/pipelines_command.h"
+#include "tools/runs_command.h"
 
 #include <CLI/CLI.hpp>
 
@@ -23,7 +23,7 @@
 #include "parallel/runs/run_scheduler.h"
 #include "parallel/launch/subprocess.h"
 #include "tools/runs_table.h"
-#include "train/pipelines_config.h"
+#include "train/runs_config.h"
 
 namespace fs = std::filesystem;
 
@@ -79,11 +79,13 @@ std::string scheduled_device(const std::string& device, int gpus) {
 
 }  // namespace
 
-PipelinesCommand::PipelinesCommand(CLI::App& parent) {
+RunsCommand::RunsCommand(CLI::App& parent) {
   app_ = parent.add_subcommand(
       "pipelines",
       "independent training runs, each its own process on its own device, queued "
       "when the devices are busy");
+  app_->alias(
+      "runs");  // the library's name for them (parallel/runs/); `pipelines` stays for scripts
   app_->add_option("--config", config_path_,
                    "TOML file: optional [defaults], one [[run]] table per run (name, "
                    "device, and any minitrain train key)")
@@ -112,16 +114,16 @@ PipelinesCommand::PipelinesCommand(CLI::App& parent) {
       "run's status, final loss and time. The exit status is 1 when any run failed.");
 }
 
-bool PipelinesCommand::parsed() const { return app_->parsed(); }
+bool RunsCommand::parsed() const { return app_->parsed(); }
 
-int PipelinesCommand::run(std::ostream& out, std::ostream& status) {
+int RunsCommand::run(std::ostream& out, std::ostream& status) {
   const bool auto_slots = app_->count("--cpu-slots") == 0;
   MT_CHECK_AS(ValueError, auto_slots || cpu_slots_ >= 1, "--cpu-slots must be >= 1, got ",
               cpu_slots_);
   MT_CHECK_AS(ValueError, max_runs_ >= 1, "--max-runs must be >= 1, got ", max_runs_);
   MT_CHECK_AS(ValueError, status_every_ > 0, "--status-every must be > 0 seconds, got ",
               status_every_);
-  PipelinesFile file = read_pipelines_config(config_path_);
+  RunsFile file = read_runs_config(config_path_);
   check_run_count(file, max_runs_);  // a typo of 100 x 1000 runs, before any directory
   const fs::path out_dir = out_dir_.empty() ? default_out_dir(config_path_) : fs::path(out_dir_);
   place_run_outputs(file, out_dir.string());  // before anything is written: two runs, one file
@@ -131,7 +133,7 @@ int PipelinesCommand::run(std::ostream& out, std::ostream& status) {
     std::vector<std::string> earlier;
     if (fs::exists(out_dir / "summary.json"))
       earlier.push_back((out_dir / "summary.json").string());
-    for (const PipelineRunConfig& run : file.runs)
+    for (const RunsFileEntry& run : file.runs)
       if (fs::exists(out_dir / run.name / "output.log"))
         earlier.push_back((out_dir / run.name / "output.log").string());
     if (!earlier.empty())
@@ -148,7 +150,7 @@ int PipelinesCommand::run(std::ostream& out, std::ostream& status) {
     // As many CPU runs at once as fit the cores: each takes its `threads` (the most any run
     // asks for) or one core, and there are no more slots than CPU runs.
     int64_t per_run = 1, cpu_runs = 0;
-    for (const PipelineRunConfig& run : file.runs) {
+    for (const RunsFileEntry& run : file.runs) {
       if (!run.error.empty() || scheduled_device(run.config.device, gpus) != "cpu") continue;
       ++cpu_runs;
       per_run = std::max<int64_t>(per_run, run.config.threads);
@@ -160,7 +162,7 @@ int PipelinesCommand::run(std::ostream& out, std::ostream& status) {
   const std::string self = self_executable();
 
   std::vector<RunJob> jobs;
-  for (PipelineRunConfig& run : file.runs) {
+  for (RunsFileEntry& run : file.runs) {
     const fs::path dir = fs::absolute(out_dir / run.name).lexically_normal();
     make_dir(dir);
     RunJob job;
