@@ -17,6 +17,9 @@ import shutil
 import struct
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from matplotlib_python import pick_python  # noqa: E402
 import xml.etree.ElementTree as ET
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -54,18 +57,6 @@ def check(cond, what):
     return cond
 
 
-def has_matplotlib(python):
-    try:
-        return subprocess.run([python, "-c", "import matplotlib"], capture_output=True, timeout=120).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-def pick_python():
-    for python in (os.environ.get("MINITRAIN_PYTHON"), sys.executable, "/usr/bin/python3"):
-        if python and has_matplotlib(python):
-            return python
-    return None
 
 
 def run(python, script, args):

@@ -15,6 +15,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from matplotlib_python import pick_python  # noqa: E402
+
 FAILURES = []
 
 
@@ -23,18 +26,6 @@ def check(cond, what):
         FAILURES.append(what)
 
 
-def has_matplotlib(python):
-    try:
-        return subprocess.run([python, "-c", "import matplotlib"], capture_output=True, timeout=120).returncode == 0
-    except OSError:
-        return False
-
-
-def pick_python():
-    for python in (os.environ.get("MINITRAIN_PYTHON"), sys.executable, "/usr/bin/python3"):
-        if python and has_matplotlib(python):
-            return python
-    return None
 
 
 def write_log(path, rows):
