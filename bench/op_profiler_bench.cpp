@@ -2,18 +2,19 @@
 // op entry point holds an OpTimer, which without a profiler is one atomic load).
 //
 // op_profiler/add/N times `add(out, a, b)` on N floats on --device (bench/bench_device.h: the GPU
-// when there is one, else the CPU), alternating in every iteration a batch of calls with no profiler and a
-// batch with one alive, so both halves see the same machine. The reported time is the profiled
-// call's. Counters:
+// when there is one, else the CPU), alternating in every iteration a batch of calls with no
+// profiler and a batch with one alive, so both halves see the same machine. The reported time is
+// the profiled call's. Counters:
 //   off_ns     one call without a profiler (the timer's atomic load included: it cannot be removed
 //              without removing the profiler from the build)
 //   on_ns      one call with a profiler recording it (two events and a pending row; the batch's
 //              interval is closed outside the timed part)
 //   on_pct_of_off  100 x on_ns / off_ns
-// bare/add/N times the same call in a loop with no profiler ever made: its time against off_ns is the
-// off-cost as far as it can be seen.
+// bare/add/N times the same call in a loop with no profiler ever made: its time against off_ns is
+// the off-cost as far as it can be seen.
 //
-//   minitrain_op_profiler_bench [--device=cpu] [--threads=1] [--benchmark_filter=op_profiler/add/16$]
+//   minitrain_op_profiler_bench [--device=cpu] [--threads=1]
+//   [--benchmark_filter=op_profiler/add/16$]
 
 #include <benchmark/benchmark.h>
 

@@ -208,9 +208,11 @@ Tensor Linear::forward_mixed(const Tensor& x) {
   const Tensor x16 = x.dtype() == precision_ ? x : cast(x, precision_);
   Tensor acc = Tensor::empty(Shape{x.size(0), out_}, DType::Float32, x.device());
   // One rounding of the float32 sum x W^T + b, as torch's 16-bit addmm (bias folded in by beta).
-  linear_forward_with(gemm_backend_, acc, cast(x16, DType::Float32), rounded(weight_.value),
+  const Tensor w16 = rounded(weight_.value);
+  linear_forward_with(gemm_backend_, acc, cast(x16, DType::Float32), w16,
                       bias_.value.defined() ? rounded(bias_.value) : Tensor());
   input_ = training_ ? x16 : Tensor();
+  weight16_ = training_ && needs_input_grad_ ? w16 : Tensor();
   return cast(acc, precision_);
 }
 
@@ -239,7 +241,9 @@ Tensor Linear::backward_mixed(const Tensor& grad_output) {
   }
   if (!needs_input_grad_) return Tensor();
   Tensor dx = Tensor::empty(input_.shape(), DType::Float32, input_.device());
-  gemm_with(gemm_backend_, dx, dy, /*trans_a=*/false, rounded(weight_.value), /*trans_b=*/false);
+  // The forward's W16; rounded anew only if the input gradient was switched on after the forward.
+  const Tensor w16 = weight16_.defined() ? weight16_ : rounded(weight_.value);
+  gemm_with(gemm_backend_, dx, dy, /*trans_a=*/false, w16, /*trans_b=*/false);
   return cast(dx, p);
 }
 
@@ -258,6 +262,7 @@ void Linear::set_precision(DType precision) {
     precision_ = before;  // a refused precision changes nothing
     throw;
   }
+  weight16_ = Tensor();  // a copy at the old precision is no use to the next backward
 }
 
 NamedParameters Linear::named_parameters(const std::string& prefix) {
@@ -270,6 +275,7 @@ void Linear::to(Device device) {
   Module::to(device);
   input_ = Tensor();
   bias_scratch_ = Tensor();
+  weight16_ = Tensor();
 }
 
 std::string Linear::repr() const {

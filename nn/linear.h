@@ -10,7 +10,9 @@
 // 16-bit gradients: dx = round16(dy W16), and dW, db rounded to 16 bits before they are added
 // into the float32 gradients of the master weights. The 16-bit operands reach the GEMM backend
 // widened to float32 (exact), so every backend that multiplies float32 exactly serves every
-// precision; the input is cached for backward in 16 bits, half the memory of float32.
+// precision; the input is cached for backward in 16 bits, half the memory of float32. Backward
+// multiplies by the forward's round16(W), as torch's autocast saves it, not by a new rounding of
+// the weight: the same bits unless W changed in between, and one launch fewer.
 
 #include <string>
 
@@ -81,6 +83,9 @@ class Linear final : public Module {
   Parameter weight_, bias_;
   Tensor input_;         // cached by forward in training mode (a handle: no copy)
   Tensor bias_scratch_;  // [out]: sum_rows(dy) before it is added into the bias gradient
+  // Mixed precision in training: the 16-bit W the forward multiplied by, which backward's dx uses
+  // (torch's autocast saves the cast weight for backward too), so it is rounded once a step.
+  Tensor weight16_;
   std::string gemm_backend_ = "auto";
 
   void check_input(const Tensor& x) const;             // forward's checks on its input

@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <memory>
+#include <vector>
 
 #include "kernels/activation.h"
+#include "kernels/elementwise.h"
 #include "kernels/random.h"
 #include "nn/activation_layer.h"
 #include "nn/linear.h"
@@ -92,6 +94,26 @@ TEST_P(LinearOnDevice, ToMovesParametersAndGradients) {
   EXPECT_EQ(y.device(), device());
   layer.backward(random_tensor(Shape{3, 2}, 8, device()));
   EXPECT_GT(host_max_abs(layer.bias().grad), 0.0);
+}
+
+// Under mixed precision backward's dx = dy round16(W) uses the forward's round16(W), as torch's
+// autocast saves the cast weight for backward: a weight changed between forward and backward (here
+// doubled) does not reach dx. It was rounded anew before, one launch more per layer.
+TEST_P(LinearOnDevice, MixedPrecisionBackwardUsesTheWeightTheForwardRounded) {
+  Generator gen_a(9), gen_b(9);
+  Linear changed(5, 4, gen_a, true, device()), kept(5, 4, gen_b, true, device());
+  const Tensor x = random_tensor(Shape{3, 5}, 10, device());
+  const Tensor dy = random_tensor(Shape{3, 4}, 11, device());
+  std::vector<std::vector<double>> dx;
+  for (Linear* layer : {&changed, &kept}) {
+    layer->set_precision(DType::BFloat16);
+    layer->forward(x);
+  }
+  Tensor& w = changed.weight().value;
+  scale(w, w, 2.0);
+  for (Linear* layer : {&changed, &kept}) dx.push_back(host_values(layer->backward(dy)));
+  ASSERT_GT(host_max_abs(changed.weight().value), 0.0);
+  EXPECT_EQ(dx[0], dx[1]);
 }
 
 MT_INSTANTIATE_DEVICE_TEST_SUITE(LinearOnDevice);
