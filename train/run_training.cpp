@@ -969,6 +969,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     vo.batch_size = std::max<int64_t>(c.batch_size, 1024);  // no gradients: larger batches fit
     vo.device = plan.device;
     vo.topk = c.topk;
+    vo.stop_requested = stop_requested;
     if (comm) {  // each rank its own rows, every row once
       vo.rows = strided_rows(data.val->size(), rank, world);
       vo.sum_over_ranks = sum_over_ranks(comm.get());
