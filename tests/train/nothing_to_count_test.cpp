@@ -58,6 +58,8 @@ struct EmptyBatchCase {
   LossOptions loss;
 };
 
+void PrintTo(const EmptyBatchCase& c, std::ostream* os) { *os << c.name; }
+
 LossOptions cross_entropy(int64_t ignore_index, std::vector<double> class_weights = {}) {
   LossOptions o;
   o.name = "cross_entropy";
