@@ -469,6 +469,7 @@ TrainSummary Trainer::run() {
       if (s.val) summary.last_val = s.val;
       if (scaler_) summary.loss_scale = scaler_->scale();
       summary.skipped_steps = s.skipped_steps;
+      summary.nothing_counted_steps += s.nothing_counted ? 1 : 0;
       if (options_.on_step) options_.on_step(s);
       const bool last = step_ == options_.total_steps;
       const bool stop = (stop_agreed_ || early_stop) && !last;

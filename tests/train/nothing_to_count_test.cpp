@@ -24,6 +24,7 @@
 #include "optim/make_optimizer.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
+#include "tests/train/train_test_util.h"
 #include "train/metrics_log.h"
 #include "train/trainer.h"
 #include "train/validation.h"
@@ -139,6 +140,66 @@ INSTANTIATE_TEST_SUITE_P(IgnoredOrWeightedZero, NothingToCount,
                                                           {1, 2, 0, 0, 1, 2, 2, 1},
                                                           cross_entropy(-100, {0.0, 1.0, 2.0})}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Under ddp the ranks agree through the counts' all-reduce: a batch with nothing to count on this
+// rank while another rank's counted makes a step that updates (the gradient all-reduce averages
+// this rank's zero in), whose loss and accuracy are the other rank's counted batch's. Here
+// sum_over_ranks plays the other rank (1 counted batch, loss 0.5, 1 correct of 2 rows).
+TEST(NothingToCount, UnderDdpAStepCountsWhenAnyRankHasARowToCount) {
+  Generator gen(5);
+  auto model = make_mlp({2, 8, 2}, Activation::ReLU, gen);
+  auto opt = make_optimizer(OptimizerConfig{}, model->named_parameters());
+  DataLoaderOptions lo;
+  lo.batch_size = 2;
+  lo.shuffle = false;
+  DataLoader loader(labelled_rows({0, 1, -1, -1, 0, 1, 0, 1}), lo);
+  std::vector<StepStats> steps;
+  TrainerOptions o;
+  o.total_steps = 2;
+  o.generator = &gen;
+  o.loss = make_loss(cross_entropy(-1));
+  o.world_size = 2;
+  o.reduce_loss = [](double local, bool&) { return (local + 0.5) / 2; };
+  o.sum_over_ranks = [](std::vector<double>& v) {
+    ASSERT_EQ(v.size(), 4u);  // correct, counted rows, loss sum, counted batches
+    v[0] += 1;
+    v[1] += 2;
+    v[2] += 0.5;
+    v[3] += 1;
+  };
+  o.on_step = [&](const StepStats& s) { steps.push_back(s); };
+  Trainer(*model, *opt, loader, o).run();
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_FALSE(steps[1].nothing_counted);
+  EXPECT_DOUBLE_EQ(steps[1].loss, 0.5);  // this rank's empty batch is no part of the mean
+  EXPECT_DOUBLE_EQ(steps[1].accuracy, 0.5);
+  EXPECT_TRUE(std::isfinite(steps[0].loss));
+}
+
+// A run whose every step had nothing to count trained nothing: an error, not "done" with a NaN
+// loss and the initial weights saved as trained (as for a run whose every float16 step was
+// skipped).
+TEST(NothingToCount, ARunWhoseEveryStepCountedNothingFails) {
+  ScratchDir dir;
+  write_file_atomically(dir.path("t.csv"),
+                        "a,b,y\n0.1,0.2,-1\n0.3,0.1,-1\n0.5,0.9,-1\n0.7,0.4,0\n");
+  TrainConfig c;
+  c.data = dir.path("t.csv");
+  c.target_columns = {"y"};
+  c.loss = "cross_entropy";
+  c.ignore_index = -1;
+  c.model = "mlp:2,4,2";
+  c.batch_size = 1;
+  c.shuffle = false;
+  c.steps = 2;  // rows 1 and 2: both ignored
+  c.save = dir.path("w.safetensors");
+  testing::expect_error<Error>(
+      [&] { testing::train(c); },
+      {"every step (2 of steps 1-2) had no row to count", "--ignore-index"});
+  EXPECT_FALSE(std::filesystem::exists(c.save));
+  c.steps = 4;  // the 4th row counts
+  EXPECT_NO_THROW(testing::train(c));
+}
 
 // A held-out batch with nothing to count adds nothing to the loss's sum or divisor: evaluating in
 // batches of 2 (one of them all ignored) gives the loss of one batch of every row.
