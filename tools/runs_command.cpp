@@ -109,9 +109,9 @@ RunsCommand::RunsCommand(CLI::App& parent) {
   app_->add_option("--status-every", status_every_, "seconds between status updates (default 2)")
       ->option_text("SECONDS");
   app_->footer(
-      "Each run gets DIR/NAME/ with config.toml, output.log and metrics.jsonl; DIR/summary.json "
-      "holds every "
-      "run's status, final loss and time. The exit status is 1 when any run failed.");
+      "Each run gets DIR/NAME/ with config.toml, output.log and metrics.jsonl when it starts (a "
+      "run that never starts leaves none); DIR/summary.json holds every run's status, final "
+      "loss and time. The exit status is 1 when any run failed.");
 }
 
 bool RunsCommand::parsed() const { return app_->parsed(); }
@@ -164,7 +164,6 @@ int RunsCommand::run(std::ostream& out, std::ostream& status) {
   std::vector<RunJob> jobs;
   for (RunsFileEntry& run : file.runs) {
     const fs::path dir = fs::absolute(out_dir / run.name).lexically_normal();
-    make_dir(dir);
     RunJob job;
     job.name = run.name;
     job.priority = run.priority;
@@ -172,26 +171,31 @@ int RunsCommand::run(std::ostream& out, std::ostream& status) {
     job.output_path = (dir / "output.log").string();
     TrainConfig& c = run.config;
     job.device = scheduled_device(c.device, gpus);
-    if (!run.error.empty()) {
+    if (!run.error.empty()) {  // never started: its reason goes to the status and the summary
       job.setup_error = run.error;
-      write_file_atomically(job.output_path, "minitrain pipelines: error: " + run.error + "\n");
       jobs.push_back(std::move(job));
       continue;
     }
-    write_file_atomically(job.output_path, "");  // the child appends; start each invocation afresh
     const bool gpu = job.device != "cpu";
     c.device = gpu ? "cuda:0" : "cpu";  // a GPU run sees only its GPU (CUDA_VISIBLE_DEVICES)
     if (!gpu && c.threads == 0) c.threads = cpu_threads;
-    // A stale log of an earlier invocation would show as this run's progress until it starts.
-    if (c.log == (dir / "metrics.jsonl").string() && !c.resume) fs::remove(c.log);
-    // Outputs placed in the run's directory may name a folder of their own there.
-    for (const std::string* p : {&c.save, &c.save_best, &c.log})
-      if (!p->empty() && p->rfind(dir.string() + "/", 0) == 0) make_dir(fs::path(*p).parent_path());
     c.progress = "lines";
     job.metrics_path = c.log;
     const std::string config_file = (dir / "config.toml").string();
-    write_file_atomically(config_file, config_to_toml(c));
     job.argv = {self, "train", "--config", config_file, "--progress", "lines"};
+    // The run's directory and files are made when it starts, not all at the beginning: a run
+    // that never starts (interrupted while queued, or refused) leaves nothing behind.
+    job.prepare = [dir, c, config_file, output = job.output_path] {
+      make_dir(dir);
+      write_file_atomically(output, "");  // the child appends; start each invocation afresh
+      // A stale log of an earlier invocation would show as this run's progress until it starts.
+      if (c.log == (dir / "metrics.jsonl").string() && !c.resume) fs::remove(c.log);
+      // Outputs placed in the run's directory may name a folder of their own there.
+      for (const std::string* p : {&c.save, &c.save_best, &c.log})
+        if (!p->empty() && p->rfind(dir.string() + "/", 0) == 0)
+          make_dir(fs::path(*p).parent_path());
+      write_file_atomically(config_file, config_to_toml(c));
+    };
     jobs.push_back(std::move(job));
   }
 

@@ -7,7 +7,11 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <sstream>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -57,13 +61,20 @@ MetricsLog::MetricsLog(const std::string& path, int64_t continue_after_step, int
     : path_(path), every_(every) {
   MT_CHECK_AS(ValueError, every >= 1, "--log-every must be at least 1 (steps per line), got ",
               every);
-  std::ios::openmode mode = std::ios::out | std::ios::trunc;
+  int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
   if (continue_after_step >= 0 && file_exists(path)) {
     write_file_atomically(path, kept_lines(path, continue_after_step, repair_note_));
-    mode = std::ios::out | std::ios::app;
+    flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
   }
-  out_.open(path, mode);
-  if (!out_) MT_THROW(IoError, "cannot write the metrics log '", path, "': ", std::strerror(errno));
+  fd_ = ::open(path.c_str(), flags, 0666);
+  if (fd_ < 0) {
+    const int err = errno;
+    MT_THROW(IoError, "cannot write the metrics log '", path, "': ", std::strerror(err));
+  }
+}
+
+MetricsLog::~MetricsLog() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 std::string metrics_json_line(const StepStats& s, int64_t steps) {
@@ -71,8 +82,13 @@ std::string metrics_json_line(const StepStats& s, int64_t steps) {
   j["step"] = s.step;
   if (steps > 0) j["steps"] = steps;
   j["epoch"] = s.epoch;
-  j["loss"] = s.loss;  // JSON has no inf or NaN: a non-finite loss is null, spelled out below
-  if (!std::isfinite(s.loss)) j["loss_nonfinite"] = nonfinite_name(s.loss);
+  j["loss"] = s.loss;       // JSON has no inf or NaN: a non-finite loss is null, spelled out below
+  if (s.nothing_counted) {  // no loss at all: every row ignored; the step made no update
+    j["no_counted_rows"] = true;
+    j["skipped"] = true;
+  } else if (!std::isfinite(s.loss)) {
+    j["loss_nonfinite"] = nonfinite_name(s.loss);
+  }
   if (std::isfinite(s.accuracy)) j["accuracy"] = s.accuracy;
   if (s.epoch_end) j["epoch_end"] = true;
   if (s.val) {
@@ -125,8 +141,11 @@ void MetricsLog::write(const StepStats& stats) {
   }
   ++pending_steps_;
   pending_last_ = stats;
-  loss_sum_ += stats.loss;
-  accuracy_sum_ += stats.accuracy;
+  if (!stats.nothing_counted) {  // a step with nothing to count is no part of the means
+    loss_sum_ += stats.loss;
+    accuracy_sum_ += stats.accuracy;
+    ++counted_steps_;
+  }
   if (stats.val) val_ = stats.val;
   epoch_end_ = epoch_end_ || stats.epoch_end;
   ms_sum_ += stats.step_ms;
@@ -150,8 +169,10 @@ void MetricsLog::flush_pending() {
   if (pending_steps_ == 0) return;
   StepStats mean = pending_last_;
   const double n = static_cast<double>(pending_steps_);
-  mean.loss = loss_sum_ / n;
-  mean.accuracy = accuracy_sum_ / n;
+  const auto counted = static_cast<double>(counted_steps_);
+  mean.loss = loss_sum_ / counted;  // 0/0 = NaN when no step counted: then nothing_counted
+  mean.accuracy = accuracy_sum_ / counted;
+  mean.nothing_counted = counted_steps_ == 0;
   mean.val = val_;
   mean.epoch_end = epoch_end_;
   mean.step_ms = ms_sum_ / n;
@@ -172,15 +193,27 @@ void MetricsLog::flush_pending() {
   gpu_memory_max_ = 0;
   val_.reset();
   epoch_end_ = false;
-  samples_ = grad_norms_ = 0;
+  samples_ = grad_norms_ = counted_steps_ = 0;
   peak_ = 0;
   write_line(mean, steps);
 }
 
 void MetricsLog::write_line(const StepStats& stats, int64_t steps) {
-  out_ << metrics_json_line(stats, steps) << '\n';
-  out_.flush();
-  if (!out_) MT_THROW(IoError, "cannot write the metrics log '", path_, "' (disk full?)");
+  const std::string line = metrics_json_line(stats, steps) + '\n';
+  const char* p = line.data();
+  std::size_t left = line.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd_, p, left);  // may write less than asked: loop
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      // What was cut short is a torn last line, which a resumed run drops (kept_lines).
+      MT_THROW(IoError, "cannot write the metrics log '", path_, "': ", std::strerror(err),
+               " (step ", stats.step, "'s line; the lines before it are intact)");
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
 }
 
 }  // namespace minitrain

@@ -7,7 +7,9 @@
 // (cpu_utilization: the process's CPU time over the step's wall time, in cores; on a CUDA device
 // where NVML can be read, "gpu_utilization_pct", "gpu_memory_used_bytes" and
 // "gpu_memory_total_bytes" follow: core/gpu_monitor.h)
-// (a non-finite loss is null, with "loss_nonfinite": "inf", "-inf" or "nan" beside it); a
+// (a non-finite loss is null, with "loss_nonfinite": "inf", "-inf" or "nan" beside it; a
+// classifier's step whose every row was ignored has "loss": null, "no_counted_rows": true and made
+// no update, and is left out of an interval's means); a
 // classifier's lines add "accuracy" (of the step's batches), a step that ends an epoch adds
 // "epoch_end": true, and one followed by a held-out evaluation adds "val_loss", "val_rows" and for
 // classifiers "val_accuracy" (and "val_top<k>_accuracy" for --topk k > 1)
@@ -20,7 +22,6 @@
 // interval's last evaluation's, and epoch_end whether any of its steps ended an epoch.
 
 #include <cstdint>
-#include <fstream>
 #include <optional>
 #include <string>
 
@@ -35,7 +36,12 @@ class MetricsLog {
   /// full disk or a kill) is dropped and named in repair_note(); a bad line before the last is an
   /// IoError, as is a file that cannot be written.
   /// `every`: the steps a line stands for (>= 1; ValueError otherwise).
+  /// Every write goes straight to the file (a line at a time, no buffer): one that fails (a full
+  /// disk) is an IoError naming the file and the system's reason, and the lines before it stay.
   explicit MetricsLog(const std::string& path, int64_t continue_after_step = -1, int64_t every = 1);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
   /// Adds a step; writes its line when it ends an interval (step % every == 0, or the run's last).
   void write(const StepStats& stats);
   /// Writes the steps added since the last line, if any (a run that stops or fails early).
@@ -49,7 +55,7 @@ class MetricsLog {
 
   std::string path_;
   std::string repair_note_;
-  std::ofstream out_;
+  int fd_ = -1;
   int64_t every_ = 1;
   // The interval being summed: its steps, and the sums that become means.
   int64_t pending_steps_ = 0;
@@ -61,6 +67,7 @@ class MetricsLog {
   std::optional<ValMetrics> val_;
   bool epoch_end_ = false;
   int64_t samples_ = 0, grad_norms_ = 0;
+  int64_t counted_steps_ = 0;  // the interval's steps that had a row to count
   uint64_t peak_ = 0;
 };
 

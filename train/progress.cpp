@@ -101,8 +101,9 @@ void Progress::update(const StepStats& s) {
     if (!due(s.step)) return;
     const int64_t percent = total_steps_ > 0 ? s.step * 100 / total_steps_ : 100;
     out_ << "step " << s.step << "/" << total_steps_ << " (" << percent << "%)  epoch " << s.epoch
-         << "  loss " << general(s.loss, 6) << "  lr " << general(s.lr, 4) << "  "
-         << fixed(s.samples_per_s, 0) << " samples/s  ETA " << eta(s.step) << "\n";
+         << "  loss " << (s.nothing_counted ? "- (no counted rows: no update)" : general(s.loss, 6))
+         << "  lr " << general(s.lr, 4) << "  " << fixed(s.samples_per_s, 0) << " samples/s  ETA "
+         << eta(s.step) << "\n";
     out_.flush();
     return;
   }

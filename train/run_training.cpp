@@ -731,7 +731,14 @@ void check_replicas_agree(Module& model, Communicator& comm) {
 // fp16's loss scaling skips a step whose gradients overflow; a run whose every step was skipped
 // trained nothing and is no success, whatever else went right (no --save of untrained weights).
 void check_some_step_counted(const TrainSummary& s, int64_t total_steps) {
-  if (s.stopped_early || s.last_step < s.first_step || s.skipped_steps < s.last_step) return;
+  if (s.stopped_early || s.last_step < s.first_step) return;
+  // Likewise a run whose every step had no row to count (issue 30): each made no update.
+  MT_CHECK(s.nothing_counted_steps < s.last_step - s.first_step + 1, "every step (",
+           s.nothing_counted_steps, " of steps ", s.first_step, "-", s.last_step,
+           ") had no row to count: each row of their batches has the --ignore-index label or a "
+           "class whose --class-weights weight is 0, so nothing was trained; shuffle the rows "
+           "(--shuffle, the default) or train for more steps");
+  if (s.skipped_steps < s.last_step) return;
   MT_THROW(Error, "every step (", s.skipped_steps, " of ", s.last_step,
            ") was skipped for inf/NaN gradients, so nothing was trained (the loss scale ended at ",
            s.loss_scale, " after step ", s.last_step, " of ", total_steps,
@@ -969,6 +976,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     vo.batch_size = std::max<int64_t>(c.batch_size, 1024);  // no gradients: larger batches fit
     vo.device = plan.device;
     vo.topk = c.topk;
+    vo.stop_requested = stop_requested;
     if (comm) {  // each rank its own rows, every row once
       vo.rows = strided_rows(data.val->size(), rank, world);
       vo.sum_over_ranks = sum_over_ranks(comm.get());

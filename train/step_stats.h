@@ -17,6 +17,9 @@ struct ValMetrics {
   double accuracy = std::numeric_limits<double>::quiet_NaN();       ///< classifiers: top-1
   double topk_accuracy = std::numeric_limits<double>::quiet_NaN();  ///< classifiers, topk > 1
   int64_t topk = 1;
+  /// A stop (SIGINT/SIGTERM) cut it short between held-out batches: its numbers cover only part
+  /// of the rows, so they are neither logged nor compared with the best (issue 30).
+  bool interrupted = false;
 };
 
 struct StepStats {
@@ -46,6 +49,10 @@ struct StepStats {
   double loss_scale = std::numeric_limits<double>::quiet_NaN();
   bool skipped = false;
   int64_t skipped_steps = 0;
+  /// Classifiers: every row of the step's batches (on every rank) was ignore_index or of a class
+  /// weighted 0, so there was nothing to count: loss and accuracy NaN, and no update was made
+  /// (torch's mean is 0/0 there; issue 30). Logged as "no_counted_rows", left out of the means.
+  bool nothing_counted = false;
   std::string device;          ///< "cpu", "cuda:0"
   uint64_t memory_in_use = 0;  ///< device allocator bytes after the step
   uint64_t memory_peak = 0;

@@ -16,9 +16,11 @@
 #include "core/process_cpu.h"
 #include "kernels/cast.h"
 #include "kernels/elementwise.h"
+#include "kernels/fill.h"
 #include "kernels/reduce.h"
 #include "optim/clip.h"
 #include "train/class_metrics.h"
+#include "train/validation.h"
 
 namespace minitrain {
 namespace {
@@ -249,13 +251,20 @@ bool Trainer::checkpoint_due(int64_t step, bool stop) const {
 
 bool Trainer::evaluate(StepStats& s) {
   s.val = options_.validate();
+  if (s.val->interrupted) {  // a stop between held-out batches: stop as after a step (issue 30)
+    s.val.reset();           // part of the rows: no val_loss, no best, no patience spent
+    stop_agreed_ = true;
+    return false;
+  }
   // NaN never improves: a diverged model is not the best one.
   if (!best_val_ || s.val->loss < best_val_->loss) {
     if (std::isfinite(s.val->loss)) {
+      // Saved first: a best that --save-best could not write (a full disk) is not recorded as
+      // saved, in the summary or in the checkpoint the failure leaves.
+      if (options_.on_best) options_.on_best(s.step, *s.val);
       best_val_ = s.val;
       best_step_ = s.step;
       evals_since_best_ = 0;
-      if (options_.on_best) options_.on_best(s.step, *s.val);
       return false;
     }
   }
@@ -299,7 +308,8 @@ StepStats Trainer::train_step() {
   const int64_t batches = batches_for_step(s.step);
   const int64_t batches_before = batches_seen_;
   double loss_sum = 0.0;
-  std::vector<double> counts{0.0, 0.0};  // correct, counted
+  // correct, counted rows; the loss sum and the number of the batches with a row to count
+  std::vector<double> counts{0.0, 0.0, 0.0, 0.0};
   for (int64_t b = 0; b < batches; ++b) {
     const auto wait_start = Clock::now();
     Batch batch = loader_.next();
@@ -313,6 +323,12 @@ StepStats Trainer::train_step() {
     const Tensor target = batch.y.to(pred.device());
     Tensor grad;
     const Tensor loss = loss_->forward_backward(pred, target, grad);
+    // A batch whose every row is ignore_index or of a class weighted 0 has torch's 0/0: a NaN loss
+    // and gradient. It contributes nothing (issue 30): a zero gradient (backward still runs, so
+    // every ddp rank joins the all-reduce) and no loss.
+    const bool counted = !classifier || mean_divisor(batch.y.to(Device::cpu()), loss_->options(),
+                                                     TargetKind::ClassIndices) > 0;
+    if (!counted) zero_(grad);
     if (classifier) {  // before backward: a module may reuse its output's memory
       const ClassCounts c = count_correct(pred, target, 1, loss_->options().ignore_index);
       counts[0] += c.correct;
@@ -323,30 +339,39 @@ StepStats Trainer::train_step() {
     if (factor != 1.0) scale(grad, grad, factor);
     if (options_.before_backward) options_.before_backward(b == batches - 1);
     model_.backward(out.dtype() == grad.dtype() ? grad : cast(grad, out.dtype()));
-    loss_sum += loss.item();  // waits for the device: the step's loss is reported per step anyway
+    if (counted) {  // .item() waits for the device: the step's loss is reported per step anyway
+      loss_sum += loss.item();
+      counts[3] += 1;
+    }
     // Every rank's batch has this many rows (the sampler gives each rank the same count).
     const int64_t rows = batch.x.size(0) * options_.world_size;
     s.samples += rows;
     samples_seen_ += rows;
     ++batches_seen_;
   }
-  s.loss = loss_sum / static_cast<double>(batches);
+  s.loss = loss_sum / counts[3];  // 0/0 (NaN) when no batch counted
   const int64_t bpe = loader_.batches_per_epoch();
   s.epoch_end =
       batches_seen_ / bpe > batches_before / bpe || batches_seen_ == options_.total_batches;
   stop_agreed_ = options_.stop_requested != nullptr && options_.stop_requested->load() != 0;
-  if (options_.reduce_loss) s.loss = options_.reduce_loss(s.loss, stop_agreed_);
+  if (options_.reduce_loss)
+    s.loss = options_.reduce_loss(counts[3] > 0 ? s.loss : 0.0, stop_agreed_);
   if (classifier) {
+    counts[2] = loss_sum;
     if (options_.sum_over_ranks) options_.sum_over_ranks(counts);
     if (counts[1] > 0) s.accuracy = counts[0] / counts[1];
+    // A batch that counted nothing somewhere: the loss is the mean over the batches that did.
+    const int64_t ranks = options_.sum_over_ranks ? options_.world_size : 1;
+    if (counts[3] < static_cast<double>(batches * ranks)) s.loss = counts[2] / counts[3];
+    s.nothing_counted = counts[3] == 0;
   }
   s.device = device_.str();
 
-  if (std::isfinite(s.loss)) {
+  if (std::isfinite(s.loss) || s.nothing_counted) {
     // With ddp the gradients were all-reduced, so they are the same on every rank: the local norm
     // is already the global one, and every rank clips by the same factor. (Local SGD: each rank
     // clips its own gradients by their own norm, as it steps on its own.)
-    const bool take = unscale_gradients(s);
+    const bool take = !s.nothing_counted && unscale_gradients(s);  // no update from nothing
     // Clipping decides on the device (issue 35): its norm is read once the update is queued.
     std::optional<PendingGradNorm> norm;
     if (take && options_.clip_grad_norm > 0)
@@ -387,9 +412,34 @@ TrainSummary Trainer::run() {
     // A run that early stopping ended stays ended: resuming it trains nothing.
     while (step_ < options_.total_steps && !early_stopped_) {
       StepStats s = train_step();
-      const bool finite = std::isfinite(s.loss);
-      const bool early_stop = finite && evaluation_due(s) && evaluate(s);
-      if (options_.log != nullptr) options_.log->write(s);
+      const bool finite = std::isfinite(s.loss) || s.nothing_counted;
+      bool early_stop = false, evaluated = false;
+      try {
+        early_stop = finite && evaluation_due(s) && evaluate(s);  // --save-best writes there
+        evaluated = true;
+        if (options_.log != nullptr) options_.log->write(s);
+      } catch (const IoError& e) {
+        // A write that fails after a good step (a full disk for the log or --save-best) ends the
+        // run, but that step is checkpointed first, so nothing trained is lost (issue 30). One
+        // process only: ddp's other ranks would wait in a checkpoint this rank alone reaches.
+        if (!finite || options_.checkpoint_dir.empty() || options_.world_size > 1) throw;
+        if (!evaluated && options_.log != nullptr) {  // --save-best failed: the log may still work
+          try {
+            options_.log->write(s);
+            options_.log->flush_pending();
+          } catch (const IoError&) {  // full for it too: the error below says enough
+          }
+        }
+        std::string kept;
+        try {
+          save_checkpoint(checkpoint_path(options_.checkpoint_dir));
+          kept = "the checkpoint of step " + std::to_string(step_) + " was written first ('" +
+                 last_checkpoint_ + "'): make room and resume with --resume";
+        } catch (const std::exception& c) {
+          kept = std::string("the checkpoint could not be written either: ") + c.what();
+        }
+        MT_THROW(IoError, e.what(), "; ", kept);
+      }
       if (!finite) {
         if (options_.log != nullptr) options_.log->flush_pending();  // the line that shows it
         std::string kept = last_checkpoint_.empty()
@@ -400,8 +450,8 @@ TrainSummary Trainer::run() {
                  ") or --clip-grad-norm");
       }
       if (options_.progress != nullptr) options_.progress->update(s);
-      if (summary.samples == 0) summary.first_loss = s.loss;
-      summary.last_loss = s.loss;
+      if (std::isnan(summary.first_loss)) summary.first_loss = s.loss;
+      if (!s.nothing_counted) summary.last_loss = s.loss;
       summary.last_step = s.step;
       summary.samples += s.samples;
       if (s.epoch != summary.epoch) {
@@ -409,18 +459,26 @@ TrainSummary Trainer::run() {
         epoch_loss_sum = epoch_accuracy_sum = 0;
         epoch_steps = 0;
       }
-      epoch_loss_sum += s.loss;
-      epoch_accuracy_sum += s.accuracy;
-      ++epoch_steps;
+      if (!s.nothing_counted) {  // a step with nothing to count is no part of the epoch's mean
+        epoch_loss_sum += s.loss;
+        epoch_accuracy_sum += s.accuracy;
+        ++epoch_steps;
+      }
       summary.epoch_loss = epoch_loss_sum / static_cast<double>(epoch_steps);
       summary.epoch_accuracy = epoch_accuracy_sum / static_cast<double>(epoch_steps);
       if (s.val) summary.last_val = s.val;
       if (scaler_) summary.loss_scale = scaler_->scale();
       summary.skipped_steps = s.skipped_steps;
+      summary.nothing_counted_steps += s.nothing_counted ? 1 : 0;
       if (options_.on_step) options_.on_step(s);
       const bool last = step_ == options_.total_steps;
       const bool stop = (stop_agreed_ || early_stop) && !last;
       if (checkpoint_due(step_, stop)) save_checkpoint(checkpoint_path(options_.checkpoint_dir));
+      if (last && stop_agreed_ && evaluation_due(s) && !s.val) {  // the last evaluation, stopped
+        summary.stopped_early = true;
+        summary.stop_signal =
+            options_.stop_requested != nullptr ? options_.stop_requested->load() : 0;
+      }
       if (early_stop) {
         if (options_.log != nullptr) options_.log->flush_pending();
         summary.early_stopped = true;

@@ -136,6 +136,8 @@ struct TrainSummary {
   /// whole run skipped for inf/NaN gradients (a resumed run's too).
   double loss_scale = std::numeric_limits<double>::quiet_NaN();
   int64_t skipped_steps = 0;
+  /// Steps of this run() with no row to count (StepStats::nothing_counted): no update was made.
+  int64_t nothing_counted_steps = 0;
   double seconds = 0.0;
   int64_t samples = 0;
   std::string last_checkpoint;  ///< the checkpoint written last, if any

@@ -11,9 +11,6 @@
 #include "train/class_metrics.h"
 
 namespace minitrain {
-namespace {
-
-// torch's divisor of a mean over this batch: elements, or the counted rows' class weights.
 double mean_divisor(const Tensor& y_host, const LossOptions& o, TargetKind kind) {
   if (kind == TargetKind::Values) return static_cast<double>(y_host.numel());
   double d = 0;
@@ -23,8 +20,6 @@ double mean_divisor(const Tensor& y_host, const LossOptions& o, TargetKind kind)
   }
   return d;
 }
-
-}  // namespace
 
 std::vector<int64_t> strided_rows(int64_t n, int rank, int world) {
   std::vector<int64_t> rows;
@@ -51,11 +46,16 @@ Validator::Validator(std::shared_ptr<const Dataset> data, ValidatorOptions optio
 
 ValMetrics Validator::evaluate(Module& model) {
   const bool classifier = loss_->target_kind() == TargetKind::ClassIndices;
-  // loss sum, mean divisor, rows, correct, top-k correct, counted
-  std::vector<double> sums(6, 0.0);
+  // loss sum, mean divisor, rows, correct, top-k correct, counted, ranks stopped by a signal
+  std::vector<double> sums(7, 0.0);
   model.eval();
   const auto n = static_cast<int64_t>(rows_.size());
   for (int64_t begin = 0; begin < n; begin += options_.batch_size) {
+    // A stop request ends the evaluation between batches, not after every held-out row (issue 30).
+    if (options_.stop_requested != nullptr && options_.stop_requested->load() != 0) {
+      sums[6] = 1;
+      break;
+    }
     const int64_t k = std::min(options_.batch_size, n - begin);
     const std::vector<int64_t> idx(rows_.begin() + begin, rows_.begin() + begin + k);
     Tensor x = Tensor::empty({k, data_->feature_dim()});
@@ -81,6 +81,7 @@ ValMetrics Validator::evaluate(Module& model) {
   m.rows = static_cast<int64_t>(sums[2]);
   m.loss = sums[0] / sums[1];  // 0/0 (every row ignored) is NaN, as torch's mean
   m.topk = options_.topk;
+  m.interrupted = sums[6] > 0;
   if (classifier) {
     m.accuracy = sums[5] > 0 ? sums[3] / sums[5] : std::numeric_limits<double>::quiet_NaN();
     if (options_.topk > 1)

@@ -5,6 +5,7 @@
 // does not. Under ddp each rank evaluates its own rows (r, r + W, ...: every row once, none
 // padded) and the sums are added over the ranks before anything is divided.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -26,6 +27,9 @@ struct ValidatorOptions {
   std::vector<int64_t> rows;
   /// Adds each entry of the vector over the ranks (ddp: an all-reduce SUM); null: one process.
   std::function<void(std::vector<double>&)> sum_over_ranks;
+  /// Nonzero (a signal number, train/stop_signals.h) stops an evaluation at the next held-out
+  /// batch: it returns ValMetrics::interrupted (on every rank when any rank stopped). Null: never.
+  const std::atomic<int>* stop_requested = nullptr;
 };
 
 class Validator {
@@ -44,6 +48,11 @@ class Validator {
   std::vector<int64_t> rows_;
   std::unique_ptr<Loss> loss_;  // reduction sum
 };
+
+/// torch's divisor of a mean over one batch of targets (on the host): the element count for value
+/// targets, the sum of the class weights of the rows that are not ignore_index for class targets.
+/// 0: the batch has nothing to count (its mean is torch's 0/0, NaN).
+double mean_divisor(const Tensor& y_host, const LossOptions& o, TargetKind kind);
 
 /// Rank `rank`'s share of `n` rows under `world` ranks: rank, rank + world, ... (possibly none).
 std::vector<int64_t> strided_rows(int64_t n, int rank, int world);

@@ -236,6 +236,7 @@ class Scheduler {
       r.started = Clock::now();
       r.result.start_time = unix_now();
       try {
+        if (job.prepare) job.prepare();
         r.process = start_(so);
       } catch (const std::exception& e) {
         release_slot(r);

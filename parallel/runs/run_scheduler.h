@@ -35,6 +35,10 @@ struct RunJob {
   std::string output_path;   ///< the child's stdout and stderr (appended)
   std::string metrics_path;  ///< its JSON-lines metrics log, read for status and the final loss
   std::string setup_error;   ///< non-empty: the run fails with this reason and is never started
+  /// Makes what the run needs on disk (its directory, config, an empty output file) just before
+  /// it starts, so that a run that never starts leaves nothing behind. Null: nothing to make. An
+  /// exception fails the run as "not started", with its message.
+  std::function<void()> prepare;
   /// Higher starts first when runs wait for a slot (ties: file order).
   int priority = 0;
   int nice = 0;  ///< the child's CPU niceness (SubprocessOptions::nice)

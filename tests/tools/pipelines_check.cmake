@@ -5,6 +5,7 @@
 # good runs (started together) do. Each good run's CPU utilisation (cores, its CPU time over its
 # steps' wall time) is in its log and in summary.json, above 0 and below the cores it may use (its
 # threads and loader workers); CPU runs say nothing of NVML, and the summary table has a cpu column.
+# The run that never started (negative-lr) leaves no directory.
 # Run with -DMINITRAIN=... -DFIXTURES=... -DWORK=... -DSLOTS=1|2
 cmake_policy(SET CMP0054 NEW)  # "ok", "failed" are words here, not variables
 file(REMOVE_RECURSE "${WORK}")
@@ -82,6 +83,10 @@ foreach(i RANGE 0 3)
   elseif(name STREQUAL "negative-lr")
     if(NOT status STREQUAL "failed" OR NOT reason MATCHES "run 'negative-lr': .*pipelines_small.toml:28: --lr must be >= 0")
       message(FATAL_ERROR "run negative-lr: status ${status}, reason '${reason}'")
+    endif()
+    # Never started, so nothing of it on disk (issue 30): its reason is in summary.json.
+    if(EXISTS "${WORK}/negative-lr")
+      message(FATAL_ERROR "run negative-lr never started but left ${WORK}/negative-lr behind")
     endif()
   else()
     message(FATAL_ERROR "unexpected run '${name}' in summary.json")

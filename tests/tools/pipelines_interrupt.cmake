@@ -1,5 +1,6 @@
 # SIGTERM to `minitrain pipelines` stops its running run (terminated) and its queued one (never
-# started); both are recorded as failed, summary.json is still written, and the exit status is 1.
+# started, and so without a directory); both are recorded as failed, summary.json is still written,
+# and the exit status is 1.
 # Run with -DMINITRAIN=... -DWORK=...
 cmake_policy(SET CMP0054 NEW)  # "failed" is a word here, not a variable
 file(REMOVE_RECURSE "${WORK}")
@@ -40,5 +41,9 @@ if(NOT status0 STREQUAL "failed" OR NOT reason0 STREQUAL "interrupted" OR NOT ex
 endif()
 if(NOT reason1 STREQUAL "interrupted before it started")
   message(FATAL_ERROR "run waiting: reason '${reason1}'\n${shown}")
+endif()
+# Its directory is made when it starts (issue 30): a run that never started leaves nothing.
+if(EXISTS "${WORK}/out/waiting")
+  message(FATAL_ERROR "run waiting never started but left ${WORK}/out/waiting behind\n${shown}")
 endif()
 message(STATUS "${run_out}")

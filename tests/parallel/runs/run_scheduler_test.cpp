@@ -232,6 +232,42 @@ TEST(RunScheduler, AStopRequestTerminatesRunningRunsAndFailsQueuedOnes) {
   EXPECT_EQ(r[1].exit_status, "not started");
 }
 
+// Each run's files are made when it starts (issue 30): a run that never starts (queued when the
+// stop came, refused for its device, or its setup failed) never has prepare() called; a prepare
+// that throws fails its run as not started, and the others go on.
+TEST(RunScheduler, ARunIsPreparedJustBeforeItStartsAndOnlyThen) {
+  FakeWorld w;
+  std::vector<std::string> prepared;
+  std::vector<RunJob> jobs = {fake_job("first", "cpu"), fake_job("refused", "cuda:3"),
+                              fake_job("broken", "cpu"), fake_job("cannot", "cpu"),
+                              fake_job("second", "cpu")};
+  jobs[2].setup_error = "a bad key";
+  for (RunJob& j : jobs)
+    j.prepare = [&w, &prepared, name = j.name] {
+      prepared.push_back(name + " after " + std::to_string(w.events.size()) + " events");
+      if (name == "cannot") MT_THROW(IoError, "cannot create the directory 'x': Read-only");
+    };
+  const auto r = run_fake(w, jobs, fast(1, 0));
+  // One slot: "second" is prepared only once "first" has ended (start first, end first).
+  EXPECT_EQ(prepared, (std::vector<std::string>{"first after 0 events", "cannot after 2 events",
+                                                "second after 2 events"}));
+  EXPECT_TRUE(r[0].ok());
+  EXPECT_EQ(r[1].exit_status, "not started");
+  EXPECT_EQ(r[2].exit_status, "not started");
+  EXPECT_EQ(r[3].exit_status, "not started");
+  EXPECT_EQ(r[3].reason, "cannot start: cannot create the directory 'x': Read-only");
+  EXPECT_TRUE(r[4].ok());
+
+  // Interrupted while queued: never prepared.
+  prepared.clear();
+  int calls = 0;
+  std::vector<RunJob> two = {fake_job("long", "cpu", 1000000), fake_job("queued", "cpu")};
+  for (RunJob& j : two) j.prepare = [&prepared, name = j.name] { prepared.push_back(name); };
+  FakeWorld w2;
+  run_fake(w2, two, fast(1, 0), nullptr, [&] { return ++calls > 5; });
+  EXPECT_EQ(prepared, (std::vector<std::string>{"long"}));
+}
+
 TEST(RunScheduler, OnATerminalTheStatusTableIsRedrawnInPlace) {
   FakeWorld w;
   RunsOptions o = fast(1, 0);
