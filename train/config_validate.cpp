@@ -11,14 +11,9 @@
 #include "core/bytes.h"
 #include "core/error.h"
 #include "core/strings.h"
-#include "data/data_loader.h"
-#include "kernels/activation.h"
 #include "nn/loss.h"
-#include "optim/make_optimizer.h"
-#include "optim/schedule.h"
 #include "train/config.h"
 #include "train/flag_context.h"
-#include "train/progress.h"
 #include "train/settings.h"
 
 namespace minitrain {
@@ -43,20 +38,6 @@ void check_at_most(const char* flag, int64_t v, int64_t hi) {
 
 constexpr double kMaxCommTimeoutSeconds =
     1e6;  // 11.6 days; a deadline beyond it would overflow the clock
-
-void check_one_of(const char* flag, const std::string& v, const std::vector<std::string>& names) {
-  for (const std::string& n : names)
-    if (v == n) return;
-  MT_THROW(ValueError, "--", flag, ": unknown value '", v, "' (choose one of: ", join(names, ", "),
-           ")");
-}
-
-template <std::size_t N>
-void check_one_of(const char* flag, const std::string& v, const Choice (&table)[N]) {
-  std::vector<std::string> names;
-  for (const Choice& c : table) names.push_back(c.name);
-  check_one_of(flag, v, names);
-}
 
 void validate_data(const TrainConfig& c) {
   const bool synthetic = c.data == "synthetic" || starts_with(c.data, "synthetic:");
@@ -116,7 +97,6 @@ void validate_data(const TrainConfig& c) {
 }
 
 void validate_schedule(const TrainConfig& c) {
-  check_one_of("schedule", c.schedule, schedule_names());
   if (c.schedule == "step") {
     if (c.step_size < 1)
       MT_THROW(ValueError,
@@ -169,7 +149,6 @@ void validate_loop_and_files(const TrainConfig& c) {
   if (!c.save.empty() && !ends_with(c.save, ".safetensors"))
     MT_THROW(ValueError, "--save '", c.save,
              "': weights are written as .safetensors; name the file *.safetensors");
-  check_one_of("progress", c.progress, progress_mode_names());
   check_path_fits("save", c.save, c.save.size());
   check_path_fits("save-best", c.save_best, c.save_best.size());
   check_path_fits("log", c.log, c.log.size());
@@ -233,7 +212,6 @@ void validate_validation(const TrainConfig& c) {
 
 // Note: 0 means "not given" for replicas, stages and micro-batches (see parallel_devices()).
 void validate_parallel(const TrainConfig& c) {
-  check_one_of("parallel", c.parallel, kParallelModes);
   const bool dp = c.parallel == "dp", mp = c.parallel == "mp", ddp = c.parallel == "ddp";
   std::string misplaced;
   auto misplace = [&](bool given, const char* flag) {
@@ -352,8 +330,6 @@ void validate_communication_and_memory(const TrainConfig& c) {
   if (c.no_overlap && c.sync_every)
     MT_THROW(ValueError, "--no-overlap orders the gradient all-reduces, but --sync-every ",
              *c.sync_every, " averages parameters instead and all-reduces no gradient; drop one");
-  check_one_of("all-reduce", c.all_reduce, kAllReduceAlgorithms);
-  check_one_of("backend", c.backend, kCommBackends);
   if (c.backend != "auto" && c.parallel != "ddp")
     MT_THROW(ValueError, "--backend ", c.backend,
              " picks the communicator of --parallel ddp, but --parallel is ", c.parallel,
@@ -417,14 +393,12 @@ void validate(const TrainConfig& c) {
   if (!starts_with(c.model, "mlp:"))
     MT_THROW(ValueError, "--model '", c.model,
              "': expected mlp:IN,H1,...,OUT (e.g. mlp:8,64,64,1)");
-  check_one_of("activation", c.activation, activation_names());
-  validate_data(c);
-  check_one_of("loss", c.loss, loss_names());
-  check_one_of("optimizer", c.optimizer, optimizer_names());
-  validate_loss(c);
-  // Every setting's bound, and the optimizer's and the loss's settings as their constructors
-  // and tables judge them (train/settings.h).
+  // Each setting alone, as its row says: the choices of a name, an integer's bounds, and the
+  // optimizer's and the loss's settings as their constructors and tables judge them
+  // (train/settings.h). What follows are combinations of settings.
   config_detail::check_settings(c);
+  validate_data(c);
+  validate_loss(c);
   validate_validation(c);
   validate_schedule(c);
   validate_loop_and_files(c);

@@ -38,6 +38,19 @@ KeyEntry& KeyEntry::loss(std::vector<std::string> names,
   return *this;
 }
 
+// Checks chain: each runs the one before it first.
+KeyEntry& KeyEntry::one_of(std::vector<std::string> names) {
+  check = [before = check, read = read, name = key.name,
+           names = std::move(names)](const TrainConfig& c) {
+    if (before) before(c);
+    const std::string v = std::get<std::string>(read(c));
+    if (std::find(names.begin(), names.end(), v) == names.end())
+      MT_THROW(ValueError, "--", name, ": unknown value '", v,
+               "' (choose one of: ", join(names, ", "), ")");
+  };
+  return *this;
+}
+
 // Bounds chain: each check runs the one before it first.
 KeyEntry& KeyEntry::at_least(int64_t lo) {
   check = [before = check, read = read, name = key.name, lo](const TrainConfig& c) {

@@ -11,7 +11,8 @@
 //     the optimizer and the loss once without parameters, and an OptionError about option "x"
 //     becomes an error naming the row's flag. Which optimizer or loss takes the setting is the
 //     library table's column (optimizer_table(), loss_table()), not an if/else here.
-//   - a bound, for a setting no library object checks: `.at_least(1).at_most(kMaxInt32)`.
+//   - a check, for a setting no library object checks: its choices, `.one_of(schedule_names())`,
+//     or its bounds, `.at_least(1).at_most(kMaxInt32)`.
 // The command line (tools/train_command.cpp), the TOML reader (config_toml.cpp, runs_config.cpp),
 // --help, config_to_json() and these checks all read the table.
 
@@ -69,6 +70,8 @@ struct KeyEntry {
                       std::function<void(const TrainConfig&, OptimizerConfig&)> fill);
   KeyEntry& loss(std::vector<std::string> names,
                  std::function<void(const TrainConfig&, LossOptions&)> fill);
+  /// A name's choices: "--optimizer: unknown value 'lion' (choose one of: sgd, adam, ...)".
+  KeyEntry& one_of(std::vector<std::string> names);
   /// An integer's bounds: "--batch-size must be >= 1, got 0".
   KeyEntry& at_least(int64_t lo);
   KeyEntry& at_most(int64_t hi);
@@ -91,9 +94,9 @@ const char* kind_name(ConfigValueKind kind);  ///< "an integer", "a number", ...
 /// but is 0".
 void with_setting_flags(const std::function<void()>& f);
 
-/// Every row's bound, then the optimizer and the loss built once without parameters from the
-/// rows' columns (their constructors check the values, their tables which setting applies):
-/// the first problem is a ValueError naming the flag. Part of validate().
+/// Every row's check (choices, bounds), then the optimizer and the loss built once without
+/// parameters from the rows' columns (their constructors check the values, their tables which
+/// setting applies): the first problem is a ValueError naming the flag. Part of validate().
 void check_settings(const TrainConfig& config);
 
 // ---- the columns' templates ----

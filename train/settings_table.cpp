@@ -68,6 +68,13 @@ const char* taking(const std::string& who, const std::string& what) {
   return texts.back().c_str();
 }
 
+template <std::size_t N>
+std::vector<std::string> names_of(const Choice (&table)[N]) {
+  std::vector<std::string> names;
+  for (const Choice& c : table) names.push_back(c.name);
+  return names;
+}
+
 std::vector<KeyEntry> make_table() {
   std::vector<KeyEntry> t;
   t.push_back(member("model", K::String, &TrainConfig::model, "mlp:IN,H1,...,OUT"));
@@ -96,7 +103,8 @@ std::vector<KeyEntry> make_table() {
       number_text(TrainConfig{}.comm_timeout) + ")";
   static const std::string micro_batches_help = "--parallel mp: micro-batches per batch (default " +
                                                 std::to_string(kDefaultMicroBatches) + ")";
-  t.push_back(member("activation", K::String, &TrainConfig::activation, activation_help.c_str()));
+  t.push_back(member("activation", K::String, &TrainConfig::activation, activation_help.c_str())
+                  .one_of(activation_names()));
   t.push_back(member("data", K::String, &TrainConfig::data, "synthetic[:N] | X.npy | T.csv"));
   t.push_back(member("targets", K::String, &TrainConfig::targets, "Y.npy (with --data X.npy)"));
   t.push_back(member("target-columns", K::StringList, &TrainConfig::target_columns,
@@ -112,6 +120,7 @@ std::vector<KeyEntry> make_table() {
                      "StandardScaler); kept with the weights, so predict, evaluate and export "
                      "take raw features"));
   t.push_back(member("optimizer", K::String, &TrainConfig::optimizer, optimizer_help.c_str())
+                  .one_of(optimizer_names())
                   .optimizer(&OptimizerConfig::name));
   t.push_back(
       member("lr", K::Float, &TrainConfig::lr, "learning rate").optimizer(&OptimizerConfig::lr));
@@ -158,7 +167,8 @@ std::vector<KeyEntry> make_table() {
       member(flag(S::Centered), K::Bool, &TrainConfig::centered,
              taking(optimizers_taking(S::Centered), "divide by the gradient's estimated variance"))
           .optimizer(&OptimizerConfig::centered));
-  t.push_back(member("schedule", K::String, &TrainConfig::schedule, schedule_help.c_str()));
+  t.push_back(member("schedule", K::String, &TrainConfig::schedule, schedule_help.c_str())
+                  .one_of(schedule_names()));
   t.push_back(member("warmup-steps", K::Int, &TrainConfig::warmup_steps, "linear lr warm-up")
                   .at_least(0)
                   .at_most(kMaxSteps));
@@ -207,8 +217,10 @@ std::vector<KeyEntry> make_table() {
   t.push_back(
       member("profile-kernels", K::String, &TrainConfig::profile_kernels,
              "FILE: every op's time in every step (JSON lines) and the top ops at the end"));
-  t.push_back(member("progress", K::String, &TrainConfig::progress, progress_help.c_str()));
-  t.push_back(member("parallel", K::String, &TrainConfig::parallel, parallel_help.c_str()));
+  t.push_back(member("progress", K::String, &TrainConfig::progress, progress_help.c_str())
+                  .one_of(progress_mode_names()));
+  t.push_back(member("parallel", K::String, &TrainConfig::parallel, parallel_help.c_str())
+                  .one_of(names_of(kParallelModes)));
   t.push_back(member("replicas", K::Int, &TrainConfig::replicas,
                      "--parallel dp: replicas (default: one per --devices entry)"));
   t.push_back(member(
@@ -223,8 +235,10 @@ std::vector<KeyEntry> make_table() {
   t.push_back(member("no-overlap", K::Bool, &TrainConfig::no_overlap,
                      "--parallel ddp: all-reduce the gradient buckets after backward instead of "
                      "during it (the same sums; for when overlap does not pay)"));
-  t.push_back(member("all-reduce", K::String, &TrainConfig::all_reduce, all_reduce_help.c_str()));
-  t.push_back(member("backend", K::String, &TrainConfig::backend, backend_help.c_str()));
+  t.push_back(member("all-reduce", K::String, &TrainConfig::all_reduce, all_reduce_help.c_str())
+                  .one_of(names_of(kAllReduceAlgorithms)));
+  t.push_back(member("backend", K::String, &TrainConfig::backend, backend_help.c_str())
+                  .one_of(names_of(kCommBackends)));
   t.push_back(
       member("comm-timeout", K::Float, &TrainConfig::comm_timeout, comm_timeout_help.c_str()));
   t.push_back(optional_member(
@@ -237,8 +251,9 @@ std::vector<KeyEntry> make_table() {
                      "--parallel ddp: fp32 | bf16, the type gradients are all-reduced in (bf16 "
                      "halves the bytes, rounding each bucket and each addition)"));
   static const std::string loss_help = join(loss_names(), " | ");
-  t.push_back(
-      member("loss", K::String, &TrainConfig::loss, loss_help.c_str()).loss(&LossOptions::name));
+  t.push_back(member("loss", K::String, &TrainConfig::loss, loss_help.c_str())
+                  .one_of(loss_names())
+                  .loss(&LossOptions::name));
   // The settings some losses take: the flag and which losses take it are the columns of
   // loss_table() (nn/loss.h); the losses' constructors check the values.
   using L = LossSetting;
