@@ -28,8 +28,8 @@ const SGDOptions& validated(const SGDOptions& o) {
   if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0))
     throw OptionError(
         "sgd", "nesterov",
-        ::minitrain::detail::concat("momentum requires momentum > 0 and dampening = 0, got "
-                                    "momentum = ",
+        ::minitrain::detail::concat("requires momentum > 0 and dampening = 0 (as torch.optim.SGD), "
+                                    "got momentum = ",
                                     o.momentum, " and dampening = ", o.dampening));
   return o;
 }

@@ -216,7 +216,7 @@ TEST(TrainConfig, ValidateRejectsImpossibleValuesWithOneClearMessageEach) {
       {"unknown optimizer", [](TrainConfig& c) { c.optimizer = "lion"; },
        "--optimizer: unknown value 'lion'"},
       {"nesterov without momentum", [](TrainConfig& c) { c.optimizer = "sgd", c.nesterov = true; },
-       "--nesterov momentum requires momentum > 0"},
+       "--nesterov requires momentum > 0"},
       {"momentum with adam", [](TrainConfig& c) { c.momentum = 0.9; },
        "--momentum applies to --optimizer sgd, rmsprop, not to adam"},
       {"nesterov with rmsprop",

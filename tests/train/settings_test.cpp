@@ -90,7 +90,7 @@ TEST(Settings, TheConstructorIsTheOneCheckAndTheMessageNamesTheFlag) {
       {{{"betas", "1,0.999"}}, "--betas (beta1) must be in [0, 1), got 1"},
       {{{"optimizer", "sgd"}, {"momentum", "-2"}}, "--momentum must be finite and >= 0, got -2"},
       {{{"optimizer", "sgd"}, {"nesterov", "true"}},
-       "--nesterov momentum requires momentum > 0 and dampening = 0"},
+       "--nesterov requires momentum > 0 and dampening = 0"},
   };
   for (const Case& k : cases) {
     const std::string msg = validate_message(k.flags);
