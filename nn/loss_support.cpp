@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/option_error.h"
 #include "kernels/cast.h"
 #include "kernels/fill.h"
 
@@ -12,7 +13,9 @@ namespace minitrain {
 
 void check_loss_setting(bool ok, const std::string& loss, const char* setting, const char* rule,
                         double value) {
-  MT_CHECK_AS(ValueError, ok, loss, ": ", setting, " must be ", rule, " but is ", value);
+  if (!ok)
+    throw OptionError(loss, setting,
+                      ::minitrain::detail::concat("must be ", rule, " but is ", value));
 }
 
 void check_loss_weights(const std::string& loss, const char* setting,

@@ -64,12 +64,14 @@ L1Loss::L1Loss(LossOptions options) : PointwiseLoss(std::move(options), Pointwis
 
 SmoothL1Loss::SmoothL1Loss(LossOptions options)
     : PointwiseLoss(options, PointwiseLossKind::SmoothL1, options.beta) {
-  check_loss_setting(options_.beta >= 0, name(), "beta", ">= 0", options_.beta);
+  check_loss_setting(std::isfinite(options_.beta) && options_.beta >= 0, name(), "beta",
+                     "finite and >= 0", options_.beta);
 }
 
 HuberLoss::HuberLoss(LossOptions options)
     : PointwiseLoss(options, PointwiseLossKind::Huber, options.delta) {
-  check_loss_setting(options_.delta > 0, name(), "delta", "> 0", options_.delta);
+  check_loss_setting(std::isfinite(options_.delta) && options_.delta > 0, name(), "delta",
+                     "finite and > 0", options_.delta);
 }
 
 BCEWithLogitsLoss::BCEWithLogitsLoss(LossOptions options)

@@ -17,7 +17,7 @@ std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& c, NamedParameters pa
   o.momentum = c.momentum;
   o.dampening = c.dampening;
   o.nesterov = c.nesterov;
-  o.weight_decay = c.weight_decay < 0.0 ? 0.0 : c.weight_decay;
+  o.weight_decay = c.weight_decay.value_or(o.weight_decay);
   return std::make_unique<SGD>(std::move(params), o);
 }
 
@@ -29,7 +29,7 @@ std::unique_ptr<Optimizer> make_adam_or_adamw(const OptimizerConfig& c, NamedPar
   o.beta2 = c.beta2;
   o.eps = c.eps;
   o.amsgrad = c.amsgrad;
-  if (c.weight_decay >= 0.0) o.weight_decay = c.weight_decay;
+  o.weight_decay = c.weight_decay.value_or(o.weight_decay);
   return std::make_unique<Adam>(std::move(params), o, decoupled);
 }
 
@@ -40,7 +40,7 @@ std::unique_ptr<Optimizer> make_rmsprop(const OptimizerConfig& c, NamedParameter
   o.eps = c.eps;
   o.momentum = c.momentum;
   o.centered = c.centered;
-  o.weight_decay = c.weight_decay < 0.0 ? 0.0 : c.weight_decay;
+  o.weight_decay = c.weight_decay.value_or(o.weight_decay);
   return std::make_unique<RMSprop>(std::move(params), o);
 }
 

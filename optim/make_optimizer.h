@@ -3,6 +3,7 @@
 // settings.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,7 @@ struct OptimizerConfig {
   double momentum = SGDOptions{}.momentum;
   double dampening = SGDOptions{}.dampening;
   bool nesterov = SGDOptions{}.nesterov;
-  double weight_decay = -1.0;  ///< < 0: the optimizer's default (0; adamw 0.01)
+  std::optional<double> weight_decay;  ///< not set: the optimizer's default (0; adamw 0.01)
   double beta1 = AdamOptions{}.beta1, beta2 = AdamOptions{}.beta2, eps = AdamOptions{}.eps;
   bool amsgrad = AdamOptions{}.amsgrad;
   double alpha = RMSpropOptions{}.alpha;

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/option_error.h"
 #include "core/strings.h"
 #include "kernels/fill.h"
 #include "optim/detail.h"
@@ -17,15 +18,17 @@ namespace optim_detail {
 
 void check_non_negative(const std::string& who, const char* what, double value) {
   if (!(std::isfinite(value) && value >= 0.0))
-    MT_THROW(ValueError, who, ": ", what, " must be finite and >= 0, got ", value);
+    throw OptionError(who, what, "must be finite and >= 0, got " + number_text(value));
 }
 
 void check_in_range(const std::string& who, const char* what, double value, double lo, double hi,
                     bool hi_inclusive) {
   const bool ok = std::isfinite(value) && value >= lo && (hi_inclusive ? value <= hi : value < hi);
   if (!ok)
-    MT_THROW(ValueError, who, ": ", what, " must be in [", lo, ", ", hi, hi_inclusive ? "]" : ")",
-             ", got ", value);
+    throw OptionError(
+        who, what,
+        ::minitrain::detail::concat("must be in [", lo, ", ", hi, hi_inclusive ? "]" : ")",
+                                    ", got ", number_text(value)));
 }
 
 std::string format_double(double v) {
@@ -169,8 +172,8 @@ std::vector<std::vector<std::size_t>> group_for_multi_tensor(
 
 }  // namespace optim_detail
 
+// lr is checked once, by each optimizer's constructor (its validated(), which names it).
 Optimizer::Optimizer(NamedParameters params, double lr) : params_(std::move(params)), lr_(lr) {
-  optim_detail::check_non_negative("optimizer", "lr", lr);
   std::set<std::string> names;
   std::set<const Parameter*> seen;
   for (const auto& [name, p] : params_) {

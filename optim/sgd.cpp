@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/option_error.h"
 #include "kernels/check.h"
 #include "kernels/optim/multi_tensor_optim.h"
 #include "kernels/optim/sgd_step.h"
@@ -25,10 +26,11 @@ const SGDOptions& validated(const SGDOptions& o) {
   check_in_range("sgd", "dampening", o.dampening, 0.0, 1.0, /*hi_inclusive=*/true);
   check_non_negative("sgd", "weight_decay", o.weight_decay);
   if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0))
-    MT_THROW(ValueError,
-             "sgd: nesterov momentum requires momentum > 0 and dampening = 0, got "
-             "momentum = ",
-             o.momentum, " and dampening = ", o.dampening);
+    throw OptionError(
+        "sgd", "nesterov",
+        ::minitrain::detail::concat("requires momentum > 0 and dampening = 0 (as torch.optim.SGD), "
+                                    "got momentum = ",
+                                    o.momentum, " and dampening = ", o.dampening));
   return o;
 }
 

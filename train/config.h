@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/loss.h"
 #include "optim/make_optimizer.h"
 #include "optim/optimizer.h"
 
@@ -183,10 +184,13 @@ void apply_toml_config_file(TrainConfig& config, const std::string& path);
 /// Does not touch the file system.
 void validate(const TrainConfig& config);
 
-/// The optimizer settings of a run: the one place that maps TrainConfig's members to
-/// OptimizerConfig's (read by validate(), which refuses a setting the optimizer does not take,
-/// and by the run, which builds the optimizer from it).
+/// The optimizer settings of a run, made from the settings table's optimizer column (Note [one
+/// home per setting] in train/settings.h): validate() builds the optimizer from them once
+/// without parameters (its constructor checks them), the run builds it for the model.
 OptimizerConfig optimizer_config(const TrainConfig& config);
+/// The same for the loss: every LossOptions member but the weights files' contents, which the
+/// run reads (a given file is one placeholder weight here).
+LossOptions loss_options(const TrainConfig& config);
 
 /// The config as a JSON object (keys as in TOML), stored in checkpoints.
 std::string config_to_json(const TrainConfig& config);

@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "train/config.h"
-#include "train/config_keys.h"
+#include "train/settings.h"
 #include "train/config_toml_keys.h"
 
 namespace minitrain {

@@ -11,17 +11,17 @@
 #include "core/bytes.h"
 #include "core/error.h"
 #include "core/strings.h"
-#include "data/data_loader.h"
-#include "kernels/activation.h"
 #include "nn/loss.h"
-#include "optim/make_optimizer.h"
-#include "optim/schedule.h"
 #include "train/config.h"
 #include "train/flag_context.h"
-#include "train/progress.h"
+#include "train/settings.h"
 
 namespace minitrain {
 namespace {
+
+using config_detail::kMaxInt32;
+using config_detail::kMaxSteps;
+using config_detail::kMaxWorkers;
 
 void check_finite(const char* flag, double v) {
   if (!std::isfinite(v))
@@ -36,27 +36,8 @@ void check_at_most(const char* flag, int64_t v, int64_t hi) {
   if (v > hi) MT_THROW(ValueError, "--", flag, " must be <= ", hi, ", got ", v);
 }
 
-// Upper bounds that keep every product of counts (rows x width, epochs x batches, ...) inside
-// int64 and every count that becomes an int (threads, replicas, a GEMM dimension) inside int32.
-constexpr int64_t kMaxInt32 = 2147483647;  // batch rows are a GEMM dimension: an int in cuBLAS
-constexpr int64_t kMaxSteps = int64_t{1} << 40;  // a trillion steps; keeps step arithmetic exact
-constexpr int64_t kMaxWorkers = 4096;            // threads, replicas, stages
 constexpr double kMaxCommTimeoutSeconds =
     1e6;  // 11.6 days; a deadline beyond it would overflow the clock
-
-void check_one_of(const char* flag, const std::string& v, const std::vector<std::string>& names) {
-  for (const std::string& n : names)
-    if (v == n) return;
-  MT_THROW(ValueError, "--", flag, ": unknown value '", v, "' (choose one of: ", join(names, ", "),
-           ")");
-}
-
-template <std::size_t N>
-void check_one_of(const char* flag, const std::string& v, const Choice (&table)[N]) {
-  std::vector<std::string> names;
-  for (const Choice& c : table) names.push_back(c.name);
-  check_one_of(flag, v, names);
-}
 
 void validate_data(const TrainConfig& c) {
   const bool synthetic = c.data == "synthetic" || starts_with(c.data, "synthetic:");
@@ -115,36 +96,7 @@ void validate_data(const TrainConfig& c) {
              " needs --target-columns NAME[,NAME...] (the columns to predict)");
 }
 
-void validate_optimizer(const TrainConfig& c) {
-  check_one_of("optimizer", c.optimizer, optimizer_names());
-  check_finite("lr", c.lr);
-  if (c.lr < 0) MT_THROW(ValueError, "--lr must be >= 0, got ", number_text(c.lr));
-  check_finite("momentum", c.momentum);
-  if (c.weight_decay) {
-    check_finite("weight-decay", *c.weight_decay);
-    if (*c.weight_decay < 0)
-      MT_THROW(ValueError, "--weight-decay must be >= 0, got ", number_text(*c.weight_decay));
-  }
-  check_finite("eps", c.eps);
-  if (c.eps < 0) MT_THROW(ValueError, "--eps must be >= 0, got ", number_text(c.eps));
-  // A setting given to an optimizer that does not take it is refused: the table's column says
-  // which take it (Note [settings as columns] in optim/make_optimizer.h).
-  check_settings_apply(c.optimizer, given_settings(optimizer_config(c)));
-  if (c.momentum < 0)
-    MT_THROW(ValueError, "--momentum must be >= 0, got ", number_text(c.momentum));
-  if (c.nesterov && c.momentum <= 0)
-    MT_THROW(ValueError, "--nesterov needs --momentum > 0 (as torch.optim.SGD requires)");
-  for (double b : {c.beta1, c.beta2})
-    if (!(b >= 0 && b < 1))
-      MT_THROW(ValueError, "--betas must each be in [0, 1), got ", number_text(c.beta1), ",",
-               number_text(c.beta2));
-  check_finite("alpha", c.alpha);
-  if (c.alpha < 0) MT_THROW(ValueError, "--alpha must be >= 0, got ", number_text(c.alpha));
-}
-
 void validate_schedule(const TrainConfig& c) {
-  check_one_of("schedule", c.schedule, schedule_names());
-  check_at_least("warmup-steps", c.warmup_steps, 0);
   if (c.schedule == "step") {
     if (c.step_size < 1)
       MT_THROW(ValueError,
@@ -157,9 +109,6 @@ void validate_schedule(const TrainConfig& c) {
   if (c.clip_grad_norm < 0)
     MT_THROW(ValueError, "--clip-grad-norm must be > 0 (or 0 for no clipping), got ",
              c.clip_grad_norm);
-  check_at_least("grad-accum", c.grad_accum, 1);
-  check_at_most("grad-accum", c.grad_accum, kMaxInt32);
-  check_at_most("warmup-steps", c.warmup_steps, kMaxSteps);
   check_at_most("step-size", c.step_size, kMaxSteps);
 }
 
@@ -184,8 +133,6 @@ void check_path_fits(const char* flag, const std::string& path, std::size_t long
 }
 
 void validate_loop_and_files(const TrainConfig& c) {
-  check_at_least("batch-size", c.batch_size, 1);
-  check_at_most("batch-size", c.batch_size, kMaxInt32);
   if (c.epochs && c.steps)
     MT_THROW(ValueError, "--epochs and --steps both given (", *c.epochs, " and ", *c.steps,
              "): give one, the run length is either");
@@ -193,14 +140,6 @@ void validate_loop_and_files(const TrainConfig& c) {
   if (c.epochs) check_at_most("epochs", *c.epochs, kMaxInt32);
   if (c.steps) check_at_least("steps", *c.steps, 1);
   if (c.steps) check_at_most("steps", *c.steps, kMaxSteps);
-  check_at_least("threads", c.threads, 0);
-  check_at_most("threads", c.threads, kMaxWorkers);
-  check_at_least("workers", c.workers, 0);
-  check_at_most("workers", c.workers, kMaxLoaderWorkers);
-  check_at_least("log-every", c.log_every, 1);
-  check_at_most("log-every", c.log_every, kMaxSteps);
-  check_at_least("checkpoint-every", c.checkpoint_every, 0);
-  check_at_most("checkpoint-every", c.checkpoint_every, kMaxSteps);
   if (c.checkpoint_every > 0 && c.checkpoint_dir.empty())
     MT_THROW(ValueError,
              "--checkpoint-every needs --checkpoint-dir DIR (where to keep the checkpoint)");
@@ -210,7 +149,6 @@ void validate_loop_and_files(const TrainConfig& c) {
   if (!c.save.empty() && !ends_with(c.save, ".safetensors"))
     MT_THROW(ValueError, "--save '", c.save,
              "': weights are written as .safetensors; name the file *.safetensors");
-  check_one_of("progress", c.progress, progress_mode_names());
   check_path_fits("save", c.save, c.save.size());
   check_path_fits("save-best", c.save_best, c.save_best.size());
   check_path_fits("log", c.log, c.log.size());
@@ -219,37 +157,14 @@ void validate_loop_and_files(const TrainConfig& c) {
                   c.checkpoint_dir.size() + std::string("/checkpoint.safetensors").size());
 }
 
-// The loss and its settings; settings of another loss are refused rather than ignored.
+// The loss's file settings (the values are the loss constructor's: check_settings()).
 void validate_loss(const TrainConfig& c) {
-  check_one_of("loss", c.loss, loss_names());
-  // Which loss takes which setting: the settings column of loss_table() (nn/loss.h). The file
-  // settings (read later) count as given when named.
-  LossOptions given;
-  if (!c.class_weights.empty()) given.class_weights = {1.0};
-  given.label_smoothing = c.label_smoothing;
-  given.ignore_index = c.ignore_index;
-  if (!c.pos_weight.empty()) given.pos_weight = {1.0};
-  given.beta = c.smooth_l1_beta;
-  given.delta = c.huber_delta;
-  given.log_target = c.kl_log_target;
-  check_loss_settings_apply(c.loss, given_loss_settings(given));
   if (!c.pos_weight.empty() && !ends_with(c.pos_weight, ".npy"))
     MT_THROW(ValueError, "--pos-weight '", c.pos_weight,
              "': expected a .npy file of one weight per output");
-  check_finite("label-smoothing", c.label_smoothing);
-  if (c.label_smoothing < 0 || c.label_smoothing > 1)
-    MT_THROW(ValueError, "--label-smoothing must be in [0, 1], got ",
-             number_text(c.label_smoothing));
-  check_finite("huber-delta", c.huber_delta);
-  if (c.huber_delta <= 0)
-    MT_THROW(ValueError, "--huber-delta must be > 0, got ", number_text(c.huber_delta));
-  check_finite("smooth-l1-beta", c.smooth_l1_beta);
-  if (c.smooth_l1_beta < 0)
-    MT_THROW(ValueError, "--smooth-l1-beta must be >= 0, got ", number_text(c.smooth_l1_beta));
   if (!c.class_weights.empty() && c.class_weights != "auto" && !ends_with(c.class_weights, ".npy"))
     MT_THROW(ValueError, "--class-weights '", c.class_weights,
              "': expected auto or a .npy file of one weight per class");
-  check_at_least("topk", c.topk, 1);
   if (c.topk > 1 && loss_target_kind(c.loss) != TargetKind::ClassIndices)
     MT_THROW(ValueError,
              "--topk is an accuracy of classifiers (--loss cross_entropy), not of --loss ", c.loss);
@@ -279,10 +194,6 @@ void validate_validation(const TrainConfig& c) {
              " is a table, so --data must be one too (the "
              "target columns are named once, by --target-columns)");
   const bool validating = file || c.val_split > 0;
-  check_at_least("eval-every", c.eval_every, 0);
-  check_at_most("eval-every", c.eval_every, kMaxSteps);
-  check_at_least("early-stop", c.early_stop, 0);
-  check_at_most("early-stop", c.early_stop, kMaxSteps);
   std::string needs;
   if (c.eval_every > 0) needs = "--eval-every";
   if (!c.save_best.empty()) needs = "--save-best";
@@ -301,7 +212,6 @@ void validate_validation(const TrainConfig& c) {
 
 // Note: 0 means "not given" for replicas, stages and micro-batches (see parallel_devices()).
 void validate_parallel(const TrainConfig& c) {
-  check_one_of("parallel", c.parallel, kParallelModes);
   const bool dp = c.parallel == "dp", mp = c.parallel == "mp", ddp = c.parallel == "ddp";
   std::string misplaced;
   auto misplace = [&](bool given, const char* flag) {
@@ -420,8 +330,6 @@ void validate_communication_and_memory(const TrainConfig& c) {
   if (c.no_overlap && c.sync_every)
     MT_THROW(ValueError, "--no-overlap orders the gradient all-reduces, but --sync-every ",
              *c.sync_every, " averages parameters instead and all-reduces no gradient; drop one");
-  check_one_of("all-reduce", c.all_reduce, kAllReduceAlgorithms);
-  check_one_of("backend", c.backend, kCommBackends);
   if (c.backend != "auto" && c.parallel != "ddp")
     MT_THROW(ValueError, "--backend ", c.backend,
              " picks the communicator of --parallel ddp, but --parallel is ", c.parallel,
@@ -485,11 +393,13 @@ void validate(const TrainConfig& c) {
   if (!starts_with(c.model, "mlp:"))
     MT_THROW(ValueError, "--model '", c.model,
              "': expected mlp:IN,H1,...,OUT (e.g. mlp:8,64,64,1)");
-  check_one_of("activation", c.activation, activation_names());
+  // Each setting alone, as its row says: the choices of a name, an integer's bounds, and the
+  // optimizer's and the loss's settings as their constructors and tables judge them
+  // (train/settings.h). What follows are combinations of settings.
+  config_detail::check_settings(c);
   validate_data(c);
   validate_loss(c);
   validate_validation(c);
-  validate_optimizer(c);
   validate_schedule(c);
   validate_loop_and_files(c);
   validate_parallel(c);

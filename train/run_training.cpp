@@ -543,12 +543,7 @@ RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
     for (int64_t r : train_rows) kept.push_back(label_of_row[static_cast<std::size_t>(r)]);
     label_of_row = std::move(kept);
   }
-  d.loss.name = c.loss;
-  d.loss.beta = c.smooth_l1_beta;
-  d.loss.delta = c.huber_delta;
-  d.loss.log_target = c.kl_log_target;
-  d.loss.label_smoothing = c.label_smoothing;
-  d.loss.ignore_index = c.ignore_index;
+  d.loss = loss_options(c);  // the weights files' placeholders are replaced just below
   if (p.classifier) {
     d.loss.class_weights = read_class_weights(c, label_of_row, classes);
     check_some_row_counts(label_of_row, c.ignore_index, d.loss.class_weights);

@@ -19,7 +19,7 @@
 #include "core/atomic_file.h"
 #include "core/device.h"
 #include "core/error.h"
-#include "train/config_keys.h"
+#include "train/settings.h"
 #include "train/config_toml_keys.h"
 
 namespace minitrain {

@@ -82,7 +82,7 @@ TEST(LossTable, SettingsOutOfRangeAreValueErrorsNamingThem) {
   o.beta = -1;
   EXPECT_THROW(make_loss(o), ValueError);
   EXPECT_THAT(error_message([&] { make_loss(o); }),
-              HasSubstr("smooth_l1: beta must be >= 0 but is -1"));
+              HasSubstr("smooth_l1: beta must be finite and >= 0 but is -1"));
   o.beta = NAN;
   EXPECT_THROW(make_loss(o), ValueError);
   o.beta = 0;  // allowed: exactly l1
@@ -94,7 +94,8 @@ TEST(LossTable, SettingsOutOfRangeAreValueErrorsNamingThem) {
     EXPECT_THROW(make_loss(o), ValueError) << bad;
   }
   o.delta = 0;
-  EXPECT_THAT(error_message([&] { make_loss(o); }), HasSubstr("huber: delta must be > 0 but is 0"));
+  EXPECT_THAT(error_message([&] { make_loss(o); }),
+              HasSubstr("huber: delta must be finite and > 0 but is 0"));
 
   o = named("cross_entropy");
   for (double bad : {-0.1, 1.5, double(NAN)}) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/option_error.h"
 #include "tests/optim/optim_test_util.h"
 
 namespace minitrain {
@@ -132,6 +133,21 @@ TEST(MakeOptimizer, ImpossibleOrMisplacedSettingsAreValueErrors) {
   c.lr = -0.1;
   EXPECT_NE(error_message([&] { make_optimizer(c, ps.named()); }).find("got -0.1"),
             std::string::npos);
+  // A negative weight decay is refused by every optimizer; it once meant "the default" here and
+  // was dropped without a word. The error names the option, for the command line to name its
+  // flag (train/settings.h).
+  for (const char* name : {"sgd", "adam", "adamw", "rmsprop"}) {
+    c = OptimizerConfig{};
+    c.name = name;
+    c.weight_decay = -0.5;
+    try {
+      make_optimizer(c, ps.named());
+      ADD_FAILURE() << name << ": no error";
+    } catch (const OptionError& e) {
+      EXPECT_EQ(e.option(), "weight_decay") << name;
+      EXPECT_EQ(e.detail(), "must be finite and >= 0, got -0.5") << name;
+    }
+  }
 }
 
 }  // namespace

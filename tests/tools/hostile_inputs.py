@@ -1011,10 +1011,10 @@ ROWS.update({
         r"--alpha applies to --optimizer rmsprop, not to adam", None, 30),
     "alpha_negative": (
         lambda d: ["train", "--optimizer", "rmsprop", "--alpha=-16777217", "--steps", "1", *QUIET], 1,
-        r"--alpha must be >= 0, got -16777217", None, 30),
+        r"--alpha must be finite and >= 0, got -16777217", None, 30),
     "alpha_not_finite": (
         lambda d: ["train", "--optimizer", "rmsprop", "--alpha", "inf", "--steps", "1", *QUIET], 1,
-        r"--alpha must be a finite number, got inf", None, 30),
+        r"--alpha must be finite and >= 0, got inf", None, 30),
     # --ignore-columns and --keep-columns
     "ignore_columns_trains_without_the_id": (
         lambda d: _id_train(d, "--ignore-columns", "id"), 0, r"done: ", None, 60),

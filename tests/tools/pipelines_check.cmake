@@ -81,7 +81,7 @@ foreach(i RANGE 0 3)
       message(FATAL_ERROR "missing-data/output.log lacks the run's error:\n${log}")
     endif()
   elseif(name STREQUAL "negative-lr")
-    if(NOT status STREQUAL "failed" OR NOT reason MATCHES "run 'negative-lr': .*pipelines_small.toml:28: --lr must be >= 0")
+    if(NOT status STREQUAL "failed" OR NOT reason MATCHES "run 'negative-lr': .*pipelines_small.toml:28: --lr must be finite and >= 0")
       message(FATAL_ERROR "run negative-lr: status ${status}, reason '${reason}'")
     endif()
     # Never started, so nothing of it on disk (issue 30): its reason is in summary.json.

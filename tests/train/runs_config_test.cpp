@@ -317,7 +317,7 @@ lr = -1.0
             "run 'typo': runs.toml:7: unknown key 'lerning-rate' (did you mean 'lr'?)");
   EXPECT_NE(f.runs[2].error.find("run 'negative': runs.toml:9: "), std::string::npos)
       << f.runs[2].error;
-  EXPECT_NE(f.runs[2].error.find("--lr must be >= 0, got -1"), std::string::npos)
+  EXPECT_NE(f.runs[2].error.find("--lr must be finite and >= 0, got -1"), std::string::npos)
       << f.runs[2].error;
 }
 
