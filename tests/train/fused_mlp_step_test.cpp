@@ -95,5 +95,31 @@ TEST(CudaFusedMlpStep, NineStepsSaveTheWeightsOfTheLayersWithTheNaiveGemm) {
   }
 }
 
+// On the CPU, `--mlp-kernel fused` runs the twin: outputs and weight gradients with the bits of
+// `--gemm reference`, bias gradients within a float ulp (docs/fused_mlp.md, Bits), so 9 steps
+// end within float rounding of the reference's weights.
+TEST(FusedMlpStep, NineCpuStepsEndAtTheWeightsOfTheReferenceGemm) {
+  ScratchDir dir;
+  std::vector<SafetensorsFile> saved;
+  for (const char* kernel : {"layers", "fused"}) {
+    TrainConfig c = step_config(kernel);
+    c.device = "cpu";
+    c.gemm = "reference";
+    c.steps = 9;
+    c.epochs.reset();
+    c.save = dir.path(std::string(kernel) + ".safetensors");
+    std::ostringstream info, progress;
+    run_training(c, info, progress);
+    saved.push_back(read_safetensors(c.save));
+  }
+  ASSERT_EQ(saved[0].tensors.size(), saved[1].tensors.size());
+  for (std::size_t i = 0; i < saved[0].tensors.size(); ++i) {
+    ASSERT_GT(testing::host_max_abs(saved[1].tensors[i].second), 0.0);
+    EXPECT_ALLCLOSE(testing::host_values(saved[1].tensors[i].second),
+                    testing::host_values(saved[0].tensors[i].second), 1e-6, 1e-5)
+        << saved[0].tensors[i].first;
+  }
+}
+
 }  // namespace
 }  // namespace minitrain
