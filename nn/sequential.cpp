@@ -4,6 +4,7 @@
 #include "nn/sequential.h"
 
 #include <string>
+#include <utility>
 
 #include "nn/activation_layer.h"
 #include "nn/linear.h"
@@ -39,7 +40,88 @@ ActivationLayer* as_activation(Module* m) { return dynamic_cast<ActivationLayer*
 
 }  // namespace
 
+// Note [fused MLP]: with set_mlp_kernel("fused") a model of Linear layers, each followed by at
+// most one activation layer, all float32 and every width <= 128, runs forward as one kernel
+// launch and backward as two (kernels/fused_mlp/fused_mlp.h), on a GPU or, as the CPU twin, on
+// the CPU. Its bits are those of the layers one by one with the GEMM backend "naive" (GPU) or
+// "reference" (CPU), not those of the default backends (cuBLAS, the warptile rung, OpenBLAS sum in
+// other orders), so it is opt-in: "layers" stays the default (docs/fused_mlp.md). The Sequential
+// keeps what backward needs (each layer's z and activation output); the layers themselves keep
+// nothing, and the backward hook runs for every layer, last to first, after the two launches.
+void Sequential::set_mlp_kernel(const std::string& name) {
+  std::string names;
+  for (const MlpKernelInfo& k : kMlpKernels) {
+    if (name == k.name) {
+      mlp_kernel_ = name;
+      fused_layers_.clear();
+      fused_saved_ = FusedMlpSaved();
+      return;
+    }
+    names += (names.empty() ? "" : ", ") + std::string(k.name);
+  }
+  MT_THROW(ValueError, "unknown mlp kernel '", name, "'; choose one of ", names);
+}
+
+bool Sequential::fused_layers(std::vector<FusedMlpLayer>& out, std::string& why) const {
+  out.clear();
+  if (precision_ != DType::Float32) {
+    why = std::string("the model computes under mixed precision (") + precision_name(precision_) +
+          "); the fused MLP computes in float32 only";
+    return false;
+  }
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    Module* m = layers_[i].get();
+    if (Linear* linear = as_linear(m)) {
+      FusedMlpLayer layer;
+      layer.weight = linear->weight().value;
+      layer.bias = linear->bias().value;
+      out.push_back(layer);
+      continue;
+    }
+    ActivationLayer* act = as_activation(m);
+    if (act != nullptr && !out.empty() && !out.back().has_activation) {
+      out.back().has_activation = true;
+      out.back().activation = act->kind();
+      continue;
+    }
+    why = "layer " + std::to_string(i) + " is " + m->repr() +
+          "; the fused MLP takes Linear layers, each followed by at most one activation (" +
+          [] {
+            std::string names;
+            for (const std::string& n : activation_names())
+              names += (names.empty() ? "" : ", ") + n;
+            return names;
+          }() +
+          ")";
+    return false;
+  }
+  return true;
+}
+
+std::string Sequential::fused_mlp_refusal(const Tensor& x) const {
+  std::vector<FusedMlpLayer> layers;
+  std::string why;
+  if (!fused_layers(layers, why)) return why;
+  return minitrain::fused_mlp_refusal(layers, x);
+}
+
 Tensor Sequential::forward(const Tensor& x) {
+  if (mlp_kernel_ == "fused") {
+    std::vector<FusedMlpLayer> layers;
+    std::string why;
+    if (fused_layers(layers, why)) why = minitrain::fused_mlp_refusal(layers, x);
+    MT_CHECK_AS(ValueError, why.empty(), "mlp kernel 'fused' cannot run this model: ", why,
+                "; use --mlp-kernel layers");
+    FusedMlpSaved saved;
+    Tensor y = fused_mlp_forward(layers, x, saved);
+    fused_layers_.clear();
+    fused_saved_ = FusedMlpSaved();
+    if (training_) {  // eval mode keeps nothing (and forgets an older forward), as Linear does
+      fused_layers_ = std::move(layers);
+      fused_saved_ = std::move(saved);
+    }
+    return y;
+  }
   Tensor h = x;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     Linear* linear = as_linear(layers_[i].get());
@@ -56,7 +138,28 @@ Tensor Sequential::forward(const Tensor& x) {
   return h;
 }
 
+Tensor Sequential::fused_backward(const Tensor& grad_output) {
+  MT_CHECK(!fused_layers_.empty(),
+           "Sequential: backward called without a preceding training-mode forward (mlp kernel "
+           "'fused'; call train() before forward; eval mode keeps nothing for backward)");
+  std::vector<FusedMlpGrads> grads;
+  for (auto& layer : layers_) {
+    Linear* linear = as_linear(layer.get());
+    if (linear == nullptr) continue;
+    FusedMlpGrads g;
+    g.weight = grad_to_write(linear->weight(), g.overwrite_weight);
+    if (linear->bias().value.defined()) g.bias = grad_to_write(linear->bias(), g.overwrite_bias);
+    grads.push_back(g);
+  }
+  const bool input_grad = !layers_.empty() && layers_.front()->needs_input_grad();
+  Tensor dx = fused_mlp_backward(fused_layers_, fused_saved_, grad_output, grads, input_grad);
+  if (backward_hook_)
+    for (std::size_t i = layers_.size(); i-- > 0;) backward_hook_(i);
+  return dx;
+}
+
 Tensor Sequential::backward(const Tensor& grad_output) {
+  if (mlp_kernel_ == "fused") return fused_backward(grad_output);
   Tensor g = grad_output;
   for (std::size_t i = layers_.size(); i-- > 0;) {
     // On a GPU: an activation layer with the Linear before it, the activation's backward and the
@@ -91,6 +194,8 @@ Tensor Sequential::backward(const Tensor& grad_output) {
 std::vector<std::unique_ptr<Module>> Sequential::release_layers() {
   std::vector<std::unique_ptr<Module>> out = std::move(layers_);
   layers_.clear();  // a moved-from vector is valid but unspecified: make it empty
+  fused_layers_.clear();
+  fused_saved_ = FusedMlpSaved();
   return out;
 }
 
@@ -105,6 +210,8 @@ NamedParameters Sequential::named_parameters(const std::string& prefix) {
 
 void Sequential::to(Device device) {
   for (auto& layer : layers_) layer->to(device);
+  fused_layers_.clear();
+  fused_saved_ = FusedMlpSaved();
 }
 
 void Sequential::train(bool on) {

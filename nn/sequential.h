@@ -5,9 +5,11 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "kernels/fused_mlp/fused_mlp.h"
 #include "nn/module.h"
 
 namespace minitrain {
@@ -37,6 +39,16 @@ class Sequential final : public Module {
   void set_precision(DType precision) override;  ///< every child's too
   std::string repr() const override;             ///< torch's multi-line repr
 
+  /// Which kernels run the model (Note [fused MLP] in nn/sequential.cpp), by a name of
+  /// kMlpKernels: "layers" (the default: each layer its own kernels) or "fused" (the whole
+  /// forward in one launch and the backward in two, kernels/fused_mlp/fused_mlp.h; forward then
+  /// throws ValueError saying why where the model or input does not fit). ValueError listing
+  /// the names for another.
+  void set_mlp_kernel(const std::string& name);
+  const std::string& mlp_kernel() const noexcept { return mlp_kernel_; }
+  /// Empty when mlp kernel "fused" can run this model on `x`, else why not (one sentence).
+  std::string fused_mlp_refusal(const Tensor& x) const;
+
   std::size_t size() const noexcept { return layers_.size(); }
   Module& operator[](std::size_t i) { return *layers_.at(i); }
   /// Hands the layers over, in order, and leaves this Sequential empty (ModelParallel splits a
@@ -45,9 +57,26 @@ class Sequential final : public Module {
 
  private:
   void propagate_input_grad();
+  // The model as the fused MLP's layers; false (and `why`) where it is not Linear layers each
+  // followed by at most one activation layer, computing in float32.
+  bool fused_layers(std::vector<FusedMlpLayer>& out, std::string& why) const;
+  Tensor fused_backward(const Tensor& grad_output);
 
   std::vector<std::unique_ptr<Module>> layers_;
   BackwardHook backward_hook_;
+  std::string mlp_kernel_ = "layers";
+  std::vector<FusedMlpLayer> fused_layers_;  // of the last fused training-mode forward
+  FusedMlpSaved fused_saved_;                // what it kept for backward
+};
+
+/// The names set_mlp_kernel takes, with what each runs (for --help and error messages).
+struct MlpKernelInfo {
+  const char* name;
+  const char* what;
+};
+inline constexpr MlpKernelInfo kMlpKernels[] = {
+    {"layers", "each layer its own kernels (a GEMM backend, bias and activation passes)"},
+    {"fused", "the whole MLP in one kernel forward and two backward (float32, widths <= 128)"},
 };
 
 }  // namespace minitrain

@@ -134,6 +134,8 @@ struct TrainConfig {
   // ---- kernels and memory ----
   std::string gemm = "auto";  ///< GEMM backend by registry name (kernels/gemm/gemm_registry.h)
   std::string memory_cap;     ///< device memory cap ("4GiB"); "": none
+  /// layers | fused: the kernels that run the MLP (nn/sequential.h kMlpKernels)
+  std::string mlp_kernel = "layers";
 };
 
 /// Epochs when neither --epochs nor --steps is given.

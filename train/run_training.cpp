@@ -574,6 +574,7 @@ BuiltModel build_model(const TrainConfig& c, const RunPlan& p, Generator& gen, C
           m->set_needs_input_grad(false);
           set_gemm_backend(*m, p.gemm);
           m->set_precision(p.precision);
+          m->set_mlp_kernel(c.mlp_kernel);
           return std::unique_ptr<Module>(std::move(m));
         },
         p.devices);
@@ -587,6 +588,7 @@ BuiltModel build_model(const TrainConfig& c, const RunPlan& p, Generator& gen, C
     seq->set_needs_input_grad(false);  // the input is data: skip the first layer's dx GEMM
     set_gemm_backend(*seq, p.gemm);
     seq->set_precision(p.precision);  // before splitting: the stages' layers keep it
+    seq->set_mlp_kernel(c.mlp_kernel);
     std::unique_ptr<Module> local;
     if (p.mp || (p.ddp && c.stages != 0)) {  // ddp with --stages: each rank a pipeline
       const int64_t stages = p.mp ? stages_or_default(c) : c.stages;

@@ -327,6 +327,9 @@ std::vector<KeyEntry> make_table() {
   t.push_back(member(
       "gemm", K::String, &TrainConfig::gemm,
       "GEMM backend of the Linear layers: auto | a registered name (minitrain bench --list)"));
+  t.push_back(member("mlp-kernel", K::String, &TrainConfig::mlp_kernel,
+                     "layers | fused: fused runs the whole MLP in one kernel forward and two "
+                     "backward (float32, widths <= 128; docs/fused_mlp.md)"));
   t.push_back(member("memory-cap", K::String, &TrainConfig::memory_cap,
                      "cap on the device memory this run may hold, e.g. 4GiB"));
   return t;
