@@ -739,7 +739,7 @@ void save_final_weights(const TrainConfig& c, const RunPlan& plan, const Paralle
 
 TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream& progress_out,
                          const std::atomic<int>* stop_requested) {
-  // ---- check everything before the first step; nothing is written yet ----
+  // ---- check everything before the first step ----
   const RunPlan plan = plan_run(c, info);
   check_run_files(train_run_files(c, plan.env));
   const RunData data = load_run_data(c, plan);
@@ -751,14 +751,14 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   // alone writes the checkpoints; every rank its own log.
   const std::vector<RunLock> locks = lock_run_files(c, plan.env);
 
-  // ---- the model on its devices, and how the replicas keep in step (--parallel) ----
+  // ---- the model on its devices, and the ReplicaSync of its --parallel mode ----
   Generator gen(c.seed);
   ParallelSetup par = set_up_parallel(c, /*where=*/plan, /*what=*/plan, gen);
   Module& model = *par.model;
   DataLoader loader(data.train, loader_options(c, plan, *data.train, sample_weights, par.rank(),
                                                par.world_size()));
 
-  // ---- the trainer: the loop's settings, the variant's sync, evaluation, profiling ----
+  // ---- the trainer: the loop's settings, the mode's ReplicaSync, evaluation, profiling ----
   const std::map<std::string, std::string> metadata =
       model_metadata(c, data.classes, data.feature_columns, data.scaler);
   TrainerOptions to = trainer_options(c, plan, data, loader, gen, metadata);
