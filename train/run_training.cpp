@@ -6,7 +6,6 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
-#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -27,19 +26,13 @@
 #include "data/readers.h"
 #include "data/sampler.h"
 #include "kernels/gemm/gemm_registry.h"
-#include "nn/gemm_backend.h"
-#include "nn/mlp.h"
 #include "nn/state_dict.h"
-#include "optim/make_optimizer.h"
 #include "optim/schedule.h"
-#include "parallel/data_parallel.h"
-#include "parallel/distributed_data_parallel.h"
-#include "parallel/model_parallel.h"
-#include "parallel/launch/process_env.h"
 #include "parallel/launch/process_group.h"
 #include "train/flag_context.h"
 #include "train/gemm_flag.h"
 #include "train/kernel_profile.h"
+#include "train/parallel_setup.h"
 #include "train/run_files.h"
 #include "train/validation.h"
 
@@ -287,20 +280,6 @@ void check_resume_config(const std::string& path, const TrainConfig& c, int worl
   }
 }
 
-// --parallel dp|mp|ddp with --stages: the devices of the replicas or stages (--devices, else
-// --device repeated; under ddp --device is already this rank's device).
-std::vector<Device> parallel_devices(const TrainConfig& c, Device device) {
-  std::vector<Device> out;
-  if (!c.devices.empty()) {
-    out = parse_device_list(c.devices);
-  } else {
-    const int64_t n = c.parallel == "dp" ? c.replicas : c.parallel == "ddp" ? c.stages : 1;
-    out.assign(static_cast<std::size_t>(n), device);
-  }
-  for (const Device& d : out) check_available(d);
-  return out;
-}
-
 // --sample-weights W.npy: one weight per row of the data, [rows] or [rows, 1].
 std::vector<double> read_sample_weights(const std::string& path, int64_t rows) {
   const Tensor w = read_npy(path);  // an IoError names the file
@@ -313,30 +292,6 @@ std::vector<double> read_sample_weights(const std::string& path, int64_t rows) {
   // Bad weights (negative, NaN, all zero) are refused now, before anything is written.
   with_flag_context("--sample-weights " + path, [&] { WeightedRandomSampler(values, rows); });
   return values;
-}
-
-// The communicator settings of --backend, --all-reduce and --comm-timeout. `stages`: the devices
-// of the hybrid's stages (empty otherwise), each of which gets a communicator split from this
-// one. NCCL exchanges GPU tensors only, so a hybrid with stages on both the CPU and GPUs takes
-// mpi for auto, and an explicit nccl there is refused before any communicator is made.
-ProcessGroupOptions process_group_options(const TrainConfig& c, const std::vector<Device>& stages) {
-  ProcessGroupOptions o;
-  o.backend = c.backend;
-  const auto on_cpu =
-      std::find_if(stages.begin(), stages.end(), [](const Device& d) { return d.is_cpu(); });
-  const bool on_gpu =
-      std::any_of(stages.begin(), stages.end(), [](const Device& d) { return d.is_cuda(); });
-  if (on_cpu != stages.end() && on_gpu) {
-    if (c.backend == "nccl")
-      MT_THROW(ValueError, "--backend nccl exchanges GPU tensors only, but --devices ", c.devices,
-               " puts stage ", on_cpu - stages.begin(),
-               " on cpu; use --backend mpi (or auto) under mpirun for a hybrid with CPU stages");
-    o.backend = "mpi";
-  }
-  o.comm.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout * 1000.0));
-  o.comm.all_reduce =
-      c.all_reduce == "ring" ? AllReduceAlgorithm::Ring : AllReduceAlgorithm::Native;
-  return o;
 }
 
 std::string join_devices(const std::vector<Device>& devices) {
@@ -375,19 +330,16 @@ namespace {
 
 // ---- the steps of a run, in order ----
 
-// Settings checked and resolved: where the run goes and what it builds.
-struct RunPlan {
-  Device device = Device::cpu();  // where batches arrive and the loss is computed
-  std::vector<Device> devices;    // dp replicas, mp or hybrid stages; empty otherwise
-  bool dp = false, mp = false, ddp = false;
-  ProcessEnv env;  // a single process unless ddp
-  std::vector<int64_t> sizes;
-  Activation activation = Activation::ReLU;
+// Settings checked and resolved: where the model goes and what it is built from
+// (train/parallel_setup.h), how the run reports, whether it classifies.
+struct RunPlan : ParallelPlan, ModelRecipe {
   ProgressMode progress_mode = ProgressMode::Lines;
-  bool classifier = false;           // the loss takes class labels
-  DType precision = DType::Float32;  // --precision
-  std::string gemm;                  // --gemm, or what --allow-tf32 makes of auto on a GPU
+  bool classifier = false;            // the loss takes class labels
+  DType save_dtype = DType::Float32;  // --save-dtype, of --save and --save-best
 };
+
+// The epochs of an --epochs run (also the default one); 0 for a --steps run.
+int64_t run_epochs(const TrainConfig& c) { return c.steps ? 0 : c.epochs.value_or(kDefaultEpochs); }
 
 // More threads than cores wait on each other (and on the OS): say so, as torch does not.
 void warn_oversubscription(const TrainConfig& c, std::ostream& info) {
@@ -422,6 +374,7 @@ RunPlan plan_run(const TrainConfig& c, std::ostream& info) {
   check_gemm_flag(c.gemm, p.device);
   p.precision = parse_precision(c.precision);
   p.gemm = gemm_for(c, p.device);
+  p.mlp_kernel = c.mlp_kernel;
   with_flag_context("--precision", [&] { check_gemm_precision(p.gemm, p.precision); });
   if (p.dp || p.mp || (p.ddp && c.stages != 0)) {
     p.devices = parallel_devices(c, p.device);
@@ -435,6 +388,7 @@ RunPlan plan_run(const TrainConfig& c, std::ostream& info) {
   p.sizes = parse_mlp_spec(c.model);
   p.activation = parse_activation(c.activation);
   p.progress_mode = parse_progress_mode(c.progress);
+  p.save_dtype = parse_precision(c.save_dtype, "save dtype");
   p.classifier = loss_target_kind(c.loss) == TargetKind::ClassIndices;
   // torch.topk refuses k beyond the classes ("selected index k out of range"); a top-k over all
   // of them would score 1 whatever the model does.
@@ -553,78 +507,6 @@ RunData load_run_data(const TrainConfig& c, const RunPlan& p) {
   return d;
 }
 
-// The model (wrapped for dp, mp, ddp or the hybrid) and handles on its wrappers.
-struct BuiltModel {
-  std::unique_ptr<Module> model;
-  DataParallel* data_parallel = nullptr;
-  ModelParallel* model_parallel = nullptr;
-  DistributedDataParallel* distributed = nullptr;
-};
-
-BuiltModel build_model(const TrainConfig& c, const RunPlan& p, Generator& gen, Communicator* comm) {
-  BuiltModel b;
-  const Device device = p.device;
-  if (p.dp) {
-    // Every replica is built from the same seed, so replica 0's initial weights are the one-device
-    // run's; DataParallel then broadcasts replica 0's weights anyway.
-    auto dpm = std::make_unique<DataParallel>(
-        [&](Device d) {
-          Generator replica_gen(c.seed);
-          std::unique_ptr<Sequential> m = make_mlp(p.sizes, p.activation, replica_gen, d);
-          m->set_needs_input_grad(false);
-          set_gemm_backend(*m, p.gemm);
-          m->set_precision(p.precision);
-          m->set_mlp_kernel(c.mlp_kernel);
-          return std::unique_ptr<Module>(std::move(m));
-        },
-        p.devices);
-    make_mlp(p.sizes, p.activation, gen, device);  // advance `gen` as the one-device run does
-    b.data_parallel = dpm.get();
-    b.model = std::move(dpm);
-  } else {
-    // Under ddp every rank builds the model from --seed, so all start from the one-device run's
-    // weights (and `gen` advances as there); the wrapper broadcasts rank 0's anyway.
-    std::unique_ptr<Sequential> seq = make_mlp(p.sizes, p.activation, gen, device);
-    seq->set_needs_input_grad(false);  // the input is data: skip the first layer's dx GEMM
-    set_gemm_backend(*seq, p.gemm);
-    seq->set_precision(p.precision);  // before splitting: the stages' layers keep it
-    seq->set_mlp_kernel(c.mlp_kernel);
-    std::unique_ptr<Module> local;
-    if (p.mp || (p.ddp && c.stages != 0)) {  // ddp with --stages: each rank a pipeline
-      const int64_t stages = p.mp ? stages_or_default(c) : c.stages;
-      auto mpm =
-          std::make_unique<ModelParallel>(std::move(seq), static_cast<int>(stages),
-                                          static_cast<int>(micro_batches_or_default(c)), p.devices);
-      b.model_parallel = mpm.get();
-      local = std::move(mpm);
-    } else {
-      local = std::move(seq);
-    }
-    if (p.ddp) {
-      DdpOptions ddp_options;
-      ddp_options.bucket_bytes = static_cast<int64_t>(parse_bytes(c.bucket_size));
-      ddp_options.overlap = !c.no_overlap;
-      ddp_options.reduce_dtype = parse_precision(c.grad_reduce_dtype, "grad reduce dtype");
-      auto ddpm = std::make_unique<DistributedDataParallel>(std::move(local), *comm, ddp_options);
-      b.distributed = ddpm.get();
-      b.model = std::move(ddpm);
-    } else {
-      b.model = std::move(local);
-    }
-  }
-  if (!c.init.empty()) {
-    with_flag_context("--init", [&] { load_weights(c.init, *b.model); });
-    if (b.data_parallel) b.data_parallel->broadcast_replica0_parameters();
-  }
-  return b;
-}
-
-std::unique_ptr<Optimizer> build_optimizer(const TrainConfig& c, const BuiltModel& b) {
-  const OptimizerConfig oc = optimizer_config(c);
-  return b.data_parallel ? b.data_parallel->make_optimizer(oc)
-                         : make_optimizer(oc, b.model->named_parameters());
-}
-
 // --batch-size is per rank (as in torch): each rank takes its share of every epoch's order, or
 // of the epoch's weighted draw (made alike on every rank).
 DataLoaderOptions loader_options(const TrainConfig& c, const RunPlan& p, const Dataset& train,
@@ -644,87 +526,6 @@ DataLoaderOptions loader_options(const TrainConfig& c, const RunPlan& p, const D
   return lo;
 }
 
-// A vector of doubles added over the ranks (an all-reduce SUM); null without a communicator.
-std::function<void(std::vector<double>&)> sum_over_ranks(Communicator* comm) {
-  if (comm == nullptr) return nullptr;
-  return [comm](std::vector<double>& v) {
-    Tensor t = Tensor::from_vector(v, {static_cast<int64_t>(v.size())}, comm->device());
-    comm->all_reduce(t, ReduceOp::Sum);
-    v = t.to_vector<double>();
-  };
-}
-
-// The ddp hooks of the Trainer (TrainerOptions' multi-rank section).
-void set_ddp_hooks(TrainerOptions& to, DistributedDataParallel* distributed, Communicator* cm,
-                   int rank) {
-  to.world_size = cm->size();
-  // Only the step's last batch all-reduces; the others accumulate locally (torch's no_sync).
-  to.before_backward = [distributed](bool sync) { distributed->set_require_gradient_sync(sync); };
-  // The mean of the ranks' batch means is the global batch's mean: every rank's batch has the
-  // same number of rows. Called after the step's last backward, when no bucket is in flight.
-  // One all-reduce carries the loss and the stop request: the mean of the requests is > 0 when
-  // any rank was signalled, so every rank stops after the same step.
-  to.reduce_loss = [cm](double loss, bool& stop) {
-    Tensor t = Tensor::from_vector(std::vector<double>{loss, stop ? 1.0 : 0.0}, {2}, cm->device());
-    cm->all_reduce(t, ReduceOp::Avg);
-    const std::vector<double> mean = t.to_vector<double>();
-    stop = mean[1] > 0;
-    return mean[0];
-  };
-  to.sum_over_ranks = sum_over_ranks(cm);
-  to.write_checkpoints = rank == 0;
-  to.after_checkpoint = [cm] { cm->barrier(); };  // nobody goes on (or reads it) half-written
-}
-
-// Local SGD (--sync-every K): no gradient all-reduce; the Trainer averages the replicas at its
-// sync points (TrainerOptions::average_replicas), the optimizer moments too with
-// --sync-optimizer-state and always at a checkpoint (it holds rank 0's optimizer state only).
-void set_local_sgd_hooks(TrainerOptions& to, const TrainConfig& c,
-                         DistributedDataParallel* distributed, Optimizer* optimizer) {
-  to.before_backward = [distributed](bool) { distributed->set_require_gradient_sync(false); };
-  to.sync_every = *c.sync_every;
-  const bool moments = c.sync_optimizer_state;
-  to.average_replicas = [distributed, optimizer, moments](bool checkpoint) {
-    distributed->average_parameters();
-    if (!moments && !checkpoint) return;
-    // state_tensors() are copies on the host: averaged on the communicator's device, then
-    // loaded back with the optimizer's own scalars (its lr and step counts stay).
-    const Device device = distributed->communicator().device();
-    auto named = optimizer->state_tensors();
-    std::vector<Tensor> values;
-    for (auto& [name, t] : named) values.push_back(t.to(device));
-    distributed->average_tensors(values);
-    for (std::size_t i = 0; i < named.size(); ++i) named[i].second = values[i];
-    optimizer->load_state(named, optimizer->state_scalars());
-  };
-}
-
-// After local SGD's last averaging every rank must hold one model (the saved file is rank 0's):
-// per parameter the sum of its values and of their squares, whose maximum and minimum over the
-// ranks must be equal; an Error (a bug, not a user's mistake) otherwise.
-void check_replicas_agree(Module& model, Communicator& comm) {
-  std::vector<double> v;
-  for (auto& [name, p] : model.named_parameters()) {
-    double sum = 0, squares = 0;
-    for (double x : p->value.to_double_vector()) {
-      sum += x;
-      squares += x * x;
-    }
-    v.push_back(sum);
-    v.push_back(squares);
-  }
-  const std::size_t n = v.size();
-  for (std::size_t i = 0; i < n; ++i) v.push_back(-v[i]);
-  Tensor t = Tensor::from_vector(v, {static_cast<int64_t>(v.size())}, comm.device());
-  comm.all_reduce(t, ReduceOp::Max);
-  const std::vector<double> m = t.to_vector<double>();
-  for (std::size_t i = 0; i < n; ++i)
-    MT_CHECK(m[i] == -m[n + i],
-             "local SGD: after the last averaging the ranks' parameters differ "
-             "(rank ",
-             comm.rank(), ", checksum ", i, ": ", -m[n + i], " .. ", m[i], ")");
-}
-
 // fp16's loss scaling skips a step whose gradients overflow; a run whose every step was skipped
 // trained nothing and is no success, whatever else went right (no --save of untrained weights).
 void check_some_step_counted(const TrainSummary& s, int64_t total_steps) {
@@ -740,58 +541,6 @@ void check_some_step_counted(const TrainSummary& s, int64_t total_steps) {
            ") was skipped for inf/NaN gradients, so nothing was trained (the loss scale ended at ",
            s.loss_scale, " after step ", s.last_step, " of ", total_steps,
            "); lower --loss-scale, or look for what overflows float16 (the data's scale, --lr)");
-}
-
-// Note [one configuration for all ranks]: ranks started with their own flags (per-node configs,
-// MPMD) once trained silently with different --lr or --seed and saved rank 0's weights; only the
-// model's shape was compared (by DistributedDataParallel). Rank 0's configuration goes to every
-// rank before the first step; a rank whose own differs names each difference, and every rank
-// stops together (a flag per rank, all-reduced, so no rank waits in a collective for a rank that
-// left). Left out: what each process may set for itself without changing the result.
-void check_same_config(const TrainConfig& c, Communicator& comm) {
-  static const std::set<std::string> kPerProcess = {
-      "device",     "devices",      "threads", "workers",   "progress",
-      "memory-cap", "comm-timeout", "log",     "log-every", "profile-kernels"};
-  const std::string own = config_to_json(c);
-  Tensor length = Tensor::from_vector(std::vector<double>{static_cast<double>(own.size())}, {1})
-                      .to(comm.device());
-  comm.broadcast(length, 0);
-  const auto n = static_cast<int64_t>(length.to_vector<double>()[0]);
-  std::vector<float> bytes(static_cast<std::size_t>(n), 0.0f);  // a byte per float: exact
-  if (comm.rank() == 0)
-    for (int64_t i = 0; i < n; ++i)
-      bytes[static_cast<std::size_t>(i)] =
-          static_cast<unsigned char>(own[static_cast<std::size_t>(i)]);
-  Tensor text = Tensor::from_vector(bytes, {n}).to(comm.device());
-  comm.broadcast(text, 0);
-  std::string root;
-  for (float b : text.to_vector<float>()) root += static_cast<char>(static_cast<unsigned char>(b));
-
-  const nlohmann::json mine = nlohmann::json::parse(own), theirs = nlohmann::json::parse(root);
-  std::vector<std::string> differences;
-  for (const auto& [key, value] : mine.items()) {
-    if (kPerProcess.count(key)) continue;
-    const auto it = theirs.find(key);
-    const std::string other = it == theirs.end() ? "(not set)" : it->dump();
-    if (it == theirs.end() || *it != value)
-      differences.push_back("--" + key + " " + value.dump() + " (rank 0: " + other + ")");
-  }
-  std::vector<double> differs(static_cast<std::size_t>(comm.size()), 0.0);
-  differs[static_cast<std::size_t>(comm.rank())] = differences.empty() ? 0.0 : 1.0;
-  Tensor flags = Tensor::from_vector(differs, {comm.size()}).to(comm.device());
-  comm.all_reduce(flags, ReduceOp::Max);
-  std::vector<std::string> ranks;
-  const std::vector<double> all = flags.to_vector<double>();
-  for (std::size_t r = 0; r < all.size(); ++r)
-    if (all[r] > 0) ranks.push_back(std::to_string(r));
-  if (ranks.empty()) return;
-  if (!differences.empty())
-    MT_THROW(ValueError, "rank ", comm.rank(),
-             " was started with another configuration than rank 0: ", join(differences, ", "),
-             "; every rank of a ddp run must train the same run (give them the same flags)");
-  MT_THROW(ValueError, "rank(s) ", join(ranks, ", "),
-           " were started with another configuration than rank 0 (their errors name the "
-           "differences); every rank of a ddp run must train the same run");
 }
 
 // Every file the run reads or writes, by flag (check_run_files compares them).
@@ -835,36 +584,20 @@ std::vector<RunLock> lock_run_files(const TrainConfig& c, const ProcessEnv& env)
 
 // The line that says what is trained where.
 std::string describe_run(const TrainConfig& c, const RunPlan& p, const RunData& d,
-                         const BuiltModel& b, const TrainReport& r, const Communicator* comm,
-                         int64_t epochs, bool weighted_rows) {
+                         const ParallelSetup& par, const TrainReport& r, bool weighted_rows) {
   std::ostringstream what;
-  what << "training " << c.model << " (" << c.activation << ", " << b.model->num_parameters()
+  what << "training " << c.model << " (" << c.activation << ", " << par.model->num_parameters()
        << " parameters) on " << r.device << ": " << c.data << " (" << d.train->size() << " rows";
   if (d.val) what << ", " << d.val->size() << " held out by " << d.val_source;
   what << "), " << c.loss << " loss";
   if (!d.classes.empty()) what << " over " << d.classes.size() << " classes";
   what << ", " << c.optimizer << " lr " << number_text(c.lr) << ", batch " << c.batch_size
-       << (b.distributed ? " per rank" : "") << ", " << r.total_steps << " steps";
-  if (b.data_parallel) what << ", data parallel: " << b.data_parallel->replicas() << " replicas";
-  if (b.distributed) {
-    const int world = r.world_size;
-    what << ", distributed data parallel: " << world << (world == 1 ? " rank" : " ranks") << " ("
-         << comm->backend() << ", " << c.all_reduce << " all-reduce, buckets of " << c.bucket_size
-         << (c.no_overlap ? " all-reduced after backward" : "") << ", global batch "
-         << c.batch_size * world;
-    if (c.grad_reduce_dtype != "fp32") what << ", gradients reduced in " << c.grad_reduce_dtype;
-    if (c.sync_every)
-      what << ", local SGD: parameters averaged every " << *c.sync_every
-           << (*c.sync_every == 1 ? " step" : " steps")
-           << (c.sync_optimizer_state ? " with the optimizer moments" : "");
-    what << ")";
-  }
+       << (par.distributed ? " per rank" : "") << ", " << r.total_steps << " steps";
+  if (const std::string replicas = describe_replicas(c, par); !replicas.empty())
+    what << ", " << replicas;
   if (weighted_rows) what << ", rows drawn by --sample-weights";
-  if (b.model_parallel) {
-    what << ", model parallel: " << b.model_parallel->stages() << " stages, "
-         << b.model_parallel->micro_batches() << " micro-batches, bubble "
-         << static_cast<int>(b.model_parallel->bubble_fraction() * 100 + 0.5) << "%";
-  }
+  if (const std::string stages = describe_stages(par); !stages.empty()) what << ", " << stages;
+  const int64_t epochs = run_epochs(c);
   if (epochs > 0) what << " (" << epochs << (epochs == 1 ? " epoch)" : " epochs)");
   if (p.precision != DType::Float32) {
     what << ", " << precision_name(p.precision) << " mixed precision (float32 master weights";
@@ -878,72 +611,57 @@ std::string describe_run(const TrainConfig& c, const RunPlan& p, const RunData& 
   return what.str();
 }
 
-}  // namespace
-
-TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream& progress_out,
-                         const std::atomic<int>* stop_requested) {
-  // ---- check everything before the first step ----
-  const RunPlan plan = plan_run(c, info);
-  check_run_files(train_run_files(c, plan.env));
-  const RunData data = load_run_data(c, plan);
+// The files the run writes at its end or as it goes: writable now, their directories made.
+void prepare_outputs(const TrainConfig& c, std::ostream& info) {
   if (!c.save.empty()) prepare_output("save", c.save, info);
   if (!c.save_best.empty()) prepare_output("save-best", c.save_best, info);
   if (!c.log.empty()) prepare_output("log", c.log, info);
   if (!c.profile_kernels.empty()) prepare_output("profile-kernels", c.profile_kernels, info);
-  std::string resume_path;
-  if (c.resume) {
-    resume_path = checkpoint_path(c.checkpoint_dir);
-    if (!fs::exists(resume_path))
-      MT_THROW(IoError, "--resume: no checkpoint in '", c.checkpoint_dir, "' (expected ",
-               resume_path, "); run without --resume to start afresh");
-    check_resume_config(resume_path, c, plan.env.world_size);
-  }
-  std::vector<double> sample_weights;
-  if (!c.sample_weights.empty()) {
-    // One weight per --data row, split with the rows: the rows --val-split leaves for training
-    // are not the user's to see (they once had to give weights for that invisible subset).
-    sample_weights = read_sample_weights(c.sample_weights, data.data_rows);
-    if (!data.train_rows.empty()) {
-      std::vector<double> kept;
-      kept.reserve(data.train_rows.size());
-      for (int64_t r : data.train_rows) kept.push_back(sample_weights[static_cast<std::size_t>(r)]);
-      sample_weights = std::move(kept);
-      with_flag_context(
-          "--sample-weights " + c.sample_weights + " (the rows --val-split trains on)",
-          [&] { WeightedRandomSampler(sample_weights, data.train->size()); });
-    }
-  }
-  if (!c.checkpoint_dir.empty()) {
-    std::error_code ec;
-    fs::create_directories(c.checkpoint_dir, ec);
-    if (!fs::is_directory(c.checkpoint_dir))
-      MT_THROW(IoError, "--checkpoint-dir ", c.checkpoint_dir, ": cannot create the directory",
-               ec ? ": " + ec.message() : std::string());
-    prepare_output("checkpoint-dir", checkpoint_path(c.checkpoint_dir), info);
-  }
-  // One run at a time on the files: a second run on them is refused while this one lives. Rank 0
-  // alone writes the checkpoints; every rank its own log.
-  const std::vector<RunLock> locks = lock_run_files(c, plan.env);
+}
 
-  // Declared before the model: the DDP wrapper uses it until it is destroyed.
-  std::unique_ptr<Communicator> comm;
-  if (plan.ddp)
-    comm = init_process_group(plan.env, plan.device, process_group_options(c, plan.devices));
-  const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
-  if (comm) check_same_config(c, *comm);
+// --resume: the checkpoint to go on from, checked against this run's settings; empty: none.
+std::string checkpoint_to_resume(const TrainConfig& c, int world_size) {
+  if (!c.resume) return "";
+  const std::string path = checkpoint_path(c.checkpoint_dir);
+  if (!fs::exists(path))
+    MT_THROW(IoError, "--resume: no checkpoint in '", c.checkpoint_dir, "' (expected ", path,
+             "); run without --resume to start afresh");
+  check_resume_config(path, c, world_size);
+  return path;
+}
 
-  Generator gen(c.seed);
-  BuiltModel built = build_model(c, plan, gen, comm.get());
-  Module& model = *built.model;
-  std::unique_ptr<Optimizer> optimizer = build_optimizer(c, built);
-  DataLoader loader(data.train, loader_options(c, plan, *data.train, sample_weights, rank, world));
+// --sample-weights: one weight per --data row, split with the rows: the rows --val-split leaves
+// for training are not the user's to see (they once had to give weights for that invisible
+// subset). Empty without the flag.
+std::vector<double> train_sample_weights(const TrainConfig& c, const RunData& data) {
+  if (c.sample_weights.empty()) return {};
+  std::vector<double> weights = read_sample_weights(c.sample_weights, data.data_rows);
+  if (data.train_rows.empty()) return weights;
+  std::vector<double> kept;
+  kept.reserve(data.train_rows.size());
+  for (int64_t r : data.train_rows) kept.push_back(weights[static_cast<std::size_t>(r)]);
+  with_flag_context("--sample-weights " + c.sample_weights + " (the rows --val-split trains on)",
+                    [&] { WeightedRandomSampler(kept, data.train->size()); });
+  return kept;
+}
 
-  const std::map<std::string, std::string> metadata =
-      model_metadata(c, data.classes, data.feature_columns, data.scaler);
+void prepare_checkpoint_dir(const TrainConfig& c, std::ostream& info) {
+  if (c.checkpoint_dir.empty()) return;
+  std::error_code ec;
+  fs::create_directories(c.checkpoint_dir, ec);
+  if (!fs::is_directory(c.checkpoint_dir))
+    MT_THROW(IoError, "--checkpoint-dir ", c.checkpoint_dir, ": cannot create the directory",
+             ec ? ": " + ec.message() : std::string());
+  prepare_output("checkpoint-dir", checkpoint_path(c.checkpoint_dir), info);
+}
+
+// The loop's settings: how long, the schedule, clipping, loss and its scaling, checkpoints.
+TrainerOptions trainer_options(const TrainConfig& c, const RunPlan& plan, const RunData& data,
+                               const DataLoader& loader, Generator& gen,
+                               const std::map<std::string, std::string>& metadata) {
   TrainerOptions to;
-  to.stop_requested = stop_requested;
   const int64_t bpe = loader.batches_per_epoch();
-  const int64_t epochs = c.steps ? 0 : c.epochs.value_or(kDefaultEpochs);
+  const int64_t epochs = run_epochs(c);
   to.total_steps = c.steps ? *c.steps : steps_for_epochs(epochs, bpe, c.grad_accum);
   to.total_batches = c.steps ? 0 : epochs * bpe;  // fits: steps_for_epochs checked the product
   to.grad_accum = c.grad_accum;
@@ -961,75 +679,123 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     so.growth_interval = c.loss_scale_growth_interval.value_or(so.growth_interval);
     to.loss_scaling = so;
   }
-  const DType save_dtype = parse_precision(c.save_dtype, "save dtype");
-  if (built.distributed) {
-    set_ddp_hooks(to, built.distributed, comm.get(), rank);
-    if (c.sync_every) set_local_sgd_hooks(to, c, built.distributed, optimizer.get());
+  return to;
+}
+
+// Held-out evaluation (--val-split, --val-data): the Validator the Trainer calls, and --save-best
+// written by rank 0 after an evaluation with a lower val_loss. Null without held-out rows.
+std::unique_ptr<Validator> add_validation(TrainerOptions& to, const TrainConfig& c,
+                                          const RunPlan& plan, const RunData& data,
+                                          const ParallelSetup& par,
+                                          const std::map<std::string, std::string>& metadata) {
+  if (!data.val) return nullptr;
+  ValidatorOptions vo;
+  vo.loss = data.loss;
+  vo.batch_size = std::max<int64_t>(c.batch_size, 1024);  // no gradients: larger batches fit
+  vo.device = plan.device;
+  vo.topk = c.topk;
+  vo.stop_requested = to.stop_requested;  // a signal ends the evaluation at its next batch
+  if (plan.ddp) {  // each rank its own rows, every row once
+    vo.rows = strided_rows(data.val->size(), par.rank(), par.world_size());
+    vo.sum_over_ranks = [&sync = *par.sync](std::vector<double>& v) { sync.sum_over_ranks(v); };
   }
-  std::unique_ptr<Validator> validator;
-  if (data.val) {
-    ValidatorOptions vo;
-    vo.loss = data.loss;
-    vo.batch_size = std::max<int64_t>(c.batch_size, 1024);  // no gradients: larger batches fit
-    vo.device = plan.device;
-    vo.topk = c.topk;
-    vo.stop_requested = stop_requested;
-    if (comm) {  // each rank its own rows, every row once
-      vo.rows = strided_rows(data.val->size(), rank, world);
-      vo.sum_over_ranks = sum_over_ranks(comm.get());
-    }
-    validator = std::make_unique<Validator>(data.val, vo);
-    to.validate = [&validator, &model] { return validator->evaluate(model); };
-    to.eval_every = c.eval_every;
-    to.early_stop = c.early_stop;
-    if (!c.save_best.empty() && rank == 0) {
-      to.on_best = [&c, &model, &metadata, save_dtype](int64_t step, const ValMetrics& v) {
-        auto m = metadata;
-        m["step"] = std::to_string(step);
-        m["val_loss"] = nlohmann::json(v.loss).dump();  // shortest round trip
-        with_flag_context("--save-dtype " + c.save_dtype,
-                          [&] { save_weights(c.save_best, model, m, save_dtype); });
-      };
-    }
+  auto validator = std::make_unique<Validator>(data.val, vo);
+  to.validate = [v = validator.get(), &model = *par.model] { return v->evaluate(model); };
+  to.eval_every = c.eval_every;
+  to.early_stop = c.early_stop;
+  if (!c.save_best.empty() && par.sync->writes_files()) {
+    to.on_best = [&c, &model = *par.model, &metadata, save_dtype = plan.save_dtype](
+                     int64_t step, const ValMetrics& v) {
+      auto m = metadata;
+      m["step"] = std::to_string(step);
+      m["val_loss"] = nlohmann::json(v.loss).dump();  // shortest round trip
+      with_flag_context("--save-dtype " + c.save_dtype,
+                        [&] { save_weights(c.save_best, model, m, save_dtype); });
+    };
   }
+  return validator;
+}
+
+// --profile-kernels: every op's time per step (train/kernel_profile.h), each rank its own file.
+std::unique_ptr<KernelProfile> add_kernel_profile(TrainerOptions& to, const TrainConfig& c,
+                                                  const ParallelSetup& par) {
+  if (c.profile_kernels.empty()) return nullptr;
+  auto profile = std::make_unique<KernelProfile>(
+      rank_log_path(c.profile_kernels, par.rank(), par.world_size()));
+  to.on_step = [p = profile.get(), before = std::move(to.on_step)](const StepStats& s) {
+    if (before) before(s);
+    p->end_step(s.step);
+  };
+  return profile;
+}
+
+// --save: the final weights, checked on every rank (they are the same on all), written by rank 0.
+void save_final_weights(const TrainConfig& c, const RunPlan& plan, const ParallelSetup& par,
+                        std::map<std::string, std::string> metadata, int64_t step) {
+  check_parameters_finite(*par.model, "--save");
+  if (!par.sync->writes_files()) return;
+  metadata["step"] = std::to_string(step);
+  with_flag_context("--save-dtype " + c.save_dtype,
+                    [&] { save_weights(c.save, *par.model, metadata, plan.save_dtype); });
+}
+
+}  // namespace
+
+TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream& progress_out,
+                         const std::atomic<int>* stop_requested) {
+  // ---- check everything before the first step ----
+  const RunPlan plan = plan_run(c, info);
+  check_run_files(train_run_files(c, plan.env));
+  const RunData data = load_run_data(c, plan);
+  prepare_outputs(c, info);
+  const std::string resume_path = checkpoint_to_resume(c, plan.env.world_size);
+  const std::vector<double> sample_weights = train_sample_weights(c, data);
+  prepare_checkpoint_dir(c, info);
+  // One run at a time on the files: a second run on them is refused while this one lives. Rank 0
+  // alone writes the checkpoints; every rank its own log.
+  const std::vector<RunLock> locks = lock_run_files(c, plan.env);
+
+  // ---- the model on its devices, and the ReplicaSync of its --parallel mode ----
+  Generator gen(c.seed);
+  ParallelSetup par = set_up_parallel(c, /*where=*/plan, /*what=*/plan, gen);
+  Module& model = *par.model;
+  DataLoader loader(data.train, loader_options(c, plan, *data.train, sample_weights, par.rank(),
+                                               par.world_size()));
+
+  // ---- the trainer: the loop's settings, the mode's ReplicaSync, evaluation, profiling ----
+  const std::map<std::string, std::string> metadata =
+      model_metadata(c, data.classes, data.feature_columns, data.scaler);
+  TrainerOptions to = trainer_options(c, plan, data, loader, gen, metadata);
+  to.stop_requested = stop_requested;
+  to.replica_sync = par.sync.get();
+  const std::unique_ptr<Validator> validator = add_validation(to, c, plan, data, par, metadata);
   // GPU utilisation and memory in the metrics where NVML can be read; where not, a note says why.
   GpuMonitor gpu_monitor(plan.device);
   to.gpu_monitor = &gpu_monitor;
-  // --profile-kernels: every op's time per step (train/kernel_profile.h), each rank its own file.
-  std::unique_ptr<KernelProfile> kernel_profile;
-  if (!c.profile_kernels.empty()) {
-    kernel_profile = std::make_unique<KernelProfile>(rank_log_path(c.profile_kernels, rank, world));
-    auto before = std::move(to.on_step);
-    to.on_step = [&kernel_profile, before](const StepStats& s) {
-      if (before) before(s);
-      kernel_profile->end_step(s.step);
-    };
-  }
-  Trainer trainer(model, *optimizer, loader, to);
+  const std::unique_ptr<KernelProfile> kernel_profile = add_kernel_profile(to, c, par);
+  Trainer trainer(model, *par.optimizer, loader, to);
 
   TrainReport report;
-  report.rank = rank;
-  report.world_size = world;
+  report.rank = par.rank();
+  report.world_size = par.world_size();
   report.total_steps = to.total_steps;
   report.device = plan.devices.empty() ? plan.device.str() : join_devices(plan.devices);
   if (!resume_path.empty()) {
     trainer.resume(resume_path);
-    if (built.data_parallel) built.data_parallel->broadcast_replica0_parameters();
     report.resumed_from_step = trainer.step();
   }
 
   // ---- inputs are good: from here on, files are written ----
   std::unique_ptr<MetricsLog> log;
   if (!c.log.empty()) {
-    log = std::make_unique<MetricsLog>(rank_log_path(c.log, rank, world), report.resumed_from_step,
-                                       c.log_every);
+    log = std::make_unique<MetricsLog>(rank_log_path(c.log, report.rank, report.world_size),
+                                       report.resumed_from_step, c.log_every);
     if (!log->repair_note().empty()) info << "warning: " << log->repair_note() << "\n";
   }
   Progress progress(progress_out, plan.progress_mode, trainer.step() + 1, to.total_steps);
   // With several ranks only rank 0 talks to the console; the others keep their own logs.
-  if (rank == 0) {
-    info << describe_run(c, plan, data, built, report, comm.get(), epochs, !sample_weights.empty())
-         << "\n";
+  if (report.rank == 0) {
+    info << describe_run(c, plan, data, par, report, !sample_weights.empty()) << "\n";
     if (!data.label_note.empty()) info << "note: " << data.label_note << "\n";
     if (log && !gpu_monitor.note().empty())
       info << "note: the metrics leave out GPU utilisation and memory: " << gpu_monitor.note()
@@ -1037,30 +803,24 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
     info.flush();
   }
 
+  // ---- train ----
   trainer.set_log(log.get());
-  trainer.set_progress(rank == 0 ? &progress : nullptr);
+  trainer.set_progress(report.rank == 0 ? &progress : nullptr);
   report.summary = trainer.run();
   if (kernel_profile) {
     const std::string top = kernel_profile->finish();
-    if (rank == 0) info << top << "kernel profile written to " << c.profile_kernels << "\n";
+    if (report.rank == 0) info << top << "kernel profile written to " << c.profile_kernels << "\n";
   }
-  if (c.sync_every) check_replicas_agree(model, *comm);
+  par.sync->after_run();  // local SGD: every rank holds one model
   check_some_step_counted(report.summary, report.total_steps);
 
+  // ---- save ----
   if (!c.save.empty()) {
-    check_parameters_finite(model, "--save");  // on every rank: the weights are the same on all
-    if (rank == 0) {
-      auto m = metadata;
-      m["step"] = std::to_string(trainer.step());
-      with_flag_context("--save-dtype " + c.save_dtype,
-                        [&] { save_weights(c.save, model, m, save_dtype); });
-    }
+    save_final_weights(c, plan, par, metadata, trainer.step());
     report.saved = c.save;
   }
   if (!c.save_best.empty() && report.summary.best_val) report.saved_best = c.save_best;
-  // No rank leaves before the weights are written: a script started after any rank returns finds
-  // them.
-  if (comm) comm->barrier();
+  par.sync->after_save();  // no rank returns before the weights are written
   return report;
 }
 

@@ -60,6 +60,12 @@ std::string val_record_json(const std::optional<ValMetrics>& best, int64_t best_
   return j.dump();
 }
 
+// One process training alone: the ReplicaSync of a Trainer given none (stateless, so shared).
+ReplicaSync& one_process() {
+  static ReplicaSync sync;
+  return sync;
+}
+
 double json_number_or_nan(const nlohmann::json& j, const char* key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>()
                                                : std::numeric_limits<double>::quiet_NaN();
@@ -92,6 +98,7 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, DataLoader& loader, Traine
       optimizer_(optimizer),
       loader_(loader),
       options_(std::move(options)),
+      sync_(options_.replica_sync != nullptr ? options_.replica_sync : &one_process()),
       device_(loader.options().device) {
   loss_ = options_.loss ? options_.loss : std::shared_ptr<Loss>(make_loss(LossOptions{}));
   MT_CHECK_AS(ValueError, options_.total_steps >= 1, "Trainer: total_steps must be >= 1, got ",
@@ -100,10 +107,8 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, DataLoader& loader, Traine
               options_.grad_accum);
   MT_CHECK_AS(ValueError, options_.checkpoint_every >= 0,
               "Trainer: checkpoint_every must be >= 0, got ", options_.checkpoint_every);
-  MT_CHECK_AS(ValueError, options_.sync_every >= 1, "Trainer: sync_every must be >= 1, got ",
-              options_.sync_every);
-  MT_CHECK_AS(ValueError, options_.world_size >= 1, "Trainer: world_size must be >= 1, got ",
-              options_.world_size);
+  MT_CHECK_AS(ValueError, sync_->world_size() >= 1, "Trainer: world_size must be >= 1, got ",
+              sync_->world_size());
   if (options_.loss_scaling) scaler_.emplace(*options_.loss_scaling);
   if (options_.total_batches == 0)
     options_.total_batches = options_.total_steps * options_.grad_accum;
@@ -126,7 +131,7 @@ CheckpointPosition Trainer::position() const {
     p.rng_seed = options_.generator->seed();
     p.rng_offset = options_.generator->offset();
   }
-  p.world_size = options_.world_size;
+  p.world_size = sync_->world_size();
   p.global_batch = global_batch();
   p.samples_seen = samples_seen_;
   p.epoch_samples = p.batch_index * p.global_batch;  // only an epoch's last batch is partial
@@ -138,7 +143,7 @@ int64_t Trainer::map_batch_index(const std::string& path,
   const int64_t world = meta_int(meta, "world_size", 1), batch = meta_int(meta, "global_batch", 0);
   const int64_t epoch = meta_int(meta, "epoch", 0), index = meta_int(meta, "batch_index", 0);
   if (batch <= 0)
-    MT_THROW(ValueError, "cannot resume from '", path, "' on ", options_.world_size,
+    MT_THROW(ValueError, "cannot resume from '", path, "' on ", sync_->world_size(),
              " ranks: it does not record its batch layout (written by an older minitrain); resume "
              "it on ",
              world, " rank(s) with its original --batch-size");
@@ -148,7 +153,7 @@ int64_t Trainer::map_batch_index(const std::string& path,
     MT_THROW(ValueError, "cannot resume from '", path, "': it was written by ", world,
              " rank(s) x batch size ", batch / world, " (global batch ", batch, ") after ", offset,
              " rows of epoch ", epoch, " (from 0), which is not a batch boundary of this run's ",
-             options_.world_size, " rank(s) x batch size ", loader_.options().batch_size,
+             sync_->world_size(), " rank(s) x batch size ", loader_.options().batch_size,
              " (global batch ", mine,
              "); resume with a global batch (ranks x --batch-size) that divides ", offset,
              ", such as the original ", batch);
@@ -158,7 +163,7 @@ int64_t Trainer::map_batch_index(const std::string& path,
 void Trainer::save_checkpoint(const std::string& path) {
   // Every rank checks: the weights are the same on all, so all stop together on a bad one.
   check_parameters_finite(model_, "step " + std::to_string(step_));
-  if (options_.write_checkpoints) {
+  if (sync_->writes_files()) {
     std::map<std::string, std::string> meta = options_.checkpoint_metadata;
     meta["batches_per_epoch"] = std::to_string(loader_.batches_per_epoch());
     meta["grad_accum"] = std::to_string(options_.grad_accum);
@@ -172,7 +177,7 @@ void Trainer::save_checkpoint(const std::string& path) {
     }
     minitrain::save_checkpoint(path, model_, optimizer_, position(), meta);
   }
-  if (options_.after_checkpoint) options_.after_checkpoint();
+  sync_->after_checkpoint();
   last_checkpoint_ = path;
 }
 
@@ -181,7 +186,7 @@ void Trainer::resume(const std::string& path) {
   // On another number of ranks the batches are counted differently: the position is then found
   // by global sample instead of by batch count. On the same number of ranks the batch size must
   // stay (batches_per_epoch below), as it always had to.
-  const bool same_layout = meta_int(meta, "world_size", 1) == options_.world_size;
+  const bool same_layout = meta_int(meta, "world_size", 1) == sync_->world_size();
   const int64_t bpe = loader_.batches_per_epoch();
   for (const auto& [key, want] : {std::pair<const char*, int64_t>{"batches_per_epoch", bpe},
                                   {"grad_accum", options_.grad_accum}}) {
@@ -195,6 +200,7 @@ void Trainer::resume(const std::string& path) {
   const int64_t mapped_index =
       same_layout ? -1 : map_batch_index(path, meta);  // before anything changes
   const CheckpointPosition p = load_checkpoint(path, model_, optimizer_);
+  sync_->after_weights_loaded();
   if (p.step > options_.total_steps)
     MT_THROW(ValueError, "cannot resume from '", path, "': it is at step ", p.step,
              ", past this run's last step ", options_.total_steps,
@@ -278,14 +284,9 @@ bool Trainer::evaluate(StepStats& s) {
 bool Trainer::unscale_gradients(StepStats& s) {
   if (!scaler_) return true;
   s.loss_scale = scaler_->scale();
-  bool found_inf = !scaler_->unscale(model_.named_parameters());
   // Under ddp the gradients were all-reduced, so an overflow on one rank is an inf on all. Local
-  // SGD keeps them local: the ranks then agree on skipping by a sum of the flags.
-  if (options_.average_replicas && options_.sum_over_ranks) {
-    std::vector<double> flag{found_inf ? 1.0 : 0.0};
-    options_.sum_over_ranks(flag);
-    found_inf = flag[0] > 0;
-  }
+  // SGD keeps them local: the ranks then agree on skipping (ReplicaSync::any_rank_overflowed).
+  const bool found_inf = sync_->any_rank_overflowed(!scaler_->unscale(model_.named_parameters()));
   scaler_->update(found_inf);
   if (found_inf) ++skipped_steps_;
   s.skipped = found_inf;
@@ -337,14 +338,14 @@ StepStats Trainer::train_step() {
     // 1/batches as dividing the loss in torch; times the loss scale (a power of two: exact).
     const double factor = (scaler_ ? scaler_->scale() : 1.0) / static_cast<double>(batches);
     if (factor != 1.0) scale(grad, grad, factor);
-    if (options_.before_backward) options_.before_backward(b == batches - 1);
+    sync_->before_backward(b == batches - 1);
     model_.backward(out.dtype() == grad.dtype() ? grad : cast(grad, out.dtype()));
     if (counted) {  // .item() waits for the device: the step's loss is reported per step anyway
       loss_sum += loss.item();
       counts[3] += 1;
     }
     // Every rank's batch has this many rows (the sampler gives each rank the same count).
-    const int64_t rows = batch.x.size(0) * options_.world_size;
+    const int64_t rows = batch.x.size(0) * sync_->world_size();
     s.samples += rows;
     samples_seen_ += rows;
     ++batches_seen_;
@@ -354,14 +355,13 @@ StepStats Trainer::train_step() {
   s.epoch_end =
       batches_seen_ / bpe > batches_before / bpe || batches_seen_ == options_.total_batches;
   stop_agreed_ = options_.stop_requested != nullptr && options_.stop_requested->load() != 0;
-  if (options_.reduce_loss)
-    s.loss = options_.reduce_loss(counts[3] > 0 ? s.loss : 0.0, stop_agreed_);
+  s.loss = sync_->reduce_loss(counts[3] > 0 ? s.loss : 0.0, stop_agreed_);
   if (classifier) {
     counts[2] = loss_sum;
-    if (options_.sum_over_ranks) options_.sum_over_ranks(counts);
+    sync_->sum_over_ranks(counts);
     if (counts[1] > 0) s.accuracy = counts[0] / counts[1];
     // A batch that counted nothing somewhere: the loss is the mean over the batches that did.
-    const int64_t ranks = options_.sum_over_ranks ? options_.world_size : 1;
+    const int64_t ranks = sync_->world_size();
     if (counts[3] < static_cast<double>(batches * ranks)) s.loss = counts[2] / counts[3];
     s.nothing_counted = counts[3] == 0;
   }
@@ -378,13 +378,9 @@ StepStats Trainer::train_step() {
       norm = clip_grad_norm_deferred_(model_.named_parameters(), options_.clip_grad_norm);
     if (take) optimizer_.step();
     if (norm) s.grad_norm = norm->read();
-    if (options_.average_replicas) {
-      // An early stop follows an evaluation, itself a sync point; a stop request is agreed above.
-      const bool checkpoint = checkpoint_due(s.step, stop_agreed_);
-      if (s.step % options_.sync_every == 0 || s.step == options_.total_steps || checkpoint ||
-          evaluation_due(s))
-        options_.average_replicas(checkpoint);
-    }
+    // Local SGD averages the replicas here when the weights are read after this step.
+    sync_->after_update({s.step, s.step == options_.total_steps,
+                         checkpoint_due(s.step, stop_agreed_), evaluation_due(s)});
     // No device synchronize here (issue 35): the update stays queued while the host prepares
     // the next step, whose reads (of its loss) come after it on the same stream.
     step_ = s.step;
@@ -422,7 +418,7 @@ TrainSummary Trainer::run() {
         // A write that fails after a good step (a full disk for the log or --save-best) ends the
         // run, but that step is checkpointed first, so nothing trained is lost (issue 30). One
         // process only: ddp's other ranks would wait in a checkpoint this rank alone reaches.
-        if (!finite || options_.checkpoint_dir.empty() || options_.world_size > 1) throw;
+        if (!finite || options_.checkpoint_dir.empty() || sync_->world_size() > 1) throw;
         if (!evaluated && options_.log != nullptr) {  // --save-best failed: the log may still work
           try {
             options_.log->write(s);

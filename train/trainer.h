@@ -39,6 +39,7 @@
 #include "train/checkpoint.h"
 #include "train/metrics_log.h"
 #include "train/progress.h"
+#include "train/replica_sync.h"
 #include "train/step_stats.h"
 
 namespace minitrain {
@@ -82,40 +83,14 @@ struct TrainerOptions {
   int64_t early_stop = 0;
   /// After an evaluation with a lower val_loss than any before (--save-best writes the weights).
   std::function<void(int64_t step, const ValMetrics&)> on_best;
-  /// Adds each entry over the ranks (ddp: an all-reduce SUM), for the training batches' accuracy
-  /// counts; null: one process.
-  std::function<void(std::vector<double>&)> sum_over_ranks;
 
   /// Nonzero (a signal number, see StopOnSignals) asks run() to stop after the step in progress:
   /// it checkpoints (with checkpoint_dir) and returns early. Null: never.
   const std::atomic<int>* stop_requested = nullptr;
 
-  // ---- multi-rank runs (ddp); the defaults are one process ----
-  /// Before each backward of a step, with sync = whether it is the step's last batch: ddp turns
-  /// the all-reduce off for the others (no_sync), so the step's gradients are reduced once.
-  std::function<void(bool sync)> before_backward;
-  /// This rank's step loss -> the loss of the step's global batch (ddp: the mean over ranks, an
-  /// all-reduce). Called on every rank once the step's last backward has returned, so no gradient
-  /// all-reduce is in flight; the result decides, alike on every rank, whether the step is finite.
-  /// `stop` comes in as this rank's stop request and goes out as whether any rank asked (the same
-  /// all-reduce carries it), so that every rank stops after the same step.
-  std::function<double(double loss, bool& stop)> reduce_loss;
-  /// Ranks that each train a batch like this one: samples and samples/s count them all, and a
-  /// checkpoint records the layout (ranks x batch size) and the data position in global samples.
-  int world_size = 1;
-  /// false (ddp ranks > 0): save_checkpoint checks the weights but leaves the writing to rank 0.
-  bool write_checkpoints = true;
-  /// Local SGD (ddp --sync-every K): the ranks step on their own (before_backward keeps every
-  /// backward local) and this averages their replicas after the optimizer step of every sync
-  /// point: every sync_every-th step, the run's last step, and any step after which the weights
-  /// are read: a checkpoint (also a stop's), a held-out evaluation. `checkpoint` is true at a
-  /// checkpoint step: a checkpoint holds one optimizer state, so the hook averages the optimizer
-  /// moments then too, and a resumed run goes on as an uninterrupted one. Null: no averaging.
-  std::function<void(bool checkpoint)> average_replicas;
-  int64_t sync_every = 1;  ///< with average_replicas: steps between averagings (>= 1)
-  /// After each checkpoint, written or not (ddp: a barrier, so that no rank goes on, or reads the
-  /// file, before rank 0 has committed it).
-  std::function<void()> after_checkpoint;
+  /// What differs between one process and several ranks (ddp, local SGD, dp's replicas): see
+  /// train/replica_sync.h. Null: one process. It outlives the trainer.
+  ReplicaSync* replica_sync = nullptr;
 };
 
 struct TrainSummary {
@@ -167,7 +142,8 @@ class Trainer {
   TrainSummary run();
 
   /// Writes a checkpoint of the current state now (atomically); NonFiniteError when a weight is
-  /// not finite, without writing. With options.after_checkpoint set every rank must call it.
+  /// not finite, without writing. Under ddp every rank must call it
+  /// (ReplicaSync::after_checkpoint).
   void save_checkpoint(const std::string& path);
 
   /// Where steps are reported from the next run() on (null: nowhere). Lets a caller open the log
@@ -185,7 +161,7 @@ class Trainer {
   int64_t batches_for_step(int64_t step) const;
   CheckpointPosition position() const;
   int64_t global_batch() const noexcept {
-    return loader_.options().batch_size * options_.world_size;
+    return loader_.options().batch_size * sync_->world_size();
   }
   // The batch index of this layout where a checkpoint of another layout stands; ValueError if none.
   int64_t map_batch_index(const std::string& path,
@@ -215,6 +191,7 @@ class Trainer {
   Optimizer& optimizer_;
   DataLoader& loader_;
   TrainerOptions options_;
+  ReplicaSync* sync_;  // options_.replica_sync, or one process's
   Device device_;
   int64_t step_ = 0;
   int64_t batches_seen_ = 0;

@@ -11,6 +11,7 @@
 #include "core/safetensors.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
+#include "tests/train/train_test_util.h"
 #include "train/run_training.h"
 
 namespace minitrain {
@@ -18,20 +19,11 @@ namespace {
 
 using testing::ScratchDir;
 
-// 45 rows in batches of 10: 10 % 4 != 0 rows per replica, and a partial last batch of 5.
-TrainConfig small_run(const std::string& save) {
-  TrainConfig c;
-  c.model = "mlp:4,16,16,2";
-  c.data = "synthetic:45";
-  c.batch_size = 10;
-  c.epochs = 3;
+// testing::small_run on the CPU in file order: batches of 10 give 10 % 4 != 0 rows per replica,
+// and a partial last batch of 5.
+TrainConfig unshuffled_run(const std::string& save) {
+  TrainConfig c = testing::small_run("cpu", save);
   c.shuffle = false;
-  c.optimizer = "adam";
-  c.lr = 0.01;
-  c.seed = 3;
-  c.device = "cpu";
-  c.progress = "none";
-  c.save = save;
   return c;
 }
 
@@ -56,8 +48,8 @@ void expect_same_weights_file(const std::string& got, const std::string& want) {
 
 TEST(ParallelCli, DataParallelFourReplicasSavesOneDevicesWeights) {
   ScratchDir dir;
-  train(small_run(dir.path("one.safetensors")));
-  TrainConfig c = small_run(dir.path("dp.safetensors"));
+  train(unshuffled_run(dir.path("one.safetensors")));
+  TrainConfig c = unshuffled_run(dir.path("dp.safetensors"));
   c.parallel = "dp";
   c.replicas = 4;
   c.devices = "cpu,cpu,cpu,cpu";
@@ -68,8 +60,8 @@ TEST(ParallelCli, DataParallelFourReplicasSavesOneDevicesWeights) {
 
 TEST(ParallelCli, DataParallelReplicasDefaultToTheDevice) {
   ScratchDir dir;
-  train(small_run(dir.path("one.safetensors")));
-  TrainConfig c = small_run(dir.path("dp.safetensors"));
+  train(unshuffled_run(dir.path("one.safetensors")));
+  TrainConfig c = unshuffled_run(dir.path("dp.safetensors"));
   c.parallel = "dp";
   c.replicas = 3;
   const std::string info = train(c);
@@ -79,8 +71,8 @@ TEST(ParallelCli, DataParallelReplicasDefaultToTheDevice) {
 
 TEST(ParallelCli, ModelParallelThreeStagesFiveMicroBatchesSavesOneDevicesWeights) {
   ScratchDir dir;
-  train(small_run(dir.path("one.safetensors")));
-  TrainConfig c = small_run(dir.path("mp.safetensors"));
+  train(unshuffled_run(dir.path("one.safetensors")));
+  TrainConfig c = unshuffled_run(dir.path("mp.safetensors"));
   c.parallel = "mp";
   c.stages = 3;
   c.micro_batches = 5;
@@ -121,12 +113,12 @@ TEST(ParallelCli, BadParallelSettingsAreRefusedNamingTheFlags) {
        "--replicas does not go with --parallel ddp: the ranks come from the launcher"},
   };
   for (const Case& k : cases) {
-    TrainConfig c = small_run("");
+    TrainConfig c = unshuffled_run("");
     k.change(c);
     const std::string msg = testing::error_message([&] { validate(c); });
     EXPECT_NE(msg.find(k.expect), std::string::npos) << k.what << ": " << msg;
   }
-  TrainConfig c = small_run("");
+  TrainConfig c = unshuffled_run("");
   c.parallel = "dp";
   c.devices = "cpu,tpu";
   EXPECT_THROW(train(c), DeviceError);
@@ -139,8 +131,8 @@ void expect_gpu_run_saves_the_cpu_weights(const std::string& parallel) {
     GTEST_SKIP() << "needs 2 CUDA devices, found " << cuda_device_count() << " "
                  << cuda_unavailable_reason();
   ScratchDir dir;
-  train(small_run(dir.path("one.safetensors")));
-  TrainConfig c = small_run(dir.path("gpu.safetensors"));
+  train(unshuffled_run(dir.path("one.safetensors")));
+  TrainConfig c = unshuffled_run(dir.path("gpu.safetensors"));
   c.parallel = parallel;
   c.devices = "cuda:0,cuda:1";
   if (parallel == "dp") c.replicas = 2;

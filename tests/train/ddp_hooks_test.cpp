@@ -1,8 +1,10 @@
 // What `--parallel ddp` adds to the training loop and the run settings, tested in one process:
-// the Trainer's per-rank hooks (no_sync before all but a step's last backward, the global loss,
-// samples over all ranks, checkpoints written by rank 0 with a barrier after), a resume on another
-// rank layout at the same global sample, per-rank log names, the settings' messages, and
-// --sample-weights (the weighted sampler behind it) in a one-process run.
+// what the Trainer asks of its ReplicaSync (train/replica_sync.h) and when (no_sync before all but
+// a step's last backward, the global loss, samples over all ranks, checkpoints written by rank 0
+// with a barrier after, local SGD's sync points), a resume on another rank layout at the same
+// global sample, per-rank log names, the settings' messages, and --sample-weights (the weighted
+// sampler behind it) in a one-process run. tests/train/replica_sync_test.cpp runs the real
+// classes on ranks of threads.
 
 #include <gtest/gtest.h>
 
@@ -19,9 +21,11 @@
 #include "data/readers.h"
 #include "nn/mlp.h"
 #include "optim/make_optimizer.h"
+#include "parallel/comm/thread_communicator.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
 #include "train/config.h"
+#include "train/local_sgd_sync.h"
 #include "train/metrics_log.h"
 #include "train/run_training.h"
 #include "train/trainer.h"
@@ -51,30 +55,52 @@ struct SmallRun {
   }
 };
 
+// Other ranks, played in one process: `world` ranks of which this is `me`; what the Trainer asks
+// is recorded, and the global loss is `global_loss`'s answer (null: this rank's).
+struct PlayedRanks : ReplicaSync {
+  int world = 1, me = 0;
+  std::function<double(double local, bool& stop)> global_loss;
+  std::vector<bool> last_batches;  // before_backward's argument, per backward
+  std::vector<StepEnd> ends;       // after_update's, per finite step
+  int checkpoints = 0, loads = 0;
+
+  int world_size() const override { return world; }
+  int rank() const override { return me; }
+  void before_backward(bool last_batch) override { last_batches.push_back(last_batch); }
+  double reduce_loss(double loss, bool& stop) override {
+    return global_loss ? global_loss(loss, stop) : loss;
+  }
+  void after_update(const StepEnd& end) override { ends.push_back(end); }
+  void after_weights_loaded() override { ++loads; }
+  void after_checkpoint() override { ++checkpoints; }
+};
+
 // grad_accum 3 over 7 batches: steps of 3, 3 and 1 batches; only each step's last backward syncs.
 TEST(TrainerDdpHooks, OnlyEachStepsLastBackwardSyncs) {
   SmallRun run(8);
+  PlayedRanks ranks;
   TrainerOptions o;
   o.total_steps = 3;
   o.grad_accum = 3;
   o.total_batches = 7;
-  std::vector<bool> syncs;
-  o.before_backward = [&](bool sync) { syncs.push_back(sync); };
+  o.replica_sync = &ranks;
   Trainer(*run.model, *run.opt, *run.loader, o).run();
-  EXPECT_EQ(syncs, (std::vector<bool>{false, false, true, false, false, true, true}));
+  EXPECT_EQ(ranks.last_batches, (std::vector<bool>{false, false, true, false, false, true, true}));
 }
 
 // The reported loss is reduce_loss's answer; samples count every rank's rows.
 TEST(TrainerDdpHooks, ReducedLossAndSamplesOfAllRanksAreReported) {
   SmallRun run(4);
-  TrainerOptions o;
-  o.total_steps = 2;
-  o.world_size = 3;
+  PlayedRanks ranks;
+  ranks.world = 3;
   std::vector<double> seen;
-  o.reduce_loss = [&](double local, bool&) {
+  ranks.global_loss = [&](double local, bool&) {
     seen.push_back(local);
     return 10.0 + static_cast<double>(seen.size());
   };
+  TrainerOptions o;
+  o.total_steps = 2;
+  o.replica_sync = &ranks;
   std::vector<StepStats> steps;
   o.on_step = [&](const StepStats& s) { steps.push_back(s); };
   Trainer trainer(*run.model, *run.opt, *run.loader, o);
@@ -93,9 +119,11 @@ TEST(TrainerDdpHooks, ReducedLossAndSamplesOfAllRanksAreReported) {
 // A non-finite global loss stops every rank alike, even when this rank's own loss was finite.
 TEST(TrainerDdpHooks, ANonFiniteGlobalLossStopsTheRun) {
   SmallRun run(4);
+  PlayedRanks ranks;
+  ranks.global_loss = [](double, bool&) { return std::nan(""); };
   TrainerOptions o;
   o.total_steps = 3;
-  o.reduce_loss = [](double, bool&) { return std::nan(""); };
+  o.replica_sync = &ranks;
   Trainer trainer(*run.model, *run.opt, *run.loader, o);
   EXPECT_THROW(trainer.run(), NonFiniteError);
   EXPECT_EQ(trainer.step(), 0);
@@ -116,13 +144,16 @@ TEST(TrainerDdpHooks, AStopRequestOnAnyRankEndsTheRunAfterTheSameStepWithACheckp
     o.stop_requested = &requested;
     int64_t step = 0;
     o.on_step = [&](const StepStats& s) { step = s.step; };
-    o.reduce_loss = [&](double local, bool& stop) {
+    PlayedRanks ranks;
+    ranks.world = 2;
+    ranks.global_loss = [&](double local, bool& stop) {
       if (step + 1 == 3) {  // the signal arrives during step 3, here or on the other rank
         if (this_rank_signalled) requested = SIGINT;
         stop = true;
       }
       return local;
     };
+    o.replica_sync = &ranks;
     Trainer trainer(*run.model, *run.opt, *run.loader, o);
     const TrainSummary summary = trainer.run();
     EXPECT_TRUE(summary.stopped_early);
@@ -139,16 +170,17 @@ TEST(TrainerDdpHooks, OnlyTheWritingRankWritesCheckpointsAndEveryRankWaits) {
   for (bool writer : {true, false}) {
     ScratchDir dir;
     SmallRun run(4);
+    PlayedRanks ranks;
+    ranks.world = 2;
+    ranks.me = writer ? 0 : 1;
     TrainerOptions o;
     o.total_steps = 5;
     o.checkpoint_dir = dir.path("ckpt");
     o.checkpoint_every = 2;
-    o.write_checkpoints = writer;
+    o.replica_sync = &ranks;
     std::filesystem::create_directories(o.checkpoint_dir);
-    int barriers = 0;
-    o.after_checkpoint = [&] { ++barriers; };
     Trainer(*run.model, *run.opt, *run.loader, o).run();
-    EXPECT_EQ(barriers, 3) << "steps 2, 4 and the last, 5";
+    EXPECT_EQ(ranks.checkpoints, 3) << "steps 2, 4 and the last, 5";
     EXPECT_EQ(std::filesystem::exists(checkpoint_path(o.checkpoint_dir)), writer);
   }
 }
@@ -160,18 +192,23 @@ TEST(TrainerDdpHooks, ResumeOnAnotherLayoutContinuesAtTheSameGlobalSample) {
   const std::string path = dir.path("c.safetensors");
   {
     SmallRun run(4);
+    PlayedRanks two;
+    two.world = 2;
     TrainerOptions o;
     o.total_steps = 3;
-    o.world_size = 2;
+    o.replica_sync = &two;
     Trainer trainer(*run.model, *run.opt, *run.loader, o);
     trainer.run();
     trainer.save_checkpoint(path);
   }
   SmallRun wide(8);
+  PlayedRanks one;
   TrainerOptions o;
   o.total_steps = 6;
+  o.replica_sync = &one;
   Trainer trainer(*wide.model, *wide.opt, *wide.loader, o);
   trainer.resume(path);
+  EXPECT_EQ(one.loads, 1) << "the sync hears of the weights loaded (dp broadcasts them)";
   EXPECT_EQ(trainer.step(), 3);
   EXPECT_EQ(trainer.batches_seen(), 3);
   EXPECT_EQ(trainer.samples_seen(), 24);
@@ -191,40 +228,50 @@ TEST(TrainerDdpHooks, ResumeOnAnotherLayoutContinuesAtTheSameGlobalSample) {
 
 // Local SGD (--sync-every 4): the replicas are averaged after steps 4 and 8, after the last step
 // (10), and after every checkpoint (3, 6, 9), the checkpoints saying so; an evaluation is one too.
+// The Trainer says what follows each step (StepEnd); LocalSgdSync decides from it.
 TEST(TrainerLocalSgd, ReplicasAreAveragedAtSyncPointsCheckpointsAndTheLastStep) {
+  auto comms = make_thread_communicators({Device::cpu()});  // one rank: constructs alone
+  Generator gen(7);
+  DistributedDataParallel ddp(make_mlp({3, 4, 1}, Activation::Tanh, gen), *comms[0]);
+  OptimizerConfig oc;
+  oc.name = "sgd";
+  auto opt = make_optimizer(oc, ddp.named_parameters());
+  const LocalSgdSync every4(ddp, *opt, 4, false), every100(ddp, *opt, 100, false);
+  auto averagings = [](const LocalSgdSync& sync, const std::vector<StepEnd>& ends) {
+    std::vector<std::pair<int64_t, bool>> out;  // (the step it follows, with a checkpoint)
+    for (const StepEnd& e : ends)
+      if (sync.is_sync_point(e)) out.emplace_back(e.step, e.checkpoint);
+    return out;
+  };
+
   ScratchDir dir;
   SmallRun run(4);
+  PlayedRanks ranks;
   TrainerOptions o;
   o.total_steps = 10;
-  o.sync_every = 4;
   o.checkpoint_dir = dir.path("ckpt");
   o.checkpoint_every = 3;
+  o.replica_sync = &ranks;
   std::filesystem::create_directories(o.checkpoint_dir);
-  int64_t step = 0;
-  o.on_step = [&](const StepStats& s) { step = s.step; };
-  std::vector<std::pair<int64_t, bool>> syncs;  // (the step it follows, with a checkpoint)
-  o.average_replicas = [&](bool checkpoint) { syncs.emplace_back(step + 1, checkpoint); };
   Trainer(*run.model, *run.opt, *run.loader, o).run();
-  EXPECT_EQ(syncs, (std::vector<std::pair<int64_t, bool>>{
-                       {3, true}, {4, false}, {6, true}, {8, false}, {9, true}, {10, true}}));
+  ASSERT_EQ(ranks.ends.size(), 10u);
+  EXPECT_TRUE(ranks.ends.back().last);
+  EXPECT_EQ(averagings(every4, ranks.ends),
+            (std::vector<std::pair<int64_t, bool>>{
+                {3, true}, {4, false}, {6, true}, {8, false}, {9, true}, {10, true}}));
 
   SmallRun evaluated(4);
+  PlayedRanks eranks;
   TrainerOptions e;
   e.total_steps = 5;
-  e.sync_every = 100;
   e.eval_every = 2;
   e.validate = [] { return ValMetrics{}; };
-  step = 0;
-  e.on_step = o.on_step;
-  syncs.clear();
-  e.average_replicas = o.average_replicas;
+  e.replica_sync = &eranks;
   Trainer(*evaluated.model, *evaluated.opt, *evaluated.loader, e).run();
-  EXPECT_EQ(syncs, (std::vector<std::pair<int64_t, bool>>{{2, false}, {4, false}, {5, false}}));
+  EXPECT_EQ(averagings(every100, eranks.ends),
+            (std::vector<std::pair<int64_t, bool>>{{2, false}, {4, false}, {5, false}}));
 
-  TrainerOptions bad;
-  bad.total_steps = 1;
-  bad.sync_every = 0;
-  testing::expect_error<ValueError>([&] { Trainer(*run.model, *run.opt, *run.loader, bad); },
+  testing::expect_error<ValueError>([&] { LocalSgdSync(ddp, *opt, 0, false); },
                                     {"sync_every must be >= 1, got 0"});
 }
 

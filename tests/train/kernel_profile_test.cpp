@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
+#include "tests/train/train_test_util.h"
 #include "train/run_training.h"
 
 namespace minitrain {
@@ -28,19 +29,11 @@ using testing::ScratchDir;
 
 class KernelProfileRun : public testing::DeviceTest {
  protected:
-  // 45 rows in batches of 10, 2 epochs of Adam: 10 steps.
-  TrainConfig small_run(const ScratchDir& dir, const std::string& name) const {
-    TrainConfig c;
+  // testing::small_run with one hidden layer for 2 epochs: 10 steps.
+  TrainConfig profile_run(const ScratchDir& dir, const std::string& name) const {
+    TrainConfig c = testing::small_run(device().str(), dir.path(name + ".safetensors"));
     c.model = "mlp:4,16,2";
-    c.data = "synthetic:45";
-    c.batch_size = 10;
     c.epochs = 2;
-    c.optimizer = "adam";
-    c.lr = 0.01;
-    c.seed = 3;
-    c.device = device().str();
-    c.progress = "none";
-    c.save = dir.path(name + ".safetensors");
     return c;
   }
   static std::string train(const TrainConfig& c) {
@@ -52,7 +45,7 @@ class KernelProfileRun : public testing::DeviceTest {
 
 TEST_P(KernelProfileRun, RowsOfEveryStepSumToTheStepAndTheSummaryRanksTheOps) {
   ScratchDir dir;
-  TrainConfig c = small_run(dir, "w");
+  TrainConfig c = profile_run(dir, "w");
   c.profile_kernels = dir.path("profile.jsonl");
   const std::string info = train(c);
   EXPECT_NE(info.find("kernel profile: 10 step(s)"), std::string::npos) << info;
@@ -105,7 +98,7 @@ TEST_P(KernelProfileRun, RowsOfEveryStepSumToTheStepAndTheSummaryRanksTheOps) {
 
 TEST_P(KernelProfileRun, TheWeightsAreTheSameWithAndWithoutProfiling) {
   ScratchDir dir;
-  TrainConfig plain = small_run(dir, "plain"), profiled = small_run(dir, "profiled");
+  TrainConfig plain = profile_run(dir, "plain"), profiled = profile_run(dir, "profiled");
   profiled.profile_kernels = dir.path("p.jsonl");
   train(plain);
   train(profiled);

@@ -26,6 +26,7 @@
 #include "tests/support/test_util.h"
 #include "tests/train/train_test_util.h"
 #include "train/metrics_log.h"
+#include "train/replica_sync.h"
 #include "train/trainer.h"
 #include "train/validation.h"
 
@@ -144,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(IgnoredOrWeightedZero, NothingToCount,
 // Under ddp the ranks agree through the counts' all-reduce: a batch with nothing to count on this
 // rank while another rank's counted makes a step that updates (the gradient all-reduce averages
 // this rank's zero in), whose loss and accuracy are the other rank's counted batch's. Here
-// sum_over_ranks plays the other rank (1 counted batch, loss 0.5, 1 correct of 2 rows).
+// a ReplicaSync plays the other rank (1 counted batch, loss 0.5, 1 correct of 2 rows).
 TEST(NothingToCount, UnderDdpAStepCountsWhenAnyRankHasARowToCount) {
   Generator gen(5);
   auto model = make_mlp({2, 8, 2}, Activation::ReLU, gen);
@@ -153,20 +154,24 @@ TEST(NothingToCount, UnderDdpAStepCountsWhenAnyRankHasARowToCount) {
   lo.batch_size = 2;
   lo.shuffle = false;
   DataLoader loader(labelled_rows({0, 1, -1, -1, 0, 1, 0, 1}), lo);
+  // The other rank, played: 1 counted batch of loss 0.5, 1 correct of 2 rows.
+  struct OtherRankCounted : ReplicaSync {
+    int world_size() const override { return 2; }
+    double reduce_loss(double local, bool&) override { return (local + 0.5) / 2; }
+    void sum_over_ranks(std::vector<double>& v) override {
+      ASSERT_EQ(v.size(), 4u);  // correct, counted rows, loss sum, counted batches
+      v[0] += 1;
+      v[1] += 2;
+      v[2] += 0.5;
+      v[3] += 1;
+    }
+  } other_rank;
   std::vector<StepStats> steps;
   TrainerOptions o;
   o.total_steps = 2;
   o.generator = &gen;
   o.loss = make_loss(cross_entropy(-1));
-  o.world_size = 2;
-  o.reduce_loss = [](double local, bool&) { return (local + 0.5) / 2; };
-  o.sum_over_ranks = [](std::vector<double>& v) {
-    ASSERT_EQ(v.size(), 4u);  // correct, counted rows, loss sum, counted batches
-    v[0] += 1;
-    v[1] += 2;
-    v[2] += 0.5;
-    v[3] += 1;
-  };
+  o.replica_sync = &other_rank;
   o.on_step = [&](const StepStats& s) { steps.push_back(s); };
   Trainer(*model, *opt, loader, o).run();
   ASSERT_EQ(steps.size(), 2u);

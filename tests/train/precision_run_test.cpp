@@ -23,6 +23,7 @@
 #include "kernels/cast.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
+#include "tests/train/train_test_util.h"
 #include "train/run_training.h"
 
 namespace minitrain {
@@ -33,22 +34,15 @@ using testing::ScratchDir;
 #define SKIP_UNLESS_CUDA() \
   if (cuda_device_count() < 1) GTEST_SKIP() << "needs a CUDA device: " << cuda_unavailable_reason()
 
-// 48 rows in batches of 8, 6 epochs of Adam: 36 steps.
-TrainConfig small_run(const ScratchDir& dir, const std::string& precision,
-                      const std::string& name) {
-  TrainConfig c;
-  c.model = "mlp:4,16,16,2";
+// testing::small_run on 48 rows in file order, batches of 8, 6 epochs: 36 steps, logged.
+TrainConfig precision_run(const ScratchDir& dir, const std::string& precision,
+                          const std::string& name) {
+  TrainConfig c = testing::small_run("cpu", dir.path(name + ".safetensors"));
   c.data = "synthetic:48";
   c.batch_size = 8;
   c.epochs = 6;
   c.shuffle = false;
-  c.optimizer = "adam";
-  c.lr = 0.01;
-  c.seed = 3;
-  c.device = "cpu";
-  c.progress = "none";
   c.precision = precision;
-  c.save = dir.path(name + ".safetensors");
   c.log = dir.path(name + ".jsonl");
   return c;
 }
@@ -98,7 +92,7 @@ double max_difference(const std::string& a, const std::string& b) {
 // Plain SGD for comparing runs: Adam's m / sqrt(v) turns tiny gradient differences of
 // components near zero into whole steps, which would hide how far the runs really are apart.
 TrainConfig sgd_run(const ScratchDir& dir, const std::string& precision, const std::string& name) {
-  TrainConfig c = small_run(dir, precision, name);
+  TrainConfig c = precision_run(dir, precision, name);
   c.optimizer = "sgd";
   c.lr = 0.1;
   return c;
@@ -132,7 +126,7 @@ TEST(PrecisionRun, SixteenBitRunsLearnAndDifferFromFloat32) {
 
 TEST(PrecisionRun, Float16ScaleFollowsGradScalersRuleWhenForcedToOverflow) {
   ScratchDir dir;
-  TrainConfig c = small_run(dir, "fp16", "fp16");
+  TrainConfig c = precision_run(dir, "fp16", "fp16");
   c.loss_scale = std::ldexp(1.0, 28);  // gradients overflow float16 until the scale backs off
   c.loss_scale_growth_interval = 3;
   std::ostringstream info, progress;
@@ -171,7 +165,7 @@ TEST(PrecisionRun, Float16ScaleFollowsGradScalersRuleWhenForcedToOverflow) {
 
 TEST(PrecisionRun, Float16CheckpointKeepsTheScalerAndResumesBitExactly) {
   ScratchDir dir;
-  TrainConfig straight = small_run(dir, "fp16", "straight");
+  TrainConfig straight = precision_run(dir, "fp16", "straight");
   straight.loss_scale = std::ldexp(1.0, 20);
   straight.loss_scale_growth_interval = 2;
   train(straight);
@@ -200,7 +194,7 @@ TEST(PrecisionRun, Float16CheckpointKeepsTheScalerAndResumesBitExactly) {
 
 TEST(PrecisionRun, SaveDtypeWritesSixteenBitFilesThatLoadBack) {
   ScratchDir dir;
-  TrainConfig c = small_run(dir, "bf16", "w32");
+  TrainConfig c = precision_run(dir, "bf16", "w32");
   train(c);
   for (const auto& [name, dtype, tag] :
        {std::tuple<const char*, DType, const char*>{"bf16", DType::BFloat16, "\"BF16\""},
@@ -226,8 +220,8 @@ TEST(PrecisionRun, ModelParallelOneMicroBatchEqualsOneDeviceBitForBit) {
   // The same layers on the same batch, split over stages: every 16-bit rounding is the same.
   ScratchDir dir;
   for (const std::string p : {"bf16", "fp16"}) {
-    train(small_run(dir, p, "one_" + p));
-    TrainConfig c = small_run(dir, p, "mp_" + p);
+    train(precision_run(dir, p, "one_" + p));
+    TrainConfig c = precision_run(dir, p, "mp_" + p);
     c.parallel = "mp";
     c.stages = 2;
     c.micro_batches = 1;
@@ -303,7 +297,7 @@ TEST(PrecisionRun, SettingsThatDoNotGoTogetherAreRefusedNamingTheFlags) {
        "--grad-reduce-dtype bf16 sets how --parallel ddp all-reduces gradients"},
   };
   for (const Case& k : cases) {
-    TrainConfig c = small_run(dir, "fp32", "bad");
+    TrainConfig c = precision_run(dir, "fp32", "bad");
     k.set(c);
     try {
       train(c);
@@ -341,7 +335,7 @@ TEST(PrecisionRunCuda, WithInOrderGemmsTheGpuRunIsTheCpuRunBitForBit) {
   SKIP_UNLESS_CUDA();
   ScratchDir dir;
   for (const std::string p : {"bf16", "fp16"}) {
-    TrainConfig cpu = small_run(dir, p, "cpu_" + p);
+    TrainConfig cpu = precision_run(dir, p, "cpu_" + p);
     cpu.gemm = "reference";
     cpu.loss_scale = p == "fp16" ? std::optional<double>(std::ldexp(1.0, 24)) : std::nullopt;
     train(cpu);
@@ -370,7 +364,7 @@ TEST(PrecisionRunCuda, WithInOrderGemmsTheGpuRunIsTheCpuRunBitForBit) {
 TEST(PrecisionRunCuda, BackendsThatCannotTakeThePrecisionAreRefusedNamingThoseThatCan) {
   SKIP_UNLESS_CUDA();
   ScratchDir dir;
-  TrainConfig c = small_run(dir, "fp16", "tc");
+  TrainConfig c = precision_run(dir, "fp16", "tc");
   c.device = "cuda";
   c.gemm = "tc_bf16";
   try {
@@ -391,14 +385,14 @@ TEST(PrecisionRunCuda, BackendsThatCannotTakeThePrecisionAreRefusedNamingThoseTh
 TEST(PrecisionRunCuda, AllowTf32PutsAutoOnTensorCores) {
   SKIP_UNLESS_CUDA();
   ScratchDir dir;
-  TrainConfig c = small_run(dir, "fp32", "tf32");
+  TrainConfig c = precision_run(dir, "fp32", "tf32");
   c.device = "cuda";
   c.allow_tf32 = true;
   const std::string info = train(c);
   EXPECT_TRUE(info.find("GEMM cublas_tf32 (--allow-tf32)") != std::string::npos ||
               info.find("GEMM tc_tf32 (--allow-tf32)") != std::string::npos)
       << info;
-  TrainConfig cpu = small_run(dir, "fp32", "tf32_cpu");
+  TrainConfig cpu = precision_run(dir, "fp32", "tf32_cpu");
   cpu.allow_tf32 = true;  // torch's flag changes nothing on the CPU
   EXPECT_EQ(train(cpu).find("GEMM"), std::string::npos);
 }

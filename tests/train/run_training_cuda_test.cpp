@@ -18,31 +18,17 @@
 #include "kernels/gemm/gemm_registry.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
+#include "tests/train/train_test_util.h"
 #include "train/run_training.h"
 
 namespace minitrain {
 namespace {
 
 using testing::ScratchDir;
+using testing::small_run;  // 15 steps of Adam, shuffled
 
 #define SKIP_UNLESS_CUDA() \
   if (cuda_device_count() < 1) GTEST_SKIP() << "needs a CUDA device: " << cuda_unavailable_reason()
-
-// 45 rows in batches of 10 (a partial last batch), 3 epochs of Adam: 15 steps.
-TrainConfig small_run(const std::string& device, const std::string& save) {
-  TrainConfig c;
-  c.model = "mlp:4,16,16,2";
-  c.data = "synthetic:45";
-  c.batch_size = 10;
-  c.epochs = 3;
-  c.optimizer = "adam";
-  c.lr = 0.01;
-  c.seed = 3;
-  c.device = device;
-  c.progress = "none";
-  c.save = save;
-  return c;
-}
 
 std::string train(const TrainConfig& c) {
   std::ostringstream info, progress;
