@@ -40,8 +40,8 @@ struct ParallelPlan {
 struct ModelRecipe {
   std::vector<int64_t> sizes;
   Activation activation = Activation::ReLU;
-  std::string gemm;                  ///< --gemm, or what --allow-tf32 makes of auto on a GPU
-  DType precision = DType::Float32;  ///< --precision
+  std::string gemm;                   ///< --gemm, or what --allow-tf32 makes of auto on a GPU
+  DType precision = DType::Float32;   ///< --precision
   std::string mlp_kernel = "layers";  ///< --mlp-kernel
 
   /// The MLP on `device`, its weights drawn from `gen`; its input is data (no input gradient).

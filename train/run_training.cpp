@@ -695,7 +695,7 @@ std::unique_ptr<Validator> add_validation(TrainerOptions& to, const TrainConfig&
   vo.device = plan.device;
   vo.topk = c.topk;
   vo.stop_requested = to.stop_requested;  // a signal ends the evaluation at its next batch
-  if (plan.ddp) {  // each rank its own rows, every row once
+  if (plan.ddp) {                         // each rank its own rows, every row once
     vo.rows = strided_rows(data.val->size(), par.rank(), par.world_size());
     vo.sum_over_ranks = [&sync = *par.sync](std::vector<double>& v) { sync.sum_over_ranks(v); };
   }
