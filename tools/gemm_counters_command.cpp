@@ -132,9 +132,6 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
     uint64_t ld_req = 0, ld_sec = 0, st_req = 0, st_sec = 0, conflicts = 0, lanes = 0, reqs = 0;
     uint64_t bytes = 0, moved = 0;
     double time_s = 0;
-    std::string regs = "?", occupancy = "?", limiter;
-    int regs_n = -1;
-    double occupancy_pct = 0;
     for (const mtemu::LaunchCounters& l : launches) {
       ld_req += l.global_load_requests;
       ld_sec += l.global_load_sectors;
@@ -142,23 +139,48 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
       st_sec += l.global_store_sectors;
       conflicts += l.shared_bank_conflicts;
       lanes += l.lanes;
-      reqs += l.global_load_requests + l.global_store_requests + l.global_atomic_requests +
-              l.shared_load_requests + l.shared_store_requests;
+      reqs += l.memory_requests();
       bytes += l.distinct_bytes_touched;
       moved += l.bytes_moved;
+    }
+    // Occupancy is a launch's, not a rung's: where a rung launches several kernels, the row gives
+    // the one with the most memory requests (mtemu::dominant_launch) and names it; a line under
+    // the row gives each launch's.
+    auto occupancy_of = [&](const mtemu::LaunchCounters& l) {
       const mtemu::KernelRegisters* r = mtemu::kernel_registers(l.file, l.kernel);
       const int threads = int(l.block[0] * l.block[1] * l.block[2]);
       const mtemu::Occupancy o =
           mtemu::theoretical_occupancy(*profile, threads, r ? r->registers_max : -1,
                                        (r ? r->static_smem_max : 0) + l.dynamic_smem);
+      std::ostringstream text;
+      text << std::fixed << std::setprecision(1) << o.occupancy_pct << "% (" << o.limiter
+           << (r ? "" : ", upper bound") << ")";
+      return std::make_pair(o, text.str());
+    };
+    std::string regs = "?", occupancy = "?", limiter, occupancy_kernel;
+    int regs_n = -1;
+    double occupancy_pct = 0;
+    std::string per_launch;
+    nlohmann::json launch_rows = nlohmann::json::array();
+    const int dominant = mtemu::dominant_launch(launches);
+    for (std::size_t i = 0; i < launches.size(); ++i) {
+      const mtemu::LaunchCounters& l = launches[i];
+      const mtemu::KernelRegisters* r = mtemu::kernel_registers(l.file, l.kernel);
+      const auto [o, text] = occupancy_of(l);
+      launch_rows.push_back({{"kernel", l.kernel},
+                             {"memory_requests", l.memory_requests()},
+                             {"registers", r ? nlohmann::json(r->registers_max) : nlohmann::json()},
+                             {"occupancy_pct", o.occupancy_pct},
+                             {"occupancy_limiter", o.limiter}});
+      per_launch += std::string(per_launch.empty() ? "" : "; ") + l.kernel + " " + text +
+                    (int(i) == dominant ? " [row]" : "");
+      if (int(i) != dominant) continue;
       regs = r ? std::to_string(r->registers_max) : "unknown";
       regs_n = r ? r->registers_max : -1;
       occupancy_pct = o.occupancy_pct;
       limiter = o.limiter;
-      std::ostringstream occ;
-      occ << std::fixed << std::setprecision(1) << o.occupancy_pct << "% (" << o.limiter
-          << (r ? "" : ", upper bound") << ")";
-      occupancy = occ.str();
+      occupancy = text;
+      occupancy_kernel = l.kernel;
     }
     const mtemu::RooflineModel m = mtemu::roofline_model(
         *profile, flops, double(bytes), mtemu::kModelLaunchOverheadS * double(launches.size()));
@@ -186,6 +208,9 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
     col(11, fixed(m.pct_of_roof, 1));
     col(9, m.bound);
     out << (exact ? "exact" : "WRONG") << "\n";
+    if (launches.size() > 1)
+      out << "  " << launches.size() << " launches; occupancy per launch ([row]: the one with the "
+          << "most memory requests, the row's): " << per_launch << "\n";
     rows.push_back(
         {{"rung", rung},
          {"exact", exact},
@@ -196,6 +221,8 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
          {"registers", regs_n >= 0 ? nlohmann::json(regs_n) : nlohmann::json()},
          {"occupancy_pct", occupancy_pct},
          {"occupancy_limiter", limiter},
+         {"occupancy_kernel", occupancy_kernel},
+         {"launch_occupancy", launch_rows},
          {"flops", flops},
          {"distinct_bytes", bytes},
          {"bytes_moved", moved},

@@ -586,9 +586,7 @@ void counters_launch_end(const Grid& g) {
   c.distinct_bytes_touched = distinct * kSector;
   accs().erase(it);
   c.bytes_moved = (c.global_load_sectors + c.global_store_sectors) * kSector;
-  const uint64_t requests = c.global_load_requests + c.global_store_requests +
-                            c.global_atomic_requests + c.shared_load_requests +
-                            c.shared_store_requests;
+  const uint64_t requests = c.memory_requests();
   c.active_lanes_mean = requests ? double(c.lanes) / double(requests) : 0.0;
   if (collect_in_memory) taken().push_back(c);
   if (!file_path().empty()) {
@@ -653,6 +651,14 @@ std::string LaunchCounters::json() const {
       registers_min < 0 ? "null" : std::to_string(registers_min).c_str(),
       (unsigned long long)static_smem, blocks_per_sm, occupancy_pct, occupancy_limiter.c_str());
   return buf;
+}
+
+int dominant_launch(const std::vector<LaunchCounters>& launches) {
+  int best = -1;
+  for (std::size_t i = 0; i < launches.size(); ++i)
+    if (best < 0 || launches[i].memory_requests() > launches[std::size_t(best)].memory_requests())
+      best = int(i);
+  return best;
 }
 
 void counters_collect(bool on) {
