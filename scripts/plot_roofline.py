@@ -5,10 +5,14 @@ the emulated GPU's exact counters, not measured, and the title says so.
 
     plot_roofline.py --out roofline.png FILE.json
 
-Two points per rung: its arithmetic intensity over the distinct bytes it touches (the DRAM roof's
-lower bound of traffic, the same for every rung, so those points sit together) and over the bytes
-its memory requests move through L1 (sectors x 32: what coalescing and tiling change), both at the
-modelled GFLOP/s. `minitrain plot --roofline FILE` runs this.
+A hierarchical roofline (Nsight Compute's, with a DRAM and an L1 level), two points per rung: its
+arithmetic intensity over the distinct bytes it touches (the DRAM roof's lower bound of traffic,
+the same for every rung, so those points sit together) at the DRAM model's GFLOP/s, and over the
+bytes its requests move through L1 and shared memory (global sectors x 32 + shared wavefronts x
+128: what coalescing and tiling change) at the GFLOP/s of the model that also charges those bytes
+at the L1 roof (one 128-byte wavefront per SM per clock). JSON from before the L1 level (no
+`l1_intensity`) gets L1 points at FLOP per global byte moved and no L1 roof.
+`minitrain plot --roofline FILE` runs this.
 """
 import argparse
 import json
@@ -38,22 +42,30 @@ def main():
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5.5))
-    xs = [r["flops"] / max(r["distinct_bytes"], 1) for r in rungs] + \
-         [r["flops"] / max(r["bytes_moved"], 1) for r in rungs]
+    l1_bw = float(prof.get("l1_bytes_per_s", 0))
+
+    def l1_x(r):
+        return r["l1_intensity"] if "l1_intensity" in r else r["flops"] / max(r["bytes_moved"], 1)
+
+    xs = [r["flops"] / max(r["distinct_bytes"], 1) for r in rungs] + [l1_x(r) for r in rungs]
     lo, hi = min(xs + [peak / bw]) / 4, max(xs + [peak / bw]) * 4
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     ax.plot(grid, [min(peak, x * bw) / 1e9 for x in grid], color="black", lw=1.5,
             label=f"roof: {peak / 1e12:.1f} TFLOP/s FP32, {bw / 1e12:.2f} TB/s DRAM")
+    if l1_bw > 0:
+        ax.plot(grid, [min(peak, x * l1_bw) / 1e9 for x in grid], color="tab:red", lw=1, ls="--",
+                label=f"L1 roof: {l1_bw / 1e12:.1f} TB/s (128 B per SM per clock, modelled)")
     for r in rungs:
         y = r["modelled_gflops"]
         x_dram = r["flops"] / max(r["distinct_bytes"], 1)
-        x_l1 = r["flops"] / max(r["bytes_moved"], 1)
+        x_l1, y_l1 = l1_x(r), r.get("modelled_l1_gflops", y)
         ax.scatter([x_dram], [y], marker="o", s=18, color="tab:blue")
-        ax.scatter([x_l1], [y], marker="x", s=30, color="tab:red")
-        ax.annotate(escape(r["rung"]), (x_l1, y), fontsize=7, rotation=30,
+        ax.scatter([x_l1], [y_l1], marker="x", s=30, color="tab:red")
+        ax.annotate(escape(r["rung"]), (x_l1, y_l1), fontsize=7, rotation=30,
                     xytext=(3, 3), textcoords="offset points")
     ax.scatter([], [], marker="o", color="tab:blue", label="FLOP per distinct byte (DRAM lower bound)")
-    ax.scatter([], [], marker="x", color="tab:red", label="FLOP per byte moved through L1 (sectors x 32)")
+    ax.scatter([], [], marker="x", color="tab:red",
+               label="FLOP per L1 byte (sectors x 32 + shared wavefronts x 128), L1-level model")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")

@@ -1,5 +1,6 @@
 #include "tools/gemm_counters_command.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <iomanip>
 #include <random>
@@ -90,6 +91,8 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
   const std::vector<float> want_v = want.to_vector<float>();
   const Tensor a = a_cpu.to(dev), b = b_cpu.to(dev);
   const double flops = 2.0 * double(s.m) * double(s.n) * double(s.k);
+  // L1/shared bandwidth: 32 banks x 4 bytes (one wavefront) per SM per clock, at the boost clock.
+  const double l1_bytes_per_s = 128.0 * profile->sms * profile->sm_clock_khz * 1e3;
 
   out << "GEMM " << s.m << " x " << s.n << " x " << s.k
       << " (float32, C = A B) on an emulated GPU, per ladder rung:\n"
@@ -130,11 +133,8 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
     const bool exact = c.to(Device::cpu()).to_vector<float>() == want_v;
     wrong += exact ? 0 : 1;
     uint64_t ld_req = 0, ld_sec = 0, st_req = 0, st_sec = 0, conflicts = 0, lanes = 0, reqs = 0;
-    uint64_t bytes = 0, moved = 0;
+    uint64_t bytes = 0, moved = 0, wavefronts = 0;
     double time_s = 0;
-    std::string regs = "?", occupancy = "?", limiter;
-    int regs_n = -1;
-    double occupancy_pct = 0;
     for (const mtemu::LaunchCounters& l : launches) {
       ld_req += l.global_load_requests;
       ld_sec += l.global_load_sectors;
@@ -142,27 +142,65 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
       st_sec += l.global_store_sectors;
       conflicts += l.shared_bank_conflicts;
       lanes += l.lanes;
-      reqs += l.global_load_requests + l.global_store_requests + l.global_atomic_requests +
-              l.shared_load_requests + l.shared_store_requests;
+      reqs += l.memory_requests();
       bytes += l.distinct_bytes_touched;
       moved += l.bytes_moved;
+      wavefronts += l.shared_load_wavefronts + l.shared_store_wavefronts;
+    }
+    // Occupancy is a launch's, not a rung's: where a rung launches several kernels, the row gives
+    // the one with the most memory requests (mtemu::dominant_launch) and names it; a line under
+    // the row gives each launch's.
+    auto occupancy_of = [&](const mtemu::LaunchCounters& l) {
       const mtemu::KernelRegisters* r = mtemu::kernel_registers(l.file, l.kernel);
       const int threads = int(l.block[0] * l.block[1] * l.block[2]);
       const mtemu::Occupancy o =
           mtemu::theoretical_occupancy(*profile, threads, r ? r->registers_max : -1,
                                        (r ? r->static_smem_max : 0) + l.dynamic_smem);
+      std::ostringstream text;
+      text << std::fixed << std::setprecision(1) << o.occupancy_pct << "% (" << o.limiter
+           << (r ? "" : ", upper bound") << ")";
+      return std::make_pair(o, text.str());
+    };
+    std::string regs = "?", occupancy = "?", limiter, occupancy_kernel;
+    int regs_n = -1;
+    double occupancy_pct = 0;
+    std::string per_launch;
+    nlohmann::json launch_rows = nlohmann::json::array();
+    const int dominant = mtemu::dominant_launch(launches);
+    for (std::size_t i = 0; i < launches.size(); ++i) {
+      const mtemu::LaunchCounters& l = launches[i];
+      const mtemu::KernelRegisters* r = mtemu::kernel_registers(l.file, l.kernel);
+      const auto [o, text] = occupancy_of(l);
+      launch_rows.push_back({{"kernel", l.kernel},
+                             {"memory_requests", l.memory_requests()},
+                             {"registers", r ? nlohmann::json(r->registers_max) : nlohmann::json()},
+                             {"occupancy_pct", o.occupancy_pct},
+                             {"occupancy_limiter", o.limiter}});
+      per_launch += std::string(per_launch.empty() ? "" : "; ") + l.kernel + " " + text +
+                    (int(i) == dominant ? " [row]" : "");
+      if (int(i) != dominant) continue;
       regs = r ? std::to_string(r->registers_max) : "unknown";
       regs_n = r ? r->registers_max : -1;
       occupancy_pct = o.occupancy_pct;
       limiter = o.limiter;
-      std::ostringstream occ;
-      occ << std::fixed << std::setprecision(1) << o.occupancy_pct << "% (" << o.limiter
-          << (r ? "" : ", upper bound") << ")";
-      occupancy = occ.str();
+      occupancy = text;
+      occupancy_kernel = l.kernel;
     }
     const mtemu::RooflineModel m = mtemu::roofline_model(
         *profile, flops, double(bytes), mtemu::kModelLaunchOverheadS * double(launches.size()));
     time_s = m.time_s;
+    // The hierarchical roofline's L1 level (Nsight Compute's l1tex bytes), MODELLED: what the
+    // requests move through L1 and shared memory (global sectors x 32 plus shared wavefronts x
+    // 128) at one 128-byte wavefront per SM per clock; the launch takes the longest of compute,
+    // DRAM and L1. Coalescing and tiling change these bytes, so the rungs separate here.
+    const double l1_bytes = double(moved) + 128.0 * double(wavefronts);
+    const double l1_s = l1_bytes / l1_bytes_per_s;
+    const double hier_busy = std::max({m.compute_s, m.memory_s, l1_s});
+    const double hier_time_s = hier_busy + m.overhead_s;
+    const char* hier_bound = m.overhead_s > hier_busy   ? "overhead"
+                             : hier_busy == m.compute_s ? "compute"
+                             : hier_busy == m.memory_s  ? "dram"
+                                                        : "l1";
     auto ratio = [](uint64_t a, uint64_t b) {
       std::ostringstream o;
       o << std::fixed << std::setprecision(2) << (b ? double(a) / double(b) : 0.0);
@@ -186,6 +224,9 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
     col(11, fixed(m.pct_of_roof, 1));
     col(9, m.bound);
     out << (exact ? "exact" : "WRONG") << "\n";
+    if (launches.size() > 1)
+      out << "  " << launches.size() << " launches; occupancy per launch ([row]: the one with the "
+          << "most memory requests, the row's): " << per_launch << "\n";
     rows.push_back(
         {{"rung", rung},
          {"exact", exact},
@@ -196,6 +237,8 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
          {"registers", regs_n >= 0 ? nlohmann::json(regs_n) : nlohmann::json()},
          {"occupancy_pct", occupancy_pct},
          {"occupancy_limiter", limiter},
+         {"occupancy_kernel", occupancy_kernel},
+         {"launch_occupancy", launch_rows},
          {"flops", flops},
          {"distinct_bytes", bytes},
          {"bytes_moved", moved},
@@ -203,7 +246,12 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
          {"modelled_time_s", m.time_s},
          {"modelled_gflops", m.gflops},
          {"pct_of_roof", m.pct_of_roof},
-         {"bound", m.bound}});
+         {"bound", m.bound},
+         {"l1_bytes", l1_bytes},
+         {"l1_intensity", l1_bytes > 0 ? flops / l1_bytes : 0.0},
+         {"modelled_l1_time_s", hier_time_s},
+         {"modelled_l1_gflops", hier_time_s > 0 ? flops / hier_time_s / 1e9 : 0.0},
+         {"l1_bound", hier_bound}});
     if (!exact)
       err << "minitrain bench gemm --counters: rung '" << rung
           << "' does not give the CPU's exact product on small integers\n";
@@ -220,7 +268,8 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
          {{"key", profile->key},
           {"name", profile->name},
           {"fp32_flops", profile->fp32_flops},
-          {"dram_bytes_per_s", profile->dram_bytes_per_s}}},
+          {"dram_bytes_per_s", profile->dram_bytes_per_s},
+          {"l1_bytes_per_s", l1_bytes_per_s}}},
         {"registers_from", mtemu::kernel_registers_source()},
         {"note", "counters exact; occupancy theoretical; times modelled, not measured"},
         {"rungs", rows}};

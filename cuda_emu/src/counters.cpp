@@ -8,8 +8,11 @@
 // site), then it forwards to libasan's function (dlsym RTLD_NEXT), so the memory checks still run.
 // Off, the cost is one predictable branch and the forward.
 //
-// A block's threads run one after another, so warp-level requests are rebuilt at the end of the
-// block: the n-th execution of an access site by each lane of a warp is one request.
+// A block's threads run one after another, so warp-level requests are rebuilt: the n-th execution
+// of an access site by each lane of a warp is one request. Each access goes straight into its
+// request's slot for its lane (site -> per-thread execution count -> per-warp request index), and
+// the requests are counted at the end of the block: no sort, no lock per access. The distinct
+// sectors of a launch are gathered per worker thread without a lock and united at its end.
 
 #include "counters.h"
 
@@ -23,9 +26,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
-#include <unordered_map>
-#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "block.h"
@@ -47,30 +50,242 @@ constexpr uintptr_t kSector = 32;
 
 enum Kind : uint8_t { GlobalLoad, GlobalStore, SharedLoad, SharedStore, GlobalAtomic };
 
-struct Access {
-  uint32_t warp;
-  uint32_t count;  // this lane's execution number of the site
-  uintptr_t site;
+// The per-access path (record) runs for every load and store of every GPU thread, so it and the
+// per-request counting are written on raw arrays and left out of the sanitizers' instrumentation
+// (MTEMU_HOT); what allocates or looks up a region is in out-of-line functions that keep it.
+#define MTEMU_HOT __attribute__((no_sanitize("address", "undefined")))
+
+// One lane's part in a request.
+struct LaneAccess {
   uintptr_t addr;
   uint32_t size;
-  uint8_t lane;
   uint8_t kind;
 };
 
-// The running block's accesses: one worker runs one block at a time, its threads as fibers.
+// One warp-level request: the same execution of one access site by the lanes of a warp.
+struct Request {
+  uint32_t lanes;  // a bit per lane that took part
+  LaneAccess lane[kWarp];
+};
+
+// A growable array of request indices (one warp's requests of one site, by execution).
+struct IndexList {
+  std::vector<uint32_t> storage;
+  uint32_t* data = nullptr;
+  uint32_t size = 0, capacity = 0;
+};
+
+// An access site (the return address of the hook's call) within the running block.
+struct Site {
+  uintptr_t pc = 0;
+  std::vector<uint32_t> executions_storage;
+  uint32_t* executions = nullptr;   // per thread of the block: executions so far
+  std::vector<IndexList> requests;  // per warp: request index, by execution
+  IndexList* per_warp = nullptr;
+};
+
+// A set of sector numbers (address / 32): open addressing, linear probing. The distinct sectors
+// one worker's blocks of one launch touched.
+class SectorSet {
+ public:
+  SectorSet() : storage_(1024, kEmpty), slots_(storage_.data()), mask_(1023) {}
+  MTEMU_HOT void insert(uintptr_t sector) {
+    std::size_t i = hash(sector) & mask_;
+    for (;; i = (i + 1) & mask_) {
+      if (slots_[i] == sector) return;
+      if (slots_[i] == kEmpty) break;
+    }
+    slots_[i] = sector;
+    if (++size_ * 2 > mask_ + 1) grow();
+  }
+  std::size_t size() const { return size_; }
+  template <class F>
+  void for_each(F f) const {
+    for (uintptr_t v : storage_)
+      if (v != kEmpty) f(v);
+  }
+
+ private:
+  static constexpr uintptr_t kEmpty = ~uintptr_t(0);  // no sector: addresses stop below
+  MTEMU_HOT static std::size_t hash(uintptr_t v) {
+    return std::size_t((v * 0x9e3779b97f4a7c15ull) >> 20);
+  }
+  __attribute__((noinline)) void grow() {
+    std::vector<uintptr_t> old(storage_.size() * 2, kEmpty);
+    old.swap(storage_);
+    slots_ = storage_.data();
+    mask_ = storage_.size() - 1;
+    size_ = 0;
+    for (uintptr_t v : old)
+      if (v != kEmpty) insert(v);
+  }
+  std::vector<uintptr_t> storage_;
+  uintptr_t* slots_;
+  std::size_t mask_;
+  std::size_t size_ = 0;
+};
+
+// The running block's requests: one worker runs one block at a time, its threads as fibers. The
+// storage keeps its capacity from block to block.
 struct BlockState {
   const BlockRun* block = nullptr;
-  std::vector<Access> accesses;
-  // Per thread: (site, executions so far); kernels have few sites, so a short linear search.
-  std::vector<std::vector<std::pair<uintptr_t, uint32_t>>> executions;
-  // The device allocations hit last (a kernel reads a few buffers in turn): [lo, hi) each.
+  int threads = 0, warps = 0;
+
+  std::vector<Site> sites;  // the first `site_count` are this block's
+  int site_count = 0;
+  std::vector<int32_t> site_index_storage;  // open addressing over pc: sites index + 1, 0 empty
+  int32_t* site_index = nullptr;
+  std::size_t site_mask = 0;
+
+  std::vector<Request> requests_storage;  // the first `request_count` are this block's
+  Request* requests = nullptr;
+  std::size_t request_count = 0, request_capacity = 0;
+
+  SectorSet* sectors = nullptr;  // this worker's distinct sectors of the block's launch
+
+  // Where an address lies, fastest first: the device allocations hit last (a kernel reads a few
+  // buffers in turn), [lo, hi) each; the block's shared variables (refreshed when a __shared__
+  // declaration adds one); the running thread's stack (its locals, the kernel's arguments).
   static constexpr int kCached = 4;
   uintptr_t dev_lo[kCached] = {}, dev_hi[kCached] = {};
   int dev_next = 0;
+  static constexpr int kSharedCached = 16;
+  uintptr_t shared_lo[kSharedCached + 1] = {}, shared_hi[kSharedCached + 1] = {};
+  int shared_count = 0;          // ranges above, the dynamic shared memory's included
+  bool shared_overflow = false;  // more variables than the cache holds: look them up in full
+  std::size_t shared_bytes_seen = 0;
+  const ThreadCtx* stack_owner = nullptr;
+  uintptr_t stack_lo = 0, stack_hi = 0;
+
   int atomic_depth = 0;
   bool busy = false;  // inside a hook: the hook's own accesses do not count
+
+  std::vector<uintptr_t> scratch;  // a request's sectors or words, where the fixed buffer is short
+
+  void reset(const BlockRun& b);
+  void refresh_shared();
+  void refresh_stack(const ThreadCtx* t);
+  Site& add_site(uintptr_t pc, std::size_t slot);
+  uint32_t new_request(IndexList& list);
+
+  MTEMU_HOT Site& site(uintptr_t pc) {
+    std::size_t i = std::size_t((pc * 0x9e3779b97f4a7c15ull) >> 32) & site_mask;
+    for (;; i = (i + 1) & site_mask) {
+      const int32_t k = site_index[i];
+      if (k == 0) return add_site(pc, i);
+      Site& s = sites_data()[k - 1];
+      if (s.pc == pc) return s;
+    }
+  }
+  Site* sites_data_ = nullptr;
+  MTEMU_HOT Site* sites_data() { return sites_data_; }
+
+  // Records lane `thread % 32`'s access in the request its execution of `pc` belongs to.
+  MTEMU_HOT void add(int thread, uintptr_t pc, uintptr_t addr, uint32_t size, uint8_t kind) {
+    Site& s = site(pc);
+    const uint32_t n = s.executions[thread]++;  // this lane's earlier executions of the site
+    IndexList& list = s.per_warp[thread / kWarp];
+    // The first lane of its warp to get this far opens the request.
+    const uint32_t index = n == list.size ? new_request(list) : list.data[n];
+    Request& r = requests[index];
+    const int lane = thread % kWarp;
+    r.lanes |= 1u << lane;
+    r.lane[lane] = LaneAccess{addr, size, kind};
+  }
 };
-thread_local BlockState tls_block;
+
+void BlockState::reset(const BlockRun& b) {
+  block = &b;
+  threads = b.threads_count;
+  warps = (threads + kWarp - 1) / kWarp;
+  site_count = 0;
+  site_index_storage.assign(256, 0);
+  site_index = site_index_storage.data();
+  site_mask = site_index_storage.size() - 1;
+  request_count = 0;
+  std::fill(std::begin(dev_lo), std::end(dev_lo), 0);
+  std::fill(std::begin(dev_hi), std::end(dev_hi), 0);
+  shared_bytes_seen = ~std::size_t(0);  // refreshed at the first access
+  stack_owner = nullptr;
+}
+
+void BlockState::refresh_shared() {
+  const BlockRun& b = *block;
+  shared_bytes_seen = b.static_shared_bytes;
+  shared_count = 0;
+  const auto dyn = reinterpret_cast<uintptr_t>(b.dynamic_shared);
+  shared_lo[shared_count] = dyn;
+  shared_hi[shared_count++] = dyn + b.grid->config.dynamic_smem;
+  shared_overflow = b.shared.size() > std::size_t(kSharedCached);
+  if (shared_overflow) return;
+  for (const SharedVar& v : b.shared) {
+    const auto lo = reinterpret_cast<uintptr_t>(v.storage);
+    shared_lo[shared_count] = lo;
+    shared_hi[shared_count] = lo + v.bytes;
+    ++shared_count;
+  }
+}
+
+void BlockState::refresh_stack(const ThreadCtx* t) {
+  const Fiber* f = block->fibers[t->linear];
+  stack_owner = t;
+  stack_lo = f->stack_begin();
+  stack_hi = f->stack_end();
+}
+
+Site& BlockState::add_site(uintptr_t pc, std::size_t slot) {
+  if (site_count == int(sites.size())) sites.emplace_back();
+  sites_data_ = sites.data();
+  Site& s = sites[std::size_t(site_count)];
+  s.pc = pc;
+  s.executions_storage.assign(std::size_t(threads), 0);
+  s.executions = s.executions_storage.data();
+  if (s.requests.size() < std::size_t(warps)) s.requests.resize(std::size_t(warps));
+  for (IndexList& l : s.requests) l.size = 0;
+  s.per_warp = s.requests.data();
+  site_index[slot] = ++site_count;
+  if (std::size_t(site_count) * 2 > site_mask + 1) {
+    const std::size_t slots = (site_mask + 1) * 2;
+    site_index_storage.assign(slots, 0);
+    site_index = site_index_storage.data();
+    site_mask = slots - 1;
+    for (int k = 0; k < site_count; ++k) {
+      std::size_t i =
+          std::size_t((sites[std::size_t(k)].pc * 0x9e3779b97f4a7c15ull) >> 32) & site_mask;
+      while (site_index[i] != 0) i = (i + 1) & site_mask;
+      site_index[i] = k + 1;
+    }
+  }
+  return s;
+}
+
+uint32_t BlockState::new_request(IndexList& list) {
+  if (request_count == request_capacity) {
+    requests_storage.resize(std::max<std::size_t>(1024, requests_storage.size() * 2));
+    requests = requests_storage.data();
+    request_capacity = requests_storage.size();
+  }
+  if (list.size == list.capacity) {
+    list.storage.resize(std::max<std::size_t>(16, list.storage.size() * 2));
+    list.data = list.storage.data();
+    list.capacity = uint32_t(list.storage.size());
+  }
+  const auto index = uint32_t(request_count++);
+  requests[index].lanes = 0;
+  list.data[list.size++] = index;
+  return index;
+}
+
+// Per worker thread: trivially constructed, so the per-access path reads it without a guard.
+thread_local BlockState* tls_block = nullptr;
+BlockState& block_state() {
+  static thread_local std::unique_ptr<BlockState> owner;
+  if (tls_block == nullptr) {
+    owner = std::make_unique<BlockState>();
+    tls_block = owner.get();
+  }
+  return *tls_block;
+}
 
 std::string path_from_env() {
   const char* p = std::getenv("MINITRAIN_EMU_COUNTERS");
@@ -84,7 +299,8 @@ bool collect_in_memory = false;
 
 struct Acc {
   LaunchCounters c;
-  std::unordered_set<uintptr_t> sectors;
+  // Per worker thread that ran blocks of the launch (keyed by its BlockState): its sectors.
+  std::vector<std::pair<const BlockState*, std::unique_ptr<SectorSet>>> sectors;
 };
 std::mutex acc_mutex;
 std::map<const Grid*, Acc>& accs() {
@@ -101,7 +317,8 @@ std::vector<LaunchCounters>& taken() {
   return true;
 }();
 
-bool in_shared(const BlockRun& b, uintptr_t a) {
+// The slow ends of the lookups below: every shared variable, and the device's region table.
+__attribute__((noinline)) bool in_shared_full(const BlockRun& b, uintptr_t a) {
   for (const SharedVar& v : b.shared) {
     const auto lo = reinterpret_cast<uintptr_t>(v.storage);
     if (a >= lo && a < lo + v.bytes) return true;
@@ -109,10 +326,7 @@ bool in_shared(const BlockRun& b, uintptr_t a) {
   const auto lo = reinterpret_cast<uintptr_t>(b.dynamic_shared);
   return a >= lo && a < lo + b.grid->config.dynamic_smem;
 }
-
-bool in_device(BlockState& s, uintptr_t a) {
-  for (int i = 0; i < BlockState::kCached; ++i)
-    if (a >= s.dev_lo[i] && a < s.dev_hi[i]) return true;
+__attribute__((noinline)) bool in_device_region(BlockState& s, uintptr_t a) {
   const Region r = find_region(reinterpret_cast<const void*>(a));
   if (r.space != Space::Device) return false;
   const int i = s.dev_next++ % BlockState::kCached;
@@ -121,54 +335,118 @@ bool in_device(BlockState& s, uintptr_t a) {
   return true;
 }
 
-uint32_t next_execution(BlockState& s, int thread, uintptr_t site) {
-  if (int(s.executions.size()) <= thread) s.executions.resize(thread + 1);
-  for (auto& e : s.executions[thread])
-    if (e.first == site) return ++e.second;
-  s.executions[thread].emplace_back(site, 1);
-  return 1;
+MTEMU_HOT bool in_shared(BlockState& s, uintptr_t a) {
+  if (s.block->static_shared_bytes != s.shared_bytes_seen) s.refresh_shared();
+  if (s.shared_overflow) return in_shared_full(*s.block, a);
+  for (int i = 0; i < s.shared_count; ++i)
+    if (a >= s.shared_lo[i] && a < s.shared_hi[i]) return true;
+  return false;
 }
 
-void record(uintptr_t addr, uint32_t size, bool store, uintptr_t site) {
-  BlockState& s = tls_block;
-  ThreadCtx* t = tls_thread.load(std::memory_order_relaxed);
-  if (t == nullptr || s.busy || s.block == nullptr || t->block != s.block) return;
-  s.busy = true;
+MTEMU_HOT bool in_device_cached(const BlockState& s, uintptr_t a) {
+  for (int i = 0; i < BlockState::kCached; ++i)
+    if (a >= s.dev_lo[i] && a < s.dev_hi[i]) return true;
+  return false;
+}
+
+// Device memory: an allocation of the cache, else (not the running thread's stack, where most
+// misses land) the region table, which takes a lock.
+MTEMU_HOT bool in_device(BlockState& s, const ThreadCtx* t, uintptr_t a) {
+  if (in_device_cached(s, a)) return true;
+  if (t != s.stack_owner) s.refresh_stack(t);
+  if (a >= s.stack_lo && a < s.stack_hi) return false;
+  return in_device_region(s, a);
+}
+
+[[maybe_unused]] MTEMU_HOT void record(uintptr_t addr, uint32_t size, bool store, uintptr_t site) {
+  BlockState* s = tls_block;
+  if (s == nullptr || s->block == nullptr || s->busy) return;
+  const ThreadCtx* t = tls_thread.load(std::memory_order_relaxed);
+  if (t == nullptr || t->block != s->block) return;
+  if (s->atomic_depth > 0) return;  // counted once, as an atomic
+  s->busy = true;
   uint8_t kind;
-  if (s.atomic_depth > 0) {
-    s.busy = false;
-    return;  // counted once, as an atomic
-  }
-  if (in_shared(*s.block, addr))
+  if (in_device_cached(*s, addr))
+    kind = store ? GlobalStore : GlobalLoad;
+  else if (in_shared(*s, addr))
     kind = store ? SharedStore : SharedLoad;
-  else if (in_device(s, addr))
+  else if (in_device(*s, t, addr))
     kind = store ? GlobalStore : GlobalLoad;
   else {
-    s.busy = false;
+    s->busy = false;
     return;  // the thread's stack, or host memory
   }
-  const uint32_t count = next_execution(s, t->linear, site);
-  s.accesses.push_back(Access{uint32_t(t->linear / kWarp), count, site, addr, size,
-                              uint8_t(t->linear % kWarp), kind});
-  s.busy = false;
+  s->add(t->linear, site, addr, size, kind);
+  s->busy = false;
+}
+
+// Sorts a short array (a request's sectors or words: nearly sorted, a few dozen) and drops
+// repeats; returns the new length.
+MTEMU_HOT std::size_t sort_unique(uintptr_t* v, std::size_t n) {
+  for (std::size_t i = 1; i < n; ++i) {
+    const uintptr_t x = v[i];
+    std::size_t j = i;
+    for (; j > 0 && v[j - 1] > x; --j) v[j] = v[j - 1];
+    v[j] = x;
+  }
+  std::size_t m = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (m == 0 || v[m - 1] != v[i]) v[m++] = v[i];
+  return m;
+}
+
+// How many 32-byte sectors (or 4-byte words) one lane's access spans.
+MTEMU_HOT uintptr_t units(const LaneAccess& x, uintptr_t unit) {
+  return (x.addr + x.size - 1) / unit - x.addr / unit + 1;
+}
+
+// The distinct sectors of a global request into `out` (sorted); their number.
+constexpr std::size_t kFixed = 256;  // sectors or words a request fits in without the heap
+MTEMU_HOT std::size_t request_sectors(const Request& r, uintptr_t* out) {
+  std::size_t n = 0;
+  for (uint32_t lanes = r.lanes; lanes != 0; lanes &= lanes - 1) {
+    const LaneAccess& x = r.lane[__builtin_ctz(lanes)];
+    for (uintptr_t q = x.addr / kSector; q <= (x.addr + x.size - 1) / kSector; ++q) out[n++] = q;
+  }
+  return sort_unique(out, n);
+}
+
+MTEMU_HOT std::size_t request_units(const Request& r, uint32_t lanes, uintptr_t unit) {
+  std::size_t n = 0;
+  for (; lanes != 0; lanes &= lanes - 1) n += units(r.lane[__builtin_ctz(lanes)], unit);
+  return n;
 }
 
 // Shared memory wavefronts of one request: lanes are served in phases of 128 bytes (all 32 lanes
 // for accesses up to 4 bytes, half-warps for 8 bytes, quarter-warps for 16); a phase takes as many
 // wavefronts as the most distinct 4-byte words any of the 32 banks holds.
-void shared_request(const Access* a, std::size_t n, uint64_t* wavefronts, uint64_t* minimum) {
-  const uint32_t size = a[0].size;
+MTEMU_HOT void shared_phase(const Request& r, uint32_t lanes, uintptr_t* words,
+                            uint64_t* wavefronts) {
+  std::size_t n = 0;
+  for (; lanes != 0; lanes &= lanes - 1) {
+    const LaneAccess& x = r.lane[__builtin_ctz(lanes)];
+    for (uintptr_t w = x.addr / 4; w <= (x.addr + x.size - 1) / 4; ++w) words[n++] = w;
+  }
+  n = sort_unique(words, n);
+  uint32_t per_bank[32] = {};
+  uint32_t most = 1;
+  for (std::size_t i = 0; i < n; ++i) most = std::max(most, ++per_bank[words[i] % 32]);
+  *wavefronts += most;
+}
+
+void shared_request(const Request& r, std::vector<uintptr_t>& scratch, uint64_t* wavefronts,
+                    uint64_t* minimum) {
+  const uint32_t size = r.lane[__builtin_ctz(r.lanes)].size;  // the lowest active lane's
   const int lanes_per_phase = size <= 4 ? 32 : size <= 8 ? 16 : 8;
-  std::map<int, std::vector<const Access*>> phases;
-  for (std::size_t i = 0; i < n; ++i) phases[a[i].lane / lanes_per_phase].push_back(&a[i]);
-  for (auto& [phase, lanes] : phases) {
-    std::unordered_set<uintptr_t> words[32];
-    for (const Access* x : lanes)
-      for (uintptr_t w = x->addr / 4; w <= (x->addr + x->size - 1) / 4; ++w)
-        words[w % 32].insert(w);
-    std::size_t most = 1;
-    for (auto& b : words) most = std::max(most, b.size());
-    *wavefronts += most;
+  uintptr_t fixed[kFixed];
+  for (int first = 0; first < kWarp; first += lanes_per_phase) {
+    const uint32_t phase_mask =
+        lanes_per_phase == 32 ? ~0u : ((1u << lanes_per_phase) - 1) << first;
+    const uint32_t lanes = r.lanes & phase_mask;
+    if (lanes == 0) continue;
+    const std::size_t n = request_units(r, lanes, 4);
+    if (n > kFixed) scratch.resize(n);
+    shared_phase(r, lanes, n > kFixed ? scratch.data() : fixed, wavefronts);
     *minimum += 1;
   }
 }
@@ -201,59 +479,49 @@ void counters_launch_begin(const Grid& g) {
 }
 
 void counters_block_begin(const BlockRun& b) {
-  BlockState& s = tls_block;
+  BlockState& s = block_state();
   s.block = nullptr;
   if (!counters_on) return;
   {
     std::lock_guard<std::mutex> lock(acc_mutex);
-    if (accs().count(b.grid) == 0) return;  // launched before counters were on
+    auto it = accs().find(b.grid);
+    if (it == accs().end()) return;  // launched before counters were on
+    auto& sets = it->second.sectors;
+    auto mine =
+        std::find_if(sets.begin(), sets.end(), [&](const auto& e) { return e.first == &s; });
+    if (mine == sets.end()) {
+      sets.emplace_back(&s, std::make_unique<SectorSet>());
+      mine = sets.end() - 1;
+    }
+    s.sectors = mine->second.get();
   }
-  s.block = &b;
-  s.accesses.clear();
-  for (auto& e : s.executions) e.clear();
-  std::fill(std::begin(s.dev_lo), std::end(s.dev_lo), 0);
-  std::fill(std::begin(s.dev_hi), std::end(s.dev_hi), 0);
+  s.reset(b);
 }
 
 void counters_block_end(const BlockRun& b) {
-  BlockState& s = tls_block;
+  BlockState& s = block_state();
   if (s.block != &b) return;
   s.block = nullptr;
-  std::vector<Access>& v = s.accesses;
-  std::sort(v.begin(), v.end(), [](const Access& x, const Access& y) {
-    if (x.warp != y.warp) return x.warp < y.warp;
-    if (x.site != y.site) return x.site < y.site;
-    if (x.count != y.count) return x.count < y.count;
-    return x.lane < y.lane;
-  });
   LaunchCounters c;
-  std::vector<uintptr_t> sectors_seen, scratch;
-  for (std::size_t i = 0; i < v.size();) {
-    std::size_t j = i;
-    while (j < v.size() && v[j].warp == v[i].warp && v[j].site == v[i].site &&
-           v[j].count == v[i].count)
-      ++j;
-    // One request: lanes i..j.
-    uint32_t lanes = 0;  // a bit per active lane
-    for (std::size_t k = i; k < j; ++k) lanes |= 1u << v[k].lane;
-    c.lanes += uint64_t(__builtin_popcount(lanes));
-    switch (v[i].kind) {
+  uintptr_t fixed[kFixed];
+  for (std::size_t i = 0; i < s.request_count; ++i) {
+    const Request& r = s.requests[i];
+    c.lanes += uint64_t(__builtin_popcount(r.lanes));
+    const uint8_t kind = r.lane[__builtin_ctz(r.lanes)].kind;  // the lowest active lane's
+    switch (kind) {
       case GlobalLoad:
       case GlobalStore: {
-        std::vector<uintptr_t>& sectors = scratch;
-        sectors.clear();
-        for (std::size_t k = i; k < j; ++k)
-          for (uintptr_t q = v[k].addr / kSector; q <= (v[k].addr + v[k].size - 1) / kSector; ++q)
-            sectors.push_back(q);
-        std::sort(sectors.begin(), sectors.end());
-        sectors.erase(std::unique(sectors.begin(), sectors.end()), sectors.end());
-        sectors_seen.insert(sectors_seen.end(), sectors.begin(), sectors.end());
-        if (v[i].kind == GlobalLoad) {
+        const std::size_t most = request_units(r, r.lanes, kSector);
+        if (most > kFixed) s.scratch.resize(most);
+        uintptr_t* sectors = most > kFixed ? s.scratch.data() : fixed;
+        const std::size_t n = request_sectors(r, sectors);
+        for (std::size_t k = 0; k < n; ++k) s.sectors->insert(sectors[k]);
+        if (kind == GlobalLoad) {
           ++c.global_load_requests;
-          c.global_load_sectors += sectors.size();
+          c.global_load_sectors += n;
         } else {
           ++c.global_store_requests;
-          c.global_store_sectors += sectors.size();
+          c.global_store_sectors += n;
         }
         break;
       }
@@ -263,9 +531,9 @@ void counters_block_end(const BlockRun& b) {
       case SharedLoad:
       case SharedStore: {
         uint64_t wavefronts = 0, minimum = 0;
-        shared_request(&v[i], j - i, &wavefronts, &minimum);
+        shared_request(r, s.scratch, &wavefronts, &minimum);
         c.shared_bank_conflicts += wavefronts - minimum;
-        if (v[i].kind == SharedLoad) {
+        if (kind == SharedLoad) {
           ++c.shared_load_requests;
           c.shared_load_wavefronts += wavefronts;
         } else {
@@ -275,13 +543,12 @@ void counters_block_end(const BlockRun& b) {
         break;
       }
     }
-    i = j;
   }
   const uint64_t warps = (uint64_t(b.threads_count) + kWarp - 1) / kWarp;
   c.warps_launched = warps;
   c.barriers = uint64_t(b.barrier_generation) * warps;
-  v.clear();
-  for (auto& e : s.executions) e.clear();
+  s.request_count = 0;
+  s.site_count = 0;
 
   std::lock_guard<std::mutex> lock(acc_mutex);
   auto it = accs().find(b.grid);
@@ -300,7 +567,6 @@ void counters_block_end(const BlockRun& b) {
   t.lanes += c.lanes;
   t.warps_launched += c.warps_launched;
   t.barriers += c.barriers;
-  it->second.sectors.insert(sectors_seen.begin(), sectors_seen.end());
 }
 
 void counters_launch_end(const Grid& g) {
@@ -308,12 +574,19 @@ void counters_launch_end(const Grid& g) {
   auto it = accs().find(&g);
   if (it == accs().end()) return;
   LaunchCounters c = std::move(it->second.c);
-  c.distinct_bytes_touched = it->second.sectors.size() * kSector;
+  // The distinct sectors: the union of what each worker saw.
+  auto& sets = it->second.sectors;
+  std::size_t distinct = 0;
+  if (!sets.empty()) {
+    SectorSet& all = *sets.front().second;
+    for (std::size_t k = 1; k < sets.size(); ++k)
+      sets[k].second->for_each([&](uintptr_t q) { all.insert(q); });
+    distinct = all.size();
+  }
+  c.distinct_bytes_touched = distinct * kSector;
   accs().erase(it);
   c.bytes_moved = (c.global_load_sectors + c.global_store_sectors) * kSector;
-  const uint64_t requests = c.global_load_requests + c.global_store_requests +
-                            c.global_atomic_requests + c.shared_load_requests +
-                            c.shared_store_requests;
+  const uint64_t requests = c.memory_requests();
   c.active_lanes_mean = requests ? double(c.lanes) / double(requests) : 0.0;
   if (collect_in_memory) taken().push_back(c);
   if (!file_path().empty()) {
@@ -327,19 +600,17 @@ void counters_launch_end(const Grid& g) {
 }
 
 void count_atomic_begin(const void* addr, std::size_t bytes) {
-  BlockState& s = tls_block;
+  BlockState& s = block_state();
   ++s.atomic_depth;
-  ThreadCtx* t = tls_thread.load(std::memory_order_relaxed);
+  const ThreadCtx* t = tls_thread.load(std::memory_order_relaxed);
   if (t == nullptr || s.block == nullptr || t->block != s.block || s.atomic_depth > 1) return;
   const auto a = reinterpret_cast<uintptr_t>(addr);
-  if (!in_device(s, a)) return;  // shared-memory atomics are not global atomics
+  if (!in_device(s, t, a)) return;  // shared-memory atomics are not global atomics
   const auto site = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
-  const uint32_t count = next_execution(s, t->linear, site);
-  s.accesses.push_back(Access{uint32_t(t->linear / kWarp), count, site, a, uint32_t(bytes),
-                              uint8_t(t->linear % kWarp), GlobalAtomic});
+  s.add(t->linear, site, a, uint32_t(bytes), GlobalAtomic);
 }
 
-void count_atomic_end() { --tls_block.atomic_depth; }
+void count_atomic_end() { --block_state().atomic_depth; }
 
 }  // namespace detail
 
@@ -380,6 +651,14 @@ std::string LaunchCounters::json() const {
       registers_min < 0 ? "null" : std::to_string(registers_min).c_str(),
       (unsigned long long)static_smem, blocks_per_sm, occupancy_pct, occupancy_limiter.c_str());
   return buf;
+}
+
+int dominant_launch(const std::vector<LaunchCounters>& launches) {
+  int best = -1;
+  for (std::size_t i = 0; i < launches.size(); ++i)
+    if (best < 0 || launches[i].memory_requests() > launches[std::size_t(best)].memory_requests())
+      best = int(i);
+  return best;
 }
 
 void counters_collect(bool on) {

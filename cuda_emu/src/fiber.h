@@ -36,6 +36,9 @@ class Fiber {
     const auto lo = reinterpret_cast<uintptr_t>(stack_);
     return addr >= lo && addr < lo + size_;
   }
+  /// The stack's usable range [begin, end).
+  uintptr_t stack_begin() const noexcept { return reinterpret_cast<uintptr_t>(stack_); }
+  uintptr_t stack_end() const noexcept { return stack_begin() + size_; }
   bool finished() const noexcept { return finished_.load(std::memory_order_relaxed); }
 
  private:

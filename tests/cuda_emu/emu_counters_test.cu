@@ -298,6 +298,32 @@ TEST(CudaEmuCounters, AKernelTheTableDoesNotKnowHasUnknownRegistersAndAnUpperBou
   EXPECT_DOUBLE_EQ(c.occupancy_pct, o.occupancy_pct);
 }
 
+TEST(CudaEmuCounters, OfSeveralLaunchesTheOneWithTheMostRequestsDominates) {
+  // One op that launches two kernels, as a GEMM variant with a main kernel and a small epilogue
+  // would: the 1001-float copy (32 load and 32 store requests, 256 threads a block), then a copy
+  // of 32 floats by one warp (1 and 1, 32 threads a block). Occupancy is each launch's own (on
+  // every profile: 100 % at 256 threads, 50 % under the blocks-per-SM limit at 32 threads), so
+  // the op's is the dominant launch's, whichever order they ran in; the last one's (what
+  // `bench gemm --counters` took before) would be the epilogue's.
+  DeviceBuffer<float> in(kN), out(kN);
+  mtemu::counters_take();
+  mtemu::counters_collect(true);
+  copy_strided_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN, 1, 0);
+  copy_strided_kernel<<<1, 32>>>(in.get(), out.get(), 32, 1, 0);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  mtemu::counters_collect(false);
+  const std::vector<mtemu::LaunchCounters> got = mtemu::counters_take();
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(got[0].block[0], unsigned(kThreads));  // one stream: completion order is launch order
+  EXPECT_EQ(got[0].memory_requests(), 64u);
+  EXPECT_EQ(got[1].memory_requests(), 2u);
+  EXPECT_NE(got[0].occupancy_pct, got[1].occupancy_pct);
+  EXPECT_EQ(mtemu::dominant_launch(got), 0);
+  EXPECT_EQ(mtemu::dominant_launch({got[1], got[0]}), 1);  // the epilogue first
+  EXPECT_EQ(mtemu::dominant_launch({got[0], got[0]}), 0);  // equals: the earliest
+  EXPECT_EQ(mtemu::dominant_launch({}), -1);
+}
+
 TEST(CudaEmuCounters, LookupIgnoresNamespacesAndTemplateArgumentsButNotTheFile) {
   const mtemu::KernelRegisters* fill = mtemu::kernel_registers("kernels/fill.cu", "fill_kernel<T>");
   ASSERT_NE(fill, nullptr);

@@ -27,6 +27,23 @@ for g, w in zip(got["rungs"], want["rungs"]):
     for key in w:
         if g.get(key) != w[key]:
             problems.append(f"{w['rung']}: {key} is {g.get(key)!r}, the fixture has {w[key]!r}")
+# The hierarchical roofline's L1 level, worked by hand: H100's L1 roof is one 128-byte wavefront
+# per SM per clock, 128 x 132 SMs x 1.98 GHz = 33.454 TB/s; the naive rung uses no shared memory,
+# so its L1 bytes are its global bytes moved; no rung moves fewer; the L1 model's time is the
+# longest of compute, DRAM and L1 plus the 3 us launch overhead.
+prof = got["profile"]
+if prof["key"] == "h100" and prof.get("l1_bytes_per_s") != 128 * 132 * 1.98e9:
+    problems.append(f"h100 l1_bytes_per_s is {prof.get('l1_bytes_per_s')!r}, not 128 x 132 x 1.98e9")
+l1_bw = prof.get("l1_bytes_per_s") or float("inf")
+for g in got["rungs"]:
+    if g["rung"] == "naive" and g.get("l1_bytes") != g["bytes_moved"]:
+        problems.append(f"naive: l1_bytes {g.get('l1_bytes')!r} is not its bytes_moved {g['bytes_moved']}")
+    if g.get("l1_bytes", -1) < g["bytes_moved"]:
+        problems.append(f"{g['rung']}: l1_bytes {g.get('l1_bytes')!r} is below bytes_moved {g['bytes_moved']}")
+    want_t = max(g["flops"] / prof["fp32_flops"], g["distinct_bytes"] / prof["dram_bytes_per_s"],
+                 g.get("l1_bytes", 0) / l1_bw) + 3e-6 * g["launches"]
+    if abs(g.get("modelled_l1_time_s", 0) - want_t) > 1e-12:
+        problems.append(f"{g['rung']}: modelled_l1_time_s {g.get('modelled_l1_time_s')!r}, by hand {want_t}")
 if len(got["rungs"]) != len(want["rungs"]):
     problems.append(f"{len(got['rungs'])} rungs, the fixture has {len(want['rungs'])}")
 if problems:

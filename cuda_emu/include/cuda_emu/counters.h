@@ -39,7 +39,19 @@ struct LaunchCounters {
   double occupancy_pct = 0;
   std::string occupancy_limiter;
   std::string json() const;
+  /// Global loads, stores and atomics and shared loads and stores: the warp-level memory
+  /// instructions the launch executed.
+  uint64_t memory_requests() const {
+    return global_load_requests + global_store_requests + global_atomic_requests +
+           shared_load_requests + shared_store_requests;
+  }
 };
+
+/// Of the launches one op made (a GEMM variant that launches more than one kernel), the one that
+/// dominates: the most memory requests (the emulator's measure of the work a launch did; it has
+/// no clock), the earliest of equals. Its index, or -1 for none. `minitrain bench gemm
+/// --counters` gives that launch's occupancy and names it.
+int dominant_launch(const std::vector<LaunchCounters>& launches);
 
 /// Turns in-memory collection on or off (launches that start afterwards); counters_take() returns
 /// the launches recorded since its last call, in completion order.
