@@ -59,7 +59,8 @@ void* CachingAllocator::allocate(std::size_t bytes) {
 
   uint64_t pool_id = 0;  // the pool capturing on this stream, if any
   for (auto& [id, pool] : pools_) {
-    if (!pool.capturing || pool.stream != stream) continue;
+    if (!pool.capturing || pool.stream != stream || pool.thread != std::this_thread::get_id())
+      continue;
     pool_id = id;
     auto it = pool.free.lower_bound(size);
     if (it != pool.free.end() && it->first <= 2 * size) {
@@ -115,6 +116,7 @@ uint64_t CachingAllocator::begin_pool(const void* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t id = next_pool_++;
   pools_[id].stream = stream;
+  pools_[id].thread = std::this_thread::get_id();
   return id;
 }
 

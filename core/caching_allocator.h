@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -55,12 +56,13 @@ class CachingAllocator final : public Allocator {
   // Note [graph memory pool]: a CUDA graph's kernels write the blocks they were captured with at
   // every replay, whatever the host has freed since, so those blocks must not serve anyone else
   // while the graph lives. begin_pool(stream) opens a private pool: until end_pool_capture, a
-  // request on `stream` (the capturing stream) takes a block from the pool's own free blocks,
-  // else from the cache (the block then belongs to the pool), else from the device (which a
-  // capture refuses: warm up first). A pool's block, freed, returns to the pool and never to the
-  // cache; within the capture it serves the capture's later requests (one stream runs in order,
-  // so the replay reuses it as the eager step did). release_pool hands every pool block back:
-  // the free ones to the cache, the live ones to the cache when their tensors free them.
+  // request of the calling thread on `stream` (the capturing thread and stream) takes a block from
+  // the pool's own free blocks, else from the cache (the block then belongs to the pool), else from
+  // the device (which a capture refuses: warm up first). A pool's block, freed, returns to the pool
+  // and never to the cache; within the capture it serves the capture's later requests (one stream
+  // runs in order, so the replay reuses it as the eager step did). release_pool hands every pool
+  // block back: the free ones to the cache, the live ones to the cache when their tensors free
+  // them.
   uint64_t begin_pool(const void* stream);
   void end_pool_capture(uint64_t pool) noexcept;
   void release_pool(uint64_t pool) noexcept;
@@ -79,7 +81,9 @@ class CachingAllocator final : public Allocator {
   };
   struct Pool {
     const void* stream = nullptr;  // the capturing stream: every block of the pool served it
-    bool capturing = true;         // serves `stream`'s requests until end_pool_capture
+    std::thread::id thread;        // the capturing thread: another thread's requests are not the
+                                   // capture's (a data loader's worker on the same stream)
+    bool capturing = true;         // serves their requests until end_pool_capture
     std::multimap<std::size_t, void*> free;
   };
   void* take_cached_locked(std::size_t size, const void* stream, Block* block);

@@ -50,7 +50,8 @@ const char* capture_advice(cudaError_t e) {
 }  // namespace
 #endif
 
-CudaGraph CudaGraph::capture(const Stream& stream, const std::function<void()>& work) {
+CudaGraph CudaGraph::capture(const Stream& stream, const std::function<void()>& work,
+                             CaptureMode mode) {
   const Device device = stream.device();
   MT_CHECK_AS(DeviceError, device.is_cuda(), "CudaGraph::capture: a CUDA graph needs a stream of ",
               "a CUDA device, not ", device, "; on the CPU run the work directly");
@@ -66,8 +67,9 @@ CudaGraph CudaGraph::capture(const Stream& stream, const std::function<void()>& 
     alloc->end_pool_capture(pool);
     if (release) alloc->release_pool(pool);
   };
-  if (const cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
-      e != cudaSuccess) {
+  const cudaStreamCaptureMode cuda_mode =
+      mode == CaptureMode::Global ? cudaStreamCaptureModeGlobal : cudaStreamCaptureModeThreadLocal;
+  if (const cudaError_t e = cudaStreamBeginCapture(s, cuda_mode); e != cudaSuccess) {
     close_pool(true);
     CHECK_CUDA(e);
   }
@@ -104,6 +106,7 @@ CudaGraph CudaGraph::capture(const Stream& stream, const std::function<void()>& 
   return CudaGraph(device, graph, exec, pool);
 #else
   (void)work;
+  (void)mode;
   MT_THROW(DeviceError, "CudaGraph::capture(", device, "): this is a CPU-only build");
 #endif
 }

@@ -21,6 +21,11 @@ namespace minitrain {
 
 class Stream;
 
+/// Which other calls a capture forbids (CUDA's stream capture modes). Global: a potentially
+/// unsafe call (cudaMalloc, a synchronous copy) from any thread of the process invalidates the
+/// capture. ThreadLocal: only the capturing thread's own; a data loader's worker may allocate.
+enum class CaptureMode { Global, ThreadLocal };
+
 /// An instantiated CUDA graph. Move-only; destroying it does not wait for replays still queued
 /// (CUDA keeps what they need alive).
 class CudaGraph {
@@ -34,7 +39,8 @@ class CudaGraph {
   /// naming the CUDA error when the capture fails (`work` synchronised, allocated or copied from
   /// pageable memory, or left a forked stream unjoined); an exception from `work` ends the capture
   /// and propagates, a DeviceError with this context.
-  static CudaGraph capture(const Stream& stream, const std::function<void()>& work);
+  static CudaGraph capture(const Stream& stream, const std::function<void()>& work,
+                           CaptureMode mode = CaptureMode::Global);
 
   CudaGraph(CudaGraph&& o) noexcept;
   CudaGraph& operator=(CudaGraph&& o) noexcept;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "core/caching_allocator.h"
 #include "core/error.h"
@@ -231,6 +232,10 @@ TEST_F(CachingAllocatorTest, AGraphPoolKeepsItsBlocksFromEveryoneElseUntilReleas
   EXPECT_NE(elsewhere, a);
   alloc->deallocate(elsewhere);
   state.stream = &capture_stream;
+  void* worker = nullptr;  // another thread on the capturing stream (a loader's worker): neither
+  std::thread([&] { worker = alloc->allocate(1000); }).join();
+  EXPECT_NE(worker, a);
+  alloc->deallocate(worker);
   alloc->end_pool_capture(pool);
   EXPECT_EQ(alloc->pool_bytes(pool), 2048u);  // a's 1 KiB block free in the pool, kept's live
   // After the capture, eager work on the capturing stream gets none of the graph's blocks.

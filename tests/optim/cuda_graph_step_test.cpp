@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -217,6 +218,8 @@ struct Case {
   bool clip;
   const char* name;
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class CudaGraphStep : public ::testing::TestWithParam<Case> {};
 
