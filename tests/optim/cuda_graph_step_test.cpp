@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <iostream>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -139,8 +140,10 @@ TrainRun eager_run(Opt kind, bool clip, const std::vector<Tensor>& data, const S
 
 struct GraphRun {
   TrainRun run;
-  int64_t replay_launches = -1;  // kernel + graph launches of one replayed step (emulated GPUs)
+  int64_t replay_launches = -1;  // kernel launches of one replayed step (emulated GPUs)
   int64_t replay_allocations = -1;
+  int64_t eager_launches = -1;  // the same of the last warm-up step, eager
+  int64_t eager_allocations = -1;
   uint64_t pool_bytes = 0;
 };
 
@@ -166,8 +169,16 @@ GraphRun graph_run(Opt kind, bool clip, const std::vector<Tensor>& data, const S
     copy_on(s, y_in, y);
     r.opt->set_lr(r.schedule->lr_at(step));
     if (step <= kWarmup) {
+#if MINITRAIN_CUDA_EMULATED
+      const mtemu::ApiCounts before = mtemu::api_counts_of_this_thread();
+      const uint64_t allocations_before = memory_stats(gpu).allocations;
+#endif
       loss = forward_backward(r, x_in, y_in);
       r.opt->step();
+#if MINITRAIN_CUDA_EMULATED
+      g.eager_launches = int64_t(mtemu::api_counts_of_this_thread().launches - before.launches);
+      g.eager_allocations = int64_t(memory_stats(gpu).allocations - allocations_before);
+#endif
       r.losses.push_back(loss.to(Device::cpu()).to_vector<float>()[0]);
       loss = Tensor();
       continue;
@@ -238,6 +249,10 @@ TEST_P(CudaGraphStep, ReplayedStepsEqualEagerStepsBitForBit) {
   // One replayed step: the factors' store and the graph launch; no allocation.
   EXPECT_EQ(got.replay_launches, 1) << "kernel launches besides the graph's";
   EXPECT_EQ(got.replay_allocations, 0);
+  EXPECT_GT(got.eager_launches, 10);
+  std::cout << GetParam().name << ": eager step " << got.eager_launches << " kernel launches, "
+            << got.eager_allocations << " allocations; replayed step " << got.replay_launches
+            << " kernel launch + 1 graph launch, " << got.replay_allocations << " allocations\n";
 #endif
 }
 
