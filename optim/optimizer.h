@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/optim/adam_step.h"
+#include "kernels/optim/rmsprop_step.h"
 #include "kernels/optim/sgd_step.h"
 #include "nn/parameter.h"
 
@@ -61,8 +62,8 @@ class Optimizer {
   // kernels, which read the factors there and so can be captured once and replayed. step() does
   // both; the bits equal those of the non-capturable step.
   virtual bool supports_capturable() const { return false; }
-  /// ValueError where unsupported (RMSprop), or where the parameters are not all on one CUDA
-  /// device (checked at the next prepare_step).
+  /// ValueError where unsupported (an optimizer without the two halves), or where the parameters
+  /// are not all on one CUDA device (checked at the next prepare_step).
   void set_capturable(bool on);
   bool capturable() const noexcept { return capturable_; }
   /// The host half of a capturable step (throws ValueError unless capturable()).
@@ -200,10 +201,15 @@ class RMSprop final : public Optimizer {
   void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
                   const std::map<std::string, std::string>& scalars) override;
   const RMSpropOptions& options() const noexcept { return options_; }
+  bool supports_capturable() const override { return true; }
+  void prepare_step() override;
+  void queue_step() override;
 
  private:
+  void plan_step();  // checks, counts, state; fills stepped_
   RMSpropOptions options_;
   std::vector<Tensor> square_avg_, grad_avg_, momentum_;  // undefined until the first step
+  std::vector<std::size_t> stepped_;
 };
 
 }  // namespace minitrain

@@ -27,7 +27,7 @@ struct GraphStepOptions {
 };
 
 /// Why a step of these parts on `device` cannot be captured, as one line for the user, or "" when
-/// it can: a CPU device, an optimizer without a capturable step (RMSprop), a loss without a
+/// it can: a CPU device, an optimizer without a capturable step, a loss without a
 /// mean or sum reduction (reduction none keeps a gradient of the batch's shape between steps,
 /// which an eager step of another shape would replace under the graph), a classification loss
 /// (cross_entropy checks its labels on the host), warmup_steps < 1.

@@ -2,17 +2,19 @@
 // and the optimizer of a small Sequential, warmed up eagerly, captured with CudaGraph, then
 // replayed for several steps with each step's batch copied into fixed input buffers. The weights
 // and each step's loss must equal, bit for bit, those of the same steps taken eagerly with the
-// ordinary (by-value) optimizer: Adam with a learning-rate schedule, and SGD with momentum. Also:
-// a capturable optimizer alone gives the bits of the by-value one (Note [capturable step] in
+// ordinary (by-value) optimizer: Adam with a learning-rate schedule, SGD with momentum, RMSprop.
+// Also: a capturable optimizer alone gives the bits of the by-value one (Note [capturable step] in
 // optim/optimizer.h), and the capture's memory stays the graph's (Note [graph memory pool]).
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/allocator.h"
@@ -40,7 +42,7 @@ using testing::random_tensor;
 constexpr int64_t kBatch = 8, kIn = 4, kOut = 1;
 constexpr int kWarmup = 2, kReplays = 5;
 
-enum class Opt { AdamCosine, AdamWAmsgrad, SgdNesterov };
+enum class Opt { AdamCosine, AdamWAmsgrad, SgdNesterov, RmspropCentered };
 
 struct TrainRun {
   std::unique_ptr<Sequential> model;
@@ -69,6 +71,13 @@ TrainRun make_run(Opt kind, bool clip, Device gpu) {
       o.lr = 0.02, o.amsgrad = true, o.weight_decay = 0.1;
       r.opt = std::make_unique<Adam>(params, o, /*decoupled_weight_decay=*/true);
       r.schedule = step_lr(o.lr, 2, 0.5);
+      break;
+    }
+    case Opt::RmspropCentered: {
+      RMSpropOptions o;
+      o.lr = 0.01, o.centered = true, o.momentum = 0.5, o.weight_decay = 0.01;
+      r.opt = std::make_unique<RMSprop>(params, o);
+      r.schedule = cosine_lr(o.lr, 7, 1e-3);
       break;
     }
     case Opt::SgdNesterov: {
@@ -261,7 +270,8 @@ INSTANTIATE_TEST_SUITE_P(Optimizers, CudaGraphStep,
                                            Case{Opt::AdamCosine, true, "AdamCosineClip"},
                                            Case{Opt::AdamWAmsgrad, true, "AdamWAmsgradClip"},
                                            Case{Opt::SgdNesterov, false, "SgdNesterov"},
-                                           Case{Opt::SgdNesterov, true, "SgdNesterovClip"}),
+                                           Case{Opt::SgdNesterov, true, "SgdNesterovClip"},
+                                           Case{Opt::RmspropCentered, true, "RmspropCenteredClip"}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return std::string(info.param.name);
                          });
@@ -306,7 +316,7 @@ TEST(CudaCapturableOptimizer, GivesTheBitsOfTheByValueStep) {
   MT_SKIP_UNLESS_CUDA_DEVICES(1);
   const Device gpu = Device::cuda(0);
   for (DType dtype : {DType::Float32, DType::Float64}) {
-    for (int which = 0; which < 3; ++which) {
+    for (int which = 0; which < 4; ++which) {
       std::vector<std::unique_ptr<Parameter>> owned[2];
       NamedParameters named[2];
       for (int k = 0; k < 2; ++k)
@@ -326,10 +336,14 @@ TEST(CudaCapturableOptimizer, GivesTheBitsOfTheByValueStep) {
           AdamOptions o = adamw_defaults();
           o.amsgrad = true;
           opt[k] = std::make_unique<Adam>(named[k], o, true);
-        } else {
+        } else if (which == 2) {
           SGDOptions o;
           o.momentum = 0.8, o.dampening = 0.25, o.weight_decay = 0.01;
           opt[k] = std::make_unique<SGD>(named[k], o);
+        } else {
+          RMSpropOptions o;
+          o.centered = true, o.momentum = 0.3, o.weight_decay = 0.02;
+          opt[k] = std::make_unique<RMSprop>(named[k], o);
         }
       }
       opt[1]->set_capturable(true);
@@ -352,11 +366,22 @@ TEST(CudaCapturableOptimizer, GivesTheBitsOfTheByValueStep) {
   }
 }
 
-TEST(CapturableOptimizer, RefusesRmspropAndCpuParameters) {
-  NamedParameters none;
-  RMSprop rms(none, RMSpropOptions{});
-  const std::string msg = testing::error_message([&] { rms.set_capturable(true); });
-  EXPECT_NE(msg.find("rmsprop: this optimizer has no capturable step"), std::string::npos) << msg;
+// An optimizer with step() only: the base class's capturable halves refuse.
+class ByValueOnly final : public Optimizer {
+ public:
+  explicit ByValueOnly(NamedParameters p) : Optimizer(std::move(p), 0.1) {}
+  void step() override {}
+  std::string name() const override { return "by_value_only"; }
+  std::vector<std::pair<std::string, Tensor>> state_tensors() const override { return {}; }
+  void load_state(const std::vector<std::pair<std::string, Tensor>>&,
+                  const std::map<std::string, std::string>&) override {}
+};
+
+TEST(CapturableOptimizer, RefusesAnOptimizerWithoutHalvesAndCpuParameters) {
+  ByValueOnly plain({});
+  const std::string msg = testing::error_message([&] { plain.set_capturable(true); });
+  EXPECT_NE(msg.find("by_value_only: this optimizer has no capturable step"), std::string::npos)
+      << msg;
   Parameter p;
   p.value = Tensor::zeros({3}, DType::Float32, Device::cpu());
   p.grad = Tensor::zeros({3}, DType::Float32, Device::cpu());
