@@ -19,6 +19,8 @@ CachingAllocator::CachingAllocator(std::string device_name, std::unique_ptr<RawM
 CachingAllocator::~CachingAllocator() {
   // Process exit: the device may already be shutting down, so release without synchronising.
   for (auto& [ptr, block] : cached_) raw_->raw_free(ptr);
+  for (auto& [id, pool] : pools_)
+    for (auto& [size, ptr] : pool.free) raw_->raw_free(ptr);
 }
 
 std::size_t CachingAllocator::round_size(std::size_t bytes) noexcept {
@@ -27,27 +29,52 @@ std::size_t CachingAllocator::round_size(std::size_t bytes) noexcept {
   return (bytes + kLargeRound - 1) / kLargeRound * kLargeRound;
 }
 
+// Best fit among this stream's cached blocks, but never more than twice the request: a huge
+// cached block serving a tiny tensor would pin memory the next large request needs.
+void* CachingAllocator::take_cached_locked(std::size_t size, const void* stream, Block* block) {
+  auto it = free_.lower_bound({stream, size});
+  if (it == free_.end() || it->first.first != stream || it->first.second > 2 * size) return nullptr;
+  void* p = it->second;
+  *block = cached_.at(p);
+  free_.erase(it);
+  cached_.erase(p);
+  return p;
+}
+
+void* CachingAllocator::hand_out_locked(void* p, const Block& block, std::size_t bytes) {
+  live_.emplace(p, block);
+  stats_.cached -= block.size;
+  stats_.in_use += block.size;
+  stats_.peak = std::max(stats_.peak, stats_.in_use);
+  ++stats_.live_blocks;
+  ++stats_.allocations;
+  raw_->on_handout(p, bytes, block.size, block.stream);
+  return p;
+}
+
 void* CachingAllocator::allocate(std::size_t bytes) {
   const std::size_t size = round_size(bytes);
   const void* stream = raw_->current_stream();
   std::lock_guard<std::mutex> lock(mutex_);
 
-  // Best fit among this stream's cached blocks, but never more than twice the request: a huge
-  // cached block serving a tiny tensor would pin memory the next large request needs.
-  auto it = free_.lower_bound({stream, size});
-  if (it != free_.end() && it->first.first == stream && it->first.second <= 2 * size) {
-    void* p = it->second;
-    const Block block = cached_.at(p);
-    free_.erase(it);
-    cached_.erase(p);
-    live_.emplace(p, block);
-    stats_.cached -= block.size;
-    stats_.in_use += block.size;
-    stats_.peak = std::max(stats_.peak, stats_.in_use);
-    ++stats_.live_blocks;
-    ++stats_.allocations;
-    raw_->on_handout(p, bytes, block.size, stream);
-    return p;
+  uint64_t pool_id = 0;  // the pool capturing on this stream, if any
+  for (auto& [id, pool] : pools_) {
+    if (!pool.capturing || pool.stream != stream || pool.thread != std::this_thread::get_id())
+      continue;
+    pool_id = id;
+    auto it = pool.free.lower_bound(size);
+    if (it != pool.free.end() && it->first <= 2 * size) {
+      void* p = it->second;
+      const std::size_t block_size = it->first;
+      pool.free.erase(it);
+      return hand_out_locked(p, Block{block_size, stream, id}, bytes);
+    }
+    break;
+  }
+  Block block{};
+  if (void* p = take_cached_locked(size, stream, &block)) {
+    block.pool = pool_id;
+    return hand_out_locked(p, block, bytes);
   }
 
   if (stats_.cap != 0 && stats_.in_use + stats_.cached + size > stats_.cap) {
@@ -60,14 +87,9 @@ void* CachingAllocator::allocate(std::size_t bytes) {
     p = raw_->raw_alloc(size);
     if (p == nullptr) throw_oom_locked(bytes, size, "the device's memory");
   }
-  live_.emplace(p, Block{size, stream});
-  stats_.in_use += size;
-  stats_.peak = std::max(stats_.peak, stats_.in_use);
   ++stats_.raw_allocs;
-  ++stats_.live_blocks;
-  ++stats_.allocations;
-  raw_->on_handout(p, bytes, size, stream);
-  return p;
+  stats_.cached += size;  // hand_out_locked moves it from cached to in use
+  return hand_out_locked(p, Block{size, stream, pool_id}, bytes);
 }
 
 void CachingAllocator::deallocate(void* p) noexcept {
@@ -77,12 +99,55 @@ void CachingAllocator::deallocate(void* p) noexcept {
   if (it == live_.end()) return;  // not ours: ignoring beats corrupting the pool
   const Block block = it->second;
   live_.erase(it);
-  cached_.emplace(p, block);
-  free_.emplace(std::make_pair(block.stream, block.size), p);
+  auto pool = block.pool == 0 ? pools_.end() : pools_.find(block.pool);
+  if (pool != pools_.end()) {
+    pool->second.free.emplace(block.size, p);
+  } else {
+    cached_.emplace(p, Block{block.size, block.stream, 0});
+    free_.emplace(std::make_pair(block.stream, block.size), p);
+  }
   stats_.in_use -= block.size;
   stats_.cached += block.size;
   --stats_.live_blocks;
   raw_->on_handout(p, 0, block.size, block.stream);
+}
+
+uint64_t CachingAllocator::begin_pool(const void* stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t id = next_pool_++;
+  pools_[id].stream = stream;
+  pools_[id].thread = std::this_thread::get_id();
+  return id;
+}
+
+void CachingAllocator::end_pool_capture(uint64_t pool) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = pools_.find(pool); it != pools_.end()) it->second.capturing = false;
+}
+
+void CachingAllocator::release_pool(uint64_t pool) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pools_.find(pool);
+  if (it == pools_.end()) return;
+  for (auto& [ptr, block] : live_)
+    if (block.pool == pool) block.pool = 0;
+  const void* stream = it->second.stream;
+  for (const auto& [size, ptr] : it->second.free) {
+    cached_.emplace(ptr, Block{size, stream, 0});
+    free_.emplace(std::make_pair(stream, size), ptr);
+  }
+  pools_.erase(it);
+}
+
+uint64_t CachingAllocator::pool_bytes(uint64_t pool) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pools_.find(pool);
+  if (it == pools_.end()) return 0;
+  uint64_t bytes = 0;
+  for (const auto& [size, ptr] : it->second.free) bytes += size;
+  for (const auto& [ptr, block] : live_)
+    if (block.pool == pool) bytes += block.size;
+  return bytes;
 }
 
 void CachingAllocator::release_cache_locked() {
@@ -93,7 +158,7 @@ void CachingAllocator::release_cache_locked() {
   std::unordered_map<void*, Block> released;
   released.swap(cached_);
   free_.clear();
-  stats_.cached = 0;
+  for (const auto& [ptr, block] : released) stats_.cached -= block.size;  // pools keep theirs
   // Every block is given back even when one free fails; the first failure is reported after.
   std::exception_ptr first_failure;
   for (auto& [ptr, block] : released) {

@@ -12,10 +12,12 @@
 // The device side is behind RawMemory so that this logic is tested on the host as well.
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -51,6 +53,22 @@ class CachingAllocator final : public Allocator {
   void empty_cache() override;
   void reset_peak() override;
 
+  // Note [graph memory pool]: a CUDA graph's kernels write the blocks they were captured with at
+  // every replay, whatever the host has freed since, so those blocks must not serve anyone else
+  // while the graph lives. begin_pool(stream) opens a private pool: until end_pool_capture, a
+  // request of the calling thread on `stream` (the capturing thread and stream) takes a block from
+  // the pool's own free blocks, else from the cache (the block then belongs to the pool), else from
+  // the device (which a capture refuses: warm up first). A pool's block, freed, returns to the pool
+  // and never to the cache; within the capture it serves the capture's later requests (one stream
+  // runs in order, so the replay reuses it as the eager step did). release_pool hands every pool
+  // block back: the free ones to the cache, the live ones to the cache when their tensors free
+  // them.
+  uint64_t begin_pool(const void* stream);
+  void end_pool_capture(uint64_t pool) noexcept;
+  void release_pool(uint64_t pool) noexcept;
+  /// Bytes owned by a pool (live and free); 0 for a released or unknown one.
+  uint64_t pool_bytes(uint64_t pool) const;
+
   /// Block sizes: multiples of 512 B below 1 MiB, of 2 MiB above, so that similar requests
   /// share blocks and the free list stays short.
   static std::size_t round_size(std::size_t bytes) noexcept;
@@ -59,7 +77,17 @@ class CachingAllocator final : public Allocator {
   struct Block {
     std::size_t size;
     const void* stream;
+    uint64_t pool = 0;  // Note [graph memory pool]; 0: the cache's
   };
+  struct Pool {
+    const void* stream = nullptr;  // the capturing stream: every block of the pool served it
+    std::thread::id thread;        // the capturing thread: another thread's requests are not the
+                                   // capture's (a data loader's worker on the same stream)
+    bool capturing = true;         // serves their requests until end_pool_capture
+    std::multimap<std::size_t, void*> free;
+  };
+  void* take_cached_locked(std::size_t size, const void* stream, Block* block);
+  void* hand_out_locked(void* p, const Block& block, std::size_t bytes);
   void release_cache_locked();
   [[noreturn]] void throw_oom_locked(std::size_t requested, std::size_t rounded, const char* why);
 
@@ -69,6 +97,8 @@ class CachingAllocator final : public Allocator {
   std::multimap<std::pair<const void*, std::size_t>, void*> free_;  // (stream, size) -> block
   std::unordered_map<void*, Block> live_;
   std::unordered_map<void*, Block> cached_;
+  std::map<uint64_t, Pool> pools_;
+  uint64_t next_pool_ = 1;
   MemoryStats stats_;
 };
 

@@ -7,6 +7,7 @@
 
 #include "kernels/optim/adam_step.h"
 #include "kernels/check.h"
+#include "kernels/dispatch.h"
 #include "kernels/optim/multi_tensor_optim.h"
 #include "optim/detail.h"
 #include "optim/optimizer.h"
@@ -44,7 +45,7 @@ Adam::Adam(NamedParameters params, AdamOptions options, bool decoupled_weight_de
   param_steps_.assign(params_.size(), 0);
 }
 
-void Adam::step() {
+void Adam::plan_step() {
   // Check every operand first, so that a bad parameter leaves all of them unchanged.
   for (const auto& [pname, p] : params_) {
     if (!p->grad.defined()) continue;
@@ -72,15 +73,27 @@ void Adam::step() {
   // Parameters on one device with one dtype and one step count take one multi-tensor step (one
   // launch on a GPU for up to 30-36 tensors); the factors are computed once per group exactly as
   // per tensor, so the result is that of one adam_step per tensor, bit for bit.
-  for (const auto& group : optim_detail::group_for_multi_tensor(params_, stepped, t_of)) {
-    const int64_t t = param_steps_[group.front()];
-    const AdamStepArgs args =
-        adam_step_args(lr_, options_.beta1, options_.beta2, options_.eps, options_.weight_decay,
-                       decoupled_, options_.amsgrad, t);
+  groups_ = optim_detail::group_for_multi_tensor(params_, stepped, t_of);
+  group_args_.clear();
+  for (const auto& group : groups_)
+    group_args_.push_back(adam_step_args(lr_, options_.beta1, options_.beta2, options_.eps,
+                                         options_.weight_decay, decoupled_, options_.amsgrad,
+                                         param_steps_[group.front()]));
+}
+
+void Adam::step() {
+  if (capturable_) {
+    prepare_step();
+    queue_step();
+    return;
+  }
+  plan_step();
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const auto& group = groups_[g];
     if (group.size() == 1) {
       const std::size_t i = group.front();
       Parameter& p = *params_[i].second;
-      adam_step(p.value, p.grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i], args);
+      adam_step(p.value, p.grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i], group_args_[g]);
       continue;
     }
     std::vector<Tensor> values, grads, m, v, vmax;
@@ -91,7 +104,64 @@ void Adam::step() {
       v.push_back(exp_avg_sq_[i]);
       if (options_.amsgrad) vmax.push_back(max_exp_avg_sq_[i]);
     }
-    adam_step_multi(values, grads, m, v, vmax, args);
+    adam_step_multi(values, grads, m, v, vmax, group_args_[g]);
+  }
+}
+
+// Note [capturable step] (optim/optimizer.h): the factors of each group, rounded to its element
+// type by adam_coeffs as a by-value launch rounds them, go to the device in one store; the plan
+// names every address the launches will touch.
+void Adam::prepare_step() {
+  using optim_detail::plan_address;
+  if (!capturable_) Optimizer::prepare_step();
+  plan_.clear();
+  plan_step();
+  std::vector<unsigned char> bytes;
+  std::vector<int64_t> plan;
+  Device device = Device::cpu();
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const Tensor& first = params_[groups_[g].front()].second->value;
+    MT_CHECK_AS(ValueError, g == 0 || first.device() == device, name(),
+                ": a capturable step needs every parameter on one device, but '",
+                params_[groups_[g].front()].first, "' is on ", first.device(), " and others on ",
+                device);
+    device = first.device();
+    const std::size_t offset = dispatch_float(first.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      return optim_detail::append_scalars(bytes, adam_coeffs<T>(group_args_[g]));
+    });
+    plan.push_back(static_cast<int64_t>(offset));
+    plan.push_back(static_cast<int64_t>(group_args_[g].decay));
+    plan.push_back(static_cast<int64_t>(groups_[g].size()));
+    for (std::size_t i : groups_[g]) {
+      plan.push_back(static_cast<int64_t>(i));
+      for (const Tensor* t : {&params_[i].second->value, &params_[i].second->grad, &exp_avg_[i],
+                              &exp_avg_sq_[i], &max_exp_avg_sq_[i]})
+        plan.push_back(plan_address(*t));
+    }
+  }
+  if (!groups_.empty()) store_scalars(bytes, device);
+  plan.push_back(plan_address(scalars_));
+  plan_ = std::move(plan);
+}
+
+void Adam::queue_step() {
+  if (!capturable_) Optimizer::queue_step();
+  MT_CHECK_AS(ValueError, !plan_.empty(), name(), ": queue_step without a prepare_step before it");
+  std::size_t at = 0;  // walks the plan: offset, decay, size, then the members
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const auto offset = static_cast<std::size_t>(plan_[at]);
+    at += 3 + groups_[g].size() * 6;
+    std::vector<Tensor> values, grads, m, v, vmax;
+    for (std::size_t i : groups_[g]) {
+      values.push_back(params_[i].second->value);
+      grads.push_back(params_[i].second->grad);
+      m.push_back(exp_avg_[i]);
+      v.push_back(exp_avg_sq_[i]);
+      if (options_.amsgrad) vmax.push_back(max_exp_avg_sq_[i]);
+    }
+    // One parameter too takes the multi-tensor kernel: the bits are the one-tensor kernel's.
+    adam_step_multi(values, grads, m, v, vmax, group_args_[g], scalars_at(offset));
   }
 }
 
@@ -177,6 +247,7 @@ void Adam::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors
   exp_avg_sq_ = std::move(slots[1]);
   max_exp_avg_sq_ = std::move(slots[2]);
   param_steps_ = std::move(param_steps);
+  plan_.clear();
 }
 
 }  // namespace minitrain

@@ -3,6 +3,7 @@
 // (de)serialisation of state scalars and state tensor names, shared by sgd.cpp and adam.cpp.
 
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <string>
 #include <utility>
@@ -59,5 +60,20 @@ Tensor host_copy(const Tensor& t);
 std::vector<std::vector<std::size_t>> group_for_multi_tensor(
     const NamedParameters& params, const std::vector<std::size_t>& indices,
     const std::vector<int64_t>& keys);
+
+/// Appends `c` (a trivially copyable struct of step factors) to `bytes` at a 16-byte boundary and
+/// returns its offset: the layout of a capturable step's factor buffer (Note [capturable step]).
+template <typename C>
+std::size_t append_scalars(std::vector<unsigned char>& bytes, const C& c) {
+  const std::size_t offset = (bytes.size() + 15) / 16 * 16;
+  bytes.resize(offset + sizeof(C));
+  std::memcpy(bytes.data() + offset, &c, sizeof(C));
+  return offset;
+}
+
+/// The address of a tensor's memory as a plan entry (Optimizer::step_plan); 0 when undefined.
+inline int64_t plan_address(const Tensor& t) {
+  return t.defined() ? static_cast<int64_t>(reinterpret_cast<intptr_t>(t.raw_data())) : 0;
+}
 
 }  // namespace minitrain::optim_detail

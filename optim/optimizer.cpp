@@ -2,6 +2,7 @@
 
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <locale>
 #include <set>
@@ -10,6 +11,7 @@
 #include "core/option_error.h"
 #include "core/strings.h"
 #include "kernels/fill.h"
+#include "kernels/optim/multi_tensor_optim.h"
 #include "optim/detail.h"
 
 namespace minitrain {
@@ -202,6 +204,36 @@ void Optimizer::zero_grad(bool set_to_none) {
 void Optimizer::set_lr(double lr) {
   optim_detail::check_non_negative(name(), "lr", lr);
   lr_ = lr;
+}
+
+void Optimizer::set_capturable(bool on) {
+  MT_CHECK_AS(ValueError, !on || supports_capturable(), name(),
+              ": this optimizer has no capturable step (a CUDA graph would replay its first "
+              "step's learning rate); use sgd, adam or adamw, or run without the graph");
+  capturable_ = on;
+  plan_.clear();
+}
+
+void Optimizer::prepare_step() {
+  MT_THROW(ValueError, name(), ": prepare_step needs a capturable optimizer (set_capturable)");
+}
+
+void Optimizer::queue_step() {
+  MT_THROW(ValueError, name(), ": queue_step needs a capturable optimizer (set_capturable)");
+}
+
+void Optimizer::store_scalars(const std::vector<unsigned char>& bytes, Device device) {
+  MT_CHECK_AS(ValueError, device.is_cuda(), name(),
+              ": a capturable step keeps its factors on a CUDA device, but the parameters are on ",
+              device, "; turn capturable off on the CPU");
+  const auto doubles = static_cast<int64_t>((bytes.size() + 7) / 8);
+  if (!scalars_.defined() || scalars_.device() != device || scalars_.nbytes() < bytes.size())
+    scalars_ = Tensor::zeros({std::max<int64_t>(doubles, 32)}, DType::Float64, device);
+  store_step_scalars(scalars_, bytes);
+}
+
+const void* Optimizer::scalars_at(std::size_t offset) const {
+  return static_cast<const unsigned char*>(scalars_.raw_data()) + offset;
 }
 
 std::map<std::string, std::string> Optimizer::state_scalars() const {

@@ -10,6 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/optim/adam_step.h"
+#include "kernels/optim/rmsprop_step.h"
+#include "kernels/optim/sgd_step.h"
 #include "nn/parameter.h"
 
 namespace minitrain {
@@ -50,11 +53,39 @@ class Optimizer {
   virtual void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
                           const std::map<std::string, std::string>& scalars) = 0;
 
+  // Note [capturable step]: a CUDA graph replays the kernels of one captured step with the
+  // arguments they had then, so a learning rate or bias correction passed by value would repeat.
+  // A capturable optimizer (torch's capturable=True) splits step() in two: prepare_step(), the
+  // host half, advances the step counts, creates state, and stores the step's factors in a small
+  // device buffer (one launch: Note [step scalars on the device] in
+  // kernels/optim/multi_tensor_optim.h); queue_step(), the device half, queues the update
+  // kernels, which read the factors there and so can be captured once and replayed. step() does
+  // both; the bits equal those of the non-capturable step.
+  virtual bool supports_capturable() const { return false; }
+  /// ValueError where unsupported (an optimizer without the two halves), or where the parameters
+  /// are not all on one CUDA device (checked at the next prepare_step).
+  void set_capturable(bool on);
+  bool capturable() const noexcept { return capturable_; }
+  /// The host half of a capturable step (throws ValueError unless capturable()).
+  virtual void prepare_step();
+  /// The device half: the launches planned by the last prepare_step (ValueError without one).
+  virtual void queue_step();
+  /// What queue_step launches, as numbers: equal plans launch the same kernels on the same memory
+  /// (the parameter groups, kernel variants and the factors' device address), so a graph captured
+  /// under one plan may replay under an equal one and not otherwise.
+  const std::vector<int64_t>& step_plan() const noexcept { return plan_; }
+
  protected:
   Optimizer(NamedParameters params, double lr);
+  /// Stores `bytes` in the factor buffer on `device` (created, or grown, as needed).
+  void store_scalars(const std::vector<unsigned char>& bytes, Device device);
+  const void* scalars_at(std::size_t offset) const;
   NamedParameters params_;
   double lr_;
   int64_t steps_ = 0;
+  bool capturable_ = false;
+  std::vector<int64_t> plan_;  // empty: nothing prepared
+  Tensor scalars_;             // the capturable step's factors, on the parameters' device
 };
 
 struct SGDOptions {
@@ -83,10 +114,16 @@ class SGD final : public Optimizer {
   void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
                   const std::map<std::string, std::string>& scalars) override;
   const SGDOptions& options() const noexcept { return options_; }
+  bool supports_capturable() const override { return true; }
+  void prepare_step() override;
+  void queue_step() override;
 
  private:
+  void plan_step();  // checks, counts, state; fills groups_ and group_args_
   SGDOptions options_;
   std::vector<Tensor> momentum_;  // one per parameter, undefined until the first step
+  std::vector<std::vector<std::size_t>> groups_;
+  std::vector<SGDStepArgs> group_args_;
 };
 
 struct AdamOptions {
@@ -115,12 +152,18 @@ class Adam final : public Optimizer {
   void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
                   const std::map<std::string, std::string>& scalars) override;
   const AdamOptions& options() const noexcept { return options_; }
+  bool supports_capturable() const override { return true; }
+  void prepare_step() override;
+  void queue_step() override;
 
  private:
+  void plan_step();  // checks, counts, state; fills groups_ and group_args_
   AdamOptions options_;
   bool decoupled_;
   std::vector<Tensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_;
   std::vector<int64_t> param_steps_;  // torch's per-parameter state['step'] (bias corrections)
+  std::vector<std::vector<std::size_t>> groups_;
+  std::vector<AdamStepArgs> group_args_;
 };
 
 /// AdamW's defaults differ from Adam's only in weight_decay (0.01).
@@ -158,10 +201,15 @@ class RMSprop final : public Optimizer {
   void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
                   const std::map<std::string, std::string>& scalars) override;
   const RMSpropOptions& options() const noexcept { return options_; }
+  bool supports_capturable() const override { return true; }
+  void prepare_step() override;
+  void queue_step() override;
 
  private:
+  void plan_step();  // checks, counts, state; fills stepped_
   RMSpropOptions options_;
   std::vector<Tensor> square_avg_, grad_avg_, momentum_;  // undefined until the first step
+  std::vector<std::size_t> stepped_;
 };
 
 }  // namespace minitrain

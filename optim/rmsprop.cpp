@@ -48,7 +48,7 @@ RMSprop::RMSprop(NamedParameters params, RMSpropOptions options)
   momentum_.resize(params_.size());
 }
 
-void RMSprop::step() {
+void RMSprop::plan_step() {
   // Check every operand first, so that a bad parameter leaves all of them unchanged.
   for (const auto& [pname, p] : params_) {
     if (!p->grad.defined()) continue;
@@ -57,7 +57,7 @@ void RMSprop::step() {
     check_same_shape(op.c_str(), {{"value", p->value}, {"grad", p->grad}});
   }
   ++steps_;
-  const RMSpropStepArgs args = step_args(options_, lr_);
+  stepped_.clear();
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Parameter& p = *params_[i].second;
     if (!p.grad.defined()) continue;  // torch skips grad=None
@@ -68,7 +68,64 @@ void RMSprop::step() {
       grad_avg_[i] = Tensor::zeros(v.shape(), v.dtype(), v.device());
     if (options_.momentum > 0.0 && !momentum_[i].defined())
       momentum_[i] = Tensor::zeros(v.shape(), v.dtype(), v.device());
+    stepped_.push_back(i);
+  }
+}
+
+void RMSprop::step() {
+  if (capturable_) {
+    prepare_step();
+    queue_step();
+    return;
+  }
+  plan_step();
+  const RMSpropStepArgs args = step_args(options_, lr_);
+  for (std::size_t i : stepped_) {
+    Parameter& p = *params_[i].second;
     rmsprop_step(p.value, p.grad, square_avg_[i], grad_avg_[i], momentum_[i], args);
+  }
+}
+
+// Note [capturable step] (optim/optimizer.h): one step's factors are the same for every
+// parameter of a dtype, so the buffer holds them once per dtype (float32 at 0, float64 after).
+void RMSprop::prepare_step() {
+  using optim_detail::plan_address;
+  if (!capturable_) Optimizer::prepare_step();
+  plan_.clear();
+  plan_step();
+  const RMSpropStepArgs args = step_args(options_, lr_);
+  std::vector<unsigned char> bytes;
+  const std::size_t f32 = optim_detail::append_scalars(bytes, rmsprop_coeffs<float>(args));
+  const std::size_t f64 = optim_detail::append_scalars(bytes, rmsprop_coeffs<double>(args));
+  std::vector<int64_t> plan{static_cast<int64_t>(f32), static_cast<int64_t>(f64)};
+  Device device = Device::cpu();
+  for (std::size_t k = 0; k < stepped_.size(); ++k) {
+    const std::size_t i = stepped_[k];
+    const Tensor& v = params_[i].second->value;
+    MT_CHECK_AS(ValueError, k == 0 || v.device() == device, name(),
+                ": a capturable step needs every parameter on one device, but '", params_[i].first,
+                "' is on ", v.device(), " and others on ", device);
+    device = v.device();
+    plan.push_back(static_cast<int64_t>(i));
+    for (const Tensor* t : {&params_[i].second->value, &params_[i].second->grad, &square_avg_[i],
+                            &grad_avg_[i], &momentum_[i]})
+      plan.push_back(plan_address(*t));
+  }
+  if (!stepped_.empty()) store_scalars(bytes, device);
+  plan.push_back(plan_address(scalars_));
+  plan_ = std::move(plan);
+}
+
+void RMSprop::queue_step() {
+  if (!capturable_) Optimizer::queue_step();
+  MT_CHECK_AS(ValueError, !plan_.empty(), name(), ": queue_step without a prepare_step before it");
+  const RMSpropStepArgs args = step_args(options_, lr_);  // the variant; the factors are read
+  for (std::size_t i : stepped_) {
+    Parameter& p = *params_[i].second;
+    const auto offset =
+        static_cast<std::size_t>(p.value.dtype() == DType::Float64 ? plan_[1] : plan_[0]);
+    rmsprop_step(p.value, p.grad, square_avg_[i], grad_avg_[i], momentum_[i], args,
+                 scalars_at(offset));
   }
 }
 
@@ -147,6 +204,7 @@ void RMSprop::load_state(const std::vector<std::pair<std::string, Tensor>>& tens
   square_avg_ = std::move(slots[0]);
   grad_avg_ = std::move(slots[1]);
   momentum_ = std::move(slots[2]);
+  plan_.clear();
 }
 
 }  // namespace minitrain

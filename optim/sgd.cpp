@@ -7,6 +7,7 @@
 
 #include "core/option_error.h"
 #include "kernels/check.h"
+#include "kernels/dispatch.h"
 #include "kernels/optim/multi_tensor_optim.h"
 #include "kernels/optim/sgd_step.h"
 #include "optim/detail.h"
@@ -41,7 +42,7 @@ SGD::SGD(NamedParameters params, SGDOptions options)
   momentum_.resize(params_.size());
 }
 
-void SGD::step() {
+void SGD::plan_step() {
   // Check every operand first, so that a bad parameter leaves all of them unchanged.
   for (const auto& [name, p] : params_) {
     if (!p->grad.defined()) continue;
@@ -71,13 +72,29 @@ void SGD::step() {
   }
   // Parameters on one device with one dtype take one multi-tensor step (one launch on a GPU for
   // up to 48 tensors); the arithmetic, and so the result, is that of one sgd_step per tensor.
-  for (const auto& group : optim_detail::group_for_multi_tensor(params_, stepped, first_step)) {
+  groups_ = optim_detail::group_for_multi_tensor(params_, stepped, first_step);
+  group_args_.clear();
+  for (const auto& group : groups_) {
     args.first_step =
         momentum &&
         first_step[std::find(stepped.begin(), stepped.end(), group.front()) - stepped.begin()] != 0;
+    group_args_.push_back(args);
+  }
+}
+
+void SGD::step() {
+  if (capturable_) {
+    prepare_step();
+    queue_step();
+    return;
+  }
+  plan_step();
+  const bool momentum = options_.momentum != 0.0;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const auto& group = groups_[g];
     if (group.size() == 1) {
       Parameter& p = *params_[group.front()].second;
-      sgd_step(p.value, p.grad, momentum_[group.front()], args);
+      sgd_step(p.value, p.grad, momentum_[group.front()], group_args_[g]);
       continue;
     }
     std::vector<Tensor> values, grads, buffers;
@@ -86,7 +103,60 @@ void SGD::step() {
       grads.push_back(params_[i].second->grad);
       if (momentum) buffers.push_back(momentum_[i]);
     }
-    sgd_step_multi(values, grads, buffers, args);
+    sgd_step_multi(values, grads, buffers, group_args_[g]);
+  }
+}
+
+// Note [capturable step] (optim/optimizer.h), as Adam::prepare_step.
+void SGD::prepare_step() {
+  using optim_detail::plan_address;
+  if (!capturable_) Optimizer::prepare_step();
+  plan_.clear();
+  plan_step();
+  std::vector<unsigned char> bytes;
+  std::vector<int64_t> plan;
+  Device device = Device::cpu();
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const Tensor& first = params_[groups_[g].front()].second->value;
+    MT_CHECK_AS(ValueError, g == 0 || first.device() == device, name(),
+                ": a capturable step needs every parameter on one device, but '",
+                params_[groups_[g].front()].first, "' is on ", first.device(), " and others on ",
+                device);
+    device = first.device();
+    const std::size_t offset = dispatch_float(first.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      return optim_detail::append_scalars(bytes, sgd_coeffs<T>(group_args_[g]));
+    });
+    plan.push_back(static_cast<int64_t>(offset));
+    plan.push_back(group_args_[g].first_step ? 1 : 0);
+    plan.push_back(static_cast<int64_t>(groups_[g].size()));
+    for (std::size_t i : groups_[g]) {
+      plan.push_back(static_cast<int64_t>(i));
+      for (const Tensor* t : {&params_[i].second->value, &params_[i].second->grad, &momentum_[i]})
+        plan.push_back(plan_address(*t));
+    }
+  }
+  if (!groups_.empty()) store_scalars(bytes, device);
+  plan.push_back(plan_address(scalars_));
+  plan_ = std::move(plan);
+}
+
+void SGD::queue_step() {
+  if (!capturable_) Optimizer::queue_step();
+  MT_CHECK_AS(ValueError, !plan_.empty(), name(), ": queue_step without a prepare_step before it");
+  const bool momentum = options_.momentum != 0.0;
+  std::size_t at = 0;  // walks the plan: offset, first step, size, then the members
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const auto offset = static_cast<std::size_t>(plan_[at]);
+    at += 3 + groups_[g].size() * 4;
+    std::vector<Tensor> values, grads, buffers;
+    for (std::size_t i : groups_[g]) {
+      values.push_back(params_[i].second->value);
+      grads.push_back(params_[i].second->grad);
+      if (momentum) buffers.push_back(momentum_[i]);
+    }
+    // One parameter too takes the multi-tensor kernel: the bits are the one-tensor kernel's.
+    sgd_step_multi(values, grads, buffers, group_args_[g], scalars_at(offset));
   }
 }
 
@@ -135,6 +205,7 @@ void SGD::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
   lr_ = lr;
   steps_ = steps;
   momentum_ = std::move(buffers);
+  plan_.clear();
 }
 
 }  // namespace minitrain

@@ -6,6 +6,7 @@
 #include "kernels/optim/multi_tensor_optim.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "core/parallel_for.h"
@@ -68,6 +69,12 @@ TensorTable<T> table_of(std::initializer_list<const std::vector<Tensor>*> lists,
   return t;
 }
 
+void check_coeffs_on_device(const char* op, const Device& device, const void* coeffs_on_device) {
+  MT_CHECK_AS(DeviceError, coeffs_on_device == nullptr || device.is_cuda(), op,
+              ": step factors in device memory need parameters on a CUDA device, not ", device,
+              "; on the CPU pass them by value (coeffs_on_device = nullptr)");
+}
+
 }  // namespace
 
 // ---- CPU ----
@@ -97,7 +104,8 @@ template void adam_step_multi_cpu<double>(const TensorTable<double>&, const Adam
 // ---- entry points ----
 
 void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                    std::vector<Tensor>& momentum_bufs, const SGDStepArgs& args) {
+                    std::vector<Tensor>& momentum_bufs, const SGDStepArgs& args,
+                    const void* coeffs_on_device) {
   const char* op = "sgd_step_multi";
   const std::size_t n = params.size();
   if (n == 0) return;
@@ -121,18 +129,23 @@ void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grad
     }
   }
   const Device device = params[0].device();
+  check_coeffs_on_device(op, device, coeffs_on_device);
   dispatch_float(params[0].dtype(), [&](auto zero) {
     using T = decltype(zero);
     const TensorTable<T> t = table_of<T>({&params, &grads, momentum ? &momentum_bufs : nullptr}, n);
     on_device(
         op, device, [&] { sgd_step_multi_cpu<T>(t, args); },
-        [&](auto stream) { sgd_step_multi_cuda<T>(t, args, stream); });
+        [&](auto stream) {
+          sgd_step_multi_cuda<T>(t, args, static_cast<const SgdCoeffs<T>*>(coeffs_on_device),
+                                 stream);
+        });
   });
 }
 
 void adam_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                      std::vector<Tensor>& exp_avgs, std::vector<Tensor>& exp_avg_sqs,
-                     std::vector<Tensor>& max_exp_avg_sqs, const AdamStepArgs& args) {
+                     std::vector<Tensor>& max_exp_avg_sqs, const AdamStepArgs& args,
+                     const void* coeffs_on_device) {
   const char* op = "adam_step_multi";
   const std::size_t n = params.size();
   if (n == 0) return;
@@ -157,14 +170,29 @@ void adam_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& gra
     }
   }
   const Device device = params[0].device();
+  check_coeffs_on_device(op, device, coeffs_on_device);
   dispatch_float(params[0].dtype(), [&](auto zero) {
     using T = decltype(zero);
     const TensorTable<T> t = table_of<T>(
         {&params, &grads, &exp_avgs, &exp_avg_sqs, args.amsgrad ? &max_exp_avg_sqs : nullptr}, n);
     on_device(
         op, device, [&] { adam_step_multi_cpu<T>(t, args); },
-        [&](auto stream) { adam_step_multi_cuda<T>(t, args, stream); });
+        [&](auto stream) {
+          adam_step_multi_cuda<T>(t, args, static_cast<const AdamCoeffs<T>*>(coeffs_on_device),
+                                  stream);
+        });
   });
+}
+
+void store_step_scalars(Tensor& dst, const std::vector<unsigned char>& bytes) {
+  MT_CHECK_AS(ValueError, dst.defined() && dst.nbytes() >= bytes.size(),
+              "store_step_scalars: ", bytes.size(), " bytes do not fit the destination of ",
+              dst.defined() ? dst.nbytes() : 0, " bytes");
+  if (bytes.empty()) return;
+  auto* out = static_cast<unsigned char*>(dst.raw_data());
+  on_device(
+      "store_step_scalars", dst.device(), [&] { std::memcpy(out, bytes.data(), bytes.size()); },
+      [&](auto stream) { store_step_scalars_cuda(out, bytes.data(), bytes.size(), stream); });
 }
 
 }  // namespace minitrain

@@ -8,6 +8,7 @@
 // one sgd_step / adam_step per tensor bit for bit.
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -19,18 +20,42 @@ struct CUstream_st;
 
 namespace minitrain {
 
+// Note [step scalars on the device]: a kernel's arguments are copied when it is launched, and a
+// CUDA graph records them once, at capture: a replayed optimizer launch would repeat the learning
+// rate and bias corrections of the captured step. So the optimizers can keep a step's factors
+// (SgdCoeffs / AdamCoeffs, rounded to the element type on the host exactly as for a launch) in a
+// small device buffer, written before each step by store_step_scalars (one launch whose argument
+// is the bytes), and the update kernels read them there (`coeffs_on_device`). The kernel that
+// stores them is launched eagerly before each replay, so each replay reads its own step's values;
+// as a kernel argument the values need no pinned buffer that the host would have to keep alive
+// and unchanged until the copy has run. The factors are the host's, so the bits are those of the
+// by-value launch. (torch's capturable Adam computes the bias corrections on the device instead,
+// from a step count there; CUDA's pow may then differ from the host's in the last bit.)
+
 /// sgd_step(params[k], grads[k], momentum_bufs[k], args) for every k, in one pass. momentum_bufs
 /// has params.size() entries with momentum and may be empty without. Every operand is checked
 /// (one device, one dtype, matching shapes) before any is written; errors name the index.
+/// With `coeffs_on_device` (a CUDA device pointer to the SgdCoeffs<T> of this step, T the
+/// parameters' type) the kernels read lr, weight decay, momentum and dampening there, and of
+/// `args` only the variant (which terms exist, first step, nesterov): Note [step scalars on the
+/// device]. It must be null on the CPU.
 void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                    std::vector<Tensor>& momentum_bufs, const SGDStepArgs& args);
+                    std::vector<Tensor>& momentum_bufs, const SGDStepArgs& args,
+                    const void* coeffs_on_device = nullptr);
 
 /// adam_step(params[k], grads[k], exp_avgs[k], exp_avg_sqs[k], max_exp_avg_sqs[k], args) for
 /// every k, in one pass. max_exp_avg_sqs has params.size() entries with amsgrad and may be empty
-/// without.
+/// without. `coeffs_on_device`: an AdamCoeffs<T> in device memory, as for sgd_step_multi.
 void adam_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                      std::vector<Tensor>& exp_avgs, std::vector<Tensor>& exp_avg_sqs,
-                     std::vector<Tensor>& max_exp_avg_sqs, const AdamStepArgs& args);
+                     std::vector<Tensor>& max_exp_avg_sqs, const AdamStepArgs& args,
+                     const void* coeffs_on_device = nullptr);
+
+/// Bytes stored into `dst` (a tensor of `dst.nbytes() >= bytes.size()`) at byte 0, queued on the
+/// device's current stream as kernel launches that carry the bytes as their argument (one launch
+/// per kStepScalarsLaunchBytes): Note [step scalars on the device]. On the CPU, a memcpy.
+void store_step_scalars(Tensor& dst, const std::vector<unsigned char>& bytes);
+constexpr std::size_t kStepScalarsLaunchBytes = 512;
 
 // ---- implementations (float and double are instantiated) ----
 
@@ -48,8 +73,12 @@ void sgd_step_multi_cpu(const TensorTable<T>& t, const SGDStepArgs& args);
 template <typename T>
 void adam_step_multi_cpu(const TensorTable<T>& t, const AdamStepArgs& args);
 template <typename T>
-void sgd_step_multi_cuda(const TensorTable<T>& t, const SGDStepArgs& args, CUstream_st* stream);
+void sgd_step_multi_cuda(const TensorTable<T>& t, const SGDStepArgs& args,
+                         const SgdCoeffs<T>* coeffs_on_device, CUstream_st* stream);
 template <typename T>
-void adam_step_multi_cuda(const TensorTable<T>& t, const AdamStepArgs& args, CUstream_st* stream);
+void adam_step_multi_cuda(const TensorTable<T>& t, const AdamStepArgs& args,
+                          const AdamCoeffs<T>* coeffs_on_device, CUstream_st* stream);
+void store_step_scalars_cuda(unsigned char* dst, const unsigned char* bytes, std::size_t n,
+                             CUstream_st* stream);
 
 }  // namespace minitrain

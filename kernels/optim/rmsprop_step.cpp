@@ -43,7 +43,11 @@ template void rmsprop_step_cpu<double>(double*, const double*, double*, double*,
 // ---- entry point ----
 
 void rmsprop_step(Tensor& param, const Tensor& grad, Tensor& square_avg, Tensor& grad_avg,
-                  Tensor& momentum_buf, const RMSpropStepArgs& args) {
+                  Tensor& momentum_buf, const RMSpropStepArgs& args, const void* coeffs_on_device) {
+  MT_CHECK_AS(DeviceError, coeffs_on_device == nullptr || param.device().is_cuda(),
+              "rmsprop_step: step factors in device memory need a parameter on a CUDA device, "
+              "not ",
+              param.device(), "; on the CPU pass them by value (coeffs_on_device = nullptr)");
   const bool centered = args.centered, momentum = args.momentum > 0.0;
   // Each operand against param; the state tensors a variant does not use may be undefined.
   std::vector<Operand> operands = {{"grad", grad}, {"square_avg", square_avg}};
@@ -66,7 +70,8 @@ void rmsprop_step(Tensor& param, const Tensor& grad, Tensor& square_avg, Tensor&
         using T = decltype(zero);
         rmsprop_step_cuda<T>(param.data<T>(), grad.data<T>(), square_avg.data<T>(),
                              centered ? grad_avg.data<T>() : nullptr,
-                             momentum ? momentum_buf.data<T>() : nullptr, n, args, stream);
+                             momentum ? momentum_buf.data<T>() : nullptr, n, args,
+                             static_cast<const RmspropCoeffs<T>*>(coeffs_on_device), stream);
       });
 }
 

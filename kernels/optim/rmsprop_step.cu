@@ -14,7 +14,11 @@ template <typename V, typename T>
 __global__ void rmsprop_step_vec4_kernel(T* __restrict__ param, const T* __restrict__ grad,
                                          T* __restrict__ square_avg, T* __restrict__ grad_avg,
                                          T* __restrict__ momentum_buf, int64_t n,
-                                         RmspropCoeffs<T> c) {
+                                         RmspropCoeffs<T> by_value,
+                                         const RmspropCoeffs<T>* on_device) {
+  // on_device, when not null, holds this step's factors (Note [step scalars on the device] in
+  // multi_tensor_optim.h) and replaces by_value, which a replayed graph would repeat.
+  const RmspropCoeffs<T> c = on_device != nullptr ? *on_device : by_value;
   constexpr int W = Pack<T>::kSize;
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -52,21 +56,24 @@ __global__ void rmsprop_step_vec4_kernel(T* __restrict__ param, const T* __restr
 
 template <typename T>
 void rmsprop_step_cuda(T* param, const T* grad, T* square_avg, T* grad_avg, T* momentum_buf,
-                       int64_t n, const RMSpropStepArgs& args, CUstream_st* stream) {
+                       int64_t n, const RMSpropStepArgs& args,
+                       const RmspropCoeffs<T>* coeffs_on_device, CUstream_st* stream) {
   if (n == 0) return;
   const RmspropCoeffs<T> c = rmsprop_coeffs<T>(args);
   const int64_t work = (n + Pack<T>::kSize - 1) / Pack<T>::kSize;
   dispatch_rmsprop_variant(args, [&](auto variant) {
     using V = decltype(variant);
     rmsprop_step_vec4_kernel<V, T><<<grid_for(work), kBlock, 0, as_cuda(stream)>>>(
-        param, grad, square_avg, grad_avg, momentum_buf, n, c);
+        param, grad, square_avg, grad_avg, momentum_buf, n, c, coeffs_on_device);
   });
   CHECK_CUDA_LAUNCH();
 }
 
 template void rmsprop_step_cuda<float>(float*, const float*, float*, float*, float*, int64_t,
-                                       const RMSpropStepArgs&, CUstream_st*);
+                                       const RMSpropStepArgs&, const RmspropCoeffs<float>*,
+                                       CUstream_st*);
 template void rmsprop_step_cuda<double>(double*, const double*, double*, double*, double*, int64_t,
-                                        const RMSpropStepArgs&, CUstream_st*);
+                                        const RMSpropStepArgs&, const RmspropCoeffs<double>*,
+                                        CUstream_st*);
 
 }  // namespace minitrain

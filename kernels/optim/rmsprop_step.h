@@ -29,8 +29,12 @@ struct RMSpropStepArgs {
 /// momentum_buf with momentum > 0; each may be undefined otherwise) have param's shape, dtype and
 /// device and start at zero, as torch's state does. Throws the kernels/check.h errors for
 /// mismatched operands, before writing.
+/// With `coeffs_on_device` (a CUDA device pointer to this step's RmspropCoeffs<T>) the kernel
+/// reads the factors there and of `args` only the variant: Note [step scalars on the device] in
+/// kernels/optim/multi_tensor_optim.h. It must be null on the CPU.
 void rmsprop_step(Tensor& param, const Tensor& grad, Tensor& square_avg, Tensor& grad_avg,
-                  Tensor& momentum_buf, const RMSpropStepArgs& args);
+                  Tensor& momentum_buf, const RMSpropStepArgs& args,
+                  const void* coeffs_on_device = nullptr);
 
 // ---- implementations (float and double are instantiated); grad_avg and momentum_buf may be null
 // for variants without them ----
@@ -39,7 +43,8 @@ void rmsprop_step_cpu(T* param, const T* grad, T* square_avg, T* grad_avg, T* mo
                       int64_t n, const RMSpropStepArgs& args);
 template <typename T>
 void rmsprop_step_cuda(T* param, const T* grad, T* square_avg, T* grad_avg, T* momentum_buf,
-                       int64_t n, const RMSpropStepArgs& args, CUstream_st* stream);
+                       int64_t n, const RMSpropStepArgs& args,
+                       const RmspropCoeffs<T>* coeffs_on_device, CUstream_st* stream);
 
 /// The element-type factors of `args` (shared by the CPU loop and the CUDA launcher): 1 - alpha
 /// in double first, as torch's Python float is.

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "kernels/optim/optimizer_math.h"
 
 struct CUstream_st;
 
@@ -28,6 +29,13 @@ struct SGDStepArgs {
 /// shape, dtype and device as param) when args.momentum != 0, and is ignored otherwise (it may be
 /// undefined). Throws the kernels/check.h errors for mismatched operands, before writing.
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SGDStepArgs& args);
+
+/// The element-type factors of `args` (shared by the CPU loop and the CUDA launchers).
+template <typename T>
+SgdCoeffs<T> sgd_coeffs(const SGDStepArgs& args) {
+  return SgdCoeffs<T>{static_cast<T>(args.lr), static_cast<T>(args.weight_decay),
+                      static_cast<T>(args.momentum), static_cast<T>(1.0 - args.dampening)};
+}
 
 // ---- implementations (float and double are instantiated); momentum_buf may be null without
 // momentum ----

@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "core/caching_allocator.h"
 #include "core/error.h"
@@ -202,6 +203,75 @@ TEST_F(CachingAllocatorTest, AFreeThatFailsMidReleaseLeavesTheCacheConsistent) {
   EXPECT_NO_THROW(alloc->empty_cache());
   EXPECT_EQ(state.raw_frees, 2);
   EXPECT_TRUE(state.live.empty());
+}
+
+}  // namespace
+}  // namespace minitrain
+
+namespace minitrain {
+namespace {
+
+// Note [graph memory pool]: what a capture takes stays the graph's until the pool is released.
+TEST_F(CachingAllocatorTest, AGraphPoolKeepsItsBlocksFromEveryoneElseUntilReleased) {
+  int capture_stream = 0, other_stream = 0;
+  state.stream = &capture_stream;
+  void* warm = alloc->allocate(1000);  // a warm-up step's temporary, cached on its stream
+  alloc->deallocate(warm);
+  const uint64_t pool = alloc->begin_pool(&capture_stream);
+  void* a = alloc->allocate(900);  // taken from the cache into the pool
+  EXPECT_EQ(a, warm);
+  EXPECT_EQ(state.raw_allocs, 1);
+  alloc->deallocate(a);  // back to the pool: the capture's next request reuses it
+  void* b = alloc->allocate(1000);
+  EXPECT_EQ(b, a);
+  void* kept = alloc->allocate(600);  // a block of the graph that outlives the capture (new)
+  EXPECT_EQ(state.raw_allocs, 2);
+  alloc->deallocate(b);
+  state.stream = &other_stream;
+  void* elsewhere = alloc->allocate(1000);  // another stream's request: never the pool's
+  EXPECT_NE(elsewhere, a);
+  alloc->deallocate(elsewhere);
+  state.stream = &capture_stream;
+  void* worker = nullptr;  // another thread on the capturing stream (a loader's worker): neither
+  std::thread([&] { worker = alloc->allocate(1000); }).join();
+  EXPECT_NE(worker, a);
+  alloc->deallocate(worker);
+  alloc->end_pool_capture(pool);
+  EXPECT_EQ(alloc->pool_bytes(pool), 2048u);  // a's 1 KiB block free in the pool, kept's live
+  // After the capture, eager work on the capturing stream gets none of the graph's blocks.
+  void* eager = alloc->allocate(1000);
+  EXPECT_NE(eager, a);
+  alloc->deallocate(eager);
+  alloc->deallocate(kept);  // the graph's, freed: it stays in the pool
+  void* eager2 = alloc->allocate(600);
+  EXPECT_NE(eager2, kept);
+  alloc->deallocate(eager2);
+  alloc->empty_cache();  // the pool's blocks are not the cache's to give back
+  EXPECT_EQ(alloc->pool_bytes(pool), 2048u);
+  EXPECT_EQ(alloc->stats().cached, 2048u);
+  EXPECT_EQ(state.live.size(), 2u);
+  alloc->release_pool(pool);  // the graph is gone: its blocks serve everyone again
+  EXPECT_EQ(alloc->pool_bytes(pool), 0u);
+  void* after = alloc->allocate(1000);
+  EXPECT_EQ(after, a);
+  alloc->deallocate(after);
+  EXPECT_EQ(alloc->stats().in_use, 0u);
+  alloc->empty_cache();
+  EXPECT_TRUE(state.live.empty());
+}
+
+TEST_F(CachingAllocatorTest, ABlockLiveWhenItsPoolIsReleasedReturnsToTheCache) {
+  int s = 0;
+  state.stream = &s;
+  const uint64_t pool = alloc->begin_pool(&s);
+  void* p = alloc->allocate(4096);
+  alloc->end_pool_capture(pool);
+  alloc->release_pool(pool);
+  alloc->deallocate(p);
+  void* q = alloc->allocate(4096);
+  EXPECT_EQ(q, p);
+  alloc->deallocate(q);
+  EXPECT_EQ(alloc->stats().cached, 4096u);
 }
 
 }  // namespace

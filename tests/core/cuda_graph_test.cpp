@@ -75,6 +75,37 @@ TEST(CudaGraph, AnAllocationInsideTheCaptureIsADeviceErrorNamingTheCudaError) {
   EXPECT_EQ(b.to(Device::cpu()).to_vector<float>(), values(8, 2.f));
 }
 
+// Note [graph memory pool]: a temporary of the capture, freed inside it, is written again by every
+// replay; its block must not be handed to a tensor made after the capture.
+TEST(CudaGraph, ATensorMadeAfterTheCaptureIsNotWrittenByAReplay) {
+  MT_SKIP_UNLESS_CUDA_DEVICES(1);
+  const Device gpu = Device::cuda(0);
+  constexpr int64_t n = 333;  // a size of its own: 1.5 KiB blocks
+  Stream s = Stream::create(gpu);
+  StreamGuard current(s);
+  Tensor a = Tensor::from_vector(values(n, 1.f), {n}, gpu);
+  Tensor b = Tensor::zeros({n}, DType::Float32, gpu);
+  auto work = [&] {
+    Tensor temp = Tensor::empty({n}, DType::Float32, gpu);
+    copy_on(s, temp, a);
+    copy_on(s, b, temp);
+  };
+  work();  // warm-up: the cache now holds a block of temp's size on s
+  s.synchronize();
+  CudaGraph graph = CudaGraph::capture(s, work);
+  EXPECT_GE(graph.pool_bytes(), uint64_t(n) * 4);
+  Tensor mine = Tensor::from_vector(values(n, 7.f), {n}, gpu);  // eager, after the capture
+  Tensor other = Tensor::empty({n}, DType::Float32, gpu);
+  copy_on(s, other, mine);
+  graph.replay(s);
+  graph.replay(s);
+  s.synchronize();
+  EXPECT_EQ(b.to(Device::cpu()).to_vector<float>(), values(n, 1.f));
+  EXPECT_EQ(mine.to(Device::cpu()).to_vector<float>(), values(n, 7.f));
+  EXPECT_EQ(other.to(Device::cpu()).to_vector<float>(), values(n, 7.f))
+      << "a replay wrote into a block handed out after the capture";
+}
+
 TEST(CudaGraph, AForkThatDoesNotJoinBackIsADeviceErrorNamingTheCudaError) {
   MT_SKIP_UNLESS_CUDA_DEVICES(1);
   const Device gpu = Device::cuda(0);

@@ -1,0 +1,112 @@
+// The training step as one CUDA graph: eager warm-up steps on the fixed input buffers, one
+// capture, then a replay per step (docs/cuda_graph.md).
+
+#include "train/graph_step.h"
+
+#include <utility>
+
+#include "core/error.h"
+#include "core/stream.h"
+
+namespace minitrain {
+
+std::string graph_step_unsupported(const Loss& loss, const Optimizer& optimizer, Device device,
+                                   const GraphStepOptions& options) {
+  if (!device.is_cuda()) return "a CUDA graph needs a CUDA device, not " + device.str();
+  if (!optimizer.supports_capturable())
+    return "the optimizer " + optimizer.name() +
+           " has no capturable step (a replay would repeat the captured learning rate)";
+  if (loss.target_kind() == TargetKind::ClassIndices)
+    return "the loss " + loss.name() + " checks its class labels on the host at every step";
+  if (loss.options().reduction == Reduction::None)
+    return "the loss reduction 'none' keeps a gradient of the batch's shape between steps";
+  if (options.warmup_steps < 1)
+    return "warmup_steps is " + std::to_string(options.warmup_steps) +
+           "; at least one eager step must fill the allocator's cache before the capture";
+  return "";
+}
+
+GraphStep::GraphStep(Module& model, Loss& loss, Optimizer& optimizer, Device device,
+                     GraphStepOptions options)
+    : model_(model), loss_(loss), optimizer_(optimizer), device_(device), options_(options) {
+  const std::string why = graph_step_unsupported(loss, optimizer, device, options);
+  MT_CHECK_AS(ValueError, why.empty(), "GraphStep: the step cannot be captured: ", why);
+  optimizer_.set_capturable(true);
+}
+
+GraphStep::~GraphStep() {
+  graph_.reset();  // its memory back to the cache before the optimizer goes back to by-value
+  optimizer_.set_capturable(false);
+}
+
+GraphStep::Result GraphStep::forward_backward(const Tensor& x, const Tensor& y) {
+  Result r;
+  model_.train();
+  model_.zero_grad();
+  const Tensor out = model_.forward(x);
+  Tensor grad;
+  r.loss = loss_.forward_backward(out, y, grad);
+  model_.backward(grad);
+  if (options_.clip_grad_norm > 0.0)
+    r.grad_norm = clip_grad_norm_deferred_(model_.named_parameters(), options_.clip_grad_norm);
+  return r;
+}
+
+GraphStep::Result GraphStep::eager_step(const Tensor& x, const Tensor& y) {
+  Result r = forward_backward(x, y);
+  optimizer_.step();  // capturable: prepare_step and queue_step
+  ++eager_steps_;
+  return r;
+}
+
+GraphStep::Result GraphStep::step(const Tensor& x, const Tensor& y) {
+  const Stream& stream = current_stream(device_);
+  MT_CHECK_AS(DeviceError, x.device() == device_ && y.device() == device_,
+              "GraphStep::step: the batch is on ", x.device(), " and ", y.device(),
+              " but the step runs on ", device_);
+  // The input buffers take the first batch's shape; the warm-up steps read them too, so that the
+  // capture asks the caching allocator for no more blocks than a warm-up step did.
+  if (!x_in_.defined()) {
+    x_in_ = Tensor::empty(x.shape(), x.dtype(), device_);
+    y_in_ = Tensor::empty(y.shape(), y.dtype(), device_);
+  }
+  const bool fits = x.shape() == x_in_.shape() && y.shape() == y_in_.shape() &&
+                    x.dtype() == x_in_.dtype() && y.dtype() == y_in_.dtype();
+  if (!fits) return eager_step(x, y);  // a partial last batch: the graph's shapes are fixed
+  copy_bytes_async(x_in_.raw_data(), device_, x.raw_data(), device_, x.nbytes(), stream);
+  copy_bytes_async(y_in_.raw_data(), device_, y.raw_data(), device_, y.nbytes(), stream);
+  if (!graph_ && warm_steps_ < options_.warmup_steps) {
+    ++warm_steps_;
+    return eager_step(x_in_, y_in_);
+  }
+
+  optimizer_.prepare_step();  // this step's factors into device memory: one small launch
+  if (graph_ && optimizer_.step_plan() != plan_) {
+    // Another set of parameters steps, or the optimizer's state was replaced: the graph would
+    // write the old tensors. Drop it, take this step eagerly, and capture again later.
+    graph_.reset();
+    warm_steps_ = 1;
+    Result r = forward_backward(x_in_, y_in_);
+    optimizer_.queue_step();
+    ++eager_steps_;
+    return r;
+  }
+  if (!graph_) {
+    plan_ = optimizer_.step_plan();
+    // Thread-local: a data loader's worker may allocate on its own thread during the capture.
+    graph_ = std::make_unique<CudaGraph>(CudaGraph::capture(
+        stream,
+        [&] {
+          captured_ = forward_backward(x_in_, y_in_);
+          optimizer_.queue_step();
+        },
+        CaptureMode::ThreadLocal));
+  }
+  graph_->replay(stream);
+  ++replays_;
+  Result r = captured_;
+  r.replayed = true;
+  return r;
+}
+
+}  // namespace minitrain

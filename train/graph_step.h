@@ -1,0 +1,82 @@
+#pragma once
+// The training step as one CUDA graph (docs/cuda_graph.md): forward, loss, backward, clipping and
+// the optimizer's update, captured once after a few eager steps and then replayed each step with
+// one graph launch and one small kernel launch (the step's optimizer factors: Note [capturable
+// step] in optim/optimizer.h). The batch is copied into fixed input buffers on the step's stream
+// before each replay; a batch of another shape (a partial last batch) takes an eager step.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cuda_graph.h"
+#include "core/tensor.h"
+#include "nn/loss.h"
+#include "nn/module.h"
+#include "optim/clip.h"
+#include "optim/optimizer.h"
+
+namespace minitrain {
+
+struct GraphStepOptions {
+  /// Eager steps before the capture: the first creates the optimizer's state and the caching
+  /// allocator's blocks of every size the step asks for (a capture may not cudaMalloc).
+  int warmup_steps = 2;
+  double clip_grad_norm = 0.0;  ///< > 0: clip_grad_norm_deferred_ inside the graph
+};
+
+/// Why a step of these parts on `device` cannot be captured, as one line for the user, or "" when
+/// it can: a CPU device, an optimizer without a capturable step, a loss without a
+/// mean or sum reduction (reduction none keeps a gradient of the batch's shape between steps,
+/// which an eager step of another shape would replace under the graph), a classification loss
+/// (cross_entropy checks its labels on the host), warmup_steps < 1.
+std::string graph_step_unsupported(const Loss& loss, const Optimizer& optimizer, Device device,
+                                   const GraphStepOptions& options);
+
+/// One training step at a time, eager until the capture and replayed after it. `model`, `loss`
+/// and `optimizer` must outlive it; it turns the optimizer's capturable step on (and off again
+/// when destroyed). Run it on one stream of `device` (the current stream of the calling thread
+/// when the GraphStep is made): the input buffers, the captured work and every replay use it.
+class GraphStep {
+ public:
+  /// ValueError naming the reason of graph_step_unsupported.
+  GraphStep(Module& model, Loss& loss, Optimizer& optimizer, Device device,
+            GraphStepOptions options);
+  ~GraphStep();
+  GraphStep(const GraphStep&) = delete;
+  GraphStep& operator=(const GraphStep&) = delete;
+
+  struct Result {
+    /// The step's loss, a device scalar. After a replay it is the graph's tensor, which the next
+    /// replay overwrites: read it (or clone it) before the next step().
+    Tensor loss;
+    PendingGradNorm grad_norm;  ///< with clipping: the sums of squares, as for the loss
+    bool replayed = false;
+  };
+  /// One step on the batch (x, y on the device) at the optimizer's current learning rate (set it
+  /// before). Queues the work and returns without waiting for the device.
+  Result step(const Tensor& x, const Tensor& y);
+
+  const CudaGraph* graph() const noexcept { return graph_.get(); }
+  int64_t replays() const noexcept { return replays_; }
+  int64_t eager_steps() const noexcept { return eager_steps_; }
+
+ private:
+  Result eager_step(const Tensor& x, const Tensor& y);
+  Result forward_backward(const Tensor& x, const Tensor& y);
+
+  Module& model_;
+  Loss& loss_;
+  Optimizer& optimizer_;
+  Device device_;
+  GraphStepOptions options_;
+  Tensor x_in_, y_in_;  // the fixed input buffers the graph reads
+  std::unique_ptr<CudaGraph> graph_;
+  Result captured_;  // the graph's loss and sums of squares
+  std::vector<int64_t> plan_;
+  int64_t replays_ = 0, eager_steps_ = 0;
+  int warm_steps_ = 0;  // eager steps on the input buffers since the last (or before the) capture
+};
+
+}  // namespace minitrain
