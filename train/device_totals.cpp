@@ -12,8 +12,7 @@
 
 namespace minitrain {
 
-DeviceTotals::DeviceTotals(Device device, int64_t capacity)
-    : device_(device), capacity_(capacity) {
+DeviceTotals::DeviceTotals(Device device, int64_t capacity) : device_(device), capacity_(capacity) {
   MT_CHECK_AS(ValueError, capacity >= 1, "DeviceTotals: capacity must be >= 1, got ", capacity);
   slots_ = Tensor::zeros({capacity * kFields}, DType::Float64, device);
   widened_ = Tensor::zeros({1}, DType::Float64, device);
