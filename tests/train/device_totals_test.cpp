@@ -58,8 +58,7 @@ TEST_P(DeviceTotalsTest, RefusesAStepPastItsCapacityAndALossWithoutAStep) {
   EXPECT_TRUE(totals.full());
   testing::expect_error<Error>([&] { totals.begin_step(1); }, {"all 2 slots wait to be read"});
   testing::expect_error<ShapeError>(
-      [&] { totals.add_loss(Tensor::zeros({2}, DType::Float32, device())); },
-      {"is not one value"});
+      [&] { totals.add_loss(Tensor::zeros({2}, DType::Float32, device())); }, {"is not one value"});
   totals.read();
   EXPECT_FALSE(totals.full());
   testing::expect_error<ValueError>([] { DeviceTotals(Device::cpu(), 0); },
