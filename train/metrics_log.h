@@ -47,6 +47,7 @@ class MetricsLog {
   /// Writes the steps added since the last line, if any (a run that stops or fails early).
   void flush_pending();
   const std::string& path() const noexcept { return path_; }
+  int64_t every() const noexcept { return every_; }  ///< steps a line stands for
   /// What resuming had to repair in the old log ("dropped a torn last line ..."), or "".
   const std::string& repair_note() const noexcept { return repair_note_; }
 

@@ -90,6 +90,14 @@ std::string Progress::eta(int64_t step) const {
   return format_duration(elapsed / done * static_cast<double>(total_steps_ - step));
 }
 
+bool Progress::draws(int64_t step) const {
+  if (mode_ == ProgressMode::None) return false;
+  if (mode_ == ProgressMode::Lines) return due(step);
+  return step == total_steps_ || !open_line_ ||
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - last_draw_).count() >=
+             kRedrawSeconds;
+}
+
 void Progress::update(const StepStats& s) {
   if (mode_ == ProgressMode::None) return;
   const auto now = std::chrono::steady_clock::now();

@@ -26,6 +26,9 @@ class Progress {
   /// Reports steps first_step..total_steps to `out`.
   Progress(std::ostream& out, ProgressMode mode, int64_t first_step, int64_t total_steps);
   void update(const StepStats& stats);
+  /// Whether update() at `step` would draw (a line due, or the bar's redraw time come): the
+  /// trainer reads the step's loss from the device only then (issue 35).
+  bool draws(int64_t step) const;
   /// Ends the bar's line (a no-op for lines and none); call once the run stops, however it stops.
   void finish();
 

@@ -1,6 +1,7 @@
-// The training loop. Reads top to bottom: run() calls train_step() until the last step, logging
-// and evaluating (held-out data) and checkpointing after each as due; train_step() is forward,
-// loss, backward, clip, update.
+// The training loop. Reads top to bottom: run() calls train_step() until the last step, reading
+// the steps' losses from the device when a value is due (a log line, the progress line, an
+// evaluation, a checkpoint, the end) and reporting each step then; train_step() is a short
+// sequence of named blocks: data, forward, loss, backward, clip and scale, optimizer, replica sync.
 
 #include "train/trainer.h"
 
@@ -20,6 +21,7 @@
 #include "kernels/reduce.h"
 #include "optim/clip.h"
 #include "train/class_metrics.h"
+#include "train/device_totals.h"
 #include "train/validation.h"
 
 namespace minitrain {
@@ -294,97 +296,169 @@ bool Trainer::unscale_gradients(StepStats& s) {
   return !found_inf;
 }
 
+// ---- one step: data, forward, loss, backward, gradient sync, clip and scale, optimizer ----
+//
+// The step queues its work and returns without waiting for the device (issue 35): its loss (and
+// clipping norm) are added to device-side totals that run() reads when a value is needed. Where a
+// read costs nothing (the CPU) or is needed at once (ddp's loss all-reduce), the step reads its
+// loss before the update, so that a non-finite loss stops the run with the weights untouched.
+
 StepStats Trainer::train_step() {
   const auto start = Clock::now();
   const double cpu_start = process_cpu_seconds();
-  StepStats s;
-  s.step = step_ + 1;
-  s.total_steps = options_.total_steps;
-  s.lr = options_.schedule ? options_.schedule->lr_at(s.step) : optimizer_.lr();
-  optimizer_.set_lr(s.lr);
-  model_.train();
-  model_.zero_grad();
-
-  const bool classifier = loss_->target_kind() == TargetKind::ClassIndices;
+  StepStats s = begin_step();
   const int64_t batches = batches_for_step(s.step);
   const int64_t batches_before = batches_seen_;
-  double loss_sum = 0.0;
-  // correct, counted rows; the loss sum and the number of the batches with a row to count
+  // correct, counted rows (classifiers); the loss sum and the number of batches with a row to count
   std::vector<double> counts{0.0, 0.0, 0.0, 0.0};
   for (int64_t b = 0; b < batches; ++b) {
-    const auto wait_start = Clock::now();
-    Batch batch = loader_.next();
-    s.data_wait_ms += seconds_since(wait_start) * 1e3;
-    if (b == 0) s.epoch = batch.epoch + 1;
-    const Tensor out = model_.forward(batch.x);
-    // A 16-bit prediction (mixed precision) is widened: the loss is float32 (torch.autocast).
-    const Tensor pred = is_half(out.dtype()) ? cast(out, DType::Float32) : out;
-    // Under model parallelism the batch arrives on the first stage's device and the prediction
-    // leaves the last stage's: the targets follow the prediction (a no-op on one device).
-    const Tensor target = batch.y.to(pred.device());
-    Tensor grad;
-    const Tensor loss = loss_->forward_backward(pred, target, grad);
-    // A batch whose every row is ignore_index or of a class weighted 0 has torch's 0/0: a NaN loss
-    // and gradient. It contributes nothing (issue 30): a zero gradient (backward still runs, so
-    // every ddp rank joins the all-reduce) and no loss.
-    const bool counted = !classifier || mean_divisor(batch.y.to(Device::cpu()), loss_->options(),
-                                                     TargetKind::ClassIndices) > 0;
-    if (!counted) zero_(grad);
-    if (classifier) {  // before backward: a module may reuse its output's memory
-      const ClassCounts c = count_correct(pred, target, 1, loss_->options().ignore_index);
-      counts[0] += c.correct;
-      counts[1] += c.counted;
-    }
-    // 1/batches as dividing the loss in torch; times the loss scale (a power of two: exact).
-    const double factor = (scaler_ ? scaler_->scale() : 1.0) / static_cast<double>(batches);
-    if (factor != 1.0) scale(grad, grad, factor);
-    sync_->before_backward(b == batches - 1);
-    model_.backward(out.dtype() == grad.dtype() ? grad : cast(grad, out.dtype()));
-    if (counted) {  // .item() waits for the device: the step's loss is reported per step anyway
-      loss_sum += loss.item();
-      counts[3] += 1;
-    }
-    // Every rank's batch has this many rows (the sampler gives each rank the same count).
-    const int64_t rows = batch.x.size(0) * sync_->world_size();
-    s.samples += rows;
-    samples_seen_ += rows;
-    ++batches_seen_;
+    const Batch batch = next_batch(s, b);
+    forward_loss_backward(batch, b, batches, counts, s);
   }
-  s.loss = loss_sum / counts[3];  // 0/0 (NaN) when no batch counted
-  const int64_t bpe = loader_.batches_per_epoch();
-  s.epoch_end =
-      batches_seen_ / bpe > batches_before / bpe || batches_seen_ == options_.total_batches;
-  stop_agreed_ = options_.stop_requested != nullptr && options_.stop_requested->load() != 0;
-  s.loss = sync_->reduce_loss(counts[3] > 0 ? s.loss : 0.0, stop_agreed_);
-  if (classifier) {
-    counts[2] = loss_sum;
-    sync_->sum_over_ranks(counts);
-    if (counts[1] > 0) s.accuracy = counts[0] / counts[1];
-    // A batch that counted nothing somewhere: the loss is the mean over the batches that did.
-    const int64_t ranks = sync_->world_size();
-    if (counts[3] < static_cast<double>(batches * ranks)) s.loss = counts[2] / counts[3];
-    s.nothing_counted = counts[3] == 0;
-  }
-  s.device = device_.str();
-
-  if (std::isfinite(s.loss) || s.nothing_counted) {
-    // With ddp the gradients were all-reduced, so they are the same on every rank: the local norm
-    // is already the global one, and every rank clips by the same factor. (Local SGD: each rank
-    // clips its own gradients by their own norm, as it steps on its own.)
+  totals_->set_batches(static_cast<int64_t>(counts[3]));  // the loss's mean: over counted batches
+  end_batches(s, batches_before);
+  const bool read = read_in_step();
+  if (read) read_loss_now(s, counts);
+  count_rows(counts, batches, read, s);
+  if (!read || std::isfinite(s.loss) || s.nothing_counted) {
     const bool take = !s.nothing_counted && unscale_gradients(s);  // no update from nothing
-    // Clipping decides on the device (issue 35): its norm is read once the update is queued.
     std::optional<PendingGradNorm> norm;
-    if (take && options_.clip_grad_norm > 0)
-      norm = clip_grad_norm_deferred_(model_.named_parameters(), options_.clip_grad_norm);
+    if (take) norm = clip_gradients();
     if (take) optimizer_.step();
-    if (norm) s.grad_norm = norm->read();
+    if (norm) record_grad_norm(*norm, s);
     // Local SGD averages the replicas here when the weights are read after this step.
     sync_->after_update({s.step, s.step == options_.total_steps,
                          checkpoint_due(s.step, stop_agreed_), evaluation_due(s)});
     // No device synchronize here (issue 35): the update stays queued while the host prepares
-    // the next step, whose reads (of its loss) come after it on the same stream.
+    // the next step.
     step_ = s.step;
   }
+  record_step_time(s, start, cpu_start);
+  return s;
+}
+
+StepStats Trainer::begin_step() {
+  StepStats s;
+  s.step = step_ + 1;
+  s.total_steps = options_.total_steps;
+  s.lr = options_.schedule ? options_.schedule->lr_at(s.step) : optimizer_.lr();
+  s.loss = std::numeric_limits<double>::quiet_NaN();  // until read
+  s.device = device_.str();
+  optimizer_.set_lr(s.lr);
+  model_.train();
+  model_.zero_grad();
+  return s;
+}
+
+Batch Trainer::next_batch(StepStats& s, int64_t b) {
+  const auto wait_start = Clock::now();
+  Batch batch = loader_.next();
+  s.data_wait_ms += seconds_since(wait_start) * 1e3;
+  if (b == 0) s.epoch = batch.epoch + 1;
+  return batch;
+}
+
+void Trainer::forward_loss_backward(const Batch& batch, int64_t b, int64_t batches,
+                                    std::vector<double>& counts, StepStats& s) {
+  // forward
+  const Tensor out = model_.forward(batch.x);
+  // A 16-bit prediction (mixed precision) is widened: the loss is float32 (torch.autocast).
+  const Tensor pred = is_half(out.dtype()) ? cast(out, DType::Float32) : out;
+  // Under model parallelism the batch arrives on the first stage's device and the prediction
+  // leaves the last stage's: the targets follow the prediction (a no-op on one device).
+  const Tensor target = batch.y.to(pred.device());
+
+  // loss: its value joins the step's device-side total (read later), its gradient goes back
+  Tensor grad;
+  const Tensor loss = loss_->forward_backward(pred, target, grad);
+  if (!totals_) totals_.emplace(loss.device());
+  if (b == 0) totals_->begin_step(batches);
+  const bool classifier = loss_->target_kind() == TargetKind::ClassIndices;
+  // A batch whose every row is ignore_index or of a class weighted 0 has torch's 0/0: a NaN loss
+  // and gradient. It contributes nothing (issue 30): a zero gradient (backward still runs, so
+  // every ddp rank joins the all-reduce) and no loss. Classifiers read their labels anyway.
+  const bool counted = !classifier || mean_divisor(batch.y.to(Device::cpu()), loss_->options(),
+                                                   TargetKind::ClassIndices) > 0;
+  if (counted) {
+    totals_->add_loss(loss);
+    counts[3] += 1;
+  } else {
+    zero_(grad);
+  }
+  if (classifier) {
+    // before backward: a module may reuse its output's memory
+    const ClassCounts c = count_correct(pred, target, 1, loss_->options().ignore_index);
+    counts[0] += c.correct;
+    counts[1] += c.counted;
+  }
+
+  // backward: 1/batches as dividing the loss in torch; times the loss scale (a power of two:
+  // exact)
+  const double factor = (scaler_ ? scaler_->scale() : 1.0) / static_cast<double>(batches);
+  if (factor != 1.0) scale(grad, grad, factor);
+  sync_->before_backward(b == batches - 1);
+  model_.backward(out.dtype() == grad.dtype() ? grad : cast(grad, out.dtype()));
+
+  // Every rank's batch has this many rows (the sampler gives each rank the same count).
+  const int64_t rows = batch.x.size(0) * sync_->world_size();
+  s.samples += rows;
+  samples_seen_ += rows;
+  ++batches_seen_;
+}
+
+void Trainer::end_batches(StepStats& s, int64_t batches_before) {
+  const int64_t bpe = loader_.batches_per_epoch();
+  s.epoch_end =
+      batches_seen_ / bpe > batches_before / bpe || batches_seen_ == options_.total_batches;
+  stop_agreed_ = options_.stop_requested != nullptr && options_.stop_requested->load() != 0;
+}
+
+void Trainer::count_rows(std::vector<double>& counts, int64_t batches, bool read, StepStats& s) {
+  if (loss_->target_kind() != TargetKind::ClassIndices) return;
+  sync_->sum_over_ranks(counts);
+  if (counts[1] > 0) s.accuracy = counts[0] / counts[1];
+  s.nothing_counted = counts[3] == 0;
+  // A batch that counted nothing on some rank: the loss read is the mean over the batches that
+  // did, of every rank (one process's own mean already is).
+  const double ranks = sync_->world_size();
+  if (read && ranks > 1 && counts[3] < static_cast<double>(batches) * ranks)
+    s.loss = counts[2] / counts[3];
+}
+
+bool Trainer::read_in_step() const {
+  // On the CPU a read is free; ddp's loss all-reduce (reduce_loss) needs the value every step.
+  return sync_->world_size() > 1 || totals_->device().is_cpu();
+}
+
+void Trainer::read_loss_now(StepStats& s, std::vector<double>& counts) {
+  const StepTotals t = totals_->read().back();
+  counts[2] = t.loss_sum;
+  // The global batch's loss (ddp), and whether any rank asked to stop; NaN when nothing counted.
+  s.loss = sync_->reduce_loss(counts[3] > 0 ? t.loss : 0.0, stop_agreed_);
+  if (counts[3] == 0 && sync_->world_size() == 1) s.loss = t.loss;
+}
+
+std::optional<PendingGradNorm> Trainer::clip_gradients() {
+  // With ddp the gradients were all-reduced, so they are the same on every rank: the local norm
+  // is already the global one, and every rank clips by the same factor. (Local SGD: each rank
+  // clips its own gradients by their own norm, as it steps on its own.) Clipping decides on the
+  // device (issue 35).
+  if (options_.clip_grad_norm <= 0) return std::nullopt;
+  return clip_grad_norm_deferred_(model_.named_parameters(), options_.clip_grad_norm);
+}
+
+void Trainer::record_grad_norm(const PendingGradNorm& norm, StepStats& s) {
+  // One device's sum of squares joins the step's totals (read with its loss); the step that read
+  // its loss reads the norm too, and gradients on several devices were read by the clipping.
+  if (!read_in_step() && norm.sum_sq.size() == 1 &&
+      norm.sum_sq.front().device() == totals_->device()) {
+    totals_->add_grad_sum_sq(norm.sum_sq.front());
+  } else {
+    s.grad_norm = norm.read();
+  }
+}
+
+void Trainer::record_step_time(StepStats& s, Clock::time_point start, double cpu_start) const {
   s.step_ms = seconds_since(start) * 1e3;
   s.cpu_ms = (process_cpu_seconds() - cpu_start) * 1e3;
   s.samples_per_s = s.step_ms > 0 ? static_cast<double>(s.samples) / (s.step_ms * 1e-3) : 0.0;
@@ -393,7 +467,112 @@ StepStats Trainer::train_step() {
   s.memory_peak = mem.peak;
   s.host_memory_peak = host_memory_peak_bytes();
   if (options_.gpu_monitor != nullptr) s.gpu = options_.gpu_monitor->sample();
-  return s;
+}
+
+// ---- reading the device's values, and reporting the steps ----
+
+bool Trainer::values_due(const StepStats& s) const {
+  if (read_in_step() || options_.on_step || totals_->full()) return true;
+  if (s.step == options_.total_steps || stop_agreed_) return true;
+  if (evaluation_due(s) || checkpoint_due(s.step, false)) return true;
+  if (options_.log != nullptr && s.step % options_.log->every() == 0) return true;
+  return options_.progress != nullptr && options_.progress->draws(s.step);
+}
+
+void Trainer::read_unreported() {
+  const std::vector<StepTotals> t = totals_->read();
+  MT_CHECK(t.size() <= unreported_.size(), "Trainer: ", t.size(), " steps' totals for ",
+           unreported_.size(), " unreported steps");
+  const std::size_t first = unreported_.size() - t.size();
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    StepStats& s = unreported_[first + i];
+    s.loss = t[i].loss;
+    if (t[i].grad_norm >= 0) s.grad_norm = t[i].grad_norm;
+  }
+}
+
+bool Trainer::report_step(StepStats& s, bool newest, TrainSummary& summary, RunMeans& means) {
+  // The divergence check happens here, when the loss is read: with the loss kept on the device
+  // the steps after a non-finite one were queued before it was seen (docs/gpu_step.md).
+  const bool finite = std::isfinite(s.loss) || s.nothing_counted;
+  bool early_stop = false, evaluated = false;
+  try {
+    // Evaluations and checkpoints are read points: only the newest step read can have one due.
+    early_stop = newest && finite && evaluation_due(s) && evaluate(s);  // --save-best writes there
+    evaluated = true;
+    if (options_.log != nullptr) options_.log->write(s);
+  } catch (const IoError& e) {
+    // A write that fails after a good step (a full disk for the log or --save-best) ends the
+    // run, but the steps trained are checkpointed first, so nothing trained is lost (issue 30).
+    // One process only: ddp's other ranks would wait in a checkpoint this rank alone reaches.
+    if (!finite || options_.checkpoint_dir.empty() || sync_->world_size() > 1) throw;
+    if (!evaluated && options_.log != nullptr) {  // --save-best failed: the log may still work
+      try {
+        options_.log->write(s);
+        options_.log->flush_pending();
+      } catch (const IoError&) {  // full for it too: the error below says enough
+      }
+    }
+    std::string kept;
+    try {
+      save_checkpoint(checkpoint_path(options_.checkpoint_dir));
+      kept = "the checkpoint of step " + std::to_string(step_) + " was written first ('" +
+             last_checkpoint_ + "'): make room and resume with --resume";
+    } catch (const std::exception& c) {
+      kept = std::string("the checkpoint could not be written either: ") + c.what();
+    }
+    MT_THROW(IoError, e.what(), "; ", kept);
+  }
+  if (!finite) {
+    if (options_.log != nullptr) options_.log->flush_pending();  // the line that shows it
+    std::string kept = last_checkpoint_.empty()
+                           ? std::string("no checkpoint was written")
+                           : "the last good checkpoint is '" + last_checkpoint_ + "'";
+    MT_THROW(NonFiniteError, "step ", s.step, ": the loss is ", s.loss, "; stopping (", kept,
+             "). The learning rate is probably too high: try a lower --lr (now ", s.lr,
+             ") or --clip-grad-norm");
+  }
+  if (options_.progress != nullptr) options_.progress->update(s);
+  if (std::isnan(summary.first_loss)) summary.first_loss = s.loss;
+  if (!s.nothing_counted) summary.last_loss = s.loss;
+  summary.last_step = s.step;
+  summary.samples += s.samples;
+  if (s.epoch != summary.epoch) {
+    summary.epoch = s.epoch;
+    means = RunMeans{};
+  }
+  if (!s.nothing_counted) {  // a step with nothing to count is no part of the epoch's mean
+    means.loss_sum += s.loss;
+    means.accuracy_sum += s.accuracy;
+    ++means.steps;
+  }
+  summary.epoch_loss = means.loss_sum / static_cast<double>(means.steps);
+  summary.epoch_accuracy = means.accuracy_sum / static_cast<double>(means.steps);
+  if (s.val) summary.last_val = s.val;
+  if (scaler_) summary.loss_scale = scaler_->scale();
+  summary.skipped_steps = s.skipped_steps;
+  summary.nothing_counted_steps += s.nothing_counted ? 1 : 0;
+  if (options_.on_step) options_.on_step(s);
+  if (!newest) return false;
+  const bool last = s.step == options_.total_steps;
+  const bool stop = (stop_agreed_ || early_stop) && !last;
+  if (checkpoint_due(s.step, stop)) save_checkpoint(checkpoint_path(options_.checkpoint_dir));
+  if (last && stop_agreed_ && evaluation_due(s) && !s.val) {  // the last evaluation, stopped
+    summary.stopped_early = true;
+    summary.stop_signal = options_.stop_requested != nullptr ? options_.stop_requested->load() : 0;
+  }
+  if (early_stop) {
+    if (options_.log != nullptr) options_.log->flush_pending();
+    summary.early_stopped = true;
+    return true;
+  }
+  if (stop) {
+    if (options_.log != nullptr) options_.log->flush_pending();  // a partial interval
+    summary.stopped_early = true;
+    summary.stop_signal = options_.stop_requested != nullptr ? options_.stop_requested->load() : 0;
+    return true;
+  }
+  return false;
 }
 
 TrainSummary Trainer::run() {
@@ -401,94 +580,21 @@ TrainSummary Trainer::run() {
   summary.first_step = step_ + 1;
   summary.last_step = step_;
   const auto start = Clock::now();
-  // The current epoch's step losses (and accuracies), for its mean.
-  double epoch_loss_sum = 0, epoch_accuracy_sum = 0;
-  int64_t epoch_steps = 0;
+  RunMeans means;  // the current epoch's step losses (and accuracies), for its mean
   try {
     // A run that early stopping ended stays ended: resuming it trains nothing.
     while (step_ < options_.total_steps && !early_stopped_) {
-      StepStats s = train_step();
-      const bool finite = std::isfinite(s.loss) || s.nothing_counted;
-      bool early_stop = false, evaluated = false;
-      try {
-        early_stop = finite && evaluation_due(s) && evaluate(s);  // --save-best writes there
-        evaluated = true;
-        if (options_.log != nullptr) options_.log->write(s);
-      } catch (const IoError& e) {
-        // A write that fails after a good step (a full disk for the log or --save-best) ends the
-        // run, but that step is checkpointed first, so nothing trained is lost (issue 30). One
-        // process only: ddp's other ranks would wait in a checkpoint this rank alone reaches.
-        if (!finite || options_.checkpoint_dir.empty() || sync_->world_size() > 1) throw;
-        if (!evaluated && options_.log != nullptr) {  // --save-best failed: the log may still work
-          try {
-            options_.log->write(s);
-            options_.log->flush_pending();
-          } catch (const IoError&) {  // full for it too: the error below says enough
-          }
-        }
-        std::string kept;
-        try {
-          save_checkpoint(checkpoint_path(options_.checkpoint_dir));
-          kept = "the checkpoint of step " + std::to_string(step_) + " was written first ('" +
-                 last_checkpoint_ + "'): make room and resume with --resume";
-        } catch (const std::exception& c) {
-          kept = std::string("the checkpoint could not be written either: ") + c.what();
-        }
-        MT_THROW(IoError, e.what(), "; ", kept);
-      }
-      if (!finite) {
-        if (options_.log != nullptr) options_.log->flush_pending();  // the line that shows it
-        std::string kept = last_checkpoint_.empty()
-                               ? std::string("no checkpoint was written")
-                               : "the last good checkpoint is '" + last_checkpoint_ + "'";
-        MT_THROW(NonFiniteError, "step ", s.step, ": the loss is ", s.loss, "; stopping (", kept,
-                 "). The learning rate is probably too high: try a lower --lr (now ", s.lr,
-                 ") or --clip-grad-norm");
-      }
-      if (options_.progress != nullptr) options_.progress->update(s);
-      if (std::isnan(summary.first_loss)) summary.first_loss = s.loss;
-      if (!s.nothing_counted) summary.last_loss = s.loss;
-      summary.last_step = s.step;
-      summary.samples += s.samples;
-      if (s.epoch != summary.epoch) {
-        summary.epoch = s.epoch;
-        epoch_loss_sum = epoch_accuracy_sum = 0;
-        epoch_steps = 0;
-      }
-      if (!s.nothing_counted) {  // a step with nothing to count is no part of the epoch's mean
-        epoch_loss_sum += s.loss;
-        epoch_accuracy_sum += s.accuracy;
-        ++epoch_steps;
-      }
-      summary.epoch_loss = epoch_loss_sum / static_cast<double>(epoch_steps);
-      summary.epoch_accuracy = epoch_accuracy_sum / static_cast<double>(epoch_steps);
-      if (s.val) summary.last_val = s.val;
-      if (scaler_) summary.loss_scale = scaler_->scale();
-      summary.skipped_steps = s.skipped_steps;
-      summary.nothing_counted_steps += s.nothing_counted ? 1 : 0;
-      if (options_.on_step) options_.on_step(s);
-      const bool last = step_ == options_.total_steps;
-      const bool stop = (stop_agreed_ || early_stop) && !last;
-      if (checkpoint_due(step_, stop)) save_checkpoint(checkpoint_path(options_.checkpoint_dir));
-      if (last && stop_agreed_ && evaluation_due(s) && !s.val) {  // the last evaluation, stopped
-        summary.stopped_early = true;
-        summary.stop_signal =
-            options_.stop_requested != nullptr ? options_.stop_requested->load() : 0;
-      }
-      if (early_stop) {
-        if (options_.log != nullptr) options_.log->flush_pending();
-        summary.early_stopped = true;
-        break;
-      }
-      if (stop) {
-        if (options_.log != nullptr) options_.log->flush_pending();  // a partial interval
-        summary.stopped_early = true;
-        summary.stop_signal =
-            options_.stop_requested != nullptr ? options_.stop_requested->load() : 0;
-        break;
-      }
+      unreported_.push_back(train_step());
+      if (!values_due(unreported_.back())) continue;  // its loss stays on the device
+      read_unreported();
+      bool ended = false;
+      for (std::size_t i = 0; i < unreported_.size() && !ended; ++i)
+        ended = report_step(unreported_[i], i + 1 == unreported_.size(), summary, means);
+      unreported_.clear();
+      if (ended) break;
     }
   } catch (...) {
+    unreported_.clear();
     if (options_.progress != nullptr) options_.progress->finish();
     throw;
   }

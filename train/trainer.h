@@ -9,23 +9,31 @@
 //
 // One step: set the scheduled lr, zero the gradients, then for each of grad_accum batches
 // forward, loss (options.loss, MSE by default), backward (the loss gradient scaled by 1/batches,
-// as dividing the loss in torch), then clip, check the loss is finite, and update. The loss
-// reported for a step is the mean of its batches' losses, computed before the update. Steps count
-// from 1. A model set to a 16-bit precision (Module::set_precision) returns 16-bit predictions:
-// the loss is computed in float32 on them widened, and its gradient rounded back (torch.autocast's
-// rule for losses); with options.loss_scaling (float16) the loss gradient is multiplied by the
-// scale, the gradients are unscaled and checked after backward, and a step with an inf/NaN
-// gradient is skipped (logged, not fatal: the scale backs off). With options.validate, held-out
-// evaluations follow the steps they are due after (every eval_every steps, each epoch's end, the
-// last step), and decide the best step and early stopping.
+// as dividing the loss in torch), then clip and update. The loss reported for a step is the mean
+// of its batches' losses, computed before the update. Steps count from 1. On a GPU the losses
+// stay on the device (train/device_totals.h) until a value is needed: a log line, the progress
+// line, an evaluation, a checkpoint, the last step (issue 35); the check that the loss is finite
+// happens then, so the steps queued after a non-finite one have run (their weights are not
+// saved: a checkpoint reads first). On the CPU, and with reduce_loss (ddp), each step reads its
+// loss before its update, which a non-finite loss skips. A model set to a 16-bit precision
+// (Module::set_precision) returns 16-bit predictions: the loss is computed in float32 on them
+// widened, and its gradient rounded back (torch.autocast's rule for losses); with
+// options.loss_scaling (float16) the loss gradient is multiplied by the scale, the gradients are
+// unscaled and checked after backward, and a step with an inf/NaN gradient is skipped (logged, not
+// fatal: the scale backs off). With options.validate, held-out evaluations follow the steps they
+// are due after (every eval_every steps, each epoch's end, the last step), and decide the best step
+// and early stopping.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/generator.h"
@@ -36,7 +44,9 @@
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "optim/clip.h"
 #include "train/checkpoint.h"
+#include "train/device_totals.h"
 #include "train/metrics_log.h"
 #include "train/progress.h"
 #include "train/replica_sync.h"
@@ -157,7 +167,32 @@ class Trainer {
   const TrainerOptions& options() const noexcept { return options_; }
 
  private:
+  // One step, as named blocks (train_step calls them in this order).
   StepStats train_step();
+  StepStats begin_step();                     // lr, zeroed gradients
+  Batch next_batch(StepStats& s, int64_t b);  // data
+  void forward_loss_backward(const Batch& batch, int64_t b, int64_t batches,
+                             std::vector<double>& counts, StepStats& s);
+  void end_batches(StepStats& s, int64_t batches_before);  // epoch end, stop request
+  bool read_in_step() const;  // whether the step reads its loss before its update
+  void read_loss_now(StepStats& s, std::vector<double>& counts);
+  // classifiers: accuracy, and the loss over the batches with a row to count (issue 30)
+  void count_rows(std::vector<double>& counts, int64_t batches, bool read, StepStats& s);
+  std::optional<PendingGradNorm> clip_gradients();
+  void record_grad_norm(const PendingGradNorm& norm, StepStats& s);
+  void record_step_time(StepStats& s, std::chrono::steady_clock::time_point start,
+                        double cpu_start) const;
+
+  // Reading what the steps left on the device, and reporting them (log, progress, evaluation,
+  // checkpoint): values_due says whether the newest step needs its values now.
+  struct RunMeans {
+    double loss_sum = 0, accuracy_sum = 0;
+    int64_t steps = 0;
+  };
+  bool values_due(const StepStats& s) const;
+  void read_unreported();
+  // true when the run ends after this step (early stop, stop request)
+  bool report_step(StepStats& s, bool newest, TrainSummary& summary, RunMeans& means);
   int64_t batches_for_step(int64_t step) const;
   CheckpointPosition position() const;
   int64_t global_batch() const noexcept {
@@ -181,6 +216,9 @@ class Trainer {
   std::optional<GradScaler> scaler_;
   int64_t skipped_steps_ = 0;  // steps skipped for inf/NaN gradients, over the whole run
   std::shared_ptr<Loss> loss_;
+  // The steps' losses (and clipping norms) on the device, and the steps not reported yet.
+  std::optional<DeviceTotals> totals_;
+  std::vector<StepStats> unreported_;
   // The held-out record, kept in checkpoints so that a resumed run stops and saves as one that
   // was not interrupted.
   std::optional<ValMetrics> best_val_;

@@ -1,0 +1,71 @@
+// train/device_totals.h: the steps' losses and gradient norms kept on the device and read
+// together, on the CPU and on cuda:0 (the emulated GPUs in CI).
+
+#include "train/device_totals.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "tests/core/io_test_util.h"
+#include "tests/support/test_util.h"
+
+namespace minitrain {
+namespace {
+
+using testing::DeviceTest;
+
+Tensor scalar(float v, Device d) { return Tensor::from_vector(std::vector<float>{v}, {}).to(d); }
+
+class DeviceTotalsTest : public DeviceTest {};
+
+// Each step's slot holds its batches' float32 losses summed in float64 in batch order (what the
+// host's `sum += loss.item()` gave) divided by its batch count, and its gradients' norm; a read
+// empties the slots, so the next steps start from zero.
+TEST_P(DeviceTotalsTest, ReadsEveryWaitingStepInOrderThenStartsAfresh) {
+  DeviceTotals totals(device(), 4);
+  const float a = 0.1f, b = 0.2f, c = 3.0f;
+  totals.begin_step(2);
+  totals.add_loss(scalar(a, device()));
+  totals.add_loss(scalar(b, device()));
+  totals.begin_step(1);
+  totals.add_loss(scalar(c, device()));
+  totals.add_grad_sum_sq(Tensor::from_vector(std::vector<double>{16.0}, {}).to(device()));
+  EXPECT_EQ(totals.pending(), 2);
+  const std::vector<StepTotals> got = totals.read();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].loss, (0.0 + double(a) + double(b)) / 2.0);  // bit for bit
+  EXPECT_LT(got[0].grad_norm, 0.0);                             // none added
+  EXPECT_EQ(got[1].loss, double(c));
+  EXPECT_EQ(got[1].grad_norm, 4.0);
+  EXPECT_EQ(totals.pending(), 0);
+  EXPECT_TRUE(totals.read().empty());
+
+  totals.begin_step(1);
+  totals.add_loss(scalar(1.5f, device()));
+  const std::vector<StepTotals> again = totals.read();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].loss, 1.5);  // not added to the first read's values
+}
+
+TEST_P(DeviceTotalsTest, RefusesAStepPastItsCapacityAndALossWithoutAStep) {
+  DeviceTotals totals(device(), 2);
+  testing::expect_error<Error>([&] { totals.add_loss(scalar(1.0f, device())); },
+                               {"no step is open"});
+  totals.begin_step(1);
+  totals.begin_step(1);
+  EXPECT_TRUE(totals.full());
+  testing::expect_error<Error>([&] { totals.begin_step(1); }, {"all 2 slots wait to be read"});
+  testing::expect_error<ShapeError>(
+      [&] { totals.add_loss(Tensor::zeros({2}, DType::Float32, device())); }, {"is not one value"});
+  totals.read();
+  EXPECT_FALSE(totals.full());
+  testing::expect_error<ValueError>([] { DeviceTotals(Device::cpu(), 0); },
+                                    {"capacity must be >= 1, got 0"});
+}
+
+MT_INSTANTIATE_DEVICE_TEST_SUITE(DeviceTotalsTest);
+
+}  // namespace
+}  // namespace minitrain

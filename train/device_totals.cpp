@@ -1,0 +1,98 @@
+// Device-side running totals of the training loop (issue 35): the step queues its additions and
+// goes on; the host reads the waiting steps' slots together, through pinned memory and an event.
+
+#include "train/device_totals.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/cast.h"
+#include "kernels/elementwise.h"
+#include "kernels/fill.h"
+
+namespace minitrain {
+
+DeviceTotals::DeviceTotals(Device device, int64_t capacity) : device_(device), capacity_(capacity) {
+  MT_CHECK_AS(ValueError, capacity >= 1, "DeviceTotals: capacity must be >= 1, got ", capacity);
+  slots_ = Tensor::zeros({capacity * kFields}, DType::Float64, device);
+  widened_ = Tensor::zeros({1}, DType::Float64, device);
+  host_ = device.is_cuda() ? Tensor::empty_pinned({capacity * kFields}, DType::Float64)
+                           : Tensor::zeros({capacity * kFields}, DType::Float64);
+  if (device.is_cuda()) copied_.emplace(Event::create(device));
+}
+
+void DeviceTotals::begin_step(int64_t batches) {
+  MT_CHECK(used_ < capacity_, "DeviceTotals: all ", capacity_,
+           " slots wait to be read; read() before the next step");
+  MT_CHECK_AS(ValueError, batches >= 1, "DeviceTotals: a step has >= 1 batches, got ", batches);
+  batches_.push_back(batches);
+  has_norm_.push_back(false);
+  ++used_;
+}
+
+void DeviceTotals::set_batches(int64_t batches) {
+  MT_CHECK(used_ > 0, "DeviceTotals::set_batches: no step is open (begin_step first)");
+  MT_CHECK_AS(ValueError, batches >= 0, "DeviceTotals::set_batches: batches must be >= 0, got ",
+              batches);
+  batches_.back() = batches;
+}
+
+void DeviceTotals::add_loss(const Tensor& loss) {
+  MT_CHECK(used_ > 0, "DeviceTotals::add_loss: no step is open (begin_step first)");
+  MT_CHECK_AS(ShapeError, loss.numel() == 1, "DeviceTotals::add_loss: the loss ", loss.shape(),
+              " is not one value");
+  MT_CHECK_AS(DeviceError, loss.device() == device_, "DeviceTotals::add_loss: the loss is on ",
+              loss.device(), ", the totals on ", device_);
+  Tensor sum = field(used_ - 1, 0);
+  const Tensor one = loss.reshape({1});
+  if (one.dtype() == DType::Float64) {
+    add(sum, sum, one);
+  } else {
+    cast(widened_, one);  // exact: float32 -> float64, as loss.item() widens it
+    add(sum, sum, widened_);
+  }
+}
+
+void DeviceTotals::add_grad_sum_sq(const Tensor& sum_sq) {
+  MT_CHECK(used_ > 0, "DeviceTotals::add_grad_sum_sq: no step is open (begin_step first)");
+  MT_CHECK_AS(DTypeError, sum_sq.dtype() == DType::Float64 && sum_sq.numel() == 1,
+              "DeviceTotals::add_grad_sum_sq: want one float64 value, got ", sum_sq.dtype(), " ",
+              sum_sq.shape());
+  MT_CHECK_AS(DeviceError, sum_sq.device() == device_, "DeviceTotals::add_grad_sum_sq: it is on ",
+              sum_sq.device(), ", the totals on ", device_);
+  Tensor total = field(used_ - 1, 1);
+  add(total, total, sum_sq.reshape({1}));
+  has_norm_[static_cast<std::size_t>(used_ - 1)] = true;
+}
+
+std::vector<StepTotals> DeviceTotals::read() {
+  std::vector<StepTotals> out;
+  if (used_ == 0) return out;
+  const int64_t n = used_ * kFields;
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(double);
+  if (copied_) {
+    const Stream& stream = current_stream(device_);
+    copy_bytes_async(host_.raw_data(), Device::cpu(), slots_.raw_data(), device_, bytes, stream);
+    copied_->record(stream);
+    copied_->synchronize();  // the one wait of a read
+  } else {
+    copy_bytes(host_.raw_data(), Device::cpu(), slots_.raw_data(), device_, bytes);
+  }
+  const double* v = host_.data<double>();
+  for (int64_t i = 0; i < used_; ++i) {
+    StepTotals t;
+    t.loss_sum = v[i * kFields];
+    t.loss = t.loss_sum / static_cast<double>(batches_[static_cast<std::size_t>(i)]);
+    // As PendingGradNorm::read: sqrt(0.0 + sum of squares).
+    if (has_norm_[static_cast<std::size_t>(i)]) t.grad_norm = std::sqrt(v[i * kFields + 1]);
+    out.push_back(t);
+  }
+  Tensor used = slots_.narrow(0, n);
+  zero_(used);  // queued after the copy: the next steps add into zeros
+  used_ = 0;
+  batches_.clear();
+  has_norm_.clear();
+  return out;
+}
+
+}  // namespace minitrain

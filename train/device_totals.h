@@ -1,0 +1,65 @@
+#pragma once
+// What each training step adds up on the device (its batches' loss, its gradients' sum of
+// squares), kept there and read only when the host needs a value: a log line, the progress line,
+// an evaluation, a checkpoint, the run's end (issue 35). A read is one copy of every waiting
+// step's slot into pinned memory, an event and one wait, instead of a blocking copy per step.
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/device.h"
+#include "core/stream.h"
+#include "core/tensor.h"
+
+namespace minitrain {
+
+/// One step's totals as read back.
+struct StepTotals {
+  double loss = 0.0;        ///< the mean of its batches' losses (their float64 sum / batches)
+  double loss_sum = 0.0;    ///< that float64 sum (ddp adds it over the ranks)
+  double grad_norm = -1.0;  ///< sqrt of the gradients' sum of squares; < 0: none was added
+};
+
+/// Device-side running totals, one slot per step not read yet. Each slot is float64 in device
+/// memory; a float32 loss is widened and added in the order of the step's batches, so the mean
+/// read back has the bits of the host's `sum += loss.item()` it replaces.
+class DeviceTotals {
+ public:
+  static constexpr int64_t kDefaultCapacity = 64;  // a read at least every 64 steps
+
+  /// The totals live on `device` (the loss's); `capacity` steps wait at most (>= 1).
+  explicit DeviceTotals(Device device, int64_t capacity = kDefaultCapacity);
+
+  Device device() const noexcept { return device_; }
+  /// Opens the next step's slot, whose loss is divided by `batches` when read. Error when full.
+  void begin_step(int64_t batches);
+  /// The open step's divisor after all: the batches whose loss was added (a batch with no row to
+  /// count adds none, issue 30); 0 reads as a NaN loss (torch's 0/0).
+  void set_batches(int64_t batches);
+  /// Adds a 0-d float32/float64 loss on device() to the open slot (queued: no wait).
+  void add_loss(const Tensor& loss);
+  /// Adds a 0-d float64 sum of squares on device() to the open slot's gradient total (queued).
+  void add_grad_sum_sq(const Tensor& sum_sq);
+  int64_t pending() const noexcept { return used_; }
+  bool full() const noexcept { return used_ == capacity_; }
+  /// The totals of every step opened since the last read, oldest first, and empties the slots:
+  /// one copy to pinned host memory and one wait for it (none on the CPU).
+  std::vector<StepTotals> read();
+
+ private:
+  static constexpr int64_t kFields = 2;  // loss sum, gradient sum of squares
+  Tensor field(int64_t slot, int64_t f) const { return slots_.narrow(slot * kFields + f, 1); }
+
+  Device device_;
+  int64_t capacity_;
+  int64_t used_ = 0;
+  std::vector<int64_t> batches_;  // per open slot: the loss's divisor
+  std::vector<bool> has_norm_;    // per open slot: a sum of squares was added
+  Tensor slots_;                  // [capacity * kFields] float64 on device_, zero when unused
+  Tensor widened_;                // [1] float64 on device_: a float32 loss, widened
+  Tensor host_;                   // [capacity * kFields] float64, pinned on a GPU
+  std::optional<Event> copied_;   // recorded after the copy into host_
+};
+
+}  // namespace minitrain
