@@ -21,6 +21,7 @@
 #include "grid.h"
 #include "cuda_emu/api_counts.h"
 #include "initcheck.h"
+#include "race.h"
 #include "runtime.h"
 #include "sanitizer.h"
 
@@ -257,8 +258,11 @@ cudaError_t enqueue_launch(const LaunchSite& site, const LaunchConfig& config, c
                     " (a missing DeviceGuard)");
   // A fresh Grid each time the operation runs: a captured launch runs again at every replay, with
   // the arguments `body` copied at the launch (as CUDA copies them into the graph's kernel node).
+  // racecheck: the copies on other streams this launch is not ordered after (enqueue fills it).
+  std::shared_ptr<const RaceCopies> race_copies;
+  if (racecheck_on) race_copies = racecheck_expect_launch();
   auto run = [site, kernel, config, body = std::move(body), dev,
-              provenance = take_launch_provenance()] {
+              provenance = take_launch_provenance(), race_copies] {
     Grid grid;
     grid.site = site;
     grid.kernel = kernel;
@@ -266,6 +270,7 @@ cudaError_t enqueue_launch(const LaunchSite& site, const LaunchConfig& config, c
     grid.body = body;
     grid.device = dev;
     grid.provenance = provenance;
+    grid.race_copies = race_copies;
     run_grid(grid);
     if (grid.faulted) device_fault(grid.device, grid.fault_code, grid.fault_text);
   };

@@ -17,6 +17,7 @@
 namespace mtemu::detail {
 
 struct Provenance;
+struct RaceCopies;
 
 struct Grid {
   LaunchSite site;
@@ -28,7 +29,8 @@ struct Grid {
   uint64_t blocks = 0;      // gridDim.x * gridDim.y * gridDim.z
   uint64_t order_step = 1;  // block i runs as block (i * order_step + order_offset) % blocks
   uint64_t order_offset = 0;
-  uint64_t race_serial = 0;  // racecheck's number for this grid (race.cpp)
+  uint64_t race_serial = 0;                       // racecheck's number for this grid (race.cpp)
+  std::shared_ptr<const RaceCopies> race_copies;  // copies it is not ordered after (race.h)
 
   // Claimed and finished blocks; guarded by the pool's mutex.
   uint64_t claimed = 0, finished = 0;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "block.h"
+#include "check_report.h"
 #include "cuda_emu/initcheck.h"
 #include "grid.h"
 #include "sanitizer.h"
@@ -110,15 +111,6 @@ __attribute__((no_sanitize_address)) Shadow* find(uintptr_t a) {
   return nullptr;
 }
 
-std::string hex(uintptr_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-std::string idx3(uint3 v) {
-  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
-}
-
 // "byte 20 of the 400-byte allocation at 0x... (cudaMalloc on cuda:0)".
 std::string place(const Shadow& s, uintptr_t a) {
   return "byte " + std::to_string(a - s.lo) + " of the " + std::to_string(s.hi - s.lo) +
@@ -129,30 +121,6 @@ std::string why(const Shadow& s) {
   return s.reissued ? "which nothing has written since the caching allocator handed the block out "
                       "again (what the block's earlier tensor wrote does not count)"
                     : "which nothing has written since it was allocated";
-}
-
-// "accumulate_kernel(float*, float const*, int) at broken_kernels.cu:123", from the load's
-// return address (the emulated presets build with line tables). Where the load is inlined from
-// the emulator's own headers (an atomic's loop), the innermost frame of the user's code.
-std::string source_of(uintptr_t pc) {
-#if MTEMU_ASAN
-  // One "function|file:line" per inlined frame, innermost first, each ended by a NUL.
-  char frames[4096] = {};
-  __sanitizer_symbolize_pc(reinterpret_cast<void*>(pc - 1), "%f|%s:%l", frames, sizeof frames - 1);
-  std::string chosen;
-  for (const char* f = frames; *f != '\0' && f < frames + sizeof frames; f += std::strlen(f) + 1) {
-    chosen = f;
-    if (chosen.find("/cuda_emu/include/") == std::string::npos) break;
-  }
-  const auto bar = chosen.find('|');
-  if (bar == std::string::npos) return "pc " + hex(pc);
-  std::string file = chosen.substr(bar + 1);
-  if (const auto slash = file.find_last_of('/'); slash != std::string::npos)
-    file = file.substr(slash + 1);
-  return chosen.substr(0, bar) + " at " + file;
-#else
-  return "pc " + hex(pc);
-#endif
 }
 
 void report_load(const Shadow& s, uintptr_t addr, uint32_t size, uintptr_t first_bad,

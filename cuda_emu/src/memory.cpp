@@ -14,6 +14,7 @@
 #include "cuda_emu/allocator_hooks.h"
 #include "cuda_emu/api_counts.h"
 #include "initcheck.h"
+#include "race.h"
 #include "runtime.h"
 #include "sanitizer.h"
 
@@ -95,8 +96,9 @@ cudaError_t release(void* p, Space space, const char* call) {
   return ok();
 }
 
+// `caller`: the return address into the program that made the call (racecheck names its line).
 cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaStream_t stream,
-                 const char* call) {
+                 const char* call, uintptr_t caller) {
   const int dev = current_device();
   if (dev >= device_count()) return fail(cudaErrorInvalidDevice, call);
   if (bytes == 0) return ok();
@@ -125,12 +127,15 @@ cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaStream_t str
   if (from == Space::Pageable && to == Space::Device) {
     auto staged = std::make_shared<std::vector<unsigned char>>(
         static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
-    return enqueue(*s,
-                   [dst, staged] {
-                     std::memcpy(dst, staged->data(), staged->size());
-                     initcheck_written(dst, staged->size());
-                   },
-                   {"memcpy"});
+    const cudaError_t e = enqueue(*s,
+                                  [dst, staged] {
+                                    std::memcpy(dst, staged->data(), staged->size());
+                                    initcheck_written(dst, staged->size());
+                                  },
+                                  {"memcpy"});
+    // The staged source is the copy's own: only the destination can race.
+    if (e == cudaSuccess && racecheck_on) racecheck_copy_queued(dst, nullptr, bytes, call, caller);
+    return e;
   }
   if (cudaError_t e = enqueue(*s,
                               [dst, src, bytes, to, from, call, dev = s->device] {
@@ -152,6 +157,7 @@ cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaStream_t str
                               {"memcpy"});
       e != cudaSuccess)
     return e;
+  if (racecheck_on) racecheck_copy_queued(dst, src, bytes, call, caller);
   if (to == Space::Pageable || (from != Space::Device && to != Space::Device)) {
     BlockingCall blocking;
     wait_until_done(*s);
@@ -255,7 +261,8 @@ cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind,
                             cudaStream_t stream) {
-  return copy(dst, src, bytes, stream, "cudaMemcpyAsync");
+  return copy(dst, src, bytes, stream, "cudaMemcpyAsync",
+              reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
@@ -275,7 +282,8 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
                                            " is not memory of cuda:" + std::to_string(dst_device) +
                                            " or source " + where(src) +
                                            " is not memory of cuda:" + std::to_string(src_device));
-  return copy(dst, src, bytes, stream, "cudaMemcpyPeerAsync");
+  return copy(dst, src, bytes, stream, "cudaMemcpyPeerAsync",
+              reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
 }
 
 cudaError_t cudaMemsetAsync(void* ptr, int value, std::size_t bytes, cudaStream_t stream) {
@@ -294,6 +302,9 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, std::size_t bytes, cudaStream_
                                 },
                                 {"memset"});
   if (e == cudaSuccess) count_api(ApiEvent::Memset);
+  if (e == cudaSuccess && racecheck_on)
+    racecheck_copy_queued(ptr, nullptr, bytes, "cudaMemsetAsync",
+                          reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
   return e;
 }
 

@@ -17,6 +17,7 @@
 
 #include "race.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "block.h"
+#include "check_report.h"
 #include "grid.h"
 #include "sanitizer.h"
 
@@ -74,39 +76,6 @@ bool grid_in_flight(uint64_t serial) {
   return false;
 }
 
-std::string hex(uintptr_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-std::string idx3(uint3 v) {
-  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
-}
-uint3 unlinear(uint32_t i, dim3 d) { return uint3{i % d.x, i / d.x % d.y, i / (d.x * d.y)}; }
-
-// "missing_syncthreads_kernel(int*, int const*) at broken_kernels.cu:283", from an access's
-// return address (the emulated presets build with line tables); the innermost frame of the
-// user's code where the access is inlined from the emulator's headers.
-std::string source_of(uintptr_t pc) {
-#if MTEMU_ASAN
-  char frames[4096] = {};
-  __sanitizer_symbolize_pc(reinterpret_cast<void*>(pc - 1), "%f|%s:%l", frames, sizeof frames - 1);
-  std::string chosen;
-  for (const char* f = frames; *f != '\0' && f < frames + sizeof frames; f += std::strlen(f) + 1) {
-    chosen = f;
-    if (chosen.find("/cuda_emu/include/") == std::string::npos) break;
-  }
-  const auto bar = chosen.find('|');
-  if (bar == std::string::npos) return "pc " + hex(pc);
-  std::string file = chosen.substr(bar + 1);
-  if (const auto slash = file.find_last_of('/'); slash != std::string::npos)
-    file = file.substr(slash + 1);
-  return chosen.substr(0, bar) + " at " + file;
-#else
-  return "pc " + hex(pc);
-#endif
-}
-
 enum class Order { Ordered, SameBlock, OtherBlock, OtherGrid };
 
 // How `earlier` (another access of the word) stands to `now`.
@@ -151,6 +120,39 @@ void report(BlockRun& b, const ThreadCtx& t, const char* what, uintptr_t addr, u
                  " of size " + std::to_string(size) + " bytes at " + hex(addr) + " in " +
                  source_of(pc) + " races with the " + other_what + " in " + source_of(other.pc) +
                  " by " + who + " (a data race: compute-sanitizer's racecheck reports this)";
+}
+
+// A global-memory access against the copies and memsets on other streams that the grid is not
+// ordered after (race_streams.cpp): reading or writing what one writes, or writing what one reads.
+// Reported like a race between threads; true when it was one.
+bool races_with_a_copy(BlockRun& b, const ThreadCtx& t, uintptr_t addr, uint32_t size, bool store,
+                       uintptr_t pc) {
+  const RaceCopies* copies = b.grid->race_copies.get();
+  if (copies == nullptr) return false;
+  for (const RaceCopy& c : copies->unordered) {
+    const bool hits_dst = addr < c.dst_hi && addr + size > c.dst_lo;
+    const bool hits_src = store && addr < c.src_hi && addr + size > c.src_lo;
+    if (!hits_dst && !hits_src) continue;
+    if (b.fault_code != cudaSuccess) return true;  // the first fault is the report
+    const bool memset = c.src_hi == 0;
+    const uintptr_t lo = hits_dst ? c.dst_lo : c.src_lo;
+    const std::string place = device_place(std::max(addr, lo));
+    b.fault_code = cudaErrorLaunchFailure;
+    b.fault_text =
+        describe(b.grid->site) + " block " + idx3(b.index) + " thread " + idx3(t.thread_idx) +
+        ": racecheck: __global__ " + (store ? "write" : "read") + " of size " +
+        std::to_string(size) + " bytes at " + hex(addr) + " in " + source_of(pc) +
+        " races with the " + c.call + " of " + std::to_string(c.dst_hi - c.dst_lo) +
+        " bytes queued in " + source_of(c.caller) + " on another stream, which " +
+        (hits_dst ? (memset ? "sets" : "writes") : "reads") + " this memory" +
+        (place.empty() ? std::string() : " (" + place + ")") +
+        ": the launch is not ordered after it (no cudaStreamWaitEvent on an event recorded "
+        "after it, and no synchronisation of its stream before the launch), so it may run while "
+        "the copy does (a data race between streams; compute-sanitizer's racecheck checks shared "
+        "memory only and does not report this)";
+    return true;
+  }
+  return false;
 }
 
 bool in_shared(const BlockRun& b, uintptr_t a) {
@@ -241,6 +243,7 @@ __attribute__((no_sanitize_address)) void check(BlockRun& b, ThreadCtx& t_, uint
                                                 uint32_t size, bool store, bool shared,
                                                 uintptr_t pc) {
   ThreadCtx* t = &t_;
+  if (!shared && races_with_a_copy(b, *t, addr, size, store, pc)) return;
   Stamp now;
   now.grid = b.grid->race_serial;
   now.pc = pc;
@@ -315,6 +318,7 @@ void racecheck_launch_end(const Grid& g) {
 
 bool mtemu::racecheck_enable(bool on) {
   if (on && !MTEMU_ASAN) return false;
+  if (on != detail::racecheck_on) detail::racecheck_forget_stream_order();
   detail::racecheck_on = on;
   return true;
 }

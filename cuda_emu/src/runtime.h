@@ -118,6 +118,10 @@ struct CUstream_st {
   std::shared_ptr<mtemu::detail::Capture> capture;
   std::vector<std::size_t> capture_tail;
   std::vector<CUgraphNode_st*> capture_deps_out;
+  // racecheck's stream order (race_streams.cpp, under its mutex): the stream's number there, and
+  // how far into each stream's work its next operation is ordered after.
+  int race_id = -1;
+  std::vector<uint64_t> race_clock;
 };
 
 struct CUevent_st {
@@ -136,4 +140,5 @@ struct CUevent_st {
   // nodes a stream that waits for the event comes to depend on.
   std::shared_ptr<mtemu::detail::Capture> capture;
   std::vector<std::size_t> capture_deps;
+  std::vector<uint64_t> race_clock;  // racecheck: the recording stream's order at the record
 };

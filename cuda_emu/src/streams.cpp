@@ -10,6 +10,7 @@
 
 #include "cuda_emu/testing.h"
 #include "cuda_emu/api_counts.h"
+#include "race.h"
 #include "runtime.h"
 #include "sanitizer.h"
 
@@ -114,7 +115,10 @@ std::shared_ptr<CUstream_st> resolve_stream(cudaStream_t s, int device_for_null)
 }
 
 cudaError_t enqueue(CUstream_st& s, std::function<void()> op, OpLabel label) {
-  if (cudaError_t r; capture_op(s, op, label, &r)) return r;
+  if (cudaError_t r; capture_op(s, op, label, &r)) {
+    if (racecheck_on) racecheck_not_enqueued();
+    return r;
+  }
   // The legacy default stream and blocking streams of a device wait for each other's earlier work.
   std::vector<std::pair<std::shared_ptr<CUstream_st>, uint64_t>> waits;
   if (s.legacy_default || (s.flags & cudaStreamNonBlocking) == 0) {
@@ -129,6 +133,11 @@ cudaError_t enqueue(CUstream_st& s, std::function<void()> op, OpLabel label) {
     }
     for (auto& o : others) waits.emplace_back(o, mark(*o));
   }
+  if (racecheck_on) {
+    std::vector<CUstream_st*> after;
+    for (const auto& w : waits) after.push_back(w.first.get());
+    racecheck_enqueue(s, after);
+  }
   if (!waits.empty())
     push(s, [waits] {
       for (const auto& [o, target] : waits) wait_until(*o, target);
@@ -137,7 +146,10 @@ cudaError_t enqueue(CUstream_st& s, std::function<void()> op, OpLabel label) {
   return cudaSuccess;
 }
 
-void wait_until_done(CUstream_st& s) { wait_until(s, mark(s)); }
+void wait_until_done(CUstream_st& s) {
+  wait_until(s, mark(s));
+  if (racecheck_on) racecheck_host_waited(s);
+}
 
 void synchronize_device(int index) {
   std::vector<std::shared_ptr<CUstream_st>> all;
@@ -147,7 +159,7 @@ void synchronize_device(int index) {
     for (const auto& w : d.streams)
       if (auto s = w.lock()) all.push_back(s);
   }
-  for (auto& s : all) wait_until(*s, mark(*s));
+  for (auto& s : all) wait_until_done(*s);
 }
 
 }  // namespace mtemu::detail
@@ -216,7 +228,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   std::shared_ptr<CUstream_st> s;
   if (cudaError_t e = stream_arg(stream, &s, "cudaStreamSynchronize"); e != cudaSuccess) return e;
   if (cudaError_t e = check_not_capturing(*s, "cudaStreamSynchronize"); e != cudaSuccess) return e;
-  wait_until(*s, mark(*s));
+  wait_until_done(*s);
   if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
   return ok();
 }
@@ -226,8 +238,12 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (cudaError_t e = stream_arg(stream, &s, "cudaStreamQuery"); e != cudaSuccess) return e;
   if (cudaError_t e = check_not_capturing(*s, "cudaStreamQuery"); e != cudaSuccess) return e;
   if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
-  std::lock_guard<std::mutex> lock(s->m);
-  return s->completed == s->enqueued ? cudaSuccess : cudaErrorNotReady;
+  {
+    std::lock_guard<std::mutex> lock(s->m);
+    if (s->completed != s->enqueued) return cudaErrorNotReady;
+  }
+  if (racecheck_on) racecheck_host_waited(*s);
+  return cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
@@ -245,7 +261,10 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   }
   if (cudaError_t r; capture_event_wait(s, *event, source != nullptr, &r)) return r;
   if (!source) return ok();  // never recorded: nothing to wait for, as in CUDA
-  return enqueue(*s, [source, target] { wait_until(*source, target); }, {"event wait"});
+  const cudaError_t e =
+      enqueue(*s, [source, target] { wait_until(*source, target); }, {"event wait"});
+  if (e == cudaSuccess && racecheck_on) racecheck_event_waited(*s, *event);
+  return e;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
@@ -301,9 +320,12 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
       e->when_generation = generation;
     }
   });
-  std::lock_guard<std::mutex> lock(event->m);
-  event->stream = s;
-  event->target = mark(*s);
+  {
+    std::lock_guard<std::mutex> lock(event->m);
+    event->stream = s;
+    event->target = mark(*s);
+  }
+  if (racecheck_on) racecheck_event_recorded(*event, *s);
   return ok();
 }
 
@@ -314,8 +336,12 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   const auto [s, target] = recorded_point(*event);
   if (!s) return ok();
   if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
-  std::lock_guard<std::mutex> lock(s->m);
-  return s->completed >= target ? cudaSuccess : cudaErrorNotReady;
+  {
+    std::lock_guard<std::mutex> lock(s->m);
+    if (s->completed < target) return cudaErrorNotReady;
+  }
+  if (racecheck_on) racecheck_host_waited_event(*event);
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
@@ -327,6 +353,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   const auto [s, target] = recorded_point(*event);
   if (!s) return ok();
   wait_until(*s, target);
+  if (racecheck_on) racecheck_host_waited_event(*event);
   if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
   return ok();
 }

@@ -102,6 +102,108 @@ TEST_F(CudaEmuRacecheck, APlainSumAcrossBlocksIsReported) {
                "\\([0-9],0,0\\) thread \\(0,0,0\\) of the same grid");
 }
 
+// ---- copies and memsets on another stream (race_streams.cpp): no stream delay is set, so the
+// copy has long finished when the kernel runs; the report comes from the calls' order alone.
+
+__global__ void scale_by_two_kernel(float* out, const float* in, int n) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = 2.f * in[i];
+}
+
+enum class Fill { Copy, Memset };
+enum class Order { None, EventWait, HostWaits, SameStream };
+
+// `staged` is filled on one stream (a device-to-device copy of ones, or a memset of zeros), then
+// a kernel on a second stream reads it, ordered after the fill by `order` or not at all. Returns
+// out[0] (2 after the copy, 0 after the memset) when the device reports nothing.
+float fill_then_scale(Fill fill, Order order) {
+  const int n = 1000;  // not a multiple of the block: the last block's tail
+  DeviceBuffer<float> ones(std::vector<float>(n, 1.f)), staged(n), out(n);
+  cudaStream_t copy, compute;
+  cudaEvent_t filled;
+  cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking);
+  cudaEventCreateWithFlags(&filled, cudaEventDisableTiming);
+  if (order == Order::SameStream) compute = copy;
+  if (fill == Fill::Copy)
+    cudaMemcpyAsync(staged.get(), ones.get(), n * sizeof(float), cudaMemcpyDeviceToDevice, copy);
+  else
+    cudaMemsetAsync(staged.get(), 0, n * sizeof(float), copy);
+  cudaEventRecord(filled, copy);
+  if (order == Order::EventWait) cudaStreamWaitEvent(compute, filled, 0);
+  if (order == Order::HostWaits) cudaEventSynchronize(filled);
+  scale_by_two_kernel<<<(n + 255) / 256, 256, 0, compute>>>(out.get(), staged.get(), n);
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "kernel failed: %s\n", cudaGetErrorString(e));
+    std::abort();
+  }
+  cudaEventDestroy(filled);
+  cudaStreamDestroy(copy);
+  if (order != Order::SameStream) cudaStreamDestroy(compute);
+  return out.to_host()[0];
+}
+
+TEST_F(CudaEmuRacecheck, AKernelReadingACopyOnAnotherStreamWithoutAnEventIsReported) {
+  EXPECT_DEATH(fill_then_scale(Fill::Copy, Order::None),
+               "racecheck: __global__ read of size 4 bytes at 0x[0-9a-f]+ in "
+               "[^\n]*scale_by_two_kernel[^\n]* at emu_racecheck_test\\.cu:[0-9]+ races with the "
+               "cudaMemcpyAsync of 4000 bytes queued in [^\n]*fill_then_scale[^\n]* at "
+               "emu_racecheck_test\\.cu:[0-9]+ on another stream, which writes this memory "
+               "\\(byte [0-9]+ of the 4000-byte allocation");
+}
+
+TEST_F(CudaEmuRacecheck, AKernelReadingAMemsetOnAnotherStreamWithoutAnEventIsReported) {
+  EXPECT_DEATH(fill_then_scale(Fill::Memset, Order::None),
+               "scale_by_two_kernel[^\n]* races with the cudaMemsetAsync of 4000 bytes queued in "
+               "[^\n]*emu_racecheck_test\\.cu:[0-9]+ on another stream, which sets this memory");
+}
+
+// The clean twins: the same code with cudaStreamWaitEvent, with the host waiting for the event,
+// and with both on one stream.
+TEST_F(CudaEmuRacecheck, CopiesAndMemsetsOrderedBeforeTheKernelAreNotReported) {
+  for (Order order : {Order::EventWait, Order::HostWaits, Order::SameStream}) {
+    EXPECT_EQ(fill_then_scale(Fill::Copy, order), 2.f);
+    EXPECT_EQ(fill_then_scale(Fill::Memset, order), 0.f);
+  }
+}
+
+__global__ void overwrite_kernel(float* data, int n) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) data[i] = 3.f;
+}
+
+// A kernel writing what a copy on another stream still reads (write after read), and, clean, the
+// same kernel writing a buffer the copy does not touch.
+void copy_while_overwriting(bool same_buffer) {
+  const int n = 1000;
+  DeviceBuffer<float> src(std::vector<float>(n, 1.f)), other(n), dst(n);
+  cudaStream_t copy, compute;
+  cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking);
+  cudaMemcpyAsync(dst.get(), src.get(), n * sizeof(float), cudaMemcpyDeviceToDevice, copy);
+  overwrite_kernel<<<(n + 255) / 256, 256, 0, compute>>>(same_buffer ? src.get() : other.get(), n);
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "kernel failed: %s\n", cudaGetErrorString(e));
+    std::abort();
+  }
+  cudaStreamDestroy(copy);
+  cudaStreamDestroy(compute);
+}
+
+TEST_F(CudaEmuRacecheck, AKernelWritingWhatACopyOnAnotherStreamReadsIsReported) {
+  EXPECT_DEATH(copy_while_overwriting(true),
+               "racecheck: __global__ write of size 4 bytes .*overwrite_kernel[^\n]* races with "
+               "the cudaMemcpyAsync of 4000 bytes queued in [^\n]* on another stream, which reads "
+               "this memory");
+}
+
+TEST_F(CudaEmuRacecheck, AKernelOnOtherMemoryThanACopyIsNotReported) {
+  copy_while_overwriting(false);
+  SUCCEED();
+}
+
 // ---- ordered accesses, never reported
 
 __global__ void ordered_kernel(int* out, int* total) {

@@ -151,6 +151,7 @@ TEST_P(FusedKernels, BiasActivationForwardEqualsBiasAddThenActivation) {
       for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
                {1, 1}, {3, 17}, {17, 3}, {5, 4}, {2, 1023}, {7, 1024}, {1, 4099}})
         for (int64_t offset : {0, 1}) {
+          if (testing::over_size_cap(rows * cols)) continue;
           SCOPED_TRACE(std::string(activation_name(act)) + " [" + std::to_string(rows) + ", " +
                        std::to_string(cols) + "] offset " + std::to_string(offset));
           const Tensor x = matrix_at(rows, cols, offset, 51, device(), dtype);
@@ -176,6 +177,7 @@ TEST_P(FusedKernels, BiasActivationBackwardEqualsActivationBackwardThenSumRows) 
     for (Activation act : kActivations)
       for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
                {1, 1}, {3, 17}, {17, 3}, {1023, 4}, {2, 4099}, {300, 1000}}) {
+        if (testing::over_size_cap(rows * cols)) continue;
         SCOPED_TRACE(std::string(activation_name(act)) + " [" + std::to_string(rows) + ", " +
                      std::to_string(cols) + "]");
         const Tensor pre = matrix_at(rows, cols, 1, 61, device(), dtype);
@@ -209,6 +211,7 @@ TEST_P(FusedKernels, MseForwardBackwardEqualsForwardThenBackward) {
       // 40000: several 16K-element CPU chunks and many GPU blocks.
       for (int64_t n : {1, 3, 17, 1023, 4099, 40000})
         for (int64_t offset : {0, 1}) {
+          if (testing::over_size_cap(n)) continue;
           SCOPED_TRACE(std::string(reduction_name(r)) + ", n = " + std::to_string(n) +
                        ", offset = " + std::to_string(offset));
           const Tensor pred = vector_at(n, offset, 71, device(), dtype);

@@ -33,6 +33,14 @@ SlowCallerStreams::~SlowCallerStreams() {
 #endif
 }
 
+bool over_size_cap(int64_t elements) {
+  static const int64_t cap = [] {
+    const char* v = std::getenv("MINITRAIN_TEST_MAX_ELEMENTS");
+    return v != nullptr && *v != '\0' ? std::atoll(v) : int64_t{0};
+  }();
+  return cap > 0 && elements > cap;
+}
+
 std::string test_data_dir() {
   const char* env = std::getenv("MINITRAIN_TEST_DATA_DIR");
   return env != nullptr && *env != '\0' ? std::string(env) : std::string(MINITRAIN_TEST_DATA_DIR);

@@ -68,6 +68,13 @@ class SlowCallerStreams {
 /// release and cpu presets test the CPU at full size.
 inline constexpr int64_t kLargeSize = MINITRAIN_CUDA_EMULATED ? int64_t{1} << 14 : int64_t{1} << 20;
 
+/// True where MINITRAIN_TEST_MAX_ELEMENTS is set and `elements` exceeds it: a kernel test's size
+/// loop skips that size (`if (testing::over_size_cap(n)) continue;`). The racecheck stage
+/// (scripts/racecheck_kernels.sh) sets 4096: racecheck's cost is per access, and a larger size
+/// runs the same code (more blocks, more grid-stride rounds) as the odd sizes below it. Unset:
+/// every size runs.
+bool over_size_cap(int64_t elements);
+
 /// Host values drawn from U(lo, hi) with std::mt19937 (independent of minitrain's own RNG).
 std::vector<float> random_floats(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f);
 std::vector<double> random_doubles(int64_t n, uint32_t seed, double lo = -1.0, double hi = 1.0);

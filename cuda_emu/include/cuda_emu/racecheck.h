@@ -5,6 +5,8 @@
 // thread that nothing orders (no __syncthreads() or __syncwarp() between them, or another block
 // of the same grid, or a grid running at the same time on another stream) is reported as a device
 // fault naming the kernel, the thread, both lines and the other thread. Atomics race with nothing.
+// So is an access to memory that a copy or memset queued on another stream writes (or, for a
+// store, reads) when no event wait or host synchronisation orders the launch after it.
 
 namespace mtemu {
 /// Turns racecheck on or off for grids launched afterwards (MINITRAIN_EMU_RACECHECK=1 turns it on
