@@ -112,37 +112,22 @@ void Adam::step() {
 // type by adam_coeffs as a by-value launch rounds them, go to the device in one store; the plan
 // names every address the launches will touch.
 void Adam::prepare_step() {
-  using optim_detail::plan_address;
   if (!capturable_) Optimizer::prepare_step();
   plan_.clear();
   plan_step();
-  std::vector<unsigned char> bytes;
-  std::vector<int64_t> plan;
-  Device device = Device::cpu();
-  for (std::size_t g = 0; g < groups_.size(); ++g) {
-    const Tensor& first = params_[groups_[g].front()].second->value;
-    MT_CHECK_AS(ValueError, g == 0 || first.device() == device, name(),
-                ": a capturable step needs every parameter on one device, but '",
-                params_[groups_[g].front()].first, "' is on ", first.device(), " and others on ",
-                device);
-    device = first.device();
-    const std::size_t offset = dispatch_float(first.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      return optim_detail::append_scalars(bytes, adam_coeffs<T>(group_args_[g]));
-    });
-    plan.push_back(static_cast<int64_t>(offset));
-    plan.push_back(static_cast<int64_t>(group_args_[g].decay));
-    plan.push_back(static_cast<int64_t>(groups_[g].size()));
-    for (std::size_t i : groups_[g]) {
-      plan.push_back(static_cast<int64_t>(i));
-      for (const Tensor* t : {&params_[i].second->value, &params_[i].second->grad, &exp_avg_[i],
-                              &exp_avg_sq_[i], &max_exp_avg_sq_[i]})
-        plan.push_back(plan_address(*t));
-    }
-  }
-  if (!groups_.empty()) store_scalars(bytes, device);
-  plan.push_back(plan_address(scalars_));
-  plan_ = std::move(plan);
+  plan_grouped_step(
+      groups_,
+      [&](std::size_t g, DType dtype, std::vector<unsigned char>& bytes) {
+        return dispatch_float(dtype, [&](auto zero) {
+          using T = decltype(zero);
+          return optim_detail::append_scalars(bytes, adam_coeffs<T>(group_args_[g]));
+        });
+      },
+      [&](std::size_t g) -> int64_t { return static_cast<int64_t>(group_args_[g].decay); },
+      [&](std::size_t i) {
+        return std::vector<const Tensor*>{&params_[i].second->value, &params_[i].second->grad,
+                                          &exp_avg_[i], &exp_avg_sq_[i], &max_exp_avg_sq_[i]};
+      });
 }
 
 void Adam::queue_step() {

@@ -232,6 +232,36 @@ void Optimizer::store_scalars(const std::vector<unsigned char>& bytes, Device de
   store_step_scalars(scalars_, bytes);
 }
 
+void Optimizer::plan_grouped_step(
+    const std::vector<std::vector<std::size_t>>& groups,
+    const std::function<std::size_t(std::size_t, DType, std::vector<unsigned char>&)>&
+        append_factors,
+    const std::function<int64_t(std::size_t)>& variant,
+    const std::function<std::vector<const Tensor*>(std::size_t)>& members) {
+  using optim_detail::plan_address;
+  std::vector<unsigned char> bytes;
+  std::vector<int64_t> plan;
+  Device device = Device::cpu();
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const Tensor& first = params_[groups[g].front()].second->value;
+    MT_CHECK_AS(ValueError, g == 0 || first.device() == device, name(),
+                ": a capturable step needs every parameter on one device, but '",
+                params_[groups[g].front()].first, "' is on ", first.device(), " and others on ",
+                device);
+    device = first.device();
+    plan.push_back(static_cast<int64_t>(append_factors(g, first.dtype(), bytes)));
+    plan.push_back(variant(g));
+    plan.push_back(static_cast<int64_t>(groups[g].size()));
+    for (std::size_t i : groups[g]) {
+      plan.push_back(static_cast<int64_t>(i));
+      for (const Tensor* t : members(i)) plan.push_back(plan_address(*t));
+    }
+  }
+  if (!groups.empty()) store_scalars(bytes, device);
+  plan.push_back(plan_address(scalars_));
+  plan_ = std::move(plan);
+}
+
 const void* Optimizer::scalars_at(std::size_t offset) const {
   return static_cast<const unsigned char*>(scalars_.raw_data()) + offset;
 }

@@ -4,6 +4,7 @@
 // can be saved to and restored from named tensors for checkpoints.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -79,6 +80,17 @@ class Optimizer {
   Optimizer(NamedParameters params, double lr);
   /// Stores `bytes` in the factor buffer on `device` (created, or grown, as needed).
   void store_scalars(const std::vector<unsigned char>& bytes, Device device);
+  /// Note [capturable step] for optimizers that launch per parameter group (Adam, SGD): plan_
+  /// becomes, per group, the offset of its factors (`append_factors(g, dtype, bytes)` appends
+  /// them for the group's element type and returns where), `variant(g)` (what picks the kernel),
+  /// its size, then per member its index and the addresses of `members(i)`; and last the factor
+  /// buffer's address, once the factors are stored. ValueError for groups on several devices.
+  void plan_grouped_step(
+      const std::vector<std::vector<std::size_t>>& groups,
+      const std::function<std::size_t(std::size_t g, DType dtype, std::vector<unsigned char>&)>&
+          append_factors,
+      const std::function<int64_t(std::size_t g)>& variant,
+      const std::function<std::vector<const Tensor*>(std::size_t i)>& members);
   const void* scalars_at(std::size_t offset) const;
   NamedParameters params_;
   double lr_;

@@ -129,6 +129,7 @@ struct TrainConfig {
   std::string precision = "fp32";    ///< fp32 | bf16 | fp16: the GEMMs' and activations' type
   std::optional<double> loss_scale;  ///< fp16: the initial loss scale (GradScaler's 65536)
   std::optional<int64_t> loss_scale_growth_interval;  ///< fp16: finite steps before it doubles
+  bool cuda_graph = false;          ///< each step replayed as one CUDA graph where it can be
   bool allow_tf32 = false;          ///< CUDA: float32 GEMMs on TF32 tensor cores (as torch's flag)
   std::string save_dtype = "fp32";  ///< --save/--save-best weights: fp32 | bf16 | fp16
   // ---- kernels and memory ----

@@ -59,11 +59,24 @@ GraphStep::Result GraphStep::eager_step(const Tensor& x, const Tensor& y) {
   return r;
 }
 
+// Note [the step's own stream]: work queued on a stream while it is being captured becomes part
+// of the graph, whichever thread queues it. A data loader's worker queues its next batches'
+// copies on the caller's stream (Note [data loader streams]), so a capture there would take one
+// of them into the graph, and every replay would repeat it. The steps therefore run, and are
+// captured, on a stream of the GraphStep's own: it waits for the caller's stream (the batch's
+// copy into the input buffers) and the caller's stream waits for it (the caller reads the loss).
+// The last step's result is kept until the next step has forked, so that a block of it is not
+// given back to the allocator while the caller's stream may still read it.
 GraphStep::Result GraphStep::step(const Tensor& x, const Tensor& y) {
   const Stream& stream = current_stream(device_);
   MT_CHECK_AS(DeviceError, x.device() == device_ && y.device() == device_,
               "GraphStep::step: the batch is on ", x.device(), " and ", y.device(),
               " but the step runs on ", device_);
+  if (!own_) {
+    own_.emplace(Stream::create(device_));
+    forked_.emplace(Event::create(device_));
+    joined_.emplace(Event::create(device_));
+  }
   // The input buffers take the first batch's shape; the warm-up steps read them too, so that the
   // capture asks the caching allocator for no more blocks than a warm-up step did.
   if (!x_in_.defined()) {
@@ -72,9 +85,27 @@ GraphStep::Result GraphStep::step(const Tensor& x, const Tensor& y) {
   }
   const bool fits = x.shape() == x_in_.shape() && y.shape() == y_in_.shape() &&
                     x.dtype() == x_in_.dtype() && y.dtype() == y_in_.dtype();
-  if (!fits) return eager_step(x, y);  // a partial last batch: the graph's shapes are fixed
-  copy_bytes_async(x_in_.raw_data(), device_, x.raw_data(), device_, x.nbytes(), stream);
-  copy_bytes_async(y_in_.raw_data(), device_, y.raw_data(), device_, y.nbytes(), stream);
+  if (fits) {
+    copy_bytes_async(x_in_.raw_data(), device_, x.raw_data(), device_, x.nbytes(), stream);
+    copy_bytes_async(y_in_.raw_data(), device_, y.raw_data(), device_, y.nbytes(), stream);
+  }
+  forked_->record(stream);
+  own_->wait_for(*forked_);
+  held_ = Result{};
+  Result r;
+  {
+    StreamGuard on_own(*own_);
+    r = fits ? step_on_own_stream(*own_)
+             : eager_step(x, y);  // a partial last batch: the graph's shapes are fixed
+  }
+  joined_->record(*own_);
+  stream.wait_for(*joined_);
+  held_ = r;
+  return r;
+}
+
+// A step on the input buffers: a warm-up step, the capture, or a replay, on `stream` (own_).
+GraphStep::Result GraphStep::step_on_own_stream(const Stream& stream) {
   if (!graph_ && warm_steps_ < options_.warmup_steps) {
     ++warm_steps_;
     return eager_step(x_in_, y_in_);

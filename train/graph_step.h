@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/cuda_graph.h"
+#include "core/stream.h"
 #include "core/tensor.h"
 #include "nn/loss.h"
 #include "nn/module.h"
@@ -36,8 +38,10 @@ std::string graph_step_unsupported(const Loss& loss, const Optimizer& optimizer,
 
 /// One training step at a time, eager until the capture and replayed after it. `model`, `loss`
 /// and `optimizer` must outlive it; it turns the optimizer's capturable step on (and off again
-/// when destroyed). Run it on one stream of `device` (the current stream of the calling thread
-/// when the GraphStep is made): the input buffers, the captured work and every replay use it.
+/// when destroyed). Call step() from one thread: the batch is copied into the input buffers on
+/// that thread's current stream, and the step itself runs on a stream of the GraphStep's own,
+/// ordered after that copy and before the caller's later work by events (Note [the step's own
+/// stream] in graph_step.cpp).
 class GraphStep {
  public:
   /// ValueError naming the reason of graph_step_unsupported.
@@ -63,6 +67,7 @@ class GraphStep {
   int64_t eager_steps() const noexcept { return eager_steps_; }
 
  private:
+  Result step_on_own_stream(const Stream& stream);
   Result eager_step(const Tensor& x, const Tensor& y);
   Result forward_backward(const Tensor& x, const Tensor& y);
 
@@ -71,7 +76,10 @@ class GraphStep {
   Optimizer& optimizer_;
   Device device_;
   GraphStepOptions options_;
-  Tensor x_in_, y_in_;  // the fixed input buffers the graph reads
+  Tensor x_in_, y_in_;                    // the fixed input buffers the graph reads
+  std::optional<Stream> own_;             // where the steps run and the graph is captured
+  std::optional<Event> forked_, joined_;  // caller's stream -> own_, own_ -> caller's stream
+  Result held_;  // the last step's result, freed only once the caller's stream has moved on
   std::unique_ptr<CudaGraph> graph_;
   Result captured_;  // the graph's loss and sums of squares
   std::vector<int64_t> plan_;

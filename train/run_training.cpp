@@ -682,6 +682,23 @@ TrainerOptions trainer_options(const TrainConfig& c, const RunPlan& plan, const 
   return to;
 }
 
+// --cuda-graph: each step replayed as one CUDA graph where the step can be captured; where it
+// cannot, a note says why and the steps run eagerly (the same bits either way).
+void use_cuda_graph(TrainerOptions& to, const TrainConfig& c, const RunPlan& plan,
+                    const Optimizer& optimizer, std::ostream& info) {
+  std::string why;
+  if (c.parallel != "none")
+    why = "--parallel " + c.parallel + " spreads the step over several devices or ranks";
+  else if (plan.precision != DType::Float32)
+    why = "--precision " + c.precision + " is not captured (float32 steps only)";
+  else
+    why = Trainer::graph_unsupported(to, optimizer, plan.device);
+  if (why.empty())
+    to.cuda_graph = true;
+  else
+    info << "note: --cuda-graph is off for this run: " << why << "; the steps run eagerly\n";
+}
+
 // Held-out evaluation (--val-split, --val-data): the Validator the Trainer calls, and --save-best
 // written by rank 0 after an evaluation with a lower val_loss. Null without held-out rows.
 std::unique_ptr<Validator> add_validation(TrainerOptions& to, const TrainConfig& c,
@@ -768,6 +785,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
   TrainerOptions to = trainer_options(c, plan, data, loader, gen, metadata);
   to.stop_requested = stop_requested;
   to.replica_sync = par.sync.get();
+  if (c.cuda_graph) use_cuda_graph(to, c, plan, *par.optimizer, info);
   const std::unique_ptr<Validator> validator = add_validation(to, c, plan, data, par, metadata);
   // GPU utilisation and memory in the metrics where NVML can be read; where not, a note says why.
   GpuMonitor gpu_monitor(plan.device);

@@ -320,6 +320,11 @@ std::vector<KeyEntry> make_table() {
   t.push_back(optional_member("loss-scale-growth-interval", K::Int,
                               &TrainConfig::loss_scale_growth_interval,
                               "fp16: finite steps before the loss scale doubles (default 2000)"));
+  t.push_back(
+      member("cuda-graph", K::Bool, &TrainConfig::cuda_graph,
+             "CUDA: each step (forward, loss, backward, clipping, update) captured once and "
+             "replayed as one CUDA graph, the same bits; where it cannot be, a note and "
+             "eager steps (docs/cuda_graph.md)"));
   t.push_back(member("allow-tf32", K::Bool, &TrainConfig::allow_tf32,
                      "CUDA: float32 GEMMs on TF32 tensor cores (no effect on the CPU)"));
   t.push_back(member("save-dtype", K::String, &TrainConfig::save_dtype,

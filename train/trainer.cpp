@@ -112,12 +112,34 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, DataLoader& loader, Traine
   MT_CHECK_AS(ValueError, sync_->world_size() >= 1, "Trainer: world_size must be >= 1, got ",
               sync_->world_size());
   if (options_.loss_scaling) scaler_.emplace(*options_.loss_scaling);
+  if (options_.cuda_graph) {
+    const std::string why = graph_unsupported(options_, optimizer_, device_);
+    MT_CHECK_AS(ValueError, why.empty(), "Trainer: cuda_graph: the step cannot be captured: ", why);
+    GraphStepOptions go;
+    go.clip_grad_norm = options_.clip_grad_norm;
+    graph_ = std::make_unique<GraphStep>(model_, *loss_, optimizer_, device_, go);
+  }
   if (options_.total_batches == 0)
     options_.total_batches = options_.total_steps * options_.grad_accum;
   MT_CHECK_AS(ValueError, options_.total_batches > (options_.total_steps - 1) * options_.grad_accum,
               "Trainer: ", options_.total_batches, " batches leave nothing for step ",
               options_.total_steps, " (grad_accum ", options_.grad_accum, ")");
 }
+
+std::string Trainer::graph_unsupported(const TrainerOptions& options, const Optimizer& optimizer,
+                                       Device device) {
+  if (options.grad_accum != 1)
+    return "gradient accumulation runs " + std::to_string(options.grad_accum) +
+           " batches per step, a graph one";
+  if (options.loss_scaling) return "float16 loss scaling decides on the host whether to step";
+  if (options.replica_sync != nullptr && options.replica_sync->world_size() > 1)
+    return "a step of several ranks meets the others' collectives";
+  const std::shared_ptr<Loss> loss =
+      options.loss ? options.loss : std::shared_ptr<Loss>(make_loss(LossOptions{}));
+  return graph_step_unsupported(*loss, optimizer, device, GraphStepOptions{});
+}
+
+int64_t Trainer::graph_replays() const noexcept { return graph_ ? graph_->replays() : 0; }
 
 int64_t Trainer::batches_for_step(int64_t step) const {
   return std::min(options_.grad_accum, options_.total_batches - (step - 1) * options_.grad_accum);
@@ -304,6 +326,7 @@ bool Trainer::unscale_gradients(StepStats& s) {
 // loss before the update, so that a non-finite loss stops the run with the weights untouched.
 
 StepStats Trainer::train_step() {
+  if (graph_) return graph_train_step();
   const auto start = Clock::now();
   const double cpu_start = process_cpu_seconds();
   StepStats s = begin_step();
@@ -337,7 +360,34 @@ StepStats Trainer::train_step() {
   return s;
 }
 
-StepStats Trainer::begin_step() {
+// The same step through GraphStep (TrainerOptions::cuda_graph): one batch, one process, no loss
+// scaling, not a classifier (graph_unsupported), so only the loss (and norm) are left to record.
+StepStats Trainer::graph_train_step() {
+  const auto start = Clock::now();
+  const double cpu_start = process_cpu_seconds();
+  StepStats s = begin_step(/*zero_grad=*/false);  // GraphStep zeroes them inside the graph
+  const int64_t batches_before = batches_seen_;
+  const Batch batch = next_batch(s, 0);
+  const Tensor target = batch.y.to(batch.x.device());
+  GraphStep::Result r = graph_->step(batch.x, target);
+  // The replayed loss is the graph's tensor, overwritten by the next replay: the totals' add is
+  // queued behind this replay on the same stream, so it reads this step's value.
+  if (!totals_) totals_.emplace(r.loss.device());
+  totals_->begin_step(1);
+  totals_->add_loss(r.loss);
+  s.samples = batch.x.size(0);
+  samples_seen_ += s.samples;
+  ++batches_seen_;
+  end_batches(s, batches_before);
+  if (options_.clip_grad_norm > 0) record_grad_norm(r.grad_norm, s);
+  sync_->after_update({s.step, s.step == options_.total_steps, checkpoint_due(s.step, stop_agreed_),
+                       evaluation_due(s)});
+  step_ = s.step;
+  record_step_time(s, start, cpu_start);
+  return s;
+}
+
+StepStats Trainer::begin_step(bool zero_grad) {
   StepStats s;
   s.step = step_ + 1;
   s.total_steps = options_.total_steps;
@@ -346,7 +396,7 @@ StepStats Trainer::begin_step() {
   s.device = device_.str();
   optimizer_.set_lr(s.lr);
   model_.train();
-  model_.zero_grad();
+  if (zero_grad) model_.zero_grad();
   return s;
 }
 

@@ -47,6 +47,7 @@
 #include "optim/clip.h"
 #include "train/checkpoint.h"
 #include "train/device_totals.h"
+#include "train/graph_step.h"
 #include "train/metrics_log.h"
 #include "train/progress.h"
 #include "train/replica_sync.h"
@@ -83,6 +84,10 @@ struct TrainerOptions {
   std::shared_ptr<Loss> loss;
   /// Dynamic loss scaling (float16 training); none: no scaling. Its state is kept in checkpoints.
   std::optional<GradScalerOptions> loss_scaling;
+  /// Each step as one CUDA graph after two eager ones (train/graph_step.h, docs/cuda_graph.md):
+  /// the same bits as eager steps. Trainer's constructor refuses it where
+  /// Trainer::graph_unsupported names a reason; a model on several devices (mp, dp) must not ask.
+  bool cuda_graph = false;
 
   // ---- held-out evaluation (train/validation.h) ----
   /// Evaluates the model on held-out data; null: no evaluations. Called on every rank alike.
@@ -166,11 +171,20 @@ class Trainer {
   int64_t samples_seen() const noexcept { return samples_seen_; }  ///< over all ranks
   const TrainerOptions& options() const noexcept { return options_; }
 
+  /// Why `options` cannot run each step as a CUDA graph with `optimizer` on `device` (one line),
+  /// or "": gradient accumulation, float16 loss scaling, several ranks, and
+  /// graph_step_unsupported's reasons (a CPU device, a classifier's loss, an optimizer without a
+  /// capturable step).
+  static std::string graph_unsupported(const TrainerOptions& options, const Optimizer& optimizer,
+                                       Device device);
+  /// The steps replayed as a CUDA graph so far (0 without cuda_graph).
+  int64_t graph_replays() const noexcept;
+
  private:
   // One step, as named blocks (train_step calls them in this order).
   StepStats train_step();
-  StepStats begin_step();                     // lr, zeroed gradients
-  Batch next_batch(StepStats& s, int64_t b);  // data
+  StepStats begin_step(bool zero_grad = true);  // lr, zeroed gradients
+  Batch next_batch(StepStats& s, int64_t b);    // data
   void forward_loss_backward(const Batch& batch, int64_t b, int64_t batches,
                              std::vector<double>& counts, StepStats& s);
   void end_batches(StepStats& s, int64_t batches_before);  // epoch end, stop request
@@ -219,6 +233,9 @@ class Trainer {
   // The steps' losses (and clipping norms) on the device, and the steps not reported yet.
   std::optional<DeviceTotals> totals_;
   std::vector<StepStats> unreported_;
+  // cuda_graph: the step's forward, loss, backward, clipping and update, captured and replayed
+  std::unique_ptr<GraphStep> graph_;
+  StepStats graph_train_step();
   // The held-out record, kept in checkpoints so that a resumed run stops and saves as one that
   // was not interrupted.
   std::optional<ValMetrics> best_val_;
