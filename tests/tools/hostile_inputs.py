@@ -956,6 +956,26 @@ ROWS.update({
 })
 
 
+ROWS.update({
+    # --cuda-graph where a step cannot be captured: one note, then the eager steps (exit 0)
+    "cuda_graph_on_the_cpu_is_a_note": (
+        lambda d: ["train", "--steps", "2", "--device", "cpu", "--cuda-graph", "--progress", "none"], 0,
+        r"note: --cuda-graph is off for this run: a CUDA graph needs a CUDA device, not cpu; the "
+        r"steps run eagerly", None, 30),
+    "mlp_kernel_unknown": (
+        lambda d: ["train", "--steps", "1", "--device", "cpu", "--mlp-kernel", "fast", "--progress", "none"], 1,
+        r"unknown mlp kernel 'fast'; choose one of layers, fused", _no_steps_ran, 30),
+    "mlp_kernel_fused_on_a_model_too_wide": (
+        lambda d: ["train", "--steps", "1", "--device", "cpu", "--mlp-kernel", "fused", "--model", "mlp:4,200,1",
+                   "--progress", "none"], 1,
+        r"mlp kernel 'fused' cannot run this model: Linear 0 is 4 -> 200 wide; the fused MLP takes widths up "
+        r"to 128 .*use --mlp-kernel layers", None, 30),
+    # `runs` is `pipelines` by another name, with its errors
+    "runs_alias_names_a_missing_config": (
+        lambda d: ["runs", "--config", f"{d}/none.toml"], 1, r"cannot open '.*none\.toml'", None, 30),
+})
+
+
 def json_dumps(v):
     import json
     return json.dumps(v)
