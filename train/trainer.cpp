@@ -424,22 +424,27 @@ void Trainer::forward_loss_backward(const Batch& batch, int64_t b, int64_t batch
   if (!totals_) totals_.emplace(loss.device());
   if (b == 0) totals_->begin_step(batches);
   const bool classifier = loss_->target_kind() == TargetKind::ClassIndices;
+  ClassCounts c;
+  if (classifier) {
+    // before backward: a module may reuse its output's memory
+    c = count_correct(pred, target, 1, loss_->options().ignore_index);
+    counts[0] += c.correct;
+    counts[1] += c.counted;
+  }
   // A batch whose every row is ignore_index or of a class weighted 0 has torch's 0/0: a NaN loss
   // and gradient. It contributes nothing (issue 30): a zero gradient (backward still runs, so
-  // every ddp rank joins the all-reduce) and no loss. Classifiers read their labels anyway.
-  const bool counted = !classifier || mean_divisor(batch.y.to(Device::cpu()), loss_->options(),
-                                                   TargetKind::ClassIndices) > 0;
+  // every ddp rank joins the all-reduce) and no loss. Without class weights the rows counted
+  // above decide; with them the loss's own divisor (one more copy of the labels).
+  const bool counted =
+      !classifier || (loss_->options().class_weights.empty()
+                          ? c.counted > 0
+                          : mean_divisor(batch.y.to(Device::cpu()), loss_->options(),
+                                         TargetKind::ClassIndices) > 0);
   if (counted) {
     totals_->add_loss(loss);
     counts[3] += 1;
   } else {
     zero_(grad);
-  }
-  if (classifier) {
-    // before backward: a module may reuse its output's memory
-    const ClassCounts c = count_correct(pred, target, 1, loss_->options().ignore_index);
-    counts[0] += c.correct;
-    counts[1] += c.counted;
   }
 
   // backward: 1/batches as dividing the loss in torch; times the loss scale (a power of two:
