@@ -370,8 +370,9 @@ StepStats Trainer::graph_train_step() {
   const Batch batch = next_batch(s, 0);
   const Tensor target = batch.y.to(batch.x.device());
   GraphStep::Result r = graph_->step(batch.x, target);
-  // The replayed loss is the graph's tensor, overwritten by the next replay: the totals' add is
-  // queued behind this replay on the same stream, so it reads this step's value.
+  // The replayed loss is the graph's tensor, overwritten by the next replay: this stream waits for
+  // the step (GraphStep joins it) and the next replay waits for this add (GraphStep forks from
+  // here), so the add reads this step's value.
   if (!totals_) totals_.emplace(r.loss.device());
   totals_->begin_step(1);
   totals_->add_loss(r.loss);
