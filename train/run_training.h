@@ -10,6 +10,7 @@
 #include <string>
 
 #include "train/config.h"
+#include "train/run_data.h"  // synthetic_rows, kDefaultSyntheticRows
 #include "train/trainer.h"
 
 namespace minitrain {
@@ -32,9 +33,5 @@ struct TrainReport {
 /// checkpoints (with --checkpoint-dir) and saves (--save) as at its end; report.summary says so.
 TrainReport run_training(const TrainConfig& config, std::ostream& info, std::ostream& progress,
                          const std::atomic<int>* stop_requested = nullptr);
-
-/// Rows of "synthetic[:N]" (8192 when N is not given).
-int64_t synthetic_rows(const std::string& data_spec);
-inline constexpr int64_t kDefaultSyntheticRows = 8192;
 
 }  // namespace minitrain
