@@ -1,5 +1,8 @@
-// The progress bar and its plain-line fallback. Rates are averages since the run started, so
-// the ETA settles instead of jumping with each step's time.
+// The progress bar and its plain-line fallback. Rates are wall-clock rates, as the run's "done"
+// line's: a line's samples/s counts the samples of the steps since the previous line over the
+// wall time since it (waits for data, logging and evaluation included, which a step's own
+// samples_per_s leaves out); the bar's steps/s and the ETA are averages since the run started, so
+// they settle instead of jumping with each step's time.
 
 #include "train/progress.h"
 
@@ -9,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <utility>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -70,22 +74,24 @@ int64_t line_cadence(int64_t steps) {
 }
 }  // namespace
 
-Progress::Progress(std::ostream& out, ProgressMode mode, int64_t first_step, int64_t total_steps)
+Progress::Progress(std::ostream& out, ProgressMode mode, int64_t first_step, int64_t total_steps,
+                   Now now)
     : out_(out),
       mode_(mode),
       first_step_(first_step),
       total_steps_(total_steps),
       every_(line_cadence(total_steps - first_step + 1)),
-      start_(std::chrono::steady_clock::now()),
-      last_draw_(start_) {}
+      now_(now ? std::move(now) : Now([] { return Clock::now(); })),
+      start_(now_()),
+      last_draw_(start_),
+      window_start_(start_) {}
 
 bool Progress::due(int64_t step) const {
   return step == first_step_ || step == total_steps_ || (step - first_step_ + 1) % every_ == 0;
 }
 
 std::string Progress::eta(int64_t step) const {
-  const double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double elapsed = std::chrono::duration<double>(now_() - start_).count();
   const double done = static_cast<double>(step - first_step_ + 1);
   return format_duration(elapsed / done * static_cast<double>(total_steps_ - step));
 }
@@ -94,23 +100,28 @@ bool Progress::draws(int64_t step) const {
   if (mode_ == ProgressMode::None) return false;
   if (mode_ == ProgressMode::Lines) return due(step);
   return step == total_steps_ || !open_line_ ||
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - last_draw_).count() >=
-             kRedrawSeconds;
+         std::chrono::duration<double>(now_() - last_draw_).count() >= kRedrawSeconds;
 }
 
 void Progress::update(const StepStats& s) {
   if (mode_ == ProgressMode::None) return;
-  const auto now = std::chrono::steady_clock::now();
+  window_samples_ += s.samples;
+  const auto now = now_();
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double steps_per_s =
       elapsed > 0 ? static_cast<double>(s.step - first_step_ + 1) / elapsed : 0.0;
 
   if (mode_ == ProgressMode::Lines) {
     if (!due(s.step)) return;
+    // The wall rate over the window since the previous line (since the start for the first).
+    const double window = std::chrono::duration<double>(now - window_start_).count();
+    const double samples_per_s = window > 0 ? static_cast<double>(window_samples_) / window : 0.0;
+    window_start_ = now;
+    window_samples_ = 0;
     const int64_t percent = total_steps_ > 0 ? s.step * 100 / total_steps_ : 100;
     out_ << "step " << s.step << "/" << total_steps_ << " (" << percent << "%)  epoch " << s.epoch
          << "  loss " << (s.nothing_counted ? "- (no counted rows: no update)" : general(s.loss, 6))
-         << "  lr " << general(s.lr, 4) << "  " << fixed(s.samples_per_s, 0) << " samples/s  ETA "
+         << "  lr " << general(s.lr, 4) << "  " << fixed(samples_per_s, 0) << " samples/s  ETA "
          << eta(s.step) << "\n";
     out_.flush();
     return;

@@ -3,9 +3,12 @@
 //   [##########..........]  640/1280  loss 0.01234  2345 steps/s  ETA 0:02
 // otherwise (a file, a pipe, CI) a plain line about every tenth of the run and at the end:
 //   step 128/1280 (10%)  epoch 1  loss 0.012345  lr 0.003  150000 samples/s  ETA 0:02
+// where samples/s is the wall rate since the previous line (the "done" line's measure over the
+// run), not the steps' own compute rate (the metrics log's samples_per_s).
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -23,8 +26,12 @@ std::vector<std::string> progress_mode_names();
 
 class Progress {
  public:
-  /// Reports steps first_step..total_steps to `out`.
-  Progress(std::ostream& out, ProgressMode mode, int64_t first_step, int64_t total_steps);
+  using Clock = std::chrono::steady_clock;
+  /// The time now; tests inject a clock of their own.
+  using Now = std::function<Clock::time_point()>;
+  /// Reports steps first_step..total_steps to `out`; `now` (empty: steady_clock) times the rates.
+  Progress(std::ostream& out, ProgressMode mode, int64_t first_step, int64_t total_steps,
+           Now now = {});
   void update(const StepStats& stats);
   /// Whether update() at `step` would draw (a line due, or the bar's redraw time come): the
   /// trainer reads the step's loss from the device only then (issue 35).
@@ -41,7 +48,11 @@ class Progress {
   int64_t first_step_, total_steps_;
   int64_t every_;  // lines mode: steps between lines
   bool open_line_ = false;
-  std::chrono::steady_clock::time_point start_, last_draw_;
+  Now now_;
+  Clock::time_point start_, last_draw_;
+  // Lines mode: the samples of the steps since the previous line, and when that line was drawn.
+  Clock::time_point window_start_;
+  int64_t window_samples_ = 0;
 };
 
 /// "1:05", "0:02", "2:03:04".
