@@ -331,6 +331,16 @@ TensorDataset read_csv_table(const std::string& path,
           "' is named by --ignore-columns but the model takes it as a feature (",
           header_list(features->names), ")");
     }
+    // The training's ignored columns, where this table has them and no flag says otherwise.
+    for (const std::string& name : features->model_ignored) {
+      const auto it = column_of.find(name);
+      if (it == column_of.end()) continue;
+      const auto c = static_cast<std::size_t>(it->second);
+      if (is_kept[c] || is_target[c] ||
+          std::find(features->names.begin(), features->names.end(), name) != features->names.end())
+        continue;
+      is_ignored[c] = true;
+    }
     for (const std::string& name : features->kept) kept_column.push_back(column_of.at(name));
     features->kept_cells.clear();
   }
@@ -377,10 +387,11 @@ TensorDataset read_csv_table(const std::string& path,
       if (!is_feature[static_cast<std::size_t>(c)] && !is_target[static_cast<std::size_t>(c)] &&
           !passed_over(c))
         unknown.push_back(names[static_cast<std::size_t>(c)]);
+    // The advice names only the flags of the command that runs (evaluate has no --keep-columns).
     MT_CHECK_AS(IoError, unknown.empty(), path, ": column ", header_list(unknown),
                 " is neither one of the model's feature columns (", header_list(want),
-                ") nor a target; remove it from the table, or name it with --ignore-columns "
-                "(or --keep-columns to pass it through to predict's output)");
+                ") nor a target; remove it from the table, or name it with --ignore-columns",
+                features->keep_flag ? " (or --keep-columns to pass it through to the output)" : "");
     // A kept column the model takes as a feature is read as one too; other kept ones are not.
     for (int64_t c = 0; c < ncols; ++c)
       if (is_feature[static_cast<std::size_t>(c)]) is_kept[static_cast<std::size_t>(c)] = false;

@@ -43,6 +43,12 @@ struct CsvFeatureColumns {
   std::vector<std::string> ignored;
   std::vector<std::string> kept;
   std::vector<std::string> kept_cells;  ///< out: each row's kept cells, as written
+  /// The training's --ignore-columns (a trained model's metadata 'ignore_columns'): ignored too
+  /// where the header has them and nothing else names them (kept, a target, one of `names`); a
+  /// table without them (rows to predict, without their `id`) is read all the same.
+  std::vector<std::string> model_ignored;
+  /// The running command takes --keep-columns (predict): only then does advice name that flag.
+  bool keep_flag = false;
 };
 
 TensorDataset load_npy_dataset(const std::string& features_path, const std::string& targets_path);

@@ -23,7 +23,8 @@ EvaluateCommand::EvaluateCommand(CLI::App& parent) {
                    "a CSV table's target columns (default: the training's, from the weights)")
       ->delimiter(',');
   app_->add_option("--ignore-columns", config_.ignore_columns,
-                   "a CSV table's columns that are neither feature nor target (an id)")
+                   "a CSV table's columns that are neither feature nor target (an id; default: "
+                   "the training's --ignore-columns, from the weights)")
       ->delimiter(',');
   app_->add_option("--device", config_.device, "auto | cpu | cuda | cuda:N");
   app_->add_option("--batch-size", config_.batch_size, "rows per forward pass");

@@ -25,7 +25,8 @@ PredictCommand::PredictCommand(CLI::App& parent) {
                    "columns of a CSV input that are not features (default: the training's)")
       ->delimiter(',');
   app_->add_option("--ignore-columns", config_.ignore_columns,
-                   "a CSV input's columns that are neither feature nor target (an id)")
+                   "a CSV input's columns that are neither feature nor target (an id; default: "
+                   "the training's --ignore-columns, from the weights)")
       ->delimiter(',');
   app_->add_option("--keep-columns", config_.keep_columns,
                    "a CSV input's columns copied, as written, into the CSV output before the "

@@ -76,6 +76,8 @@ Evaluation run_evaluate(const EvaluateConfig& c) {
   CsvClassLabels labels{trained.classes, /*held_out=*/true};  // the training's kind and classes
   CsvFeatureColumns features{trained.feature_columns};        // by name where the weights know them
   features.ignored = c.ignore_columns;
+  // The training's ignored columns, unless --ignore-columns says which (the flag wins).
+  if (c.ignore_columns.empty()) features.model_ignored = trained.ignore_columns;
   MT_CHECK_AS(ValueError, csv || c.ignore_columns.empty(),
               "--ignore-columns is for a CSV --data, "
               "but --data is ",

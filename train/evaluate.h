@@ -17,7 +17,9 @@ struct EvaluateConfig {
   std::string data;        ///< X.npy (with targets) or T.csv
   std::string targets;     ///< Y.npy, with an X.npy data file
   std::vector<std::string> target_columns;  ///< for T.csv; empty: the weights' metadata's
-  std::vector<std::string> ignore_columns;  ///< T.csv columns that are neither feature nor target
+  /// T.csv columns that are neither feature nor target; empty: the weights' metadata's
+  /// 'ignore_columns' (the training's), where the table has them.
+  std::vector<std::string> ignore_columns;
   std::string device = "auto";
   int64_t batch_size = 4096;
 };

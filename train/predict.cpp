@@ -171,6 +171,10 @@ int64_t run_predict(const PredictConfig& c, std::ostream& warnings) {
   CsvFeatureColumns features{trained.feature_columns};
   features.ignored = c.ignore_columns;
   features.kept = c.keep_columns;
+  features.keep_flag = true;  // advice may name --keep-columns
+  // The training's ignored columns, unless --ignore-columns says which (the flag wins); a column
+  // named by --keep-columns is kept.
+  if (c.ignore_columns.empty()) features.model_ignored = trained.ignore_columns;
   MT_CHECK_AS(ValueError, csv_in || (c.ignore_columns.empty() && c.keep_columns.empty()),
               "--ignore-columns and --keep-columns name columns of a CSV --input, but --input is ",
               c.input);

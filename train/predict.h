@@ -29,7 +29,8 @@ struct PredictConfig {
   /// Columns of a CSV input that are not features (the targets); empty: the weights' metadata's
   /// 'target_columns'. Columns the file lacks are no error (unlabelled data).
   std::vector<std::string> target_columns;
-  /// Columns of a CSV input that are neither feature nor target (an `id`): not read.
+  /// Columns of a CSV input that are neither feature nor target (an `id`): not read. Empty: the
+  /// weights' metadata's 'ignore_columns' (the training's), where the input has them.
   std::vector<std::string> ignore_columns;
   /// Columns of a CSV input copied as written (RFC 4180 quoted where needed) into the CSV output,
   /// in this order, before the predictions; a .npy output refuses them.

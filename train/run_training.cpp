@@ -41,7 +41,8 @@ namespace fs = std::filesystem;
 // are not features, and the names of the outputs).
 // `classes`: the names of a CSV label column's classes, in index order (empty: numbered).
 // `features`: a table's feature columns in the model's input order (empty for .npy data), so that
-// predict and evaluate read a table by column name.
+// predict and evaluate read a table by column name; `ignore_columns`: --ignore-columns, which they
+// ignore too.
 // `scaler`: --standardize's statistics of the training rows, as JSON lists of float32 values.
 std::map<std::string, std::string> model_metadata(const TrainConfig& c,
                                                   const std::vector<std::string>& classes,
@@ -54,6 +55,10 @@ std::map<std::string, std::string> model_metadata(const TrainConfig& c,
   if (!features.empty())
     m["feature_columns"] =
         nlohmann::json(features).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // The table's --ignore-columns: evaluate and predict on the same table ignore them too.
+  if (!c.ignore_columns.empty())
+    m["ignore_columns"] = nlohmann::json(c.ignore_columns)
+                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (!scaler.empty()) {
     m["standardize_mean"] = nlohmann::json(scaler.mean).dump();
     m["standardize_scale"] = nlohmann::json(scaler.scale).dump();

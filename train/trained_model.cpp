@@ -94,7 +94,8 @@ std::string settle(const TrainedWeights& w, const std::string& weights_path, con
   return it->second;
 }
 
-// The metadata's 'target_columns', 'feature_columns' or 'classes': a JSON list of names
+// The metadata's 'target_columns', 'feature_columns', 'ignore_columns' or 'classes': a JSON list
+// of names
 // (train/run_training.cpp writes them).
 std::vector<std::string> metadata_names(const std::string& text, const std::string& path,
                                         const char* key) {
@@ -151,6 +152,8 @@ TrainedModel load_trained_model(const std::string& weights, const std::string& m
     t.target_columns = metadata_names(it->second, weights, "target_columns");
   if (const auto it = w.metadata.find("feature_columns"); it != w.metadata.end())
     t.feature_columns = metadata_names(it->second, weights, "feature_columns");
+  if (const auto it = w.metadata.find("ignore_columns"); it != w.metadata.end())
+    t.ignore_columns = metadata_names(it->second, weights, "ignore_columns");
   if (const auto it = w.metadata.find("classes"); it != w.metadata.end())
     t.classes = metadata_names(it->second, weights, "classes");
   if (const auto it = w.metadata.find("loss"); it != w.metadata.end()) {

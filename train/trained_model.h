@@ -24,6 +24,9 @@ struct TrainedModel {
   /// The training table's feature columns in the order the model takes them (metadata
   /// 'feature_columns'); empty for .npy data and files that do not say (read by position).
   std::vector<std::string> feature_columns;
+  /// The training table's --ignore-columns (metadata 'ignore_columns'; empty where the file does
+  /// not say): predict and evaluate ignore them too unless --ignore-columns is given.
+  std::vector<std::string> ignore_columns;
   /// train --standardize's statistics (metadata 'standardize_mean', 'standardize_scale'): the
   /// model takes standardize(x, scaler); empty when it was trained on the features as they are.
   StandardScaler scaler;

@@ -114,10 +114,22 @@ TEST(CsvReader, IgnoredAndKeptColumnsAreNeitherFeatureNorTarget) {
   model.kept = {"id", "a", "y"};
   EXPECT_EQ(host_values(load_csv_features(path, {"y"}, &model)), (std::vector<double>{2, 1, 4, 3}));
   EXPECT_EQ(model.kept_cells, (std::vector<std::string>{"r1", "1", "0", "r2", "3", "1"}));
-  // Without the flags the id column is refused, and the message names the flags.
+  // Without the flags the id column is refused, and the message names the flags: --keep-columns
+  // only for a command that takes it (predict; issue 33: evaluate's message named it too).
   CsvFeatureColumns bare{{"a", "b"}};
+  bare.keep_flag = true;
   expect_error<IoError>([&] { load_csv_features(path, {"y"}, &bare); },
                         {"column 'id', 'note' is neither", "--ignore-columns", "--keep-columns"});
+  CsvFeatureColumns evaluate{{"a", "b"}};  // keep_flag false: the command has no --keep-columns
+  try {
+    load_csv_dataset(path, {"y"}, nullptr, &evaluate);
+    ADD_FAILURE() << "no IoError for the id and note columns";
+  } catch (const IoError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("column 'id', 'note' is neither"), std::string::npos) << what;
+    EXPECT_NE(what.find("name it with --ignore-columns"), std::string::npos) << what;
+    EXPECT_EQ(what.find("--keep-columns"), std::string::npos) << what;
+  }
   const auto refused = [&](std::vector<std::string> ignored, std::vector<std::string> kept,
                            std::vector<std::string> names, std::vector<std::string> want) {
     CsvFeatureColumns f{std::move(names)};
@@ -139,6 +151,30 @@ TEST(CsvReader, IgnoredAndKeptColumnsAreNeitherFeatureNorTarget) {
   refused({"y"}, {}, {}, {"'y' is named by --ignore-columns but is a target"});
   refused({"a"}, {}, {"a", "b"}, {"'a' is named by --ignore-columns but the model takes it"});
   refused({"a", "b", "id", "note"}, {}, {}, {"leaves no features"});
+}
+
+// Issue 33: a model trained with --ignore-columns id keeps that in its weights ('ignore_columns'),
+// and evaluate/predict pass it as model_ignored: the id is ignored where the table has it, a table
+// without it is read as well, and a flag that names the column otherwise (kept) wins.
+TEST(CsvReader, TheTrainingsIgnoredColumnsAreIgnoredWhereTheTableHasThem) {
+  ScratchDir dir;
+  const std::string with_id = dir.write_raw("t.csv", "id,a,y,b\nr1,1,0,2\nr2,3,1,4\n");
+  const std::string without = dir.write_raw("n.csv", "b,a\n2,1\n4,3\n");
+  CsvFeatureColumns model{{"a", "b"}};
+  model.model_ignored = {"id"};
+  EXPECT_EQ(host_values(load_csv_dataset(with_id, {"y"}, nullptr, &model).features()),
+            (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(host_values(load_csv_features(without, {"y"}, &model)),
+            (std::vector<double>{1, 2, 3, 4}));
+  CsvFeatureColumns kept{{"a", "b"}};  // predict --keep-columns id: passed through, not ignored
+  kept.model_ignored = {"id"};
+  kept.kept = {"id"};
+  EXPECT_EQ(host_values(load_csv_features(with_id, {"y"}, &kept)),
+            (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(kept.kept_cells, (std::vector<std::string>{"r1", "r2"}));
+  CsvFeatureColumns old_weights{{"a", "b"}};  // weights without 'ignore_columns': refused as before
+  expect_error<IoError>([&] { load_csv_features(with_id, {"y"}, &old_weights); },
+                        {"column 'id' is neither"});
 }
 
 TEST(CsvReader, TextInARegressionTargetHintsAtAClassifier) {

@@ -1094,6 +1094,80 @@ ROWS.update({
 })
 
 
+# ---- issue 33's user trial: the training's --ignore-columns travel with the model ----
+
+def _with_id(text):
+    """TRIAL_CSV-like `text` with an id column first (r1, r2, ...)."""
+    lines = text.rstrip("\n").split("\n")
+    return "id," + lines[0] + "\n" + "".join(f"r{i},{l}\n" for i, l in enumerate(lines[1:], 1))
+
+
+def _trained_with_ignored_id(d):
+    """A classifier trained on t.csv with --ignore-columns id; t.csv has the id column."""
+    write(f"{d}/t.csv", _with_id(TRIAL_CSV))
+    mt("train", "--data", f"{d}/t.csv", "--target-columns", "species", "--loss", "cross_entropy",
+       "--model", "mlp:3,16,3", "--steps", "300", "--lr", "0.05", "--ignore-columns", "id",
+       "--save", f"{d}/w.safetensors", *QUIET)
+
+
+def _evaluate_training_table(d):
+    _trained_with_ignored_id(d)
+    return ["evaluate", "--weights", f"{d}/w.safetensors", "--data", f"{d}/t.csv", "--device", "cpu"]
+
+
+def _predict_training_table(d):
+    _trained_with_ignored_id(d)
+    # Rows to predict need not have the id: a table without it is read as well.
+    write(f"{d}/new.csv", TRIAL_CSV)
+    mt("predict", "--weights", f"{d}/w.safetensors", "--input", f"{d}/new.csv", "--output", f"{d}/want.csv",
+       "--device", "cpu")
+    return ["predict", "--weights", f"{d}/w.safetensors", "--input", f"{d}/t.csv", "--output", f"{d}/p.csv",
+            "--device", "cpu"]
+
+
+def _same_predictions_as_want(d, out):
+    with open(f"{d}/want.csv") as f:
+        want = f.read()
+    with open(f"{d}/p.csv") as f:
+        got = f.read()
+    return None if got == want and want.count("\n") == 13 else "predictions differ with and without the id"
+
+
+def _evaluate_ignore_flag_wins(d):
+    _trained_with_ignored_id(d)
+    # --ignore-columns given: it says which columns are ignored, the training's 'id' no more.
+    write(f"{d}/both.csv", "".join(f"{l},x\n" if i else f"{l},note\n"
+                                   for i, l in enumerate(_with_id(TRIAL_CSV).rstrip("\n").split("\n"))))
+    return ["evaluate", "--weights", f"{d}/w.safetensors", "--data", f"{d}/both.csv", "--ignore-columns", "note",
+            "--device", "cpu"]
+
+
+def _evaluate_table_with_an_id(d):
+    _trial_classifier(d)  # trained on a table without an id
+    write(f"{d}/r.csv", _with_id(TRIAL_CSV))
+    return ["evaluate", "--weights", f"{d}/w.safetensors", "--data", f"{d}/r.csv", "--device", "cpu"]
+
+
+def _names_no_keep_columns(d, out):
+    return "the message names --keep-columns, which evaluate does not take" if "--keep-columns" in out else None
+
+
+ROWS.update({
+    "evaluate_ignores_the_trainings_ignore_columns": (
+        _evaluate_training_table, 0, r'"accuracy"', None, 120),
+    "predict_ignores_the_trainings_ignore_columns": (
+        _predict_training_table, 0, r"", _same_predictions_as_want, 120),
+    "evaluate_ignore_columns_flag_wins_over_the_trainings": (
+        _evaluate_ignore_flag_wins, 1, r"both\.csv: column 'id' is neither one of the model's feature columns", None, 120),
+    "evaluate_unknown_column_names_only_evaluates_flags": (
+        _evaluate_table_with_an_id, 1, r"r\.csv: column 'id' is neither .*name it with --ignore-columns",
+        _names_no_keep_columns, 120),
+    "predict_unknown_column_names_keep_columns": (
+        lambda d: _predict_table(d, "id,sepal,petal,width\n7,1,5,9\n"), 1,
+        r"r\.csv: column 'id' is neither .*--ignore-columns \(or --keep-columns to pass it through to the output\)",
+        _no_file("p.csv"), 120),
+})
+
 def run_case(name, scratch_root):
     setup, want_status, want_regex, check, limit, *address_space = ROWS[name]
     d = tempfile.mkdtemp(prefix=name[:40] + ".", dir=scratch_root)

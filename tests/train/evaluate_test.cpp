@@ -12,6 +12,7 @@
 #include "nn/state_dict.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
+#include "tests/train/train_test_util.h"
 #include "train/evaluate.h"
 
 namespace minitrain {
@@ -110,6 +111,52 @@ TEST(Evaluate, ATableTakesItsTargetsFromTheWeightsAndBadInputIsNamed) {
   c.targets = f.dir.path("y3.npy");
   testing::expect_error<ShapeError>([&] { run_evaluate(c); },
                                     {"3 feature(s) and 3 target(s)", "takes 3 and gives 2"});
+}
+
+// Issue 33's user trial: `evaluate` on the training table needed --ignore-columns id again, since
+// the weights did not say which columns the training ignored; and its message then advised
+// --keep-columns, a flag evaluate does not take.
+TEST(Evaluate, TheTrainingsIgnoredColumnsAreIgnoredOnTheSameTable) {
+  ScratchDir dir;
+  std::string table = "id,a,b,y\n";
+  for (int i = 0; i < 30; ++i)
+    table += "row" + std::to_string(i) + "," + std::to_string(i % 7) + "," +
+             std::to_string((i * 3) % 5) + "," + std::to_string(0.5 * (i % 7) - 0.25 * i) + "\n";
+  const std::string path = dir.write_raw("t.csv", table);
+  TrainConfig t = testing::small_run("cpu", dir.path("w.safetensors"));
+  t.data = path;
+  t.target_columns = {"y"};
+  t.model = "mlp:2,8,1";
+  t.ignore_columns = {"id"};
+  testing::train(t);
+
+  EvaluateConfig c;
+  c.weights = dir.path("w.safetensors");
+  c.data = path;
+  c.device = "cpu";
+  const Evaluation e = run_evaluate(c);  // no --ignore-columns: the weights say 'id'
+  EXPECT_EQ(e.rows, 30);
+  c.ignore_columns = {"id"};  // the flag as before: the same numbers
+  EXPECT_EQ(run_evaluate(c).loss, e.loss);
+
+  // Weights that do not say (older files, trained on a table without the id): refused, and the
+  // advice names evaluate's --ignore-columns only.
+  TrainConfig no_id = t;
+  no_id.data = dir.write_raw("n.csv", "a,b,y\n1,2,3\n2,1,0\n3,3,1\n");
+  no_id.ignore_columns = {};
+  no_id.save = dir.path("old.safetensors");
+  testing::train(no_id);
+  c.weights = no_id.save;
+  c.ignore_columns = {};
+  try {
+    run_evaluate(c);
+    ADD_FAILURE() << "no IoError for the id column";
+  } catch (const IoError& err) {
+    const std::string what = err.what();
+    EXPECT_NE(what.find("column 'id' is neither"), std::string::npos) << what;
+    EXPECT_NE(what.find("--ignore-columns"), std::string::npos) << what;
+    EXPECT_EQ(what.find("--keep-columns"), std::string::npos) << what;
+  }
 }
 
 }  // namespace

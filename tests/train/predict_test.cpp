@@ -285,6 +285,48 @@ TEST(Predict, KeptColumnsAndClassWithProbabilitiesInOneCsv) {
   testing::expect_error<ValueError>([&] { run_predict(c); }, {"drop --probabilities"});
 }
 
+// Issue 33: weights that say the training ignored 'id' (metadata 'ignore_columns') predict on the
+// training table without --ignore-columns, and on rows without the id; --keep-columns id still
+// passes it through; and the advice for an unknown column names predict's --keep-columns.
+TEST(Predict, TheTrainingsIgnoredColumnsAreIgnoredWhereTheInputHasThem) {
+  ScratchDir dir;
+  const SavedModel s = save_gelu_model(dir, {{"model", "mlp:3,8,2"},
+                                             {"activation", "gelu"},
+                                             {"feature_columns", R"(["a","b","c"])"},
+                                             {"ignore_columns", R"(["id"])"}});
+  std::string with_id = "id,a,b,c\n", without = "c,b,a\n";
+  const float* x = s.x.data<float>();
+  for (int64_t i = 0; i < 13; ++i) {
+    char row[200];
+    std::snprintf(row, sizeof row, "r%d,%.9g,%.9g,%.9g\n", int(i), x[i * 3], x[i * 3 + 1],
+                  x[i * 3 + 2]);
+    with_id += row;
+    std::snprintf(row, sizeof row, "%.9g,%.9g,%.9g\n", x[i * 3 + 2], x[i * 3 + 1], x[i * 3]);
+    without += row;
+  }
+  dir.write_raw("t.csv", with_id);
+  dir.write_raw("n.csv", without);
+  PredictConfig c = config_for(dir, "w.safetensors", "t.csv", "y.npy");
+  EXPECT_EQ(run_predict(c), 13);
+  EXPECT_EQ(testing::tensor_bytes(read_npy(c.output)), testing::tensor_bytes(s.want));
+  c.input = dir.path("n.csv");
+  EXPECT_EQ(run_predict(c), 13);
+  EXPECT_EQ(testing::tensor_bytes(read_npy(c.output)), testing::tensor_bytes(s.want));
+  c.input = dir.path("t.csv");
+  c.output = dir.path("y.csv");
+  c.keep_columns = {"id"};
+  EXPECT_EQ(run_predict(c), 13);
+  EXPECT_EQ(read_file_bytes(c.output).rfind("id,y0,y1\nr0,", 0), 0u) << read_file_bytes(c.output);
+
+  save_gelu_model(dir, {{"model", "mlp:3,8,2"},  // weights that do not say: as before
+                        {"activation", "gelu"},
+                        {"feature_columns", R"(["a","b","c"])"}});
+  c.keep_columns = {};
+  testing::expect_error<IoError>(
+      [&] { run_predict(c); },
+      {"column 'id' is neither", "--ignore-columns (or --keep-columns to pass it through"});
+}
+
 // --gemm picks the Linear layers' backend: "reference" (the in-order sums the C of `minitrain
 // export` computes) gives the model's forward through that backend, bit for bit; an unknown name
 // or a CUDA backend on the CPU is refused before anything is written.
