@@ -24,7 +24,7 @@ install(TARGETS minitrain RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # `minitrain export --format onnx` finds scripts/export_onnx.py the same way.
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/plot_metrics.py ${PROJECT_SOURCE_DIR}/scripts/plot_roofline.py ${PROJECT_SOURCE_DIR}/scripts/export_onnx.py
         DESTINATION ${CMAKE_INSTALL_DATADIR}/minitrain)
-foreach(layer core kernels nn optim data parallel train tools)
+foreach(layer core kernels nn optim data parallel train infer tools)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/minitrain
     FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
 endforeach()
@@ -47,7 +47,7 @@ install(FILES ${PROJECT_BINARY_DIR}/minitrainConfig.cmake
 # pkg-config: the libraries in link order (a layer before the layers it uses), then the system
 # libraries. The build's own definitions (MINITRAIN_WITH_CUDA, ...) go into Cflags: the headers
 # read them.
-set(pc_libs "-lminitrain_runs_table -lminitrain_train -lminitrain_parallel -lminitrain_data")
+set(pc_libs "-lminitrain_runs_table -lminitrain_infer -lminitrain_train -lminitrain_parallel -lminitrain_data")
 string(APPEND pc_libs " -lminitrain_optim -lminitrain_nn -lminitrain_kernels -lminitrain_core")
 # Note [lazy CUDA libraries] (core/CMakeLists.txt): a CUDA build links the CUDA runtime only;
 # cuBLAS, cuDNN and NCCL are opened at run time.

@@ -1,4 +1,4 @@
-// `minitrain evaluate`: flag parsing only; the work is train/evaluate.cpp.
+// `minitrain evaluate`: flag parsing only; the work is infer/evaluate.cpp.
 
 #include "tools/evaluate_command.h"
 

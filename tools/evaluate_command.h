@@ -4,7 +4,7 @@
 
 #include <ostream>
 
-#include "train/evaluate.h"
+#include "infer/evaluate.h"
 
 namespace CLI {
 class App;

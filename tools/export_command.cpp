@@ -1,4 +1,4 @@
-// `minitrain export`: flag parsing, and the ONNX route (the C route is train/export_c.cpp).
+// `minitrain export`: flag parsing, and the ONNX route (the C route is infer/export_c.cpp).
 
 #include "tools/export_command.h"
 
@@ -16,8 +16,8 @@
 #include "nn/state_dict.h"
 #include "tools/python_script.h"
 #include "tools/trained_model_options.h"
-#include "train/export_c.h"
-#include "train/trained_model.h"
+#include "infer/export_c.h"
+#include "infer/trained_model.h"
 
 namespace minitrain::cli {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
 // `minitrain export --weights W.safetensors --format c|onnx --out DIR|FILE.onnx`: a trained model
-// out of the framework. C: train/export_c.h writes NAME.c and NAME.h. ONNX: the model is rebuilt
+// out of the framework. C: infer/export_c.h writes NAME.c and NAME.h. ONNX: the model is rebuilt
 // here as predict rebuilds it and handed, as plain float32 tensors, to scripts/export_onnx.py,
 // which builds the graph with the onnx package, checks it with onnx.checker and writes it.
 

@@ -1,4 +1,4 @@
-// `minitrain predict`: flag parsing only; the work is train/predict.cpp.
+// `minitrain predict`: flag parsing only; the work is infer/predict.cpp.
 
 #include "tools/predict_command.h"
 

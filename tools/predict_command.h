@@ -3,7 +3,7 @@
 
 #include <ostream>
 
-#include "train/predict.h"
+#include "infer/predict.h"
 
 namespace CLI {
 class App;

@@ -1,6 +1,6 @@
 #pragma once
 // The flags of a command that rebuilds a trained model from its weights (predict, evaluate):
-// --weights, and --model / --activation for weights that do not say (train/trained_model.h).
+// --weights, and --model / --activation for weights that do not say (infer/trained_model.h).
 
 #include <CLI/CLI.hpp>
 

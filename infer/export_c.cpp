@@ -1,4 +1,4 @@
-// `minitrain export --format c` (train/export_c.h): the model predict rebuilds, written out as C.
+// `minitrain export --format c` (infer/export_c.h): the model predict rebuilds, written out as C.
 //
 // Note [exported C equals predict --gemm reference]: the reference GEMM keeps one float
 // accumulator per output and adds x[q] * w[j, q] for q = 0, 1, ... in order, stores 1.0f * acc,
@@ -10,7 +10,7 @@
 // the sum (only -ffast-math / -fassociative-math allows that). The default predict uses OpenBLAS,
 // which blocks and vectorises the sum: its outputs differ from these by float rounding.
 
-#include "train/export_c.h"
+#include "infer/export_c.h"
 
 #include <cmath>
 #include <cstdio>

@@ -13,7 +13,7 @@
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
 #include "tests/train/train_test_util.h"
-#include "train/evaluate.h"
+#include "infer/evaluate.h"
 
 namespace minitrain {
 namespace {

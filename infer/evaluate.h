@@ -1,6 +1,6 @@
 #pragma once
 // Held-out numbers for a trained model: `minitrain evaluate`. The model is rebuilt from its
-// weights file (train/trained_model.h) and run on a labelled data set in eval mode; the metrics
+// weights file (infer/trained_model.h) and run on a labelled data set in eval mode; the metrics
 // are computed in float64 over every row.
 
 #include <cstdint>

@@ -15,7 +15,7 @@
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
 #include "train/checkpoint.h"
-#include "train/predict.h"
+#include "infer/predict.h"
 
 namespace minitrain {
 namespace {

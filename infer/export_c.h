@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "train/trained_model.h"
+#include "infer/trained_model.h"
 
 namespace minitrain {
 

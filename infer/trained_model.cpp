@@ -1,6 +1,6 @@
-// Rebuilding a model from what its weights file says of itself (train/trained_model.h).
+// Rebuilding a model from what its weights file says of itself (infer/trained_model.h).
 
-#include "train/trained_model.h"
+#include "infer/trained_model.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // `minitrain evaluate`: weights + labelled data -> loss and metrics as JSON.
 
-#include "train/evaluate.h"
+#include "infer/evaluate.h"
 
 #include <cmath>
 #include <vector>
@@ -12,8 +12,8 @@
 #include "core/strings.h"
 #include "data/class_labels.h"
 #include "data/readers.h"
-#include "train/predict.h"
-#include "train/trained_model.h"
+#include "infer/predict.h"
+#include "infer/trained_model.h"
 #include "train/validation.h"
 
 namespace minitrain {

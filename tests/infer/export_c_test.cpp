@@ -1,4 +1,4 @@
-// `minitrain export --format c` as a library call (train/export_c.h): names that are not C
+// `minitrain export --format c` as a library call (infer/export_c.h): names that are not C
 // identifiers, string literals that must survive any class name, and outputs that must not be
 // half-written or clobber the weights. Compiling the C and comparing it with predict is
 // tests/tools/export_check.py's job.
@@ -12,7 +12,7 @@
 #include "nn/state_dict.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
-#include "train/export_c.h"
+#include "infer/export_c.h"
 
 namespace minitrain {
 namespace {

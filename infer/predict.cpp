@@ -1,7 +1,7 @@
-// `minitrain predict`: weights (the model rebuilt from their metadata, train/trained_model.h) +
+// `minitrain predict`: weights (the model rebuilt from their metadata, infer/trained_model.h) +
 // X.npy or T.csv -> Y.npy or Y.csv.
 
-#include "train/predict.h"
+#include "infer/predict.h"
 
 #include <cmath>
 #include <cstdio>
@@ -19,7 +19,7 @@
 #include "nn/gemm_backend.h"
 #include "train/gemm_flag.h"
 #include "train/run_files.h"
-#include "train/trained_model.h"
+#include "infer/trained_model.h"
 
 namespace minitrain {
 
