@@ -103,9 +103,13 @@ if command -v nvcc >/dev/null 2>&1; then
 fi
 # --ci's two options are given either way, so that a build folder set up once with --ci is whole
 # again the next time it is set up without.
+# The bench programs are left to the CUDA build only where there is one in this run.
 gpu_tests_only=OFF benchmarks=ON
 if $ci; then
-  gpu_tests_only=ON benchmarks=OFF
+  gpu_tests_only=ON
+  if [[ " ${presets[*]} " == *" release "* ]] && command -v nvcc >/dev/null 2>&1; then
+    benchmarks=OFF
+  fi
 fi
 for preset in "${presets[@]}"; do
   log "configuring preset '$preset'"

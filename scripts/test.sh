@@ -32,7 +32,7 @@ scripts/format.sh --check
 # before. scripts/check_every_case_runs.py below proves that no case is lost. The minitrain
 # command's own cases (tests/tools) run in both builds: they test each build's binary. The bench
 # programs are built by the CUDA build only: their CUDA-only code is under #if without an #else,
-# so the CUDA build compiles all of what the cpu one would. A user's run keeps both builds whole:
+# so the CUDA build compiles all of what the cpu one would (and the GPU run kit's cases pack them). A user's run keeps both builds whole:
 # with a GPU, the CUDA build's gpu cases run there for real.
 setup_flags=()
 if [ "${CI:-}" = true ]; then
