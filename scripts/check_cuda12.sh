@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Proves the CUDA build compiles and links against CUDA 12 too (the main build uses the machine's
 # CUDA 13): assembles the pinned 12.4 toolkit (scripts/cuda12_toolkit.sh, cached in
-# build/cuda12-toolkit), builds the default target (libraries, minitrain, examples) in build/cuda12
-# for sm_80 only, then checks that no header or library of another CUDA toolkit crept in. Nothing
-# runs on a GPU; `minitrain info` runs (on the CPU) to name the versions compiled in.
+# build/cuda12-toolkit), builds the minitrain command in build/cuda12 for sm_80 only (that is every
+# library: the command links them all, so every .cu file and every file on cuBLAS, cuDNN or NCCL is
+# compiled against CUDA 12's headers and linked against its runtime; the examples and tests are
+# plain C++ on the same libraries and buy nothing more here), then checks that no header or
+# library of another CUDA toolkit crept in. Nothing runs on a GPU; `minitrain info` runs (on the
+# CPU) to name the versions compiled in.
 #   usage: scripts/check_cuda12.sh   (non-zero exit when anything fails; CHECK_CUDA12_JOBS=N for
 #          N compile jobs instead of one per core)
 set -euo pipefail
@@ -47,7 +50,7 @@ log "configured $build in $((SECONDS - configure_start)) s"
 
 jobs=${CHECK_CUDA12_JOBS:-$(nproc)}
 build_start=$SECONDS
-cmake --build "$build" --parallel "$jobs"
+cmake --build "$build" --target minitrain --parallel "$jobs"
 log "built $build with $jobs jobs in $((SECONDS - build_start)) s"
 
 # Every header an object was compiled with (ninja's recorded dependencies) and every library the

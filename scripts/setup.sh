@@ -7,6 +7,10 @@
 #   scripts/setup.sh release cpu      build several presets (release, debug, cpu, static, emu,
 #                                     emu-tsan, fuzz)
 #   scripts/setup.sh --deps-only      install the packages and stop
+#   scripts/setup.sh --ci release cpu CI's trimmed builds (docs/testing.md, "What each stage buys"):
+#                                     release compiles only the test files that may hold gpu
+#                                     cases (Note [gpu tests only]), cpu builds no benchmarks;
+#                                     without --ci both are whole again
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,11 +66,13 @@ else
 fi
 
 presets=()
+ci=false
 for arg in "$@"; do
   case "$arg" in
     --deps-only) exit 0 ;;
+    --ci) ci=true ;;
     release|debug|cpu|static|emu|emu-tsan|fuzz) presets+=("$arg") ;;
-    *) echo "setup.sh: unknown argument '$arg' (expected release, debug, cpu, static, emu, emu-tsan, fuzz or --deps-only)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown argument '$arg' (expected release, debug, cpu, static, emu, emu-tsan, fuzz, --ci or --deps-only)" >&2; exit 2 ;;
   esac
 done
 ((${#presets[@]})) || presets=(release)
@@ -95,10 +101,22 @@ if command -v nvcc >/dev/null 2>&1; then
     log "no nvml.h (offline?): CUDA builds go without NVML, and their runs say so"
   fi
 fi
+# --ci's two options are given either way, so that a build folder set up once with --ci is whole
+# again the next time it is set up without.
+# The bench programs are left to the CUDA build only where there is one in this run.
+gpu_tests_only=OFF benchmarks=ON
+if $ci; then
+  gpu_tests_only=ON
+  if [[ " ${presets[*]} " == *" release "* ]] && command -v nvcc >/dev/null 2>&1; then
+    benchmarks=OFF
+  fi
+fi
 for preset in "${presets[@]}"; do
   log "configuring preset '$preset'"
   case "$preset" in
-    release|debug) cmake --preset "$preset" "${nvml[@]}" >/dev/null ;;
+    release) cmake --preset "$preset" "${nvml[@]}" -DMINITRAIN_GPU_TESTS_ONLY=$gpu_tests_only >/dev/null ;;
+    debug) cmake --preset "$preset" "${nvml[@]}" >/dev/null ;;
+    cpu) cmake --preset "$preset" -DMINITRAIN_BUILD_BENCHMARKS=$benchmarks >/dev/null ;;
     *) cmake --preset "$preset" >/dev/null ;;
   esac
   log "building preset '$preset' with $jobs jobs"

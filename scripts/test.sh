@@ -23,7 +23,22 @@ fi
 # slip should not wait for the builds to show.
 scripts/setup.sh --deps-only
 scripts/format.sh --check
-scripts/setup.sh "${presets[@]}"
+# In CI (no GPU there) nothing is built twice for nothing (setup.sh --ci; docs/testing.md, "What
+# each stage buys"): the CUDA build compiles and runs only the test files that may hold gpu cases
+# (Note [gpu tests only]): their gpu cases are compiled by nvcc and registered (check_gpu_cases.sh
+# below compares them with the emulated build's), their cpu cases run on the CUDA build's code (the
+# device, driver and library paths under #if MINITRAIN_WITH_CUDA live in those files); every other
+# file's cases are plain C++ that the cpu preset compiles and runs, where they ran a second time
+# before. scripts/check_every_case_runs.py below proves that no case is lost. The minitrain
+# command's own cases (tests/tools) run in both builds: they test each build's binary. The bench
+# programs are built by the CUDA build only: their CUDA-only code is under #if without an #else,
+# so the CUDA build compiles all of what the cpu one would (and the GPU run kit's cases pack them). A user's run keeps both builds whole:
+# with a GPU, the CUDA build's gpu cases run there for real.
+setup_flags=()
+if [ "${CI:-}" = true ]; then
+  setup_flags=(--ci)
+fi
+scripts/setup.sh "${setup_flags[@]}" "${presets[@]}"
 for preset in "${presets[@]}"; do
   echo "[test] ctest --preset $preset (${SECONDS} s since the start)"
   ctest --preset "$preset"
@@ -34,8 +49,10 @@ for preset in "${presets[@]}"; do
 done
 # The static executables (Note [static build]: CPU-only, no MPI): not dynamic, run under env -i,
 # and save the cpu build's weights bit for bit.
+# Only the two programs the check runs (the library is compiled once more, static and without MPI).
 echo "[test] static executables: scripts/check_static.sh (${SECONDS} s since the start)"
-scripts/setup.sh static
+cmake --preset static >/dev/null
+cmake --build --preset static --target minitrain example_regression_mlp --parallel "$(nproc)"
 scripts/check_static.sh
 
 # The gpu-labelled suite on emulated GPUs (cuda_emu/: the CUDA code on CPU threads, with
@@ -48,6 +65,10 @@ ctest --preset emu
 # that it lost none is checked against the CUDA build's list where there is one.
 if [ -d build/release ] && [[ " ${presets[*]} " == *" release "* ]]; then
   scripts/check_gpu_cases.sh build/release build/emu
+  # Every TEST of tests/ is registered by a build whose ctest run above includes it (the emulated
+  # build runs its gpu label only): a file that no build compiles, or compiles and does not run,
+  # fails here by name.
+  python3 scripts/check_every_case_runs.py build/release build/cpu build/emu:gpu
 fi
 
 # Races in every kernel: the kernel test programs' gpu cases again on the emu build, with racecheck
