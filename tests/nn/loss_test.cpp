@@ -61,6 +61,7 @@ TEST(LossTable, OneTableWithASettingsColumn) {
   }
   EXPECT_EQ(names, loss_names());
   EXPECT_EQ(losses_taking(LossSetting::LogTarget), "kl_div");
+  EXPECT_STREQ(loss_setting_option(LossSetting::LogTarget), "log_target");
   EXPECT_EQ(losses_taking(LossSetting::LabelSmoothing), "cross_entropy");
   EXPECT_STREQ(loss_setting_flag(LossSetting::Delta), "huber-delta");
 
@@ -276,17 +277,19 @@ TEST_P(LossOnDevice, KlDivByHandForEachReductionAndLogTarget) {
   const std::vector<double> g = host_values(logt->backward());
   EXPECT_NEAR(g[2], -0.9, 1e-14);
   EXPECT_NEAR(g[3], -0.1, 1e-14);
-  // batchmean belongs to kl_div: the others refuse it, naming it
-  for (const char* other : {"mse", "l1", "cross_entropy"}) {
+  // batchmean is a Reduction of its own: mse and l1 take it (the sum over the 2 rows);
+  // cross_entropy, whose mean is per row already, refuses it, naming it
+  for (const char* other : {"mse", "l1"}) {
     auto l = make_loss(named(other, Reduction::BatchMean));
-    const Tensor t = l->target_kind() == TargetKind::ClassIndices
-                         ? testing::tensor_of({0, 1}, {2}, device(), DType::Float64)
-                         : target;
-    EXPECT_THROW(l->forward(pred, t), ValueError) << other;
-    EXPECT_THAT(error_message([&] { l->forward(pred, t); }),
-                HasSubstr("reduction 'batchmean' is kl_div's"))
-        << other;
+    auto s = make_loss(named(other, Reduction::Sum));
+    EXPECT_EQ(l->forward(pred, target).item(), s->forward(pred, target).item() / 2) << other;
   }
+  auto ce = make_loss(named("cross_entropy", Reduction::BatchMean));
+  const Tensor classes = testing::tensor_of({0, 1}, {2}, device(), DType::Float64);
+  EXPECT_THROW(ce->forward(pred, classes), ValueError);
+  EXPECT_THAT(error_message([&] { ce->forward(pred, classes); }),
+              HasSubstr("reduction 'batchmean' (the sum over the first extent) is for elementwise "
+                        "losses"));
   EXPECT_EQ(parse_reduction("batchmean"), Reduction::BatchMean);
   EXPECT_STREQ(reduction_name(Reduction::BatchMean), "batchmean");
 }

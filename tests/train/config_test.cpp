@@ -107,12 +107,12 @@ TEST(TrainConfig, RMSpropAndKlDivSettingsFromFlagsAndToml) {
   EXPECT_DOUBLE_EQ(c.alpha, 0.95);
   EXPECT_TRUE(c.centered);
   EXPECT_EQ(c.loss, "kl_div");
-  EXPECT_TRUE(c.kl_log_target);
+  EXPECT_TRUE(c.loss_settings.log_target);
   EXPECT_NO_THROW(validate(c));
   set_config_value(c, "eps", "1e-6");  // eps is rmsprop's too
   set_config_value(c, "kl-log-target", "false");
   EXPECT_DOUBLE_EQ(c.eps, 1e-6);
-  EXPECT_FALSE(c.kl_log_target);
+  EXPECT_FALSE(c.loss_settings.log_target);
   EXPECT_NO_THROW(validate(c));
 }
 
@@ -231,12 +231,13 @@ TEST(TrainConfig, ValidateRejectsImpossibleValuesWithOneClearMessageEach) {
       {"negative rmsprop momentum",
        [](TrainConfig& c) { c.optimizer = "rmsprop", c.momentum = -0.5; },
        "--momentum must be finite and >= 0, got -0.5"},
-      {"kl log target with mse", [](TrainConfig& c) { c.kl_log_target = true; },
+      {"kl log target with mse", [](TrainConfig& c) { c.loss_settings.log_target = true; },
        "--kl-log-target applies to --loss kl_div, not to --loss mse"},
       {"label smoothing with huber",
-       [](TrainConfig& c) { c.loss = "huber", c.label_smoothing = 0.1; },
+       [](TrainConfig& c) { c.loss = "huber", c.loss_settings.label_smoothing = 0.1; },
        "--label-smoothing applies to --loss cross_entropy, not to --loss huber"},
-      {"huber delta with kl_div", [](TrainConfig& c) { c.loss = "kl_div", c.huber_delta = 2; },
+      {"huber delta with kl_div",
+       [](TrainConfig& c) { c.loss = "kl_div", c.loss_settings.delta = 2; },
        "--huber-delta applies to --loss huber, not to --loss kl_div"},
       {"beta of 1", [](TrainConfig& c) { c.beta2 = 1.0; },
        "--betas (beta2) must be in [0, 1), got 1"},
