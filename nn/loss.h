@@ -40,6 +40,9 @@ struct LossOptions {
   std::vector<double> pos_weight;
   /// kl_div: the target holds log-probabilities, as pred does (torch's log_target=).
   bool log_target = false;
+  /// poisson_nll: pred is the log of the rate, loss exp(pred) - target pred (torch's log_input=,
+  /// default true); false: pred is the rate, loss pred - target log(pred + 1e-8).
+  bool log_input = true;
 };
 
 class Loss {
@@ -81,7 +84,8 @@ class Loss {
   X(PosWeight, pos_weight, "pos-weight")                \
   X(Beta, beta, "smooth-l1-beta")                       \
   X(Delta, delta, "huber-delta")                        \
-  X(LogTarget, log_target, "kl-log-target")
+  X(LogTarget, log_target, "kl-log-target")             \
+  X(LogInput, log_input, "poisson-log-input")
 
 #define MT_LOSS_SETTING_ENUM(Setting, member, flag) Setting,
 enum class LossSetting { MT_LOSS_SETTINGS(MT_LOSS_SETTING_ENUM) };

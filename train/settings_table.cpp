@@ -300,6 +300,9 @@ std::vector<KeyEntry> make_table() {
   t.push_back(loss_member(L::Beta, K::Float, &LossOptions::beta, "beta"));
   t.push_back(loss_member(L::LogTarget, K::Bool, &LossOptions::log_target,
                           "the targets are log-probabilities (torch's log_target)"));
+  t.push_back(loss_member(L::LogInput, K::Bool, &LossOptions::log_input,
+                          "pred is the log of the rate (torch's log_input, default true; "
+                          "=false: the rate itself)"));
   t.push_back(member("val-data", K::String, &TrainConfig::val_data,
                      "held-out X.npy | T.csv, evaluated during training"));
   t.push_back(member("val-targets", K::String, &TrainConfig::val_targets,

@@ -8,6 +8,7 @@
 //   huber            0.5 d^2         if |d| < delta, else delta (|d| - 0.5 delta)
 //   bce_with_logits  (1 - t) x - (1 + (pw - 1) t) log_sigmoid(x),          x = pred (a logit)
 //   kl_div           xlogy(t, t) - t x,   log_target: exp(t) (t - x)        x = pred (log-probs)
+//   poisson_nll      exp(x) - t x,        log_input false: x - t log(x + 1e-8)
 //   cross_entropy    (1 - eps) w_y (-log p_y) + eps / C sum_c w_c (-log p_c)  per row
 //
 // Each pointwise loss is a small type with loss(p, t, i) and derivative(p, t, i) (dloss/dpred of
@@ -40,7 +41,8 @@ namespace minitrain {
   X(SmoothL1, smooth_l1, SmoothL1Loss, SmoothL1Math, beta)                            \
   X(Huber, huber, HuberLoss, HuberMath, delta)                                        \
   X(BceWithLogits, bce_with_logits, BCEWithLogitsLoss, BceWithLogitsMath, pos_weight) \
-  X(KlDiv, kl_div, KLDivLoss, KlDivMath, log_target)
+  X(KlDiv, kl_div, KLDivLoss, KlDivMath, log_target)                                  \
+  X(PoissonNll, poisson_nll, PoissonNLLLoss, PoissonNllMath, log_input)
 
 /// What a Math is built from: its setting as a number (a bool as 0 or 1) and bce's pos_weight
 /// (nullptr for all 1; `cols` entries, one per column of the row-major prediction, or 1).
@@ -57,7 +59,7 @@ struct AnyParam {
   static bool param_ok(double) { return true; }
   static constexpr const char* kParamRule = "";
 };
-/// A bool setting (log_target) as the number 0 or 1.
+/// A bool setting (log_target, log_input) as the number 0 or 1.
 struct BoolParam {
   static bool param_ok(double v) { return v == 0 || v == 1; }
   static constexpr const char* kParamRule = "0 or 1";
@@ -172,6 +174,22 @@ struct KlDivMath : BoolParam {
     return log_target ? actmath::exp(t) * (t - x) : xlogy(t, t) - t * x;
   }
   MT_HOST_DEVICE T derivative(T, T t, int64_t) const { return log_target ? -actmath::exp(t) : -t; }
+};
+
+// ---- poisson_nll (torch.nn.PoissonNLLLoss, full=False): with log_input (torch's default) pred x
+// is the log of the rate, loss exp(x) - t x; without, x is the rate, loss x - t log(x + eps) with
+// torch's eps = 1e-8 (so x = 0 stays finite). d/dx: exp(x) - t, resp. 1 - t / (x + eps). ----
+template <typename T>
+struct PoissonNllMath : BoolParam {
+  bool log_input;
+  MT_HOST_DEVICE explicit PoissonNllMath(const PointwiseLossParams<T>& p)
+      : log_input(p.param != T(0)) {}
+  MT_HOST_DEVICE T loss(T x, T t, int64_t) const {
+    return log_input ? actmath::exp(x) - t * x : x - t * lossmath::log(x + T(1e-8));
+  }
+  MT_HOST_DEVICE T derivative(T x, T t, int64_t) const {
+    return log_input ? actmath::exp(x) - t : T(1) - t / (x + T(1e-8));
+  }
 };
 
 // ---- cross_entropy of one row of logits x[0..C) with target class y and class weights w ----

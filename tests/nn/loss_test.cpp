@@ -33,7 +33,7 @@ LossOptions named(const char* name, Reduction r = Reduction::Mean) {
 
 TEST(LossTable, NamesKindsAndClasses) {
   EXPECT_THAT(loss_names(), ElementsAre("mse", "l1", "smooth_l1", "huber", "bce_with_logits",
-                                        "kl_div", "cross_entropy"));
+                                        "kl_div", "poisson_nll", "cross_entropy"));
   for (const std::string& n : loss_names()) {
     auto loss = make_loss(named(n.c_str()));
     EXPECT_EQ(loss->name(), n);
@@ -42,6 +42,7 @@ TEST(LossTable, NamesKindsAndClasses) {
   EXPECT_EQ(loss_target_kind("cross_entropy"), TargetKind::ClassIndices);
   EXPECT_EQ(loss_target_kind("bce_with_logits"), TargetKind::Values);
   EXPECT_NE(dynamic_cast<HuberLoss*>(make_loss(named("huber")).get()), nullptr);
+  EXPECT_NE(dynamic_cast<PoissonNLLLoss*>(make_loss(named("poisson_nll")).get()), nullptr);
   EXPECT_NE(dynamic_cast<CrossEntropyLoss*>(make_loss(named("cross_entropy")).get()), nullptr);
   // MSE is a Loss like the others, not an adapter around one
   EXPECT_NE(dynamic_cast<MSELoss*>(make_loss(named("mse")).get()), nullptr);
@@ -61,6 +62,7 @@ TEST(LossTable, OneTableWithASettingsColumn) {
   }
   EXPECT_EQ(names, loss_names());
   EXPECT_EQ(losses_taking(LossSetting::LogTarget), "kl_div");
+  EXPECT_EQ(losses_taking(LossSetting::LogInput), "poisson_nll");
   EXPECT_STREQ(loss_setting_option(LossSetting::LogTarget), "log_target");
   EXPECT_EQ(losses_taking(LossSetting::LabelSmoothing), "cross_entropy");
   EXPECT_STREQ(loss_setting_flag(LossSetting::Delta), "huber-delta");

@@ -116,6 +116,29 @@ TEST(TrainConfig, RMSpropAndKlDivSettingsFromFlagsAndToml) {
   EXPECT_NO_THROW(validate(c));
 }
 
+// A loss setting declared once, in LossOptions: its row points into the config's LossOptions
+// (no TrainConfig member of its own), and loss_options() hands it to the loss. poisson_nll's
+// log_input defaults to true, as torch's; a TOML file and the command line turn it off.
+TEST(TrainConfig, PoissonLogInputLivesInTheLossOptions) {
+  TrainConfig c;
+  EXPECT_TRUE(c.loss_settings.log_input);
+  apply_toml_config(c, "loss = 'poisson_nll'\npoisson-log-input = false\n", "run.toml");
+  EXPECT_EQ(c.loss, "poisson_nll");
+  EXPECT_FALSE(c.loss_settings.log_input);
+  EXPECT_FALSE(loss_options(c).log_input);
+  EXPECT_EQ(loss_options(c).name, "poisson_nll");
+  EXPECT_NO_THROW(validate(c));
+  set_config_value(c, "poisson-log-input", "true");
+  EXPECT_TRUE(loss_options(c).log_input);
+  EXPECT_NE(config_to_json(c).find("\"poisson-log-input\":true"), std::string::npos);
+  c.loss = "mse";
+  c.loss_settings.log_input = false;
+  EXPECT_NE(error_message([&] {
+              validate(c);
+            }).find("--poisson-log-input applies to --loss poisson_nll, not to --loss mse"),
+            std::string::npos);
+}
+
 TEST(TrainConfig, TomlUnknownKeyNamesFileLineAndKey) {
   TrainConfig c;
   const std::string msg =
