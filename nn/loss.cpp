@@ -1,5 +1,7 @@
-// The loss table: one entry per name, each making its Loss. Each loss lives in its own file;
-// this one only maps names to them.
+// The loss table: one entry per name, each making its Loss, and the settings' rows. MSE and
+// cross_entropy live in their own files; the pointwise losses' rows come from
+// MT_POINTWISE_LOSSES (kernels/loss/loss_math.h), the settings' from MT_LOSS_SETTINGS
+// (nn/loss.h).
 
 #include "nn/loss.h"
 
@@ -29,22 +31,30 @@ std::unique_ptr<Loss> make(const LossOptions& o) {
 
 struct SettingInfo {
   LossSetting setting;
+  const char* option;  ///< the LossOptions member
   const char* flag;
   bool (*given)(const LossOptions& o, const LossOptions& d);
+  double (*value)(const LossOptions& o);
 };
 
+double as_number(double v) { return v; }
+double as_number(bool v) { return v ? 1.0 : 0.0; }
+double as_number(int64_t v) { return double(v); }
+double as_number(const std::vector<double>&) { return 0.0; }
+
 const SettingInfo kSettings[] = {
-    {S::ClassWeights, "class-weights",
-     [](auto& o, auto& d) { return o.class_weights != d.class_weights; }},
-    {S::LabelSmoothing, "label-smoothing",
-     [](auto& o, auto& d) { return o.label_smoothing != d.label_smoothing; }},
-    {S::IgnoreIndex, "ignore-index",
-     [](auto& o, auto& d) { return o.ignore_index != d.ignore_index; }},
-    {S::PosWeight, "pos-weight", [](auto& o, auto& d) { return o.pos_weight != d.pos_weight; }},
-    {S::Beta, "smooth-l1-beta", [](auto& o, auto& d) { return o.beta != d.beta; }},
-    {S::Delta, "huber-delta", [](auto& o, auto& d) { return o.delta != d.delta; }},
-    {S::LogTarget, "kl-log-target", [](auto& o, auto& d) { return o.log_target != d.log_target; }},
+#define MT_LOSS_SETTING_INFO(Setting, member, flag)                                  \
+  {S::Setting, #member, flag, [](auto& o, auto& d) { return o.member != d.member; }, \
+   [](const LossOptions& o) { return as_number(o.member); }},
+    MT_LOSS_SETTINGS(MT_LOSS_SETTING_INFO)
+#undef MT_LOSS_SETTING_INFO
 };
+
+const SettingInfo& setting_info(LossSetting s) {
+  for (const SettingInfo& i : kSettings)
+    if (i.setting == s) return i;
+  MT_THROW(Error, "loss setting ", int(s), " has no row in MT_LOSS_SETTINGS");
+}
 
 const LossInfo& find_loss(const std::string& name) {
   for (const LossInfo& e : loss_table())
@@ -63,15 +73,15 @@ bool takes(const LossInfo& l, LossSetting s) {
 const std::vector<LossInfo>& loss_table() {
   static const std::vector<LossInfo> table = {
       {"mse", TargetKind::Values, make<MSELoss>, {}},
-      {"l1", TargetKind::Values, make<L1Loss>, {}},
-      {"smooth_l1", TargetKind::Values, make<SmoothL1Loss>, {S::Beta}},
-      {"huber", TargetKind::Values, make<HuberLoss>, {S::Delta}},
-      {"bce_with_logits", TargetKind::Values, make<BCEWithLogitsLoss>, {S::PosWeight}},
-      {"kl_div", TargetKind::Values, make<KLDivLoss>, {S::LogTarget}},
-      {"cross_entropy",
-       TargetKind::ClassIndices,
-       make<CrossEntropyLoss>,
-       {S::ClassWeights, S::LabelSmoothing, S::IgnoreIndex}},
+  // one row per pointwise loss, from its row of MT_POINTWISE_LOSSES (kernels/loss/loss_math.h)
+#define MT_POINTWISE_LOSS_ROW(Kind, name, TorchClass, Math, setting) \
+  {#name, TargetKind::Values, make<TorchClass>, loss_settings_named(#setting)},
+      MT_POINTWISE_LOSSES(MT_POINTWISE_LOSS_ROW)
+#undef MT_POINTWISE_LOSS_ROW
+          {"cross_entropy",
+           TargetKind::ClassIndices,
+           make<CrossEntropyLoss>,
+           {S::ClassWeights, S::LabelSmoothing, S::IgnoreIndex}},
   };
   return table;
 }
@@ -87,10 +97,18 @@ const std::vector<std::string>& loss_names() {
 
 TargetKind loss_target_kind(const std::string& name) { return find_loss(name).kind; }
 
-const char* loss_setting_flag(LossSetting s) {
+const char* loss_setting_flag(LossSetting s) { return setting_info(s).flag; }
+
+const char* loss_setting_option(LossSetting s) { return setting_info(s).option; }
+
+double loss_setting_value(const LossOptions& o, LossSetting s) { return setting_info(s).value(o); }
+
+std::vector<LossSetting> loss_settings_named(const std::string& option) {
   for (const SettingInfo& i : kSettings)
-    if (i.setting == s) return i.flag;
-  return "?";
+    if (option == i.option) return {i.setting};
+  MT_CHECK(option == "none", "no loss setting is named '", option,
+           "' (MT_POINTWISE_LOSSES's setting column names a member of MT_LOSS_SETTINGS, or none)");
+  return {};
 }
 
 std::string losses_taking(LossSetting s) {

@@ -6,10 +6,10 @@
 //   Tensor g = loss->backward();                        // dL/dlogits with dL/dl = 1
 //
 // A loss is not a Module: it takes two inputs and starts the backward pass. Targets come in two
-// kinds (TargetKind): values of the prediction's shape (mse, l1, smooth_l1, huber,
-// bce_with_logits, kl_div), or class indices (cross_entropy): one per row, shape [N] or [N, 1],
-// stored in the prediction's float dtype (exact up to 2^24 classes; see Note [class indices as
-// floats]).
+// kinds (TargetKind): values of the prediction's shape (mse and the pointwise losses of
+// kernels/loss/loss_math.h: l1, smooth_l1, huber, ...), or class indices (cross_entropy): one per
+// row, shape [N] or [N, 1], stored in the prediction's float dtype (exact up to 2^24 classes; see
+// Note [class indices as floats]).
 
 #include <cstdint>
 #include <memory>
@@ -28,7 +28,7 @@ enum class TargetKind {
 
 struct LossOptions {
   std::string name = "mse";               ///< one of loss_names()
-  Reduction reduction = Reduction::Mean;  ///< batchmean: kl_div only
+  Reduction reduction = Reduction::Mean;  ///< batchmean: not cross_entropy
   double beta = 1.0;   ///< smooth_l1: torch's beta (the L2 region's half-width), >= 0
   double delta = 1.0;  ///< huber: torch's delta, > 0
   /// cross_entropy: one weight per class (torch's weight=), empty for all 1.
@@ -40,6 +40,9 @@ struct LossOptions {
   std::vector<double> pos_weight;
   /// kl_div: the target holds log-probabilities, as pred does (torch's log_target=).
   bool log_target = false;
+  /// poisson_nll: pred is the log of the rate, loss exp(pred) - target pred (torch's log_input=,
+  /// default true); false: pred is the rate, loss pred - target log(pred + 1e-8).
+  bool log_input = true;
 };
 
 class Loss {
@@ -69,21 +72,32 @@ class Loss {
 /// lists the ones it takes; one given away from its default to a loss that does not take it is
 /// refused with a message made from the column ("--huber-delta applies to --loss huber, not to
 /// --loss mse").
-enum class LossSetting {
-  ClassWeights,
-  LabelSmoothing,
-  IgnoreIndex,
-  PosWeight,
-  Beta,
-  Delta,
-  LogTarget
-};
+///
+/// One row per setting: X(Setting, member, flag): its LossSetting, the LossOptions member it is
+/// (also the option's name in the constructors' messages, and a pointwise loss's setting column
+/// in MT_POINTWISE_LOSSES), and the flag that sets it ("huber-delta") as --help and messages
+/// spell it. A new setting is its LossOptions member above and its row here.
+#define MT_LOSS_SETTINGS(X)                             \
+  X(ClassWeights, class_weights, "class-weights")       \
+  X(LabelSmoothing, label_smoothing, "label-smoothing") \
+  X(IgnoreIndex, ignore_index, "ignore-index")          \
+  X(PosWeight, pos_weight, "pos-weight")                \
+  X(Beta, beta, "smooth-l1-beta")                       \
+  X(Delta, delta, "huber-delta")                        \
+  X(LogTarget, log_target, "kl-log-target")             \
+  X(LogInput, log_input, "poisson-log-input")
+
+#define MT_LOSS_SETTING_ENUM(Setting, member, flag) Setting,
+enum class LossSetting { MT_LOSS_SETTINGS(MT_LOSS_SETTING_ENUM) };
+#undef MT_LOSS_SETTING_ENUM
 
 // Note [one table per list of choices]: loss_table() (nn/loss.cpp) is the only list of loss
 // names; make_loss, loss_names() (--loss's help and its "choose one of" message) and
-// loss_target_kind read it. Adding a loss is a row there and its class.
+// loss_target_kind read it. Its pointwise rows follow from MT_POINTWISE_LOSSES
+// (kernels/loss/loss_math.h): a pointwise loss is one row there; another loss is a row here and
+// its class.
 struct LossInfo {
-  const char* name;  ///< "kl_div", as --loss and Loss::name() spell it
+  const char* name;  ///< "huber", as --loss and Loss::name() spell it
   TargetKind kind;
   std::unique_ptr<Loss> (*make)(const LossOptions& options);
   std::vector<LossSetting> settings;  ///< the settings it takes beside reduction
@@ -91,8 +105,16 @@ struct LossInfo {
 /// Every loss, in the order --help and error messages list them.
 const std::vector<LossInfo>& loss_table();
 
-/// The flag that sets `s` ("huber-delta", "kl-log-target"), as --help and messages spell it.
+/// The flag that sets `s` ("huber-delta", "smooth-l1-beta"), as --help and messages spell it.
 const char* loss_setting_flag(LossSetting s);
+/// The LossOptions member `s` is, as spelled in the source and in the constructors' messages
+/// ("delta").
+const char* loss_setting_option(LossSetting s);
+/// A scalar setting's value as a number (a bool 0 or 1; a list setting: 0).
+double loss_setting_value(const LossOptions& o, LossSetting s);
+/// The setting whose member is spelled `option` ("delta"), for MT_POINTWISE_LOSSES's
+/// setting column; an empty list for "none".
+std::vector<LossSetting> loss_settings_named(const std::string& option);
 /// The losses whose row takes `s`, in table order: "bce_with_logits".
 std::string losses_taking(LossSetting s);
 /// The settings of `o` away from their defaults (LossOptions{}).

@@ -1,6 +1,6 @@
 #pragma once
-// torch.nn.MSELoss: mean (default), sum or none of (pred - target)^2, a Loss like the others
-// (make_loss({"mse"}) makes one). forward_backward, the training step's call, runs the fused
+// torch.nn.MSELoss: mean (default), sum, none or batchmean of (pred - target)^2, a Loss like the
+// others (make_loss({"mse"}) makes one). forward_backward, the training step's call, runs the fused
 // kernel (kernels/loss/mse_loss.h): loss and gradient from one read of pred and target, bit for bit
 // forward's and backward's.
 
@@ -12,7 +12,7 @@ namespace minitrain {
 class MSELoss final : public Loss {
  public:
   explicit MSELoss(Reduction reduction = Reduction::Mean);
-  /// options.name is set to "mse"; forward refuses reduction batchmean.
+  /// options.name is set to "mse"; every reduction, batchmean included.
   explicit MSELoss(LossOptions options);
   /// 0-d loss for mean/sum, pred's shape for none; ShapeError names both shapes on mismatch.
   Tensor forward(const Tensor& pred, const Tensor& target) override;

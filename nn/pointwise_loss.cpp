@@ -3,15 +3,21 @@
 
 #include "nn/pointwise_loss.h"
 
-#include <cmath>
-
 #include "nn/loss_support.h"
 
 namespace minitrain {
 
-PointwiseLoss::PointwiseLoss(LossOptions options, PointwiseLossKind kind, double param)
-    : Loss(std::move(options)), kind_(kind), param_(param) {
+PointwiseLoss::PointwiseLoss(LossOptions options, PointwiseLossKind kind)
+    : Loss(std::move(options)), kind_(kind) {
   options_.name = pointwise_loss_name(kind);
+  const std::vector<LossSetting> setting = loss_settings_named(pointwise_loss_setting(kind));
+  if (!setting.empty()) {
+    setting_ = setting.front();
+    param_ = loss_setting_value(options_, *setting_);
+  }
+  check_pointwise_loss_param(name(), kind_, param_);
+  if (setting_ == LossSetting::PosWeight)
+    check_loss_weights(name(), "pos_weight", options_.pos_weight);
 }
 
 void PointwiseLoss::check_shapes(const Tensor& pred, const Tensor& target) const {
@@ -23,7 +29,7 @@ void PointwiseLoss::check_shapes(const Tensor& pred, const Tensor& target) const
 }
 
 PointwiseLossSpec PointwiseLoss::spec_for(const Tensor& pred) {
-  if (kind_ != PointwiseLossKind::BceWithLogits) return {kind_, param_, Tensor()};
+  if (setting_ != LossSetting::PosWeight) return {kind_, param_, Tensor()};
   const int64_t cols = pred.ndim() == 0 ? 1 : pred.size(pred.ndim() - 1);
   const size_t given = options_.pos_weight.size();
   MT_CHECK_AS(ShapeError, given == 0 || given == 1 || int64_t(given) == cols, name(),
@@ -59,27 +65,5 @@ Tensor PointwiseLoss::forward_backward(const Tensor& pred, const Tensor& target,
   target_ = target;
   return loss;
 }
-
-L1Loss::L1Loss(LossOptions options) : PointwiseLoss(std::move(options), PointwiseLossKind::L1, 0) {}
-
-SmoothL1Loss::SmoothL1Loss(LossOptions options)
-    : PointwiseLoss(options, PointwiseLossKind::SmoothL1, options.beta) {
-  check_loss_setting(std::isfinite(options_.beta) && options_.beta >= 0, name(), "beta",
-                     "finite and >= 0", options_.beta);
-}
-
-HuberLoss::HuberLoss(LossOptions options)
-    : PointwiseLoss(options, PointwiseLossKind::Huber, options.delta) {
-  check_loss_setting(std::isfinite(options_.delta) && options_.delta > 0, name(), "delta",
-                     "finite and > 0", options_.delta);
-}
-
-BCEWithLogitsLoss::BCEWithLogitsLoss(LossOptions options)
-    : PointwiseLoss(std::move(options), PointwiseLossKind::BceWithLogits, 0) {
-  check_loss_weights(name(), "pos_weight", options_.pos_weight);
-}
-
-KLDivLoss::KLDivLoss(LossOptions options)
-    : PointwiseLoss(options, PointwiseLossKind::KlDiv, options.log_target ? 1.0 : 0.0) {}
 
 }  // namespace minitrain

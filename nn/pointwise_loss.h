@@ -1,9 +1,13 @@
 #pragma once
-// torch.nn's elementwise losses behind nn/loss.h: L1Loss, SmoothL1Loss (beta), HuberLoss (delta),
-// BCEWithLogitsLoss (pos_weight, one per output column) and KLDivLoss (log_target). One base,
-// PointwiseLoss, runs all five through kernels/loss/pointwise_loss.h; each subclass checks its own
-// settings. Each takes the LossOptions that make_loss gets (its name set to the class's own:
-// L1Loss() is "l1").
+// torch.nn's elementwise losses behind nn/loss.h (L1Loss, HuberLoss, BCEWithLogitsLoss, ...),
+// one per row of MT_POINTWISE_LOSSES (kernels/loss/loss_math.h), with the setting its row names.
+// One class, PointwiseLoss, runs them all through kernels/loss/pointwise_loss.h; torch's class
+// names are its instances, one per row (HuberLoss is PointwiseLossOf<PointwiseLossKind::Huber>).
+// Each
+// takes the LossOptions that make_loss gets (its name set to the row's own: L1Loss() is "l1") and
+// every reduction.
+
+#include <optional>
 
 #include "kernels/loss/pointwise_loss.h"
 #include "nn/loss.h"
@@ -21,51 +25,34 @@ class PointwiseLoss : public Loss {
   PointwiseLossKind kind() const noexcept { return kind_; }
 
  protected:
-  PointwiseLoss(LossOptions options, PointwiseLossKind kind, double param);
+  /// The row's setting read from `options` and checked here, the one place: OptionError naming
+  /// it and its value out of range (the Math's param_ok), ValueError for a pos_weight < 0 or not
+  /// finite.
+  PointwiseLoss(LossOptions options, PointwiseLossKind kind);
 
  private:
   void check_shapes(const Tensor& pred, const Tensor& target) const;
   PointwiseLossSpec spec_for(const Tensor& pred);
 
   PointwiseLossKind kind_;
-  double param_;
+  std::optional<LossSetting> setting_;  ///< the row's setting column, none for l1
+  double param_ = 0;                    ///< its value as a number
   Tensor pred_, target_;
   Tensor grad_out_;    // dL/dloss = 1, kept between steps
   Tensor pos_weight_;  // options().pos_weight in pred's dtype, on its device
 };
 
-/// torch.nn.L1Loss: |pred - target|.
-class L1Loss final : public PointwiseLoss {
+/// The loss of one row: `PointwiseLossOf<PointwiseLossKind::Huber> loss(options);`.
+template <PointwiseLossKind K>
+class PointwiseLossOf final : public PointwiseLoss {
  public:
-  explicit L1Loss(LossOptions options = {});
+  explicit PointwiseLossOf(LossOptions options = {}) : PointwiseLoss(std::move(options), K) {}
 };
 
-/// torch.nn.SmoothL1Loss: options.beta >= 0 (ValueError otherwise); beta 0 is exactly L1Loss.
-class SmoothL1Loss final : public PointwiseLoss {
- public:
-  explicit SmoothL1Loss(LossOptions options = {});
-};
-
-/// torch.nn.HuberLoss: options.delta > 0 (ValueError otherwise).
-class HuberLoss final : public PointwiseLoss {
- public:
-  explicit HuberLoss(LossOptions options = {});
-};
-
-/// torch.nn.BCEWithLogitsLoss on logits: options.pos_weight empty (all 1) or one finite weight
-/// >= 0 per output column (checked against pred's last extent at forward).
-class BCEWithLogitsLoss final : public PointwiseLoss {
- public:
-  explicit BCEWithLogitsLoss(LossOptions options = {});
-};
-
-/// torch.nn.KLDivLoss: pred holds log-probabilities, the target probabilities (options.log_target:
-/// log-probabilities); loss = target (log target - pred), 0 where target == 0 (torch's xlogy).
-/// Takes every reduction, batchmean (the sum over pred's first extent: the KL divergence per
-/// sample, torch's advice) included.
-class KLDivLoss final : public PointwiseLoss {
- public:
-  explicit KLDivLoss(LossOptions options = {});
-};
+// torch.nn's name for each row: `HuberLoss loss(options);`, `dynamic_cast<L1Loss*>(...)`.
+#define MT_POINTWISE_LOSS_CLASS(Kind, name, TorchClass, Math, setting) \
+  using TorchClass = PointwiseLossOf<PointwiseLossKind::Kind>;
+MT_POINTWISE_LOSSES(MT_POINTWISE_LOSS_CLASS)
+#undef MT_POINTWISE_LOSS_CLASS
 
 }  // namespace minitrain

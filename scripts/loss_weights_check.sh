@@ -1,6 +1,8 @@
 #!/bin/bash
 # usage: scripts/loss_weights_check.sh BIN OUTFILE [extra flags e.g. --device cuda]
-# Trains the default MSE config and huber / kl_div / cross_entropy configs, prints sha256 of the saved weights.
+# Trains the default MSE config and a config of every other loss (huber, kl_div with and without
+# log_target, cross_entropy, l1, smooth_l1 with beta 0.5 and 0, bce_with_logits), prints sha256 of the
+# saved weights.
 set -e
 BIN=$(realpath "$1"); OUT=$(realpath -m "$2"); shift 2
 D=$(mktemp -d)
@@ -12,4 +14,9 @@ run mse_default --steps 30
 run huber --steps 30 --loss huber --huber-delta 0.5
 run kl_div --steps 30 --loss kl_div --kl-log-target
 run ce_iris --data examples/data/iris.csv --target-columns species --model mlp:4,16,3 --loss cross_entropy --epochs 3 --batch-size 16 --lr 0.01
+run l1 --steps 30 --loss l1
+run smooth_l1 --steps 30 --loss smooth_l1 --smooth-l1-beta 0.5
+run smooth_l1_beta0 --steps 30 --loss smooth_l1 --smooth-l1-beta 0
+run bce_with_logits --steps 30 --loss bce_with_logits
+run kl_div_prob --data examples/data/iris.csv --target-columns petal_width --ignore-columns species --model mlp:3,16,1 --loss kl_div --steps 30
 } | tee "$OUT"

@@ -107,14 +107,14 @@ struct TrainConfig {
   bool sync_optimizer_state = false;       ///< local SGD: average the optimizer moments too
   std::string grad_reduce_dtype = "fp32";  ///< fp32 | bf16: the type gradients are all-reduced in
   // ---- loss (nn/loss.h) ----
-  std::string loss = "mse";      ///< a name of loss_names()
-  std::string class_weights;     ///< cross_entropy: "auto" (balanced) | W.npy (one per class)
-  double label_smoothing = 0.0;  ///< cross_entropy
-  int64_t ignore_index = -100;   ///< cross_entropy: rows with this label count for nothing
-  std::string pos_weight;        ///< bce_with_logits: W.npy, one weight per output
-  double huber_delta = 1.0;      ///< huber
-  double smooth_l1_beta = 1.0;   ///< smooth_l1
-  bool kl_log_target = false;    ///< kl_div: the targets are log-probabilities
+  std::string loss = "mse";     ///< a name of loss_names()
+  std::string class_weights;    ///< cross_entropy: "auto" (balanced) | W.npy (one per class)
+  int64_t ignore_index = -100;  ///< cross_entropy: rows with this label count for nothing
+  std::string pos_weight;       ///< bce_with_logits: W.npy, one weight per output
+  /// The loss's own settings, declared once in LossOptions (nn/loss.h): the rows of
+  /// --label-smoothing, --huber-delta and the other loss settings of one value point into it. Its
+  /// name, reduction and weights are not read: --loss and the weights files above give those.
+  LossOptions loss_settings;
   // ---- validation (train/validation.h) ----
   std::string val_data;     ///< X.npy | T.csv held out (with val_targets for .npy)
   std::string val_targets;  ///< Y.npy, with a .npy val_data

@@ -52,6 +52,22 @@ KeyEntry optional_member(const char* name, K kind, std::optional<T> TrainConfig:
   return e;
 }
 
+// A loss setting declared once, in LossOptions (nn/loss.h): the row points into the config's
+// LossOptions (TrainConfig::loss_settings), with no member of its own; the loss's constructor
+// checks the value, its table which loss takes it (the flag and the help's "which losses" come
+// from MT_LOSS_SETTINGS and loss_table()).
+const char* taking(const std::string& who, const std::string& what);
+
+template <typename T>
+KeyEntry loss_member(LossSetting s, K kind, T LossOptions::*field, const std::string& what) {
+  KeyEntry e;
+  e.key = {loss_setting_flag(s), kind, taking(losses_taking(s), what)};
+  e.set = [field](TrainConfig& c, const Value& v) { c.loss_settings.*field = std::get<T>(v); };
+  e.get = [field](const TrainConfig& c) { return nlohmann::json(c.loss_settings.*field); };
+  e.read = [field](const TrainConfig& c) { return Value(c.loss_settings.*field); };
+  return e.loss(field, {loss_setting_option(s)});
+}
+
 // "none | dp (replicas, one thread each) | ...": a table of choices as --help prints it.
 template <std::size_t N>
 std::string choices_help(const Choice (&table)[N], const char* sep) {
@@ -268,9 +284,8 @@ std::vector<KeyEntry> make_table() {
                   .loss({"class_weights"}, [](const TrainConfig& c, LossOptions& o) {
                     if (!c.class_weights.empty()) o.class_weights = {1.0};
                   }));
-  t.push_back(member(loss_flag(L::LabelSmoothing), K::Float, &TrainConfig::label_smoothing,
-                     taking(losses_taking(L::LabelSmoothing), "torch's label_smoothing, in [0, 1]"))
-                  .loss(&LossOptions::label_smoothing));
+  t.push_back(loss_member(L::LabelSmoothing, K::Float, &LossOptions::label_smoothing,
+                          "torch's label_smoothing, in [0, 1]"));
   t.push_back(member(loss_flag(L::IgnoreIndex), K::Int, &TrainConfig::ignore_index,
                      taking(losses_taking(L::IgnoreIndex),
                             "rows with this label count for nothing (default -100)"))
@@ -281,16 +296,13 @@ std::vector<KeyEntry> make_table() {
           .loss({"pos_weight"}, [](const TrainConfig& c, LossOptions& o) {
             if (!c.pos_weight.empty()) o.pos_weight = {1.0};
           }));
-  t.push_back(member(loss_flag(L::Delta), K::Float, &TrainConfig::huber_delta,
-                     taking(losses_taking(L::Delta), "delta"))
-                  .loss(&LossOptions::delta, {"delta"}));
-  t.push_back(member(loss_flag(L::Beta), K::Float, &TrainConfig::smooth_l1_beta,
-                     taking(losses_taking(L::Beta), "beta"))
-                  .loss(&LossOptions::beta, {"beta"}));
-  t.push_back(member(loss_flag(L::LogTarget), K::Bool, &TrainConfig::kl_log_target,
-                     taking(losses_taking(L::LogTarget),
-                            "the targets are log-probabilities (torch's log_target)"))
-                  .loss(&LossOptions::log_target, {"log_target"}));
+  t.push_back(loss_member(L::Delta, K::Float, &LossOptions::delta, "delta"));
+  t.push_back(loss_member(L::Beta, K::Float, &LossOptions::beta, "beta"));
+  t.push_back(loss_member(L::LogTarget, K::Bool, &LossOptions::log_target,
+                          "the targets are log-probabilities (torch's log_target)"));
+  t.push_back(loss_member(L::LogInput, K::Bool, &LossOptions::log_input,
+                          "pred is the log of the rate (torch's log_input, default true; "
+                          "=false: the rate itself)"));
   t.push_back(member("val-data", K::String, &TrainConfig::val_data,
                      "held-out X.npy | T.csv, evaluated during training"));
   t.push_back(member("val-targets", K::String, &TrainConfig::val_targets,

@@ -4,22 +4,66 @@
 // is written once and tested on machines without a GPU. The formulas are torch.nn's:
 //
 //   l1               |d|,                                          d = pred - target
-//   smooth_l1        0.5 d^2 / beta  if |d| < beta, else |d| - 0.5 beta      (beta > 0)
+//   smooth_l1        0.5 d^2 / beta  if |d| < beta, else |d| - 0.5 beta      (beta >= 0)
 //   huber            0.5 d^2         if |d| < delta, else delta (|d| - 0.5 delta)
 //   bce_with_logits  (1 - t) x - (1 + (pw - 1) t) log_sigmoid(x),          x = pred (a logit)
 //   kl_div           xlogy(t, t) - t x,   log_target: exp(t) (t - x)        x = pred (log-probs)
+//   poisson_nll      exp(x) - t x,        log_input false: x - t log(x + 1e-8)
 //   cross_entropy    (1 - eps) w_y (-log p_y) + eps / C sum_c w_c (-log p_c)  per row
 //
 // Each pointwise loss is a small type with loss(p, t, i) and derivative(p, t, i) (dloss/dpred of
 // one element); i, the flat index, picks bce's pos_weight column. Values are computed in the
 // element type, as torch computes them; the sums over elements accumulate in double elsewhere.
 
+#include <cmath>
 #include <cstdint>
 
 #include "core/host_device.h"
 #include "kernels/activation_math.h"  // actmath::exp, sigmoid_forward
 
 namespace minitrain {
+
+// Note [one row per pointwise loss]: MT_POINTWISE_LOSSES is the one list of the elementwise
+// losses; adding one is its Math below and its row here (docs/optimizers_and_losses.md, "Adding
+// a pointwise loss"). A row X(Kind, name, TorchClass, Math, setting) declares:
+//   Kind        its PointwiseLossKind (kernels/loss/pointwise_loss.h)
+//   name        --loss's value and Loss::name(), the token as written (kl_div -> "kl_div")
+//   TorchClass  its nn/ Loss class, torch.nn's name (nn/pointwise_loss.h: KLDivLoss)
+//   Math        its formula: loss() and derivative(), built from PointwiseLossParams
+//   setting     the LossOptions member (nn/loss.h) that becomes the params' `param`, or none;
+//               the Math's param_ok() and kParamRule are its range
+// From the rows follow the kind enum and pointwise_loss_name(), the one switch from a kind to its
+// Math that the CPU loops and the CUDA kernels share (visit_pointwise_math), the nn/ classes,
+// their rows of loss_table() with their settings column, and the check of the setting's range
+// (the loss's constructor, the one place). Every pointwise loss takes every Reduction.
+#define MT_POINTWISE_LOSSES(X)                                                        \
+  X(L1, l1, L1Loss, L1Math, none)                                                     \
+  X(SmoothL1, smooth_l1, SmoothL1Loss, SmoothL1Math, beta)                            \
+  X(Huber, huber, HuberLoss, HuberMath, delta)                                        \
+  X(BceWithLogits, bce_with_logits, BCEWithLogitsLoss, BceWithLogitsMath, pos_weight) \
+  X(KlDiv, kl_div, KLDivLoss, KlDivMath, log_target)                                  \
+  X(PoissonNll, poisson_nll, PoissonNLLLoss, PoissonNllMath, log_input)
+
+/// What a Math is built from: its setting as a number (a bool as 0 or 1) and bce's pos_weight
+/// (nullptr for all 1; `cols` entries, one per column of the row-major prediction, or 1).
+template <typename T>
+struct PointwiseLossParams {
+  T param;
+  const T* pos_weight;
+  int64_t cols;
+};
+
+/// The range of a loss's setting, for the Maths that have one to check: param_ok(v) and the rule
+/// that messages print ("finite and > 0"). The others take any value (or none).
+struct AnyParam {
+  static bool param_ok(double) { return true; }
+  static constexpr const char* kParamRule = "";
+};
+/// A bool setting (log_target, log_input) as the number 0 or 1.
+struct BoolParam {
+  static bool param_ok(double v) { return v == 0 || v == 1; }
+  static constexpr const char* kParamRule = "0 or 1";
+};
 
 namespace lossmath {
 MT_HOST_DEVICE float abs(float x) { return ::fabsf(x); }
@@ -32,7 +76,8 @@ MT_HOST_DEVICE double log1p(double x) { return ::log1p(x); }
 
 // ---- l1: |d|; derivative sign(d), 0 at d == 0 (torch's sgn) ----
 template <typename T>
-struct L1Math {
+struct L1Math : AnyParam {
+  MT_HOST_DEVICE explicit L1Math(const PointwiseLossParams<T>&) {}
   MT_HOST_DEVICE T loss(T p, T t, int64_t) const { return lossmath::abs(p - t); }
   MT_HOST_DEVICE T derivative(T p, T t, int64_t) const {
     const T d = p - t;
@@ -40,17 +85,21 @@ struct L1Math {
   }
 };
 
-// ---- smooth_l1 with beta > 0 (beta == 0 is l1, as torch.nn.functional.smooth_l1_loss does) ----
+// ---- smooth_l1 with beta >= 0. beta == 0 is l1, as torch.nn.functional.smooth_l1_loss does:
+// the loss is then |d| - 0 (bit for bit |d|) and the derivative at d == 0 is 0, as l1's ----
 template <typename T>
 struct SmoothL1Math {
   T beta;
+  MT_HOST_DEVICE explicit SmoothL1Math(const PointwiseLossParams<T>& p) : beta(p.param) {}
+  static bool param_ok(double v) { return std::isfinite(v) && v >= 0; }
+  static constexpr const char* kParamRule = "finite and >= 0";
   MT_HOST_DEVICE T loss(T p, T t, int64_t) const {
     const T z = lossmath::abs(p - t);
     return z < beta ? T(0.5) * z * z / beta : z - T(0.5) * beta;
   }
   MT_HOST_DEVICE T derivative(T p, T t, int64_t) const {
     const T d = p - t;
-    if (d <= -beta) return T(-1);
+    if (d <= -beta) return d < T(0) ? T(-1) : T(0);  // d == 0 only when beta == 0
     if (d >= beta) return T(1);
     return d / beta;
   }
@@ -61,6 +110,9 @@ struct SmoothL1Math {
 template <typename T>
 struct HuberMath {
   T delta;
+  MT_HOST_DEVICE explicit HuberMath(const PointwiseLossParams<T>& p) : delta(p.param) {}
+  static bool param_ok(double v) { return std::isfinite(v) && v > 0; }
+  static constexpr const char* kParamRule = "finite and > 0";
   MT_HOST_DEVICE T loss(T p, T t, int64_t) const {
     const T z = lossmath::abs(p - t);
     return z < delta ? T(0.5) * z * z : delta * (z - T(0.5) * delta);
@@ -85,9 +137,11 @@ MT_HOST_DEVICE T log_sigmoid(T x) {
 }
 
 template <typename T>
-struct BceWithLogitsMath {
+struct BceWithLogitsMath : AnyParam {
   const T* pos_weight;  ///< nullptr for all 1
   int64_t cols;         ///< entries of pos_weight: the prediction's last extent, or 1
+  MT_HOST_DEVICE explicit BceWithLogitsMath(const PointwiseLossParams<T>& p)
+      : pos_weight(p.pos_weight), cols(p.cols) {}
   MT_HOST_DEVICE T log_weight(T t, int64_t i) const {
     if (pos_weight == nullptr) return T(1);
     return (pos_weight[cols == 1 ? 0 : i % cols] - T(1)) * t + T(1);
@@ -112,15 +166,30 @@ MT_HOST_DEVICE T xlogy(T x, T y) {
 }
 
 template <typename T>
-struct KlDivMath {
-  MT_HOST_DEVICE T loss(T x, T t, int64_t) const { return xlogy(t, t) - t * x; }
-  MT_HOST_DEVICE T derivative(T, T t, int64_t) const { return -t; }
+struct KlDivMath : BoolParam {
+  bool log_target;
+  MT_HOST_DEVICE explicit KlDivMath(const PointwiseLossParams<T>& p)
+      : log_target(p.param != T(0)) {}
+  MT_HOST_DEVICE T loss(T x, T t, int64_t) const {
+    return log_target ? actmath::exp(t) * (t - x) : xlogy(t, t) - t * x;
+  }
+  MT_HOST_DEVICE T derivative(T, T t, int64_t) const { return log_target ? -actmath::exp(t) : -t; }
 };
 
+// ---- poisson_nll (torch.nn.PoissonNLLLoss, full=False): with log_input (torch's default) pred x
+// is the log of the rate, loss exp(x) - t x; without, x is the rate, loss x - t log(x + eps) with
+// torch's eps = 1e-8 (so x = 0 stays finite). d/dx: exp(x) - t, resp. 1 - t / (x + eps). ----
 template <typename T>
-struct KlDivLogTargetMath {
-  MT_HOST_DEVICE T loss(T x, T t, int64_t) const { return actmath::exp(t) * (t - x); }
-  MT_HOST_DEVICE T derivative(T, T t, int64_t) const { return -actmath::exp(t); }
+struct PoissonNllMath : BoolParam {
+  bool log_input;
+  MT_HOST_DEVICE explicit PoissonNllMath(const PointwiseLossParams<T>& p)
+      : log_input(p.param != T(0)) {}
+  MT_HOST_DEVICE T loss(T x, T t, int64_t) const {
+    return log_input ? actmath::exp(x) - t * x : x - t * lossmath::log(x + T(1e-8));
+  }
+  MT_HOST_DEVICE T derivative(T x, T t, int64_t) const {
+    return log_input ? actmath::exp(x) - t : T(1) - t / (x + T(1e-8));
+  }
 };
 
 // ---- cross_entropy of one row of logits x[0..C) with target class y and class weights w ----

@@ -124,7 +124,6 @@ MT_INSTANTIATE_MSE_CPU(double)
 // ---- entry points ----
 
 void mse_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target, Reduction reduction) {
-  check_not_batchmean("mse_loss_forward", reduction);
   check_compatible("mse_loss_forward", {{"out", out}, {"pred", pred}, {"target", target}});
   check_same_shape("mse_loss_forward", {{"pred", pred}, {"target", target}});
   if (reduction == Reduction::None)
@@ -134,7 +133,7 @@ void mse_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target, Red
                 reduction_name(reduction), "' out must be 0-d (shape []) but has shape ",
                 out.shape());
   const int64_t n = pred.numel();
-  const double divisor = reduction == Reduction::Mean ? double(n) : 1.0;
+  const double divisor = reduction_divisor(reduction, pred.shape());
   dispatch_op(
       "mse_loss_forward", pred.device(), pred.dtype(),
       [&](auto zero) {
@@ -161,7 +160,6 @@ void mse_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target, Red
 
 void mse_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& pred,
                        const Tensor& target, Reduction reduction) {
-  check_not_batchmean("mse_loss_backward", reduction);
   check_compatible(
       "mse_loss_backward",
       {{"grad_pred", grad_pred}, {"grad_out", grad_out}, {"pred", pred}, {"target", target}});
@@ -175,7 +173,7 @@ void mse_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& 
                 reduction_name(reduction), "' grad_out must be 0-d (shape []) but has shape ",
                 grad_out.shape());
   const int64_t n = pred.numel();
-  const double norm = reduction == Reduction::Mean ? 2.0 / double(n) : 2.0;
+  const double norm = 2.0 / reduction_divisor(reduction, pred.shape());
   dispatch_op(
       "mse_loss_backward", pred.device(), pred.dtype(),
       [&](auto zero) {
@@ -193,7 +191,6 @@ void mse_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& 
 void mse_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
                                const Tensor& target, Reduction reduction) {
   const char* op = "mse_loss_forward_backward";
-  check_not_batchmean(op, reduction);
   check_compatible(op,
                    {{"out", out}, {"grad_pred", grad_pred}, {"pred", pred}, {"target", target}});
   check_same_shape(op, {{"grad_pred", grad_pred}, {"pred", pred}, {"target", target}});
@@ -205,8 +202,8 @@ void mse_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pre
                 "' out must be 0-d (shape []) but has shape ", out.shape());
   const int64_t n = pred.numel();
   // The divisor of mse_loss_forward and the norm of mse_loss_backward, computed the same way.
-  const double divisor = reduction == Reduction::Mean ? double(n) : 1.0;
-  const double norm = reduction == Reduction::Mean ? 2.0 / double(n) : 2.0;
+  const double divisor = reduction_divisor(reduction, pred.shape());
+  const double norm = 2.0 / reduction_divisor(reduction, pred.shape());
   dispatch_op(
       "mse_loss_forward_backward", pred.device(), pred.dtype(),
       [&](auto zero) {

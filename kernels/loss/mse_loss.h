@@ -1,6 +1,7 @@
 #pragma once
 // Mean squared error, torch.nn.functional.mse_loss semantics: loss = reduce((pred - target)^2)
-// with reduction mean (the default), sum or none, and its gradient with respect to pred.
+// with reduction mean (the default), sum, none or batchmean, and its gradient with respect to
+// pred.
 // Memory-bound: two reads per element; mean and sum add a reduction to one number.
 
 #include <cstdint>
@@ -13,13 +14,14 @@ struct CUstream_st;
 
 namespace minitrain {
 
-/// pred and target of one shape. Mean/Sum: out is 0-d (shape []); None: out has pred's shape.
+/// pred and target of one shape. Mean/Sum/BatchMean: out is 0-d (shape []); None: out has pred's
+/// shape; the sum is divided by reduction_divisor (kernels/loss/reduction.h).
 /// Sums accumulate in double and combine in a fixed order: results are bit-identical run to run.
 /// The mean of zero elements is NaN, as in torch.
 void mse_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target,
                       Reduction reduction = Reduction::Mean);
-/// grad_pred = norm * (pred - target) * g, norm = 2/n for Mean, 2 otherwise; g is the 0-d
-/// grad_out for Mean/Sum, grad_out[i] (pred's shape) for None. grad_pred may be pred.
+/// grad_pred = norm * (pred - target) * g, norm = 2 / reduction_divisor (2/n for Mean); g is the
+/// 0-d grad_out for Mean/Sum/BatchMean, grad_out[i] (pred's shape) for None. grad_pred may be pred.
 void mse_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& pred,
                        const Tensor& target, Reduction reduction = Reduction::Mean);
 /// Loss and gradient from one read of pred and target (the training step's pair of calls fused):

@@ -1,5 +1,4 @@
-// The elementwise losses (l1, smooth_l1, huber, bce_with_logits, kl_div): entry points and CPU
-// loops.
+// The elementwise losses (the rows of MT_POINTWISE_LOSSES): entry points and CPU loops.
 // Memory-bound. Mean and sum accumulate the per-element losses in double over fixed 16K-element
 // chunks combined in chunk order, so the result does not depend on the thread count; the fused
 // forward + backward is the same loop storing the gradient on the way, hence the same loss.
@@ -10,6 +9,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/option_error.h"
 #include "core/parallel_for.h"
 #include "core/stream.h"
 #include "kernels/check.h"
@@ -19,18 +19,38 @@ namespace minitrain {
 
 const char* pointwise_loss_name(PointwiseLossKind kind) {
   switch (kind) {
-    case PointwiseLossKind::L1:
-      return "l1";
-    case PointwiseLossKind::SmoothL1:
-      return "smooth_l1";
-    case PointwiseLossKind::Huber:
-      return "huber";
-    case PointwiseLossKind::BceWithLogits:
-      return "bce_with_logits";
-    case PointwiseLossKind::KlDiv:
-      return "kl_div";
+#define MT_POINTWISE_LOSS_NAME(Kind, name, TorchClass, Math, setting) \
+  case PointwiseLossKind::Kind:                                       \
+    return #name;
+    MT_POINTWISE_LOSSES(MT_POINTWISE_LOSS_NAME)
+#undef MT_POINTWISE_LOSS_NAME
   }
   return "unknown";
+}
+
+const char* pointwise_loss_setting(PointwiseLossKind kind) {
+  switch (kind) {
+#define MT_POINTWISE_LOSS_SETTING(Kind, name, TorchClass, Math, setting) \
+  case PointwiseLossKind::Kind:                                          \
+    return #setting;
+    MT_POINTWISE_LOSSES(MT_POINTWISE_LOSS_SETTING)
+#undef MT_POINTWISE_LOSS_SETTING
+  }
+  return "none";
+}
+
+void check_pointwise_loss_param(const std::string& who, PointwiseLossKind kind, double param) {
+  switch (kind) {
+#define MT_POINTWISE_LOSS_CHECK(Kind, name, TorchClass, Math, setting)                           \
+  case PointwiseLossKind::Kind:                                                                  \
+    if (!Math<double>::param_ok(param))                                                          \
+      throw OptionError(                                                                         \
+          who, #setting,                                                                         \
+          ::minitrain::detail::concat("must be ", Math<double>::kParamRule, " but is ", param)); \
+    return;
+    MT_POINTWISE_LOSSES(MT_POINTWISE_LOSS_CHECK)
+#undef MT_POINTWISE_LOSS_CHECK
+  }
 }
 
 // ---- CPU reference ----
@@ -139,14 +159,7 @@ namespace {
 // The setting's range and pos_weight's fit, checked by every entry point: the kernels trust them.
 void check_spec(const char* op, const PointwiseLossSpec& spec, const Tensor& pred) {
   const char* name = pointwise_loss_name(spec.kind);
-  if (spec.kind == PointwiseLossKind::SmoothL1)
-    MT_CHECK_AS(ValueError, spec.param >= 0, op, ": smooth_l1's beta must be >= 0 but is ",
-                spec.param);
-  if (spec.kind == PointwiseLossKind::Huber)
-    MT_CHECK_AS(ValueError, spec.param > 0, op, ": huber's delta must be > 0 but is ", spec.param);
-  if (spec.kind == PointwiseLossKind::KlDiv)
-    MT_CHECK_AS(ValueError, spec.param == 0 || spec.param == 1, op,
-                ": kl_div's log_target must be 0 or 1 but is ", spec.param);
+  check_pointwise_loss_param(std::string(op) + ": " + name, spec.kind, spec.param);
   if (!spec.pos_weight.defined()) return;
   MT_CHECK_AS(ValueError, spec.kind == PointwiseLossKind::BceWithLogits, op,
               ": pos_weight belongs to bce_with_logits, not ", name);
@@ -163,8 +176,9 @@ void check_spec(const char* op, const PointwiseLossSpec& spec, const Tensor& pre
 template <typename T>
 PointwiseLossArgs<T> loop_args(const PointwiseLossSpec& spec) {
   const bool has_pw = spec.pos_weight.defined();
-  return {spec.kind, static_cast<T>(spec.param), has_pw ? spec.pos_weight.data<T>() : nullptr,
-          has_pw ? spec.pos_weight.numel() : 1};
+  return {spec.kind,
+          {static_cast<T>(spec.param), has_pw ? spec.pos_weight.data<T>() : nullptr,
+           has_pw ? spec.pos_weight.numel() : 1}};
 }
 
 // pred and target of one shape on one device, out (0-d, or pred's shape for none), grad_pred
@@ -178,7 +192,6 @@ void check_operands(const char* op, const Tensor& out, const char* out_name, con
   }
   check_compatible(op, {{out_name, out}, {"pred", pred}, {"target", target}});
   check_same_shape(op, {{"pred", pred}, {"target", target}});
-  if (spec.kind != PointwiseLossKind::KlDiv) check_not_batchmean(op, reduction);
   if (reduction == Reduction::None)
     check_same_shape(op, {{out_name, out}, {"pred", pred}});
   else
@@ -187,13 +200,6 @@ void check_operands(const char* op, const Tensor& out, const char* out_name, con
   check_spec(op, spec, pred);
 }
 
-// The divisor of the sum: n for mean, the batch (first extent; 1 for a 0-d pred, where torch's
-// batchmean is the sum) for batchmean, 1 otherwise.
-double mean_divisor(Reduction reduction, const Tensor& pred) {
-  if (reduction == Reduction::Mean) return double(pred.numel());
-  if (reduction == Reduction::BatchMean && pred.ndim() > 0) return double(pred.size(0));
-  return 1.0;
-}
 }  // namespace
 
 void pointwise_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target,
@@ -202,7 +208,7 @@ void pointwise_loss_forward(Tensor& out, const Tensor& pred, const Tensor& targe
   check_operands(op, out, "out", pred, target, reduction, spec);
   const int64_t n = pred.numel();
   const bool per_element = reduction == Reduction::None;
-  const double divisor = mean_divisor(reduction, pred);
+  const double divisor = reduction_divisor(reduction, pred.shape());
   dispatch_op(
       op, pred.device(), pred.dtype(),
       [&](auto zero) {
@@ -231,7 +237,7 @@ void pointwise_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Te
   check_operands(op, grad_out, "grad_out", pred, target, reduction, spec, &grad_pred);
   const int64_t n = pred.numel();
   const bool per_element = reduction == Reduction::None;
-  const double norm = 1.0 / mean_divisor(reduction, pred);
+  const double norm = 1.0 / reduction_divisor(reduction, pred.shape());
   dispatch_op(
       op, pred.device(), pred.dtype(),
       [&](auto zero) {
@@ -256,7 +262,7 @@ void pointwise_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tenso
   const int64_t n = pred.numel();
   const bool per_element = reduction == Reduction::None;
   // forward's divisor and backward's norm, computed the same way
-  const double divisor = mean_divisor(reduction, pred);
+  const double divisor = reduction_divisor(reduction, pred.shape());
   const double norm = 1.0 / divisor;
   dispatch_op(
       op, pred.device(), pred.dtype(),

@@ -1,12 +1,12 @@
 #pragma once
-// The elementwise losses beside MSE, torch.nn semantics: L1Loss, SmoothL1Loss (beta), HuberLoss
-// (delta), BCEWithLogitsLoss (pos_weight) and KLDivLoss (log_target), each with reduction mean
-// (the default), sum or none (kl_div also batchmean: the sum over the first extent), its
-// gradient, and a fused forward + backward. The per-element formulas are in
-// kernels/loss/loss_math.h. Memory-bound: two reads per element (and one write for none or the
-// gradient); mean and sum add a deterministic reduction to one number, as mse_loss does.
+// The elementwise losses beside MSE, torch.nn semantics (L1Loss, HuberLoss, ...), one row each
+// of MT_POINTWISE_LOSSES (kernels/loss/loss_math.h), each with every reduction (mean, the default;
+// sum; none; batchmean: the sum over the first extent), its gradient, and a fused forward +
+// backward. Memory-bound: two reads per element (and one write for none or the gradient); mean and
+// sum add a deterministic reduction to one number, as mse_loss does.
 
 #include <cstdint>
+#include <string>
 
 #include "core/tensor.h"
 #include "kernels/loss/loss_math.h"
@@ -16,32 +16,39 @@ struct CUstream_st;
 
 namespace minitrain {
 
-enum class PointwiseLossKind { L1, SmoothL1, Huber, BceWithLogits, KlDiv };
+#define MT_POINTWISE_LOSS_KIND(Kind, name, TorchClass, Math, setting) Kind,
+/// One per row of MT_POINTWISE_LOSSES, in its order.
+enum class PointwiseLossKind { MT_POINTWISE_LOSSES(MT_POINTWISE_LOSS_KIND) };
+#undef MT_POINTWISE_LOSS_KIND
 
-/// Which loss and its setting. `param` is smooth_l1's beta (>= 0; 0 is exactly l1, as torch),
-/// huber's delta (> 0) or kl_div's log_target (1: the target holds log-probabilities, 0: not),
-/// unused otherwise. `pos_weight` (bce_with_logits only) is undefined (all
-/// 1) or a 1-d tensor of pred's device and dtype with pred's last extent of entries (or 1).
+/// Which loss and its setting. `param` is the row's setting as a number (huber's delta; a bool
+/// as 0 or 1), unused for a loss without one; its range is the Math's param_ok. `pos_weight`
+/// (bce_with_logits only) is undefined (all 1) or a 1-d tensor of pred's device and dtype with
+/// pred's last extent of entries (or 1).
 struct PointwiseLossSpec {
   PointwiseLossKind kind = PointwiseLossKind::L1;
   double param = 1.0;
   Tensor pos_weight;
 };
 
-/// "l1", "smooth_l1", "huber", "bce_with_logits", "kl_div".
+/// The row's name: "l1", "smooth_l1", "huber", ...
 const char* pointwise_loss_name(PointwiseLossKind kind);
+/// The row's setting, as the LossOptions member is spelled ("delta"), or "none".
+const char* pointwise_loss_setting(PointwiseLossKind kind);
+/// The one check of a setting's range (the Math's param_ok): OptionError "<who>: <setting> must
+/// be <rule> but is <param>" (core/option_error.h, so a command line names its flag). The loss's
+/// constructor calls it, and the entry points below for callers that build a spec themselves.
+void check_pointwise_loss_param(const std::string& who, PointwiseLossKind kind, double param);
 
 /// pred and target of one shape. Mean/Sum/BatchMean: out is 0-d; None: out has pred's shape.
-/// BatchMean (kl_div only, ValueError for the others) divides the sum by pred's first extent
-/// (a 0-d pred: by 1, as torch). Sums
-/// accumulate in double and combine in a fixed order (bit-identical run to run); the mean of zero
-/// elements is NaN, as in torch. Throws ShapeError naming the shapes, ValueError for a setting
-/// out of range.
+/// The sum is divided by reduction_divisor (kernels/loss/reduction.h). Sums accumulate in double
+/// and combine in a fixed order (bit-identical run to run); the mean of zero elements is NaN, as
+/// in torch. Throws ShapeError naming the shapes, ValueError for a setting out of range.
 void pointwise_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target,
                             const PointwiseLossSpec& spec, Reduction reduction = Reduction::Mean);
-/// grad_pred = norm * dloss/dpred * g, norm = 1/n for Mean, 1/pred.size(0) for BatchMean, 1
-/// otherwise; g the 0-d grad_out for
-/// Mean/Sum, grad_out[i] (pred's shape) for None. grad_pred may be pred.
+/// grad_pred = dloss/dpred * g / reduction_divisor (1/n for Mean, 1/pred.size(0) for BatchMean);
+/// g the 0-d grad_out for Mean/Sum/BatchMean, grad_out[i] (pred's shape) for None. grad_pred may
+/// be pred.
 void pointwise_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& pred,
                              const Tensor& target, const PointwiseLossSpec& spec,
                              Reduction reduction = Reduction::Mean);
@@ -63,28 +70,19 @@ Tensor pointwise_loss_backward(const Tensor& grad_out, const Tensor& pred, const
 template <typename T>
 struct PointwiseLossArgs {
   PointwiseLossKind kind;
-  T param;
-  const T* pos_weight;  ///< nullptr for all 1
-  int64_t cols;         ///< pos_weight's entries
+  PointwiseLossParams<T> params;
 };
 
-/// f(math) with the loss's math type of kernels/loss/loss_math.h: the launchers' and loops' one
-/// switch from the runtime kind to a compile-time loss. smooth_l1 with beta 0 is l1, as in torch.
+/// f(math) with the row's Math built from the params: the launchers' and loops' one switch from
+/// the runtime kind to a compile-time loss, generated from MT_POINTWISE_LOSSES.
 template <typename T, typename F>
 void visit_pointwise_math(const PointwiseLossArgs<T>& args, F&& f) {
   switch (args.kind) {
-    case PointwiseLossKind::L1:
-      return f(L1Math<T>{});
-    case PointwiseLossKind::SmoothL1:
-      if (args.param == T(0)) return f(L1Math<T>{});
-      return f(SmoothL1Math<T>{args.param});
-    case PointwiseLossKind::Huber:
-      return f(HuberMath<T>{args.param});
-    case PointwiseLossKind::BceWithLogits:
-      return f(BceWithLogitsMath<T>{args.pos_weight, args.cols});
-    case PointwiseLossKind::KlDiv:
-      if (args.param != T(0)) return f(KlDivLogTargetMath<T>{});
-      return f(KlDivMath<T>{});
+#define MT_POINTWISE_LOSS_CASE(Kind, name, TorchClass, Math, setting) \
+  case PointwiseLossKind::Kind:                                       \
+    return f(Math<T>(args.params));
+    MT_POINTWISE_LOSSES(MT_POINTWISE_LOSS_CASE)
+#undef MT_POINTWISE_LOSS_CASE
   }
 }
 

@@ -93,6 +93,7 @@ LossOptions loss_options(const SafetensorsFile& f) {
   if (has("class_weights")) o.class_weights = meta_doubles(f, "loss.class_weights");
   if (has("pos_weight")) o.pos_weight = meta_doubles(f, "loss.pos_weight");
   if (has("log_target")) o.log_target = meta(f, "loss.log_target") == "true";
+  if (has("log_input")) o.log_input = meta(f, "loss.log_input") == "true";
   if (has("reduction")) o.reduction = parse_reduction(meta(f, "loss.reduction"));
   return o;
 }
@@ -187,11 +188,12 @@ TEST_P(TorchEquivalence, RMSpropMatchesTorch) {
 
 // The other losses (cross_entropy with class weights, label smoothing and ignore_index, huber,
 // smooth_l1, l1, bce_with_logits with pos_weight, kl_div (mean; log_target with batchmean),
-// each through a few optimizer steps.
+// poisson_nll (mean; batchmean, torch's sum over the batch), each through a few optimizer steps.
 TEST_P(TorchEquivalence, EveryLossTrainsAsTorch) {
-  for (const char* c : {"loss_cross_entropy", "loss_cross_entropy_weighted_smoothed_ignored",
-                        "loss_huber", "loss_smooth_l1", "loss_l1", "loss_bce_with_logits",
-                        "loss_kl_div", "loss_kl_div_log_target_batchmean"})
+  for (const char* c :
+       {"loss_cross_entropy", "loss_cross_entropy_weighted_smoothed_ignored", "loss_huber",
+        "loss_smooth_l1", "loss_l1", "loss_bce_with_logits", "loss_kl_div",
+        "loss_kl_div_log_target_batchmean", "loss_poisson_nll", "loss_poisson_nll_batchmean"})
     expect_matches_torch(c, device(), tolerance_for(device()));
 }
 

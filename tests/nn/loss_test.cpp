@@ -33,7 +33,7 @@ LossOptions named(const char* name, Reduction r = Reduction::Mean) {
 
 TEST(LossTable, NamesKindsAndClasses) {
   EXPECT_THAT(loss_names(), ElementsAre("mse", "l1", "smooth_l1", "huber", "bce_with_logits",
-                                        "kl_div", "cross_entropy"));
+                                        "kl_div", "poisson_nll", "cross_entropy"));
   for (const std::string& n : loss_names()) {
     auto loss = make_loss(named(n.c_str()));
     EXPECT_EQ(loss->name(), n);
@@ -42,6 +42,7 @@ TEST(LossTable, NamesKindsAndClasses) {
   EXPECT_EQ(loss_target_kind("cross_entropy"), TargetKind::ClassIndices);
   EXPECT_EQ(loss_target_kind("bce_with_logits"), TargetKind::Values);
   EXPECT_NE(dynamic_cast<HuberLoss*>(make_loss(named("huber")).get()), nullptr);
+  EXPECT_NE(dynamic_cast<PoissonNLLLoss*>(make_loss(named("poisson_nll")).get()), nullptr);
   EXPECT_NE(dynamic_cast<CrossEntropyLoss*>(make_loss(named("cross_entropy")).get()), nullptr);
   // MSE is a Loss like the others, not an adapter around one
   EXPECT_NE(dynamic_cast<MSELoss*>(make_loss(named("mse")).get()), nullptr);
@@ -61,6 +62,8 @@ TEST(LossTable, OneTableWithASettingsColumn) {
   }
   EXPECT_EQ(names, loss_names());
   EXPECT_EQ(losses_taking(LossSetting::LogTarget), "kl_div");
+  EXPECT_EQ(losses_taking(LossSetting::LogInput), "poisson_nll");
+  EXPECT_STREQ(loss_setting_option(LossSetting::LogTarget), "log_target");
   EXPECT_EQ(losses_taking(LossSetting::LabelSmoothing), "cross_entropy");
   EXPECT_STREQ(loss_setting_flag(LossSetting::Delta), "huber-delta");
 
@@ -276,17 +279,19 @@ TEST_P(LossOnDevice, KlDivByHandForEachReductionAndLogTarget) {
   const std::vector<double> g = host_values(logt->backward());
   EXPECT_NEAR(g[2], -0.9, 1e-14);
   EXPECT_NEAR(g[3], -0.1, 1e-14);
-  // batchmean belongs to kl_div: the others refuse it, naming it
-  for (const char* other : {"mse", "l1", "cross_entropy"}) {
+  // batchmean is a Reduction of its own: mse and l1 take it (the sum over the 2 rows);
+  // cross_entropy, whose mean is per row already, refuses it, naming it
+  for (const char* other : {"mse", "l1"}) {
     auto l = make_loss(named(other, Reduction::BatchMean));
-    const Tensor t = l->target_kind() == TargetKind::ClassIndices
-                         ? testing::tensor_of({0, 1}, {2}, device(), DType::Float64)
-                         : target;
-    EXPECT_THROW(l->forward(pred, t), ValueError) << other;
-    EXPECT_THAT(error_message([&] { l->forward(pred, t); }),
-                HasSubstr("reduction 'batchmean' is kl_div's"))
-        << other;
+    auto s = make_loss(named(other, Reduction::Sum));
+    EXPECT_EQ(l->forward(pred, target).item(), s->forward(pred, target).item() / 2) << other;
   }
+  auto ce = make_loss(named("cross_entropy", Reduction::BatchMean));
+  const Tensor classes = testing::tensor_of({0, 1}, {2}, device(), DType::Float64);
+  EXPECT_THROW(ce->forward(pred, classes), ValueError);
+  EXPECT_THAT(error_message([&] { ce->forward(pred, classes); }),
+              HasSubstr("reduction 'batchmean' (the sum over the first extent) is for elementwise "
+                        "losses"));
   EXPECT_EQ(parse_reduction("batchmean"), Reduction::BatchMean);
   EXPECT_STREQ(reduction_name(Reduction::BatchMean), "batchmean");
 }

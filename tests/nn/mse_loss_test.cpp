@@ -73,10 +73,19 @@ TEST_P(MseLossOnDevice, ForwardBackwardIsTheFusedPairBitForBit) {
     // backward after forward_backward gives the same gradient again
     EXPECT_EQ(host_values(fused->backward()), host_values(want_grad));
   }
+  // batchmean, a Reduction of its own: the sum over the first extent (n / 7 rows), fused or not
   std::unique_ptr<Loss> batchmean = make_loss({"mse", Reduction::BatchMean});
+  MSELoss sum(Reduction::Sum);
+  const double rows = double(n / 7);
   Tensor grad;
-  EXPECT_THAT(error_message([&] { batchmean->forward_backward(pred, target, grad); }),
-              HasSubstr("reduction 'batchmean' is kl_div's"));
+  const Tensor loss = batchmean->forward_backward(pred, target, grad);
+  // float32: the sum rounded to float once, then divided (batchmean rounds the quotient once)
+  const double want_loss = sum.forward(pred, target).item() / rows;
+  EXPECT_NEAR(loss.item(), want_loss, 1e-6 * std::fabs(want_loss));
+  std::vector<double> want_grad = host_values(sum.backward());
+  for (double& g : want_grad) g /= rows;
+  EXPECT_ALLCLOSE(host_values(grad), want_grad, 1e-7, 1e-6);
+  EXPECT_EQ(host_values(batchmean->backward()), host_values(grad));
 }
 
 MT_INSTANTIATE_DEVICE_TEST_SUITE(MseLossOnDevice);

@@ -107,13 +107,36 @@ TEST(TrainConfig, RMSpropAndKlDivSettingsFromFlagsAndToml) {
   EXPECT_DOUBLE_EQ(c.alpha, 0.95);
   EXPECT_TRUE(c.centered);
   EXPECT_EQ(c.loss, "kl_div");
-  EXPECT_TRUE(c.kl_log_target);
+  EXPECT_TRUE(c.loss_settings.log_target);
   EXPECT_NO_THROW(validate(c));
   set_config_value(c, "eps", "1e-6");  // eps is rmsprop's too
   set_config_value(c, "kl-log-target", "false");
   EXPECT_DOUBLE_EQ(c.eps, 1e-6);
-  EXPECT_FALSE(c.kl_log_target);
+  EXPECT_FALSE(c.loss_settings.log_target);
   EXPECT_NO_THROW(validate(c));
+}
+
+// A loss setting declared once, in LossOptions: its row points into the config's LossOptions
+// (no TrainConfig member of its own), and loss_options() hands it to the loss. poisson_nll's
+// log_input defaults to true, as torch's; a TOML file and the command line turn it off.
+TEST(TrainConfig, PoissonLogInputLivesInTheLossOptions) {
+  TrainConfig c;
+  EXPECT_TRUE(c.loss_settings.log_input);
+  apply_toml_config(c, "loss = 'poisson_nll'\npoisson-log-input = false\n", "run.toml");
+  EXPECT_EQ(c.loss, "poisson_nll");
+  EXPECT_FALSE(c.loss_settings.log_input);
+  EXPECT_FALSE(loss_options(c).log_input);
+  EXPECT_EQ(loss_options(c).name, "poisson_nll");
+  EXPECT_NO_THROW(validate(c));
+  set_config_value(c, "poisson-log-input", "true");
+  EXPECT_TRUE(loss_options(c).log_input);
+  EXPECT_NE(config_to_json(c).find("\"poisson-log-input\":true"), std::string::npos);
+  c.loss = "mse";
+  c.loss_settings.log_input = false;
+  EXPECT_NE(error_message([&] {
+              validate(c);
+            }).find("--poisson-log-input applies to --loss poisson_nll, not to --loss mse"),
+            std::string::npos);
 }
 
 TEST(TrainConfig, TomlUnknownKeyNamesFileLineAndKey) {
@@ -231,12 +254,13 @@ TEST(TrainConfig, ValidateRejectsImpossibleValuesWithOneClearMessageEach) {
       {"negative rmsprop momentum",
        [](TrainConfig& c) { c.optimizer = "rmsprop", c.momentum = -0.5; },
        "--momentum must be finite and >= 0, got -0.5"},
-      {"kl log target with mse", [](TrainConfig& c) { c.kl_log_target = true; },
+      {"kl log target with mse", [](TrainConfig& c) { c.loss_settings.log_target = true; },
        "--kl-log-target applies to --loss kl_div, not to --loss mse"},
       {"label smoothing with huber",
-       [](TrainConfig& c) { c.loss = "huber", c.label_smoothing = 0.1; },
+       [](TrainConfig& c) { c.loss = "huber", c.loss_settings.label_smoothing = 0.1; },
        "--label-smoothing applies to --loss cross_entropy, not to --loss huber"},
-      {"huber delta with kl_div", [](TrainConfig& c) { c.loss = "kl_div", c.huber_delta = 2; },
+      {"huber delta with kl_div",
+       [](TrainConfig& c) { c.loss = "kl_div", c.loss_settings.delta = 2; },
        "--huber-delta applies to --loss huber, not to --loss kl_div"},
       {"beta of 1", [](TrainConfig& c) { c.beta2 = 1.0; },
        "--betas (beta2) must be in [0, 1), got 1"},

@@ -322,7 +322,7 @@ TEST(Classifier, LearnsHeldOutClassesWithBalancedWeightsAndReportsAccuracy) {
   ScratchDir dir;
   TrainConfig c = classifier_config(dir);
   c.class_weights = "auto";
-  c.label_smoothing = 0.05;
+  c.loss_settings.label_smoothing = 0.05;
   c.topk = 2;
   c.log = dir.path("log.jsonl");
   std::string info;

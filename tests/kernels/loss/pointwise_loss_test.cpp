@@ -1,7 +1,6 @@
-// The elementwise losses (l1, smooth_l1, huber, bce_with_logits, kl_div): forward for each
-// reduction and
-// backward against plain double loops, finite differences, the fused call against forward +
-// backward bit for bit, CUDA against the CPU, and bad input, on every device.
+// The elementwise losses (l1, smooth_l1, huber, bce_with_logits, kl_div, poisson_nll): forward
+// for each reduction and backward against plain double loops, finite differences, the fused call
+// against forward + backward bit for bit, CUDA against the CPU, and bad input, on every device.
 
 #include "kernels/loss/pointwise_loss.h"
 
@@ -47,8 +46,10 @@ const Case kCases[] = {
     {PointwiseLossKind::Huber, 0.7, false},
     {PointwiseLossKind::BceWithLogits, 0, false},
     {PointwiseLossKind::BceWithLogits, 0, true},
-    {PointwiseLossKind::KlDiv, 0, false},  // target: probabilities, every fifth exactly 0
-    {PointwiseLossKind::KlDiv, 1, false},  // log_target: target log-probabilities
+    {PointwiseLossKind::KlDiv, 0, false},       // target: probabilities, every fifth exactly 0
+    {PointwiseLossKind::KlDiv, 1, false},       // log_target: target log-probabilities
+    {PointwiseLossKind::PoissonNll, 1, false},  // log_input: pred the log of the rate
+    {PointwiseLossKind::PoissonNll, 0, false},  // pred the rate itself, > 0
 };
 
 // ---- the double reference, written from torch's documented formulas ----
@@ -70,6 +71,8 @@ double ref_loss(const Case& c, double p, double t, double pw) {
     case PointwiseLossKind::KlDiv:  // torch.nn.KLDivLoss: t (log t - x), 0 for t == 0
       if (c.param != 0) return std::exp(t) * (t - p);
       return t == 0 ? 0.0 : t * (std::log(t) - p);
+    case PointwiseLossKind::PoissonNll:  // torch.nn.PoissonNLLLoss (full=False, eps=1e-8)
+      return c.param != 0 ? std::exp(p) - t * p : p - t * std::log(p + 1e-8);
   }
   return 0;
 }
@@ -90,6 +93,8 @@ double ref_derivative(const Case& c, double p, double t, double pw) {
     }
     case PointwiseLossKind::KlDiv:
       return c.param != 0 ? -std::exp(t) : -t;
+    case PointwiseLossKind::PoissonNll:
+      return c.param != 0 ? std::exp(p) - t : 1 - t / (p + 1e-8);
   }
   return 0;
 }
@@ -97,7 +102,8 @@ double ref_derivative(const Case& c, double p, double t, double pw) {
 // Inputs for a case: pred in [-3, 3] (both sides of every kink), target in [-3, 3] or, for bce,
 // a probability in [0, 1]; pos_weight in [0.5, 3] per column. kl_div: pred (log-probabilities)
 // in [-3, 0], target a probability in [0, 1] with every fifth exactly 0 (torch's xlogy(0, 0) = 0)
-// or, with log_target, a log-probability in [-3, 0].
+// or, with log_target, a log-probability in [-3, 0]. poisson_nll: target a count-like rate in
+// [0, 5]; pred in [-3, 3] with log_input, else a rate in [0.1, 3].
 struct Inputs {
   Tensor pred, target;
   PointwiseLossSpec spec;
@@ -109,8 +115,12 @@ Inputs make_inputs(const Case& c, const Shape& shape, uint32_t seed, Device devi
   in.cols = shape.ndim() == 0 ? 1 : shape[shape.ndim() - 1];
   const bool bce = c.kind == PointwiseLossKind::BceWithLogits;
   const bool kl = c.kind == PointwiseLossKind::KlDiv;
-  in.pred = random_tensor(shape, seed, device, dtype, -3, kl ? 0 : 3);
-  if (kl && c.param == 0) {
+  const bool poisson = c.kind == PointwiseLossKind::PoissonNll;
+  in.pred =
+      random_tensor(shape, seed, device, dtype, poisson && c.param == 0 ? 0.1 : -3, kl ? 0 : 3);
+  if (poisson) {
+    in.target = random_tensor(shape, seed + 1, device, dtype, 0, 5);
+  } else if (kl && c.param == 0) {
     std::vector<double> t = host_values(random_tensor(shape, seed + 1, device, dtype, 0, 1));
     for (size_t i = 2; i < t.size(); i += 5) t[i] = 0;  // from 2: a [1] pred still has a loss
     in.target = tensor_of(t, shape, device, dtype);
@@ -305,7 +315,7 @@ TEST_P(PointwiseLossTest, RejectsMismatchedOperandsAndBadSettings) {
   const PointwiseLossSpec bad_beta{PointwiseLossKind::SmoothL1, -0.5, Tensor()};
   EXPECT_THROW(pointwise_loss_forward(p, p, bad_beta), ValueError);
   EXPECT_THAT(error_message([&] { pointwise_loss_forward(p, p, bad_beta); }),
-              HasSubstr("beta must be >= 0 but is -0.5"));
+              HasSubstr("smooth_l1: beta must be finite and >= 0 but is -0.5"));
   const PointwiseLossSpec bad_delta{PointwiseLossKind::Huber, 0, Tensor()};
   EXPECT_THROW(pointwise_loss_forward(p, p, bad_delta), ValueError);
   const PointwiseLossSpec pw3{PointwiseLossKind::BceWithLogits, 0,
@@ -319,11 +329,11 @@ TEST_P(PointwiseLossTest, RejectsMismatchedOperandsAndBadSettings) {
   EXPECT_THROW(pointwise_loss_backward(not_scalar, p, p, l1, Reduction::Sum), ShapeError);
 }
 
-// torch's reduction='batchmean' (kl_div only): the sum over the first extent, in the loss and in
-// its gradient, fused or not; a 0-d pred's batchmean is its sum (torch divides only for dim > 0).
-TEST_P(PointwiseLossTest, KlDivBatchMeanDividesByTheFirstExtent) {
-  for (double log_target : {0.0, 1.0}) {
-    const Case c{PointwiseLossKind::KlDiv, log_target, false};
+// torch's reduction='batchmean' (KLDivLoss's), taken by every pointwise loss: the sum over the
+// first extent, in the loss and in its gradient, fused or not; a 0-d pred's batchmean is its sum
+// (torch divides only for dim > 0).
+TEST_P(PointwiseLossTest, BatchMeanDividesByTheFirstExtentForEveryLoss) {
+  for (const Case& c : kCases) {
     for (const Shape& shape : {Shape{7, 3}, Shape{5}, Shape{3, 2, 4}}) {
       const Inputs in = make_inputs(c, shape, 61, device(), DType::Float64);
       const double sum = pointwise_loss_forward(in.pred, in.target, in.spec, Reduction::Sum).item();
@@ -358,7 +368,7 @@ TEST_P(PointwiseLossTest, KlDivBatchMeanDividesByTheFirstExtent) {
   }
 }
 
-TEST_P(PointwiseLossTest, KlDivZeroTargetAddsNothingAndBatchMeanIsKlDivsOnly) {
+TEST_P(PointwiseLossTest, KlDivZeroTargetAddsNothingAndBoolSettingsAreZeroOrOne) {
   // torch: xlogy(0, 0) - 0 * x = 0 for any finite x; a NaN target gives NaN (xlogy's rule)
   Tensor x = tensor_of({-0.5, -2.0, -1.0}, {3}, device(), DType::Float32);
   Tensor t = tensor_of({0.0, 0.0, double(NAN)}, {3}, device(), DType::Float32);
@@ -367,13 +377,12 @@ TEST_P(PointwiseLossTest, KlDivZeroTargetAddsNothingAndBatchMeanIsKlDivsOnly) {
   EXPECT_EQ(loss[0], 0.0);
   EXPECT_EQ(loss[1], 0.0);
   EXPECT_TRUE(std::isnan(loss[2]));
-  const PointwiseLossSpec huber{PointwiseLossKind::Huber, 1.0, Tensor()};
-  EXPECT_THROW(pointwise_loss_forward(x, x, huber, Reduction::BatchMean), ValueError);
-  EXPECT_THAT(error_message([&] { pointwise_loss_forward(x, x, huber, Reduction::BatchMean); }),
-              HasSubstr("reduction 'batchmean' is kl_div's"));
   const PointwiseLossSpec bad{PointwiseLossKind::KlDiv, 0.5, Tensor()};
   EXPECT_THAT(error_message([&] { pointwise_loss_forward(x, x, bad); }),
               HasSubstr("log_target must be 0 or 1 but is 0.5"));
+  const PointwiseLossSpec bad_poisson{PointwiseLossKind::PoissonNll, 2, Tensor()};
+  EXPECT_THAT(error_message([&] { pointwise_loss_forward(x, x, bad_poisson); }),
+              HasSubstr("pointwise_loss_forward: poisson_nll: log_input must be 0 or 1 but is 2"));
 }
 
 MT_INSTANTIATE_DEVICE_TEST_SUITE(PointwiseLossTest);
