@@ -182,9 +182,9 @@ void Adam::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors
   using namespace optim_detail;
   const std::string who = name();
   // Everything is read and checked into locals first; members change only at the end.
-  const auto [steps, lr] = read_common_scalars(who, scalars, lr_);
+  const auto [steps, lr, initial_lr] = read_common_scalars(who, scalars, lr_);
   AdamOptions o = options_;
-  o.lr = lr;
+  o.lr = initial_lr;
   read_double(who, scalars, "beta1", &o.beta1);
   read_double(who, scalars, "beta2", &o.beta2);
   read_double(who, scalars, "eps", &o.eps);

@@ -95,9 +95,9 @@ bool read_int(const std::string& who, const std::map<std::string, std::string>& 
   return true;
 }
 
-std::pair<int64_t, double> read_common_scalars(const std::string& kind,
-                                               const std::map<std::string, std::string>& scalars,
-                                               double current_lr) {
+CommonScalars read_common_scalars(const std::string& kind,
+                                  const std::map<std::string, std::string>& scalars,
+                                  double current_lr) {
   auto it = scalars.find("optimizer");
   if (it == scalars.end())
     MT_THROW(ValueError, kind,
@@ -113,7 +113,10 @@ std::pair<int64_t, double> read_common_scalars(const std::string& kind,
   if (steps < 0) MT_THROW(ValueError, kind, ": optimizer state 'steps' = ", steps, " is negative");
   double lr = current_lr;
   if (read_double(kind, scalars, "lr", &lr)) check_non_negative(kind, "lr", lr);
-  return {steps, lr};
+  double initial_lr = lr;  // a state saved before "initial_lr": its rate was its base
+  if (read_double(kind, scalars, "initial_lr", &initial_lr))
+    check_non_negative(kind, "initial_lr", initial_lr);
+  return {steps, lr, initial_lr};
 }
 
 std::pair<std::size_t, std::size_t> match_state_name(const std::string& who, const std::string& key,
@@ -201,6 +204,15 @@ void Optimizer::zero_grad(bool set_to_none) {
   zero_all(grads);  // one parallel region for all of them
 }
 
+void Optimizer::set_lr_factor(const LRFactor& f) {
+  MT_CHECK_AS(
+      ValueError,
+      std::isfinite(f.decay) && f.decay >= 0.0 && std::isfinite(f.warmup) && f.warmup >= 0.0,
+      name(), ": a learning-rate factor must be finite and >= 0, got decay ", number_text(f.decay),
+      " and warm-up ", number_text(f.warmup));
+  lr_ = (base_lr() * f.decay) * f.warmup;  // the rounding of torch's chained decay, then warm-up
+}
+
 void Optimizer::set_lr(double lr) {
   optim_detail::check_non_negative(name(), "lr", lr);
   lr_ = lr;
@@ -269,7 +281,8 @@ const void* Optimizer::scalars_at(std::size_t offset) const {
 std::map<std::string, std::string> Optimizer::state_scalars() const {
   return {{"optimizer", name()},
           {"steps", optim_detail::format_int(steps_)},
-          {"lr", optim_detail::format_double(lr_)}};
+          {"lr", optim_detail::format_double(lr_)},
+          {"initial_lr", optim_detail::format_double(base_lr())}};
 }
 
 }  // namespace minitrain

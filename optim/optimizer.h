@@ -15,6 +15,7 @@
 #include "kernels/optim/rmsprop_step.h"
 #include "kernels/optim/sgd_step.h"
 #include "nn/parameter.h"
+#include "optim/schedule.h"
 
 namespace minitrain {
 
@@ -32,8 +33,14 @@ class Optimizer {
   /// gradients that exist.
   void zero_grad(bool set_to_none = true);
 
+  /// The current rate (torch's param_group['lr']): the base rate times the schedule's factor.
   double lr() const noexcept { return lr_; }
-  void set_lr(double lr);  ///< ValueError for lr < 0 or non-finite
+  /// The rate it was built with (options().lr; torch's initial_lr), which a schedule scales.
+  virtual double base_lr() const noexcept = 0;
+  /// lr() = (base_lr() * f.decay) * f.warmup: a schedule's step (LRSchedule::factor_at). The
+  /// factors are the schedule's; ValueError for one < 0 or non-finite.
+  virtual void set_lr_factor(const LRFactor& f);
+  void set_lr(double lr);  ///< the current rate directly; ValueError for lr < 0 or non-finite
   int64_t steps() const noexcept { return steps_; }
   const NamedParameters& parameters() const noexcept { return params_; }
   virtual std::string name() const = 0;  ///< "sgd", "adam", "adamw", "rmsprop"
@@ -41,9 +48,10 @@ class Optimizer {
   /// State tensors named "<param name>.<slot>" ("0.weight.exp_avg", "2.bias.momentum_buffer"),
   /// on the CPU.
   virtual std::vector<std::pair<std::string, Tensor>> state_tensors() const = 0;
-  /// Scalars as exact strings, for a checkpoint's metadata: "optimizer" (name()), "steps", "lr",
-  /// the hyperparameters ("momentum", "beta1", "amsgrad" = "true"/"false", ...) and for Adam each
-  /// stepped parameter's own step count "<param name>.step".
+  /// Scalars as exact strings, for a checkpoint's metadata: "optimizer" (name()), "steps", "lr"
+  /// (the current rate), "initial_lr" (base_lr()), the hyperparameters ("momentum", "beta1",
+  /// "amsgrad" = "true"/"false", ...) and for Adam each stepped parameter's own step count "<param
+  /// name>.step".
   virtual std::map<std::string, std::string> state_scalars() const;
   /// Restores what state_tensors()/state_scalars() gave; validates names and shapes first and
   /// throws (ValueError / ShapeError naming the key) without changing anything on a mismatch.
@@ -115,12 +123,14 @@ struct SGDOptions {
 /// ValueError (naming the value) for lr, momentum or weight_decay < 0 or non-finite, dampening
 /// outside [0, 1], and for nesterov without momentum > 0 and dampening == 0 (torch's rule).
 /// step() checks every gradient against its value (shape, dtype, device) before changing any.
-/// The current rate is lr() (set_lr); options().lr is the rate it was built (or loaded) with.
+/// The current rate is lr() (set_lr_factor, set_lr); options().lr is the base rate it was built
+/// (or loaded) with.
 class SGD final : public Optimizer {
  public:
   SGD(NamedParameters params, SGDOptions options);
   void step() override;
   std::string name() const override { return "sgd"; }
+  double base_lr() const noexcept override { return options_.lr; }
   std::vector<std::pair<std::string, Tensor>> state_tensors() const override;
   std::map<std::string, std::string> state_scalars() const override;
   void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -159,6 +169,7 @@ class Adam final : public Optimizer {
   Adam(NamedParameters params, AdamOptions options, bool decoupled_weight_decay = false);
   void step() override;
   std::string name() const override { return decoupled_ ? "adamw" : "adam"; }
+  double base_lr() const noexcept override { return options_.lr; }
   std::vector<std::pair<std::string, Tensor>> state_tensors() const override;
   std::map<std::string, std::string> state_scalars() const override;
   void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -207,6 +218,7 @@ class RMSprop final : public Optimizer {
   RMSprop(NamedParameters params, RMSpropOptions options);
   void step() override;
   std::string name() const override { return "rmsprop"; }
+  double base_lr() const noexcept override { return options_.lr; }
   /// "<param>.square_avg", "<param>.grad_avg" (centered), "<param>.momentum_buffer" (momentum).
   std::vector<std::pair<std::string, Tensor>> state_tensors() const override;
   std::map<std::string, std::string> state_scalars() const override;

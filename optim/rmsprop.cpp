@@ -159,9 +159,9 @@ void RMSprop::load_state(const std::vector<std::pair<std::string, Tensor>>& tens
   using namespace optim_detail;
   const std::string who = name();
   // Everything is read and checked into locals first; members change only at the end.
-  const auto [steps, lr] = read_common_scalars(who, scalars, lr_);
+  const auto [steps, lr, initial_lr] = read_common_scalars(who, scalars, lr_);
   RMSpropOptions o = options_;
-  o.lr = lr;
+  o.lr = initial_lr;
   read_double(who, scalars, "alpha", &o.alpha);
   read_double(who, scalars, "eps", &o.eps);
   read_double(who, scalars, "weight_decay", &o.weight_decay);

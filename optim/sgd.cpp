@@ -169,9 +169,9 @@ void SGD::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
                      const std::map<std::string, std::string>& scalars) {
   using namespace optim_detail;
   // Everything is read and checked into locals first; members change only at the end.
-  const auto [steps, lr] = read_common_scalars(name(), scalars, lr_);
+  const auto [steps, lr, initial_lr] = read_common_scalars(name(), scalars, lr_);
   SGDOptions o = options_;
-  o.lr = lr;
+  o.lr = initial_lr;
   read_double(name(), scalars, "momentum", &o.momentum);
   read_double(name(), scalars, "dampening", &o.dampening);
   read_double(name(), scalars, "weight_decay", &o.weight_decay);

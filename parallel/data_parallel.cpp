@@ -297,6 +297,7 @@ class ReplicatedOptimizer final : public Optimizer {
   }
 
   std::string name() const override { return inner_.front()->name(); }
+  double base_lr() const noexcept override { return inner_.front()->base_lr(); }
   std::vector<std::pair<std::string, Tensor>> state_tensors() const override {
     return inner_.front()->state_tensors();
   }

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/option_error.h"
 #include "core/strings.h"
+#include "optim/clip.h"
 
 namespace minitrain {
 namespace config_detail {
@@ -35,6 +36,11 @@ KeyEntry& KeyEntry::loss(std::vector<std::string> names,
                          std::function<void(const TrainConfig&, LossOptions&)> fill) {
   options = std::move(names);
   to_loss = std::move(fill);
+  return *this;
+}
+
+KeyEntry& KeyEntry::library_option(std::vector<std::string> names) {
+  options = std::move(names);
   return *this;
 }
 
@@ -287,6 +293,7 @@ void config_detail::check_settings(const TrainConfig& c) {
     const LossOptions loss = loss_options(c);
     check_loss_settings_apply(loss.name, given_loss_settings(loss));
     (void)make_loss(loss);
+    (void)clip_grad_norm_({}, c.clip_grad_norm);  // no gradients: its check of max_norm alone
   });
 }
 

@@ -70,6 +70,9 @@ struct KeyEntry {
                       std::function<void(const TrainConfig&, OptimizerConfig&)> fill);
   KeyEntry& loss(std::vector<std::string> names,
                  std::function<void(const TrainConfig&, LossOptions&)> fill);
+  /// The library's names of the option, for a setting a library function checks
+  /// (check_settings() calls it): "max_norm" for --clip-grad-norm.
+  KeyEntry& library_option(std::vector<std::string> names);
   /// A name's choices: "--optimizer: unknown value 'lion' (choose one of: sgd, adam, ...)".
   KeyEntry& one_of(std::vector<std::string> names);
   /// An integer's bounds: "--batch-size must be >= 1, got 0".

@@ -175,8 +175,10 @@ std::vector<KeyEntry> make_table() {
   t.push_back(
       member("step-size", K::Int, &TrainConfig::step_size, "step schedule: steps per decay"));
   t.push_back(member("gamma", K::Float, &TrainConfig::gamma, "step schedule: decay factor"));
+  // Checked by clip_grad_norm_ itself (0: off there too), as check_settings() calls it.
   t.push_back(member("clip-grad-norm", K::Float, &TrainConfig::clip_grad_norm,
-                     "clip the global gradient norm (0: off)"));
+                     "clip the global gradient norm (0: off)")
+                  .library_option({"max_norm"}));
   t.push_back(member("grad-accum", K::Int, &TrainConfig::grad_accum, "batches per optimizer step")
                   .at_least(1)
                   .at_most(kMaxInt32));
