@@ -178,7 +178,7 @@ std::vector<std::vector<std::size_t>> group_for_multi_tensor(
 }  // namespace optim_detail
 
 // lr is checked once, by each optimizer's constructor (its validated(), which names it).
-Optimizer::Optimizer(NamedParameters params, double lr) : params_(std::move(params)), lr_(lr) {
+Optimizer::Optimizer(NamedParameters params) : params_(std::move(params)) {
   std::set<std::string> names;
   std::set<const Parameter*> seen;
   for (const auto& [name, p] : params_) {
@@ -202,15 +202,6 @@ void Optimizer::zero_grad(bool set_to_none) {
       grads.push_back(p->grad);
   }
   zero_all(grads);  // one parallel region for all of them
-}
-
-void Optimizer::set_lr_factor(const LRFactor& f) {
-  MT_CHECK_AS(
-      ValueError,
-      std::isfinite(f.decay) && f.decay >= 0.0 && std::isfinite(f.warmup) && f.warmup >= 0.0,
-      name(), ": a learning-rate factor must be finite and >= 0, got decay ", number_text(f.decay),
-      " and warm-up ", number_text(f.warmup));
-  lr_ = (base_lr() * f.decay) * f.warmup;  // the rounding of torch's chained decay, then warm-up
 }
 
 void Optimizer::set_lr(double lr) {

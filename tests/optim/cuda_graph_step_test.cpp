@@ -369,7 +369,7 @@ TEST(CudaCapturableOptimizer, GivesTheBitsOfTheByValueStep) {
 // An optimizer with step() only: the base class's capturable halves refuse.
 class ByValueOnly final : public Optimizer {
  public:
-  explicit ByValueOnly(NamedParameters p) : Optimizer(std::move(p), 0.1) {}
+  explicit ByValueOnly(NamedParameters p) : Optimizer(std::move(p)) { set_lr_factor({}); }
   void step() override {}
   std::string name() const override { return "by_value_only"; }
   double base_lr() const noexcept override { return 0.1; }
