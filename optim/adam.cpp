@@ -22,23 +22,25 @@ const char* const kMaxExpAvgSq = "max_exp_avg_sq";
 const char* const kStep = "step";  // per-parameter step count, a scalar "<param>.step"
 
 // torch's checks (torch/optim/adam.py), plus finite values.
-const AdamOptions& validated(const AdamOptions& o, bool decoupled) {
+OptimizerOptions validated(OptimizerOptions o, bool decoupled) {
+  o.weight_decay = o.weight_decay.value_or(decoupled ? adamw_defaults().weight_decay.value() : 0.0);
   using namespace optim_detail;
   const std::string who = decoupled ? "adamw" : "adam";
   check_non_negative(who, "lr", o.lr);
   check_non_negative(who, "eps", o.eps);
   check_in_range(who, "beta1", o.beta1, 0.0, 1.0, /*hi_inclusive=*/false);
   check_in_range(who, "beta2", o.beta2, 0.0, 1.0, /*hi_inclusive=*/false);
-  check_non_negative(who, "weight_decay", o.weight_decay);
+  check_non_negative(who, "weight_decay", *o.weight_decay);
   return o;
 }
 
 }  // namespace
 
-Adam::Adam(NamedParameters params, AdamOptions options, bool decoupled_weight_decay)
-    : Optimizer(std::move(params), validated(options, decoupled_weight_decay).lr),
-      options_(options),
+Adam::Adam(NamedParameters params, OptimizerOptions options, bool decoupled_weight_decay)
+    : Optimizer(std::move(params)),
+      options_(validated(std::move(options), decoupled_weight_decay)),
       decoupled_(decoupled_weight_decay) {
+  set_lr_factor({});
   exp_avg_.resize(params_.size());
   exp_avg_sq_.resize(params_.size());
   max_exp_avg_sq_.resize(params_.size());
@@ -77,7 +79,7 @@ void Adam::plan_step() {
   group_args_.clear();
   for (const auto& group : groups_)
     group_args_.push_back(adam_step_args(lr_, options_.beta1, options_.beta2, options_.eps,
-                                         options_.weight_decay, decoupled_, options_.amsgrad,
+                                         *options_.weight_decay, decoupled_, options_.amsgrad,
                                          param_steps_[group.front()]));
 }
 
@@ -170,7 +172,7 @@ std::map<std::string, std::string> Adam::state_scalars() const {
   s["beta1"] = format_double(options_.beta1);
   s["beta2"] = format_double(options_.beta2);
   s["eps"] = format_double(options_.eps);
-  s["weight_decay"] = format_double(options_.weight_decay);
+  s["weight_decay"] = format_double(*options_.weight_decay);
   s["amsgrad"] = format_bool(options_.amsgrad);
   for (std::size_t i = 0; i < params_.size(); ++i)
     if (exp_avg_[i].defined()) s[params_[i].first + "." + kStep] = format_int(param_steps_[i]);
@@ -182,15 +184,17 @@ void Adam::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors
   using namespace optim_detail;
   const std::string who = name();
   // Everything is read and checked into locals first; members change only at the end.
-  const auto [steps, lr] = read_common_scalars(who, scalars, lr_);
-  AdamOptions o = options_;
-  o.lr = lr;
+  const auto [steps, lr, initial_lr] = read_common_scalars(who, scalars, lr_);
+  OptimizerOptions o = options_;
+  o.lr = initial_lr;
+  double weight_decay = *o.weight_decay;
   read_double(who, scalars, "beta1", &o.beta1);
   read_double(who, scalars, "beta2", &o.beta2);
   read_double(who, scalars, "eps", &o.eps);
-  read_double(who, scalars, "weight_decay", &o.weight_decay);
+  read_double(who, scalars, "weight_decay", &weight_decay);
+  o.weight_decay = weight_decay;
   read_bool(who, scalars, "amsgrad", &o.amsgrad);
-  validated(o, decoupled_);
+  o = validated(o, decoupled_);
 
   const std::size_t n = params_.size();
   std::vector<Tensor> slots[3] = {std::vector<Tensor>(n), std::vector<Tensor>(n),

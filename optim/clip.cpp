@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/option_error.h"
+#include "core/strings.h"
 #include "kernels/cast.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
@@ -15,8 +17,10 @@
 namespace minitrain {
 
 PendingGradNorm clip_grad_norm_deferred_(const NamedParameters& params, double max_norm) {
-  if (!(std::isfinite(max_norm) && max_norm > 0.0))
-    MT_THROW(ValueError, "clip_grad_norm_: max_norm must be finite and > 0, got ", max_norm);
+  // The one check of max_norm (--clip-grad-norm names it: train/settings.h).
+  if (!(std::isfinite(max_norm) && max_norm >= 0.0))
+    throw OptionError("clip_grad_norm_", "max_norm",
+                      "must be finite and >= 0 (0: no clipping), got " + number_text(max_norm));
 
   // Per device: a 0-d float64 running sum of squares, on that device.
   std::vector<std::pair<Device, Tensor>> totals;
@@ -38,7 +42,7 @@ PendingGradNorm clip_grad_norm_deferred_(const NamedParameters& params, double m
   }
   PendingGradNorm pending;
   for (const auto& [device, total] : totals) pending.sum_sq.push_back(total);
-  if (grads.empty()) return pending;
+  if (grads.empty() || max_norm == 0.0) return pending;  // 0: the norm, no clipping
 
   if (totals.size() == 1) {
     // One device: the kernel reads the sum and decides (below 1 or NaN: scale; else leave).

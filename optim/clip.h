@@ -13,8 +13,9 @@
 namespace minitrain {
 
 /// Returns the total norm before clipping (NaN / inf when a gradient is not finite; the gradients
-/// then become NaN, as in torch with error_if_nonfinite=False). ValueError for max_norm <= 0 or
-/// non-finite.
+/// then become NaN, as in torch with error_if_nonfinite=False). max_norm 0 leaves the gradients
+/// alone (the command line's "0: off"; torch would zero them). OptionError (a ValueError) about
+/// "max_norm" for max_norm < 0 or non-finite.
 double clip_grad_norm_(const NamedParameters& params, double max_norm);
 
 /// The total norm of clip_grad_norm_deferred_, not read yet: one 0-d float64 sum of squares per

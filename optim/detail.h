@@ -35,10 +35,15 @@ bool read_int(const std::string& who, const std::map<std::string, std::string>& 
               const std::string& key, int64_t* out);
 
 /// The common part of load_state: the "optimizer" scalar must equal `kind`, "steps" must be an
-/// integer >= 0 and "lr" (if present) valid. Returns {steps, lr} (lr = current_lr if absent).
-std::pair<int64_t, double> read_common_scalars(const std::string& kind,
-                                               const std::map<std::string, std::string>& scalars,
-                                               double current_lr);
+/// integer >= 0 and "lr" and "initial_lr" (if present) valid. lr = current_lr if absent;
+/// initial_lr (the base rate a schedule scales) = lr if absent.
+struct CommonScalars {
+  int64_t steps;
+  double lr, initial_lr;
+};
+CommonScalars read_common_scalars(const std::string& kind,
+                                  const std::map<std::string, std::string>& scalars,
+                                  double current_lr);
 
 /// Matches a state tensor name "<param>.<slot>" against the parameters and slots: returns the
 /// parameter index and slot index, or throws ValueError naming the key and the expected names.

@@ -11,37 +11,17 @@ namespace minitrain {
 
 namespace {
 
+// Each optimizer takes the settings whole and reads the ones its row lists.
 std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& c, NamedParameters params) {
-  SGDOptions o;
-  o.lr = c.lr;
-  o.momentum = c.momentum;
-  o.dampening = c.dampening;
-  o.nesterov = c.nesterov;
-  o.weight_decay = c.weight_decay.value_or(o.weight_decay);
-  return std::make_unique<SGD>(std::move(params), o);
+  return std::make_unique<SGD>(std::move(params), c);
 }
 
 std::unique_ptr<Optimizer> make_adam_or_adamw(const OptimizerConfig& c, NamedParameters params) {
-  const bool decoupled = c.name == "adamw";
-  AdamOptions o = decoupled ? adamw_defaults() : AdamOptions{};
-  o.lr = c.lr;
-  o.beta1 = c.beta1;
-  o.beta2 = c.beta2;
-  o.eps = c.eps;
-  o.amsgrad = c.amsgrad;
-  o.weight_decay = c.weight_decay.value_or(o.weight_decay);
-  return std::make_unique<Adam>(std::move(params), o, decoupled);
+  return std::make_unique<Adam>(std::move(params), c, /*decoupled_weight_decay=*/c.name == "adamw");
 }
 
 std::unique_ptr<Optimizer> make_rmsprop(const OptimizerConfig& c, NamedParameters params) {
-  RMSpropOptions o;
-  o.lr = c.lr;
-  o.alpha = c.alpha;
-  o.eps = c.eps;
-  o.momentum = c.momentum;
-  o.centered = c.centered;
-  o.weight_decay = c.weight_decay.value_or(o.weight_decay);
-  return std::make_unique<RMSprop>(std::move(params), o);
+  return std::make_unique<RMSprop>(std::move(params), c);
 }
 
 using S = OptimizerSetting;

@@ -3,7 +3,6 @@
 // settings.
 
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,20 +10,11 @@
 
 namespace minitrain {
 
-// Defaults are the optimizers' own (SGDOptions, AdamOptions, RMSpropOptions in
-// optim/optimizer.h), decided there once. Which optimizer takes which setting is a column of
-// optimizer_table(), not a comment here.
-struct OptimizerConfig {
+// The settings are the optimizers' own struct (OptimizerOptions in optim/optimizer.h, Note [one
+// options struct]): make_optimizer hands it to the optimizer whole. Which optimizer takes which
+// setting is a column of optimizer_table(), not a comment here.
+struct OptimizerConfig : OptimizerOptions {
   std::string name = "adam";
-  double lr = AdamOptions{}.lr;
-  double momentum = SGDOptions{}.momentum;
-  double dampening = SGDOptions{}.dampening;
-  bool nesterov = SGDOptions{}.nesterov;
-  std::optional<double> weight_decay;  ///< not set: the optimizer's default (0; adamw 0.01)
-  double beta1 = AdamOptions{}.beta1, beta2 = AdamOptions{}.beta2, eps = AdamOptions{}.eps;
-  bool amsgrad = AdamOptions{}.amsgrad;
-  double alpha = RMSpropOptions{}.alpha;
-  bool centered = RMSpropOptions{}.centered;
 };
 
 /// The settings of OptimizerConfig that only some optimizers take (lr and weight_decay every one

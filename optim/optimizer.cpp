@@ -95,9 +95,9 @@ bool read_int(const std::string& who, const std::map<std::string, std::string>& 
   return true;
 }
 
-std::pair<int64_t, double> read_common_scalars(const std::string& kind,
-                                               const std::map<std::string, std::string>& scalars,
-                                               double current_lr) {
+CommonScalars read_common_scalars(const std::string& kind,
+                                  const std::map<std::string, std::string>& scalars,
+                                  double current_lr) {
   auto it = scalars.find("optimizer");
   if (it == scalars.end())
     MT_THROW(ValueError, kind,
@@ -113,7 +113,10 @@ std::pair<int64_t, double> read_common_scalars(const std::string& kind,
   if (steps < 0) MT_THROW(ValueError, kind, ": optimizer state 'steps' = ", steps, " is negative");
   double lr = current_lr;
   if (read_double(kind, scalars, "lr", &lr)) check_non_negative(kind, "lr", lr);
-  return {steps, lr};
+  double initial_lr = lr;  // a state saved before "initial_lr": its rate was its base
+  if (read_double(kind, scalars, "initial_lr", &initial_lr))
+    check_non_negative(kind, "initial_lr", initial_lr);
+  return {steps, lr, initial_lr};
 }
 
 std::pair<std::size_t, std::size_t> match_state_name(const std::string& who, const std::string& key,
@@ -175,7 +178,7 @@ std::vector<std::vector<std::size_t>> group_for_multi_tensor(
 }  // namespace optim_detail
 
 // lr is checked once, by each optimizer's constructor (its validated(), which names it).
-Optimizer::Optimizer(NamedParameters params, double lr) : params_(std::move(params)), lr_(lr) {
+Optimizer::Optimizer(NamedParameters params) : params_(std::move(params)) {
   std::set<std::string> names;
   std::set<const Parameter*> seen;
   for (const auto& [name, p] : params_) {
@@ -269,7 +272,8 @@ const void* Optimizer::scalars_at(std::size_t offset) const {
 std::map<std::string, std::string> Optimizer::state_scalars() const {
   return {{"optimizer", name()},
           {"steps", optim_detail::format_int(steps_)},
-          {"lr", optim_detail::format_double(lr_)}};
+          {"lr", optim_detail::format_double(lr_)},
+          {"initial_lr", optim_detail::format_double(base_lr())}};
 }
 
 }  // namespace minitrain

@@ -3,10 +3,12 @@
 // State (momentum buffers, Adam moments) is created lazily at the first step, as in torch, and
 // can be saved to and restored from named tensors for checkpoints.
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "kernels/optim/rmsprop_step.h"
 #include "kernels/optim/sgd_step.h"
 #include "nn/parameter.h"
+#include "optim/schedule.h"
 
 namespace minitrain {
 
@@ -32,8 +35,21 @@ class Optimizer {
   /// gradients that exist.
   void zero_grad(bool set_to_none = true);
 
+  /// The current rate (torch's param_group['lr']): the base rate times the schedule's factor.
   double lr() const noexcept { return lr_; }
-  void set_lr(double lr);  ///< ValueError for lr < 0 or non-finite
+  /// The rate it was built with (options().lr; torch's initial_lr), which a schedule scales.
+  virtual double base_lr() const noexcept = 0;
+  /// lr() = (base_lr() * f.decay) * f.warmup: a schedule's step (LRSchedule::factor_at); {}: the
+  /// base rate. The factors are the schedule's; ValueError for one < 0 or non-finite.
+  void set_lr_factor(const LRFactor& f) {
+    MT_CHECK_AS(
+        ValueError,
+        std::isfinite(f.decay) && f.decay >= 0.0 && std::isfinite(f.warmup) && f.warmup >= 0.0,
+        name(), ": a learning-rate factor must be finite and >= 0, got decay ", f.decay,
+        " and warm-up ", f.warmup);
+    lr_ = (base_lr() * f.decay) * f.warmup;  // the rounding of torch's chained decay, then warm-up
+  }
+  void set_lr(double lr);  ///< the current rate directly; ValueError for lr < 0 or non-finite
   int64_t steps() const noexcept { return steps_; }
   const NamedParameters& parameters() const noexcept { return params_; }
   virtual std::string name() const = 0;  ///< "sgd", "adam", "adamw", "rmsprop"
@@ -41,9 +57,10 @@ class Optimizer {
   /// State tensors named "<param name>.<slot>" ("0.weight.exp_avg", "2.bias.momentum_buffer"),
   /// on the CPU.
   virtual std::vector<std::pair<std::string, Tensor>> state_tensors() const = 0;
-  /// Scalars as exact strings, for a checkpoint's metadata: "optimizer" (name()), "steps", "lr",
-  /// the hyperparameters ("momentum", "beta1", "amsgrad" = "true"/"false", ...) and for Adam each
-  /// stepped parameter's own step count "<param name>.step".
+  /// Scalars as exact strings, for a checkpoint's metadata: "optimizer" (name()), "steps", "lr"
+  /// (the current rate), "initial_lr" (base_lr()), the hyperparameters ("momentum", "beta1",
+  /// "amsgrad" = "true"/"false", ...) and for Adam each stepped parameter's own step count "<param
+  /// name>.step".
   virtual std::map<std::string, std::string> state_scalars() const;
   /// Restores what state_tensors()/state_scalars() gave; validates names and shapes first and
   /// throws (ValueError / ShapeError naming the key) without changing anything on a mismatch.
@@ -77,7 +94,8 @@ class Optimizer {
   const std::vector<int64_t>& step_plan() const noexcept { return plan_; }
 
  protected:
-  Optimizer(NamedParameters params, double lr);
+  /// The derived constructor starts the rate at its base rate: set_lr_factor({}).
+  explicit Optimizer(NamedParameters params);
   /// Stores `bytes` in the factor buffer on `device` (created, or grown, as needed).
   void store_scalars(const std::vector<unsigned char>& bytes, Device device);
   /// Note [capturable step] for optimizers that launch per parameter group (Adam, SGD): plan_
@@ -93,19 +111,41 @@ class Optimizer {
       const std::function<std::vector<const Tensor*>(std::size_t i)>& members);
   const void* scalars_at(std::size_t offset) const;
   NamedParameters params_;
-  double lr_;
+  double lr_ = 0.0;  // the current rate: base_lr() times the schedule's factors
   int64_t steps_ = 0;
   bool capturable_ = false;
   std::vector<int64_t> plan_;  // empty: nothing prepared
   Tensor scalars_;             // the capturable step's factors, on the parameters' device
 };
 
-struct SGDOptions {
-  double lr = 0.01;
-  double momentum = 0.0;
-  double dampening = 0.0;
-  double weight_decay = 0.0;
-  bool nesterov = false;
+// Note [one options struct]: every optimizer takes the one OptimizerOptions and reads the
+// settings its row of optimizer_table() lists (optim/make_optimizer.h); its constructor is the one
+// place that checks them. `minitrain train`'s TrainConfig derives from it, so the settings table's
+// rows point into it and a flag's value reaches the optimizer with no second holder and no
+// field-by-field copy (Note [one home per setting] in train/settings.h). Its defaults are those
+// of make_optimizer and of `minitrain train`; SGDOptions, AdamOptions and RMSpropOptions are the
+// same struct with torch's defaults of each optimizer.
+struct OptimizerOptions {
+  double lr = 3e-3;        ///< the base rate, which a schedule scales (set_lr_factor)
+  double momentum = 0.0;   ///< sgd, rmsprop
+  double dampening = 0.0;  ///< sgd
+  bool nesterov = false;   ///< sgd
+  /// sgd, adam, rmsprop: L2 added to the gradient; adamw: decoupled decay. Not set: the
+  /// optimizer's own default (0; adamw 0.01), decided by its constructor.
+  std::optional<double> weight_decay;
+  double beta1 = 0.9, beta2 = 0.999;  ///< adam, adamw
+  double eps = 1e-8;                  ///< adam, adamw, rmsprop
+  bool amsgrad = false;               ///< adam, adamw
+  double alpha = 0.99;                ///< rmsprop: smoothing constant of the squared gradients
+  bool centered = false;              ///< rmsprop
+};
+
+/// torch.optim.SGD's defaults (lr 0.01 as minitrain's SGD has always had; weight_decay 0).
+struct SGDOptions : OptimizerOptions {
+  SGDOptions() {
+    lr = 0.01;
+    weight_decay = 0.0;
+  }
 };
 
 /// torch.optim.SGD. With g = grad + weight_decay * p:
@@ -115,35 +155,37 @@ struct SGDOptions {
 /// ValueError (naming the value) for lr, momentum or weight_decay < 0 or non-finite, dampening
 /// outside [0, 1], and for nesterov without momentum > 0 and dampening == 0 (torch's rule).
 /// step() checks every gradient against its value (shape, dtype, device) before changing any.
-/// The current rate is lr() (set_lr); options().lr is the rate it was built (or loaded) with.
+/// The current rate is lr() (set_lr_factor, set_lr); options().lr is the base rate it was built
+/// (or loaded) with.
 class SGD final : public Optimizer {
  public:
-  SGD(NamedParameters params, SGDOptions options);
+  SGD(NamedParameters params, OptimizerOptions options);
   void step() override;
   std::string name() const override { return "sgd"; }
+  double base_lr() const noexcept override { return options_.lr; }
   std::vector<std::pair<std::string, Tensor>> state_tensors() const override;
   std::map<std::string, std::string> state_scalars() const override;
   void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
                   const std::map<std::string, std::string>& scalars) override;
-  const SGDOptions& options() const noexcept { return options_; }
+  const OptimizerOptions& options() const noexcept { return options_; }
   bool supports_capturable() const override { return true; }
   void prepare_step() override;
   void queue_step() override;
 
  private:
-  void plan_step();  // checks, counts, state; fills groups_ and group_args_
-  SGDOptions options_;
+  void plan_step();               // checks, counts, state; fills groups_ and group_args_
+  OptimizerOptions options_;      // weight_decay set (the constructor resolves it)
   std::vector<Tensor> momentum_;  // one per parameter, undefined until the first step
   std::vector<std::vector<std::size_t>> groups_;
   std::vector<SGDStepArgs> group_args_;
 };
 
-struct AdamOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9, beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.0;  ///< Adam: L2 added to the gradient; AdamW: decoupled decay
-  bool amsgrad = false;
+/// torch.optim.Adam's defaults (lr 1e-3, weight_decay 0).
+struct AdamOptions : OptimizerOptions {
+  AdamOptions() {
+    lr = 1e-3;
+    weight_decay = 0.0;
+  }
 };
 
 /// torch.optim.Adam (decoupled = false) and torch.optim.AdamW (decoupled = true). At step t:
@@ -156,21 +198,23 @@ struct AdamOptions {
 /// does not advance its bias corrections.
 class Adam final : public Optimizer {
  public:
-  Adam(NamedParameters params, AdamOptions options, bool decoupled_weight_decay = false);
+  /// weight_decay not set: 0, or torch AdamW's 0.01 when decoupled.
+  Adam(NamedParameters params, OptimizerOptions options, bool decoupled_weight_decay = false);
   void step() override;
   std::string name() const override { return decoupled_ ? "adamw" : "adam"; }
+  double base_lr() const noexcept override { return options_.lr; }
   std::vector<std::pair<std::string, Tensor>> state_tensors() const override;
   std::map<std::string, std::string> state_scalars() const override;
   void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
                   const std::map<std::string, std::string>& scalars) override;
-  const AdamOptions& options() const noexcept { return options_; }
+  const OptimizerOptions& options() const noexcept { return options_; }
   bool supports_capturable() const override { return true; }
   void prepare_step() override;
   void queue_step() override;
 
  private:
-  void plan_step();  // checks, counts, state; fills groups_ and group_args_
-  AdamOptions options_;
+  void plan_step();           // checks, counts, state; fills groups_ and group_args_
+  OptimizerOptions options_;  // weight_decay set (the constructor resolves it)
   bool decoupled_;
   std::vector<Tensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_;
   std::vector<int64_t> param_steps_;  // torch's per-parameter state['step'] (bias corrections)
@@ -185,13 +229,12 @@ inline AdamOptions adamw_defaults() {
   return o;
 }
 
-struct RMSpropOptions {
-  double lr = 0.01;
-  double alpha = 0.99;
-  double eps = 1e-8;
-  double weight_decay = 0.0;
-  double momentum = 0.0;
-  bool centered = false;
+/// torch.optim.RMSprop's defaults (lr 0.01, weight_decay 0).
+struct RMSpropOptions : OptimizerOptions {
+  RMSpropOptions() {
+    lr = 0.01;
+    weight_decay = 0.0;
+  }
 };
 
 /// torch.optim.RMSprop. With g = grad + weight_decay * p:
@@ -204,22 +247,23 @@ struct RMSpropOptions {
 /// weight_decay < 0, alpha < 0 (torch's checks), and non-finite values.
 class RMSprop final : public Optimizer {
  public:
-  RMSprop(NamedParameters params, RMSpropOptions options);
+  RMSprop(NamedParameters params, OptimizerOptions options);
   void step() override;
   std::string name() const override { return "rmsprop"; }
+  double base_lr() const noexcept override { return options_.lr; }
   /// "<param>.square_avg", "<param>.grad_avg" (centered), "<param>.momentum_buffer" (momentum).
   std::vector<std::pair<std::string, Tensor>> state_tensors() const override;
   std::map<std::string, std::string> state_scalars() const override;
   void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
                   const std::map<std::string, std::string>& scalars) override;
-  const RMSpropOptions& options() const noexcept { return options_; }
+  const OptimizerOptions& options() const noexcept { return options_; }
   bool supports_capturable() const override { return true; }
   void prepare_step() override;
   void queue_step() override;
 
  private:
-  void plan_step();  // checks, counts, state; fills stepped_
-  RMSpropOptions options_;
+  void plan_step();           // checks, counts, state; fills stepped_
+  OptimizerOptions options_;  // weight_decay set (the constructor resolves it)
   std::vector<Tensor> square_avg_, grad_avg_, momentum_;  // undefined until the first step
   std::vector<std::size_t> stepped_;
 };

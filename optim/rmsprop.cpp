@@ -18,22 +18,23 @@ const char* const kMomentumBuffer = "momentum_buffer";
 
 // torch's checks (torch/optim/rmsprop.py: lr, eps, momentum, weight_decay and alpha >= 0), plus
 // finite values.
-const RMSpropOptions& validated(const RMSpropOptions& o) {
+OptimizerOptions validated(OptimizerOptions o) {
+  o.weight_decay = o.weight_decay.value_or(0.0);
   using namespace optim_detail;
   check_non_negative("rmsprop", "lr", o.lr);
   check_non_negative("rmsprop", "alpha", o.alpha);
   check_non_negative("rmsprop", "eps", o.eps);
-  check_non_negative("rmsprop", "weight_decay", o.weight_decay);
+  check_non_negative("rmsprop", "weight_decay", *o.weight_decay);
   check_non_negative("rmsprop", "momentum", o.momentum);
   return o;
 }
 
-RMSpropStepArgs step_args(const RMSpropOptions& o, double lr) {
+RMSpropStepArgs step_args(const OptimizerOptions& o, double lr) {
   RMSpropStepArgs a;
   a.lr = lr;
   a.alpha = o.alpha;
   a.eps = o.eps;
-  a.weight_decay = o.weight_decay;
+  a.weight_decay = *o.weight_decay;
   a.momentum = o.momentum;
   a.centered = o.centered;
   return a;
@@ -41,8 +42,9 @@ RMSpropStepArgs step_args(const RMSpropOptions& o, double lr) {
 
 }  // namespace
 
-RMSprop::RMSprop(NamedParameters params, RMSpropOptions options)
-    : Optimizer(std::move(params), validated(options).lr), options_(options) {
+RMSprop::RMSprop(NamedParameters params, OptimizerOptions options)
+    : Optimizer(std::move(params)), options_(validated(std::move(options))) {
+  set_lr_factor({});
   square_avg_.resize(params_.size());
   grad_avg_.resize(params_.size());
   momentum_.resize(params_.size());
@@ -148,7 +150,7 @@ std::map<std::string, std::string> RMSprop::state_scalars() const {
   auto s = Optimizer::state_scalars();
   s["alpha"] = format_double(options_.alpha);
   s["eps"] = format_double(options_.eps);
-  s["weight_decay"] = format_double(options_.weight_decay);
+  s["weight_decay"] = format_double(*options_.weight_decay);
   s["momentum"] = format_double(options_.momentum);
   s["centered"] = format_bool(options_.centered);
   return s;
@@ -159,15 +161,17 @@ void RMSprop::load_state(const std::vector<std::pair<std::string, Tensor>>& tens
   using namespace optim_detail;
   const std::string who = name();
   // Everything is read and checked into locals first; members change only at the end.
-  const auto [steps, lr] = read_common_scalars(who, scalars, lr_);
-  RMSpropOptions o = options_;
-  o.lr = lr;
+  const auto [steps, lr, initial_lr] = read_common_scalars(who, scalars, lr_);
+  OptimizerOptions o = options_;
+  o.lr = initial_lr;
+  double weight_decay = *o.weight_decay;
   read_double(who, scalars, "alpha", &o.alpha);
   read_double(who, scalars, "eps", &o.eps);
-  read_double(who, scalars, "weight_decay", &o.weight_decay);
+  read_double(who, scalars, "weight_decay", &weight_decay);
+  o.weight_decay = weight_decay;
   read_double(who, scalars, "momentum", &o.momentum);
   read_bool(who, scalars, "centered", &o.centered);
-  validated(o);
+  o = validated(o);
 
   const std::size_t n = params_.size();
   std::vector<Tensor> slots[3] = {std::vector<Tensor>(n), std::vector<Tensor>(n),

@@ -20,12 +20,13 @@ namespace {
 const char* const kMomentumSlot = "momentum_buffer";
 
 // torch's checks (torch/optim/sgd.py), plus dampening in [0, 1] and finite values.
-const SGDOptions& validated(const SGDOptions& o) {
+OptimizerOptions validated(OptimizerOptions o) {
+  o.weight_decay = o.weight_decay.value_or(0.0);
   using namespace optim_detail;
   check_non_negative("sgd", "lr", o.lr);
   check_non_negative("sgd", "momentum", o.momentum);
   check_in_range("sgd", "dampening", o.dampening, 0.0, 1.0, /*hi_inclusive=*/true);
-  check_non_negative("sgd", "weight_decay", o.weight_decay);
+  check_non_negative("sgd", "weight_decay", *o.weight_decay);
   if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0))
     throw OptionError(
         "sgd", "nesterov",
@@ -37,8 +38,9 @@ const SGDOptions& validated(const SGDOptions& o) {
 
 }  // namespace
 
-SGD::SGD(NamedParameters params, SGDOptions options)
-    : Optimizer(std::move(params), validated(options).lr), options_(options) {
+SGD::SGD(NamedParameters params, OptimizerOptions options)
+    : Optimizer(std::move(params)), options_(validated(std::move(options))) {
+  set_lr_factor({});
   momentum_.resize(params_.size());
 }
 
@@ -56,7 +58,7 @@ void SGD::plan_step() {
   args.lr = lr_;
   args.momentum = options_.momentum;
   args.dampening = options_.dampening;
-  args.weight_decay = options_.weight_decay;
+  args.weight_decay = *options_.weight_decay;
   args.nesterov = options_.nesterov;
   std::vector<std::size_t> stepped;
   std::vector<int64_t> first_step;  // the buffer's first step takes another kernel variant
@@ -160,7 +162,7 @@ std::map<std::string, std::string> SGD::state_scalars() const {
   auto s = Optimizer::state_scalars();
   s["momentum"] = format_double(options_.momentum);
   s["dampening"] = format_double(options_.dampening);
-  s["weight_decay"] = format_double(options_.weight_decay);
+  s["weight_decay"] = format_double(*options_.weight_decay);
   s["nesterov"] = format_bool(options_.nesterov);
   return s;
 }
@@ -169,14 +171,16 @@ void SGD::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
                      const std::map<std::string, std::string>& scalars) {
   using namespace optim_detail;
   // Everything is read and checked into locals first; members change only at the end.
-  const auto [steps, lr] = read_common_scalars(name(), scalars, lr_);
-  SGDOptions o = options_;
-  o.lr = lr;
+  const auto [steps, lr, initial_lr] = read_common_scalars(name(), scalars, lr_);
+  OptimizerOptions o = options_;
+  o.lr = initial_lr;
+  double weight_decay = *o.weight_decay;
   read_double(name(), scalars, "momentum", &o.momentum);
   read_double(name(), scalars, "dampening", &o.dampening);
-  read_double(name(), scalars, "weight_decay", &o.weight_decay);
+  read_double(name(), scalars, "weight_decay", &weight_decay);
+  o.weight_decay = weight_decay;
   read_bool(name(), scalars, "nesterov", &o.nesterov);
-  validated(o);
+  o = validated(o);
 
   std::vector<Tensor> buffers(params_.size());
   for (const auto& [key, t] : tensors) {

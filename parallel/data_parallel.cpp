@@ -270,10 +270,12 @@ class ReplicatedOptimizer final : public Optimizer {
   ReplicatedOptimizer(DataParallel& dp,
                       std::function<void(const std::function<void(int)>&)> run_all,
                       std::vector<std::unique_ptr<Optimizer>> inner)
-      : Optimizer(dp.replica(0).named_parameters(), inner.front()->lr()),
+      : Optimizer(dp.replica(0).named_parameters()),
         dp_(dp),
         run_all_(std::move(run_all)),
-        inner_(std::move(inner)) {}
+        inner_(std::move(inner)) {
+    lr_ = inner_.front()->lr();
+  }
 
   void step() override {
     synchronize(dp_.devices()[0]);  // the caller's work on replica 0's gradients (clipping) is done
@@ -297,6 +299,7 @@ class ReplicatedOptimizer final : public Optimizer {
   }
 
   std::string name() const override { return inner_.front()->name(); }
+  double base_lr() const noexcept override { return inner_.front()->base_lr(); }
   std::vector<std::pair<std::string, Tensor>> state_tensors() const override {
     return inner_.front()->state_tensors();
   }

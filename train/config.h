@@ -34,7 +34,10 @@ inline constexpr Choice kCommBackends[] = {
     {"mpi", "MPI under mpirun; GPU tensors are staged through pinned host memory"},
     {"nccl", "NCCL, GPU ranks only"}};
 
-struct TrainConfig {
+// The optimizer's settings (--lr, --momentum, --betas, ...) are its own struct, OptimizerOptions
+// (optim/optimizer.h), which TrainConfig derives from: declared and defaulted once there, the rows
+// of the settings table point into it (Note [one options struct]).
+struct TrainConfig : OptimizerOptions {
   // ---- model ----
   std::string model = "mlp:4,64,64,1";  ///< mlp:IN,H1,...,OUT
   std::string activation = "relu";      ///< a name of kActivations (kernels/activation.h)
@@ -50,16 +53,7 @@ struct TrainConfig {
   bool standardize = false;
   // ---- optimizer ----
   std::string optimizer = "adam";  ///< a name of optimizer_table() (optim/make_optimizer.h)
-  double lr = 3e-3;
-  // Which optimizer takes which of these: the settings column of optimizer_table().
-  double momentum = 0.0;
-  bool nesterov = false;
-  std::optional<double> weight_decay;  ///< unset: the optimizer's default (0; adamw 0.01)
-  double beta1 = AdamOptions{}.beta1, beta2 = AdamOptions{}.beta2;  ///< "betas"
-  double eps = AdamOptions{}.eps;  ///< adam's and rmsprop's defaults agree (1e-8)
-  bool amsgrad = AdamOptions{}.amsgrad;
-  double alpha = RMSpropOptions{}.alpha;
-  bool centered = RMSpropOptions{}.centered;
+  // Its settings: the members of the base, OptimizerOptions.
   // ---- schedule, clipping, accumulation ----
   std::string schedule = "none";  ///< a name of schedule_table() (optim/schedule.h)
   int64_t warmup_steps = 0;       ///< linear warm-up before the schedule

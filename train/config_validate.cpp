@@ -105,10 +105,6 @@ void validate_schedule(const TrainConfig& c) {
     check_finite("gamma", c.gamma);
     if (c.gamma <= 0) MT_THROW(ValueError, "--gamma must be > 0, got ", number_text(c.gamma));
   }
-  check_finite("clip-grad-norm", c.clip_grad_norm);
-  if (c.clip_grad_norm < 0)
-    MT_THROW(ValueError, "--clip-grad-norm must be > 0 (or 0 for no clipping), got ",
-             c.clip_grad_norm);
   check_at_most("step-size", c.step_size, kMaxSteps);
 }
 

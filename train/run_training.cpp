@@ -89,7 +89,6 @@ void prepare_output(const char* flag, const std::string& path, std::ostream& inf
 
 std::shared_ptr<const LRSchedule> make_schedule(const TrainConfig& c, int64_t total_steps) {
   ScheduleSettings settings;
-  settings.lr = c.lr;
   settings.total_steps = total_steps;
   settings.step_size = c.step_size;
   settings.gamma = c.gamma;

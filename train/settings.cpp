@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/option_error.h"
 #include "core/strings.h"
+#include "optim/clip.h"
 
 namespace minitrain {
 namespace config_detail {
@@ -24,10 +25,10 @@ std::string option_name(const std::string& flag) {
   return name;
 }
 
-KeyEntry& KeyEntry::optimizer(std::vector<std::string> names,
-                              std::function<void(const TrainConfig&, OptimizerConfig&)> fill) {
+KeyEntry& KeyEntry::optimizer(std::vector<std::string> names) {
+  if (names.empty()) names.push_back(option_name(key.name));
   options = std::move(names);
-  to_optimizer = std::move(fill);
+  to_optimizer = true;
   return *this;
 }
 
@@ -35,6 +36,11 @@ KeyEntry& KeyEntry::loss(std::vector<std::string> names,
                          std::function<void(const TrainConfig&, LossOptions&)> fill) {
   options = std::move(names);
   to_loss = std::move(fill);
+  return *this;
+}
+
+KeyEntry& KeyEntry::library_option(std::vector<std::string> names) {
+  options = std::move(names);
   return *this;
 }
 
@@ -261,12 +267,12 @@ void set_config_value(TrainConfig& config, const std::string& key, const std::st
   e->set(config, parse_text(*e, text));
 }
 
-// Made from the rows' optimizer and loss columns: the one place that maps TrainConfig's members
-// to the library's options.
+// The optimizer's settings are TrainConfig's base, handed over whole (no member-by-member copy);
+// the loss's are made from the rows' loss columns.
 OptimizerConfig optimizer_config(const TrainConfig& c) {
   OptimizerConfig o;
-  for (const auto& e : config_detail::key_table())
-    if (e.to_optimizer) e.to_optimizer(c, o);
+  static_cast<OptimizerOptions&>(o) = c;
+  o.name = c.optimizer;
   return o;
 }
 
@@ -287,6 +293,7 @@ void config_detail::check_settings(const TrainConfig& c) {
     const LossOptions loss = loss_options(c);
     check_loss_settings_apply(loss.name, given_loss_settings(loss));
     (void)make_loss(loss);
+    (void)clip_grad_norm_({}, c.clip_grad_norm);  // no gradients: its check of max_norm alone
   });
 }
 

@@ -5,9 +5,11 @@
 // train/settings_table.cpp: its name (the long flag without dashes, also the TOML key), its type,
 // its --help line, its TrainConfig member (whose initializer is the default), and two optional
 // columns:
-//   - where it goes in the library: `.optimizer(&OptimizerConfig::x)` / `.loss(&LossOptions::x)`.
-//     optimizer_config() and loss_options() are made from these columns, and the library's
-//     constructor (Adam's, HuberLoss's) is the one place that checks the value: validate() builds
+//   - where it goes in the library: `.optimizer()` (the member is the optimizer's own: TrainConfig
+//     derives from OptimizerOptions, Note [one options struct] in optim/optimizer.h) or
+//     `.loss(&LossOptions::x)`. optimizer_config() and loss_options() are made from these, and
+//     the library's constructor (Adam's, HuberLoss's; for --clip-grad-norm, clip_grad_norm_,
+//     `.library_option({"max_norm"})`) is the one place that checks the value: validate() builds
 //     the optimizer and the loss once without parameters, and an OptionError about option "x"
 //     becomes an error naming the row's flag. Which optimizer or loss takes the setting is the
 //     library table's column (optimizer_table(), loss_table()), not an if/else here.
@@ -52,7 +54,8 @@ struct KeyEntry {
   std::function<void(TrainConfig&, const Value&)> set;  ///< Value holds the kind's alternative
   std::function<nlohmann::json(const TrainConfig&)> get;
   /// Library options it fills; empty functions for settings of the run itself.
-  std::function<void(const TrainConfig&, OptimizerConfig&)> to_optimizer;
+  /// An optimizer setting: the member is OptimizerOptions' (TrainConfig's base), read in place.
+  bool to_optimizer = false;
   std::function<void(const TrainConfig&, LossOptions&)> to_loss;
   /// The library's names of those options ("delta"; "beta1", "beta2"): an OptionError about one
   /// of them is reported under this row's flag.
@@ -61,15 +64,16 @@ struct KeyEntry {
   std::function<void(const TrainConfig&)> check;
 
   /// The columns, chained on a row of the table.
-  template <typename T>
-  KeyEntry& optimizer(T OptimizerConfig::*to, std::vector<std::string> names = {});
+  /// An optimizer setting; `names` default to the flag's ("weight-decay": "weight_decay").
+  KeyEntry& optimizer(std::vector<std::string> names = {});
   template <typename T>
   KeyEntry& loss(T LossOptions::*to, std::vector<std::string> names = {});
   /// The same, for a value the member pointer cannot carry across (an optional, a pair, a file).
-  KeyEntry& optimizer(std::vector<std::string> names,
-                      std::function<void(const TrainConfig&, OptimizerConfig&)> fill);
   KeyEntry& loss(std::vector<std::string> names,
                  std::function<void(const TrainConfig&, LossOptions&)> fill);
+  /// The library's names of the option, for a setting a library function checks
+  /// (check_settings() calls it): "max_norm" for --clip-grad-norm.
+  KeyEntry& library_option(std::vector<std::string> names);
   /// A name's choices: "--optimizer: unknown value 'lion' (choose one of: sgd, adam, ...)".
   KeyEntry& one_of(std::vector<std::string> names);
   /// An integer's bounds: "--batch-size must be >= 1, got 0".
@@ -100,16 +104,6 @@ void with_setting_flags(const std::function<void()>& f);
 void check_settings(const TrainConfig& config);
 
 // ---- the columns' templates ----
-
-template <typename T>
-KeyEntry& KeyEntry::optimizer(T OptimizerConfig::*to, std::vector<std::string> names) {
-  if (names.empty()) names.push_back(option_name(key.name));
-  options = std::move(names);
-  to_optimizer = [read = read, to](const TrainConfig& c, OptimizerConfig& o) {
-    o.*to = std::get<T>(read(c));
-  };
-  return *this;
-}
 
 template <typename T>
 KeyEntry& KeyEntry::loss(T LossOptions::*to, std::vector<std::string> names) {

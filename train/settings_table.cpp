@@ -19,8 +19,10 @@ namespace {
 
 using K = ConfigValueKind;
 
-template <typename T>
-KeyEntry member(const char* name, K kind, T TrainConfig::*field, const char* help) {
+// `field` is TrainConfig's or its base's (OptimizerOptions: the optimizer's own settings).
+template <typename T, typename C>
+KeyEntry member(const char* name, K kind, T C::*field, const char* help) {
+  static_assert(std::is_base_of_v<C, TrainConfig>);
   KeyEntry e;
   e.key = {name, kind, help};
   e.set = [field, name](TrainConfig& c, const Value& v) {
@@ -40,9 +42,9 @@ KeyEntry member(const char* name, K kind, T TrainConfig::*field, const char* hel
   return e;
 }
 
-template <typename T>
-KeyEntry optional_member(const char* name, K kind, std::optional<T> TrainConfig::*field,
-                         const char* help) {
+template <typename T, typename C>
+KeyEntry optional_member(const char* name, K kind, std::optional<T> C::*field, const char* help) {
+  static_assert(std::is_base_of_v<C, TrainConfig>);
   KeyEntry e;
   e.key = {name, kind, help};
   e.set = [field](TrainConfig& c, const Value& v) { c.*field = std::get<T>(v); };
@@ -110,8 +112,8 @@ std::vector<KeyEntry> make_table() {
       "); --parallel ddp: each rank a pipeline of that many stages (the hybrid)";
   static const std::string weight_decay_help =
       "L2 (sgd, adam) or decoupled (adamw) decay; default " +
-      number_text(AdamOptions{}.weight_decay) + ", adamw " +
-      number_text(adamw_defaults().weight_decay);
+      number_text(*AdamOptions{}.weight_decay) + ", adamw " +
+      number_text(*adamw_defaults().weight_decay);
   static const std::string bucket_size_help =
       "--parallel ddp: gradient bucket size (default " + TrainConfig{}.bucket_size + ")";
   static const std::string comm_timeout_help =
@@ -136,26 +138,22 @@ std::vector<KeyEntry> make_table() {
                      "StandardScaler); kept with the weights, so predict, evaluate and export "
                      "take raw features"));
   t.push_back(member("optimizer", K::String, &TrainConfig::optimizer, optimizer_help.c_str())
-                  .one_of(optimizer_names())
-                  .optimizer(&OptimizerConfig::name));
-  t.push_back(
-      member("lr", K::Float, &TrainConfig::lr, "learning rate").optimizer(&OptimizerConfig::lr));
+                  .one_of(optimizer_names()));
+  t.push_back(member("lr", K::Float, &TrainConfig::lr, "learning rate").optimizer());
   // The settings some optimizers take: the flag and which optimizers take it are the columns of
   // optimizer_table() (optim/make_optimizer.h); the library's constructors check the values.
   using S = OptimizerSetting;
   const auto flag = optimizer_setting_flag;
   t.push_back(member(flag(S::Momentum), K::Float, &TrainConfig::momentum,
                      taking(optimizers_taking(S::Momentum), "momentum"))
-                  .optimizer(&OptimizerConfig::momentum));
+                  .optimizer());
   t.push_back(member(flag(S::Nesterov), K::Bool, &TrainConfig::nesterov,
                      taking(optimizers_taking(S::Nesterov), "Nesterov momentum"))
-                  .optimizer(&OptimizerConfig::nesterov));
+                  .optimizer());
   // Not given: the optimizer's own default (0; adamw 0.01).
   t.push_back(optional_member("weight-decay", K::Float, &TrainConfig::weight_decay,
                               weight_decay_help.c_str())
-                  .optimizer({"weight_decay"}, [](const TrainConfig& c, OptimizerConfig& o) {
-                    o.weight_decay = c.weight_decay;
-                  }));
+                  .optimizer());
   static const std::string betas_help = "B1,B2 (" + optimizers_taking(S::Betas) + ")";
   KeyEntry betas;
   betas.key = {flag(S::Betas), K::FloatPair, betas_help.c_str()};
@@ -163,26 +161,23 @@ std::vector<KeyEntry> make_table() {
     std::tie(c.beta1, c.beta2) = std::get<std::pair<double, double>>(v);
   };
   betas.get = [](const TrainConfig& c) { return nlohmann::json::array({c.beta1, c.beta2}); };
-  t.push_back(betas.optimizer({"beta1", "beta2"}, [](const TrainConfig& c, OptimizerConfig& o) {
-    o.beta1 = c.beta1;
-    o.beta2 = c.beta2;
-  }));
+  t.push_back(betas.optimizer({"beta1", "beta2"}));
   t.push_back(member(flag(S::Eps), K::Float, &TrainConfig::eps,
                      taking(optimizers_taking(S::Eps), "added to the square root (default " +
                                                            number_text(AdamOptions{}.eps) + ")"))
-                  .optimizer(&OptimizerConfig::eps));
+                  .optimizer());
   t.push_back(member(flag(S::Amsgrad), K::Bool, &TrainConfig::amsgrad,
                      taking(optimizers_taking(S::Amsgrad), "AMSGrad"))
-                  .optimizer(&OptimizerConfig::amsgrad));
+                  .optimizer());
   t.push_back(member(flag(S::Alpha), K::Float, &TrainConfig::alpha,
                      taking(optimizers_taking(S::Alpha),
                             "smoothing constant of the squared gradients (default " +
                                 number_text(RMSpropOptions{}.alpha) + ")"))
-                  .optimizer(&OptimizerConfig::alpha));
+                  .optimizer());
   t.push_back(
       member(flag(S::Centered), K::Bool, &TrainConfig::centered,
              taking(optimizers_taking(S::Centered), "divide by the gradient's estimated variance"))
-          .optimizer(&OptimizerConfig::centered));
+          .optimizer());
   t.push_back(member("schedule", K::String, &TrainConfig::schedule, schedule_help.c_str())
                   .one_of(schedule_names()));
   t.push_back(member("warmup-steps", K::Int, &TrainConfig::warmup_steps, "linear lr warm-up")
@@ -191,8 +186,10 @@ std::vector<KeyEntry> make_table() {
   t.push_back(
       member("step-size", K::Int, &TrainConfig::step_size, "step schedule: steps per decay"));
   t.push_back(member("gamma", K::Float, &TrainConfig::gamma, "step schedule: decay factor"));
+  // Checked by clip_grad_norm_ itself (0: off there too), as check_settings() calls it.
   t.push_back(member("clip-grad-norm", K::Float, &TrainConfig::clip_grad_norm,
-                     "clip the global gradient norm (0: off)"));
+                     "clip the global gradient norm (0: off)")
+                  .library_option({"max_norm"}));
   t.push_back(member("grad-accum", K::Int, &TrainConfig::grad_accum, "batches per optimizer step")
                   .at_least(1)
                   .at_most(kMaxInt32));

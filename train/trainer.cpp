@@ -392,10 +392,11 @@ StepStats Trainer::begin_step(bool zero_grad) {
   StepStats s;
   s.step = step_ + 1;
   s.total_steps = options_.total_steps;
-  s.lr = options_.schedule ? options_.schedule->lr_at(s.step) : optimizer_.lr();
+  // The schedule is a factor on the optimizer's own base rate (optim/schedule.h).
+  if (options_.schedule) optimizer_.set_lr_factor(options_.schedule->factor_at(s.step));
+  s.lr = optimizer_.lr();
   s.loss = std::numeric_limits<double>::quiet_NaN();  // until read
   s.device = device_.str();
-  optimizer_.set_lr(s.lr);
   model_.train();
   if (zero_grad) model_.zero_grad();
   return s;

@@ -32,7 +32,7 @@ AdamOptions test_options(double weight_decay, bool amsgrad, double eps = 1e-3) {
 }
 
 void run_case(const AdamOptions& o, bool decoupled, DType dtype, int steps = 6) {
-  SCOPED_TRACE(::testing::Message() << (decoupled ? "adamw" : "adam") << " wd=" << o.weight_decay
+  SCOPED_TRACE(::testing::Message() << (decoupled ? "adamw" : "adam") << " wd=" << *o.weight_decay
                                     << " amsgrad=" << o.amsgrad << " dtype=" << dtype);
   ParamSet ps(dtype);
   Adam opt(ps.named(), o, decoupled);
@@ -40,7 +40,7 @@ void run_case(const AdamOptions& o, bool decoupled, DType dtype, int steps = 6) 
   std::vector<RefAdam> refs(ps.size());
   for (auto& r : refs) {
     r.lr = o.lr, r.beta1 = o.beta1, r.beta2 = o.beta2, r.eps = o.eps;
-    r.weight_decay = o.weight_decay, r.amsgrad = o.amsgrad, r.decoupled = decoupled;
+    r.weight_decay = *o.weight_decay, r.amsgrad = o.amsgrad, r.decoupled = decoupled;
   }
   optim_test::expect_matches_reference(opt, ps, refs, steps, dtype);
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/option_error.h"
 #include "tests/optim/optim_test_util.h"
 
 namespace minitrain {
@@ -64,12 +65,26 @@ TEST(ClipGradNorm, SkipsUndefinedGradsAndRejectsBadMaxNorm) {
   ps[2].grad = Tensor();
   const double want = reference_norm(ps);  // the two defined ones
   EXPECT_NEAR(clip_grad_norm_(ps.named(), 1e9), want, 1e-6 * want);
-  for (double bad : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()})
+  for (double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()})
     EXPECT_NE(testing::error_message([&] { clip_grad_norm_(ps.named(), bad); }).find("max_norm"),
               std::string::npos)
         << bad;
+  EXPECT_THROW(clip_grad_norm_(ps.named(), -1.0), OptionError);  // the command line names it
   ps[0].grad = Tensor(), ps[1].grad = Tensor();
   EXPECT_EQ(clip_grad_norm_(ps.named(), 1.0), 0.0);
+}
+
+// Issue 33: 0 means "off" in the library as on the command line (--clip-grad-norm 0), so the
+// library's check is the setting's one check: the norm comes back, the gradients stay.
+TEST(ClipGradNorm, ZeroMaxNormReturnsTheNormAndLeavesTheGradients) {
+  ParamSet ps(DType::Float32);
+  ps.set_grads(0);
+  const auto before = ps.grads();
+  const double want = reference_norm(ps);
+  ASSERT_GT(want, 1.0);  // a max_norm of 0 would clip every gradient to zero in torch
+  EXPECT_NEAR(clip_grad_norm_(ps.named(), 0.0), want, 1e-6 * want);
+  EXPECT_EQ(ps.grads(), before);  // bit for bit
+  EXPECT_EQ(clip_grad_norm_({}, 0.0), 0.0);
 }
 
 TEST(ClipGradNorm, NonFiniteNormIsReturnedAndSpreadLikeTorch) {

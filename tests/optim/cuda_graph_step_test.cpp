@@ -63,28 +63,28 @@ TrainRun make_run(Opt kind, bool clip, Device gpu) {
       AdamOptions o;
       o.lr = 0.01;
       r.opt = std::make_unique<Adam>(params, o);
-      r.schedule = linear_warmup(cosine_lr(o.lr, 9, 1e-4), 3);
+      r.schedule = linear_warmup(cosine_lr(9, 1e-2), 3);
       break;
     }
     case Opt::AdamWAmsgrad: {
       AdamOptions o = adamw_defaults();
       o.lr = 0.02, o.amsgrad = true, o.weight_decay = 0.1;
       r.opt = std::make_unique<Adam>(params, o, /*decoupled_weight_decay=*/true);
-      r.schedule = step_lr(o.lr, 2, 0.5);
+      r.schedule = step_lr(2, 0.5);
       break;
     }
     case Opt::RmspropCentered: {
       RMSpropOptions o;
       o.lr = 0.01, o.centered = true, o.momentum = 0.5, o.weight_decay = 0.01;
       r.opt = std::make_unique<RMSprop>(params, o);
-      r.schedule = cosine_lr(o.lr, 7, 1e-3);
+      r.schedule = cosine_lr(7, 0.1);
       break;
     }
     case Opt::SgdNesterov: {
       SGDOptions o;
       o.lr = 0.05, o.momentum = 0.9, o.nesterov = true, o.weight_decay = 0.01;
       r.opt = std::make_unique<SGD>(params, o);
-      r.schedule = step_lr(o.lr, 3, 0.3);
+      r.schedule = step_lr(3, 0.3);
       break;
     }
   }
@@ -139,7 +139,7 @@ TrainRun eager_run(Opt kind, bool clip, const std::vector<Tensor>& data, const S
   std::vector<Tensor> step_losses;
   for (int step = 1; step <= kWarmup + kReplays; ++step) {
     const Tensor x = data[2 * (step - 1)].to(gpu), y = data[2 * (step - 1) + 1].to(gpu);
-    r.opt->set_lr(r.schedule->lr_at(step));
+    r.opt->set_lr_factor(r.schedule->factor_at(step));
     step_losses.push_back(forward_backward(r, x, y));
     r.opt->step();
   }
@@ -176,7 +176,7 @@ GraphRun graph_run(Opt kind, bool clip, const std::vector<Tensor>& data, const S
     const Tensor x = data[2 * (step - 1)].to(gpu), y = data[2 * (step - 1) + 1].to(gpu);
     copy_on(s, x_in, x);
     copy_on(s, y_in, y);
-    r.opt->set_lr(r.schedule->lr_at(step));
+    r.opt->set_lr_factor(r.schedule->factor_at(step));
     if (step <= kWarmup) {
 #if MINITRAIN_CUDA_EMULATED
       const mtemu::ApiCounts before = mtemu::api_counts_of_this_thread();
@@ -287,7 +287,7 @@ TEST(CudaGraphStepByValue, ReplaysRepeatTheCapturedFactors) {
   const TrainRun want = eager_run(Opt::AdamCosine, false, data, s);
   TrainRun r = make_run(Opt::AdamCosine, false, gpu);
   for (int step = 1; step <= kWarmup; ++step) {
-    r.opt->set_lr(r.schedule->lr_at(step));
+    r.opt->set_lr_factor(r.schedule->factor_at(step));
     (void)forward_backward(r, data[2 * (step - 1)].to(gpu), data[2 * (step - 1) + 1].to(gpu));
     r.opt->step();
   }
@@ -297,7 +297,7 @@ TEST(CudaGraphStepByValue, ReplaysRepeatTheCapturedFactors) {
   for (int step = kWarmup + 1; step <= kWarmup + kReplays; ++step) {
     copy_on(s, x_in, data[2 * (step - 1)].to(gpu));
     copy_on(s, y_in, data[2 * (step - 1) + 1].to(gpu));
-    r.opt->set_lr(r.schedule->lr_at(step));
+    r.opt->set_lr_factor(r.schedule->factor_at(step));
     if (!graph)
       graph = std::make_unique<CudaGraph>(CudaGraph::capture(s, [&] {
         (void)forward_backward(r, x_in, y_in);
@@ -369,9 +369,10 @@ TEST(CudaCapturableOptimizer, GivesTheBitsOfTheByValueStep) {
 // An optimizer with step() only: the base class's capturable halves refuse.
 class ByValueOnly final : public Optimizer {
  public:
-  explicit ByValueOnly(NamedParameters p) : Optimizer(std::move(p), 0.1) {}
+  explicit ByValueOnly(NamedParameters p) : Optimizer(std::move(p)) { set_lr_factor({}); }
   void step() override {}
   std::string name() const override { return "by_value_only"; }
+  double base_lr() const noexcept override { return 0.1; }
   std::vector<std::pair<std::string, Tensor>> state_tensors() const override { return {}; }
   void load_state(const std::vector<std::pair<std::string, Tensor>>&,
                   const std::map<std::string, std::string>&) override {}

@@ -56,7 +56,7 @@ TEST(MakeOptimizer, BuildsRMSpropWithTorchDefaultsAndItsSettings) {
   c.lr = 0.01;
   auto plain = make_optimizer(c, ps.named());
   ASSERT_EQ(plain->name(), "rmsprop");
-  const RMSpropOptions& d = dynamic_cast<RMSprop&>(*plain).options();
+  const OptimizerOptions& d = dynamic_cast<RMSprop&>(*plain).options();
   EXPECT_EQ(d.alpha, 0.99);  // torch.optim.RMSprop's defaults
   EXPECT_EQ(d.eps, 1e-8);
   EXPECT_EQ(d.weight_decay, 0.0);
@@ -64,7 +64,7 @@ TEST(MakeOptimizer, BuildsRMSpropWithTorchDefaultsAndItsSettings) {
   EXPECT_FALSE(d.centered);
   c.momentum = 0.9, c.alpha = 0.9, c.eps = 1e-6, c.centered = true, c.weight_decay = 0.1;
   auto built = make_optimizer(c, ps.named());
-  const RMSpropOptions& o = dynamic_cast<RMSprop&>(*built).options();
+  const OptimizerOptions& o = dynamic_cast<RMSprop&>(*built).options();
   EXPECT_EQ(o.momentum, 0.9);
   EXPECT_EQ(o.alpha, 0.9);
   EXPECT_EQ(o.eps, 1e-6);

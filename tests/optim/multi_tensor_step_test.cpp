@@ -62,7 +62,7 @@ TEST_P(MultiTensorOptimizerStep, SgdEqualsPerTensorKernels) {
       for (std::size_t i = 0; i < ps.owned.size(); ++i) {
         if (!ps.owned[i]->grad.defined()) continue;
         SGDStepArgs a;
-        a.lr = o.lr, a.momentum = o.momentum, a.weight_decay = o.weight_decay;
+        a.lr = o.lr, a.momentum = o.momentum, a.weight_decay = *o.weight_decay;
         a.nesterov = o.nesterov;
         a.first_step = !bufs[i].defined();
         if (a.first_step) bufs[i] = Tensor::empty(want[i].shape(), dtype, device());
@@ -97,7 +97,7 @@ TEST_P(MultiTensorOptimizerStep, AdamAndAdamWEqualPerTensorKernels) {
             v[i] = Tensor::zeros(want[i].shape(), dtype, device());
             vmax[i] = Tensor::zeros(want[i].shape(), dtype, device());
           }
-          const AdamStepArgs a = adam_step_args(o.lr, o.beta1, o.beta2, o.eps, o.weight_decay,
+          const AdamStepArgs a = adam_step_args(o.lr, o.beta1, o.beta2, o.eps, *o.weight_decay,
                                                 decoupled, amsgrad, ++t[i]);
           adam_step(want[i], ps.owned[i]->grad, m[i], v[i], vmax[i], a);
         }

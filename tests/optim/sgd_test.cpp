@@ -53,7 +53,7 @@ void run_case(const SgdCase& c, DType dtype) {
     r.lr = c.options.lr;
     r.momentum = c.options.momentum;
     r.dampening = c.options.dampening;
-    r.weight_decay = c.options.weight_decay;
+    r.weight_decay = *c.options.weight_decay;
     r.nesterov = c.options.nesterov;
   }
   optim_test::expect_matches_reference(opt, ps, refs, 5, dtype);

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -267,7 +268,9 @@ TEST(TrainConfig, ValidateRejectsImpossibleValuesWithOneClearMessageEach) {
       {"step schedule without step size", [](TrainConfig& c) { c.schedule = "step"; },
        "--step-size"},
       {"negative clip", [](TrainConfig& c) { c.clip_grad_norm = -1; },
-       "--clip-grad-norm must be > 0"},
+       "--clip-grad-norm must be finite and >= 0 (0: no clipping), got -1"},
+      {"clip not a number", [](TrainConfig& c) { c.clip_grad_norm = std::nan(""); },
+       "--clip-grad-norm must be finite and >= 0 (0: no clipping), got nan"},
       {"grad accum 0", [](TrainConfig& c) { c.grad_accum = 0; }, "--grad-accum must be >= 1"},
       {"checkpoint-every without dir", [](TrainConfig& c) { c.checkpoint_every = 5; },
        "needs --checkpoint-dir"},

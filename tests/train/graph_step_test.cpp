@@ -63,7 +63,7 @@ LoopResult train_loop(bool use_graph, double clip) {
   AdamOptions o;
   o.lr = 0.01;
   Adam opt(model->named_parameters(), o);
-  const std::unique_ptr<LRSchedule> schedule = linear_warmup(cosine_lr(o.lr, 9, 1e-4), 2);
+  const std::unique_ptr<LRSchedule> schedule = linear_warmup(cosine_lr(9, 1e-2), 2);
   GraphStepOptions go;
   go.clip_grad_norm = clip;
   std::optional<GraphStep> graph;
@@ -72,7 +72,7 @@ LoopResult train_loop(bool use_graph, double clip) {
   LoopResult out;
   for (int step = 1; step <= 9; ++step) {
     const Batch batch = loader.next();
-    opt.set_lr(schedule->lr_at(step));
+    opt.set_lr_factor(schedule->factor_at(step));
     if (graph) {
 #if MINITRAIN_CUDA_EMULATED
       const mtemu::ApiCounts before = mtemu::api_counts_of_this_thread();

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,27 @@ std::string validate_message(const std::vector<std::pair<std::string, std::strin
   TrainConfig c;
   for (const auto& [key, text] : flags) set_config_value(c, key, text);
   return error_message([&] { validate(c); });
+}
+
+// Issue 33: an optimizer flag's row points into the optimizer's own options struct, which
+// TrainConfig derives from (Note [one options struct] in optim/optimizer.h): one declaration, one
+// default, no second holder, and the optimizer is built from that struct whole.
+TEST(Settings, AnOptimizerFlagSetsTheOptimizersOwnOptions) {
+  TrainConfig c;
+  const OptimizerOptions& own = c;  // the base: the very struct the optimizer takes
+  set_config_value(c, "lr", "0.25");
+  set_config_value(c, "momentum", "0.5");
+  set_config_value(c, "optimizer", "rmsprop");
+  EXPECT_EQ(own.lr, 0.25);
+  EXPECT_EQ(own.momentum, 0.5);
+  const std::unique_ptr<Optimizer> opt = make_optimizer(optimizer_config(c), {});
+  EXPECT_EQ(opt->base_lr(), 0.25);
+  EXPECT_EQ(opt->lr(), 0.25);
+  EXPECT_EQ(dynamic_cast<const RMSprop&>(*opt).options().momentum, 0.5);
+  // One default: --lr's is the library's (make_optimizer's), 3e-3 as it always was.
+  EXPECT_EQ(TrainConfig{}.lr, OptimizerOptions{}.lr);
+  EXPECT_EQ(TrainConfig{}.lr, 3e-3);
+  EXPECT_EQ(OptimizerConfig{}.lr, 3e-3);
 }
 
 TEST(Settings, OptimizerAndLossOptionsAreMadeFromTheTablesColumns) {

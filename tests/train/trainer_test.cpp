@@ -142,7 +142,7 @@ TEST_P(TrainerResume, IsBitIdenticalToAnUninterruptedRun) {
     TrainerOptions o = run.options(20);
     o.grad_accum = 2;
     o.clip_grad_norm = 0.5;
-    o.schedule = linear_warmup(cosine_lr(oc.lr, 20), 3);
+    o.schedule = linear_warmup(cosine_lr(20), 3);
     o.checkpoint_dir = dir.path("ckpt");
     o.checkpoint_every = 10;
     return o;
