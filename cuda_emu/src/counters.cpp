@@ -42,6 +42,14 @@ namespace mtemu {
 namespace detail {
 
 bool counters_on = false;
+unsigned char memory_hooks = 0;
+
+void set_memory_hook(unsigned char bit, bool on) {
+  if (on)
+    __atomic_fetch_or(&memory_hooks, bit, __ATOMIC_RELAXED);
+  else
+    __atomic_fetch_and(&memory_hooks, static_cast<unsigned char>(~bit), __ATOMIC_RELAXED);
+}
 
 namespace {
 
@@ -313,7 +321,10 @@ std::vector<LaunchCounters>& taken() {
 }
 
 [[maybe_unused]] const bool init_from_env = [] {
-  if (!file_path().empty()) counters_on = true;
+  if (!file_path().empty()) {
+    counters_on = true;
+    set_memory_hook(kHookCounters, true);
+  }
   return true;
 }();
 
@@ -665,6 +676,7 @@ void counters_collect(bool on) {
   std::lock_guard<std::mutex> lock(detail::acc_mutex);
   detail::collect_in_memory = on;
   detail::counters_on = on || !detail::file_path().empty();
+  detail::set_memory_hook(detail::kHookCounters, detail::counters_on);
 }
 
 std::vector<LaunchCounters> counters_take() {
@@ -708,34 +720,45 @@ __attribute__((no_sanitize_address, always_inline)) inline bool shadow_clean(uin
   return bytes < 8 && int8_t((a & 7) + bytes - 1) < s;
 }
 
-#define MTEMU_ASAN_HOOK(name, bytes, store)                                                       \
-  extern "C" __attribute__((visibility("default"), no_sanitize_address)) void name(uintptr_t a) { \
-    static Check real = nullptr;                                                                  \
-    if (__builtin_expect(mtemu::detail::counters_on, 0))                                          \
-      mtemu::detail::record(a, bytes, store,                                                      \
-                            reinterpret_cast<uintptr_t>(__builtin_return_address(0)));            \
-    if (__builtin_expect(mtemu::detail::initcheck_on, 0))                                         \
-      mtemu::detail::initcheck_access(a, bytes, store,                                            \
-                                      reinterpret_cast<uintptr_t>(__builtin_return_address(0)));  \
-    if (__builtin_expect(mtemu::detail::racecheck_on, 0))                                         \
-      mtemu::detail::racecheck_access(a, bytes, store,                                            \
-                                      reinterpret_cast<uintptr_t>(__builtin_return_address(0)));  \
-    if (__builtin_expect(shadow_clean(a, bytes), 1)) return;                                      \
-    resolve(&real, #name)(a);                                                                     \
+// Note [one hook flag] (counters.h): with every checker off and a clean shadow, a hook tests one
+// byte and ASan's shadow, and returns: no frame, no register saved (it is built without the frame
+// pointer the sanitizers otherwise keep). Anything else is a tail call to the hook's slow half,
+// which has a frame: its return address is then the kernel's access, so the checkers see the
+// access site and ASan's reports (made from the slow half) start at the kernel's line as before.
+// The hooks are left out of UBSan too, whose check that each bool flag holds 0 or 1 had cost a
+// compare and a branch per flag per access. bench/emu_hook_cost_bench.cpp measures the result.
+namespace mtemu::detail {
+__attribute__((noinline)) void memory_hooks_slow(uintptr_t a, uint32_t bytes, bool store,
+                                                 uintptr_t site) {
+  if (counters_on) record(a, bytes, store, site);
+  if (initcheck_on) initcheck_access(a, bytes, store, site);
+  if (racecheck_on) racecheck_access(a, bytes, store, site);
+}
+}  // namespace mtemu::detail
+
+#define MTEMU_HOOK_FAST                                       \
+  visibility("default"), no_sanitize("address", "undefined"), \
+      optimize("omit-frame-pointer", "optimize-sibling-calls")
+#define MTEMU_ASAN_HOOK(name, bytes, store)                                                        \
+  extern "C" __attribute__((noinline, no_sanitize("address", "undefined"))) void name##_slow(      \
+      uintptr_t a, uintptr_t site) {                                                               \
+    if (mtemu::detail::memory_hooks != 0) mtemu::detail::memory_hooks_slow(a, bytes, store, site); \
+    if (shadow_clean(a, bytes)) return;                                                            \
+    static Check real = nullptr;                                                                   \
+    resolve(&real, #name)(a);                                                                      \
+  }                                                                                                \
+  extern "C" __attribute__((MTEMU_HOOK_FAST)) void name(uintptr_t a) {                             \
+    if (__builtin_expect(mtemu::detail::memory_hooks == 0 && shadow_clean(a, bytes), 1)) return;   \
+    name##_slow(a, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));                      \
   }
-#define MTEMU_ASAN_HOOK_N(name, store)                                                           \
-  extern "C" __attribute__((visibility("default"))) void name(uintptr_t a, uintptr_t n) {        \
-    static CheckN real = nullptr;                                                                \
-    if (__builtin_expect(mtemu::detail::counters_on, 0))                                         \
-      mtemu::detail::record(a, uint32_t(n), store,                                               \
-                            reinterpret_cast<uintptr_t>(__builtin_return_address(0)));           \
-    if (__builtin_expect(mtemu::detail::initcheck_on, 0))                                        \
-      mtemu::detail::initcheck_access(a, uint32_t(n), store,                                     \
-                                      reinterpret_cast<uintptr_t>(__builtin_return_address(0))); \
-    if (__builtin_expect(mtemu::detail::racecheck_on, 0))                                        \
-      mtemu::detail::racecheck_access(a, uint32_t(n), store,                                     \
-                                      reinterpret_cast<uintptr_t>(__builtin_return_address(0))); \
-    resolve(&real, #name)(a, n);                                                                 \
+#define MTEMU_ASAN_HOOK_N(name, store)                                                            \
+  extern "C" __attribute__((visibility("default"), no_sanitize("undefined"))) void name(          \
+      uintptr_t a, uintptr_t n) {                                                                 \
+    if (__builtin_expect(mtemu::detail::memory_hooks != 0, 0))                                    \
+      mtemu::detail::memory_hooks_slow(a, uint32_t(n), store,                                     \
+                                       reinterpret_cast<uintptr_t>(__builtin_return_address(0))); \
+    static CheckN real = nullptr;                                                                 \
+    resolve(&real, #name)(a, n);                                                                  \
   }
 #if defined(__SANITIZE_ADDRESS__)
 MTEMU_ASAN_HOOK(__asan_load1, 1, false)
