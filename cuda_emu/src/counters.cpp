@@ -107,6 +107,11 @@ class SectorSet {
     if (++size_ * 2 > mask_ + 1) grow();
   }
   std::size_t size() const { return size_; }
+  void clear() {
+    if (size_ == 0) return;
+    std::fill(storage_.begin(), storage_.end(), kEmpty);
+    size_ = 0;
+  }
   template <class F>
   void for_each(F f) const {
     for (uintptr_t v : storage_)
@@ -150,6 +155,7 @@ struct BlockState {
   std::size_t request_count = 0, request_capacity = 0;
 
   SectorSet* sectors = nullptr;  // this worker's distinct sectors of the block's launch
+  SectorSet block_loads;         // the distinct sectors the running block's loads touched
 
   // Where an address lies, fastest first: the device allocations hit last (a kernel reads a few
   // buffers in turn), [lo, hi) each; the block's shared variables (refreshed when a __shared__
@@ -530,15 +536,20 @@ void counters_block_end(const BlockRun& b) {
         if (kind == GlobalLoad) {
           ++c.global_load_requests;
           c.global_load_sectors += n;
+          for (std::size_t k = 0; k < n; ++k) s.block_loads.insert(sectors[k]);
         } else {
           ++c.global_store_requests;
           c.global_store_sectors += n;
         }
         break;
       }
-      case GlobalAtomic:
+      case GlobalAtomic: {
+        const std::size_t most = request_units(r, r.lanes, kSector);
+        if (most > kFixed) s.scratch.resize(most);
         ++c.global_atomic_requests;
+        c.global_atomic_sectors += request_sectors(r, most > kFixed ? s.scratch.data() : fixed);
         break;
+      }
       case SharedLoad:
       case SharedStore: {
         uint64_t wavefronts = 0, minimum = 0;
@@ -555,6 +566,8 @@ void counters_block_end(const BlockRun& b) {
       }
     }
   }
+  c.block_distinct_load_sectors = s.block_loads.size();
+  s.block_loads.clear();
   const uint64_t warps = (uint64_t(b.threads_count) + kWarp - 1) / kWarp;
   c.warps_launched = warps;
   c.barriers = uint64_t(b.barrier_generation) * warps;
@@ -570,6 +583,10 @@ void counters_block_end(const BlockRun& b) {
   t.global_store_requests += c.global_store_requests;
   t.global_store_sectors += c.global_store_sectors;
   t.global_atomic_requests += c.global_atomic_requests;
+  t.global_atomic_sectors += c.global_atomic_sectors;
+  t.block_distinct_load_sectors += c.block_distinct_load_sectors;
+  t.max_block_load_bytes =
+      std::max<uint64_t>(t.max_block_load_bytes, c.block_distinct_load_sectors * kSector);
   t.shared_load_requests += c.shared_load_requests;
   t.shared_load_wavefronts += c.shared_load_wavefronts;
   t.shared_store_requests += c.shared_store_requests;
@@ -642,7 +659,9 @@ std::string LaunchCounters::json() const {
       "{\"kernel\":\"%s\",\"file\":\"%s\",\"line\":%d,\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],"
       "\"dynamic_smem\":%llu,\"global_load_requests\":%llu,\"global_load_sectors\":%llu,"
       "\"global_store_requests\":%llu,\"global_store_sectors\":%llu,"
-      "\"global_atomic_requests\":%llu,\"shared_load_requests\":%llu,"
+      "\"global_atomic_requests\":%llu,\"global_atomic_sectors\":%llu,"
+      "\"block_distinct_load_sectors\":%llu,\"max_block_load_bytes\":%llu,"
+      "\"shared_load_requests\":%llu,"
       "\"shared_load_wavefronts\":%llu,\"shared_store_requests\":%llu,"
       "\"shared_store_wavefronts\":%llu,\"shared_bank_conflicts\":%llu,"
       "\"active_lanes_mean\":%.4f,\"barriers\":%llu,\"warps_launched\":%llu,"
@@ -653,12 +672,13 @@ std::string LaunchCounters::json() const {
       (unsigned long long)dynamic_smem, (unsigned long long)global_load_requests,
       (unsigned long long)global_load_sectors, (unsigned long long)global_store_requests,
       (unsigned long long)global_store_sectors, (unsigned long long)global_atomic_requests,
-      (unsigned long long)shared_load_requests, (unsigned long long)shared_load_wavefronts,
-      (unsigned long long)shared_store_requests, (unsigned long long)shared_store_wavefronts,
-      (unsigned long long)shared_bank_conflicts, active_lanes_mean, (unsigned long long)barriers,
-      (unsigned long long)warps_launched, (unsigned long long)bytes_moved,
-      (unsigned long long)distinct_bytes_touched, device_profile.c_str(),
-      registers < 0 ? "null" : std::to_string(registers).c_str(),
+      (unsigned long long)global_atomic_sectors, (unsigned long long)block_distinct_load_sectors,
+      (unsigned long long)max_block_load_bytes, (unsigned long long)shared_load_requests,
+      (unsigned long long)shared_load_wavefronts, (unsigned long long)shared_store_requests,
+      (unsigned long long)shared_store_wavefronts, (unsigned long long)shared_bank_conflicts,
+      active_lanes_mean, (unsigned long long)barriers, (unsigned long long)warps_launched,
+      (unsigned long long)bytes_moved, (unsigned long long)distinct_bytes_touched,
+      device_profile.c_str(), registers < 0 ? "null" : std::to_string(registers).c_str(),
       registers_min < 0 ? "null" : std::to_string(registers_min).c_str(),
       (unsigned long long)static_smem, blocks_per_sm, occupancy_pct, occupancy_limiter.c_str());
   return buf;
