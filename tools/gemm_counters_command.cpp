@@ -91,8 +91,11 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
   const std::vector<float> want_v = want.to_vector<float>();
   const Tensor a = a_cpu.to(dev), b = b_cpu.to(dev);
   const double flops = 2.0 * double(s.m) * double(s.n) * double(s.k);
-  // L1/shared bandwidth: 32 banks x 4 bytes (one wavefront) per SM per clock, at the boost clock.
-  const double l1_bytes_per_s = 128.0 * profile->sms * profile->sm_clock_khz * 1e3;
+  // L1/shared bandwidth: 32 banks x 4 bytes (one wavefront) per SM per clock, at the boost clock;
+  // L2: the profile's bytes per clock at the boost clock (published for A100 only: see
+  // docs/emulator_counters.md).
+  const double l1_bytes_per_s = profile->l1_bytes_per_s();
+  const double l2_bytes_per_s = profile->l2_bytes_per_s();
 
   out << "GEMM " << s.m << " x " << s.n << " x " << s.k
       << " (float32, C = A B) on an emulated GPU, per ladder rung:\n"
@@ -105,7 +108,10 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
       << "\n"
       << "  time, GFLOP/s, % of roof, bound: MODELLED (roofline: " << profile->fp32_flops / 1e12
       << " TFLOP/s FP32, " << profile->dram_bytes_per_s / 1e12
-      << " TB/s DRAM over the distinct bytes, 3 us per launch), not measured\n\n";
+      << " TB/s DRAM over the distinct bytes, 3 us per launch), not measured\n"
+      << "  levels: MODELLED hierarchical roofline, the longest of compute, DRAM, L2 ("
+      << l2_bytes_per_s / 1e12 << " TB/s" << (profile->l2_published ? "" : ", assumed")
+      << ") and L1 (" << l1_bytes_per_s / 1e12 << " TB/s) plus 3 us per launch\n\n";
   auto col = [&](int w, const std::string& text) { out << std::left << std::setw(w) << text; };
   col(17, "rung");
   col(9, "ld s/req");
@@ -119,6 +125,9 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
   col(18, "modelled GFLOP/s");
   col(11, "% of roof");
   col(9, "bound");
+  col(10, "L2 FLOP/B");
+  col(11, "levels us");
+  col(13, "levels bound");
   out << "result\n";
   int wrong = 0;
   nlohmann::json rows = nlohmann::json::array();
@@ -134,7 +143,8 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
     wrong += exact ? 0 : 1;
     uint64_t ld_req = 0, ld_sec = 0, st_req = 0, st_sec = 0, conflicts = 0, lanes = 0, reqs = 0;
     uint64_t bytes = 0, moved = 0, wavefronts = 0;
-    double time_s = 0;
+    double time_s = 0, l2_bytes = 0;
+    bool l2_reuse_fits = true;
     for (const mtemu::LaunchCounters& l : launches) {
       ld_req += l.global_load_requests;
       ld_sec += l.global_load_sectors;
@@ -176,6 +186,9 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
                              {"registers", r ? nlohmann::json(r->registers_max) : nlohmann::json()},
                              {"occupancy_pct", o.occupancy_pct},
                              {"occupancy_limiter", o.limiter}});
+      const mtemu::L2Traffic l2 = mtemu::l2_traffic(*profile, l, o);
+      l2_bytes += l2.bytes;
+      l2_reuse_fits = l2_reuse_fits && l2.reuse_fits_l1;
       per_launch += std::string(per_launch.empty() ? "" : "; ") + l.kernel + " " + text +
                     (int(i) == dominant ? " [row]" : "");
       if (int(i) != dominant) continue;
@@ -201,6 +214,9 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
                              : hier_busy == m.compute_s ? "compute"
                              : hier_busy == m.memory_s  ? "dram"
                                                         : "l1";
+    // Every level at once: the modelled time is the longest of compute, DRAM, L2 and L1.
+    const mtemu::RooflineLevels levels =
+        mtemu::roofline_levels(*profile, flops, double(bytes), l2_bytes, l1_bytes, m.overhead_s);
     auto ratio = [](uint64_t a, uint64_t b) {
       std::ostringstream o;
       o << std::fixed << std::setprecision(2) << (b ? double(a) / double(b) : 0.0);
@@ -223,6 +239,9 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
     col(18, fixed(m.gflops, 0));
     col(11, fixed(m.pct_of_roof, 1));
     col(9, m.bound);
+    col(10, fixed(l2_bytes > 0 ? flops / l2_bytes : 0.0, 1));
+    col(11, fixed(levels.time_s * 1e6, 2));
+    col(13, levels.bound);
     out << (exact ? "exact" : "WRONG") << "\n";
     if (launches.size() > 1)
       out << "  " << launches.size() << " launches; occupancy per launch ([row]: the one with the "
@@ -251,7 +270,13 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
          {"l1_intensity", l1_bytes > 0 ? flops / l1_bytes : 0.0},
          {"modelled_l1_time_s", hier_time_s},
          {"modelled_l1_gflops", hier_time_s > 0 ? flops / hier_time_s / 1e9 : 0.0},
-         {"l1_bound", hier_bound}});
+         {"l1_bound", hier_bound},
+         {"l2_bytes", l2_bytes},
+         {"l2_intensity", l2_bytes > 0 ? flops / l2_bytes : 0.0},
+         {"l2_reuse_fits_l1", l2_reuse_fits},
+         {"modelled_levels_time_s", levels.time_s},
+         {"modelled_levels_gflops", levels.gflops},
+         {"levels_bound", levels.bound}});
     if (!exact)
       err << "minitrain bench gemm --counters: rung '" << rung
           << "' does not give the CPU's exact product on small integers\n";
@@ -259,7 +284,9 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
   out << "\nld/st s/req: global sectors per request (4 is a coalesced warp of floats, 32 the "
          "worst); bank conf: shared-memory wavefronts beyond one per request; lanes: active lanes "
          "per memory request.\nThe DRAM roofline charges every rung the same distinct bytes, so "
-         "their modelled times agree where the ops agree: the counters and the occupancy are what "
+         "their modelled times agree where the ops agree; the levels columns also charge the L2 "
+         "bytes (each block's distinct load sectors, or all of them where its reuse does not fit "
+         "L1, plus every store) and the L1 bytes (global sectors and shared wavefronts), which "
          "tell the rungs apart (what the model leaves out: docs/emulator_counters.md).\n";
   if (!request.json.empty()) {
     const nlohmann::json doc = {
@@ -269,7 +296,9 @@ int run_gemm_counters(const GemmCountersRequest& request, std::ostream& out, std
           {"name", profile->name},
           {"fp32_flops", profile->fp32_flops},
           {"dram_bytes_per_s", profile->dram_bytes_per_s},
-          {"l1_bytes_per_s", l1_bytes_per_s}}},
+          {"l1_bytes_per_s", l1_bytes_per_s},
+          {"l2_bytes_per_s", l2_bytes_per_s},
+          {"l2_bandwidth_published", profile->l2_published}}},
         {"registers_from", mtemu::kernel_registers_source()},
         {"note", "counters exact; occupancy theoretical; times modelled, not measured"},
         {"rungs", rows}};

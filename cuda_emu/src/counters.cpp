@@ -42,6 +42,14 @@ namespace mtemu {
 namespace detail {
 
 bool counters_on = false;
+unsigned char memory_hooks = 0;
+
+void set_memory_hook(unsigned char bit, bool on) {
+  if (on)
+    __atomic_fetch_or(&memory_hooks, bit, __ATOMIC_RELAXED);
+  else
+    __atomic_fetch_and(&memory_hooks, static_cast<unsigned char>(~bit), __ATOMIC_RELAXED);
+}
 
 namespace {
 
@@ -99,6 +107,11 @@ class SectorSet {
     if (++size_ * 2 > mask_ + 1) grow();
   }
   std::size_t size() const { return size_; }
+  void clear() {
+    if (size_ == 0) return;
+    std::fill(storage_.begin(), storage_.end(), kEmpty);
+    size_ = 0;
+  }
   template <class F>
   void for_each(F f) const {
     for (uintptr_t v : storage_)
@@ -142,6 +155,7 @@ struct BlockState {
   std::size_t request_count = 0, request_capacity = 0;
 
   SectorSet* sectors = nullptr;  // this worker's distinct sectors of the block's launch
+  SectorSet block_loads;         // the distinct sectors the running block's loads touched
 
   // Where an address lies, fastest first: the device allocations hit last (a kernel reads a few
   // buffers in turn), [lo, hi) each; the block's shared variables (refreshed when a __shared__
@@ -313,7 +327,10 @@ std::vector<LaunchCounters>& taken() {
 }
 
 [[maybe_unused]] const bool init_from_env = [] {
-  if (!file_path().empty()) counters_on = true;
+  if (!file_path().empty()) {
+    counters_on = true;
+    set_memory_hook(kHookCounters, true);
+  }
   return true;
 }();
 
@@ -519,15 +536,20 @@ void counters_block_end(const BlockRun& b) {
         if (kind == GlobalLoad) {
           ++c.global_load_requests;
           c.global_load_sectors += n;
+          for (std::size_t k = 0; k < n; ++k) s.block_loads.insert(sectors[k]);
         } else {
           ++c.global_store_requests;
           c.global_store_sectors += n;
         }
         break;
       }
-      case GlobalAtomic:
+      case GlobalAtomic: {
+        const std::size_t most = request_units(r, r.lanes, kSector);
+        if (most > kFixed) s.scratch.resize(most);
         ++c.global_atomic_requests;
+        c.global_atomic_sectors += request_sectors(r, most > kFixed ? s.scratch.data() : fixed);
         break;
+      }
       case SharedLoad:
       case SharedStore: {
         uint64_t wavefronts = 0, minimum = 0;
@@ -544,6 +566,8 @@ void counters_block_end(const BlockRun& b) {
       }
     }
   }
+  c.block_distinct_load_sectors = s.block_loads.size();
+  s.block_loads.clear();
   const uint64_t warps = (uint64_t(b.threads_count) + kWarp - 1) / kWarp;
   c.warps_launched = warps;
   c.barriers = uint64_t(b.barrier_generation) * warps;
@@ -559,6 +583,10 @@ void counters_block_end(const BlockRun& b) {
   t.global_store_requests += c.global_store_requests;
   t.global_store_sectors += c.global_store_sectors;
   t.global_atomic_requests += c.global_atomic_requests;
+  t.global_atomic_sectors += c.global_atomic_sectors;
+  t.block_distinct_load_sectors += c.block_distinct_load_sectors;
+  t.max_block_load_bytes =
+      std::max<uint64_t>(t.max_block_load_bytes, c.block_distinct_load_sectors * kSector);
   t.shared_load_requests += c.shared_load_requests;
   t.shared_load_wavefronts += c.shared_load_wavefronts;
   t.shared_store_requests += c.shared_store_requests;
@@ -631,7 +659,9 @@ std::string LaunchCounters::json() const {
       "{\"kernel\":\"%s\",\"file\":\"%s\",\"line\":%d,\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],"
       "\"dynamic_smem\":%llu,\"global_load_requests\":%llu,\"global_load_sectors\":%llu,"
       "\"global_store_requests\":%llu,\"global_store_sectors\":%llu,"
-      "\"global_atomic_requests\":%llu,\"shared_load_requests\":%llu,"
+      "\"global_atomic_requests\":%llu,\"global_atomic_sectors\":%llu,"
+      "\"block_distinct_load_sectors\":%llu,\"max_block_load_bytes\":%llu,"
+      "\"shared_load_requests\":%llu,"
       "\"shared_load_wavefronts\":%llu,\"shared_store_requests\":%llu,"
       "\"shared_store_wavefronts\":%llu,\"shared_bank_conflicts\":%llu,"
       "\"active_lanes_mean\":%.4f,\"barriers\":%llu,\"warps_launched\":%llu,"
@@ -642,12 +672,13 @@ std::string LaunchCounters::json() const {
       (unsigned long long)dynamic_smem, (unsigned long long)global_load_requests,
       (unsigned long long)global_load_sectors, (unsigned long long)global_store_requests,
       (unsigned long long)global_store_sectors, (unsigned long long)global_atomic_requests,
-      (unsigned long long)shared_load_requests, (unsigned long long)shared_load_wavefronts,
-      (unsigned long long)shared_store_requests, (unsigned long long)shared_store_wavefronts,
-      (unsigned long long)shared_bank_conflicts, active_lanes_mean, (unsigned long long)barriers,
-      (unsigned long long)warps_launched, (unsigned long long)bytes_moved,
-      (unsigned long long)distinct_bytes_touched, device_profile.c_str(),
-      registers < 0 ? "null" : std::to_string(registers).c_str(),
+      (unsigned long long)global_atomic_sectors, (unsigned long long)block_distinct_load_sectors,
+      (unsigned long long)max_block_load_bytes, (unsigned long long)shared_load_requests,
+      (unsigned long long)shared_load_wavefronts, (unsigned long long)shared_store_requests,
+      (unsigned long long)shared_store_wavefronts, (unsigned long long)shared_bank_conflicts,
+      active_lanes_mean, (unsigned long long)barriers, (unsigned long long)warps_launched,
+      (unsigned long long)bytes_moved, (unsigned long long)distinct_bytes_touched,
+      device_profile.c_str(), registers < 0 ? "null" : std::to_string(registers).c_str(),
       registers_min < 0 ? "null" : std::to_string(registers_min).c_str(),
       (unsigned long long)static_smem, blocks_per_sm, occupancy_pct, occupancy_limiter.c_str());
   return buf;
@@ -665,6 +696,7 @@ void counters_collect(bool on) {
   std::lock_guard<std::mutex> lock(detail::acc_mutex);
   detail::collect_in_memory = on;
   detail::counters_on = on || !detail::file_path().empty();
+  detail::set_memory_hook(detail::kHookCounters, detail::counters_on);
 }
 
 std::vector<LaunchCounters> counters_take() {
@@ -708,34 +740,45 @@ __attribute__((no_sanitize_address, always_inline)) inline bool shadow_clean(uin
   return bytes < 8 && int8_t((a & 7) + bytes - 1) < s;
 }
 
-#define MTEMU_ASAN_HOOK(name, bytes, store)                                                       \
-  extern "C" __attribute__((visibility("default"), no_sanitize_address)) void name(uintptr_t a) { \
-    static Check real = nullptr;                                                                  \
-    if (__builtin_expect(mtemu::detail::counters_on, 0))                                          \
-      mtemu::detail::record(a, bytes, store,                                                      \
-                            reinterpret_cast<uintptr_t>(__builtin_return_address(0)));            \
-    if (__builtin_expect(mtemu::detail::initcheck_on, 0))                                         \
-      mtemu::detail::initcheck_access(a, bytes, store,                                            \
-                                      reinterpret_cast<uintptr_t>(__builtin_return_address(0)));  \
-    if (__builtin_expect(mtemu::detail::racecheck_on, 0))                                         \
-      mtemu::detail::racecheck_access(a, bytes, store,                                            \
-                                      reinterpret_cast<uintptr_t>(__builtin_return_address(0)));  \
-    if (__builtin_expect(shadow_clean(a, bytes), 1)) return;                                      \
-    resolve(&real, #name)(a);                                                                     \
+// Note [one hook flag] (counters.h): with every checker off and a clean shadow, a hook tests one
+// byte and ASan's shadow, and returns: no frame, no register saved (it is built without the frame
+// pointer the sanitizers otherwise keep). Anything else is a tail call to the hook's slow half,
+// which has a frame: its return address is then the kernel's access, so the checkers see the
+// access site and ASan's reports (made from the slow half) start at the kernel's line as before.
+// The hooks are left out of UBSan too, whose check that each bool flag holds 0 or 1 had cost a
+// compare and a branch per flag per access. bench/emu_hook_cost_bench.cpp measures the result.
+namespace mtemu::detail {
+__attribute__((noinline)) void memory_hooks_slow(uintptr_t a, uint32_t bytes, bool store,
+                                                 uintptr_t site) {
+  if (counters_on) record(a, bytes, store, site);
+  if (initcheck_on) initcheck_access(a, bytes, store, site);
+  if (racecheck_on) racecheck_access(a, bytes, store, site);
+}
+}  // namespace mtemu::detail
+
+#define MTEMU_HOOK_FAST                                       \
+  visibility("default"), no_sanitize("address", "undefined"), \
+      optimize("omit-frame-pointer", "optimize-sibling-calls")
+#define MTEMU_ASAN_HOOK(name, bytes, store)                                                        \
+  extern "C" __attribute__((noinline, no_sanitize("address", "undefined"))) void name##_slow(      \
+      uintptr_t a, uintptr_t site) {                                                               \
+    if (mtemu::detail::memory_hooks != 0) mtemu::detail::memory_hooks_slow(a, bytes, store, site); \
+    if (shadow_clean(a, bytes)) return;                                                            \
+    static Check real = nullptr;                                                                   \
+    resolve(&real, #name)(a);                                                                      \
+  }                                                                                                \
+  extern "C" __attribute__((MTEMU_HOOK_FAST)) void name(uintptr_t a) {                             \
+    if (__builtin_expect(mtemu::detail::memory_hooks == 0 && shadow_clean(a, bytes), 1)) return;   \
+    name##_slow(a, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));                      \
   }
-#define MTEMU_ASAN_HOOK_N(name, store)                                                           \
-  extern "C" __attribute__((visibility("default"))) void name(uintptr_t a, uintptr_t n) {        \
-    static CheckN real = nullptr;                                                                \
-    if (__builtin_expect(mtemu::detail::counters_on, 0))                                         \
-      mtemu::detail::record(a, uint32_t(n), store,                                               \
-                            reinterpret_cast<uintptr_t>(__builtin_return_address(0)));           \
-    if (__builtin_expect(mtemu::detail::initcheck_on, 0))                                        \
-      mtemu::detail::initcheck_access(a, uint32_t(n), store,                                     \
-                                      reinterpret_cast<uintptr_t>(__builtin_return_address(0))); \
-    if (__builtin_expect(mtemu::detail::racecheck_on, 0))                                        \
-      mtemu::detail::racecheck_access(a, uint32_t(n), store,                                     \
-                                      reinterpret_cast<uintptr_t>(__builtin_return_address(0))); \
-    resolve(&real, #name)(a, n);                                                                 \
+#define MTEMU_ASAN_HOOK_N(name, store)                                                            \
+  extern "C" __attribute__((visibility("default"), no_sanitize("undefined"))) void name(          \
+      uintptr_t a, uintptr_t n) {                                                                 \
+    if (__builtin_expect(mtemu::detail::memory_hooks != 0, 0))                                    \
+      mtemu::detail::memory_hooks_slow(a, uint32_t(n), store,                                     \
+                                       reinterpret_cast<uintptr_t>(__builtin_return_address(0))); \
+    static CheckN real = nullptr;                                                                 \
+    resolve(&real, #name)(a, n);                                                                  \
   }
 #if defined(__SANITIZE_ADDRESS__)
 MTEMU_ASAN_HOOK(__asan_load1, 1, false)

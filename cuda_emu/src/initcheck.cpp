@@ -26,6 +26,7 @@
 
 #include "block.h"
 #include "check_report.h"
+#include "counters.h"
 #include "cuda_emu/initcheck.h"
 #include "grid.h"
 #include "sanitizer.h"
@@ -359,6 +360,7 @@ bool set_check(bool* check, bool on) {
   std::unique_lock<std::shared_mutex> lock(table_mutex);
   *check = on;
   initcheck_on = report_unwritten || check_provenance;
+  set_memory_hook(kHookInitcheck, initcheck_on);  // Note [one hook flag] (counters.h)
   if (!initcheck_on) table().clear();
   generation.fetch_add(1, std::memory_order_release);
   return true;

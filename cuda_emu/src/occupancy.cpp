@@ -18,12 +18,22 @@
 //   40 MB L2); L4 datasheet (30.3 TFLOPS, 300 GB/s, 24 GB) and Ada whitepaper (L4: 58 SMs, 48 MB
 //   L2; RTX 4090: 128 SMs, 82.6 TFLOPS, 1,008 GB/s, 72 MB L2); T4 datasheet (8.1 TFLOPS, 320 GB/s,
 //   16 GB) and Turing whitepaper (40 SMs, 4 MB L2).
+// - Combined L1 data cache + shared memory per SM: the CUDA tuning guides (Hopper: 256 KB; Ampere
+//   A100: 192 KB; Ada: 128 KB; Turing: 96 KB).
+// - L2 bandwidth: NVIDIA publishes one figure, the A100 whitepaper's L2 cache read bandwidth of
+//   5120 bytes/clk (against V100's 2048: "2.3x the L2 cache read bandwidth of V100" at the two
+//   boost clocks). For H100 and H200 it publishes none; the profiles take A100's 5120 bytes/clk,
+//   as third-party tables do (Ultrasonics Sonochemistry 99 (2023) 106546, Table 3: H100 L2
+//   8986 GB/s = 5120 x 1755 MHz). For L4, RTX 4090 and T4 it publishes none either; the profiles
+//   take V100's 2048 bytes/clk, a guess of the right order for these smaller chips. Both are
+//   assumptions of the model (l2_published false), to be replaced by measured figures.
 // These are the figures a model needs, not measurements: sustained bandwidth and FLOP/s are lower.
 
 #include "cuda_emu/occupancy.h"
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -35,7 +45,8 @@ constexpr std::size_t KiB = 1024, MiB = 1024 * 1024, GiB = std::size_t(1) << 30;
 std::vector<DeviceProfile> make_profiles() {
   // key, name, cc, SMs, threads/warps/blocks per SM, threads per block, regs per SM / block,
   // reg unit, max regs per thread, sub-partitions, smem per SM / block / opt-in, smem unit,
-  // reserved smem, FP32 FLOP/s, DRAM B/s, L2, DRAM, boost clock kHz
+  // reserved smem, FP32 FLOP/s, DRAM B/s, L2, DRAM, boost clock kHz, L1 + shared per SM,
+  // L2 bytes per clock, whether NVIDIA publishes that L2 figure
   return {
       {"h100",    "NVIDIA H100 80GB HBM3 (SXM5, profile)",
        9,         0,
@@ -48,7 +59,9 @@ std::vector<DeviceProfile> make_profiles() {
        227 * KiB, 128,
        1 * KiB,   66.9e12,
        3.35e12,   50 * MiB,
-       80 * GiB,  1980000},
+       80 * GiB,  1980000,
+       256 * KiB, 5120,
+       false},
       {"h200",
        "NVIDIA H200 (SXM, profile)",
        9,
@@ -72,7 +85,10 @@ std::vector<DeviceProfile> make_profiles() {
        4.8e12,
        50 * MiB,
        std::size_t(141e9),
-       1980000},
+       1980000,
+       256 * KiB,
+       5120,
+       false},
       {"a100",    "NVIDIA A100-SXM4-80GB (profile)",
        8,         0,
        108,       2048,
@@ -84,7 +100,9 @@ std::vector<DeviceProfile> make_profiles() {
        163 * KiB, 128,
        1 * KiB,   19.5e12,
        2.039e12,  40 * MiB,
-       80 * GiB,  1410000},
+       80 * GiB,  1410000,
+       192 * KiB, 5120,
+       true},
       {"l4",      "NVIDIA L4 (profile)",
        8,         9,
        58,        1536,
@@ -96,7 +114,9 @@ std::vector<DeviceProfile> make_profiles() {
        99 * KiB,  128,
        1 * KiB,   30.3e12,
        300e9,     48 * MiB,
-       24 * GiB,  2040000},
+       24 * GiB,  2040000,
+       128 * KiB, 2048,
+       false},
       {"rtx4090", "NVIDIA GeForce RTX 4090 (profile)",
        8,         9,
        128,       1536,
@@ -108,7 +128,9 @@ std::vector<DeviceProfile> make_profiles() {
        99 * KiB,  128,
        1 * KiB,   82.6e12,
        1008e9,    72 * MiB,
-       24 * GiB,  2520000},
+       24 * GiB,  2520000,
+       128 * KiB, 2048,
+       false},
       {"t4",     "Tesla T4 (profile)",
        7,        5,
        40,       1024,
@@ -120,7 +142,9 @@ std::vector<DeviceProfile> make_profiles() {
        64 * KiB, 256,
        0,        8.1e12,
        320e9,    4 * MiB,
-       16 * GiB, 1590000},
+       16 * GiB, 1590000,
+       96 * KiB, 2048,
+       false},
   };
 }
 
@@ -237,6 +261,50 @@ RooflineModel roofline_model(const DeviceProfile& p, double flops, double bytes,
       m.pct_of_roof = 100.0 * (bytes / m.time_s) / p.dram_bytes_per_s;
     }
   }
+  return m;
+}
+
+L2Traffic l2_traffic(const DeviceProfile& p, const LaunchCounters& c, const Occupancy& o) {
+  constexpr double kSector = 32;
+  L2Traffic t;
+  const double blocks = double(c.grid[0]) * c.grid[1] * c.grid[2];
+  const double per_sm = std::ceil(blocks / p.sms);  // blocks spread evenly over the SMs
+  t.resident_blocks = int(std::min<double>(o.blocks_per_sm, per_sm));
+  t.footprint_bytes = double(t.resident_blocks) * double(c.max_block_load_bytes);
+  t.l1_cache_bytes =
+      std::max(0.0, double(p.l1_smem_per_sm) -
+                        double(t.resident_blocks) * double(o.smem_allocated_per_block));
+  t.reuse_fits_l1 = t.footprint_bytes <= t.l1_cache_bytes;
+  t.load_bytes =
+      kSector * double(t.reuse_fits_l1 ? c.block_distinct_load_sectors : c.global_load_sectors);
+  t.store_bytes = kSector * double(c.global_store_sectors);
+  t.atomic_bytes = kSector * double(c.global_atomic_sectors);
+  t.bytes = t.load_bytes + t.store_bytes + t.atomic_bytes;
+  return t;
+}
+
+RooflineLevels roofline_levels(const DeviceProfile& p, double flops, double dram_bytes,
+                               double l2_bytes, double l1_bytes, double overhead_s) {
+  if (flops < 0 || dram_bytes < 0 || l2_bytes < 0 || l1_bytes < 0 || overhead_s < 0)
+    throw std::invalid_argument(
+        "roofline_levels: negative input (flops " + std::to_string(flops) + ", DRAM bytes " +
+        std::to_string(dram_bytes) + ", L2 bytes " + std::to_string(l2_bytes) + ", L1 bytes " +
+        std::to_string(l1_bytes) + ", overhead " + std::to_string(overhead_s) + " s)");
+  RooflineLevels m;
+  m.flops = flops, m.dram_bytes = dram_bytes, m.l2_bytes = l2_bytes, m.l1_bytes = l1_bytes;
+  m.overhead_s = overhead_s;
+  m.compute_s = flops / p.fp32_flops;
+  m.dram_s = dram_bytes / p.dram_bytes_per_s;
+  m.l2_s = l2_bytes / p.l2_bytes_per_s();
+  m.l1_s = l1_bytes / p.l1_bytes_per_s();
+  const double busy = std::max({m.compute_s, m.dram_s, m.l2_s, m.l1_s});
+  m.time_s = busy + overhead_s;
+  m.bound = overhead_s > busy     ? "overhead"
+            : busy == m.compute_s ? "compute"
+            : busy == m.dram_s    ? "dram"
+            : busy == m.l2_s      ? "l2"
+                                  : "l1";
+  m.gflops = m.time_s > 0 ? flops / m.time_s / 1e9 : 0;
   return m;
 }
 

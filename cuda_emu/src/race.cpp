@@ -28,6 +28,7 @@
 
 #include "block.h"
 #include "check_report.h"
+#include "counters.h"
 #include "grid.h"
 #include "sanitizer.h"
 
@@ -320,6 +321,7 @@ bool mtemu::racecheck_enable(bool on) {
   if (on && !MTEMU_ASAN) return false;
   if (on != detail::racecheck_on) detail::racecheck_forget_stream_order();
   detail::racecheck_on = on;
+  detail::set_memory_hook(detail::kHookRacecheck, on);  // Note [one hook flag] (counters.h)
   return true;
 }
 

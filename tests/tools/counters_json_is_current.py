@@ -44,6 +44,20 @@ for g in got["rungs"]:
                  g.get("l1_bytes", 0) / l1_bw) + 3e-6 * g["launches"]
     if abs(g.get("modelled_l1_time_s", 0) - want_t) > 1e-12:
         problems.append(f"{g['rung']}: modelled_l1_time_s {g.get('modelled_l1_time_s')!r}, by hand {want_t}")
+# The L2 level, worked by hand: H100's L2 roof is its assumed 5120 bytes per clock x 1.98 GHz =
+# 10.1376 TB/s; a rung's L2 bytes hold at least its stores (write-through) and at most every
+# sector it moves; the levels model's time is the longest of compute, DRAM, L2 and L1 plus the
+# 3 us launch overhead.
+if prof["key"] == "h100" and prof.get("l2_bytes_per_s") != 5120 * 1.98e9:
+    problems.append(f"h100 l2_bytes_per_s is {prof.get('l2_bytes_per_s')!r}, not 5120 x 1.98e9")
+l2_bw = prof.get("l2_bytes_per_s") or float("inf")
+for g in got["rungs"]:
+    if not (g.get("l2_bytes", -1) <= g["bytes_moved"]):
+        problems.append(f"{g['rung']}: l2_bytes {g.get('l2_bytes')!r} above bytes_moved {g['bytes_moved']}")
+    want_t = max(g["flops"] / prof["fp32_flops"], g["distinct_bytes"] / prof["dram_bytes_per_s"],
+                 g.get("l2_bytes", 0) / l2_bw, g.get("l1_bytes", 0) / l1_bw) + 3e-6 * g["launches"]
+    if abs(g.get("modelled_levels_time_s", 0) - want_t) > 1e-12:
+        problems.append(f"{g['rung']}: modelled_levels_time_s {g.get('modelled_levels_time_s')!r}, by hand {want_t}")
 if len(got["rungs"]) != len(want["rungs"]):
     problems.append(f"{len(got['rungs'])} rungs, the fixture has {len(want['rungs'])}")
 if problems:

@@ -18,6 +18,13 @@ struct LaunchCounters {
   uint64_t global_load_requests = 0, global_load_sectors = 0;
   uint64_t global_store_requests = 0, global_store_sectors = 0;
   uint64_t global_atomic_requests = 0;
+  uint64_t global_atomic_sectors = 0;  // per atomic request, the distinct sectors it touches
+  // What one block's loads would ask of L2 if its L1 kept every sector it had read (the L2 level
+  // of the roofline model, docs/emulator_counters.md): the distinct global sectors each block's
+  // loads touch, summed over the blocks, and the most distinct load bytes any one block touched
+  // (its footprint, which the model checks against the L1 the resident blocks share).
+  uint64_t block_distinct_load_sectors = 0;
+  uint64_t max_block_load_bytes = 0;
   uint64_t shared_load_requests = 0, shared_load_wavefronts = 0;
   uint64_t shared_store_requests = 0, shared_store_wavefronts = 0;
   uint64_t shared_bank_conflicts = 0;

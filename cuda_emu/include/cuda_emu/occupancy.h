@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "cuda_emu/counters.h"
+
 namespace mtemu {
 
 struct DeviceProfile {
@@ -31,6 +33,18 @@ struct DeviceProfile {
   std::size_t l2_bytes;
   std::size_t dram_bytes;
   int sm_clock_khz;  // boost
+  // The L1 data cache and shared memory share one array per SM (what is not carved out as shared
+  // memory caches global loads), and the L2's bandwidth in bytes per clock at the boost clock:
+  // docs/emulator_counters.md, "The roofline's L2 level", gives each figure's source, and says
+  // where NVIDIA publishes none and what the profile assumes instead (l2_published false).
+  std::size_t l1_smem_per_sm;
+  double l2_bytes_per_clk;
+  bool l2_published;
+
+  /// L2 bandwidth (bytes/s): l2_bytes_per_clk at the boost clock.
+  double l2_bytes_per_s() const { return l2_bytes_per_clk * sm_clock_khz * 1e3; }
+  /// L1/shared bandwidth (bytes/s): one 128-byte wavefront (32 banks x 4 bytes) per SM per clock.
+  double l1_bytes_per_s() const { return 128.0 * sms * sm_clock_khz * 1e3; }
 };
 
 /// Every profile, H100 first.
@@ -81,5 +95,40 @@ constexpr double kModelLaunchOverheadS = 3e-6;
 
 RooflineModel roofline_model(const DeviceProfile& p, double flops, double bytes,
                              double overhead_s = kModelLaunchOverheadS);
+
+/// The bytes one launch asks of L2, MODELLED from its exact counters (docs/emulator_counters.md,
+/// "The roofline's L2 level"). L1 is write-through, so every store and atomic sector goes to L2.
+/// A load sector goes to L2 the first time its block reads it, when the L1 holds the block's reuse:
+/// the largest block footprint (max_block_load_bytes) times the blocks one SM holds at once fits
+/// the L1 left beside their shared memory; otherwise every load sector goes (no reuse). Reuse
+/// between blocks that share an SM is not modelled (an upper bound there).
+struct L2Traffic {
+  double load_bytes = 0, store_bytes = 0, atomic_bytes = 0;
+  double bytes = 0;            // the three together
+  int resident_blocks = 0;     // min(blocks_per_sm, ceil(blocks / SMs))
+  double footprint_bytes = 0;  // resident_blocks x max_block_load_bytes
+  double l1_cache_bytes = 0;   // l1_smem_per_sm less the resident blocks' shared memory
+  bool reuse_fits_l1 = false;
+};
+
+/// `o`: the launch's occupancy on `p` (theoretical_occupancy with its threads, registers and
+/// shared memory).
+L2Traffic l2_traffic(const DeviceProfile& p, const LaunchCounters& c, const Occupancy& o);
+
+/// The hierarchical roofline, MODELLED: compute at the FP32 peak and each memory level's bytes at
+/// its bandwidth (DRAM: the datasheet's; L2: l2_bytes_per_s; L1: l1_bytes_per_s); the launch takes
+/// the longest of them plus the launch overhead. `bound` names the longest ("compute", "dram",
+/// "l2", "l1"; the first of equals in that order) or "overhead" where the overhead exceeds it.
+struct RooflineLevels {
+  double flops = 0, dram_bytes = 0, l2_bytes = 0, l1_bytes = 0;
+  double compute_s = 0, dram_s = 0, l2_s = 0, l1_s = 0, overhead_s = 0;
+  double time_s = 0;  // max(compute_s, dram_s, l2_s, l1_s) + overhead_s
+  double gflops = 0;  // flops / time_s / 1e9
+  const char* bound = "";
+};
+
+RooflineLevels roofline_levels(const DeviceProfile& p, double flops, double dram_bytes,
+                               double l2_bytes, double l1_bytes,
+                               double overhead_s = kModelLaunchOverheadS);
 
 }  // namespace mtemu
