@@ -77,10 +77,7 @@ void Adam::plan_step() {
   // per tensor, so the result is that of one adam_step per tensor, bit for bit. Skipping on the
   // device, each tensor's count is read there: the counts do not split the groups, and
   // param_steps_ counts the steps queued (an upper bound of those taken).
-  if (skipping()) {
-    check_skip_device(stepped);
-    t_of.assign(stepped.size(), 0);
-  }
+  if (skipping()) t_of.assign(stepped.size(), 0);
   groups_ = optim_detail::group_for_multi_tensor(params_, stepped, t_of);
   group_args_.clear();
   for (const auto& group : groups_)
@@ -116,6 +113,7 @@ void Adam::step() {
 // (doubling, so rarely) to cover the most steps a parameter can have taken; every group takes
 // the multi-tensor kernel, which reads the flag, its tensors' counts and the table.
 void Adam::step_skippable() {
+  check_skip_device();
   if (!counts_seeded()) seed_counts(param_steps_);
   plan_step();
   int64_t most = 0;

@@ -253,12 +253,11 @@ std::vector<int64_t> Optimizer::read_counts() const {
   return out;
 }
 
-void Optimizer::check_skip_device(const std::vector<std::size_t>& stepped) const {
-  for (std::size_t i : stepped)
-    MT_CHECK_AS(ValueError, params_[i].second->value.device() == found_inf_.device(), name(),
+void Optimizer::check_skip_device() const {
+  for (const auto& [pname, p] : params_)
+    MT_CHECK_AS(ValueError, !p->grad.defined() || p->value.device() == found_inf_.device(), name(),
                 ": skipping on the device's inf flag needs every parameter on its device ",
-                found_inf_.device(), ", but '", params_[i].first, "' is on ",
-                params_[i].second->value.device());
+                found_inf_.device(), ", but '", pname, "' is on ", p->value.device());
 }
 
 void Optimizer::prepare_step() {

@@ -121,8 +121,9 @@ class Optimizer {
   void flip_count(std::size_t i) { count_at_[i] ^= 1; }
   /// Every parameter's count, read back (blocks until the queued steps have run).
   std::vector<int64_t> read_counts() const;
-  /// Checks that `stepped` parameters are on the flag's device (ValueError naming one).
-  void check_skip_device(const std::vector<std::size_t>& stepped) const;
+  /// Checks that every parameter with a gradient is on the flag's device (ValueError naming
+  /// one), before the step changes anything.
+  void check_skip_device() const;
   /// Called when the flag is turned off: the subclass takes its counts back (read_counts()).
   virtual void counts_to_host() {}
   Tensor found_inf_;

@@ -73,10 +73,7 @@ void SGD::plan_step() {
     }
   }
   // Skipping on the device, the device knows a buffer's first step (its count is 0).
-  if (skipping()) {
-    check_skip_device(stepped);
-    first_step.assign(stepped.size(), 0);
-  }
+  if (skipping()) first_step.assign(stepped.size(), 0);
   // Parameters on one device with one dtype take one multi-tensor step (one launch on a GPU for
   // up to 48 tensors); the arithmetic, and so the result, is that of one sgd_step per tensor.
   groups_ = optim_detail::group_for_multi_tensor(params_, stepped, first_step);
@@ -95,6 +92,7 @@ void SGD::step() {
     queue_step();
     return;
   }
+  if (skipping()) check_skip_device();
   if (skipping() && !counts_seeded()) {  // a buffer that exists has taken its first step
     std::vector<int64_t> taken;
     for (const Tensor& b : momentum_) taken.push_back(b.defined() ? 1 : 0);

@@ -24,9 +24,9 @@ namespace minitrain {
 
 /// By-value kernel argument of a skippable step.
 struct SkipArgs {
-  const float* found_inf = nullptr;     ///< a float 0/1 (non-zero: skip)
-  double lr = 0.0;                      ///< Adam: this step's learning rate
-  const double* bias_table = nullptr;   ///< Adam: {1 - beta1^t, 1 - beta2^t} at 2 (t - 1)
+  const float* found_inf = nullptr;    ///< a float 0/1 (non-zero: skip)
+  double lr = 0.0;                     ///< Adam: this step's learning rate
+  const double* bias_table = nullptr;  ///< Adam: {1 - beta1^t, 1 - beta2^t} at 2 (t - 1)
 };
 
 /// The other element of a count pair (float[2], 8-byte aligned): its address's bit 2 says which

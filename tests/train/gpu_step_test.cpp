@@ -10,6 +10,7 @@
 // and after the last (set-up, the final evaluation, the save) is the same in both, so the
 // difference is step n+1 with its log line, progress and evaluations.
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -413,6 +415,7 @@ struct SkipRun {
   std::vector<float> weights;
   std::vector<double> record;  // per step: the scale used, the flag, the scale and tracker after
   std::vector<std::pair<std::string, Tensor>> state;
+  std::map<std::string, std::string> scalars;
 };
 
 // The true (unscaled) gradients of steps 1-4; the scaled ones are these times the step's scale.
@@ -446,7 +449,7 @@ SkipRun run_skipping(const std::string& optimizer, Device device) {
     scaler.update_queued(&slot);
   }
   return {p.value.to(Device::cpu()).to_vector<float>(),
-          record.to(Device::cpu()).to_vector<double>(), opt->state_tensors()};
+          record.to(Device::cpu()).to_vector<double>(), opt->state_tensors(), opt->state_scalars()};
 }
 
 // What torch's non-fused path does: unscale, read the flag, step only when finite.
@@ -498,7 +501,44 @@ TEST(CudaStepCounts, AnInfGradientSkipsTheStepAndBacksTheScaleOffAsTorch) {
     EXPECT_EQ(testing::tensor_bytes(Tensor::from_vector(gpu.weights, {2})),
               testing::tensor_bytes(Tensor::from_vector(cpu.weights, {2})));
     EXPECT_NE(cpu.weights, (std::vector<float>{1.0f, 1.0f}));  // the finite steps were taken
+    // Adam's checkpointed step count is the steps taken (2 of 4), read back from the device.
+    if (std::string(name) != "sgd" && std::string(name) != "rmsprop") {
+      EXPECT_EQ(cpu.scalars.at("w.step"), "2");
+      EXPECT_EQ(gpu.scalars.at("w.step"), "2");
+    }
   }
+}
+
+// What skipping on the device cannot serve is refused by name, not run wrong.
+TEST(CudaStepCounts, SkippingOnTheDeviceRefusesWhatItCannotServe) {
+  if (cuda_device_count() < 1) GTEST_SKIP() << "needs a CUDA device: " << cuda_unavailable_reason();
+  const Device gpu = Device::cuda(0);
+  GradScaler scaler;
+  scaler.keep_on_device(gpu);
+  Parameter p;
+  p.value = Tensor::zeros({2}, DType::Float32, gpu);
+  p.grad = Tensor::zeros({2}, DType::Float32, gpu);
+  EXPECT_THAT(testing::error_message([&] {
+                scaler.unscale({{"w", &p}});
+              }),
+              ::testing::HasSubstr("use unscale_queued"));
+  EXPECT_THAT(testing::error_message([&] { scaler.update(false); }),
+              ::testing::HasSubstr("use update_queued"));
+  Adam capturable({{"w", &p}}, AdamOptions{});
+  capturable.set_capturable(true);
+  EXPECT_THAT(testing::error_message([&] { capturable.set_found_inf(scaler.found_inf()); }),
+              ::testing::HasSubstr("capturable"));
+  // The flag on cuda:0, a parameter on the CPU: the step names it and changes nothing.
+  Parameter host;
+  host.value = Tensor::zeros({2});
+  host.grad = Tensor::from_vector(std::vector<float>{1.0f, 1.0f}, {2});
+  Adam adam({{"w", &host}}, AdamOptions{});
+  adam.set_found_inf(scaler.found_inf());
+  EXPECT_THAT(testing::error_message([&] { adam.step(); }), ::testing::HasSubstr("'w' is on cpu"));
+  // Turned off, the counts come back to the host and the step is the plain one.
+  adam.set_found_inf(Tensor());
+  adam.step();
+  EXPECT_EQ(adam.state_scalars().at("w.step"), "1");
 }
 
 // Note [gpu step reference weights]: tests/fixtures/gpu_step/ holds the weights that 9 steps of
