@@ -22,6 +22,7 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -424,19 +425,28 @@ const float kNaN = std::numeric_limits<float>::quiet_NaN();
 const std::vector<std::vector<float>> kSkipGrads = {
     {kInf, 2.0f}, {0.5f, 0.25f}, {0.25f, 0.5f}, {kNaN, 0.0f}};
 
-SkipRun run_skipping(const std::string& optimizer, Device device) {
-  Parameter p;
-  p.value = Tensor::from_vector(std::vector<float>{1.0f, 1.0f}, {2}, device);
+// lr 0.5 (SGD and RMSprop: momentum 0.5; SGD: dampening 0.5) over the one parameter "w".
+std::unique_ptr<Optimizer> skip_test_optimizer(const std::string& optimizer, Parameter& p) {
   OptimizerConfig oc;
   oc.name = optimizer;
   oc.lr = 0.5;
   if (optimizer == "sgd" || optimizer == "rmsprop") oc.momentum = 0.5;
   if (optimizer == "sgd") oc.dampening = 0.5;
-  auto opt = make_optimizer(oc, {{"w", &p}});
+  return make_optimizer(oc, {{"w", &p}});
+}
+
+GradScaler skip_test_scaler() {
   GradScalerOptions so;
   so.init_scale = 4.0;
   so.growth_interval = 2;
-  GradScaler scaler(so);
+  return GradScaler(so);
+}
+
+SkipRun run_skipping(const std::string& optimizer, Device device) {
+  Parameter p;
+  p.value = Tensor::from_vector(std::vector<float>{1.0f, 1.0f}, {2}, device);
+  auto opt = skip_test_optimizer(optimizer, p);
+  GradScaler scaler = skip_test_scaler();
   scaler.keep_on_device(device);
   opt->set_found_inf(scaler.found_inf());
   Tensor record = Tensor::zeros({4 * kAmpRecordSize}, DType::Float64, device);
@@ -456,16 +466,8 @@ SkipRun run_skipping(const std::string& optimizer, Device device) {
 std::vector<float> run_reading(const std::string& optimizer) {
   Parameter p;
   p.value = Tensor::from_vector(std::vector<float>{1.0f, 1.0f}, {2});
-  OptimizerConfig oc;
-  oc.name = optimizer;
-  oc.lr = 0.5;
-  if (optimizer == "sgd" || optimizer == "rmsprop") oc.momentum = 0.5;
-  if (optimizer == "sgd") oc.dampening = 0.5;
-  auto opt = make_optimizer(oc, {{"w", &p}});
-  GradScalerOptions so;
-  so.init_scale = 4.0;
-  so.growth_interval = 2;
-  GradScaler scaler(so);
+  auto opt = skip_test_optimizer(optimizer, p);
+  GradScaler scaler = skip_test_scaler();
   for (const std::vector<float>& g : kSkipGrads) {
     p.grad = Tensor::from_vector(g, {2});
     scaler.scale_loss_gradient(p.grad, 1.0);
