@@ -3,6 +3,8 @@
 // (kernels/optim/adam_step.h) for a lone parameter. As in torch, each parameter counts its own
 // steps (a parameter skipped for lack of a gradient does not advance its bias correction).
 
+#include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "kernels/optim/adam_step.h"
@@ -74,7 +76,10 @@ void Adam::plan_step() {
   }
   // Parameters on one device with one dtype and one step count take one multi-tensor step (one
   // launch on a GPU for up to 30-36 tensors); the factors are computed once per group exactly as
-  // per tensor, so the result is that of one adam_step per tensor, bit for bit.
+  // per tensor, so the result is that of one adam_step per tensor, bit for bit. Skipping on the
+  // device, each tensor's count is read there: the counts do not split the groups, and
+  // param_steps_ counts the steps queued (an upper bound of those taken).
+  if (skipping()) t_of.assign(stepped.size(), 0);
   groups_ = optim_detail::group_for_multi_tensor(params_, stepped, t_of);
   group_args_.clear();
   for (const auto& group : groups_)
@@ -89,6 +94,10 @@ void Adam::step() {
     queue_step();
     return;
   }
+  if (skipping()) {
+    step_skippable();
+    return;
+  }
   plan_step();
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     const auto& group = groups_[g];
@@ -98,16 +107,57 @@ void Adam::step() {
       adam_step(p.value, p.grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i], group_args_[g]);
       continue;
     }
-    std::vector<Tensor> values, grads, m, v, vmax;
-    for (std::size_t i : group) {
-      values.push_back(params_[i].second->value);
-      grads.push_back(params_[i].second->grad);
-      m.push_back(exp_avg_[i]);
-      v.push_back(exp_avg_sq_[i]);
-      if (options_.amsgrad) vmax.push_back(max_exp_avg_sq_[i]);
-    }
-    adam_step_multi(values, grads, m, v, vmax, group_args_[g]);
+    step_group(g, nullptr, nullptr);
   }
+}
+
+// Note [skip on the device]: the counts start from the host's; the table of 1 - beta^t grows
+// (doubling, so rarely) to cover the most steps a parameter can have taken; every group takes
+// the multi-tensor kernel, which reads the flag, its tensors' counts and the table.
+void Adam::step_skippable() {
+  check_skip_device();
+  if (!counts_seeded()) seed_counts(param_steps_);
+  plan_step();
+  int64_t most = 0;
+  for (int64_t t : param_steps_) most = std::max(most, t);
+  const int64_t have = bias_table_.defined() ? bias_table_.numel() / 2 : 0;
+  if (most > have || bias_table_.device() != found_inf_.device()) {
+    const int64_t size = std::max<int64_t>({64, 2 * have, most});
+    std::vector<double> table;
+    for (int64_t t = 1; t <= size; ++t) {
+      // adam_step_args' arithmetic: 1 - beta ** t in double.
+      table.push_back(1.0 - std::pow(options_.beta1, static_cast<double>(t)));
+      table.push_back(1.0 - std::pow(options_.beta2, static_cast<double>(t)));
+    }
+    bias_table_ = Tensor::from_vector(table, Shape{2 * size}, found_inf_.device());
+  }
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    SkipOnDevice skip;
+    skip.args.found_inf = found_inf_.data<float>();
+    skip.args.lr = lr_;
+    skip.args.bias_table = bias_table_.data<double>();
+    for (std::size_t i : groups_[g]) skip.counts.push_back(count_of(i));
+    step_group(g, nullptr, &skip);
+    for (std::size_t i : groups_[g]) flip_count(i);
+  }
+}
+
+void Adam::step_group(std::size_t g, const void* coeffs_on_device, const SkipOnDevice* skip) {
+  std::vector<Tensor> values, grads, m, v, vmax;
+  for (std::size_t i : groups_[g]) {
+    values.push_back(params_[i].second->value);
+    grads.push_back(params_[i].second->grad);
+    m.push_back(exp_avg_[i]);
+    v.push_back(exp_avg_sq_[i]);
+    if (options_.amsgrad) vmax.push_back(max_exp_avg_sq_[i]);
+  }
+  adam_step_multi(values, grads, m, v, vmax, group_args_[g], coeffs_on_device, skip);
+}
+
+void Adam::counts_to_host() { param_steps_ = read_counts(); }
+
+std::vector<int64_t> Adam::steps_taken() const {
+  return skipping() && counts_seeded() ? read_counts() : param_steps_;
 }
 
 // Note [capturable step] (optim/optimizer.h): the factors of each group, rounded to its element
@@ -139,24 +189,18 @@ void Adam::queue_step() {
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     const auto offset = static_cast<std::size_t>(plan_[at]);
     at += 3 + groups_[g].size() * 6;
-    std::vector<Tensor> values, grads, m, v, vmax;
-    for (std::size_t i : groups_[g]) {
-      values.push_back(params_[i].second->value);
-      grads.push_back(params_[i].second->grad);
-      m.push_back(exp_avg_[i]);
-      v.push_back(exp_avg_sq_[i]);
-      if (options_.amsgrad) vmax.push_back(max_exp_avg_sq_[i]);
-    }
     // One parameter too takes the multi-tensor kernel: the bits are the one-tensor kernel's.
-    adam_step_multi(values, grads, m, v, vmax, group_args_[g], scalars_at(offset));
+    step_group(g, scalars_at(offset), nullptr);
   }
 }
 
 std::vector<std::pair<std::string, Tensor>> Adam::state_tensors() const {
   using optim_detail::host_copy;
   std::vector<std::pair<std::string, Tensor>> out;
+  // A parameter whose every step was skipped has no state, as in torch (its moments are zeros).
+  const std::vector<int64_t> taken = steps_taken();
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    if (!exp_avg_[i].defined()) continue;
+    if (!exp_avg_[i].defined() || taken[i] == 0) continue;
     const std::string& pname = params_[i].first;
     out.emplace_back(pname + "." + kExpAvg, host_copy(exp_avg_[i]));
     out.emplace_back(pname + "." + kExpAvgSq, host_copy(exp_avg_sq_[i]));
@@ -174,8 +218,10 @@ std::map<std::string, std::string> Adam::state_scalars() const {
   s["eps"] = format_double(options_.eps);
   s["weight_decay"] = format_double(*options_.weight_decay);
   s["amsgrad"] = format_bool(options_.amsgrad);
+  const std::vector<int64_t> taken = steps_taken();
   for (std::size_t i = 0; i < params_.size(); ++i)
-    if (exp_avg_[i].defined()) s[params_[i].first + "." + kStep] = format_int(param_steps_[i]);
+    if (exp_avg_[i].defined() && taken[i] > 0)
+      s[params_[i].first + "." + kStep] = format_int(taken[i]);
   return s;
 }
 
@@ -237,6 +283,7 @@ void Adam::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors
   max_exp_avg_sq_ = std::move(slots[2]);
   param_steps_ = std::move(param_steps);
   plan_.clear();
+  counts_ = Tensor();  // skipping on the device: seeded again from these at the next step
 }
 
 }  // namespace minitrain

@@ -210,11 +210,57 @@ void Optimizer::set_lr(double lr) {
 }
 
 void Optimizer::set_capturable(bool on) {
+  MT_CHECK_AS(ValueError, !on || !skipping(), name(),
+              ": a capturable step cannot also skip on the device's inf flag; turn one off");
   MT_CHECK_AS(ValueError, !on || supports_capturable(), name(),
               ": this optimizer has no capturable step (a CUDA graph would replay its first "
               "step's learning rate); use sgd, adam or adamw, or run without the graph");
   capturable_ = on;
   plan_.clear();
+}
+
+void Optimizer::set_found_inf(const Tensor& flag) {
+  if (!flag.defined()) {
+    if (skipping() && counts_seeded()) counts_to_host();
+    found_inf_ = Tensor();
+    counts_ = Tensor();
+    return;
+  }
+  MT_CHECK_AS(ValueError, !capturable_, name(),
+              ": a capturable step cannot also skip on the device's inf flag; turn one off");
+  MT_CHECK_AS(ValueError, flag.dtype() == DType::Float32 && flag.numel() == 1, name(),
+              ": the inf flag must be one float32 value, got ", flag.dtype(), " ", flag.shape());
+  if (skipping() && found_inf_.device() != flag.device() && counts_seeded()) counts_to_host();
+  if (!skipping() || found_inf_.device() != flag.device()) counts_ = Tensor();
+  found_inf_ = flag;
+}
+
+void Optimizer::seed_counts(const std::vector<int64_t>& host) {
+  std::vector<float> pairs;
+  for (int64_t c : host) {
+    pairs.push_back(static_cast<float>(c));
+    pairs.push_back(static_cast<float>(c));
+  }
+  counts_ =
+      Tensor::from_vector(pairs, Shape{static_cast<int64_t>(pairs.size())}, found_inf_.device());
+  count_at_.assign(host.size(), 0);
+}
+
+float* Optimizer::count_of(std::size_t i) { return counts_.data<float>() + 2 * i + count_at_[i]; }
+
+std::vector<int64_t> Optimizer::read_counts() const {
+  const Tensor host = counts_.to(Device::cpu());
+  std::vector<int64_t> out;
+  for (std::size_t i = 0; i < count_at_.size(); ++i)
+    out.push_back(static_cast<int64_t>(host.data<float>()[2 * i + count_at_[i]]));
+  return out;
+}
+
+void Optimizer::check_skip_device() const {
+  for (const auto& [pname, p] : params_)
+    MT_CHECK_AS(ValueError, !p->grad.defined() || p->value.device() == found_inf_.device(), name(),
+                ": skipping on the device's inf flag needs every parameter on its device ",
+                found_inf_.device(), ", but '", pname, "' is on ", p->value.device());
 }
 
 void Optimizer::prepare_step() {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/optim/adam_step.h"
+#include "kernels/optim/multi_tensor_optim.h"
 #include "kernels/optim/rmsprop_step.h"
 #include "kernels/optim/sgd_step.h"
 #include "nn/parameter.h"
@@ -93,6 +94,17 @@ class Optimizer {
   /// under one plan may replay under an equal one and not otherwise.
   const std::vector<int64_t>& step_plan() const noexcept { return plan_; }
 
+  /// Note [skip on the device] (kernels/optim/skip_on_device.h): with a flag (float32 [1] on the
+  /// parameters' device; dynamic loss scaling's found_inf), each step() queues an update that
+  /// the device skips when the flag is non-zero at that point of the queue, as torch's fused
+  /// optimizers do, so the host never reads it. A skipped step does not count: the per-parameter
+  /// counts that Adam's bias corrections and SGD's first momentum step depend on then live on the
+  /// device, and state_scalars()/state_tensors() read them back (a blocking copy; checkpoints).
+  /// An undefined tensor turns it off (the counts come back to the host). ValueError with
+  /// capturable on, or for parameters on several devices (checked at the step).
+  void set_found_inf(const Tensor& flag);
+  const Tensor& found_inf() const noexcept { return found_inf_; }
+
  protected:
   /// The derived constructor starts the rate at its base rate: set_lr_factor({}).
   explicit Optimizer(NamedParameters params);
@@ -116,6 +128,25 @@ class Optimizer {
   bool capturable_ = false;
   std::vector<int64_t> plan_;  // empty: nothing prepared
   Tensor scalars_;             // the capturable step's factors, on the parameters' device
+
+  // Note [skip on the device]: per parameter, a pair of float counts on the flag's device.
+  bool skipping() const noexcept { return found_inf_.defined(); }
+  /// The counts from the host's (`host[i]` steps taken by parameter i), before the next step.
+  void seed_counts(const std::vector<int64_t>& host);
+  bool counts_seeded() const noexcept { return counts_.defined(); }
+  /// Parameter i's current count (device memory), and, after the launch, the other element.
+  float* count_of(std::size_t i);
+  void flip_count(std::size_t i) { count_at_[i] ^= 1; }
+  /// Every parameter's count, read back (blocks until the queued steps have run).
+  std::vector<int64_t> read_counts() const;
+  /// Checks that every parameter with a gradient is on the flag's device (ValueError naming
+  /// one), before the step changes anything.
+  void check_skip_device() const;
+  /// Called when the flag is turned off: the subclass takes its counts back (read_counts()).
+  virtual void counts_to_host() {}
+  Tensor found_inf_;
+  Tensor counts_;                  // float32 [2 * parameters]; undefined: not seeded
+  std::vector<uint8_t> count_at_;  // which element of pair i is current
 };
 
 // Note [one options struct]: every optimizer takes the one OptimizerOptions and reads the
@@ -174,6 +205,7 @@ class SGD final : public Optimizer {
 
  private:
   void plan_step();               // checks, counts, state; fills groups_ and group_args_
+  void counts_to_host() override;
   OptimizerOptions options_;      // weight_decay set (the constructor resolves it)
   std::vector<Tensor> momentum_;  // one per parameter, undefined until the first step
   std::vector<std::vector<std::size_t>> groups_;
@@ -213,9 +245,15 @@ class Adam final : public Optimizer {
   void queue_step() override;
 
  private:
-  void plan_step();           // checks, counts, state; fills groups_ and group_args_
-  OptimizerOptions options_;  // weight_decay set (the constructor resolves it)
+  void plan_step();       // checks, counts, state; fills groups_ and group_args_
+  void step_skippable();  // Note [skip on the device]
+  // One multi-tensor launch (or a few) for groups_[g].
+  void step_group(std::size_t g, const void* coeffs_on_device, const SkipOnDevice* skip);
+  void counts_to_host() override;
+  std::vector<int64_t> steps_taken() const;  // param_steps_, or the device's counts
+  OptimizerOptions options_;                 // weight_decay set (the constructor resolves it)
   bool decoupled_;
+  Tensor bias_table_;  // skipping: {1 - beta1^t, 1 - beta2^t} for t = 1.. on the flag's device
   std::vector<Tensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_;
   std::vector<int64_t> param_steps_;  // torch's per-parameter state['step'] (bias corrections)
   std::vector<std::vector<std::size_t>> groups_;

@@ -80,11 +80,15 @@ void RMSprop::step() {
     queue_step();
     return;
   }
+  if (skipping()) check_skip_device();
   plan_step();
   const RMSpropStepArgs args = step_args(options_, lr_);
+  // Note [skip on the device]: RMSprop counts no steps, so the flag is all the kernel needs.
+  const Tensor* found_inf = skipping() ? &found_inf_ : nullptr;
   for (std::size_t i : stepped_) {
     Parameter& p = *params_[i].second;
-    rmsprop_step(p.value, p.grad, square_avg_[i], grad_avg_[i], momentum_[i], args);
+    rmsprop_step(p.value, p.grad, square_avg_[i], grad_avg_[i], momentum_[i], args, nullptr,
+                 found_inf);
   }
 }
 

@@ -69,9 +69,13 @@ void SGD::plan_step() {
     first_step.push_back(momentum && !momentum_[i].defined());
     if (first_step.back()) {
       // torch: buf = clone(g) at the parameter's first step; the kernel writes it in the pass.
-      momentum_[i] = Tensor::empty(p.value.shape(), p.value.dtype(), p.value.device());
+      // Skipping on the device, that step may be skipped: zeros until one is taken.
+      momentum_[i] = skipping() ? Tensor::zeros(p.value.shape(), p.value.dtype(), p.value.device())
+                                : Tensor::empty(p.value.shape(), p.value.dtype(), p.value.device());
     }
   }
+  // Skipping on the device, the device knows a buffer's first step (its count is 0).
+  if (skipping()) first_step.assign(stepped.size(), 0);
   // Parameters on one device with one dtype take one multi-tensor step (one launch on a GPU for
   // up to 48 tensors); the arithmetic, and so the result, is that of one sgd_step per tensor.
   groups_ = optim_detail::group_for_multi_tensor(params_, stepped, first_step);
@@ -90,10 +94,30 @@ void SGD::step() {
     queue_step();
     return;
   }
+  if (skipping()) check_skip_device();
+  if (skipping() && !counts_seeded()) {  // a buffer that exists has taken its first step
+    std::vector<int64_t> taken;
+    for (const Tensor& b : momentum_) taken.push_back(b.defined() ? 1 : 0);
+    seed_counts(taken);
+  }
   plan_step();
   const bool momentum = options_.momentum != 0.0;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     const auto& group = groups_[g];
+    if (skipping()) {  // Note [skip on the device]: the multi-tensor kernel reads the flag
+      std::vector<Tensor> values, grads, buffers;
+      SkipOnDevice skip;
+      skip.args.found_inf = found_inf_.data<float>();
+      for (std::size_t i : group) {
+        values.push_back(params_[i].second->value);
+        grads.push_back(params_[i].second->grad);
+        if (momentum) buffers.push_back(momentum_[i]);
+        skip.counts.push_back(count_of(i));
+      }
+      sgd_step_multi(values, grads, buffers, group_args_[g], nullptr, &skip);
+      for (std::size_t i : group) flip_count(i);
+      continue;
+    }
     if (group.size() == 1) {
       Parameter& p = *params_[group.front()].second;
       sgd_step(p.value, p.grad, momentum_[group.front()], group_args_[g]);
@@ -107,6 +131,13 @@ void SGD::step() {
     }
     sgd_step_multi(values, grads, buffers, group_args_[g]);
   }
+}
+
+// A buffer whose every step was skipped was never created, as in torch.
+void SGD::counts_to_host() {
+  const std::vector<int64_t> taken = read_counts();
+  for (std::size_t i = 0; i < momentum_.size(); ++i)
+    if (taken[i] == 0) momentum_[i] = Tensor();
 }
 
 // Note [capturable step] (optim/optimizer.h), as Adam::prepare_step.
@@ -150,8 +181,11 @@ void SGD::queue_step() {
 
 std::vector<std::pair<std::string, Tensor>> SGD::state_tensors() const {
   std::vector<std::pair<std::string, Tensor>> out;
+  // Skipping on the device, a buffer whose every step was skipped does not exist yet (torch).
+  const std::vector<int64_t> taken =
+      skipping() && counts_seeded() ? read_counts() : std::vector<int64_t>(params_.size(), 1);
   for (std::size_t i = 0; i < params_.size(); ++i)
-    if (momentum_[i].defined())
+    if (momentum_[i].defined() && taken[i] > 0)
       out.emplace_back(params_[i].first + "." + kMomentumSlot,
                        optim_detail::host_copy(momentum_[i]));
   return out;
@@ -196,6 +230,7 @@ void SGD::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
   steps_ = steps;
   momentum_ = std::move(buffers);
   plan_.clear();
+  counts_ = Tensor();  // skipping on the device: seeded again from the buffers loaded
 }
 
 }  // namespace minitrain

@@ -27,6 +27,7 @@ void DeviceTotals::begin_step(int64_t batches) {
   MT_CHECK_AS(ValueError, batches >= 1, "DeviceTotals: a step has >= 1 batches, got ", batches);
   batches_.push_back(batches);
   has_norm_.push_back(false);
+  has_record_.push_back(false);
   ++used_;
 }
 
@@ -65,6 +66,12 @@ void DeviceTotals::add_grad_sum_sq(const Tensor& sum_sq) {
   has_norm_[static_cast<std::size_t>(used_ - 1)] = true;
 }
 
+Tensor DeviceTotals::scaler_record() {
+  MT_CHECK(used_ > 0, "DeviceTotals::scaler_record: no step is open (begin_step first)");
+  has_record_[static_cast<std::size_t>(used_ - 1)] = true;
+  return slots_.narrow((used_ - 1) * kFields + kRecord, kFields - kRecord);
+}
+
 std::vector<StepTotals> DeviceTotals::read() {
   std::vector<StepTotals> out;
   if (used_ == 0) return out;
@@ -85,6 +92,13 @@ std::vector<StepTotals> DeviceTotals::read() {
     t.loss = t.loss_sum / static_cast<double>(batches_[static_cast<std::size_t>(i)]);
     // As PendingGradNorm::read: sqrt(0.0 + sum of squares).
     if (has_norm_[static_cast<std::size_t>(i)]) t.grad_norm = std::sqrt(v[i * kFields + 1]);
+    if (has_record_[static_cast<std::size_t>(i)]) {
+      const double* r = v + i * kFields + kRecord;
+      t.scaled = true;
+      t.loss_scale = r[0];
+      t.skipped = r[1] != 0.0;
+      t.scale_after = r[2];
+    }
     out.push_back(t);
   }
   Tensor used = slots_.narrow(0, n);
@@ -92,6 +106,7 @@ std::vector<StepTotals> DeviceTotals::read() {
   used_ = 0;
   batches_.clear();
   has_norm_.clear();
+  has_record_.clear();
   return out;
 }
 

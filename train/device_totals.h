@@ -19,6 +19,11 @@ struct StepTotals {
   double loss = 0.0;        ///< the mean of its batches' losses (their float64 sum / batches)
   double loss_sum = 0.0;    ///< that float64 sum (ddp adds it over the ranks)
   double grad_norm = -1.0;  ///< sqrt of the gradients' sum of squares; < 0: none was added
+  /// The loss scaler's record of the step (GradScaler::update_queued), when one was written:
+  bool scaled = false;
+  double loss_scale = 0.0;   ///< the scale the step used
+  bool skipped = false;      ///< its gradients overflowed: the optimizer skipped it
+  double scale_after = 0.0;  ///< the scale for the next step
 };
 
 /// Device-side running totals, one slot per step not read yet. Each slot is float64 in device
@@ -41,6 +46,10 @@ class DeviceTotals {
   void add_loss(const Tensor& loss);
   /// Adds a 0-d float64 sum of squares on device() to the open slot's gradient total (queued).
   void add_grad_sum_sq(const Tensor& sum_sq);
+  /// The open slot's loss-scaler record, float64 [4] on device() (kernels/optim/amp_math.h's
+  /// kAmpRecordSize: scale used, flag, scale and tracker after), for GradScaler::update_queued to
+  /// write; read() reports it.
+  Tensor scaler_record();
   int64_t pending() const noexcept { return used_; }
   bool full() const noexcept { return used_ == capacity_; }
   /// The totals of every step opened since the last read, oldest first, and empties the slots:
@@ -48,7 +57,9 @@ class DeviceTotals {
   std::vector<StepTotals> read();
 
  private:
-  static constexpr int64_t kFields = 2;  // loss sum, gradient sum of squares
+  // loss sum, gradient sum of squares, then the scaler's record (4)
+  static constexpr int64_t kFields = 6;
+  static constexpr int64_t kRecord = 2;  // the record's first field
   Tensor field(int64_t slot, int64_t f) const { return slots_.narrow(slot * kFields + f, 1); }
 
   Device device_;
@@ -56,6 +67,7 @@ class DeviceTotals {
   int64_t used_ = 0;
   std::vector<int64_t> batches_;  // per open slot: the loss's divisor
   std::vector<bool> has_norm_;    // per open slot: a sum of squares was added
+  std::vector<bool> has_record_;  // per open slot: the scaler's record was handed out
   Tensor slots_;                  // [capacity * kFields] float64 on device_, zero when unused
   Tensor widened_;                // [1] float64 on device_: a float32 loss, widened
   Tensor host_;                   // [capacity * kFields] float64, pinned on a GPU

@@ -112,6 +112,19 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, DataLoader& loader, Traine
   MT_CHECK_AS(ValueError, sync_->world_size() >= 1, "Trainer: world_size must be >= 1, got ",
               sync_->world_size());
   if (options_.loss_scaling) scaler_.emplace(*options_.loss_scaling);
+  // One process with every parameter on one GPU: the scaler stays on the device, the optimizer
+  // skips on its flag there, and nothing is read inside the step (issue 35). With ranks the skip
+  // must be agreed (any_rank_overflowed), and on the CPU a read is free: the host decides.
+  if (scaler_ && device_.is_cuda() && sync_->world_size() == 1) {
+    bool one_device = true;
+    for (const auto& [name, p] : model_.named_parameters())
+      one_device = one_device && p->value.device() == device_;
+    if (one_device) {
+      scaler_->keep_on_device(device_);
+      optimizer_.set_found_inf(scaler_->found_inf());
+      scale_read_ = scaler_->scale();
+    }
+  }
   if (options_.cuda_graph) {
     const std::string why = graph_unsupported(options_, optimizer_, device_);
     MT_CHECK_AS(ValueError, why.empty(), "Trainer: cuda_graph: the step cannot be captured: ", why);
@@ -245,6 +258,7 @@ void Trainer::resume(const std::string& path) {
       if (value.is_string()) state[key] = value.get<std::string>();
     scaler_->load_state(state);
     skipped_steps_ = meta_int(state, "skipped_steps", 0);
+    scale_read_ = scaler_->scale();
   }
   const auto v = meta.find("validation");
   if (options_.validate && v != meta.end()) {
@@ -307,6 +321,14 @@ bool Trainer::evaluate(StepStats& s) {
 
 bool Trainer::unscale_gradients(StepStats& s) {
   if (!scaler_) return true;
+  if (scaler_->kept_on_device()) {
+    // The flag stays on the device: the optimizer skips on it, the scale's update runs there,
+    // and the scale, the flag and the skip are read later with the loss (read_unreported).
+    scaler_->unscale_queued(model_.named_parameters());
+    Tensor record = totals_->scaler_record();
+    scaler_->update_queued(&record);
+    return true;
+  }
   s.loss_scale = scaler_->scale();
   // Under ddp the gradients were all-reduced, so an overflow on one rank is an inf on all. Local
   // SGD keeps them local: the ranks then agree on skipping (ReplicaSync::any_rank_overflowed).
@@ -349,12 +371,7 @@ StepStats Trainer::train_step() {
     if (take) norm = clip_gradients();
     if (take) optimizer_.step();
     if (norm) record_grad_norm(*norm, s);
-    // Local SGD averages the replicas here when the weights are read after this step.
-    sync_->after_update({s.step, s.step == options_.total_steps,
-                         checkpoint_due(s.step, stop_agreed_), evaluation_due(s)});
-    // No device synchronize here (issue 35): the update stays queued while the host prepares
-    // the next step.
-    step_ = s.step;
+    end_update(s);
   }
   record_step_time(s, start, cpu_start);
   return s;
@@ -373,17 +390,12 @@ StepStats Trainer::graph_train_step() {
   // The replayed loss is the graph's tensor, overwritten by the next replay: this stream waits for
   // the step (GraphStep joins it) and the next replay waits for this add (GraphStep forks from
   // here), so the add reads this step's value.
-  if (!totals_) totals_.emplace(r.loss.device());
-  totals_->begin_step(1);
+  open_totals(r.loss, 0, 1);
   totals_->add_loss(r.loss);
-  s.samples = batch.x.size(0);
-  samples_seen_ += s.samples;
-  ++batches_seen_;
+  count_batch(batch, s);
   end_batches(s, batches_before);
   if (options_.clip_grad_norm > 0) record_grad_norm(r.grad_norm, s);
-  sync_->after_update({s.step, s.step == options_.total_steps, checkpoint_due(s.step, stop_agreed_),
-                       evaluation_due(s)});
-  step_ = s.step;
+  end_update(s);
   record_step_time(s, start, cpu_start);
   return s;
 }
@@ -423,8 +435,7 @@ void Trainer::forward_loss_backward(const Batch& batch, int64_t b, int64_t batch
   // loss: its value joins the step's device-side total (read later), its gradient goes back
   Tensor grad;
   const Tensor loss = loss_->forward_backward(pred, target, grad);
-  if (!totals_) totals_.emplace(loss.device());
-  if (b == 0) totals_->begin_step(batches);
+  open_totals(loss, b, batches);
   const bool classifier = loss_->target_kind() == TargetKind::ClassIndices;
   ClassCounts c;
   if (classifier) {
@@ -451,16 +462,39 @@ void Trainer::forward_loss_backward(const Batch& batch, int64_t b, int64_t batch
 
   // backward: 1/batches as dividing the loss in torch; times the loss scale (a power of two:
   // exact)
-  const double factor = (scaler_ ? scaler_->scale() : 1.0) / static_cast<double>(batches);
-  if (factor != 1.0) scale(grad, grad, factor);
+  if (scaler_) {
+    scaler_->scale_loss_gradient(grad, static_cast<double>(batches));
+  } else if (batches != 1) {
+    scale(grad, grad, 1.0 / static_cast<double>(batches));
+  }
   sync_->before_backward(b == batches - 1);
   model_.backward(out.dtype() == grad.dtype() ? grad : cast(grad, out.dtype()));
 
+  count_batch(batch, s);
+}
+
+// ---- the bookkeeping both steps (eager and graph) share ----
+
+void Trainer::open_totals(const Tensor& loss, int64_t b, int64_t batches) {
+  if (!totals_) totals_.emplace(loss.device());
+  if (b == 0) totals_->begin_step(batches);
+}
+
+void Trainer::count_batch(const Batch& batch, StepStats& s) {
   // Every rank's batch has this many rows (the sampler gives each rank the same count).
   const int64_t rows = batch.x.size(0) * sync_->world_size();
   s.samples += rows;
   samples_seen_ += rows;
   ++batches_seen_;
+}
+
+void Trainer::end_update(const StepStats& s) {
+  // Local SGD averages the replicas here when the weights are read after this step.
+  sync_->after_update({s.step, s.step == options_.total_steps, checkpoint_due(s.step, stop_agreed_),
+                       evaluation_due(s)});
+  // No device synchronize here (issue 35): the update stays queued while the host prepares the
+  // next step.
+  step_ = s.step;
 }
 
 void Trainer::end_batches(StepStats& s, int64_t batches_before) {
@@ -544,7 +578,15 @@ void Trainer::read_unreported() {
   for (std::size_t i = 0; i < t.size(); ++i) {
     StepStats& s = unreported_[first + i];
     s.loss = t[i].loss;
-    if (t[i].grad_norm >= 0) s.grad_norm = t[i].grad_norm;
+    if (t[i].scaled) {  // the scaler kept on the device: its record of the step
+      s.loss_scale = t[i].loss_scale;
+      s.skipped = t[i].skipped;
+      if (s.skipped) ++skipped_steps_;
+      scale_read_ = t[i].scale_after;
+    }
+    if (scaler_ && scaler_->kept_on_device()) s.skipped_steps = skipped_steps_;
+    // A skipped step is not clipped on the host path either: its norm (inf or NaN) is not shown.
+    if (t[i].grad_norm >= 0 && !s.skipped) s.grad_norm = t[i].grad_norm;
   }
 }
 
@@ -606,7 +648,7 @@ bool Trainer::report_step(StepStats& s, bool newest, TrainSummary& summary, RunM
   summary.epoch_loss = means.loss_sum / static_cast<double>(means.steps);
   summary.epoch_accuracy = means.accuracy_sum / static_cast<double>(means.steps);
   if (s.val) summary.last_val = s.val;
-  if (scaler_) summary.loss_scale = scaler_->scale();
+  if (scaler_) summary.loss_scale = scaler_->kept_on_device() ? scale_read_ : scaler_->scale();
   summary.skipped_steps = s.skipped_steps;
   summary.nothing_counted_steps += s.nothing_counted ? 1 : 0;
   if (options_.on_step) options_.on_step(s);

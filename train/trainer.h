@@ -188,6 +188,11 @@ class Trainer {
   void forward_loss_backward(const Batch& batch, int64_t b, int64_t batches,
                              std::vector<double>& counts, StepStats& s);
   void end_batches(StepStats& s, int64_t batches_before);  // epoch end, stop request
+  // Shared by train_step and graph_train_step: the step's device totals slot (opened at batch 0),
+  // a batch's rows counted, and the end of an update (ddp/local-SGD hook, step_ advanced).
+  void open_totals(const Tensor& loss, int64_t b, int64_t batches);
+  void count_batch(const Batch& batch, StepStats& s);
+  void end_update(const StepStats& s);
   bool read_in_step() const;  // whether the step reads its loss before its update
   void read_loss_now(StepStats& s, std::vector<double>& counts);
   // classifiers: accuracy, and the loss over the batches with a row to count (issue 30)
@@ -229,6 +234,7 @@ class Trainer {
   bool stop_agreed_ = false;  // the last step's stop decision, alike on every rank
   std::optional<GradScaler> scaler_;
   int64_t skipped_steps_ = 0;  // steps skipped for inf/NaN gradients, over the whole run
+  double scale_read_ = 0.0;    // the scaler kept on the device: its scale as last read
   std::shared_ptr<Loss> loss_;
   // The steps' losses (and clipping norms) on the device, and the steps not reported yet.
   std::optional<DeviceTotals> totals_;

@@ -1,6 +1,8 @@
 #pragma once
 // Per-element math of dynamic loss scaling, shared by the CPU loop and the CUDA kernel.
 
+#include <cstdint>
+
 #include "core/half.h"
 #include "core/host_device.h"
 
@@ -14,6 +16,46 @@ MT_HOST_DEVICE bool unscale_element(float& g, float inv_scale) {
   const bool bad = (half_detail::float_bits(g) & 0x7F800000u) == 0x7F800000u;
   g *= inv_scale;
   return bad;
+}
+
+/// The scaler's state on a device: float32 [kAmpStateSize] = {scale, growth tracker}. The tracker
+/// counts finite steps in a row (< growth_interval, exact in float32 below 2^24).
+constexpr int kAmpStateSize = 2;
+/// What a step's update records for the host to read later (float64): the scale the step used,
+/// its inf flag (0/1), the scale and tracker after the update.
+constexpr int kAmpRecordSize = 4;
+
+/// torch's _amp_update_scale_ on one state: an overflow backs off (scale * backoff, the tracker
+/// restarts); otherwise the tracker grows, and at growth_interval the scale grows unless that
+/// overflows float32. The products are in double, then rounded (torch's float * double).
+MT_HOST_DEVICE void amp_update_scale_one(float* state, const float* found_inf, double growth,
+                                         double backoff, int64_t growth_interval, double* record) {
+  const float used = state[0];
+  const bool found = *found_inf != 0.0f;
+  if (found) {
+    state[0] = static_cast<float>(static_cast<double>(used) * backoff);
+    state[1] = 0.0f;
+  } else {
+    const float tracker = state[1] + 1.0f;
+    if (static_cast<int64_t>(tracker) == growth_interval) {
+      const float grown = static_cast<float>(static_cast<double>(used) * growth);
+      if ((half_detail::float_bits(grown) & 0x7F800000u) != 0x7F800000u) state[0] = grown;
+      state[1] = 0.0f;
+    } else {
+      state[1] = tracker;
+    }
+  }
+  if (record != nullptr) {
+    record[0] = used;
+    record[1] = found ? 1.0 : 0.0;
+    record[2] = state[0];
+    record[3] = state[1];
+  }
+}
+
+/// 1/scale as torch computes it (scale.double().reciprocal().float()).
+MT_HOST_DEVICE float amp_inv_scale(float scale) {
+  return static_cast<float>(1.0 / static_cast<double>(scale));
 }
 
 }  // namespace minitrain

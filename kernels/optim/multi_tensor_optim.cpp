@@ -69,6 +69,16 @@ TensorTable<T> table_of(std::initializer_list<const std::vector<Tensor>*> lists,
   return t;
 }
 
+void check_skip(const char* op, std::size_t n, const void* coeffs_on_device,
+                const SkipOnDevice* skip) {
+  if (skip == nullptr) return;
+  MT_CHECK_AS(ValueError, skip->args.found_inf != nullptr && skip->counts.size() == n, op,
+              ": a skippable step needs the inf flag and one count per tensor (", n, "), got ",
+              skip->counts.size());
+  MT_CHECK_AS(ValueError, coeffs_on_device == nullptr, op,
+              ": a skippable step computes its factors itself; pass no coeffs_on_device");
+}
+
 void check_coeffs_on_device(const char* op, const Device& device, const void* coeffs_on_device) {
   MT_CHECK_AS(DeviceError, coeffs_on_device == nullptr || device.is_cuda(), op,
               ": step factors in device memory need parameters on a CUDA device, not ", device,
@@ -79,33 +89,57 @@ void check_coeffs_on_device(const char* op, const Device& device, const void* co
 
 // ---- CPU ----
 
+// With `skip` (Note [skip on the device]): the chunk starting a tensor writes its next count;
+// every chunk reads the current one, so all of a tensor's chunks agree.
+
 template <typename T>
-void sgd_step_multi_cpu(const TensorTable<T>& t, const SGDStepArgs& args) {
+void sgd_step_multi_cpu(const TensorTable<T>& t, const SGDStepArgs& args,
+                        const SkipOnDevice* skip) {
   for_each_chunk(t, [&](const Chunk& c) {
     const auto& p = t.ptrs[c.tensor];
-    sgd_step_cpu<T>(p[0] + c.begin, p[1] + c.begin, at(p[2], c.begin), c.len, args);
+    SGDStepArgs a = args;
+    if (skip != nullptr) {
+      const int64_t taken = take_counted_step(skip->args, skip->counts[c.tensor], c.begin == 0);
+      if (taken < 0) return;
+      a.first_step = taken == 0;
+    }
+    sgd_step_cpu<T>(p[0] + c.begin, p[1] + c.begin, at(p[2], c.begin), c.len, a);
   });
 }
 
 template <typename T>
-void adam_step_multi_cpu(const TensorTable<T>& t, const AdamStepArgs& args) {
+void adam_step_multi_cpu(const TensorTable<T>& t, const AdamStepArgs& args,
+                         const SkipOnDevice* skip) {
   for_each_chunk(t, [&](const Chunk& c) {
     const auto& p = t.ptrs[c.tensor];
+    AdamStepArgs a = args;
+    if (skip != nullptr) {
+      const int64_t taken = take_counted_step(skip->args, skip->counts[c.tensor], c.begin == 0);
+      if (taken < 0) return;
+      // The double factors of step taken + 1 (adam_factors_at's arithmetic, rounded by
+      // adam_coeffs in the one-tensor loop).
+      a.step_size = skip->args.lr / skip->args.bias_table[2 * taken];
+      a.bias_correction2_sqrt = optmath::sqrt(skip->args.bias_table[2 * taken + 1]);
+    }
     adam_step_cpu<T>(p[0] + c.begin, p[1] + c.begin, p[2] + c.begin, p[3] + c.begin,
-                     at(p[4], c.begin), c.len, args);
+                     at(p[4], c.begin), c.len, a);
   });
 }
 
-template void sgd_step_multi_cpu<float>(const TensorTable<float>&, const SGDStepArgs&);
-template void sgd_step_multi_cpu<double>(const TensorTable<double>&, const SGDStepArgs&);
-template void adam_step_multi_cpu<float>(const TensorTable<float>&, const AdamStepArgs&);
-template void adam_step_multi_cpu<double>(const TensorTable<double>&, const AdamStepArgs&);
+template void sgd_step_multi_cpu<float>(const TensorTable<float>&, const SGDStepArgs&,
+                                        const SkipOnDevice*);
+template void sgd_step_multi_cpu<double>(const TensorTable<double>&, const SGDStepArgs&,
+                                         const SkipOnDevice*);
+template void adam_step_multi_cpu<float>(const TensorTable<float>&, const AdamStepArgs&,
+                                         const SkipOnDevice*);
+template void adam_step_multi_cpu<double>(const TensorTable<double>&, const AdamStepArgs&,
+                                          const SkipOnDevice*);
 
 // ---- entry points ----
 
 void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                     std::vector<Tensor>& momentum_bufs, const SGDStepArgs& args,
-                    const void* coeffs_on_device) {
+                    const void* coeffs_on_device, const SkipOnDevice* skip) {
   const char* op = "sgd_step_multi";
   const std::size_t n = params.size();
   if (n == 0) return;
@@ -130,13 +164,14 @@ void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grad
   }
   const Device device = params[0].device();
   check_coeffs_on_device(op, device, coeffs_on_device);
+  check_skip(op, n, coeffs_on_device, skip);
   dispatch_float(params[0].dtype(), [&](auto zero) {
     using T = decltype(zero);
     const TensorTable<T> t = table_of<T>({&params, &grads, momentum ? &momentum_bufs : nullptr}, n);
     on_device(
-        op, device, [&] { sgd_step_multi_cpu<T>(t, args); },
+        op, device, [&] { sgd_step_multi_cpu<T>(t, args, skip); },
         [&](auto stream) {
-          sgd_step_multi_cuda<T>(t, args, static_cast<const SgdCoeffs<T>*>(coeffs_on_device),
+          sgd_step_multi_cuda<T>(t, args, static_cast<const SgdCoeffs<T>*>(coeffs_on_device), skip,
                                  stream);
         });
   });
@@ -145,7 +180,7 @@ void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grad
 void adam_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                      std::vector<Tensor>& exp_avgs, std::vector<Tensor>& exp_avg_sqs,
                      std::vector<Tensor>& max_exp_avg_sqs, const AdamStepArgs& args,
-                     const void* coeffs_on_device) {
+                     const void* coeffs_on_device, const SkipOnDevice* skip) {
   const char* op = "adam_step_multi";
   const std::size_t n = params.size();
   if (n == 0) return;
@@ -171,15 +206,18 @@ void adam_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& gra
   }
   const Device device = params[0].device();
   check_coeffs_on_device(op, device, coeffs_on_device);
+  check_skip(op, n, coeffs_on_device, skip);
+  MT_CHECK_AS(ValueError, skip == nullptr || skip->args.bias_table != nullptr, op,
+              ": a skippable Adam step needs the bias-correction table");
   dispatch_float(params[0].dtype(), [&](auto zero) {
     using T = decltype(zero);
     const TensorTable<T> t = table_of<T>(
         {&params, &grads, &exp_avgs, &exp_avg_sqs, args.amsgrad ? &max_exp_avg_sqs : nullptr}, n);
     on_device(
-        op, device, [&] { adam_step_multi_cpu<T>(t, args); },
+        op, device, [&] { adam_step_multi_cpu<T>(t, args, skip); },
         [&](auto stream) {
           adam_step_multi_cuda<T>(t, args, static_cast<const AdamCoeffs<T>*>(coeffs_on_device),
-                                  stream);
+                                  skip, stream);
         });
   });
 }

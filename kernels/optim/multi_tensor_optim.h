@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "kernels/optim/adam_step.h"
 #include "kernels/optim/sgd_step.h"
+#include "kernels/optim/skip_on_device.h"
 
 struct CUstream_st;
 
@@ -32,6 +33,14 @@ namespace minitrain {
 // by-value launch. (torch's capturable Adam computes the bias corrections on the device instead,
 // from a step count there; CUDA's pow may then differ from the host's in the last bit.)
 
+/// A step that the device skips when an inf flag is set: Note [skip on the device]
+/// (kernels/optim/skip_on_device.h). `counts[k]` points at tensor k's current count of steps taken
+/// (one element of its float pair, host memory on the CPU, device memory on a GPU).
+struct SkipOnDevice {
+  SkipArgs args;
+  std::vector<float*> counts;
+};
+
 /// sgd_step(params[k], grads[k], momentum_bufs[k], args) for every k, in one pass. momentum_bufs
 /// has params.size() entries with momentum and may be empty without. Every operand is checked
 /// (one device, one dtype, matching shapes) before any is written; errors name the index.
@@ -39,17 +48,22 @@ namespace minitrain {
 /// parameters' type) the kernels read lr, weight decay, momentum and dampening there, and of
 /// `args` only the variant (which terms exist, first step, nesterov): Note [step scalars on the
 /// device]. It must be null on the CPU.
+/// With `skip` the pass does nothing when *skip->args.found_inf is set, and a tensor whose count
+/// is 0 takes the buffer's first step (buf = g) whatever args.first_step says.
 void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                     std::vector<Tensor>& momentum_bufs, const SGDStepArgs& args,
-                    const void* coeffs_on_device = nullptr);
+                    const void* coeffs_on_device = nullptr, const SkipOnDevice* skip = nullptr);
 
 /// adam_step(params[k], grads[k], exp_avgs[k], exp_avg_sqs[k], max_exp_avg_sqs[k], args) for
 /// every k, in one pass. max_exp_avg_sqs has params.size() entries with amsgrad and may be empty
 /// without. `coeffs_on_device`: an AdamCoeffs<T> in device memory, as for sgd_step_multi.
+/// With `skip` the pass does nothing when the flag is set, and tensor k's step_size and
+/// sqrt(1 - beta2^t) are those of t = its count + 1 (skip->args.lr and bias_table), not args'.
+/// `skip` excludes `coeffs_on_device`.
 void adam_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                      std::vector<Tensor>& exp_avgs, std::vector<Tensor>& exp_avg_sqs,
                      std::vector<Tensor>& max_exp_avg_sqs, const AdamStepArgs& args,
-                     const void* coeffs_on_device = nullptr);
+                     const void* coeffs_on_device = nullptr, const SkipOnDevice* skip = nullptr);
 
 /// Bytes stored into `dst` (a tensor of `dst.nbytes() >= bytes.size()`) at byte 0, queued on the
 /// device's current stream as kernel launches that carry the bytes as their argument (one launch
@@ -68,16 +82,21 @@ struct TensorTable {
   std::vector<int64_t> sizes;
 };
 
+/// `skip` may be null (no skipping).
 template <typename T>
-void sgd_step_multi_cpu(const TensorTable<T>& t, const SGDStepArgs& args);
+void sgd_step_multi_cpu(const TensorTable<T>& t, const SGDStepArgs& args,
+                        const SkipOnDevice* skip = nullptr);
 template <typename T>
-void adam_step_multi_cpu(const TensorTable<T>& t, const AdamStepArgs& args);
+void adam_step_multi_cpu(const TensorTable<T>& t, const AdamStepArgs& args,
+                         const SkipOnDevice* skip = nullptr);
 template <typename T>
 void sgd_step_multi_cuda(const TensorTable<T>& t, const SGDStepArgs& args,
-                         const SgdCoeffs<T>* coeffs_on_device, CUstream_st* stream);
+                         const SgdCoeffs<T>* coeffs_on_device, const SkipOnDevice* skip,
+                         CUstream_st* stream);
 template <typename T>
 void adam_step_multi_cuda(const TensorTable<T>& t, const AdamStepArgs& args,
-                          const AdamCoeffs<T>* coeffs_on_device, CUstream_st* stream);
+                          const AdamCoeffs<T>* coeffs_on_device, const SkipOnDevice* skip,
+                          CUstream_st* stream);
 void store_step_scalars_cuda(unsigned char* dst, const unsigned char* bytes, std::size_t n,
                              CUstream_st* stream);
 

@@ -43,7 +43,8 @@ template void rmsprop_step_cpu<double>(double*, const double*, double*, double*,
 // ---- entry point ----
 
 void rmsprop_step(Tensor& param, const Tensor& grad, Tensor& square_avg, Tensor& grad_avg,
-                  Tensor& momentum_buf, const RMSpropStepArgs& args, const void* coeffs_on_device) {
+                  Tensor& momentum_buf, const RMSpropStepArgs& args, const void* coeffs_on_device,
+                  const Tensor* found_inf) {
   MT_CHECK_AS(DeviceError, coeffs_on_device == nullptr || param.device().is_cuda(),
               "rmsprop_step: step factors in device memory need a parameter on a CUDA device, "
               "not ",
@@ -57,21 +58,29 @@ void rmsprop_step(Tensor& param, const Tensor& grad, Tensor& square_avg, Tensor&
     check_compatible("rmsprop_step", {{"param", param}, o});
     check_same_shape("rmsprop_step", {{"param", param}, o});
   }
+  if (found_inf != nullptr)
+    MT_CHECK_AS(DeviceError,
+                found_inf->defined() && found_inf->dtype() == DType::Float32 &&
+                    found_inf->device() == param.device(),
+                "rmsprop_step: the inf flag must be a float32 tensor on the parameter's device ",
+                param.device());
+  const float* skip_flag = found_inf != nullptr ? found_inf->data<float>() : nullptr;
   const int64_t n = param.numel();
   dispatch_op(
       "rmsprop_step", param.device(), param.dtype(),
       [&](auto zero) {
         using T = decltype(zero);
+        if (skip_flag != nullptr && *skip_flag != 0.0f) return;  // the kernel's early return
         rmsprop_step_cpu<T>(param.data<T>(), grad.data<T>(), square_avg.data<T>(),
                             centered ? grad_avg.data<T>() : nullptr,
                             momentum ? momentum_buf.data<T>() : nullptr, n, args);
       },
       [&](auto zero, auto stream) {
         using T = decltype(zero);
-        rmsprop_step_cuda<T>(param.data<T>(), grad.data<T>(), square_avg.data<T>(),
-                             centered ? grad_avg.data<T>() : nullptr,
-                             momentum ? momentum_buf.data<T>() : nullptr, n, args,
-                             static_cast<const RmspropCoeffs<T>*>(coeffs_on_device), stream);
+        rmsprop_step_cuda<T>(
+            param.data<T>(), grad.data<T>(), square_avg.data<T>(),
+            centered ? grad_avg.data<T>() : nullptr, momentum ? momentum_buf.data<T>() : nullptr, n,
+            args, static_cast<const RmspropCoeffs<T>*>(coeffs_on_device), skip_flag, stream);
       });
 }
 

@@ -15,7 +15,11 @@ __global__ void rmsprop_step_vec4_kernel(T* __restrict__ param, const T* __restr
                                          T* __restrict__ square_avg, T* __restrict__ grad_avg,
                                          T* __restrict__ momentum_buf, int64_t n,
                                          RmspropCoeffs<T> by_value,
-                                         const RmspropCoeffs<T>* on_device) {
+                                         const RmspropCoeffs<T>* on_device,
+                                         const float* found_inf) {
+  // found_inf, when not null, is the loss scaler's overflow flag: set, the step is skipped
+  // (Note [skip on the device] in kernels/optim/skip_on_device.h).
+  if (found_inf != nullptr && *found_inf != 0.0f) return;
   // on_device, when not null, holds this step's factors (Note [step scalars on the device] in
   // multi_tensor_optim.h) and replaces by_value, which a replayed graph would repeat.
   const RmspropCoeffs<T> c = on_device != nullptr ? *on_device : by_value;
@@ -57,23 +61,24 @@ __global__ void rmsprop_step_vec4_kernel(T* __restrict__ param, const T* __restr
 template <typename T>
 void rmsprop_step_cuda(T* param, const T* grad, T* square_avg, T* grad_avg, T* momentum_buf,
                        int64_t n, const RMSpropStepArgs& args,
-                       const RmspropCoeffs<T>* coeffs_on_device, CUstream_st* stream) {
+                       const RmspropCoeffs<T>* coeffs_on_device, const float* found_inf,
+                       CUstream_st* stream) {
   if (n == 0) return;
   const RmspropCoeffs<T> c = rmsprop_coeffs<T>(args);
   const int64_t work = (n + Pack<T>::kSize - 1) / Pack<T>::kSize;
   dispatch_rmsprop_variant(args, [&](auto variant) {
     using V = decltype(variant);
     rmsprop_step_vec4_kernel<V, T><<<grid_for(work), kBlock, 0, as_cuda(stream)>>>(
-        param, grad, square_avg, grad_avg, momentum_buf, n, c, coeffs_on_device);
+        param, grad, square_avg, grad_avg, momentum_buf, n, c, coeffs_on_device, found_inf);
   });
   CHECK_CUDA_LAUNCH();
 }
 
 template void rmsprop_step_cuda<float>(float*, const float*, float*, float*, float*, int64_t,
                                        const RMSpropStepArgs&, const RmspropCoeffs<float>*,
-                                       CUstream_st*);
+                                       const float*, CUstream_st*);
 template void rmsprop_step_cuda<double>(double*, const double*, double*, double*, double*, int64_t,
                                         const RMSpropStepArgs&, const RmspropCoeffs<double>*,
-                                        CUstream_st*);
+                                        const float*, CUstream_st*);
 
 }  // namespace minitrain

@@ -32,9 +32,12 @@ struct RMSpropStepArgs {
 /// With `coeffs_on_device` (a CUDA device pointer to this step's RmspropCoeffs<T>) the kernel
 /// reads the factors there and of `args` only the variant: Note [step scalars on the device] in
 /// kernels/optim/multi_tensor_optim.h. It must be null on the CPU.
+/// With `found_inf` (a float32 flag on param's device) the update does nothing when the flag is
+/// non-zero, read by the kernel: Note [skip on the device] (kernels/optim/skip_on_device.h).
+/// RMSprop's factors do not depend on a step count, so nothing else changes.
 void rmsprop_step(Tensor& param, const Tensor& grad, Tensor& square_avg, Tensor& grad_avg,
                   Tensor& momentum_buf, const RMSpropStepArgs& args,
-                  const void* coeffs_on_device = nullptr);
+                  const void* coeffs_on_device = nullptr, const Tensor* found_inf = nullptr);
 
 // ---- implementations (float and double are instantiated); grad_avg and momentum_buf may be null
 // for variants without them ----
@@ -44,7 +47,8 @@ void rmsprop_step_cpu(T* param, const T* grad, T* square_avg, T* grad_avg, T* mo
 template <typename T>
 void rmsprop_step_cuda(T* param, const T* grad, T* square_avg, T* grad_avg, T* momentum_buf,
                        int64_t n, const RMSpropStepArgs& args,
-                       const RmspropCoeffs<T>* coeffs_on_device, CUstream_st* stream);
+                       const RmspropCoeffs<T>* coeffs_on_device, const float* found_inf,
+                       CUstream_st* stream);
 
 /// The element-type factors of `args` (shared by the CPU loop and the CUDA launcher): 1 - alpha
 /// in double first, as torch's Python float is.

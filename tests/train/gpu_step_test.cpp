@@ -10,6 +10,7 @@
 // and after the last (set-up, the final evaluation, the save) is the same in both, so the
 // difference is step n+1 with its log line, progress and evaluations.
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +21,8 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -31,9 +34,13 @@
 #include "core/npy.h"
 #include "core/safetensors.h"
 #include "data/readers.h"
+#include "kernels/optim/amp_math.h"
 #include "optim/clip.h"
+#include "optim/grad_scaler.h"
+#include "optim/optimizer.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
+#include "optim/make_optimizer.h"
 #include "train/run_training.h"
 
 #if MINITRAIN_CUDA_EMULATED
@@ -258,9 +265,10 @@ TEST(CudaStepCounts, NoHostReadInsideAStepWhenTheLogIsEveryFewSteps) {
   const std::string table = markdown_table(columns, steps);
   std::cout << "--log-every 100:\n" << table;
   RecordProperty("table", table);
-  // The classifier (its labels in cross_entropy, its accuracy count) and fp16 (the inf flag)
-  // still read inside the step: docs/gpu_step.md, not done yet.
-  for (const std::size_t i : {std::size_t{0}, std::size_t{2}}) {
+  // The classifier (its labels in cross_entropy, its accuracy count) still reads inside the
+  // step: docs/gpu_step.md, not done yet. fp16's inf flag stays on the device (the optimizer
+  // skips on it there).
+  for (const std::size_t i : {std::size_t{0}, std::size_t{2}, std::size_t{3}}) {
     SCOPED_TRACE(columns[i].name);
     for (const StepCounts& s : steps[i]) {
       EXPECT_GT(s.launches, 8);  // the counting sees the step
@@ -392,6 +400,147 @@ TEST(CudaStepCounts, ClippingScalesOnTheDeviceWithoutAHostRead) {
               testing::tensor_bytes(cpu_b.grad));
   }
 #endif
+}
+
+// The GradScaler's skip on the device (issue 35): the optimizer reads the inf flag where
+// unscale_queued left it and does nothing when it is set, and the scale backs off (and grows)
+// there, as torch.cuda.amp.GradScaler with a fused optimizer (found_inf). Four steps with
+// init_scale 4, growth_interval 2: step 1 overflows (skipped, scale 4 -> 2), steps 2 and 3 are
+// finite (the second grows it back to 4), step 4 has a NaN (skipped, 4 -> 2).
+//
+// torch by hand for SGD(lr=0.5, momentum=0.5, dampening=0.5), p = [1, 1], every number exact in
+// float32: step 1 skipped, so no momentum buffer; step 2 (g = [0.5, 0.25]) is the buffer's first
+// step, buf = g (no dampening), p = [0.75, 0.875]; step 3 (g = [0.25, 0.5]): buf = 0.5 buf + 0.5 g
+// = [0.375, 0.375], p = [0.5625, 0.6875]; step 4 skipped.
+struct SkipRun {
+  std::vector<float> weights;
+  std::vector<double> record;  // per step: the scale used, the flag, the scale and tracker after
+  std::vector<std::pair<std::string, Tensor>> state;
+  std::map<std::string, std::string> scalars;
+};
+
+// The true (unscaled) gradients of steps 1-4; the scaled ones are these times the step's scale.
+const float kInf = std::numeric_limits<float>::infinity();
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+const std::vector<std::vector<float>> kSkipGrads = {
+    {kInf, 2.0f}, {0.5f, 0.25f}, {0.25f, 0.5f}, {kNaN, 0.0f}};
+
+// lr 0.5 (SGD and RMSprop: momentum 0.5; SGD: dampening 0.5) over the one parameter "w".
+std::unique_ptr<Optimizer> skip_test_optimizer(const std::string& optimizer, Parameter& p) {
+  OptimizerConfig oc;
+  oc.name = optimizer;
+  oc.lr = 0.5;
+  if (optimizer == "sgd" || optimizer == "rmsprop") oc.momentum = 0.5;
+  if (optimizer == "sgd") oc.dampening = 0.5;
+  return make_optimizer(oc, {{"w", &p}});
+}
+
+GradScaler skip_test_scaler() {
+  GradScalerOptions so;
+  so.init_scale = 4.0;
+  so.growth_interval = 2;
+  return GradScaler(so);
+}
+
+SkipRun run_skipping(const std::string& optimizer, Device device) {
+  Parameter p;
+  p.value = Tensor::from_vector(std::vector<float>{1.0f, 1.0f}, {2}, device);
+  auto opt = skip_test_optimizer(optimizer, p);
+  GradScaler scaler = skip_test_scaler();
+  scaler.keep_on_device(device);
+  opt->set_found_inf(scaler.found_inf());
+  Tensor record = Tensor::zeros({4 * kAmpRecordSize}, DType::Float64, device);
+  for (std::size_t step = 0; step < kSkipGrads.size(); ++step) {
+    p.grad = Tensor::from_vector(kSkipGrads[step], {2}, device);
+    scaler.scale_loss_gradient(p.grad, 1.0);  // as backward would give them
+    scaler.unscale_queued({{"w", &p}});
+    opt->step();
+    Tensor slot = record.narrow(static_cast<int64_t>(step) * kAmpRecordSize, kAmpRecordSize);
+    scaler.update_queued(&slot);
+  }
+  return {p.value.to(Device::cpu()).to_vector<float>(),
+          record.to(Device::cpu()).to_vector<double>(), opt->state_tensors(), opt->state_scalars()};
+}
+
+// What torch's non-fused path does: unscale, read the flag, step only when finite.
+std::vector<float> run_reading(const std::string& optimizer) {
+  Parameter p;
+  p.value = Tensor::from_vector(std::vector<float>{1.0f, 1.0f}, {2});
+  auto opt = skip_test_optimizer(optimizer, p);
+  GradScaler scaler = skip_test_scaler();
+  for (const std::vector<float>& g : kSkipGrads) {
+    p.grad = Tensor::from_vector(g, {2});
+    scaler.scale_loss_gradient(p.grad, 1.0);
+    const bool finite = scaler.unscale({{"w", &p}});
+    if (finite) opt->step();
+    scaler.update(!finite);
+  }
+  return p.value.to_vector<float>();
+}
+
+TEST(CudaStepCounts, AnInfGradientSkipsTheStepAndBacksTheScaleOffAsTorch) {
+  if (cuda_device_count() < 1) GTEST_SKIP() << "needs a CUDA device: " << cuda_unavailable_reason();
+  // torch's scales, flags and trackers, step by step (GradScaler._amp_update_scale_).
+  const std::vector<double> want_record = {4, 1, 2, 0,   // overflow: backoff, tracker restarts
+                                           2, 0, 2, 1,   // finite: tracker 1
+                                           2, 0, 4, 0,   // finite: tracker 2 = interval, grows
+                                           4, 1, 2, 0};  // NaN: backoff
+  const SkipRun sgd_cpu = run_skipping("sgd", Device::cpu());
+  EXPECT_EQ(sgd_cpu.record, want_record);
+  EXPECT_EQ(sgd_cpu.weights, (std::vector<float>{0.5625f, 0.6875f}));  // torch, by hand above
+  EXPECT_EQ(run_reading("sgd"), sgd_cpu.weights);  // the host's decision, the same
+  ASSERT_EQ(sgd_cpu.state.size(), 1u);
+  EXPECT_EQ(sgd_cpu.state[0].second.to_vector<float>(), (std::vector<float>{0.375f, 0.375f}));
+
+  for (const char* name : {"sgd", "adam", "adamw", "rmsprop"}) {
+    SCOPED_TRACE(name);
+    const SkipRun cpu = run_skipping(name, Device::cpu());
+    const SkipRun gpu = run_skipping(name, Device::cuda(0));
+    EXPECT_EQ(gpu.record, want_record);
+    // The device's decision: the bits of the host reading the flag and not stepping (for Adam,
+    // the skipped steps do not advance the bias corrections: t = 1, 2 at steps 2, 3).
+    EXPECT_EQ(cpu.weights, run_reading(name));
+    EXPECT_EQ(testing::tensor_bytes(Tensor::from_vector(gpu.weights, {2})),
+              testing::tensor_bytes(Tensor::from_vector(cpu.weights, {2})));
+    EXPECT_NE(cpu.weights, (std::vector<float>{1.0f, 1.0f}));  // the finite steps were taken
+    // Adam's checkpointed step count is the steps taken (2 of 4), read back from the device.
+    if (std::string(name) != "sgd" && std::string(name) != "rmsprop") {
+      EXPECT_EQ(cpu.scalars.at("w.step"), "2");
+      EXPECT_EQ(gpu.scalars.at("w.step"), "2");
+    }
+  }
+}
+
+// What skipping on the device cannot serve is refused by name, not run wrong.
+TEST(CudaStepCounts, SkippingOnTheDeviceRefusesWhatItCannotServe) {
+  if (cuda_device_count() < 1) GTEST_SKIP() << "needs a CUDA device: " << cuda_unavailable_reason();
+  const Device gpu = Device::cuda(0);
+  GradScaler scaler;
+  scaler.keep_on_device(gpu);
+  Parameter p;
+  p.value = Tensor::zeros({2}, DType::Float32, gpu);
+  p.grad = Tensor::zeros({2}, DType::Float32, gpu);
+  EXPECT_THAT(testing::error_message([&] {
+                scaler.unscale({{"w", &p}});
+              }),
+              ::testing::HasSubstr("use unscale_queued"));
+  EXPECT_THAT(testing::error_message([&] { scaler.update(false); }),
+              ::testing::HasSubstr("use update_queued"));
+  Adam capturable({{"w", &p}}, AdamOptions{});
+  capturable.set_capturable(true);
+  EXPECT_THAT(testing::error_message([&] { capturable.set_found_inf(scaler.found_inf()); }),
+              ::testing::HasSubstr("capturable"));
+  // The flag on cuda:0, a parameter on the CPU: the step names it and changes nothing.
+  Parameter host;
+  host.value = Tensor::zeros({2});
+  host.grad = Tensor::from_vector(std::vector<float>{1.0f, 1.0f}, {2});
+  Adam adam({{"w", &host}}, AdamOptions{});
+  adam.set_found_inf(scaler.found_inf());
+  EXPECT_THAT(testing::error_message([&] { adam.step(); }), ::testing::HasSubstr("'w' is on cpu"));
+  // Turned off, the counts come back to the host and the step is the plain one.
+  adam.set_found_inf(Tensor());
+  adam.step();
+  EXPECT_EQ(adam.state_scalars().at("w.step"), "1");
 }
 
 // Note [gpu step reference weights]: tests/fixtures/gpu_step/ holds the weights that 9 steps of
