@@ -204,7 +204,7 @@ class SGD final : public Optimizer {
   void queue_step() override;
 
  private:
-  void plan_step();               // checks, counts, state; fills groups_ and group_args_
+  void plan_step();  // checks, counts, state; fills groups_ and group_args_
   void counts_to_host() override;
   OptimizerOptions options_;      // weight_decay set (the constructor resolves it)
   std::vector<Tensor> momentum_;  // one per parameter, undefined until the first step

@@ -13,6 +13,7 @@
 #include "cuda_emu/counters.h"
 #include "cuda_emu/kernel_registers.h"
 #include "cuda_emu/occupancy.h"
+#include "emu_counters_util.h"
 #include "emu_test_util.h"
 #include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
 
@@ -44,17 +45,6 @@ __global__ void count_kernel(int* counter, int n) {
   if (i < n) atomicAdd(counter, 1);
 }
 
-mtemu::LaunchCounters run_one(const std::function<void()>& launch) {
-  mtemu::counters_take();
-  mtemu::counters_collect(true);
-  launch();
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  mtemu::counters_collect(false);
-  std::vector<mtemu::LaunchCounters> got = mtemu::counters_take();
-  EXPECT_EQ(got.size(), 1u);
-  return got.empty() ? mtemu::LaunchCounters{} : got[0];
-}
-
 // Global loads of one copy; stores are the coalesced 4 sectors per full warp, 2 for the last.
 void expect_copy(const mtemu::LaunchCounters& c, uint64_t load_sectors) {
   EXPECT_EQ(c.global_load_requests, 32u);
@@ -70,7 +60,7 @@ void expect_copy(const mtemu::LaunchCounters& c, uint64_t load_sectors) {
 TEST(CudaEmuCounters, GlobalSectorsPerRequest) {
   DeviceBuffer<float> in(32 * kN + 1), out(2 * kN);
   const auto copy = [&](int stride, int shift) {
-    return run_one([&] {
+    return counters_of_one_launch([&] {
       copy_strided_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN, stride, shift);
     });
   };
@@ -94,13 +84,14 @@ TEST(CudaEmuCounters, VectorAccessesSpanSectors) {
   DeviceBuffer<float2> in2(kN), out2(kN);
   DeviceBuffer<float4> in4(kN), out4(kN);
   // float2: 256 bytes per full warp, 8 sectors; the last warp's 72 bytes from 7936: 3.
-  mtemu::LaunchCounters c =
-      run_one([&] { copy_float2_kernel<<<kBlocks, kThreads>>>(in2.get(), out2.get(), kN); });
+  mtemu::LaunchCounters c = counters_of_one_launch(
+      [&] { copy_float2_kernel<<<kBlocks, kThreads>>>(in2.get(), out2.get(), kN); });
   EXPECT_EQ(c.global_load_requests, 32u);
   EXPECT_EQ(c.global_load_sectors, 31u * 8 + 3);
   EXPECT_EQ(c.global_store_sectors, 31u * 8 + 3);
   // float4: 16 per full warp; the last warp's 144 bytes from 15872: 5.
-  c = run_one([&] { copy_float4_kernel<<<kBlocks, kThreads>>>(in4.get(), out4.get(), kN); });
+  c = counters_of_one_launch(
+      [&] { copy_float4_kernel<<<kBlocks, kThreads>>>(in4.get(), out4.get(), kN); });
   EXPECT_EQ(c.global_load_requests, 32u);
   EXPECT_EQ(c.global_load_sectors, 31u * 16 + 5);
   EXPECT_EQ(c.global_store_requests, 32u);
@@ -110,14 +101,14 @@ TEST(CudaEmuCounters, VectorAccessesSpanSectors) {
 TEST(CudaEmuCounters, StoresAndAtomicsCountedApart) {
   DeviceBuffer<float> in(kN), out(2 * kN);
   // Stores at stride 2: 8 sectors per full warp, 3 for the last (as the loads above).
-  mtemu::LaunchCounters c =
-      run_one([&] { scatter_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN); });
+  mtemu::LaunchCounters c = counters_of_one_launch(
+      [&] { scatter_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN); });
   EXPECT_EQ(c.global_load_sectors, 31u * 4 + 2);
   EXPECT_EQ(c.global_store_requests, 32u);
   EXPECT_EQ(c.global_store_sectors, 31u * 8 + 3);
   // Atomics: one request per warp that has active lanes, and no loads or stores.
   DeviceBuffer<int> counter(std::vector<int>{0});
-  c = run_one([&] { count_kernel<<<kBlocks, kThreads>>>(counter.get(), kN); });
+  c = counters_of_one_launch([&] { count_kernel<<<kBlocks, kThreads>>>(counter.get(), kN); });
   EXPECT_EQ(c.global_atomic_requests, 32u);
   EXPECT_EQ(c.global_load_requests + c.global_store_requests, 0u);
   EXPECT_EQ(counter.to_host()[0], kN);
@@ -146,8 +137,8 @@ __global__ void shared_pattern_kernel(float* out, int mode) {
 TEST(CudaEmuCounters, SharedWavefrontsAndBankConflicts) {
   DeviceBuffer<float> in(1024), out(1024);
   // Unpadded: a column lies in one bank, 32 distinct words: 32 wavefronts, 31 conflicts per read.
-  mtemu::LaunchCounters c =
-      run_one([&] { transpose_tile_kernel<32><<<1, dim3(32, 32)>>>(in.get(), out.get()); });
+  mtemu::LaunchCounters c = counters_of_one_launch(
+      [&] { transpose_tile_kernel<32><<<1, dim3(32, 32)>>>(in.get(), out.get()); });
   EXPECT_EQ(c.shared_store_requests, 32u);
   EXPECT_EQ(c.shared_store_wavefronts, 32u);
   EXPECT_EQ(c.shared_load_requests, 32u);
@@ -155,18 +146,19 @@ TEST(CudaEmuCounters, SharedWavefrontsAndBankConflicts) {
   EXPECT_EQ(c.shared_bank_conflicts, 32u * 31);
   EXPECT_EQ(c.barriers, 32u);  // one __syncthreads per warp
   // Padded to 33 columns: the column's words fall in 32 banks.
-  c = run_one([&] { transpose_tile_kernel<33><<<1, dim3(32, 32)>>>(in.get(), out.get()); });
+  c = counters_of_one_launch(
+      [&] { transpose_tile_kernel<33><<<1, dim3(32, 32)>>>(in.get(), out.get()); });
   EXPECT_EQ(c.shared_load_wavefronts, 32u);
   EXPECT_EQ(c.shared_bank_conflicts, 0u);
   // All lanes one word: a broadcast, 1 wavefront.
-  c = run_one([&] { shared_pattern_kernel<<<1, 32>>>(out.get(), 0); });
+  c = counters_of_one_launch([&] { shared_pattern_kernel<<<1, 32>>>(out.get(), 0); });
   EXPECT_EQ(c.shared_store_requests, 2u);
   EXPECT_EQ(c.shared_store_wavefronts, 2u);
   EXPECT_EQ(c.shared_load_requests, 1u);
   EXPECT_EQ(c.shared_load_wavefronts, 1u);
   EXPECT_EQ(c.shared_bank_conflicts, 0u);
   // Stride 2: words 0, 2, .., 62 in the 16 even banks, 2 each: 2-way.
-  c = run_one([&] { shared_pattern_kernel<<<1, 32>>>(out.get(), 1); });
+  c = counters_of_one_launch([&] { shared_pattern_kernel<<<1, 32>>>(out.get(), 1); });
   EXPECT_EQ(c.shared_load_wavefronts, 2u);
   EXPECT_EQ(c.shared_bank_conflicts, 1u);
 }
@@ -179,7 +171,8 @@ TEST(CudaEmuCounters, SameResultsWithCountersOn) {
   EMU_OK(cudaDeviceSynchronize());
   const std::vector<float> off = out.to_host();
   EMU_OK(cudaMemset(out.get(), 0, 1024 * sizeof(float)));
-  run_one([&] { transpose_tile_kernel<32><<<1, dim3(32, 32)>>>(in.get(), out.get()); });
+  counters_of_one_launch(
+      [&] { transpose_tile_kernel<32><<<1, dim3(32, 32)>>>(in.get(), out.get()); });
   const std::vector<float> on = out.to_host();
   EXPECT_EQ(std::memcmp(off.data(), on.data(), 1024 * sizeof(float)), 0);
   EXPECT_EQ(on[1], host[32]);
@@ -210,7 +203,7 @@ mtemu::LaunchCounters run_rung(void (*launcher)(const ladder::GemmArgs&, CUstrea
   g.b = ladder::Operand{b.get(), kN2, kK, kN2, false};
   g.m = kM, g.n = kN2, g.k = kK;
   g.alpha = 1.f, g.beta = 0.f;
-  return run_one([&] { launcher(g, nullptr); });
+  return counters_of_one_launch([&] { launcher(g, nullptr); });
 }
 
 void expect_rung(const mtemu::LaunchCounters& c, const Expected& e) {
@@ -288,8 +281,8 @@ TEST(CudaEmuCounters, AKernelTheTableDoesNotKnowHasUnknownRegistersAndAnUpperBou
   // This file's own kernel: not in the table. 256 threads on H100 without the register limit:
   // 8 blocks of 8 warps, 100 % (the figure is an upper bound, and the JSON says null).
   DeviceBuffer<float> in(kN), out(kN);
-  const mtemu::LaunchCounters c =
-      run_one([&] { copy_strided_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN, 1, 0); });
+  const mtemu::LaunchCounters c = counters_of_one_launch(
+      [&] { copy_strided_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN, 1, 0); });
   EXPECT_EQ(c.registers, -1);
   EXPECT_NE(c.json().find("\"registers\":null"), std::string::npos) << c.json();
   const mtemu::Occupancy o =

@@ -12,6 +12,7 @@
 
 #include "cuda_emu/counters.h"
 #include "cuda_emu/occupancy.h"
+#include "emu_counters_util.h"
 #include "emu_test_util.h"
 
 namespace minitrain::emu_testing {
@@ -42,17 +43,6 @@ __global__ void l2_count_kernel(int* counter, int n) {
   if (i < n) atomicAdd(counter, 1);
 }
 
-mtemu::LaunchCounters run_one(const std::function<void()>& launch) {
-  mtemu::counters_take();
-  mtemu::counters_collect(true);
-  launch();
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  mtemu::counters_collect(false);
-  std::vector<mtemu::LaunchCounters> got = mtemu::counters_take();
-  EXPECT_EQ(got.size(), 1u);
-  return got.empty() ? mtemu::LaunchCounters{} : got[0];
-}
-
 // The launch's occupancy on `p` as the model takes it: these kernels are not in the register
 // table, so the register limit is left out.
 mtemu::Occupancy occupancy_of(const mtemu::DeviceProfile& p, const mtemu::LaunchCounters& c) {
@@ -67,8 +57,8 @@ TEST(CudaEmuL2Model, CoalescedAndStridedCopies) {
   // 3072..4003): sectors 96..125, 30. Each sector once per block, so the block-distinct sectors
   // are the load sectors, 126; stores alike, 126. L2: (126 + 126) x 32 = 8064 bytes, the same as
   // the distinct bytes (nothing is read twice).
-  mtemu::LaunchCounters c =
-      run_one([&] { l2_copy_strided_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN, 1); });
+  mtemu::LaunchCounters c = counters_of_one_launch(
+      [&] { l2_copy_strided_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN, 1); });
   EXPECT_EQ(c.global_load_sectors, 126u);
   EXPECT_EQ(c.block_distinct_load_sectors, 126u);
   EXPECT_EQ(c.max_block_load_bytes, 32u * 32);
@@ -88,7 +78,8 @@ TEST(CudaEmuL2Model, CoalescedAndStridedCopies) {
   // and 2 alike; block 3 floats 1536..2000 (bytes 6144..8003), sectors 192..250: 59. 251 in all,
   // as many as the load sectors (31 x 8 + 3): half of every sector is read for nothing, and L2
   // carries it. L2: (251 + 126) x 32 = 12064 bytes.
-  c = run_one([&] { l2_copy_strided_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN, 2); });
+  c = counters_of_one_launch(
+      [&] { l2_copy_strided_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN, 2); });
   EXPECT_EQ(c.global_load_sectors, 251u);
   EXPECT_EQ(c.block_distinct_load_sectors, 251u);
   EXPECT_EQ(c.max_block_load_bytes, 64u * 32);
@@ -96,7 +87,8 @@ TEST(CudaEmuL2Model, CoalescedAndStridedCopies) {
   EXPECT_DOUBLE_EQ(t.load_bytes, 251.0 * 32);
   EXPECT_DOUBLE_EQ(t.bytes, 12064.0);
   // Stride 32: a sector per lane, 1001 sectors, each once.
-  c = run_one([&] { l2_copy_strided_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN, 32); });
+  c = counters_of_one_launch(
+      [&] { l2_copy_strided_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN, 32); });
   EXPECT_EQ(c.block_distinct_load_sectors, 1001u);
   EXPECT_DOUBLE_EQ(mtemu::l2_traffic(h100, c, occupancy_of(h100, c)).bytes, (1001.0 + 126) * 32);
 }
@@ -107,8 +99,8 @@ TEST(CudaEmuL2Model, ReuseWithinABlockStaysInL1) {
   // Every warp reads in[0..31]: 4 sectors per full warp and 2 for the last (in[0..8], bytes
   // 0..35), 31 x 4 + 2 = 126 load sectors; but each block touches the same 4 sectors, so
   // 4 blocks x 4 = 16 reach L2 (and 4 reach DRAM).
-  const mtemu::LaunchCounters c =
-      run_one([&] { l2_same_row_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN); });
+  const mtemu::LaunchCounters c = counters_of_one_launch(
+      [&] { l2_same_row_kernel<<<kBlocks, kThreads>>>(in.get(), out.get(), kN); });
   EXPECT_EQ(c.global_load_sectors, 126u);
   EXPECT_EQ(c.block_distinct_load_sectors, 16u);
   EXPECT_EQ(c.distinct_bytes_touched, (4u + 126u) * 32);
@@ -130,8 +122,8 @@ TEST(CudaEmuL2Model, TheBoundFlipsFromDramToL2WhereTheHandDerivationSays) {
   DeviceBuffer<float> x(2048), y(5 * 256);
   for (const int blocks : {4, 5}) {
     const int n = blocks * 256;
-    const mtemu::LaunchCounters c =
-        run_one([&] { l2_gather_kernel<<<blocks, kThreads>>>(x.get(), y.get(), n); });
+    const mtemu::LaunchCounters c = counters_of_one_launch(
+        [&] { l2_gather_kernel<<<blocks, kThreads>>>(x.get(), y.get(), n); });
     EXPECT_EQ(c.global_load_sectors, uint64_t(blocks) * 256);
     EXPECT_EQ(c.block_distinct_load_sectors, uint64_t(blocks) * 256);
     EXPECT_EQ(c.distinct_bytes_touched, 8192u + 1024u * blocks);
@@ -187,7 +179,7 @@ TEST(CudaEmuL2Model, AtomicsGoToL2) {
   const mtemu::DeviceProfile& h100 = mtemu::device_profile("h100");
   DeviceBuffer<int> counter(std::vector<int>{0});
   const mtemu::LaunchCounters c =
-      run_one([&] { l2_count_kernel<<<kBlocks, kThreads>>>(counter.get(), kN); });
+      counters_of_one_launch([&] { l2_count_kernel<<<kBlocks, kThreads>>>(counter.get(), kN); });
   EXPECT_EQ(c.global_atomic_requests, 32u);
   EXPECT_EQ(c.global_atomic_sectors, 32u);
   const mtemu::L2Traffic t = mtemu::l2_traffic(h100, c, occupancy_of(h100, c));
