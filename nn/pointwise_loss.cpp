@@ -11,11 +11,12 @@ PointwiseLoss::PointwiseLoss(LossOptions options, PointwiseLossKind kind)
     : Loss(std::move(options)), kind_(kind) {
   options_.name = pointwise_loss_name(kind);
   const std::vector<LossSetting> setting = loss_settings_named(pointwise_loss_setting(kind));
+  double param = 0;
   if (!setting.empty()) {
     setting_ = setting.front();
-    param_ = loss_setting_value(options_, *setting_);
+    param = loss_setting_value(options_, *setting_);
   }
-  check_pointwise_loss_param(name(), kind_, param_);
+  spec_ = PointwiseLossSpec(kind_, param);
   if (setting_ == LossSetting::PosWeight)
     check_loss_weights(name(), "pos_weight", options_.pos_weight);
 }
@@ -29,13 +30,13 @@ void PointwiseLoss::check_shapes(const Tensor& pred, const Tensor& target) const
 }
 
 PointwiseLossSpec PointwiseLoss::spec_for(const Tensor& pred) {
-  if (setting_ != LossSetting::PosWeight) return {kind_, param_, Tensor()};
+  if (setting_ != LossSetting::PosWeight) return spec_;
   const int64_t cols = pred.ndim() == 0 ? 1 : pred.size(pred.ndim() - 1);
   const size_t given = options_.pos_weight.size();
   MT_CHECK_AS(ShapeError, given == 0 || given == 1 || int64_t(given) == cols, name(),
               ": pos_weight has ", given, " entries but pred ", pred.shape(), " has ", cols,
               " columns; give one weight per output column");
-  return {kind_, param_, cached_weights(pos_weight_, options_.pos_weight, pred)};
+  return spec_.with_pos_weight(cached_weights(pos_weight_, options_.pos_weight, pred));
 }
 
 Tensor PointwiseLoss::forward(const Tensor& pred, const Tensor& target) {

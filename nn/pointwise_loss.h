@@ -25,9 +25,9 @@ class PointwiseLoss : public Loss {
   PointwiseLossKind kind() const noexcept { return kind_; }
 
  protected:
-  /// The row's setting read from `options` and checked here, the one place: OptionError naming
-  /// it and its value out of range (the Math's param_ok), ValueError for a pos_weight < 0 or not
-  /// finite.
+  /// The row's setting read from `options` into the kernel's spec, whose constructor is its one
+  /// check: OptionError naming it and its value out of range (the Math's param_ok); ValueError for
+  /// a pos_weight < 0 or not finite.
   PointwiseLoss(LossOptions options, PointwiseLossKind kind);
 
  private:
@@ -36,7 +36,7 @@ class PointwiseLoss : public Loss {
 
   PointwiseLossKind kind_;
   std::optional<LossSetting> setting_;  ///< the row's setting column, none for l1
-  double param_ = 0;                    ///< its value as a number
+  PointwiseLossSpec spec_;              ///< the kind and the setting's value, checked
   Tensor pred_, target_;
   Tensor grad_out_;    // dL/dloss = 1, kept between steps
   Tensor pos_weight_;  // options().pos_weight in pred's dtype, on its device

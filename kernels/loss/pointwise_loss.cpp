@@ -39,7 +39,9 @@ const char* pointwise_loss_setting(PointwiseLossKind kind) {
   return "none";
 }
 
-void check_pointwise_loss_param(const std::string& who, PointwiseLossKind kind, double param) {
+PointwiseLossSpec::PointwiseLossSpec(PointwiseLossKind kind, double param, Tensor pos_weight)
+    : kind_(kind), param_(param), pos_weight_(std::move(pos_weight)) {
+  const std::string who = pointwise_loss_name(kind);
   switch (kind) {
 #define MT_POINTWISE_LOSS_CHECK(Kind, name, TorchClass, Math, setting)                           \
   case PointwiseLossKind::Kind:                                                                  \
@@ -51,6 +53,12 @@ void check_pointwise_loss_param(const std::string& who, PointwiseLossKind kind, 
     MT_POINTWISE_LOSSES(MT_POINTWISE_LOSS_CHECK)
 #undef MT_POINTWISE_LOSS_CHECK
   }
+}
+
+PointwiseLossSpec PointwiseLossSpec::with_pos_weight(Tensor pos_weight) const {
+  PointwiseLossSpec spec = *this;
+  spec.pos_weight_ = std::move(pos_weight);
+  return spec;
 }
 
 // ---- CPU reference ----
@@ -156,29 +164,28 @@ MT_INSTANTIATE_POINTWISE_LOSS_CPU(double)
 // ---- entry points ----
 
 namespace {
-// The setting's range and pos_weight's fit, checked by every entry point: the kernels trust them.
+// pos_weight's fit to pred, checked by every entry point (the setting's range was checked when
+// the spec was made): the kernels trust them.
 void check_spec(const char* op, const PointwiseLossSpec& spec, const Tensor& pred) {
-  const char* name = pointwise_loss_name(spec.kind);
-  check_pointwise_loss_param(std::string(op) + ": " + name, spec.kind, spec.param);
-  if (!spec.pos_weight.defined()) return;
-  MT_CHECK_AS(ValueError, spec.kind == PointwiseLossKind::BceWithLogits, op,
-              ": pos_weight belongs to bce_with_logits, not ", name);
-  check_compatible(op, {{"pos_weight", spec.pos_weight}, {"pred", pred}});
+  if (!spec.pos_weight().defined()) return;
+  MT_CHECK_AS(ValueError, spec.kind() == PointwiseLossKind::BceWithLogits, op,
+              ": pos_weight belongs to bce_with_logits, not ", pointwise_loss_name(spec.kind()));
+  check_compatible(op, {{"pos_weight", spec.pos_weight()}, {"pred", pred}});
   const int64_t cols = pred.ndim() == 0 ? 1 : pred.size(pred.ndim() - 1);
   MT_CHECK_AS(ShapeError,
-              spec.pos_weight.ndim() == 1 &&
-                  (spec.pos_weight.numel() == cols || spec.pos_weight.numel() == 1),
-              op, ": pos_weight ", spec.pos_weight.shape(),
+              spec.pos_weight().ndim() == 1 &&
+                  (spec.pos_weight().numel() == cols || spec.pos_weight().numel() == 1),
+              op, ": pos_weight ", spec.pos_weight().shape(),
               " must have one entry per column of pred ", pred.shape(), " (", cols,
               ") or a single entry");
 }
 
 template <typename T>
 PointwiseLossArgs<T> loop_args(const PointwiseLossSpec& spec) {
-  const bool has_pw = spec.pos_weight.defined();
-  return {spec.kind,
-          {static_cast<T>(spec.param), has_pw ? spec.pos_weight.data<T>() : nullptr,
-           has_pw ? spec.pos_weight.numel() : 1}};
+  const bool has_pw = spec.pos_weight().defined();
+  return {spec.kind(),
+          {static_cast<T>(spec.param()), has_pw ? spec.pos_weight().data<T>() : nullptr,
+           has_pw ? spec.pos_weight().numel() : 1}};
 }
 
 // pred and target of one shape on one device, out (0-d, or pred's shape for none), grad_pred

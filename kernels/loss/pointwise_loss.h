@@ -21,24 +21,35 @@ namespace minitrain {
 enum class PointwiseLossKind { MT_POINTWISE_LOSSES(MT_POINTWISE_LOSS_KIND) };
 #undef MT_POINTWISE_LOSS_KIND
 
-/// Which loss and its setting. `param` is the row's setting as a number (huber's delta; a bool
-/// as 0 or 1), unused for a loss without one; its range is the Math's param_ok. `pos_weight`
-/// (bce_with_logits only) is undefined (all 1) or a 1-d tensor of pred's device and dtype with
-/// pred's last extent of entries (or 1).
-struct PointwiseLossSpec {
-  PointwiseLossKind kind = PointwiseLossKind::L1;
-  double param = 1.0;
-  Tensor pos_weight;
+/// Which loss and its setting, valid by construction: its constructor is the one check of the
+/// setting's range (issue 33: one check per setting), and the entry points below trust it. `param`
+/// is the row's setting as a number (huber's delta; a bool as 0 or 1), unused for a loss without
+/// one. `pos_weight` (bce_with_logits only) is undefined (all 1) or a 1-d tensor of pred's device
+/// and dtype with pred's last extent of entries (or 1): that fit depends on pred, so the entry
+/// points check it.
+class PointwiseLossSpec {
+ public:
+  PointwiseLossSpec() = default;  ///< l1, which has no setting
+  /// OptionError "<name>: <setting> must be <rule> but is <param>" (core/option_error.h, so a
+  /// command line names its flag) for a setting outside the Math's param_ok.
+  PointwiseLossSpec(PointwiseLossKind kind, double param, Tensor pos_weight = Tensor());
+  /// The same loss and setting with other per-column weights (no second range check).
+  PointwiseLossSpec with_pos_weight(Tensor pos_weight) const;
+
+  PointwiseLossKind kind() const noexcept { return kind_; }
+  double param() const noexcept { return param_; }
+  const Tensor& pos_weight() const noexcept { return pos_weight_; }
+
+ private:
+  PointwiseLossKind kind_ = PointwiseLossKind::L1;
+  double param_ = 1.0;
+  Tensor pos_weight_;
 };
 
 /// The row's name: "l1", "smooth_l1", "huber", ...
 const char* pointwise_loss_name(PointwiseLossKind kind);
 /// The row's setting, as the LossOptions member is spelled ("delta"), or "none".
 const char* pointwise_loss_setting(PointwiseLossKind kind);
-/// The one check of a setting's range (the Math's param_ok): OptionError "<who>: <setting> must
-/// be <rule> but is <param>" (core/option_error.h, so a command line names its flag). The loss's
-/// constructor calls it, and the entry points below for callers that build a spec themselves.
-void check_pointwise_loss_param(const std::string& who, PointwiseLossKind kind, double param);
 
 /// pred and target of one shape. Mean/Sum/BatchMean: out is 0-d; None: out has pred's shape.
 /// The sum is divided by reduction_divisor (kernels/loss/reduction.h). Sums accumulate in double
