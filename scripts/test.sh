@@ -92,10 +92,10 @@ cmake --build --preset emu-tsan --target minitrain_cuda_emu_tests minitrain_brok
 ctest --preset emu-tsan -R '^Cuda(Emu|BrokenKernels)'
 
 # The readers' libFuzzer targets (tests/fuzz/): every known reproducer and seed, then a bounded
-# fuzzing run per target (MINITRAIN_FUZZ_SECONDS, 30 s each, two at a time). scripts/fuzz.sh runs
-# them longer by hand.
+# fuzzing run per target (MINITRAIN_FUZZ_SECONDS, 30 s each, two at a time; 15 s in CI, where
+# setup.sh --ci sets it). scripts/fuzz.sh runs them longer by hand.
 echo "[test] fuzzing: ctest --preset fuzz (${SECONDS} s since the start)"
-scripts/setup.sh fuzz
+scripts/setup.sh "${setup_flags[@]}" fuzz
 ctest --preset fuzz
 # CUDA 12: the CUDA build compiled and linked (not run on a GPU) against a pinned CUDA 12.4 toolkit
 # assembled from PyPI's NVIDIA wheels and Debian's nvcc (scripts/cuda12_toolkit.sh), beside the
