@@ -49,7 +49,8 @@ for preset in "${presets[@]}"; do
 done
 # The static executables (Note [static build]: CPU-only, no MPI): not dynamic, run under env -i,
 # and save the cpu build's weights bit for bit.
-# Only the two programs the check runs (the library is compiled once more, static and without MPI).
+# Only the two programs the check runs (the library is compiled once more, static and without MPI,
+# as a unity build: Note [unity builds] in cmake/MinitrainUnity.cmake).
 echo "[test] static executables: scripts/check_static.sh (${SECONDS} s since the start)"
 cmake --preset static >/dev/null
 cmake --build --preset static --target minitrain example_regression_mlp --parallel "$(nproc)"
