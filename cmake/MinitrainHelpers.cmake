@@ -8,6 +8,11 @@
 function(minitrain_target_defaults target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-unknown-pragmas>)
+  # Note [unity builds] (cmake/MinitrainUnity.cmake): in a batch every file but the batch's own is
+  # an included one, and GCC warns about a lambda that captures an anonymous-namespace type in an
+  # included file's template (the warning is meant for headers); release and cpu keep the check.
+  target_compile_options(${target} PRIVATE
+    $<$<AND:$<COMPILE_LANG_AND_ID:CXX,GNU>,$<BOOL:$<TARGET_PROPERTY:UNITY_BUILD>>>:-Wno-subobject-linkage>)
   minitrain_target_sanitizer(${target})
 endfunction()
 

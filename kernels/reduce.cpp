@@ -1,5 +1,5 @@
 // Reductions: entry points and the CPU implementation. Memory-bound: one read per element.
-// The input is cut into fixed chunks of kReduceChunk elements whose partial results (in double)
+// The input is cut into fixed chunks of kPartialChunk elements whose partial results (in double)
 // are combined in chunk order, so the answer does not depend on how many threads ran them.
 
 #include "kernels/reduce.h"
@@ -19,7 +19,7 @@ namespace {
 
 // 8192 elements: 32 KiB of float32, one L1-sized piece; large enough that a chunk costs far more
 // than its bookkeeping, small enough that 2 to 64 threads all get chunks at 1M elements.
-constexpr int64_t kReduceChunk = 8192;
+constexpr int64_t kPartialChunk = 8192;
 
 // Four accumulators break the dependency chain of one running sum (a double add has a latency of
 // about four cycles), and are combined in a fixed order.
@@ -36,14 +36,14 @@ double reduce_chunk(const T* x, int64_t n) {
 
 template <typename Op, typename T>
 double reduce_chunked(const T* x, int64_t n) {
-  const int64_t chunks = (n + kReduceChunk - 1) / kReduceChunk;
+  const int64_t chunks = (n + kPartialChunk - 1) / kPartialChunk;
   if (chunks <= 1) return reduce_chunk<Op>(x, n);
   std::vector<double> partials(static_cast<std::size_t>(chunks));
-  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / kReduceChunk);
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / kPartialChunk);
   parallel_for(chunks, grain, [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) {
-      const int64_t start = c * kReduceChunk;
-      partials[c] = reduce_chunk<Op>(x + start, std::min(kReduceChunk, n - start));
+      const int64_t start = c * kPartialChunk;
+      partials[c] = reduce_chunk<Op>(x + start, std::min(kPartialChunk, n - start));
     }
   });
   double acc = Op::identity();
@@ -154,7 +154,7 @@ void clip_scale_cpu(T* x, int64_t n, const double* sum_sq, double max_norm) {
   const double coef = clip_coefficient(*sum_sq, max_norm);
   if (coef >= 1.0) return;
   const T alpha = static_cast<T>(coef);
-  parallel_for(n, kReduceChunk, [&](int64_t begin, int64_t end) {
+  parallel_for(n, kPartialChunk, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) x[i] = alpha * x[i];
   });
 }

@@ -49,7 +49,8 @@ for preset in "${presets[@]}"; do
 done
 # The static executables (Note [static build]: CPU-only, no MPI): not dynamic, run under env -i,
 # and save the cpu build's weights bit for bit.
-# Only the two programs the check runs (the library is compiled once more, static and without MPI).
+# Only the two programs the check runs (the library is compiled once more, static and without MPI,
+# as a unity build: Note [unity builds] in cmake/MinitrainUnity.cmake).
 echo "[test] static executables: scripts/check_static.sh (${SECONDS} s since the start)"
 cmake --preset static >/dev/null
 cmake --build --preset static --target minitrain example_regression_mlp --parallel "$(nproc)"
@@ -92,10 +93,10 @@ cmake --build --preset emu-tsan --target minitrain_cuda_emu_tests minitrain_brok
 ctest --preset emu-tsan -R '^Cuda(Emu|BrokenKernels)'
 
 # The readers' libFuzzer targets (tests/fuzz/): every known reproducer and seed, then a bounded
-# fuzzing run per target (MINITRAIN_FUZZ_SECONDS, 30 s each, two at a time). scripts/fuzz.sh runs
-# them longer by hand.
+# fuzzing run per target (MINITRAIN_FUZZ_SECONDS, 30 s each, two at a time; 15 s in CI, where
+# setup.sh --ci sets it). scripts/fuzz.sh runs them longer by hand.
 echo "[test] fuzzing: ctest --preset fuzz (${SECONDS} s since the start)"
-scripts/setup.sh fuzz
+scripts/setup.sh "${setup_flags[@]}" fuzz
 ctest --preset fuzz
 # CUDA 12: the CUDA build compiled and linked (not run on a GPU) against a pinned CUDA 12.4 toolkit
 # assembled from PyPI's NVIDIA wheels and Debian's nvcc (scripts/cuda12_toolkit.sh), beside the

@@ -19,7 +19,7 @@ namespace minitrain {
 
 namespace {
 
-int blas_int(int64_t v, const char* what) {
+int backend_blas_int(int64_t v, const char* what) {
   MT_CHECK_AS(ValueError, v <= INT_MAX, "gemm (cublasGemmEx): ", what, " = ", v,
               " exceeds cuBLAS's 32-bit sizes; split the product into smaller ones");
   return static_cast<int>(v);
@@ -36,13 +36,15 @@ void gemm_cublas_fast(cublasComputeType_t compute, Device device, float* c, cons
   if (k == 0) return gemm_cublas<float>(device, c, a, trans_a, b, trans_b, m, n, k, alpha, beta);
   DeviceGuard guard(device);
   cublasHandle_t handle = cublas_handle(device);  // bound to this thread's current stream
-  const int lda = blas_int(trans_a ? m : k, "lda"), ldb = blas_int(trans_b ? k : n, "ldb");
+  const int lda = backend_blas_int(trans_a ? m : k, "lda"),
+            ldb = backend_blas_int(trans_b ? k : n, "ldb");
   // The compute type asks for TF32 or BF16 for this call alone; the handle stays in full FP32
   // (Note [cuBLAS math mode] in core/blas_handle.h).
   CHECK_CUBLAS(cublasGemmEx(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                            trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, blas_int(n, "n"), blas_int(m, "m"),
-                            blas_int(k, "k"), &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta,
-                            c, CUDA_R_32F, blas_int(n, "ldc"), compute, CUBLAS_GEMM_DEFAULT));
+                            trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, backend_blas_int(n, "n"),
+                            backend_blas_int(m, "m"), backend_blas_int(k, "k"), &alpha, b,
+                            CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c, CUDA_R_32F,
+                            backend_blas_int(n, "ldc"), compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The supervisor's loop is the launcher's for one child: poll its output pipe for up to kTick,
+// The supervisor's loop is the launcher's for one child: poll its output pipe for up to kChildTick,
 // pass the lines on, forward a signal it got, reap the child when it ends. The Subprocess
 // destructor kills what the command left in its group before the next run starts.
 
@@ -17,8 +17,8 @@
 namespace minitrain {
 namespace {
 
-constexpr std::chrono::milliseconds kTick{20};
-constexpr std::chrono::milliseconds kDrain{200};  // output its own children may still write
+constexpr std::chrono::milliseconds kChildTick{20};
+constexpr std::chrono::milliseconds kChildDrain{200};  // output its own children may still write
 
 struct RunEnd {
   ExitStatus status;
@@ -41,9 +41,9 @@ RunEnd run_once(const SuperviseOptions& o, int restart, std::ostream& out, std::
   for (;;) {
     if (child.output_fd() >= 0) {
       pollfd fd{child.output_fd(), POLLIN, 0};
-      ::poll(&fd, 1, static_cast<int>(kTick.count()));
+      ::poll(&fd, 1, static_cast<int>(kChildTick.count()));
     } else {
-      std::this_thread::sleep_for(kTick);
+      std::this_thread::sleep_for(kChildTick);
     }
     pass_on();
     if (const int sig = ForwardedSignals::take()) {
@@ -60,7 +60,7 @@ RunEnd run_once(const SuperviseOptions& o, int restart, std::ostream& out, std::
     }
     if (kill_at && std::chrono::steady_clock::now() >= *kill_at) child.signal(SIGKILL);
   }
-  const auto drain_until = std::chrono::steady_clock::now() + kDrain;
+  const auto drain_until = std::chrono::steady_clock::now() + kChildDrain;
   while (child.output_fd() >= 0 && std::chrono::steady_clock::now() < drain_until) {
     pass_on();
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -69,7 +69,7 @@ RunEnd run_once(const SuperviseOptions& o, int restart, std::ostream& out, std::
   return end;
 }
 
-int exit_code_of(const ExitStatus& s) { return s.signal != 0 ? 128 + s.signal : s.code; }
+int child_exit_code(const ExitStatus& s) { return s.signal != 0 ? 128 + s.signal : s.code; }
 
 }  // namespace
 
@@ -91,7 +91,7 @@ int supervise(const SuperviseOptions& o, std::ostream& out, std::ostream& err) {
     if (!policy.restart_after_failure(false)) {
       const std::string line = policy.give_up_line(failure);
       err << "minitrain supervise: " << (line.empty() ? failure : line) << std::endl;
-      return exit_code_of(end.status);
+      return child_exit_code(end.status);
     }
     err << "minitrain supervise: " << policy.restart_line(failure) << std::endl;
     if (const int sig = wait_backoff(policy.backoff())) {
