@@ -17,7 +17,7 @@ CrossEntropyLoss::CrossEntropyLoss(LossOptions options) : Loss(std::move(options
 CrossEntropySpec CrossEntropyLoss::spec_for(const Tensor& logits) {
   MT_CHECK(logits.defined(), name(), ": logits are an undefined tensor");
   return {cached_weights(class_weights_, options_.class_weights, logits), options_.label_smoothing,
-          options_.ignore_index};
+          options_.ignore_index, target_check_};
 }
 
 Tensor CrossEntropyLoss::forward(const Tensor& logits, const Tensor& classes) {

@@ -22,12 +22,18 @@ class CrossEntropyLoss final : public Loss {
   Tensor forward_backward(const Tensor& logits, const Tensor& classes,
                           Tensor& grad_logits) override;
 
+  /// Note [cross_entropy's targets on the device]: a float64 [3] on the logits' CUDA device makes
+  /// the calls check their labels there (unweighted; a weighted loss checks on the host), for the
+  /// caller to read later; undefined (the default) checks each call's labels on the host.
+  void set_target_check(Tensor check) { target_check_ = std::move(check); }
+
  private:
   CrossEntropySpec spec_for(const Tensor& logits);
 
   Tensor logits_, classes_;
   Tensor grad_out_;       // dL/dloss = 1, kept between steps
   Tensor class_weights_;  // options().class_weights in the logits' dtype, on their device
+  Tensor target_check_;   // set_target_check's
 };
 
 }  // namespace minitrain

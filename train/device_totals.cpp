@@ -28,6 +28,7 @@ void DeviceTotals::begin_step(int64_t batches) {
   batches_.push_back(batches);
   has_norm_.push_back(false);
   has_record_.push_back(false);
+  has_counts_.push_back(false);
   ++used_;
 }
 
@@ -72,6 +73,17 @@ Tensor DeviceTotals::scaler_record() {
   return slots_.narrow((used_ - 1) * kFields + kRecord, kFields - kRecord);
 }
 
+Tensor DeviceTotals::class_counts() {
+  MT_CHECK(used_ > 0, "DeviceTotals::class_counts: no step is open (begin_step first)");
+  has_counts_[static_cast<std::size_t>(used_ - 1)] = true;
+  return slots_.narrow((used_ - 1) * kFields + kCounts, 2);
+}
+
+Tensor DeviceTotals::target_check() {
+  MT_CHECK(used_ > 0, "DeviceTotals::target_check: no step is open (begin_step first)");
+  return slots_.narrow((used_ - 1) * kFields + kCheck, 3);
+}
+
 std::vector<StepTotals> DeviceTotals::read() {
   std::vector<StepTotals> out;
   if (used_ == 0) return out;
@@ -99,6 +111,12 @@ std::vector<StepTotals> DeviceTotals::read() {
       t.skipped = r[1] != 0.0;
       t.scale_after = r[2];
     }
+    if (has_counts_[static_cast<std::size_t>(i)]) {
+      t.counted_rows = true;
+      t.correct = v[i * kFields + kCounts];
+      t.counted = v[i * kFields + kCounts + 1];
+    }
+    for (int64_t f = 0; f < 3; ++f) t.target_check[f] = v[i * kFields + kCheck + f];
     out.push_back(t);
   }
   Tensor used = slots_.narrow(0, n);
@@ -107,6 +125,7 @@ std::vector<StepTotals> DeviceTotals::read() {
   batches_.clear();
   has_norm_.clear();
   has_record_.clear();
+  has_counts_.clear();
   return out;
 }
 

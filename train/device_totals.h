@@ -24,6 +24,13 @@ struct StepTotals {
   double loss_scale = 0.0;   ///< the scale the step used
   bool skipped = false;      ///< its gradients overflowed: the optimizer skipped it
   double scale_after = 0.0;  ///< the scale for the next step
+  /// A classifier's top-1 counts added on the device (class_counts()), when handed out:
+  bool counted_rows = false;
+  double correct = 0.0;  ///< rows whose label is the top-1 class
+  double counted = 0.0;  ///< rows whose label is not ignore_index
+  /// cross_entropy's check of the labels on the device (target_check()): {0 or 1, first bad
+  /// row, its label} (Note [cross_entropy's targets on the device]).
+  double target_check[3] = {0.0, 0.0, 0.0};
 };
 
 /// Device-side running totals, one slot per step not read yet. Each slot is float64 in device
@@ -50,6 +57,12 @@ class DeviceTotals {
   /// kAmpRecordSize: scale used, flag, scale and tracker after), for GradScaler::update_queued to
   /// write; read() reports it.
   Tensor scaler_record();
+  /// The open slot's top-1 counts, float64 [2] on device() ({correct, counted}), for
+  /// cross_entropy_count_correct to add to; read() reports them.
+  Tensor class_counts();
+  /// The open slot's label check, float64 [3] on device(), for cross_entropy's target_check; read()
+  /// reports it.
+  Tensor target_check();
   int64_t pending() const noexcept { return used_; }
   bool full() const noexcept { return used_ == capacity_; }
   /// The totals of every step opened since the last read, oldest first, and empties the slots:
@@ -57,9 +70,11 @@ class DeviceTotals {
   std::vector<StepTotals> read();
 
  private:
-  // loss sum, gradient sum of squares, then the scaler's record (4)
-  static constexpr int64_t kFields = 6;
+  // loss sum, gradient sum of squares, the scaler's record (4), top-1 counts (2), label check (3)
+  static constexpr int64_t kFields = 11;
   static constexpr int64_t kRecord = 2;  // the record's first field
+  static constexpr int64_t kCounts = 6;  // the counts' first field
+  static constexpr int64_t kCheck = 8;   // the check's first field
   Tensor field(int64_t slot, int64_t f) const { return slots_.narrow(slot * kFields + f, 1); }
 
   Device device_;
@@ -68,6 +83,7 @@ class DeviceTotals {
   std::vector<int64_t> batches_;  // per open slot: the loss's divisor
   std::vector<bool> has_norm_;    // per open slot: a sum of squares was added
   std::vector<bool> has_record_;  // per open slot: the scaler's record was handed out
+  std::vector<bool> has_counts_;  // per open slot: the top-1 counts were handed out
   Tensor slots_;                  // [capacity * kFields] float64 on device_, zero when unused
   Tensor widened_;                // [1] float64 on device_: a float32 loss, widened
   Tensor host_;                   // [capacity * kFields] float64, pinned on a GPU

@@ -365,6 +365,13 @@ TrainerOptions trainer_options(const TrainConfig& c, const RunPlan& plan, const 
   to.checkpoint_metadata["config"] = config_to_json(c);
   to.generator = &gen;
   to.loss = make_loss(data.loss);
+  // Issue 35: with no training row labelled --ignore-index every batch has a row to count, and a
+  // classifier's step on a GPU need not read its labels.
+  const auto* rows = dynamic_cast<const TensorDataset*>(data.train.get());
+  if (rows != nullptr && to.loss->target_kind() == TargetKind::ClassIndices) {
+    const std::vector<double> y = rows->targets().to_double_vector();
+    to.every_row_counts = std::find(y.begin(), y.end(), double(data.loss.ignore_index)) == y.end();
+  }
   if (plan.precision == DType::Float16) {
     GradScalerOptions so;
     so.init_scale = c.loss_scale.value_or(so.init_scale);

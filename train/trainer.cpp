@@ -18,7 +18,9 @@
 #include "kernels/cast.h"
 #include "kernels/elementwise.h"
 #include "kernels/fill.h"
+#include "kernels/loss/cross_entropy.h"
 #include "kernels/reduce.h"
+#include "nn/cross_entropy_loss.h"
 #include "optim/clip.h"
 #include "train/class_metrics.h"
 #include "train/device_totals.h"
@@ -433,12 +435,23 @@ void Trainer::forward_loss_backward(const Batch& batch, int64_t b, int64_t batch
   const Tensor target = batch.y.to(pred.device());
 
   // loss: its value joins the step's device-side total (read later), its gradient goes back
+  open_totals(pred, b, batches);
+  const bool classifier = loss_->target_kind() == TargetKind::ClassIndices;
+  // On one GPU with every row counted (issue 35): the labels are checked and the rows counted on
+  // the device, read with the loss (Note [cross_entropy's targets on the device]).
+  auto* on_device =
+      classifier && counts_on_device() ? dynamic_cast<CrossEntropyLoss*>(loss_.get()) : nullptr;
+  if (on_device != nullptr) on_device->set_target_check(totals_->target_check());
   Tensor grad;
   const Tensor loss = loss_->forward_backward(pred, target, grad);
-  open_totals(loss, b, batches);
-  const bool classifier = loss_->target_kind() == TargetKind::ClassIndices;
+  if (on_device != nullptr) on_device->set_target_check(Tensor());
   ClassCounts c;
-  if (classifier) {
+  if (on_device != nullptr) {
+    Tensor counts = totals_->class_counts();
+    // before backward: a module may reuse its output's memory (the same stream reads it first)
+    cross_entropy_count_correct(counts, pred, target, loss_->options().ignore_index);
+    logit_columns_ = pred.size(1);
+  } else if (classifier) {
     // before backward: a module may reuse its output's memory
     c = count_correct(pred, target, 1, loss_->options().ignore_index);
     counts[0] += c.correct;
@@ -448,11 +461,11 @@ void Trainer::forward_loss_backward(const Batch& batch, int64_t b, int64_t batch
   // and gradient. It contributes nothing (issue 30): a zero gradient (backward still runs, so
   // every ddp rank joins the all-reduce) and no loss. Without class weights the rows counted
   // above decide; with them the loss's own divisor (one more copy of the labels).
-  const bool counted =
-      !classifier || (loss_->options().class_weights.empty()
-                          ? c.counted > 0
-                          : mean_divisor(batch.y.to(Device::cpu()), loss_->options(),
-                                         TargetKind::ClassIndices) > 0);
+  const bool counted = !classifier || on_device != nullptr ||
+                       (loss_->options().class_weights.empty()
+                            ? c.counted > 0
+                            : mean_divisor(batch.y.to(Device::cpu()), loss_->options(),
+                                           TargetKind::ClassIndices) > 0);
   if (counted) {
     totals_->add_loss(loss);
     counts[3] += 1;
@@ -475,8 +488,8 @@ void Trainer::forward_loss_backward(const Batch& batch, int64_t b, int64_t batch
 
 // ---- the bookkeeping both steps (eager and graph) share ----
 
-void Trainer::open_totals(const Tensor& loss, int64_t b, int64_t batches) {
-  if (!totals_) totals_.emplace(loss.device());
+void Trainer::open_totals(const Tensor& on, int64_t b, int64_t batches) {
+  if (!totals_) totals_.emplace(on.device());
   if (b == 0) totals_->begin_step(batches);
 }
 
@@ -519,6 +532,13 @@ void Trainer::count_rows(std::vector<double>& counts, int64_t batches, bool read
 bool Trainer::read_in_step() const {
   // On the CPU a read is free; ddp's loss all-reduce (reduce_loss) needs the value every step.
   return sync_->world_size() > 1 || totals_->device().is_cpu();
+}
+
+bool Trainer::counts_on_device() const {
+  // Without class weights the mean's divisor is a count, and with every row counted no batch is
+  // one to leave out (issue 30), so nothing about the labels is needed on the host.
+  return !read_in_step() && options_.every_row_counts && loss_->options().class_weights.empty() &&
+         dynamic_cast<const CrossEntropyLoss*>(loss_.get()) != nullptr;
 }
 
 void Trainer::read_loss_now(StepStats& s, std::vector<double>& counts) {
@@ -577,6 +597,10 @@ void Trainer::read_unreported() {
   const std::size_t first = unreported_.size() - t.size();
   for (std::size_t i = 0; i < t.size(); ++i) {
     StepStats& s = unreported_[first + i];
+    // A label the device's check refused: the host check's error, for its row.
+    throw_bad_cross_entropy_target("cross_entropy_forward_backward", t[i].target_check,
+                                   logit_columns_, loss_->options().ignore_index);
+    if (t[i].counted_rows && t[i].counted > 0) s.accuracy = t[i].correct / t[i].counted;
     s.loss = t[i].loss;
     if (t[i].scaled) {  // the scaler kept on the device: its record of the step
       s.loss_scale = t[i].loss_scale;

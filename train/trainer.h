@@ -82,6 +82,9 @@ struct TrainerOptions {
   /// The loss minimised; null: MSELoss with reduction mean. A loss with class-index targets makes
   /// a classifier: steps then report the accuracy of their batches.
   std::shared_ptr<Loss> loss;
+  /// No training row is labelled ignore_index (run_training knows the labels): every batch then
+  /// has a row to count, so a classifier's step on a GPU need not read its labels (issue 35).
+  bool every_row_counts = false;
   /// Dynamic loss scaling (float16 training); none: no scaling. Its state is kept in checkpoints.
   std::optional<GradScalerOptions> loss_scaling;
   /// Each step as one CUDA graph after two eager ones (train/graph_step.h, docs/cuda_graph.md):
@@ -190,10 +193,11 @@ class Trainer {
   void end_batches(StepStats& s, int64_t batches_before);  // epoch end, stop request
   // Shared by train_step and graph_train_step: the step's device totals slot (opened at batch 0),
   // a batch's rows counted, and the end of an update (ddp/local-SGD hook, step_ advanced).
-  void open_totals(const Tensor& loss, int64_t b, int64_t batches);
+  void open_totals(const Tensor& on, int64_t b, int64_t batches);
   void count_batch(const Batch& batch, StepStats& s);
   void end_update(const StepStats& s);
-  bool read_in_step() const;  // whether the step reads its loss before its update
+  bool read_in_step() const;      // whether the step reads its loss before its update
+  bool counts_on_device() const;  // a classifier's counts and label check stay on the device
   void read_loss_now(StepStats& s, std::vector<double>& counts);
   // classifiers: accuracy, and the loss over the batches with a row to count (issue 30)
   void count_rows(std::vector<double>& counts, int64_t batches, bool read, StepStats& s);
@@ -256,7 +260,8 @@ class Trainer {
   Device device_;
   int64_t step_ = 0;
   int64_t batches_seen_ = 0;
-  int64_t samples_seen_ = 0;  // rows consumed by all ranks together
+  int64_t logit_columns_ = 0;  // a classifier's C, for a label check read from the device
+  int64_t samples_seen_ = 0;   // rows consumed by all ranks together
   std::string last_checkpoint_;
 };
 

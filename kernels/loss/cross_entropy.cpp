@@ -66,9 +66,27 @@ void cross_entropy_rows_cpu(const T* logits, int64_t rows, int64_t cols,
                });
 }
 
+template <typename T>
+void cross_entropy_count_correct_cpu(double* counts, const T* logits, const T* classes,
+                                     int64_t rows, int64_t cols, int64_t ignore_index) {
+  double correct = 0, counted = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const T t = classes[i];
+    if (cross_entropy_ignored(t, ignore_index)) continue;
+    counted += 1;
+    const double v = double(t);
+    if (v >= 0 && v < double(cols))
+      correct += cross_entropy_top1(logits + i * cols, cols, static_cast<int64_t>(v)) ? 1 : 0;
+  }
+  counts[0] += correct;
+  counts[1] += counted;
+}
+
 #define MT_INSTANTIATE_CROSS_ENTROPY_CPU(T)                                                       \
   template void cross_entropy_rows_cpu<T>(const T*, int64_t, int64_t, const CrossEntropyArgs<T>&, \
-                                          const CrossEntropyOutputs<T>&);
+                                          const CrossEntropyOutputs<T>&);                         \
+  template void cross_entropy_count_correct_cpu<T>(double*, const T*, const T*, int64_t, int64_t, \
+                                                   int64_t);
 MT_INSTANTIATE_CROSS_ENTROPY_CPU(float)
 MT_INSTANTIATE_CROSS_ENTROPY_CPU(double)
 #undef MT_INSTANTIATE_CROSS_ENTROPY_CPU
@@ -90,8 +108,19 @@ std::vector<double> host_doubles(const Tensor& t) {
   return std::vector<double>(v.begin(), v.end());
 }
 
+// A target the host check refuses: the one message of both checks.
+[[noreturn]] void throw_bad_target(const char* op, int64_t row, double v, int64_t cols,
+                                   int64_t ignore_index) {
+  MT_THROW(ValueError, op, ": row ", row, " has target ", v,
+           ", which is not a class index: logits have C = ", cols,
+           " classes, so a target must be a whole number in [0, ", cols, ") or ignore_index (",
+           ignore_index, ")");
+}
+
+// On the device, the targets are neither copied nor checked here (Note [cross_entropy's targets
+// on the device]): the plan holds what the host knows without them.
 CrossEntropyPlan plan_cross_entropy(const char* op, const Tensor& logits, const Tensor& classes,
-                                    const CrossEntropySpec& spec) {
+                                    const CrossEntropySpec& spec, bool targets_on_device) {
   check_compatible(op, {{"logits", logits}, {"classes", classes}});
   MT_CHECK_AS(ShapeError, logits.ndim() == 2, op,
               ": logits must be [N, C] (a row of class scores "
@@ -124,16 +153,21 @@ CrossEntropyPlan plan_cross_entropy(const char* op, const Tensor& logits, const 
       MT_CHECK_AS(ValueError, weights[c] >= 0, op, ": class_weights[", c, "] must be >= 0 but is ",
                   weights[c]);
   }
-  const std::vector<double> targets = dispatch_float(
-      logits.dtype(), [&](auto zero) { return host_doubles<decltype(zero)>(classes); });
-  for (int64_t i = 0; i < plan.rows; ++i) {
-    const double v = targets[size_t(i)];
-    if (v == double(spec.ignore_index)) continue;  // cross_entropy_ignored's test
-    MT_CHECK_AS(ValueError, v >= 0 && v < double(plan.cols) && v == std::floor(v), op, ": row ", i,
-                " has target ", v, ", which is not a class index: logits have C = ", plan.cols,
-                " classes, so a target must be a whole number in [0, ", plan.cols,
-                ") or ignore_index (", spec.ignore_index, ")");
-    plan.target_weight_total += weights.empty() ? 1.0 : weights[size_t(v)];
+  if (targets_on_device) {
+    MT_CHECK_AS(ShapeError,
+                spec.target_check.dtype() == DType::Float64 && spec.target_check.numel() == 3, op,
+                ": target_check must be float64 [3] but is ", spec.target_check.dtype(), " ",
+                spec.target_check.shape());
+  } else {
+    const std::vector<double> targets = dispatch_float(
+        logits.dtype(), [&](auto zero) { return host_doubles<decltype(zero)>(classes); });
+    for (int64_t i = 0; i < plan.rows; ++i) {
+      const double v = targets[size_t(i)];
+      if (v == double(spec.ignore_index)) continue;  // cross_entropy_ignored's test
+      if (!(v >= 0 && v < double(plan.cols) && v == std::floor(v)))
+        throw_bad_target(op, i, v, plan.cols, spec.ignore_index);
+      plan.target_weight_total += weights.empty() ? 1.0 : weights[size_t(v)];
+    }
   }
   double weight_total = double(plan.cols);
   if (!weights.empty()) {
@@ -168,7 +202,12 @@ void check_loss_out(const char* op, const char* name, const Tensor& out, const T
 void run_cross_entropy(const char* op, Tensor* out, Tensor* grad, const Tensor* grad_out,
                        const Tensor& logits, const Tensor& classes, const CrossEntropySpec& spec,
                        Reduction reduction) {
-  const CrossEntropyPlan plan = plan_cross_entropy(op, logits, classes, spec);
+  const bool on_device = cross_entropy_checks_on_device(logits, spec);
+  if (on_device)
+    MT_CHECK_AS(DeviceError, spec.target_check.device() == logits.device(), op,
+                ": target_check is on ", spec.target_check.device(), ", the logits on ",
+                logits.device());
+  const CrossEntropyPlan plan = plan_cross_entropy(op, logits, classes, spec, on_device);
   if (out != nullptr) check_loss_out(op, "out", *out, logits, reduction, plan.rows);
   if (grad_out != nullptr) check_loss_out(op, "grad_out", *grad_out, logits, reduction, plan.rows);
   if (grad != nullptr) {
@@ -181,14 +220,15 @@ void run_cross_entropy(const char* op, Tensor* out, Tensor* grad, const Tensor* 
   const double divisor = mean ? plan.target_weight_total : 1.0;
   const double inv_total = 1.0 / divisor;
   // The loops' outputs, the mean/sum's per-row doubles at row_loss (on the loops' device).
-  auto outputs = [&](auto zero, double* row_loss) {
+  auto outputs = [&](auto zero, double* row_loss, const double* device_divisor) {
     using T = decltype(zero);
     return CrossEntropyOutputs<T>{row_loss,
                                   out != nullptr && per_row ? out->data<T>() : nullptr,
                                   grad != nullptr ? grad->data<T>() : nullptr,
                                   grad_out != nullptr ? grad_out->data<T>() : nullptr,
                                   per_row,
-                                  inv_total};
+                                  inv_total,
+                                  device_divisor};
   };
   dispatch_op(
       op, logits.device(), logits.dtype(),
@@ -196,7 +236,7 @@ void run_cross_entropy(const char* op, Tensor* out, Tensor* grad, const Tensor* 
         using T = decltype(zero);
         std::vector<double> row_loss;
         if (out != nullptr && !per_row) row_loss.resize(size_t(plan.rows));
-        const auto o = outputs(zero, row_loss.empty() ? nullptr : row_loss.data());
+        const auto o = outputs(zero, row_loss.empty() ? nullptr : row_loss.data(), nullptr);
         cross_entropy_rows_cpu<T>(logits.data<T>(), plan.rows, plan.cols,
                                   loop_args<T>(classes, spec, plan), o);
         if (out != nullptr && !per_row) {
@@ -213,10 +253,23 @@ void run_cross_entropy(const char* op, Tensor* out, Tensor* grad, const Tensor* 
         Tensor row_loss;
         if (out != nullptr && !per_row)
           row_loss = Tensor::empty({plan.rows}, DType::Float64, logits.device());
-        const auto o = outputs(zero, row_loss.defined() ? row_loss.data<double>() : nullptr);
+        // With the targets checked on the device, the mean's divisor is counted there too.
+        Tensor device_divisor;
+        if (on_device) {
+          device_divisor = Tensor::empty({1}, DType::Float64, logits.device());
+          cross_entropy_check_targets_cuda<T>(device_divisor.data<double>(),
+                                              spec.target_check.data<double>(), classes.data<T>(),
+                                              plan.rows, plan.cols, spec.ignore_index, stream);
+        }
+        const double* divisor_at = on_device && mean ? device_divisor.data<double>() : nullptr;
+        const auto o =
+            outputs(zero, row_loss.defined() ? row_loss.data<double>() : nullptr, divisor_at);
         cross_entropy_rows_cuda<T>(logits.data<T>(), plan.rows, plan.cols,
                                    loop_args<T>(classes, spec, plan), o, stream);
-        if (row_loss.defined())
+        if (row_loss.defined() && divisor_at != nullptr)
+          cross_entropy_mean_rows_cuda<T>(out->data<T>(), row_loss.data<double>(), plan.rows,
+                                          divisor_at, stream);
+        else if (row_loss.defined())
           cross_entropy_sum_rows_cuda<T>(out->data<T>(), row_loss.data<double>(), plan.rows,
                                          divisor, stream);
       });
@@ -226,6 +279,44 @@ Shape loss_shape(const Tensor& logits, Reduction reduction) {
   return reduction == Reduction::None ? Shape{logits.ndim() > 0 ? logits.size(0) : 0} : Shape{};
 }
 }  // namespace
+
+bool cross_entropy_checks_on_device(const Tensor& logits, const CrossEntropySpec& spec) {
+  return spec.target_check.defined() && !spec.class_weights.defined() && logits.defined() &&
+         logits.device().is_cuda();
+}
+
+void throw_bad_cross_entropy_target(const char* op, const double* check, int64_t classes,
+                                    int64_t ignore_index) {
+  if (check[0] == 0) return;
+  throw_bad_target(op, static_cast<int64_t>(check[1]), check[2], classes, ignore_index);
+}
+
+void cross_entropy_count_correct(Tensor& counts, const Tensor& logits, const Tensor& classes,
+                                 int64_t ignore_index) {
+  const char* op = "cross_entropy_count_correct";
+  check_compatible(op, {{"logits", logits}, {"classes", classes}});
+  MT_CHECK_AS(ShapeError, logits.ndim() == 2 && classes.numel() == logits.size(0), op, ": logits ",
+              logits.shape(), " and classes ", classes.shape(),
+              " do not fit (expected [N, C] and N classes)");
+  MT_CHECK_AS(ShapeError, counts.dtype() == DType::Float64 && counts.numel() == 2, op,
+              ": counts must be float64 [2] but is ", counts.dtype(), " ", counts.shape());
+  MT_CHECK_AS(DeviceError, counts.device() == logits.device(), op, ": counts are on ",
+              counts.device(), ", the logits on ", logits.device());
+  const int64_t rows = logits.size(0), cols = logits.size(1);
+  if (rows == 0) return;
+  dispatch_op(
+      op, logits.device(), logits.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        cross_entropy_count_correct_cpu<T>(counts.data<double>(), logits.data<T>(),
+                                           classes.data<T>(), rows, cols, ignore_index);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        cross_entropy_count_correct_cuda<T>(counts.data<double>(), logits.data<T>(),
+                                            classes.data<T>(), rows, cols, ignore_index, stream);
+      });
+}
 
 void cross_entropy_forward(Tensor& out, const Tensor& logits, const Tensor& classes,
                            const CrossEntropySpec& spec, Reduction reduction) {

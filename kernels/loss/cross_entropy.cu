@@ -55,6 +55,17 @@ __global__ void cross_entropy_rows_kernel(const T* logits, int64_t rows, int64_t
         for (int64_t j = lane; j < cols; j += kWarp) grad[j] = T(0);
       continue;
     }
+    if (!cross_entropy_valid_target(target, cols)) {
+      // Only with the targets checked on the device (Note [cross_entropy's targets on the
+      // device]): never an index; NaN marks the row, the check names it when read.
+      if (lane == 0) {
+        if (o.row_loss != nullptr) o.row_loss[i] = NAN;
+        if (o.row_out != nullptr) o.row_out[i] = T(NAN);
+      }
+      if (grad != nullptr)
+        for (int64_t j = lane; j < cols; j += kWarp) grad[j] = T(NAN);
+      continue;
+    }
     const int64_t y = static_cast<int64_t>(target);
     T m = x[0];
     for (int64_t j = lane; j < cols; j += kWarp) m = x[j] > m ? x[j] : m;
@@ -76,11 +87,71 @@ __global__ void cross_entropy_rows_kernel(const T* logits, int64_t rows, int64_t
       if (o.row_out != nullptr) o.row_out[i] = static_cast<T>(loss);
     }
     if (grad != nullptr) {
-      const double scale = (o.grad_out ? double(o.grad_out[o.per_row ? i : 0]) : 1.0) * o.inv_total;
+      const double inv_total = o.divisor != nullptr ? 1.0 / o.divisor[0] : o.inv_total;
+      const double scale = (o.grad_out ? double(o.grad_out[o.per_row ? i : 0]) : 1.0) * inv_total;
       for (int64_t j = lane; j < cols; j += kWarp)
         grad[j] = cross_entropy_grad<T>(a.k, x[j] - m, lse, w_y,
                                         a.weights ? double(a.weights[j]) : 1.0, j == y, scale);
     }
+  }
+}
+
+// The mean with its divisor in device memory: loss_sum_partials_kernel's fold, so its bits.
+template <typename T>
+__global__ void cross_entropy_mean_rows_kernel(T* out, const double* row_loss, int64_t rows,
+                                               const double* divisor) {
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) acc += row_loss[i];
+  acc = block_reduce<reduce_detail::SumOf>(acc);
+  if (threadIdx.x == 0) out[0] = static_cast<T>(acc / divisor[0]);
+}
+
+// One block: the non-ignored rows counted (whole numbers in double: exact in any order) with
+// the bad ones; when there is one and the check is empty, thread 0 finds the first in row order.
+template <typename T>
+__global__ void cross_entropy_check_targets_kernel(double* divisor, double* check, const T* classes,
+                                                   int64_t rows, int64_t cols,
+                                                   int64_t ignore_index) {
+  double counted = 0, bad = 0;
+  for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
+    if (cross_entropy_ignored(classes[i], ignore_index)) continue;
+    counted += 1;
+    bad += cross_entropy_valid_target(classes[i], cols) ? 0 : 1;
+  }
+  counted = block_reduce<reduce_detail::SumOf>(counted);
+  bad = block_reduce<reduce_detail::SumOf>(bad);
+  if (threadIdx.x != 0) return;
+  divisor[0] = counted;
+  if (bad == 0 || check[0] != 0) return;
+  for (int64_t i = 0; i < rows; ++i) {
+    const T t = classes[i];
+    if (cross_entropy_ignored(t, ignore_index) || cross_entropy_valid_target(t, cols)) continue;
+    check[0] = 1;
+    check[1] = double(i);
+    check[2] = double(t);
+    return;
+  }
+}
+
+// One block: each thread its rows' top-1 test, folded; thread 0 adds to the counts.
+template <typename T>
+__global__ void cross_entropy_count_correct_kernel(double* counts, const T* logits,
+                                                   const T* classes, int64_t rows, int64_t cols,
+                                                   int64_t ignore_index) {
+  double correct = 0, counted = 0;
+  for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
+    const T t = classes[i];
+    if (cross_entropy_ignored(t, ignore_index)) continue;
+    counted += 1;
+    const double v = double(t);
+    if (v >= 0 && v < double(cols))
+      correct += cross_entropy_top1(logits + i * cols, cols, static_cast<int64_t>(v)) ? 1 : 0;
+  }
+  correct = block_reduce<reduce_detail::SumOf>(correct);
+  counted = block_reduce<reduce_detail::SumOf>(counted);
+  if (threadIdx.x == 0) {
+    counts[0] += correct;
+    counts[1] += counted;
   }
 }
 
@@ -103,10 +174,42 @@ void cross_entropy_sum_rows_cuda(T* out, const double* row_loss, int64_t rows, d
   launch_loss_sum_partials(out, row_loss, rows, divisor, as_cuda(stream));
 }
 
+template <typename T>
+void cross_entropy_mean_rows_cuda(T* out, const double* row_loss, int64_t rows,
+                                  const double* divisor, CUstream_st* stream) {
+  cross_entropy_mean_rows_kernel<T>
+      <<<1, kBlock, 0, as_cuda(stream)>>>(out, row_loss, rows, divisor);
+  CHECK_CUDA_LAUNCH();
+}
+
+template <typename T>
+void cross_entropy_check_targets_cuda(double* divisor, double* check, const T* classes,
+                                      int64_t rows, int64_t cols, int64_t ignore_index,
+                                      CUstream_st* stream) {
+  cross_entropy_check_targets_kernel<T>
+      <<<1, kBlock, 0, as_cuda(stream)>>>(divisor, check, classes, rows, cols, ignore_index);
+  CHECK_CUDA_LAUNCH();
+}
+
+template <typename T>
+void cross_entropy_count_correct_cuda(double* counts, const T* logits, const T* classes,
+                                      int64_t rows, int64_t cols, int64_t ignore_index,
+                                      CUstream_st* stream) {
+  cross_entropy_count_correct_kernel<T>
+      <<<1, kBlock, 0, as_cuda(stream)>>>(counts, logits, classes, rows, cols, ignore_index);
+  CHECK_CUDA_LAUNCH();
+}
+
 #define MT_INSTANTIATE_CROSS_ENTROPY_CUDA(T)                                                       \
   template void cross_entropy_rows_cuda<T>(const T*, int64_t, int64_t, const CrossEntropyArgs<T>&, \
                                            const CrossEntropyOutputs<T>&, CUstream_st*);           \
-  template void cross_entropy_sum_rows_cuda<T>(T*, const double*, int64_t, double, CUstream_st*);
+  template void cross_entropy_sum_rows_cuda<T>(T*, const double*, int64_t, double, CUstream_st*);  \
+  template void cross_entropy_mean_rows_cuda<T>(T*, const double*, int64_t, const double*,         \
+                                                CUstream_st*);                                     \
+  template void cross_entropy_check_targets_cuda<T>(double*, double*, const T*, int64_t, int64_t,  \
+                                                    int64_t, CUstream_st*);                        \
+  template void cross_entropy_count_correct_cuda<T>(double*, const T*, const T*, int64_t, int64_t, \
+                                                    int64_t, CUstream_st*);
 MT_INSTANTIATE_CROSS_ENTROPY_CUDA(float)
 MT_INSTANTIATE_CROSS_ENTROPY_CUDA(double)
 #undef MT_INSTANTIATE_CROSS_ENTROPY_CUDA

@@ -12,6 +12,16 @@
 // naming the row, the value and C) and to form the mean's divisor, sum over non-ignored rows of
 // w[y_i], in one fixed order. On a GPU this is a small synchronous copy per call; the logits
 // stay on the device.
+//
+// Note [cross_entropy's targets on the device]: a caller that checked its labels once (the
+// trainer checks them at load) may skip that copy by handing a `target_check` tensor (float64 [3]
+// on the logits' CUDA device) without class weights. Nothing is then read by the host: one
+// kernel counts the non-ignored rows into a device scratch (the mean's divisor: a count, exact in
+// any order, so the bits of the host's) and, if the check holds no bad target yet, writes the
+// first bad row into it: {1, row, target}; the rows kernel reads the divisor from device memory
+// and gives a bad row a NaN loss and gradient (it never indexes with it). The caller reads the
+// check later (with the loss) and throw_bad_cross_entropy_target names the row as the host check
+// would. With class weights, or on the CPU, the call checks on the host as above.
 
 #include <cstdint>
 
@@ -28,7 +38,27 @@ struct CrossEntropySpec {
   Tensor class_weights;
   double label_smoothing = 0.0;  ///< in [0, 1]
   int64_t ignore_index = -100;   ///< rows with this target count for nothing
+  /// Undefined: check the targets on the host. Else float64 [3] on the logits' CUDA device,
+  /// {0, 0, 0} until a bad target is met (Note [cross_entropy's targets on the device]); used
+  /// only without class_weights (a weighted call checks on the host).
+  Tensor target_check;
 };
+
+/// Whether a call with `spec` on `logits` checks its targets on the device (no host copy).
+bool cross_entropy_checks_on_device(const Tensor& logits, const CrossEntropySpec& spec);
+
+/// ValueError naming the row and target of a `target_check` that recorded one ({1, row, value},
+/// read on the host), worded as the host check's; returns when check[0] == 0.
+void throw_bad_cross_entropy_target(const char* op, const double* check, int64_t classes,
+                                    int64_t ignore_index);
+
+/// Adds the top-1 accuracy counts of logits [N, C] against classes ([N] or [N, 1], the logits'
+/// dtype and device) to counts (float64 [2] on that device): {rows whose class is the first
+/// maximum of its row (torch.argmax's), rows whose class is not ignore_index}. A target that is
+/// not in [0, C) is counted and never correct (train/class_metrics.h's count_correct with k = 1).
+/// Queued on the device: no host read. Integer counts in float64: exact in any order.
+void cross_entropy_count_correct(Tensor& counts, const Tensor& logits, const Tensor& classes,
+                                 int64_t ignore_index);
 
 /// Mean/Sum: out is 0-d; None: out is [N], 0 for ignored rows. Mean divides by the sum of the
 /// weights of the non-ignored rows' targets (their count without weights): NaN when every row is
@@ -74,12 +104,29 @@ struct CrossEntropyOutputs {
   const T* grad_out;  ///< the incoming gradient: [N] (per_row) or [1]; null for 1
   bool per_row;
   double inv_total;  ///< 1 / (sum of the non-ignored rows' weights) for mean, else 1
+  /// Non-null (CUDA, targets checked on the device): inv_total is 1 / *divisor, read there.
+  const double* divisor;
 };
 
 /// Whether a row's target is ignore_index (the same test on the host and the device).
 template <typename T>
 MT_HOST_DEVICE bool cross_entropy_ignored(T target, int64_t ignore_index) {
   return double(target) == double(ignore_index);
+}
+
+/// Whether a non-ignored target is a class index: a whole number in [0, cols).
+template <typename T>
+MT_HOST_DEVICE bool cross_entropy_valid_target(T target, int64_t cols) {
+  const double v = double(target);
+  return v >= 0 && v < double(cols) && double(static_cast<int64_t>(v)) == v;
+}
+
+/// Whether row i's target is top-1 (the first maximum of its row); target in [0, cols).
+template <typename T>
+MT_HOST_DEVICE bool cross_entropy_top1(const T* row, int64_t cols, int64_t target) {
+  for (int64_t j = 0; j < cols; ++j)
+    if (row[j] > row[target] || (row[j] == row[target] && j < target)) return false;
+  return true;
 }
 
 template <typename T>
@@ -93,5 +140,23 @@ void cross_entropy_rows_cuda(const T* logits, int64_t rows, int64_t cols,
 template <typename T>
 void cross_entropy_sum_rows_cuda(T* out, const double* row_loss, int64_t rows, double divisor,
                                  CUstream_st* stream);
+/// The same with the divisor read from device memory (*divisor), the same fold.
+template <typename T>
+void cross_entropy_mean_rows_cuda(T* out, const double* row_loss, int64_t rows,
+                                  const double* divisor, CUstream_st* stream);
+/// divisor[0] = the count of rows whose target is not ignore_index; if check[0] == 0 and a
+/// non-ignored target is not a class index, check = {1, first such row, its target}.
+template <typename T>
+void cross_entropy_check_targets_cuda(double* divisor, double* check, const T* classes,
+                                      int64_t rows, int64_t cols, int64_t ignore_index,
+                                      CUstream_st* stream);
+/// counts[0] += top-1 rows, counts[1] += non-ignored rows (cross_entropy_count_correct).
+template <typename T>
+void cross_entropy_count_correct_cpu(double* counts, const T* logits, const T* classes,
+                                     int64_t rows, int64_t cols, int64_t ignore_index);
+template <typename T>
+void cross_entropy_count_correct_cuda(double* counts, const T* logits, const T* classes,
+                                      int64_t rows, int64_t cols, int64_t ignore_index,
+                                      CUstream_st* stream);
 
 }  // namespace minitrain

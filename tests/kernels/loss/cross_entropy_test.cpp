@@ -16,6 +16,10 @@
 #include "tests/kernels/loss_test_util.h"
 #include "tests/support/test_util.h"
 
+#if MINITRAIN_CUDA_EMULATED
+#include "cuda_emu/api_counts.h"
+#endif
+
 namespace minitrain {
 namespace {
 
@@ -378,6 +382,117 @@ TEST_P(CrossEntropyTest, RejectsBadShapesAndSettings) {
                ShapeError);
   EXPECT_THROW(cross_entropy_forward(logits, Tensor::zeros({4}, DType::Float64, device()), {}),
                DTypeError);
+}
+
+// Note [cross_entropy's targets on the device]: with a target_check the CUDA call copies nothing
+// to the host, and its loss and gradient are the host-checked call's bit for bit (the divisor, a
+// count, is exact in any order). On the CPU the check is the host's, the same bits trivially.
+TEST_P(CrossEntropyTest, TargetsCheckedOnTheDeviceGiveTheHostCheckedBits) {
+  const Setting unweighted[] = {
+      {false, 0.0, -100, false}, {false, 0.2, -100, true}, {false, 0.0, 1, true}};
+  for (const Setting& s : unweighted)
+    for (DType dtype : {DType::Float32, DType::Float64})
+      for (auto [n, c] : kShapes) {
+        if (testing::over_size_cap(n * c)) continue;
+        Problem p = make_problem(n, c, s, 811, device(), dtype);
+        for (Reduction r : kAllReductions) {
+          const Shape loss_shape = r == Reduction::None ? Shape{n} : Shape{};
+          Tensor want_loss = Tensor::empty(loss_shape, dtype, device());
+          Tensor want_grad = Tensor::empty({n, c}, dtype, device());
+          cross_entropy_forward_backward(want_loss, want_grad, p.logits, p.classes, p.spec, r);
+          CrossEntropySpec on_device = p.spec;
+          on_device.target_check = Tensor::zeros({3}, DType::Float64, device());
+          EXPECT_EQ(cross_entropy_checks_on_device(p.logits, on_device), device().is_cuda());
+          Tensor loss = Tensor::empty(loss_shape, dtype, device());
+          Tensor grad = Tensor::empty({n, c}, dtype, device());
+#if MINITRAIN_CUDA_EMULATED
+          const uint64_t copies_before = mtemu::api_counts().device_to_host_copies;
+#endif
+          cross_entropy_forward_backward(loss, grad, p.logits, p.classes, on_device, r);
+#if MINITRAIN_CUDA_EMULATED
+          if (device().is_cuda()) {
+            EXPECT_EQ(mtemu::api_counts().device_to_host_copies, copies_before)
+                << "the call read its targets";
+          }
+#endif
+          EXPECT_EQ(host_values(loss), host_values(want_loss))
+              << s.label() << " " << n << "x" << c << reduction_name(r);
+          EXPECT_EQ(host_values(grad), host_values(want_grad))
+              << s.label() << " " << n << "x" << c << reduction_name(r);
+          EXPECT_EQ(host_values(on_device.target_check), (std::vector<double>{0, 0, 0}));
+          Tensor fwd = cross_entropy_forward(p.logits, p.classes, on_device, r);
+          EXPECT_EQ(host_values(fwd), host_values(want_loss));
+        }
+      }
+}
+
+TEST_P(CrossEntropyTest, ABadTargetCheckedOnTheDeviceIsNamedWhenRead) {
+  if (!device().is_cuda()) GTEST_SKIP() << "the CPU checks on the host (BadClassIndex...)";
+  Tensor logits = Tensor::zeros({4, 5}, DType::Float32, device());
+  for (double bad : {7.0, -1.0, 2.5}) {
+    CrossEntropySpec spec;
+    spec.target_check = Tensor::zeros({3}, DType::Float64, device());
+    Tensor classes = tensor_of({0, 4, -100, bad}, {4}, device(), DType::Float32);
+    Tensor loss = cross_entropy_forward(logits, classes, spec);  // no throw: nothing was read
+    EXPECT_TRUE(std::isnan(loss.item())) << bad;
+    // A later call's bad row does not replace the first one recorded.
+    cross_entropy_forward(logits, tensor_of({9, 0, 0, 0}, {4}, device(), DType::Float32), spec);
+    const std::vector<double> check = host_values(spec.target_check);
+    EXPECT_EQ(check, (std::vector<double>{1, 3, bad}));
+    const std::string msg = error_message(
+        [&] { throw_bad_cross_entropy_target("cross_entropy_forward", check.data(), 5, -100); });
+    EXPECT_THAT(msg, HasSubstr("row 3"));
+    EXPECT_THAT(msg, HasSubstr("C = 5"));
+    EXPECT_THAT(msg, HasSubstr("ignore_index (-100)"));
+    // The host check's message, word for word.
+    EXPECT_EQ(msg, error_message([&] { cross_entropy_forward(logits, classes, {}); }));
+    EXPECT_THROW(throw_bad_cross_entropy_target("cross_entropy_forward", check.data(), 5, -100),
+                 ValueError);
+  }
+  const double none[3] = {0, 0, 0};
+  EXPECT_NO_THROW(throw_bad_cross_entropy_target("cross_entropy_forward", none, 5, -100));
+  CrossEntropySpec wrong;
+  wrong.target_check = Tensor::zeros({2}, DType::Float64, device());
+  EXPECT_THROW(cross_entropy_forward(logits, Tensor::zeros({4}, DType::Float32, device()), wrong),
+               ShapeError);
+}
+
+// The top-1 counts against a plain host count (the first maximum wins ties, as torch.argmax).
+TEST_P(CrossEntropyTest, CountCorrectIsTheFirstMaximumsCount) {
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (auto [n, c] : kShapes) {
+      if (testing::over_size_cap(n * c)) continue;
+      // Whole numbers in [0, 3): many ties.
+      std::vector<double> x(static_cast<size_t>(n * c)), y(static_cast<size_t>(n));
+      std::mt19937 rng(uint32_t(n * 31 + c));
+      for (double& v : x) v = double(rng() % 3);
+      for (int64_t i = 0; i < n; ++i) y[size_t(i)] = i % 5 == 4 ? -100.0 : double(rng() % c);
+      if (n > 2) y[1] = double(c);  // not a class: counted, never correct
+      double correct = 0, counted = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (y[size_t(i)] == -100) continue;
+        counted += 1;
+        const int64_t t = int64_t(y[size_t(i)]);
+        if (t >= c) continue;
+        int64_t first = 0;
+        for (int64_t j = 1; j < c; ++j)
+          if (x[size_t(i * c + j)] > x[size_t(i * c + first)]) first = j;
+        correct += first == t;
+      }
+      Tensor counts = tensor_of({10, 20}, {2}, device(), DType::Float64);  // added to
+      cross_entropy_count_correct(counts, tensor_of(x, {n, c}, device(), dtype),
+                                  tensor_of(y, {n}, device(), dtype), -100);
+      EXPECT_EQ(host_values(counts), (std::vector<double>{10 + correct, 20 + counted}))
+          << n << "x" << c;
+    }
+  Tensor counts = Tensor::zeros({2}, DType::Float64, device());
+  EXPECT_THROW(cross_entropy_count_correct(counts, Tensor::zeros({4, 3}, DType::Float32, device()),
+                                           Tensor::zeros({3}, DType::Float32, device()), -100),
+               ShapeError);
+  Tensor three = Tensor::zeros({3}, DType::Float64, device());
+  EXPECT_THROW(cross_entropy_count_correct(three, Tensor::zeros({4, 3}, DType::Float32, device()),
+                                           Tensor::zeros({4}, DType::Float32, device()), -100),
+               ShapeError);
 }
 
 MT_INSTANTIATE_DEVICE_TEST_SUITE(CrossEntropyTest);
