@@ -52,25 +52,25 @@ double reduce_chunked(const T* x, int64_t n) {
 }
 
 // mean divides by n (0/0 = NaN for an empty tensor, as torch); the others by 1.
-double divisor_for(ReduceOp op, int64_t n) {
-  return op == ReduceOp::Mean ? static_cast<double>(n) : 1.0;
+double divisor_for(ReduceKind op, int64_t n) {
+  return op == ReduceKind::Mean ? static_cast<double>(n) : 1.0;
 }
 
-const char* op_name(ReduceOp op) {
+const char* op_name(ReduceKind op) {
   switch (op) {
-    case ReduceOp::Sum:
+    case ReduceKind::Sum:
       return "sum";
-    case ReduceOp::Mean:
+    case ReduceKind::Mean:
       return "mean";
-    case ReduceOp::MaxAbs:
+    case ReduceKind::MaxAbs:
       return "max_abs";
-    case ReduceOp::SquaredNorm:
+    case ReduceKind::SquaredNorm:
       return "squared_norm";
   }
   return "reduce";
 }
 
-void reduce_into(Tensor& out, const Tensor& x, ReduceOp op) {
+void reduce_into(Tensor& out, const Tensor& x, ReduceKind op) {
   const char* name = op_name(op);
   check_compatible(name, {{"out", out}, {"x", x}});
   check_ndim(name, {"out", out}, 0);
@@ -88,7 +88,7 @@ void reduce_into(Tensor& out, const Tensor& x, ReduceOp op) {
       });
 }
 
-Tensor reduce_new(const Tensor& x, ReduceOp op) {
+Tensor reduce_new(const Tensor& x, ReduceKind op) {
   check_compatible(op_name(op), {{"x", x}});
   Tensor out = Tensor::empty(Shape{}, x.dtype(), x.device());
   reduce_into(out, x, op);
@@ -100,18 +100,18 @@ Tensor reduce_new(const Tensor& x, ReduceOp op) {
 // ---- CPU ----
 
 template <typename T>
-void reduce_cpu(T* out, const T* x, int64_t n, ReduceOp op) {
+void reduce_cpu(T* out, const T* x, int64_t n, ReduceKind op) {
   using namespace reduce_detail;
   double r = 0.0;
   switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Mean:
+    case ReduceKind::Sum:
+    case ReduceKind::Mean:
       r = reduce_chunked<SumOf>(x, n);
       break;
-    case ReduceOp::SquaredNorm:
+    case ReduceKind::SquaredNorm:
       r = reduce_chunked<SquaresOf>(x, n);
       break;
-    case ReduceOp::MaxAbs:
+    case ReduceKind::MaxAbs:
       r = reduce_chunked<MaxAbsOf>(x, n);
       break;
   }
@@ -139,8 +139,8 @@ void sum_rows_cpu(T* out, const T* x, int64_t rows, int64_t cols) {
   });
 }
 
-template void reduce_cpu<float>(float*, const float*, int64_t, ReduceOp);
-template void reduce_cpu<double>(double*, const double*, int64_t, ReduceOp);
+template void reduce_cpu<float>(float*, const float*, int64_t, ReduceKind);
+template void reduce_cpu<double>(double*, const double*, int64_t, ReduceKind);
 template void sum_rows_cpu<float>(float*, const float*, int64_t, int64_t);
 template void sum_rows_cpu<double>(double*, const double*, int64_t, int64_t);
 template void sum_rows_columns_cpu<float>(float*, const float*, int64_t, int64_t, int64_t, int64_t);
@@ -182,15 +182,15 @@ void clip_scale_(Tensor& x, const Tensor& sum_sq, double max_norm) {
       });
 }
 
-void sum(Tensor& out, const Tensor& x) { reduce_into(out, x, ReduceOp::Sum); }
-void mean(Tensor& out, const Tensor& x) { reduce_into(out, x, ReduceOp::Mean); }
-void max_abs(Tensor& out, const Tensor& x) { reduce_into(out, x, ReduceOp::MaxAbs); }
-void squared_norm(Tensor& out, const Tensor& x) { reduce_into(out, x, ReduceOp::SquaredNorm); }
+void sum(Tensor& out, const Tensor& x) { reduce_into(out, x, ReduceKind::Sum); }
+void mean(Tensor& out, const Tensor& x) { reduce_into(out, x, ReduceKind::Mean); }
+void max_abs(Tensor& out, const Tensor& x) { reduce_into(out, x, ReduceKind::MaxAbs); }
+void squared_norm(Tensor& out, const Tensor& x) { reduce_into(out, x, ReduceKind::SquaredNorm); }
 
-Tensor sum(const Tensor& x) { return reduce_new(x, ReduceOp::Sum); }
-Tensor mean(const Tensor& x) { return reduce_new(x, ReduceOp::Mean); }
-Tensor max_abs(const Tensor& x) { return reduce_new(x, ReduceOp::MaxAbs); }
-Tensor squared_norm(const Tensor& x) { return reduce_new(x, ReduceOp::SquaredNorm); }
+Tensor sum(const Tensor& x) { return reduce_new(x, ReduceKind::Sum); }
+Tensor mean(const Tensor& x) { return reduce_new(x, ReduceKind::Mean); }
+Tensor max_abs(const Tensor& x) { return reduce_new(x, ReduceKind::MaxAbs); }
+Tensor squared_norm(const Tensor& x) { return reduce_new(x, ReduceKind::SquaredNorm); }
 
 void sum_rows(Tensor& out, const Tensor& x) {
   check_compatible("sum_rows", {{"out", out}, {"x", x}});

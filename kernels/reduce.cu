@@ -104,20 +104,20 @@ int64_t reduce_cuda_partials(int64_t n) {
 }
 
 template <typename T>
-void reduce_cuda(T* out, const T* x, int64_t n, ReduceOp op, double* partials, CUstream_st* s) {
+void reduce_cuda(T* out, const T* x, int64_t n, ReduceKind op, double* partials, CUstream_st* s) {
   using namespace reduce_detail;
   const cudaStream_t stream = as_cuda(s);
   switch (op) {
-    case ReduceOp::Sum:
+    case ReduceKind::Sum:
       reduce_two_pass<T, SumOf>(out, x, n, 1.0, partials, stream);
       break;
-    case ReduceOp::Mean:
+    case ReduceKind::Mean:
       reduce_two_pass<T, SumOf>(out, x, n, static_cast<double>(n), partials, stream);
       break;
-    case ReduceOp::SquaredNorm:
+    case ReduceKind::SquaredNorm:
       reduce_two_pass<T, SquaresOf>(out, x, n, 1.0, partials, stream);
       break;
-    case ReduceOp::MaxAbs:
+    case ReduceKind::MaxAbs:
       reduce_two_pass<T, MaxAbsOf>(out, x, n, 1.0, partials, stream);
       break;
   }
@@ -128,8 +128,8 @@ void sum_rows_cuda(T* out, const T* x, int64_t rows, int64_t cols, CUstream_st* 
   column_sum_cuda(out, rows, cols, ReadAt<T>{x}, as_cuda(s));
 }
 
-template void reduce_cuda<float>(float*, const float*, int64_t, ReduceOp, double*, CUstream_st*);
-template void reduce_cuda<double>(double*, const double*, int64_t, ReduceOp, double*, CUstream_st*);
+template void reduce_cuda<float>(float*, const float*, int64_t, ReduceKind, double*, CUstream_st*);
+template void reduce_cuda<double>(double*, const double*, int64_t, ReduceKind, double*, CUstream_st*);
 template void clip_scale_cuda<float>(float*, int64_t, const double*, double, CUstream_st*);
 template void clip_scale_cuda<double>(double*, int64_t, const double*, double, CUstream_st*);
 template void sum_rows_cuda<float>(float*, const float*, int64_t, int64_t, CUstream_st*);

@@ -46,7 +46,7 @@ MT_HOST_DEVICE double clip_coefficient(double sum_sq, double max_norm) {
 void clip_scale_(Tensor& x, const Tensor& sum_sq, double max_norm);
 
 // ---- CPU and CUDA implementations (raw pointers, contiguous) ----
-enum class ReduceOp : uint8_t { Sum, Mean, MaxAbs, SquaredNorm };
+enum class ReduceKind : uint8_t { Sum, Mean, MaxAbs, SquaredNorm };
 
 namespace reduce_detail {
 // What each reduction does to one element (map) and to two partial results (combine), shared by
@@ -71,7 +71,7 @@ struct MaxAbsOf {
 }  // namespace reduce_detail
 
 template <typename T>
-void reduce_cpu(T* out, const T* x, int64_t n, ReduceOp op);
+void reduce_cpu(T* out, const T* x, int64_t n, ReduceKind op);
 template <typename T>
 void sum_rows_cpu(T* out, const T* x, int64_t rows, int64_t cols);
 /// Columns [begin, end) of sum_rows_cpu on the calling thread, with its per-column math (each
@@ -88,7 +88,7 @@ void clip_scale_cpu(T* x, int64_t n, const double* sum_sq, double max_norm);
 template <typename T>
 void clip_scale_cuda(T* x, int64_t n, const double* sum_sq, double max_norm, CUstream_st* s);
 template <typename T>
-void reduce_cuda(T* out, const T* x, int64_t n, ReduceOp op, double* partials, CUstream_st* s);
+void reduce_cuda(T* out, const T* x, int64_t n, ReduceKind op, double* partials, CUstream_st* s);
 template <typename T>
 void sum_rows_cuda(T* out, const T* x, int64_t rows, int64_t cols, CUstream_st* s);
 

@@ -24,7 +24,7 @@ const char* const kMaxExpAvgSq = "max_exp_avg_sq";
 const char* const kStep = "step";  // per-parameter step count, a scalar "<param>.step"
 
 // torch's checks (torch/optim/adam.py), plus finite values.
-OptimizerOptions validated(OptimizerOptions o, bool decoupled) {
+OptimizerOptions validated_adam_options(OptimizerOptions o, bool decoupled) {
   o.weight_decay = o.weight_decay.value_or(decoupled ? adamw_defaults().weight_decay.value() : 0.0);
   using namespace optim_detail;
   const std::string who = decoupled ? "adamw" : "adam";
@@ -40,7 +40,7 @@ OptimizerOptions validated(OptimizerOptions o, bool decoupled) {
 
 Adam::Adam(NamedParameters params, OptimizerOptions options, bool decoupled_weight_decay)
     : Optimizer(std::move(params)),
-      options_(validated(std::move(options), decoupled_weight_decay)),
+      options_(validated_adam_options(std::move(options), decoupled_weight_decay)),
       decoupled_(decoupled_weight_decay) {
   set_lr_factor({});
   exp_avg_.resize(params_.size());
@@ -240,7 +240,7 @@ void Adam::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors
   read_double(who, scalars, "weight_decay", &weight_decay);
   o.weight_decay = weight_decay;
   read_bool(who, scalars, "amsgrad", &o.amsgrad);
-  o = validated(o, decoupled_);
+  o = validated_adam_options(o, decoupled_);
 
   const std::size_t n = params_.size();
   std::vector<Tensor> slots[3] = {std::vector<Tensor>(n), std::vector<Tensor>(n),

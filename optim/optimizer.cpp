@@ -177,7 +177,8 @@ std::vector<std::vector<std::size_t>> group_for_multi_tensor(
 
 }  // namespace optim_detail
 
-// lr is checked once, by each optimizer's constructor (its validated(), which names it).
+// lr is checked once, by each optimizer's constructor (its validated_<name>_options(), which names
+// it).
 Optimizer::Optimizer(NamedParameters params) : params_(std::move(params)) {
   std::set<std::string> names;
   std::set<const Parameter*> seen;

@@ -18,7 +18,7 @@ const char* const kMomentumBuffer = "momentum_buffer";
 
 // torch's checks (torch/optim/rmsprop.py: lr, eps, momentum, weight_decay and alpha >= 0), plus
 // finite values.
-OptimizerOptions validated(OptimizerOptions o) {
+OptimizerOptions validated_rmsprop_options(OptimizerOptions o) {
   o.weight_decay = o.weight_decay.value_or(0.0);
   using namespace optim_detail;
   check_non_negative("rmsprop", "lr", o.lr);
@@ -43,7 +43,7 @@ RMSpropStepArgs step_args(const OptimizerOptions& o, double lr) {
 }  // namespace
 
 RMSprop::RMSprop(NamedParameters params, OptimizerOptions options)
-    : Optimizer(std::move(params)), options_(validated(std::move(options))) {
+    : Optimizer(std::move(params)), options_(validated_rmsprop_options(std::move(options))) {
   set_lr_factor({});
   square_avg_.resize(params_.size());
   grad_avg_.resize(params_.size());
@@ -175,7 +175,7 @@ void RMSprop::load_state(const std::vector<std::pair<std::string, Tensor>>& tens
   o.weight_decay = weight_decay;
   read_double(who, scalars, "momentum", &o.momentum);
   read_bool(who, scalars, "centered", &o.centered);
-  o = validated(o);
+  o = validated_rmsprop_options(o);
 
   const std::size_t n = params_.size();
   std::vector<Tensor> slots[3] = {std::vector<Tensor>(n), std::vector<Tensor>(n),

@@ -20,7 +20,7 @@ namespace {
 const char* const kMomentumSlot = "momentum_buffer";
 
 // torch's checks (torch/optim/sgd.py), plus dampening in [0, 1] and finite values.
-OptimizerOptions validated(OptimizerOptions o) {
+OptimizerOptions validated_sgd_options(OptimizerOptions o) {
   o.weight_decay = o.weight_decay.value_or(0.0);
   using namespace optim_detail;
   check_non_negative("sgd", "lr", o.lr);
@@ -39,7 +39,7 @@ OptimizerOptions validated(OptimizerOptions o) {
 }  // namespace
 
 SGD::SGD(NamedParameters params, OptimizerOptions options)
-    : Optimizer(std::move(params)), options_(validated(std::move(options))) {
+    : Optimizer(std::move(params)), options_(validated_sgd_options(std::move(options))) {
   set_lr_factor({});
   momentum_.resize(params_.size());
 }
@@ -214,7 +214,7 @@ void SGD::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
   read_double(name(), scalars, "weight_decay", &weight_decay);
   o.weight_decay = weight_decay;
   read_bool(name(), scalars, "nesterov", &o.nesterov);
-  o = validated(o);
+  o = validated_sgd_options(o);
 
   std::vector<Tensor> buffers(params_.size());
   for (const auto& [key, t] : tensors) {
