@@ -129,7 +129,8 @@ void sum_rows_cuda(T* out, const T* x, int64_t rows, int64_t cols, CUstream_st* 
 }
 
 template void reduce_cuda<float>(float*, const float*, int64_t, ReduceKind, double*, CUstream_st*);
-template void reduce_cuda<double>(double*, const double*, int64_t, ReduceKind, double*, CUstream_st*);
+template void reduce_cuda<double>(double*, const double*, int64_t, ReduceKind, double*,
+                                  CUstream_st*);
 template void clip_scale_cuda<float>(float*, int64_t, const double*, double, CUstream_st*);
 template void clip_scale_cuda<double>(double*, int64_t, const double*, double, CUstream_st*);
 template void sum_rows_cuda<float>(float*, const float*, int64_t, int64_t, CUstream_st*);
