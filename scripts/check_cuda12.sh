@@ -31,9 +31,12 @@ log "nvcc $nvcc_version: $toolkit/bin/nvcc"
 # toolkit's static cudart in a default search path such as /usr/local/lib. A unity build (Note
 # [unity builds] in cmake/MinitrainUnity.cmake: the C++ files in batches, about a third less
 # compiler time; the .cu files one by one): this build only checks that the code compiles and links.
+# For the same reason the host code is not optimised (Debug with no flags: -O0, no -g; the device
+# code is still optimised by ptxas, whose default is -O3): `minitrain info` is all it runs, and
+# an unoptimised compile costs the C++ about a third less CPU time (docs/testing.md).
 configure_start=$SECONDS
 cmake -S . -B "$build" -G Ninja \
-  -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG= -DCMAKE_CUDA_FLAGS_DEBUG= \
   -DCMAKE_CUDA_COMPILER="$toolkit/bin/nvcc" \
   -DCUDAToolkit_ROOT="$toolkit" -DCUDNN_ROOT="$toolkit" -DNCCL_ROOT="$toolkit" \
   -DCMAKE_CUDA_ARCHITECTURES=80 -DCMAKE_CUDA_RUNTIME_LIBRARY=Shared -DCMAKE_UNITY_BUILD=ON \
