@@ -119,6 +119,7 @@ __global__ void cross_entropy_check_targets_kernel(double* divisor, double* chec
     bad += cross_entropy_valid_target(classes[i], cols) ? 0 : 1;
   }
   counted = block_reduce<reduce_detail::SumOf>(counted);
+  __syncthreads();  // the second fold reuses the first's shared slots (block_reduce.cuh)
   bad = block_reduce<reduce_detail::SumOf>(bad);
   if (threadIdx.x != 0) return;
   divisor[0] = counted;
@@ -148,6 +149,7 @@ __global__ void cross_entropy_count_correct_kernel(double* counts, const T* logi
       correct += cross_entropy_top1(logits + i * cols, cols, static_cast<int64_t>(v)) ? 1 : 0;
   }
   correct = block_reduce<reduce_detail::SumOf>(correct);
+  __syncthreads();  // the second fold reuses the first's shared slots (block_reduce.cuh)
   counted = block_reduce<reduce_detail::SumOf>(counted);
   if (threadIdx.x == 0) {
     counts[0] += correct;
