@@ -1035,6 +1035,13 @@ ROWS.update({
     "alpha_not_finite": (
         lambda d: ["train", "--optimizer", "rmsprop", "--alpha", "inf", "--steps", "1", *QUIET], 1,
         r"--alpha must be finite and >= 0, got inf", None, 30),
+    # --loss poisson_nll's setting (issue 33's recipe check)
+    "poisson_log_input_without_poisson_nll": (
+        lambda d: ["train", "--poisson-log-input=false", "--steps", "1", *QUIET], 1,
+        r"--poisson-log-input applies to --loss poisson_nll, not to --loss mse", None, 30),
+    "huber_delta_zero_is_refused_once_by_its_spec": (
+        lambda d: ["train", "--loss", "huber", "--huber-delta", "0", "--steps", "1", *QUIET], 1,
+        r"--huber-delta must be finite and > 0 but is 0", None, 30),
     # --ignore-columns and --keep-columns
     "ignore_columns_trains_without_the_id": (
         lambda d: _id_train(d, "--ignore-columns", "id"), 0, r"done: ", None, 60),
