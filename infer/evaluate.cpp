@@ -45,6 +45,20 @@ double balanced_accuracy(const Tensor& logits, const Tensor& labels) {
   return present > 0 ? sum / present : std::nan("");
 }
 
+// bce_with_logits: the share of outputs whose class (1 where the logit is > 0, predict's rule)
+// is the target's; NaN unless every target is 0 or 1 (soft labels have no class).
+double binary_accuracy(const Tensor& logits, const Tensor& targets) {
+  const Tensor z = logits.to(Device::cpu());
+  const float* l = z.data<float>();
+  const float* t = targets.data<float>();
+  double hits = 0;
+  for (int64_t i = 0; i < z.numel(); ++i) {
+    if (t[i] != 0.0f && t[i] != 1.0f) return std::nan("");
+    hits += (l[i] > 0) == (t[i] == 1.0f);
+  }
+  return hits / static_cast<double>(z.numel());
+}
+
 }  // namespace
 
 Evaluation run_evaluate(const EvaluateConfig& c) {
@@ -113,14 +127,14 @@ Evaluation run_evaluate(const EvaluateConfig& c) {
 
   // The trained loss, as training's held-out evaluation computes it.
   ValidatorOptions vo;
-  vo.loss.name = trained.loss;
+  vo.loss = trained.loss;  // with its settings (metadata 'loss_settings'), as trained
   vo.batch_size = c.batch_size;
   vo.device = device;
   const ValMetrics vm = Validator(data, vo).evaluate(*trained.model);
   Evaluation e;
   e.rows = data->size();
   e.outputs = out;
-  e.loss_name = trained.loss;
+  e.loss_name = trained.loss.name;
   e.loss = vm.loss;
   if (trained.classifier()) {
     e.classifier = true;
@@ -129,8 +143,13 @@ Evaluation run_evaluate(const EvaluateConfig& c) {
     return e;
   }
 
-  const float* got = y.data<float>();
+  // The errors of what the loss compares with the targets: a poisson_nll model's rate, not its log
+  // (its r2 was once -0.6 on the log where the rate's is 0.3), a bce model's probabilities.
+  const Tensor values = trained.target_values(y);
+  const float* got = values.data<float>();
   const float* want = data->targets().data<float>();
+  if (trained.loss.name == "bce_with_logits")
+    e.binary_accuracy = binary_accuracy(y, data->targets());
   // Two passes in float64: the targets' means, then the errors and the spread about the means
   // (r2's total variance without the cancellation of sum(t^2) - sum(t)^2 / n).
   std::vector<double> mean(static_cast<std::size_t>(out), 0.0);
@@ -155,7 +174,7 @@ Evaluation run_evaluate(const EvaluateConfig& c) {
     r2_sum += spread[j] > 0 ? 1.0 - sq[j] / spread[j] : (sq[j] == 0 ? 1.0 : 0.0);
   }
   e.rmse = std::sqrt(e.mse);
-  if (trained.loss == "mse") e.loss = e.mse;  // the same number, from the float64 sums above
+  if (trained.loss.name == "mse") e.loss = e.mse;  // the same number, from the float64 sums above
   e.r2 = r2_sum / static_cast<double>(out);
   return e;
 }
@@ -177,6 +196,7 @@ std::string evaluation_json(const Evaluation& e) {
   j["mae"] = e.mae;
   j["rmse"] = e.rmse;
   j["r2"] = e.r2;
+  if (!std::isnan(e.binary_accuracy)) j["accuracy"] = e.binary_accuracy;
   j["loss_name"] = e.loss_name;
   return j.dump();
 }

@@ -3,6 +3,7 @@
 // weights file (infer/trained_model.h) and run on a labelled data set in eval mode; the metrics
 // are computed in float64 over every row.
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -35,17 +36,23 @@ struct Evaluation {
   bool classifier = false;
   double accuracy = 0;
   double balanced_accuracy = 0;  ///< over the classes that occur in the labels
-  // ---- regressions ----
+  // ---- regressions, on the outputs as target values (TrainedModel::target_values: a
+  // poisson_nll model's rate, a bce_with_logits model's probabilities: its mse is the Brier
+  // score) ----
   double mse = 0;
   double mae = 0;   ///< mean absolute error
   double rmse = 0;  ///< sqrt(loss)
   double r2 = 0;    ///< coefficient of determination, averaged over the outputs (sklearn's default)
+  /// bce_with_logits with 0/1 targets: the share of outputs classed right (logit > 0 is 1);
+  /// NaN (not written) otherwise.
+  double binary_accuracy = std::nan("");
 };
 
 /// Checks the inputs (weights against their model, data shapes against it) and evaluates.
 Evaluation run_evaluate(const EvaluateConfig& config);
 
 /// {"rows":..,"outputs":..,"loss":..,"mse":..,"mae":..,"rmse":..,"r2":..,"loss_name":..} on one
+/// line (bce_with_logits with 0/1 targets: "accuracy" before "loss_name");
 /// line; a classifier's: {"rows":..,"classes":..,"loss":..,"accuracy":..,"balanced_accuracy":..,
 /// "loss_name":..}.
 std::string evaluation_json(const Evaluation& e);

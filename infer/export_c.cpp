@@ -169,7 +169,7 @@ CModelSource c_model_source(const TrainedModel& trained, const std::string& name
   const Activation act = parse_activation(trained.activation);
   const std::size_t layers = sizes.size() - 1;
   const bool classifier = trained.classifier();
-  const bool bce = trained.loss == "bce_with_logits";
+  const bool bce = trained.loss.name == "bce_with_logits";
   std::map<std::string, Tensor> params;
   for (auto& [key, t] : state_dict(*trained.model)) params.emplace(key, t);
 
@@ -178,7 +178,7 @@ CModelSource c_model_source(const TrainedModel& trained, const std::string& name
       spec + " (" + activation_name(act) + ")" +
       (classifier ? ", a cross_entropy classifier over " + std::to_string(sizes.back()) + " classes"
        : bce      ? ", bce_with_logits: one logit per label"
-                  : ", a regression (" + trained.loss + ")");
+                  : ", a regression (" + trained.loss.name + ")");
 
   // ---- the header ----
   std::string h;
@@ -190,7 +190,12 @@ CModelSource c_model_source(const TrainedModel& trained, const std::string& name
   h += "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
   h += "/* y[rows, " + n + "_OUTPUTS] = the model's outputs for x[rows, " + n +
        "_INPUTS], both row-major" + (classifier || bce ? " (a classifier's logits)" : "") +
-       ";\n   the same bits as `minitrain predict --gemm reference` on the same rows." +
+       ";\n   the same bits as `minitrain predict --gemm reference` on the same rows" +
+       (trained.output_map() == TrainedModel::OutputMap::Exp
+            ? ", where predict\n   then writes exp(y): the model's outputs are the log of what the "
+              "loss " +
+                  trained.loss.name + " compares\n   with the targets."
+            : ".") +
        (trained.scaler.empty() ? ""
                                : "\n   x holds raw features: they are standardised inside, by "
                                  "the training rows' mean and\n   standard deviation (train "

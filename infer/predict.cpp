@@ -194,16 +194,16 @@ int64_t run_predict(const PredictConfig& c, std::ostream& warnings) {
   if (!dir.empty() && !std::filesystem::is_directory(dir))
     MT_THROW(IoError, "--output ", c.output, ": directory '", dir.string(), "' does not exist");
 
-  const bool bce = trained.loss == "bce_with_logits";
+  const bool bce = trained.loss.name == "bce_with_logits";
   MT_CHECK_AS(ValueError, !c.probabilities || trained.classifier() || bce,
               "--probabilities is for classifiers, but ", c.weights, " was trained with --loss ",
-              trained.loss, " (a regression: its outputs are values)");
+              trained.loss.name, " (a regression: its outputs are values)");
 
   MT_CHECK_AS(ValueError, !c.class_and_probabilities || (trained.classifier() && csv_out),
               "--class-and-probabilities writes a cross_entropy classifier's class and "
               "probabilities into one CSV, but ",
               !csv_out ? "--output " + c.output + " is not .csv"
-                       : c.weights + " was trained with --loss " + trained.loss);
+                       : c.weights + " was trained with --loss " + trained.loss.name);
   MT_CHECK_AS(ValueError, !c.class_and_probabilities || !c.probabilities,
               "--class-and-probabilities already writes the probabilities; drop --probabilities");
 
@@ -223,10 +223,12 @@ int64_t run_predict(const PredictConfig& c, std::ostream& warnings) {
                 "the input's scale)\n";
   }
   if (!trained.classifier() && !bce) {
+    // What the loss compares with the targets: a poisson_nll model's rate, not its log.
+    const Tensor values = trained.target_values(y);
     if (csv_out)
-      write_csv_table(c.output, kept, nullptr, "", {}, &y, targets);
+      write_csv_table(c.output, kept, nullptr, "", {}, &values, targets);
     else
-      write_npy(c.output, y);
+      write_npy(c.output, values);
     return x.size(0);
   }
   const std::string class_header = targets.empty() ? "class" : targets.front();

@@ -20,6 +20,7 @@
 #include "nn/mlp.h"
 #include "nn/state_dict.h"
 #include "train/flag_context.h"
+#include "train/loss_metadata.h"
 
 namespace minitrain {
 namespace {
@@ -157,9 +158,17 @@ TrainedModel load_trained_model(const std::string& weights, const std::string& m
   if (const auto it = w.metadata.find("classes"); it != w.metadata.end())
     t.classes = metadata_names(it->second, weights, "classes");
   if (const auto it = w.metadata.find("loss"); it != w.metadata.end()) {
-    t.loss = it->second;
+    t.loss.name = it->second;
     with_flag_context("--weights " + weights + " (metadata 'loss')",
-                      [&] { loss_target_kind(t.loss); });  // a name this build knows
+                      [&] { loss_target_kind(t.loss.name); });  // a name this build knows
+  }
+  if (const auto it = w.metadata.find("loss_settings"); it != w.metadata.end()) {
+    read_loss_settings_metadata(it->second, weights, t.loss);
+    // Settings the loss takes, in range: the checks of training's own flags.
+    with_flag_context("--weights " + weights + " (metadata 'loss_settings')", [&] {
+      check_loss_settings_apply(t.loss.name, given_loss_settings(t.loss));
+      make_loss(t.loss);
+    });
   }
   MT_CHECK_AS(IoError,
               t.classes.empty() || static_cast<int64_t>(t.classes.size()) == t.sizes.back(),
@@ -202,6 +211,29 @@ Tensor TrainedModel::model_input(const Tensor& x) const {
   return scaler.empty() ? x : standardize(x.to(Device::cpu()), scaler);
 }
 
-bool TrainedModel::classifier() const { return loss_target_kind(loss) == TargetKind::ClassIndices; }
+bool TrainedModel::classifier() const {
+  return loss_target_kind(loss.name) == TargetKind::ClassIndices;
+}
+
+TrainedModel::OutputMap TrainedModel::output_map() const {
+  if (loss.name == "bce_with_logits") return OutputMap::Sigmoid;
+  if (loss.name == "poisson_nll" && loss.log_input) return OutputMap::Exp;
+  if (loss.name == "kl_div" && !loss.log_target) return OutputMap::Exp;
+  return OutputMap::None;
+}
+
+Tensor TrainedModel::target_values(const Tensor& outputs) const {
+  const OutputMap map = output_map();
+  if (map == OutputMap::None) return outputs.to(Device::cpu());
+  MT_CHECK_AS(DTypeError, outputs.dtype() == DType::Float32,
+              "TrainedModel::target_values: the outputs are ", outputs.dtype(), ", not float32");
+  Tensor v = outputs.to(Device::cpu()).clone();
+  float* x = v.data<float>();
+  // In double, rounded once to float: predict's sigmoid does the same.
+  for (int64_t i = 0; i < v.numel(); ++i)
+    x[i] = static_cast<float>(map == OutputMap::Exp ? std::exp(double(x[i]))
+                                                    : 1.0 / (1.0 + std::exp(-double(x[i]))));
+  return v;
+}
 
 }  // namespace minitrain

@@ -11,6 +11,7 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "data/standard_scaler.h"
+#include "nn/loss.h"
 #include "nn/module.h"
 
 namespace minitrain {
@@ -33,10 +34,19 @@ struct TrainedModel {
   /// The model's input for raw features x [N, in]: x standardised where the weights say so, else
   /// x itself.
   Tensor model_input(const Tensor& x) const;
-  std::string loss = "mse";  ///< the loss it was trained with (metadata 'loss'; mse when absent)
+  /// The loss it was trained with: metadata 'loss' (mse when absent) and 'loss_settings' (the
+  /// settings away from their defaults; train/loss_metadata.h).
+  LossOptions loss;
   std::vector<std::string> classes;  ///< a classifier's class names (metadata 'classes'), if any
   /// Trained on class labels (cross_entropy): its outputs are the classes' logits.
   bool classifier() const;
+  /// How an output becomes a value of the targets' kind, what the loss compares with them: exp
+  /// of poisson_nll's log rate (log_input) and of kl_div's log-probabilities (unless log_target),
+  /// the sigmoid of bce_with_logits' logits, the others as they are.
+  enum class OutputMap { None, Exp, Sigmoid };
+  OutputMap output_map() const;
+  /// The outputs mapped by output_map(), in double rounded to float: a host tensor.
+  Tensor target_values(const Tensor& outputs) const;
 };
 
 /// Reads `weights` (train --save weights, a checkpoint, or PyTorch's state_dict) and builds its

@@ -91,10 +91,10 @@ void ExportCommand::export_onnx(std::ostream& out) {
   check_can_write(out_);  // IoError naming the directory before anything is computed
 
   const TrainedModel trained = load_trained_model(weights_, model_, activation_, Device::cpu());
-  const bool bce = trained.loss == "bce_with_logits";
+  const bool bce = trained.loss.name == "bce_with_logits";
   MT_CHECK_AS(ValueError, !probabilities_ || trained.classifier() || bce,
               "--probabilities is for classifiers, but ", weights_, " was trained with --loss ",
-              trained.loss, " (a regression: its outputs are values)");
+              trained.loss.name, " (a regression: its outputs are values)");
 
   const std::string python = find_python("onnx");
   MT_CHECK_AS(Error, !python.empty(),

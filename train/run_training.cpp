@@ -26,6 +26,7 @@
 #include "train/flag_context.h"
 #include "train/gemm_flag.h"
 #include "train/kernel_profile.h"
+#include "train/loss_metadata.h"
 #include "train/parallel_setup.h"
 #include "train/run_data.h"
 #include "train/run_files.h"
@@ -37,19 +38,21 @@ namespace {
 namespace fs = std::filesystem;
 
 // What a weights file or checkpoint says of its model, so that `minitrain predict` needs no flags
-// to rebuild it: the spec, the activation, and for a table the target columns (the columns that
-// are not features, and the names of the outputs).
-// `classes`: the names of a CSV label column's classes, in index order (empty: numbered).
-// `features`: a table's feature columns in the model's input order (empty for .npy data), so that
-// predict and evaluate read a table by column name; `ignore_columns`: --ignore-columns, which they
-// ignore too.
-// `scaler`: --standardize's statistics of the training rows, as JSON lists of float32 values.
-std::map<std::string, std::string> model_metadata(const TrainConfig& c,
+// to rebuild it: the spec, the activation, the loss, and for a table the target columns (the
+// columns that are not features, and the names of the outputs). `classes`: the names of a CSV label
+// column's classes, in index order (empty: numbered). `features`: a table's feature columns in the
+// model's input order (empty for .npy data), so that predict and evaluate read a table by column
+// name; `ignore_columns`: --ignore-columns, which they ignore too. `scaler`: --standardize's
+// statistics of the training rows, as JSON lists of float32 values.
+std::map<std::string, std::string> model_metadata(const TrainConfig& c, const LossOptions& loss,
                                                   const std::vector<std::string>& classes,
                                                   const std::vector<std::string>& features,
                                                   const StandardScaler& scaler) {
   std::map<std::string, std::string> m{
       {"model", c.model}, {"activation", c.activation}, {"loss", c.loss}};
+  // The loss's settings (class weights read from their file included): evaluate scores with them.
+  if (std::string settings = loss_settings_metadata(loss); !settings.empty())
+    m["loss_settings"] = std::move(settings);
   // JSON lists: a column's or a class's name may hold a comma.
   if (!c.target_columns.empty()) m["target_columns"] = nlohmann::json(c.target_columns).dump();
   if (!features.empty())
@@ -480,7 +483,7 @@ TrainReport run_training(const TrainConfig& c, std::ostream& info, std::ostream&
 
   // ---- the trainer: the loop's settings, the mode's ReplicaSync, evaluation, profiling ----
   const std::map<std::string, std::string> metadata =
-      model_metadata(c, data.classes, data.feature_columns, data.scaler);
+      model_metadata(c, data.loss, data.classes, data.feature_columns, data.scaler);
   TrainerOptions to = trainer_options(c, plan, data, loader, gen, metadata);
   to.stop_requested = stop_requested;
   to.replica_sync = par.sync.get();

@@ -651,6 +651,13 @@ bool Trainer::report_step(StepStats& s, bool newest, TrainSummary& summary, RunM
     std::string kept = last_checkpoint_.empty()
                            ? std::string("no checkpoint was written")
                            : "the last good checkpoint is '" + last_checkpoint_ + "'";
+    // Step 1's loss comes from the initial weights, before any update: no learning rate made it.
+    if (s.step == 1)
+      MT_THROW(NonFiniteError, "step 1: the loss is ", s.loss, "; stopping (", kept,
+               "). It is the initial weights' loss on the first batch, before any update, so the "
+               "learning rate is not the cause: check that the data's targets are in the range "
+               "the loss ",
+               loss_->name(), " takes and are finite (docs/optimizers_and_losses.md)");
     MT_THROW(NonFiniteError, "step ", s.step, ": the loss is ", s.loss, "; stopping (", kept,
              "). The learning rate is probably too high: try a lower --lr (now ", s.lr,
              ") or --clip-grad-norm");

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include "core/error.h"
 #include "core/npy.h"
@@ -14,6 +16,7 @@
 #include "tests/support/test_util.h"
 #include "tests/train/train_test_util.h"
 #include "infer/evaluate.h"
+#include "train/loss_metadata.h"
 
 namespace minitrain {
 namespace {
@@ -23,12 +26,15 @@ using testing::ScratchDir;
 struct Fixture {
   ScratchDir dir;
   Tensor x, fx;  // inputs and the model's outputs on them
-  Fixture() {
+  /// `loss`, `loss_settings`: the metadata train --save writes ("" for none).
+  explicit Fixture(const std::string& loss = "", const std::string& loss_settings = "") {
     Generator gen(3);
     auto model = make_mlp({3, 8, 2}, Activation::Tanh, gen);
-    save_weights(
-        dir.path("w.safetensors"), *model,
-        {{"model", "mlp:3,8,2"}, {"activation", "tanh"}, {"target_columns", R"(["p","q"])"}});
+    std::map<std::string, std::string> metadata{
+        {"model", "mlp:3,8,2"}, {"activation", "tanh"}, {"target_columns", R"(["p","q"])"}};
+    if (!loss.empty()) metadata["loss"] = loss;
+    if (!loss_settings.empty()) metadata["loss_settings"] = loss_settings;
+    save_weights(dir.path("w.safetensors"), *model, metadata);
     x = testing::random_tensor({21, 3}, 5);
     model->eval();
     fx = model->forward(x);
@@ -157,6 +163,122 @@ TEST(Evaluate, TheTrainingsIgnoredColumnsAreIgnoredOnTheSameTable) {
     EXPECT_NE(what.find("--ignore-columns"), std::string::npos) << what;
     EXPECT_EQ(what.find("--keep-columns"), std::string::npos) << what;
   }
+}
+
+// The targets as `f(output)` of the fixture's outputs, rounded to float as the model's are.
+template <typename F>
+void write_targets_of_outputs(const Fixture& f, F map) {
+  Tensor y = Tensor::empty(f.fx.shape());
+  const float* fx = f.fx.data<float>();
+  float* yv = y.data<float>();
+  for (int64_t i = 0; i < y.numel(); ++i) yv[i] = static_cast<float>(map(double(fx[i])));
+  write_npy(f.dir.path("y.npy"), y);
+}
+
+// A poisson_nll model (log_input, torch's default) outputs the log of the rate: its errors are
+// the rate's. Before, evaluate compared the log with the counts (r2 -0.6 on a count table).
+TEST(Evaluate, APoissonModelIsScoredOnItsRateNotItsLog) {
+  Fixture f("poisson_nll");
+  write_targets_of_outputs(f, [](double z) { return std::exp(z); });
+  const Evaluation e = run_evaluate(f.config("y.npy"));
+  EXPECT_EQ(e.mse, 0.0);
+  EXPECT_EQ(e.r2, 1.0);
+  EXPECT_EQ(e.loss_name, "poisson_nll");
+
+  // With log_input false the outputs are the rate itself.
+  Fixture rate("poisson_nll", R"({"poisson-log-input":false})");
+  write_targets_of_outputs(rate, [](double z) { return z; });
+  EXPECT_EQ(run_evaluate(rate.config("y.npy")).mse, 0.0);
+}
+
+// The loss is the one trained: huber's delta from the metadata, not its default. Every error is
+// 0.5 (as in AConstantOffset...): huber with delta 0.2 gives 0.2 (0.5 - 0.1) = 0.08 where the
+// default delta 1 gave 0.5 * 0.25 = 0.125.
+TEST(Evaluate, TheLossIsTheTrainedOneWithItsSettings) {
+  Fixture f("huber", R"({"huber-delta":0.2})");
+  write_targets_of_outputs(f, [](double z) { return float(z) - 0.5f; });
+  EXPECT_NEAR(run_evaluate(f.config("y.npy")).loss, 0.08, 1e-6);
+  Fixture plain("huber");
+  write_targets_of_outputs(plain, [](double z) { return float(z) - 0.5f; });
+  EXPECT_NEAR(run_evaluate(plain.config("y.npy")).loss, 0.125, 1e-6);
+}
+
+// bce_with_logits: the errors of the probabilities (mse is the Brier score) and the share of
+// outputs classed right (logit > 0 is 1); soft labels have no accuracy.
+TEST(Evaluate, ABceModelIsScoredOnItsProbabilitiesWithItsAccuracy) {
+  Fixture f("bce_with_logits");
+  const float* fx = f.fx.data<float>();
+  Tensor y = Tensor::empty(f.fx.shape());
+  float* yv = y.data<float>();
+  double brier = 0, right = 0;
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    yv[i] = i % 3 == 0 ? 1.0f : 0.0f;  // some right, some wrong, whatever the model says
+    const double p = static_cast<float>(1.0 / (1.0 + std::exp(-double(fx[i]))));
+    brier += (p - yv[i]) * (p - yv[i]) / double(y.numel());
+    right += (fx[i] > 0) == (yv[i] == 1.0f);
+  }
+  write_npy(f.dir.path("y.npy"), y);
+  const Evaluation e = run_evaluate(f.config("y.npy"));
+  EXPECT_NEAR(e.mse, brier, 1e-12);
+  EXPECT_DOUBLE_EQ(e.binary_accuracy, right / double(y.numel()));
+  EXPECT_NE(evaluation_json(e).find("\"accuracy\""), std::string::npos);
+
+  yv[0] = 0.5f;  // a soft label: no class to be right about
+  write_npy(f.dir.path("y.npy"), y);
+  const Evaluation soft = run_evaluate(f.config("y.npy"));
+  EXPECT_TRUE(std::isnan(soft.binary_accuracy));
+  EXPECT_EQ(evaluation_json(soft).find("\"accuracy\""), std::string::npos);
+}
+
+TEST(LossMetadata, EverySettingGoesThereAndBack) {
+  LossOptions o;
+  o.name = "cross_entropy";
+  o.class_weights = {0.5, 2.0, 1.25};
+  o.label_smoothing = 0.1;
+  o.ignore_index = 7;
+  const std::string text = loss_settings_metadata(o);
+  LossOptions back;
+  back.name = "cross_entropy";
+  read_loss_settings_metadata(text, "w.safetensors", back);
+  EXPECT_EQ(back.class_weights, o.class_weights);
+  EXPECT_EQ(back.label_smoothing, 0.1);
+  EXPECT_EQ(back.ignore_index, 7);
+
+  LossOptions p;
+  p.log_input = false;
+  p.log_target = true;
+  p.pos_weight = {3.0};
+  p.delta = 0.25;
+  p.beta = 0.0;
+  LossOptions pb;
+  read_loss_settings_metadata(loss_settings_metadata(p), "w.safetensors", pb);
+  EXPECT_FALSE(pb.log_input);
+  EXPECT_TRUE(pb.log_target);
+  EXPECT_EQ(pb.pos_weight, p.pos_weight);
+  EXPECT_EQ(pb.delta, 0.25);
+  EXPECT_EQ(pb.beta, 0.0);
+  EXPECT_EQ(loss_settings_metadata(LossOptions{}), "");  // defaults: nothing to write
+}
+
+TEST(LossMetadata, BadSettingsInAFileAreNamed) {
+  LossOptions o;
+  testing::expect_error<IoError>([&] { read_loss_settings_metadata("[1,2]", "w.safetensors", o); },
+                                 {"w.safetensors", "'loss_settings'", "not a JSON object"});
+  testing::expect_error<IoError>(
+      [&] { read_loss_settings_metadata(R"({"huber-width":2})", "w.safetensors", o); },
+      {"w.safetensors", "'huber-width'", "no loss setting"});
+  testing::expect_error<IoError>(
+      [&] { read_loss_settings_metadata(R"({"huber-delta":"big"})", "w.safetensors", o); },
+      {"w.safetensors", "'huber-delta'", "\"big\""});
+  // In range and taken by the loss, as training's flags are checked.
+  Fixture negative("huber", R"({"huber-delta":-1})");
+  write_targets_of_outputs(negative, [](double z) { return z; });
+  testing::expect_error<ValueError>([&] { run_evaluate(negative.config("y.npy")); },
+                                    {"metadata 'loss_settings'", "delta"});
+  Fixture foreign("mse", R"({"huber-delta":0.5})");
+  write_targets_of_outputs(foreign, [](double z) { return z; });
+  testing::expect_error<ValueError>([&] { run_evaluate(foreign.config("y.npy")); },
+                                    {"metadata 'loss_settings'", "huber-delta", "--loss mse"});
 }
 
 }  // namespace

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
+#include <string>
+
 #include <fstream>
 #include <sstream>
 
@@ -45,6 +49,37 @@ TEST(Predict, RoundTripsThroughWeightsAndNpyFiles) {
   const Tensor got = read_npy(c.output);
   ASSERT_EQ(got.shape(), want.shape());
   EXPECT_EQ(testing::tensor_bytes(got), testing::tensor_bytes(want));
+}
+
+// A poisson_nll model (log_input) outputs the log of the rate; predict writes the rate, what its
+// targets are (before, the log). With log_input false, the outputs as they are.
+TEST(Predict, APoissonModelPredictsItsRate) {
+  for (const bool log_input : {true, false}) {
+    ScratchDir dir;
+    Generator gen(4);
+    auto model = make_mlp({3, 8, 2}, Activation::Tanh, gen);
+    std::map<std::string, std::string> meta{
+        {"model", "mlp:3,8,2"}, {"activation", "tanh"}, {"loss", "poisson_nll"}};
+    if (!log_input) meta["loss_settings"] = R"({"poisson-log-input":false})";
+    save_weights(dir.path("w.safetensors"), *model, meta);
+    const Tensor x = testing::random_tensor({11, 3}, 9);
+    write_npy(dir.path("x.npy"), x);
+    PredictConfig c;
+    c.weights = dir.path("w.safetensors");
+    c.input = dir.path("x.npy");
+    c.output = dir.path("y.npy");
+    c.device = "cpu";
+    EXPECT_EQ(run_predict(c), 11);
+    model->eval();
+    const Tensor z = model->forward(x);
+    const Tensor got = read_npy(c.output);
+    ASSERT_EQ(got.shape(), z.shape());
+    for (int64_t i = 0; i < z.numel(); ++i) {
+      const float zi = z.data<float>()[i];
+      EXPECT_EQ(got.data<float>()[i], log_input ? static_cast<float>(std::exp(double(zi))) : zi)
+          << "element " << i << ", log_input " << log_input;
+    }
+  }
 }
 
 TEST(Predict, InputWithTheWrongColumnsNamesBothAndKeepsTheOutput) {

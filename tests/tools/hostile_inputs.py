@@ -11,6 +11,7 @@ overflow), hung (FIFOs), asked for 74 GiB, or failed late with the wrong error.
   hostile_inputs.py MINITRAIN                 run every row
 """
 
+import json
 import os
 import re
 import resource
@@ -374,6 +375,17 @@ def _evaluate_inf_predictions(d):
             "--model", "mlp:3,1", "--activation", "relu"]
 
 
+def _evaluate_with_loss_settings(settings, loss="huber"):
+    """evaluate on a weights file whose metadata 'loss_settings' is `settings` (train --save's)."""
+    def make(d):
+        write(f"{d}/t.csv", "a,b,c,y\n1,1,1,1\n2,2,2,3\n3,3,3,2\n")
+        meta = ('{"format":"pt","model":"mlp:3,1","activation":"relu","loss":"%s","loss_settings":%s}'
+                % (loss, json.dumps(settings)))
+        mlp_3_1_file(d, metadata=meta)
+        return ["evaluate", "--weights", f"{d}/w.safetensors", "--data", f"{d}/t.csv", "--target-columns", "y"]
+    return make
+
+
 def _unchanged(name, text):
     return lambda d, out: None if open(f"{d}/{name}").read() == text else f"{name} was changed"
 
@@ -457,6 +469,19 @@ ROWS.update({
     "evaluate_text_label_among_numeric_training_labels": (
         lambda d: _numeric_train_text_val(d, "evaluate"), 1,
         r"v\.csv:4: column 'y': label 'cat' is not a number.*training labels are class numbers", None, 60),
+    # the trained loss's settings in the weights (metadata 'loss_settings'): evaluate scores with them
+    "evaluate_loss_settings_not_an_object": (
+        _evaluate_with_loss_settings("[0.5]"), 1,
+        r"w\.safetensors: metadata 'loss_settings' is '\[0\.5\]', not a JSON object", None, 30),
+    "evaluate_loss_settings_unknown_setting": (
+        _evaluate_with_loss_settings('{"huber-width":2}'), 1,
+        r"metadata 'loss_settings' names 'huber-width', which is no loss setting", None, 30),
+    "evaluate_loss_settings_out_of_range": (
+        _evaluate_with_loss_settings('{"huber-delta":0}'), 1,
+        r"--weights .*w\.safetensors \(metadata 'loss_settings'\).*delta", None, 30),
+    "evaluate_loss_settings_of_another_loss": (
+        _evaluate_with_loss_settings('{"huber-delta":0.5}', loss="mse"), 1,
+        r"huber-delta applies to --loss huber, not to --loss mse", None, 30),
     # 3: fp16 weights beyond 65504, and scores of non-finite predictions
     "save_dtype_fp16_refuses_weights_beyond_its_range": (
         _big_weight_fp16, 1, r"--save-dtype fp16: .*tensor '0\.weight' holds 70000 .*beyond float16's range \(65504\)",

@@ -196,6 +196,23 @@ TEST(RunTraining, TargetsThatDoNotFitTheOutputsNameTheFix) {
   testing::expect_error<ShapeError>([&] { train(c); }, {"2 target(s)", "3 outputs", "mlp:8,16,2"});
 }
 
+// A loss that is not finite at step 1 comes from the initial weights and the data, before any
+// update: the message says so instead of blaming the learning rate (kl_div on synthetic data,
+// whose targets are negative, is NaN from the first batch).
+TEST(RunTraining, ANonFiniteFirstLossBlamesTheDataNotTheLearningRate) {
+  ScratchDir dir;
+  TrainConfig c = small_config(dir);
+  c.model = "mlp:4,16,1";
+  c.loss = "kl_div";
+  testing::expect_error<NonFiniteError>([&] { train(c); },
+                                        {"step 1: the loss is", "not the cause", "kl_div"});
+  try {
+    train(c);
+  } catch (const NonFiniteError& e) {
+    EXPECT_EQ(std::string(e.what()).find("lower --lr"), std::string::npos) << e.what();
+  }
+}
+
 // A diverging run stops with the step named, and --save is not written: an existing file stays.
 TEST(RunTraining, NonFiniteLossDoesNotWriteSave) {
   ScratchDir dir;
