@@ -84,6 +84,23 @@ Tensor DeviceTotals::target_check() {
   return slots_.narrow((used_ - 1) * kFields + kCheck, 3);
 }
 
+void DeviceTotals::add_class_totals(const Tensor& counts_and_check) {
+  MT_CHECK(used_ > 0, "DeviceTotals::add_class_totals: no step is open (begin_step first)");
+  MT_CHECK_AS(DTypeError,
+              counts_and_check.dtype() == DType::Float64 && counts_and_check.numel() == 5,
+              "DeviceTotals::add_class_totals: want float64 [5], got ", counts_and_check.dtype(),
+              " ", counts_and_check.shape());
+  MT_CHECK_AS(DeviceError, counts_and_check.device() == device_,
+              "DeviceTotals::add_class_totals: it is on ", counts_and_check.device(),
+              ", the totals on ", device_);
+  // kCounts (2) and kCheck (3) are adjacent: one add. The slot's fields are 0 until then, and a
+  // check's {1, row, label} added to zeros is itself.
+  static_assert(kCheck == kCounts + 2, "the counts and the check must be adjacent");
+  Tensor fields = slots_.narrow((used_ - 1) * kFields + kCounts, 5);
+  add(fields, fields, counts_and_check.reshape({5}));
+  has_counts_[static_cast<std::size_t>(used_ - 1)] = true;
+}
+
 std::vector<StepTotals> DeviceTotals::read() {
   std::vector<StepTotals> out;
   if (used_ == 0) return out;

@@ -63,6 +63,10 @@ class DeviceTotals {
   /// The open slot's label check, float64 [3] on device(), for cross_entropy's target_check; read()
   /// reports it.
   Tensor target_check();
+  /// Adds float64 [5] on device() ({correct, counted, the label check's 3}: a classifier's step
+  /// written elsewhere, GraphStep's scratch) to the open slot's counts and check, one launch
+  /// (queued); read() reports them as class_counts()' and target_check()'s.
+  void add_class_totals(const Tensor& counts_and_check);
   int64_t pending() const noexcept { return used_; }
   bool full() const noexcept { return used_ == capacity_; }
   /// The totals of every step opened since the last read, oldest first, and empties the slots:

@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "core/stream.h"
+#include "kernels/fill.h"
+#include "kernels/loss/cross_entropy.h"
 
 namespace minitrain {
 
@@ -16,8 +18,13 @@ std::string graph_step_unsupported(const Loss& loss, const Optimizer& optimizer,
   if (!optimizer.supports_capturable())
     return "the optimizer " + optimizer.name() +
            " has no capturable step (a replay would repeat the captured learning rate)";
-  if (loss.target_kind() == TargetKind::ClassIndices)
+  if (loss.target_kind() == TargetKind::ClassIndices &&
+      dynamic_cast<const CrossEntropyLoss*>(&loss) == nullptr)
     return "the loss " + loss.name() + " checks its class labels on the host at every step";
+  if (loss.target_kind() == TargetKind::ClassIndices && !loss.options().class_weights.empty())
+    return "the loss " + loss.name() +
+           " has class weights: it checks its labels and forms its mean's divisor on the host "
+           "at every step";
   if (loss.options().reduction == Reduction::None)
     return "the loss reduction 'none' keeps a gradient of the batch's shape between steps";
   if (options.warmup_steps < 1)
@@ -28,7 +35,12 @@ std::string graph_step_unsupported(const Loss& loss, const Optimizer& optimizer,
 
 GraphStep::GraphStep(Module& model, Loss& loss, Optimizer& optimizer, Device device,
                      GraphStepOptions options)
-    : model_(model), loss_(loss), optimizer_(optimizer), device_(device), options_(options) {
+    : model_(model),
+      loss_(loss),
+      classifier_(dynamic_cast<CrossEntropyLoss*>(&loss)),
+      optimizer_(optimizer),
+      device_(device),
+      options_(options) {
   const std::string why = graph_step_unsupported(loss, optimizer, device, options);
   MT_CHECK_AS(ValueError, why.empty(), "GraphStep: the step cannot be captured: ", why);
   optimizer_.set_capturable(true);
@@ -45,7 +57,29 @@ GraphStep::Result GraphStep::forward_backward(const Tensor& x, const Tensor& y) 
   model_.zero_grad();
   const Tensor out = model_.forward(x);
   Tensor grad;
-  r.loss = loss_.forward_backward(out, y, grad);
+  if (classifier_ == nullptr) {
+    r.loss = loss_.forward_backward(out, y, grad);
+  } else {
+    // Note [a classifier's step in the graph]: cross_entropy checks the labels on the device
+    // (Note [cross_entropy's targets on the device]) and the top-1 rows are counted there, into
+    // class_totals_, a scratch of fixed address that every step zeroes and writes: a replay
+    // writes where the capture did, and the caller adds it to its totals behind the step. The
+    // loss reads nothing on the host, so the capture holds.
+    zero_(class_totals_);
+    classifier_->set_target_check(class_totals_.narrow(2, 3));
+    try {
+      r.loss = loss_.forward_backward(out, y, grad);
+    } catch (...) {
+      classifier_->set_target_check(Tensor());
+      throw;
+    }
+    classifier_->set_target_check(Tensor());
+    // before backward: a module may reuse its output's memory (the same stream reads it first)
+    Tensor counts = class_totals_.narrow(0, 2);
+    cross_entropy_count_correct(counts, out, y, loss_.options().ignore_index);
+    r.class_totals = class_totals_;
+    r.classes = out.size(1);
+  }
   model_.backward(grad);
   if (options_.clip_grad_norm > 0.0)
     r.grad_norm = clip_grad_norm_deferred_(model_.named_parameters(), options_.clip_grad_norm);
@@ -82,6 +116,7 @@ GraphStep::Result GraphStep::step(const Tensor& x, const Tensor& y) {
   if (!x_in_.defined()) {
     x_in_ = Tensor::empty(x.shape(), x.dtype(), device_);
     y_in_ = Tensor::empty(y.shape(), y.dtype(), device_);
+    if (classifier_ != nullptr) class_totals_ = Tensor::zeros({5}, DType::Float64, device_);
   }
   const bool fits = x.shape() == x_in_.shape() && y.shape() == y_in_.shape() &&
                     x.dtype() == x_in_.dtype() && y.dtype() == y_in_.dtype();

@@ -3,7 +3,9 @@
 // the optimizer's update, captured once after a few eager steps and then replayed each step with
 // one graph launch and one small kernel launch (the step's optimizer factors: Note [capturable
 // step] in optim/optimizer.h). The batch is copied into fixed input buffers on the step's stream
-// before each replay; a batch of another shape (a partial last batch) takes an eager step.
+// before each replay; a batch of another shape (a partial last batch) takes an eager step. A
+// classifier (cross_entropy without class weights) checks its labels and counts its top-1 rows on
+// the device, inside the graph, into a fixed scratch that each step rewrites.
 
 #include <cstdint>
 #include <memory>
@@ -14,6 +16,7 @@
 #include "core/cuda_graph.h"
 #include "core/stream.h"
 #include "core/tensor.h"
+#include "nn/cross_entropy_loss.h"
 #include "nn/loss.h"
 #include "nn/module.h"
 #include "optim/clip.h"
@@ -32,7 +35,8 @@ struct GraphStepOptions {
 /// it can: a CPU device, an optimizer without a capturable step, a loss without a
 /// mean or sum reduction (reduction none keeps a gradient of the batch's shape between steps,
 /// which an eager step of another shape would replace under the graph), a classification loss
-/// (cross_entropy checks its labels on the host), warmup_steps < 1.
+/// with class weights (cross_entropy then checks its labels and forms its divisor on the host),
+/// warmup_steps < 1.
 std::string graph_step_unsupported(const Loss& loss, const Optimizer& optimizer, Device device,
                                    const GraphStepOptions& options);
 
@@ -56,6 +60,12 @@ class GraphStep {
     /// replay overwrites: read it (or clone it) before the next step().
     Tensor loss;
     PendingGradNorm grad_norm;  ///< with clipping: the sums of squares, as for the loss
+    /// A classifier's step (cross_entropy): float64 [5] on the device, {top-1 rows, counted rows,
+    /// the label check {0 or 1, first bad row, its label}} (DeviceTotals' counts and check, in
+    /// their order; Note [cross_entropy's targets on the device]). The GraphStep's own scratch,
+    /// which the next step rewrites, as for the loss. Undefined for other losses.
+    Tensor class_totals;
+    int64_t classes = 0;  ///< a classifier's logit columns (C), to name a bad label
     bool replayed = false;
   };
   /// One step on the batch (x, y on the device) at the optimizer's current learning rate (set it
@@ -73,10 +83,12 @@ class GraphStep {
 
   Module& model_;
   Loss& loss_;
+  CrossEntropyLoss* classifier_;  // the loss when it is cross_entropy, else null
   Optimizer& optimizer_;
   Device device_;
   GraphStepOptions options_;
   Tensor x_in_, y_in_;                    // the fixed input buffers the graph reads
+  Tensor class_totals_;                   // a classifier's counts and label check, every step's
   std::optional<Stream> own_;             // where the steps run and the graph is captured
   std::optional<Event> forked_, joined_;  // caller's stream -> own_, own_ -> caller's stream
   Result held_;  // the last step's result, freed only once the caller's stream has moved on

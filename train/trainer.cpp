@@ -151,7 +151,12 @@ std::string Trainer::graph_unsupported(const TrainerOptions& options, const Opti
     return "a step of several ranks meets the others' collectives";
   const std::shared_ptr<Loss> loss =
       options.loss ? options.loss : std::shared_ptr<Loss>(make_loss(LossOptions{}));
-  return graph_step_unsupported(*loss, optimizer, device, GraphStepOptions{});
+  const std::string why = graph_step_unsupported(*loss, optimizer, device, GraphStepOptions{});
+  // A batch whose every row is ignore_index contributes nothing (issue 30): the host must see it.
+  if (why.empty() && loss->target_kind() == TargetKind::ClassIndices && !options.every_row_counts)
+    return "training rows labelled ignore_index (" + std::to_string(loss->options().ignore_index) +
+           ") make the host decide whether a batch counts";
+  return why;
 }
 
 int64_t Trainer::graph_replays() const noexcept { return graph_ ? graph_->replays() : 0; }
@@ -380,7 +385,8 @@ StepStats Trainer::train_step() {
 }
 
 // The same step through GraphStep (TrainerOptions::cuda_graph): one batch, one process, no loss
-// scaling, not a classifier (graph_unsupported), so only the loss (and norm) are left to record.
+// scaling (graph_unsupported), so only the loss (and norm) and a classifier's counts and label
+// check are left to record.
 StepStats Trainer::graph_train_step() {
   const auto start = Clock::now();
   const double cpu_start = process_cpu_seconds();
@@ -394,6 +400,10 @@ StepStats Trainer::graph_train_step() {
   // here), so the add reads this step's value.
   open_totals(r.loss, 0, 1);
   totals_->add_loss(r.loss);
+  if (r.class_totals.defined()) {  // a classifier: its counts and check, read with the loss
+    totals_->add_class_totals(r.class_totals);
+    logit_columns_ = r.classes;
+  }
   count_batch(batch, s);
   end_batches(s, batches_before);
   if (options_.clip_grad_norm > 0) record_grad_norm(r.grad_norm, s);

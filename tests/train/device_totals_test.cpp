@@ -65,6 +65,38 @@ TEST_P(DeviceTotalsTest, RefusesAStepPastItsCapacityAndALossWithoutAStep) {
                                     {"capacity must be >= 1, got 0"});
 }
 
+// A classifier's counts and label check written elsewhere (GraphStep's scratch) join the open
+// slot in one add, and read back as class_counts()' and target_check()'s would.
+TEST_P(DeviceTotalsTest, AddsAClassifiersCountsAndCheckToTheOpenStep) {
+  DeviceTotals totals(device(), 2);
+  totals.begin_step(1);
+  totals.add_loss(scalar(0.5f, device()));
+  totals.add_class_totals(
+      Tensor::from_vector(std::vector<double>{3, 8, 0, 0, 0}, {5}).to(device()));
+  totals.begin_step(1);
+  totals.add_class_totals(
+      Tensor::from_vector(std::vector<double>{1, 4, 1, 2, 9}, {5}).to(device()));
+  const std::vector<StepTotals> got = totals.read();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(got[0].counted_rows);
+  EXPECT_EQ(got[0].correct, 3.0);
+  EXPECT_EQ(got[0].counted, 8.0);
+  EXPECT_EQ(got[0].target_check[0], 0.0);
+  EXPECT_EQ(got[0].loss, 0.5);
+  EXPECT_EQ(got[1].correct, 1.0);
+  EXPECT_EQ(got[1].counted, 4.0);
+  EXPECT_EQ(got[1].target_check[0], 1.0);  // a bad label: row 2, label 9
+  EXPECT_EQ(got[1].target_check[1], 2.0);
+  EXPECT_EQ(got[1].target_check[2], 9.0);
+  testing::expect_error<Error>(
+      [&] { totals.add_class_totals(Tensor::zeros({5}, DType::Float64, device())); },
+      {"no step is open"});
+  totals.begin_step(1);
+  testing::expect_error<DTypeError>(
+      [&] { totals.add_class_totals(Tensor::zeros({5}, DType::Float32, device())); },
+      {"want float64 [5], got float32"});
+}
+
 MT_INSTANTIATE_DEVICE_TEST_SUITE(DeviceTotalsTest);
 
 }  // namespace
