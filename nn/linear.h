@@ -13,8 +13,9 @@
 // precision; the input is cached for backward in 16 bits, half the memory of float32. Backward
 // multiplies by the forward's round16(W), as torch's autocast saves it, not by a new rounding of
 // the weight: the same bits unless W changed in between, and one launch fewer. The casts of the
-// weights and of the gradients are multi-tensor launches (Note [the weight casts] in
-// nn/linear.cpp): Sequential rounds all its layers' weights at once (RoundedWeights).
+// weights and of the gradients are multi-tensor launches (Notes [the weight casts] and [the
+// gradient casts] in nn/linear.cpp): a Sequential rounds all its layers' weights in one launch
+// (RoundedWeights) and adds all their rounded gradients in one (RoundedGradients).
 
 #include <string>
 #include <vector>
