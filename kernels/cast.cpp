@@ -8,6 +8,7 @@
 
 #include "core/parallel_for.h"
 #include "core/stream.h"
+#include "kernels/cast_multi.h"
 #include "kernels/cast_pairs.h"
 #include "kernels/check.h"
 #include "kernels/convert.h"
@@ -33,6 +34,15 @@ void round_to_precision_cpu(float* out, const float* in, int64_t n) {
 }
 template void round_to_precision_cpu<BFloat16>(float*, const float*, int64_t);
 template void round_to_precision_cpu<Half>(float*, const float*, int64_t);
+
+template <typename T>
+void round_into_cpu(float* out, const float* in, int64_t n, RoundedInto how) {
+  parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = rounded_into<T>(out + i, in[i], how);
+  });
+}
+template void round_into_cpu<BFloat16>(float*, const float*, int64_t, RoundedInto);
+template void round_into_cpu<Half>(float*, const float*, int64_t, RoundedInto);
 
 namespace {
 // The device, shape and definedness checks of both entry points (check_compatible insists on one
@@ -111,6 +121,48 @@ void round_to_precision(Tensor& out, const Tensor& in, DType precision) {
           using T = decltype(zero);
           if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>)
             round_to_precision_cuda<T>(out.data<float>(), in.data<float>(), n, stream);
+        });
+      });
+}
+
+void round_to_precision_multi(const std::vector<RoundedCast>& items, DType precision) {
+  if (items.empty()) return;
+  MT_CHECK_AS(DTypeError, is_half(precision),
+              "round_to_precision_multi: precision must be bfloat16 or float16, got ", precision);
+  const Device device = items.front().in->device();
+  std::vector<float*> outs;
+  std::vector<const float*> ins;
+  std::vector<int64_t> sizes;
+  std::vector<RoundedInto> how;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    const Tensor& out = *items[k].out;
+    const Tensor& in = *items[k].in;
+    check_pair("round_to_precision_multi", out, in);
+    MT_CHECK_AS(DTypeError, out.dtype() == DType::Float32 && in.dtype() == DType::Float32,
+                "round_to_precision_multi: item ", k, " is out ", out.dtype(), " and in ",
+                in.dtype(), "; it takes float32 tensors");
+    MT_CHECK_AS(DeviceError, in.device() == device, "round_to_precision_multi: item ", k, " is on ",
+                in.device(), " but item 0 on ", device, "; one call per device (one launch each)");
+    outs.push_back(items[k].out->data<float>());
+    ins.push_back(in.data<float>());
+    sizes.push_back(in.numel());
+    how.push_back(items[k].how);
+  }
+  on_device(
+      "round_to_precision_multi", device,
+      [&] {
+        dispatch_any(precision, [&](auto zero) {
+          using T = decltype(zero);
+          if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>)
+            for (std::size_t k = 0; k < outs.size(); ++k)
+              round_into_cpu<T>(outs[k], ins[k], sizes[k], how[k]);
+        });
+      },
+      [&](auto stream) {
+        dispatch_any(precision, [&](auto zero) {
+          using T = decltype(zero);
+          if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>)
+            round_to_precision_multi_cuda<T>(outs, ins, sizes, how, stream);
         });
       });
 }

@@ -2,10 +2,14 @@
 // conversion (kernels/convert.h), so both devices give the same bits. Memory-bound: 6 to 12 bytes
 // moved per element, at the device's bandwidth.
 
+#include <vector>
+
 #include "kernels/cast.h"
+#include "kernels/cast_multi.h"
 #include "kernels/cast_pairs.h"
 #include "kernels/convert.h"
 #include "kernels/cuda_launch.cuh"
+#include "kernels/multi_tensor_apply.cuh"
 
 namespace minitrain {
 
@@ -41,5 +45,60 @@ void round_to_precision_cuda(float* out, const float* in, int64_t n, CUstream_st
 }
 template void round_to_precision_cuda<BFloat16>(float*, const float*, int64_t, CUstream_st*);
 template void round_to_precision_cuda<Half>(float*, const float*, int64_t, CUstream_st*);
+
+// ---- the multi-tensor cast ----
+
+// Each launch's tensors' RoundedInto, by position in the launch (a second kernel argument beside
+// the table: 3136 + 64 bytes, under the 4 KiB limit).
+struct RoundedIntoTable {
+  RoundedInto how[TensorListArgs<2>::kMaxTensors];
+};
+
+// Block b rounds chunk block_chunk[b] of its tensor: operand 0 the output, 1 the input.
+template <typename T>
+__global__ void round_to_precision_multi_kernel(TensorListArgs<2> args, RoundedIntoTable table) {
+  const ChunkOf<2> chunk(args);
+  const RoundedInto how = table.how[args.block_tensor[blockIdx.x]];
+  float* out = chunk.template ptr<float>(0);
+  const float* in = chunk.template ptr<float>(1);
+  for (int64_t i = threadIdx.x; i < chunk.len; i += blockDim.x)
+    out[i] = rounded_into<T>(out + i, in[i], how);
+}
+
+template <typename T>
+void round_to_precision_multi_cuda(const std::vector<float*>& outs,
+                                   const std::vector<const float*>& ins,
+                                   const std::vector<int64_t>& sizes,
+                                   const std::vector<RoundedInto>& how, CUstream_st* stream) {
+  constexpr int kMax = TensorListArgs<2>::kMaxTensors;
+  for (const MultiTensorLaunch& l :
+       plan_multi_tensor_launches(sizes, kMax, kMultiTensorMaxBlocks, kMultiTensorChunk)) {
+    TensorListArgs<2> args{};
+    RoundedIntoTable table{};
+    for (std::size_t t = 0; t < l.tensors.size(); ++t) {
+      const auto k = static_cast<std::size_t>(l.tensors[t]);
+      args.ptrs[0][t] = outs[k];
+      args.ptrs[1][t] = const_cast<float*>(ins[k]);
+      args.sizes[t] = sizes[k];
+      table.how[t] = how[k];
+    }
+    for (std::size_t b = 0; b < l.block_tensor.size(); ++b) {
+      args.block_tensor[b] = static_cast<uint8_t>(l.block_tensor[b]);
+      args.block_chunk[b] = l.block_chunk[b];
+    }
+    round_to_precision_multi_kernel<T>
+        <<<static_cast<unsigned>(l.block_tensor.size()), kBlock, 0, as_cuda(stream)>>>(args, table);
+    CHECK_CUDA_LAUNCH();
+  }
+}
+template void round_to_precision_multi_cuda<BFloat16>(const std::vector<float*>&,
+                                                      const std::vector<const float*>&,
+                                                      const std::vector<int64_t>&,
+                                                      const std::vector<RoundedInto>&,
+                                                      CUstream_st*);
+template void round_to_precision_multi_cuda<Half>(const std::vector<float*>&,
+                                                  const std::vector<const float*>&,
+                                                  const std::vector<int64_t>&,
+                                                  const std::vector<RoundedInto>&, CUstream_st*);
 
 }  // namespace minitrain

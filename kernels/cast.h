@@ -5,6 +5,7 @@
 // tensor keeps when torch computes it in bfloat16 and it is then widened), and nothing else.
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -22,6 +23,26 @@ Tensor cast(const Tensor& in, DType to);
 /// float32 tensors, same device and shape; `out` may be `in`. float32 precision copies.
 void round_to_precision(Tensor& out, const Tensor& in, DType precision);
 
+// ---- mixed precision's multi-tensor cast (docs/fused_mlp.md, "Mixed precision: the casts") ----
+
+/// What round_to_precision_multi does with tensor k's rounded values r = round16(in):
+enum class RoundedInto : uint8_t {
+  Store,      ///< out = r: round_to_precision's bits (the weights' 16-bit copies)
+  Add,        ///< out = out + r: axpy(out, 1, round_to_precision(in))'s bits (a gradient added)
+  AddToZero,  ///< out = 0 + r: zero_(out) then Add's bits (-0 becomes +0); out is not read
+};
+struct RoundedCast {
+  Tensor* out;
+  const Tensor* in;
+  RoundedInto how = RoundedInto::Store;
+};
+/// Every item's `out` from its `in` rounded to `precision` (bfloat16 or float16, nearest even) and
+/// widened back, as `how` says: float32 tensors on one device, each out of its in's shape (out may
+/// be in for Store). On a GPU one kernel launch for up to 64 tensors (multi-tensor apply,
+/// kernels/multi_tensor_apply.h) where round_to_precision and axpy take one or two each; the bits
+/// are theirs. An empty list does nothing; DTypeError, DeviceError, ShapeError name the item.
+void round_to_precision_multi(const std::vector<RoundedCast>& items, DType precision);
+
 // ---- implementations (instantiated for every pair of distinct dtypes) ----
 template <typename To, typename From>
 void cast_cpu(To* out, const From* in, int64_t n);
@@ -32,5 +53,13 @@ template <typename T>
 void round_to_precision_cpu(float* out, const float* in, int64_t n);
 template <typename T>
 void round_to_precision_cuda(float* out, const float* in, int64_t n, CUstream_st* stream);
+template <typename T>
+void round_into_cpu(float* out, const float* in, int64_t n, RoundedInto how);
+/// outs[k], ins[k], sizes[k], how[k]: the items, in multi-tensor launches on `stream`.
+template <typename T>
+void round_to_precision_multi_cuda(const std::vector<float*>& outs,
+                                   const std::vector<const float*>& ins,
+                                   const std::vector<int64_t>& sizes,
+                                   const std::vector<RoundedInto>& how, CUstream_st* stream);
 
 }  // namespace minitrain

@@ -6,6 +6,7 @@
 
 #include "nn/linear.h"
 
+#include <algorithm>
 #include <sstream>
 #include <utility>
 
@@ -198,52 +199,171 @@ Tensor Linear::backward_through_activation(const Tensor& grad_activation_output,
   return dx;
 }
 
-Tensor Linear::rounded(const Tensor& t) const {
-  Tensor r = Tensor::empty(t.shape(), DType::Float32, t.device());
-  round_to_precision(r, t, precision_);
-  return r;
+// Note [the weight casts]: under mixed precision a forward multiplies by round16(W) and
+// round16(b), which took one round_to_precision launch each per layer: 2 launches per layer and
+// step for a few microseconds of host time each, where the work is a few thousand elements. They
+// are now one multi-tensor launch (round_to_precision_multi, kernels/cast.h) for every layer of
+// a device: Sequential's forward holds a RoundedWeights over its Linear layers for the pass, which
+// rounds them all at its start into each layer's weight16_/bias16_ and marks them current; each
+// layer's forward takes its copies and marks them used, and a forward that finds none current (a
+// layer run alone, or a second forward within the pass) rounds its own, W and b in one launch. The
+// bits are round_to_precision's (the same per-element rounding, round_to<T>). A copy is as
+// current as the weights at the pass's start, and nothing in a Sequential's forward changes a
+// weight: so the same bits as rounding each layer as its forward comes. RoundedWeights' end
+// forgets the copies a pass did not use (an exception, a layer it skipped), so no later forward
+// takes a copy older than its weights. The copies are kept across steps and rewritten in place
+// (no allocation after the first step; one kernel of fixed arguments: a CUDA graph captures it
+// with the forward). Rounding after the optimizer's update instead would save nothing more (still
+// one launch a step) and would need every writer of a weight (an update, load_state_dict, to(),
+// a user's own edit) to say so; at the pass's start no writer has to.
+//
+// The gradients come back the same way (Note [the gradient casts], below).
+
+bool Linear::computes_mixed() const noexcept {
+  return precision_ != DType::Float32 && weight_.value.dtype() == DType::Float32;
+}
+
+void Linear::round_weights(const std::vector<Linear*>& layers) {
+  struct Group {
+    Device device;
+    DType precision;
+    std::vector<RoundedCast> items;
+  };
+  std::vector<Group> groups;
+  std::vector<Linear*> rounded;
+  for (Linear* layer : layers) {
+    if (!layer->computes_mixed()) continue;
+    const Tensor& w = layer->weight_.value;
+    const Tensor& b = layer->bias_.value;
+    auto fits = [](const Tensor& copy, const Tensor& of) {
+      return copy.defined() && copy.device() == of.device() && copy.shape() == of.shape();
+    };
+    if (!fits(layer->weight16_, w))
+      layer->weight16_ = Tensor::empty(w.shape(), DType::Float32, w.device());
+    if (b.defined() && !fits(layer->bias16_, b))
+      layer->bias16_ = Tensor::empty(b.shape(), DType::Float32, b.device());
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+      return x.device == w.device() && x.precision == layer->precision_;
+    });
+    if (g == groups.end())
+      g = groups.insert(groups.end(), Group{w.device(), layer->precision_, {}});
+    g->items.push_back({&layer->weight16_, &w, RoundedInto::Store});
+    if (b.defined()) g->items.push_back({&layer->bias16_, &b, RoundedInto::Store});
+    rounded.push_back(layer);
+  }
+  for (const Group& g : groups) round_to_precision_multi(g.items, g.precision);
+  for (Linear* layer : rounded) layer->weights16_current_ = true;
+}
+
+Linear::RoundedWeights::RoundedWeights(std::vector<Linear*> layers) : layers_(std::move(layers)) {
+  round_weights(layers_);
+}
+
+Linear::RoundedWeights::~RoundedWeights() {
+  for (Linear* layer : layers_) layer->weights16_current_ = false;
 }
 
 Tensor Linear::forward_mixed(const Tensor& x) {
   const Tensor x16 = x.dtype() == precision_ ? x : cast(x, precision_);
+  if (!weights16_current_) round_weights({this});  // Note [the weight casts]
+  weights16_current_ = false;
   Tensor acc = Tensor::empty(Shape{x.size(0), out_}, DType::Float32, x.device());
   // One rounding of the float32 sum x W^T + b, as torch's 16-bit addmm (bias folded in by beta).
-  const Tensor w16 = rounded(weight_.value);
-  linear_forward_with(gemm_backend_, acc, cast(x16, DType::Float32), w16,
-                      bias_.value.defined() ? rounded(bias_.value) : Tensor());
+  linear_forward_with(gemm_backend_, acc, cast(x16, DType::Float32), weight16_,
+                      bias_.value.defined() ? bias16_ : Tensor());
   input_ = training_ ? x16 : Tensor();
-  weight16_ = training_ && needs_input_grad_ ? w16 : Tensor();
   return cast(acc, precision_);
+}
+
+// Note [the gradient casts]: a mixed-precision layer's dW = dy^T x and db = sum_rows(dy) are
+// float32 products that torch rounds to 16 bits (its 16-bit GEMM's output) before its autograd adds
+// them into the float32 gradients of the master weights. That was a zero_ of each released
+// gradient, a round_to_precision and an axpy each: 6 launches a layer. The rounding and the add
+// (or the store into a released gradient as 0 + r: the bits of zero_ then axpy) of all of them are
+// one round_to_precision_multi launch: a layer run alone launches it for its two gradients, and
+// in a Sequential's backward a RoundedGradients holds every layer's until the backward's end,
+// one launch for the model. The products wait in weight_grad_ and bias_scratch_, kept across
+// steps; nothing else writes them or the gradients before the flush, so the bits are those of
+// each layer adding its own at once. A Sequential with a backward hook (DDP, whose hook reads a
+// layer's gradients as soon as its backward returns) casts layer by layer instead.
+
+void Linear::add_rounded_gradients(const std::vector<RoundedGradients::Pending>& pending) {
+  struct Group {
+    Device device;
+    DType precision;
+    std::vector<RoundedCast> items;
+  };
+  std::vector<Group> groups;
+  for (const RoundedGradients::Pending& g : pending) {
+    const Device device = g.param->grad.device();
+    auto at = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+      return x.device == device && x.precision == g.precision;
+    });
+    if (at == groups.end()) at = groups.insert(groups.end(), Group{device, g.precision, {}});
+    at->items.push_back(
+        {&g.param->grad, g.product, g.overwrite ? RoundedInto::AddToZero : RoundedInto::Add});
+  }
+  for (const Group& g : groups) round_to_precision_multi(g.items, g.precision);
+}
+
+Linear::RoundedGradients::RoundedGradients(std::vector<Linear*> layers)
+    : layers_(std::move(layers)) {
+  for (Linear* layer : layers_) layer->gradients_to_ = this;
+}
+
+void Linear::RoundedGradients::flush() {
+  add_rounded_gradients(pending_);
+  pending_.clear();
+}
+
+Linear::RoundedGradients::~RoundedGradients() {
+  for (Linear* layer : layers_) layer->gradients_to_ = nullptr;
+  // Not flushed (an exception): a gradient to be stored into its released buffer holds nothing
+  // yet, so it is released again (one to be added to misses this backward's share).
+  for (const Pending& g : pending_)
+    if (g.overwrite) release_grad(*g.param);
 }
 
 Tensor Linear::backward_mixed(const Tensor& grad_output) {
   const DType p = input_.dtype();
+  // The products wait in weight_grad_ and bias_scratch_: a second backward of this layer within
+  // one RoundedGradients (not Sequential's) adds the first's before overwriting them.
+  if (gradients_to_ != nullptr &&
+      std::any_of(gradients_to_->pending_.begin(), gradients_to_->pending_.end(),
+                  [&](const RoundedGradients::Pending& g) { return g.param == &weight_; }))
+    gradients_to_->flush();
   // A float32 gradient (a caller outside the trainer) is first rounded, as torch's cast would.
   const Tensor dy =
       cast(grad_output.dtype() == p ? grad_output : cast(grad_output, p), DType::Float32);
   {
-    // dW: the 16-bit product (rounded), added into the float32 gradient. The widened input and
-    // the product are freed before dx's buffers exist: the peak holds one layer's temporaries.
+    // dW: the 16-bit product (rounded at the cast). The widened input is freed before dx's
+    // buffers exist.
     const Tensor x = cast(input_, DType::Float32);
-    Tensor dw = Tensor::empty(weight_.value.shape(), DType::Float32, x.device());
-    gemm_with(gemm_backend_, dw, dy, /*trans_a=*/true, x, /*trans_b=*/false);
-    round_to_precision(dw, dw, p);
-    axpy(ensure_grad(weight_), 1.0, dw);
+    const Tensor& w = weight_.value;
+    if (!weight_grad_.defined() || weight_grad_.device() != w.device() ||
+        weight_grad_.shape() != w.shape())
+      weight_grad_ = Tensor::empty(w.shape(), DType::Float32, w.device());
+    gemm_with(gemm_backend_, weight_grad_, dy, /*trans_a=*/true, x, /*trans_b=*/false);
   }
+  std::vector<RoundedGradients::Pending> grads;
+  bool overwrite = false;
+  grad_to_write(weight_, overwrite);
+  grads.push_back({&weight_, &weight_grad_, overwrite, p});
   if (bias_.value.defined()) {
-    Tensor& db = ensure_grad(bias_);
+    Tensor& db = grad_to_write(bias_, overwrite);
     if (!bias_scratch_.defined() || bias_scratch_.device() != db.device() ||
         bias_scratch_.dtype() != db.dtype())
       bias_scratch_ = Tensor::empty(Shape{out_}, db.dtype(), db.device());
     sum_rows(bias_scratch_, dy);
-    round_to_precision(bias_scratch_, bias_scratch_, p);
-    axpy(db, 1.0, bias_scratch_);
+    grads.push_back({&bias_, &bias_scratch_, overwrite, p});
   }
+  if (gradients_to_ != nullptr)  // Note [the gradient casts]: at the backward's end
+    gradients_to_->pending_.insert(gradients_to_->pending_.end(), grads.begin(), grads.end());
+  else
+    add_rounded_gradients(grads);
   if (!needs_input_grad_) return Tensor();
   Tensor dx = Tensor::empty(input_.shape(), DType::Float32, input_.device());
-  // The forward's W16; rounded anew only if the input gradient was switched on after the forward.
-  const Tensor w16 = weight16_.defined() ? weight16_ : rounded(weight_.value);
-  gemm_with(gemm_backend_, dx, dy, /*trans_a=*/false, w16, /*trans_b=*/false);
+  gemm_with(gemm_backend_, dx, dy, /*trans_a=*/false, weight16_, /*trans_b=*/false);
   return cast(dx, p);
 }
 
@@ -262,7 +382,8 @@ void Linear::set_precision(DType precision) {
     precision_ = before;  // a refused precision changes nothing
     throw;
   }
-  weight16_ = Tensor();  // a copy at the old precision is no use to the next backward
+  weights16_current_ = false;  // the next forward rounds at the new precision (a pending
+                               // backward still multiplies by its forward's copy)
 }
 
 NamedParameters Linear::named_parameters(const std::string& prefix) {
@@ -275,7 +396,10 @@ void Linear::to(Device device) {
   Module::to(device);
   input_ = Tensor();
   bias_scratch_ = Tensor();
+  weight_grad_ = Tensor();
   weight16_ = Tensor();
+  bias16_ = Tensor();
+  weights16_current_ = false;
 }
 
 std::string Linear::repr() const {

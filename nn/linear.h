@@ -12,9 +12,13 @@
 // widened to float32 (exact), so every backend that multiplies float32 exactly serves every
 // precision; the input is cached for backward in 16 bits, half the memory of float32. Backward
 // multiplies by the forward's round16(W), as torch's autocast saves it, not by a new rounding of
-// the weight: the same bits unless W changed in between, and one launch fewer.
+// the weight: the same bits unless W changed in between, and one launch fewer. The casts of the
+// weights and of the gradients are multi-tensor launches (Notes [the weight casts] and [the
+// gradient casts] in nn/linear.cpp): a Sequential rounds all its layers' weights in one launch
+// (RoundedWeights) and adds all their rounded gradients in one (RoundedGradients).
 
 #include <string>
+#include <vector>
 
 #include "core/generator.h"
 #include "kernels/activation.h"
@@ -78,14 +82,61 @@ class Linear final : public Module {
   void set_precision(DType precision) override;
   const std::string& gemm_backend() const noexcept { return gemm_backend_; }
 
+  /// Note [the weight casts] (nn/linear.cpp): for the span of one pass over `layers` (Sequential's
+  /// forward), the 16-bit weights and biases of those that compute under mixed precision,
+  /// rounded in one kernel launch per device and precision, which each layer's next forward then
+  /// multiplies by instead of rounding its own (one launch each). The copies are current as of
+  /// the construction; those not used by a forward are forgotten when it ends.
+  class RoundedWeights {
+   public:
+    explicit RoundedWeights(std::vector<Linear*> layers);
+    ~RoundedWeights();
+    RoundedWeights(const RoundedWeights&) = delete;
+    RoundedWeights& operator=(const RoundedWeights&) = delete;
+
+   private:
+    std::vector<Linear*> layers_;
+  };
+
+  /// Note [the gradient casts] (nn/linear.cpp): for the span of one backward over `layers`
+  /// (Sequential's backward), the rounded weight and bias gradients of those that compute under
+  /// mixed precision wait, and flush() adds them into the float32 gradients in one kernel launch
+  /// per device and precision. Same bits as each layer adding its own. Ended without a flush (an
+  /// exception), a gradient that was to be stored into a released buffer is released again.
+  class RoundedGradients {
+   public:
+    explicit RoundedGradients(std::vector<Linear*> layers);
+    ~RoundedGradients();
+    RoundedGradients(const RoundedGradients&) = delete;
+    RoundedGradients& operator=(const RoundedGradients&) = delete;
+    void flush();
+
+   private:
+    friend class Linear;
+    struct Pending {
+      Parameter* param;
+      const Tensor* product;  // the layer's float32 product (weight_grad_ or bias_scratch_)
+      bool overwrite;
+      DType precision;
+    };
+    std::vector<Linear*> layers_;
+    std::vector<Pending> pending_;
+  };
+
  private:
   int64_t in_, out_;
   Parameter weight_, bias_;
   Tensor input_;         // cached by forward in training mode (a handle: no copy)
   Tensor bias_scratch_;  // [out]: sum_rows(dy) before it is added into the bias gradient
-  // Mixed precision in training: the 16-bit W the forward multiplied by, which backward's dx uses
-  // (torch's autocast saves the cast weight for backward too), so it is rounded once a step.
-  Tensor weight16_;
+  // Mixed precision: round16(W) and round16(b) in float32, what the forward multiplies by;
+  // backward's dx uses the forward's weight16_ (torch's autocast saves the cast weight for backward
+  // too). Kept across steps (rewritten in place: no allocation after the first step).
+  Tensor weight16_, bias16_;
+  bool weights16_current_ = false;  // rounded for the next forward by RoundedWeights
+  // Mixed precision: dy^T x in float32 before it is rounded and added into the weight's gradient
+  // (kept across steps; read by RoundedGradients::flush when the cast waits for it).
+  Tensor weight_grad_;
+  RoundedGradients* gradients_to_ = nullptr;  // the backward's RoundedGradients, if any
   std::string gemm_backend_ = "auto";
 
   void check_input(const Tensor& x) const;             // forward's checks on its input
@@ -93,8 +144,13 @@ class Linear final : public Module {
   void accumulate_parameter_grads(const Tensor& dy);   // dW += dy^T x, db += sum_rows(dy)
   Tensor forward_mixed(const Tensor& x);
   Tensor backward_mixed(const Tensor& grad_output);
-  // W (or b) rounded to the precision, in float32: what the 16-bit GEMM multiplies by.
-  Tensor rounded(const Tensor& t) const;
+  // Rounds the weights of `layers` that compute under mixed precision into their weight16_ and
+  // bias16_: one round_to_precision_multi launch per device and precision.
+  static void round_weights(const std::vector<Linear*>& layers);
+  // Adds each pending product, rounded, into its parameter's gradient: one round_to_precision_multi
+  // launch per device and precision.
+  static void add_rounded_gradients(const std::vector<RoundedGradients::Pending>& pending);
+  bool computes_mixed() const noexcept;
 };
 
 }  // namespace minitrain

@@ -36,6 +36,12 @@ Sequential& Sequential::add(std::unique_ptr<Module> m) {
 namespace {
 
 Linear* as_linear(Module* m) { return dynamic_cast<Linear*>(m); }
+std::vector<Linear*> linear_layers(const std::vector<std::unique_ptr<Module>>& layers) {
+  std::vector<Linear*> out;
+  for (const auto& layer : layers)
+    if (Linear* linear = as_linear(layer.get())) out.push_back(linear);
+  return out;
+}
 ActivationLayer* as_activation(Module* m) { return dynamic_cast<ActivationLayer*>(m); }
 
 }  // namespace
@@ -122,6 +128,8 @@ Tensor Sequential::forward(const Tensor& x) {
     }
     return y;
   }
+  // Note [the weight casts] in nn/linear.cpp: mixed precision's 16-bit weights, one launch.
+  const Linear::RoundedWeights weights16(linear_layers(layers_));
   Tensor h = x;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     Linear* linear = as_linear(layers_[i].get());
@@ -160,6 +168,10 @@ Tensor Sequential::fused_backward(const Tensor& grad_output) {
 
 Tensor Sequential::backward(const Tensor& grad_output) {
   if (mlp_kernel_ == "fused") return fused_backward(grad_output);
+  // Note [the gradient casts] in nn/linear.cpp: mixed precision's gradient casts in one launch at
+  // the end, or layer by layer where a hook reads each layer's gradients when it returns.
+  Linear::RoundedGradients grads16(backward_hook_ ? std::vector<Linear*>{}
+                                                  : linear_layers(layers_));
   Tensor g = grad_output;
   for (std::size_t i = layers_.size(); i-- > 0;) {
     // On a GPU: an activation layer with the Linear before it, the activation's backward and the
@@ -188,6 +200,7 @@ Tensor Sequential::backward(const Tensor& grad_output) {
     g = layers_[i]->backward(g);
     if (backward_hook_) backward_hook_(i);
   }
+  grads16.flush();
   return g;  // undefined when the first layers skip dL/dx (set_needs_input_grad(false))
 }
 

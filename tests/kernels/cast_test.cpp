@@ -11,7 +11,14 @@
 #include <limits>
 
 #include "core/half.h"
+#include "kernels/elementwise.h"
+#include "kernels/fill.h"
+#include "kernels/multi_tensor_apply.h"
 #include "tests/support/test_util.h"
+
+#if MINITRAIN_CUDA_EMULATED
+#include "cuda_emu/api_counts.h"
+#endif
 
 namespace minitrain {
 namespace {
@@ -149,7 +156,138 @@ TEST_P(CastTest, RoundToPrecisionIsNarrowThenWidenInPlace) {
       << "the input changed";
 }
 
+// ---- the multi-tensor cast of mixed precision ----
+
+// Each of Store, Add and AddToZero against the one-tensor ops it replaces (round_to_precision;
+// then axpy; zero_ then axpy), bit for bit, over odd sizes and one across two chunks of
+// multi-tensor apply, with a tensor rounded in place and -0 among the inputs (AddToZero makes
+// it +0, as zero_ then axpy does).
+TEST_P(CastTest, RoundToPrecisionMultiGivesTheOneTensorOpsBits) {
+  for (DType p : {DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(dtype_name(p));
+    std::vector<Tensor> ins, outs, want;
+    std::vector<RoundedCast> items;
+    // (The two-chunk size is skipped under the racecheck stage's size cap: multi-tensor apply's
+    // chunking is the optimizers' too, and the odd sizes run the same kernel code.)
+    std::vector<int64_t> sizes;
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, kMultiTensorChunk + 5, int64_t{3}})
+      if (!testing::over_size_cap(n)) sizes.push_back(n);
+    const RoundedInto modes[] = {RoundedInto::Store, RoundedInto::Add, RoundedInto::AddToZero};
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      std::vector<float> v = sixteen_bit_probes(sizes[k], 20 + uint32_t(k));
+      v[0] = -0.0f;
+      ins.push_back(Tensor::from_vector(v, {sizes[k]}, device()));
+      const std::vector<float> old = random_floats(sizes[k], 40 + uint32_t(k));
+      outs.push_back(Tensor::from_vector(old, {sizes[k]}, device()));
+      Tensor r = Tensor::empty({sizes[k]}, DType::Float32, device());
+      round_to_precision(r, ins.back(), p);
+      Tensor w = Tensor::from_vector(old, {sizes[k]}, device());
+      switch (modes[k % 3]) {
+        case RoundedInto::Store:
+          w = r;
+          break;
+        case RoundedInto::AddToZero:
+          zero_(w);
+          [[fallthrough]];
+        case RoundedInto::Add:
+          axpy(w, 1.0, r);
+      }
+      want.push_back(w);
+    }
+    for (std::size_t k = 0; k < ins.size(); ++k) items.push_back({&outs[k], &ins[k], modes[k % 3]});
+    Tensor in_place = Tensor::from_vector(sixteen_bit_probes(9, 30), {9}, device());
+    Tensor in_place_want = Tensor::empty({9}, DType::Float32, device());
+    round_to_precision(in_place_want, in_place, p);
+    items.push_back({&in_place, &in_place, RoundedInto::Store});
+
+    round_to_precision_multi(items, p);
+    for (std::size_t k = 0; k < outs.size(); ++k) {
+      if (sizes[k] > 1) ASSERT_GT(host_max_abs(outs[k]), 0.0);  // (tensor 0 holds only -0)
+      EXPECT_TRUE(same_values(host_values(outs[k]), host_values(want[k])))
+          << "tensor " << k << ", mode " << int(modes[k % 3]);
+    }
+    EXPECT_TRUE(same_values(host_values(in_place), host_values(in_place_want))) << "in place";
+    EXPECT_TRUE(std::signbit(host_values(outs[2])[0]) == false) << "AddToZero: 0 + -0 is +0";
+    EXPECT_TRUE(std::signbit(host_values(outs[0])[0])) << "Store keeps -0";
+  }
+}
+
+// More tensors than one launch's table holds (64 at depth 2): each still rounded once.
+TEST_P(CastTest, RoundToPrecisionMultiOverManyTensors) {
+  std::vector<Tensor> ins, outs;
+  std::vector<RoundedCast> items;
+  for (int k = 0; k < 150; ++k) {
+    ins.push_back(
+        Tensor::from_vector(sixteen_bit_probes(1 + k % 5, 100 + k), {1 + k % 5}, device()));
+    outs.push_back(Tensor::zeros({1 + k % 5}, DType::Float32, device()));
+  }
+  for (int k = 0; k < 150; ++k) items.push_back({&outs[k], &ins[k], RoundedInto::Add});
+  round_to_precision_multi(items, DType::Float16);
+  for (int k = 0; k < 150; ++k) {
+    Tensor want = Tensor::zeros({1 + k % 5}, DType::Float32, device());
+    round_to_precision(want, ins[k], DType::Float16);
+    EXPECT_TRUE(same_values(host_values(outs[k]), host_values(want))) << "tensor " << k;
+  }
+  round_to_precision_multi({}, DType::Float16);  // nothing to do
+}
+
+TEST_P(CastTest, RoundToPrecisionMultiNamesTheBadItem) {
+  Tensor a = Tensor::zeros({4}, DType::Float32, device());
+  Tensor b = Tensor::zeros({4}, DType::Float32, device());
+  Tensor wide = Tensor::zeros({4}, DType::Float64, device());
+  Tensor five = Tensor::zeros({5}, DType::Float32, device());
+  try {
+    round_to_precision_multi({{&a, &b}, {&wide, &b}}, DType::BFloat16);
+    FAIL() << "expected DTypeError";
+  } catch (const DTypeError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("item 1"));
+    EXPECT_THAT(e.what(), HasSubstr("float64"));
+  }
+  EXPECT_THROW(round_to_precision_multi({{&a, &b}, {&five, &b}}, DType::BFloat16), ShapeError);
+  try {
+    round_to_precision_multi({{&a, &b}}, DType::Float32);
+    FAIL() << "expected DTypeError";
+  } catch (const DTypeError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("bfloat16 or float16"));
+  }
+  if (device().is_cuda()) {
+    Tensor host = Tensor::zeros({4}, DType::Float32);
+    Tensor host_in = Tensor::zeros({4}, DType::Float32);
+    try {
+      round_to_precision_multi({{&a, &b}, {&host, &host_in}}, DType::Float16);
+      FAIL() << "expected DeviceError";
+    } catch (const DeviceError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("item 1"));
+    }
+  }
+}
+
 MT_INSTANTIATE_DEVICE_TEST_SUITE(CastTest);
+
+// On a GPU the whole list is one launch up to 64 tensors (a table's worth), then one per table.
+TEST(CastCuda, RoundToPrecisionMultiIsOneLaunchPerTableOfTensors) {
+  if (cuda_device_count() < 1) GTEST_SKIP() << cuda_unavailable_reason();
+#if !MINITRAIN_CUDA_EMULATED
+  GTEST_SKIP() << "launches are counted on the emulated GPUs";
+#else
+  const Device gpu = Device::cuda(0);
+  std::vector<Tensor> ins, outs;
+  for (int k = 0; k < 65; ++k) {
+    ins.push_back(Tensor::from_vector(random_floats(3 + k, uint32_t(k)), {3 + k}, gpu));
+    outs.push_back(Tensor::empty({3 + k}, DType::Float32, gpu));
+  }
+  auto launches_for = [&](int tensors) {
+    std::vector<RoundedCast> items;
+    for (int k = 0; k < tensors; ++k) items.push_back({&outs[k], &ins[k], RoundedInto::Store});
+    const uint64_t before = mtemu::api_counts().launches;
+    round_to_precision_multi(items, DType::BFloat16);
+    return mtemu::api_counts().launches - before;
+  };
+  EXPECT_EQ(launches_for(6), 1u);
+  EXPECT_EQ(launches_for(64), 1u);
+  EXPECT_EQ(launches_for(65), 2u);
+#endif
+}
 
 }  // namespace
 }  // namespace minitrain

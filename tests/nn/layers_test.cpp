@@ -5,16 +5,26 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "kernels/activation.h"
+#include "kernels/cast.h"
 #include "kernels/elementwise.h"
+#include "kernels/gemm/gemm_registry.h"
+#include "kernels/linear_layer.h"
 #include "kernels/random.h"
+#include "kernels/reduce.h"
 #include "nn/activation_layer.h"
 #include "nn/linear.h"
+#include "nn/mlp.h"
 #include "nn/sequential.h"
 #include "tests/support/test_util.h"
+
+#if MINITRAIN_CUDA_EMULATED
+#include "cuda_emu/api_counts.h"
+#endif
 
 namespace minitrain {
 namespace {
@@ -116,7 +126,202 @@ TEST_P(LinearOnDevice, MixedPrecisionBackwardUsesTheWeightTheForwardRounded) {
   EXPECT_EQ(dx[0], dx[1]);
 }
 
+// Note [the weight casts] (nn/linear.cpp): a Sequential under mixed precision rounds all its
+// Linear layers' weights at the start of its forward (one launch); the layers run one by one
+// each round their own. Same bits either way, forward and backward (gradients stored into
+// released buffers, then added to), and a weight changed between two passes (here doubled) is
+// rounded anew.
+TEST_P(LinearOnDevice, MixedPrecisionSequentialGivesTheBitsOfItsLayersRunAlone) {
+  for (DType p : {DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(dtype_name(p));
+    Generator gen_a(21), gen_b(21);
+    auto together = make_mlp({4, 16, 16, 3}, Activation::ReLU, gen_a, device());
+    auto alone = make_mlp({4, 16, 16, 3}, Activation::ReLU, gen_b, device());
+    together->set_precision(p);
+    alone->set_precision(p);
+    const Tensor x = random_tensor(Shape{5, 4}, 22, device());
+    const Tensor dy = cast(random_tensor(Shape{5, 3}, 23, device()), p);
+    for (int pass = 0; pass < 3; ++pass) {
+      SCOPED_TRACE(pass);
+      if (pass == 0) {
+        together->zero_grad();
+        alone->zero_grad();
+      }
+      if (pass == 2)
+        for (Sequential* m : {together.get(), alone.get()})
+          for (auto& [name, param] : m->named_parameters()) scale(param->value, param->value, 2.0);
+      const Tensor y_together = together->forward(x);
+      const Tensor dx_together = together->backward(dy);
+      Tensor h = x;
+      Sequential& layers = *alone;
+      for (std::size_t i = 0; i < layers.size(); ++i) h = layers[i].forward(h);
+      Tensor g = dy;
+      for (std::size_t i = layers.size(); i-- > 0;) g = layers[i].backward(g);
+      ASSERT_GT(host_max_abs(y_together), 0.0);
+      EXPECT_EQ(host_values(y_together), host_values(h));
+      EXPECT_EQ(host_values(dx_together), host_values(g));
+      const auto params_t = together->named_parameters(), params_a = alone->named_parameters();
+      for (std::size_t k = 0; k < params_t.size(); ++k) {
+        ASSERT_GT(host_max_abs(params_t[k].second->grad), 0.0) << params_t[k].first;
+        EXPECT_EQ(host_values(params_t[k].second->grad), host_values(params_a[k].second->grad))
+            << params_t[k].first;
+      }
+    }
+  }
+}
+
+// The mixed-precision gradients are the one-tensor ops' bits: dW = round16(dy^T x) and db =
+// round16(sum_rows(dy)), stored into a released gradient as zero_ then axpy would, then added
+// with axpy (the path before Note [the weight casts], written out here).
+TEST_P(LinearOnDevice, MixedPrecisionGradientsAreTheRoundedProductsAdded) {
+  Generator gen(31);
+  Linear layer(6, 5, gen, true, device());
+  layer.set_precision(DType::Float16);
+  const Tensor x = cast(random_tensor(Shape{4, 6}, 32, device()), DType::Float16);
+  const Tensor dy = cast(random_tensor(Shape{4, 5}, 33, device()), DType::Float16);
+  Tensor want_w = Tensor::zeros(Shape{5, 6}, DType::Float32, device());
+  Tensor want_b = Tensor::zeros(Shape{5}, DType::Float32, device());
+  layer.zero_grad();
+  for (int pass = 0; pass < 2; ++pass) {
+    layer.forward(x);
+    layer.backward(dy);
+    const Tensor dy32 = cast(dy, DType::Float32), x32 = cast(x, DType::Float32);
+    Tensor dw = Tensor::empty(Shape{5, 6}, DType::Float32, device());
+    gemm_with("auto", dw, dy32, /*trans_a=*/true, x32, /*trans_b=*/false);
+    round_to_precision(dw, dw, DType::Float16);
+    axpy(want_w, 1.0, dw);
+    Tensor db = Tensor::empty(Shape{5}, DType::Float32, device());
+    sum_rows(db, dy32);
+    round_to_precision(db, db, DType::Float16);
+    axpy(want_b, 1.0, db);
+    ASSERT_GT(host_max_abs(want_w), 0.0);
+    EXPECT_EQ(host_values(layer.weight().grad), host_values(want_w)) << "pass " << pass;
+    EXPECT_EQ(host_values(layer.bias().grad), host_values(want_b)) << "pass " << pass;
+  }
+  // Both passes within one RoundedGradients (whose flush adds what waits): the first pass's
+  // products are added before the second overwrites them.
+  layer.zero_grad();
+  {
+    Linear::RoundedGradients grads16({&layer});
+    for (int pass = 0; pass < 2; ++pass) {
+      layer.forward(x);
+      layer.backward(dy);
+    }
+    grads16.flush();
+  }
+  EXPECT_EQ(host_values(layer.weight().grad), host_values(want_w));
+  EXPECT_EQ(host_values(layer.bias().grad), host_values(want_b));
+  // Ended without its flush (an exception on the way): the released gradients are released
+  // again, not left holding what the buffers held.
+  layer.zero_grad();
+  {
+    Linear::RoundedGradients grads16({&layer});
+    layer.forward(x);
+    layer.backward(dy);
+  }
+  EXPECT_FALSE(layer.weight().grad.defined());
+  EXPECT_FALSE(layer.bias().grad.defined());
+}
+
+// A pass's copies are current only for that pass: RoundedWeights forgets those its pass did not
+// use, so a layer run later, after its weight changed, rounds the weight anew.
+TEST_P(LinearOnDevice, MixedPrecisionCopiesOfAPassAreForgottenAtItsEnd) {
+  Generator gen_a(41), gen_b(41);
+  Linear first(3, 3, gen_a, true, device()), second(3, 3, gen_a, true, device());
+  Linear first_same(3, 3, gen_b, true, device()), second_same(3, 3, gen_b, true, device());
+  for (Linear* l : {&first, &second, &second_same}) l->set_precision(DType::BFloat16);
+  const Tensor x = random_tensor(Shape{2, 3}, 42, device());
+  {
+    const Linear::RoundedWeights pass({&first, &second});
+    first.forward(x);  // the pass ends before `second` runs (as after an exception)
+  }
+  scale(second.weight().value, second.weight().value, 2.0);
+  scale(second_same.weight().value, second_same.weight().value, 2.0);
+  ASSERT_EQ(host_values(second.weight().value), host_values(second_same.weight().value));
+  const Tensor y = second.forward(x);
+  ASSERT_GT(host_max_abs(y), 0.0);
+  EXPECT_EQ(host_values(y), host_values(second_same.forward(x)));
+}
+
 MT_INSTANTIATE_DEVICE_TEST_SUITE(LinearOnDevice);
+
+#if MINITRAIN_CUDA_EMULATED
+int64_t launches_of(const std::function<void()>& f) {
+  const uint64_t before = mtemu::api_counts().launches;
+  f();
+  return static_cast<int64_t>(mtemu::api_counts().launches - before);
+}
+#endif
+
+// Counted on the emulated GPUs: under mixed precision a Linear's forward makes one launch for its
+// weight and bias casts (two before), a Sequential's forward one for all its layers; a Linear's
+// backward one for its gradient casts (four before with gradients to add to, six with released
+// ones: a zero_, a round_to_precision and an axpy each), a Sequential's backward one for all its
+// layers; besides the GEMMs, the bias sum and the activations' casts.
+TEST(MixedPrecisionLinearCuda, OneLaunchForTheWeightCastsOfAPassAndOneForALayersGradients) {
+  if (cuda_device_count() < 1) GTEST_SKIP() << cuda_unavailable_reason();
+#if !MINITRAIN_CUDA_EMULATED
+  GTEST_SKIP() << "launches are counted on the emulated GPUs";
+#else
+  const Device gpu = Device::cuda(0);
+  const DType p = DType::Float16;
+  Generator gen(51);
+  Linear layer(6, 5, gen, true, gpu);
+  layer.set_precision(p);
+  const Tensor x = cast(random_tensor(Shape{4, 6}, 52, gpu), p);
+  const Tensor dy = cast(random_tensor(Shape{4, 5}, 53, gpu), p);
+  layer.forward(x);  // warm-up: the copies exist
+  // What the forward runs besides the weight casts: widen x, x W16^T + b16, round the sum.
+  const Tensor w16 = Tensor::zeros(Shape{5, 6}, DType::Float32, gpu);
+  const Tensor b16 = Tensor::zeros(Shape{5}, DType::Float32, gpu);
+  const int64_t rest_forward = launches_of([&] {
+    Tensor acc = Tensor::empty(Shape{4, 5}, DType::Float32, gpu);
+    linear_forward_with("auto", acc, cast(x, DType::Float32), w16, b16);
+    (void)cast(acc, p);
+  });
+  EXPECT_EQ(launches_of([&] { layer.forward(x); }), rest_forward + 1);
+
+  // Backward besides the gradient casts: widen dy and x, dW's GEMM, db's sum, dx's GEMM, round dx.
+  const int64_t rest_backward = launches_of([&] {
+    const Tensor dy32 = cast(dy, DType::Float32), x32 = cast(x, DType::Float32);
+    Tensor dw = Tensor::empty(Shape{5, 6}, DType::Float32, gpu);
+    gemm_with("auto", dw, dy32, true, x32, false);
+    Tensor db = Tensor::empty(Shape{5}, DType::Float32, gpu);
+    sum_rows(db, dy32);
+    Tensor dx = Tensor::empty(Shape{4, 6}, DType::Float32, gpu);
+    gemm_with("auto", dx, dy32, false, w16, false);
+    (void)cast(dx, p);
+  });
+  layer.zero_grad();  // released: stored into
+  EXPECT_EQ(launches_of([&] { layer.backward(dy); }), rest_backward + 1);
+  EXPECT_EQ(launches_of([&] { layer.backward(dy); }), rest_backward + 1);  // added to
+
+  // A Sequential's three Linear layers: one weight-cast launch for the pass, not three.
+  Generator gen_a(54), gen_b(54);
+  auto model = make_mlp({4, 16, 16, 1}, Activation::ReLU, gen_a, gpu);
+  auto same = make_mlp({4, 16, 16, 1}, Activation::ReLU, gen_b, gpu);
+  model->set_precision(p);
+  same->set_precision(p);
+  const Tensor input = random_tensor(Shape{8, 4}, 55, gpu);
+  model->forward(input);
+  Sequential& layers = *same;
+  auto one_by_one = [&] {
+    Tensor h = input;
+    for (std::size_t i = 0; i < layers.size(); ++i) h = layers[i].forward(h);
+  };
+  one_by_one();
+  EXPECT_EQ(launches_of([&] { model->forward(input); }), launches_of(one_by_one) - 2);
+  // Its backward: one gradient-cast launch for the three layers, not three.
+  const Tensor grad = cast(random_tensor(Shape{8, 1}, 56, gpu), p);
+  model->backward(grad);
+  auto backward_one_by_one = [&] {
+    Tensor g = grad;
+    for (std::size_t i = layers.size(); i-- > 0;) g = layers[i].backward(g);
+  };
+  backward_one_by_one();
+  EXPECT_EQ(launches_of([&] { model->backward(grad); }), launches_of(backward_one_by_one) - 2);
+#endif
+}
 
 class ActivationLayerOnDevice : public testing::DeviceTest {};
 
