@@ -6,11 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "core/option_error.h"
+#include "kernels/cast.h"
+#include "tests/core/io_test_util.h"
 #include "tests/optim/optim_test_util.h"
 
 namespace minitrain {
@@ -95,6 +99,83 @@ TEST(ClipGradNorm, NonFiniteNormIsReturnedAndSpreadLikeTorch) {
   EXPECT_TRUE(std::isnan(clip_grad_norm_(ps.named(), 1.0)));
   EXPECT_TRUE(std::isnan(ps.grads()[1][0]));
 }
+
+// foreach (issue 35: each device's norm in two launches and the scale in one) against the
+// per-tensor path, bit for bit on each device: the returned norm and every gradient, for a
+// model's shapes with odd and one-element tensors, float32, float64 and both in one list, an
+// undefined gradient, max_norm hit, not hit and 0, and non-finite gradients (a NaN spreads, an
+// inf makes the norm inf and the factor 0, as torch: the inf element becomes NaN, the rest 0).
+class ClipGradNormForeach : public testing::DeviceTest {};
+
+TEST_P(ClipGradNormForeach, IsThePerTensorPathBitForBit) {
+  const std::vector<Shape> shapes = {Shape{16, 4}, Shape{16}, Shape{1},    Shape{16, 16}, Shape{16},
+                                     Shape{1, 16}, Shape{1},  Shape{3001}, Shape{9000}};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    const char* name;
+    std::vector<DType> dtypes;
+    double max_norm;
+    float poison;  // written into gradient 3's element 5 unless 0
+    bool undefined;
+  };
+  const std::vector<Case> cases = {
+      {"float32 hit", {DType::Float32}, 1.0, 0.f, false},
+      {"float32 not hit", {DType::Float32}, 1e6, 0.f, false},
+      {"float32 off", {DType::Float32}, 0.0, 0.f, false},
+      {"float64 hit", {DType::Float64}, 1.0, 0.f, false},
+      {"float64 not hit", {DType::Float64}, 1e6, 0.f, false},
+      {"mixed hit, one undefined", {DType::Float32, DType::Float64}, 2.0, 0.f, true},
+      {"nan spreads", {DType::Float32}, 1.0, nan, false},
+      {"inf norm", {DType::Float32}, 1.0, inf, false},
+      {"inf norm, float64", {DType::Float64}, 1.0, inf, false}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<Parameter> a(shapes.size()), b(shapes.size());
+    NamedParameters na, nb;
+    for (std::size_t k = 0; k < shapes.size(); ++k) {
+      const DType dtype = c.dtypes[k % c.dtypes.size()];
+      Tensor g = testing::random_tensor(shapes[k], 40u + uint32_t(k), Device::cpu(), dtype);
+      if (k == 3 && c.poison != 0.f) {
+        std::vector<double> v = testing::host_values(g);
+        v[5] = c.poison;
+        g = Tensor::from_vector(v, shapes[k]);
+        if (dtype == DType::Float32) g = cast(g, DType::Float32);
+      }
+      if (!(c.undefined && k == 2)) {
+        a[k].grad = g.to(device()).clone();  // to() of a CPU tensor to the CPU shares it
+        b[k].grad = g.to(device()).clone();
+      }
+      na.emplace_back("p" + std::to_string(k), &a[k]);
+      nb.emplace_back("p" + std::to_string(k), &b[k]);
+    }
+    const double per_tensor = clip_grad_norm_(na, c.max_norm, /*foreach=*/false);
+    const double foreach = clip_grad_norm_(nb, c.max_norm, /*foreach=*/true);
+    uint64_t got_bits, want_bits;
+    std::memcpy(&got_bits, &foreach, sizeof got_bits);
+    std::memcpy(&want_bits, &per_tensor, sizeof want_bits);
+    EXPECT_EQ(got_bits, want_bits) << foreach << " vs " << per_tensor;
+    if (c.poison == inf) {
+      EXPECT_EQ(foreach, std::numeric_limits<double>::infinity());
+    }
+    if (c.poison != c.poison) {
+      EXPECT_TRUE(std::isnan(foreach));
+    }
+    for (std::size_t k = 0; k < shapes.size(); ++k) {
+      if (!a[k].grad.defined()) continue;
+      EXPECT_EQ(testing::tensor_bytes(b[k].grad.to(Device::cpu())),
+                testing::tensor_bytes(a[k].grad.to(Device::cpu())))
+          << "gradient " << k;
+    }
+    if (c.poison == inf) {  // torch: clip_coef = 1 / (inf + 1e-6) = 0; inf * 0 = NaN
+      const std::vector<double> g3 = testing::host_values(b[3].grad);
+      EXPECT_TRUE(std::isnan(g3[5]));
+      EXPECT_EQ(g3[4], 0.0);
+    }
+  }
+}
+
+MT_INSTANTIATE_DEVICE_TEST_SUITE(ClipGradNormForeach);
 
 }  // namespace
 }  // namespace minitrain
