@@ -175,7 +175,68 @@ TEST_P(ClipGradNormForeach, IsThePerTensorPathBitForBit) {
   }
 }
 
+// torch 2's own answers (torch.nn.utils.clip_grad_norm_([a, b], 1.0) on float32 CPU tensors,
+// printed by hand): the scaled values, and the non-finite cases of torch's
+// error_if_nonfinite=False.
+TEST_P(ClipGradNormForeach, GivesTorchsAnswers) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto run = [&](std::vector<float> a, std::vector<float> b, double max_norm, double& norm) {
+    Parameter pa, pb;
+    pa.grad = Tensor::from_vector(a, Shape{int64_t(a.size())}).to(device());
+    pb.grad = Tensor::from_vector(b, Shape{int64_t(b.size())}).to(device());
+    norm = clip_grad_norm_({{"a", &pa}, {"b", &pb}}, max_norm);
+    std::vector<double> out = testing::host_values(pa.grad);
+    for (double v : testing::host_values(pb.grad)) out.push_back(v);
+    return out;
+  };
+  double norm = 0;
+  // [3, 4]: norm 5; max_norm 1 -> [0.5999999046325684, 0.7999998331069946]
+  EXPECT_EQ(run({3.f, 4.f}, {}, 1.0, norm),
+            (std::vector<double>{0.5999999046325684, 0.7999998331069946}));
+  EXPECT_EQ(norm, 5.0);
+  EXPECT_EQ(run({3.f, 4.f}, {}, 5.0 + 1e-5, norm), (std::vector<double>{3.0, 4.0}));
+  // [0.5, -1, inf, 2], [3]: norm inf, factor 0: [0, -0, nan, 0], [0]
+  std::vector<double> g = run({0.5f, -1.f, inf, 2.f}, {3.f}, 1.0, norm);
+  EXPECT_EQ(norm, std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isnan(g[2]));
+  EXPECT_EQ(g[0], 0.0);
+  EXPECT_TRUE(std::signbit(g[1]));
+  EXPECT_EQ(g[4], 0.0);
+  // 1e20: its square overflows float32 (torch sums float32 gradients in float32): norm inf, zeros
+  g = run({0.5f, -1.f, 1e20f, 2.f}, {3.f}, 1.0, norm);
+  EXPECT_EQ(norm, std::numeric_limits<double>::infinity());
+  for (double v : g) EXPECT_EQ(v, 0.0);
+  // nan: norm nan, every gradient nan
+  g = run({0.5f, -1.f, nan, 2.f}, {3.f}, 1.0, norm);
+  EXPECT_TRUE(std::isnan(norm));
+  for (double v : g) EXPECT_TRUE(std::isnan(v));
+}
+
 MT_INSTANTIATE_DEVICE_TEST_SUITE(ClipGradNormForeach);
+
+// Gradients on two GPUs (model parallelism): each device's sum as one list, read by the host,
+// scaled by the host's factor; the per-tensor path's bits, hit or not.
+TEST(CudaClipGradNormForeach, TwoDevicesGiveThePerTensorPathsBits) {
+  MT_SKIP_UNLESS_CUDA_DEVICES(2);
+  const std::vector<Shape> shapes = {Shape{16, 4}, Shape{16}, Shape{1, 16}, Shape{1}};
+  for (double max_norm : {0.5, 1e6}) {
+    std::vector<Parameter> a(shapes.size()), b(shapes.size());
+    NamedParameters na, nb;
+    for (std::size_t k = 0; k < shapes.size(); ++k) {
+      const Device d = Device::cuda(k < 2 ? 0 : 1);
+      const Tensor g = testing::random_tensor(shapes[k], 70u + uint32_t(k), d);
+      a[k].grad = g.clone();
+      b[k].grad = g.clone();
+      na.emplace_back("p" + std::to_string(k), &a[k]);
+      nb.emplace_back("p" + std::to_string(k), &b[k]);
+    }
+    EXPECT_EQ(clip_grad_norm_(nb, max_norm, true), clip_grad_norm_(na, max_norm, false));
+    for (std::size_t k = 0; k < shapes.size(); ++k)
+      EXPECT_EQ(testing::tensor_bytes(b[k].grad), testing::tensor_bytes(a[k].grad))
+          << "max_norm " << max_norm << ", gradient " << k;
+  }
+}
 
 }  // namespace
 }  // namespace minitrain
