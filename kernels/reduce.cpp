@@ -19,7 +19,7 @@ namespace {
 
 // 8192 elements: 32 KiB of float32, one L1-sized piece; large enough that a chunk costs far more
 // than its bookkeeping, small enough that 2 to 64 threads all get chunks at 1M elements.
-constexpr int64_t kPartialChunk = 8192;
+constexpr int64_t kPartialChunk = kReducePartialChunk;
 
 // Four accumulators break the dependency chain of one running sum (a double add has a latency of
 // about four cycles), and are combined in a fixed order.
@@ -138,6 +138,13 @@ void sum_rows_cpu(T* out, const T* x, int64_t rows, int64_t cols) {
     sum_rows_columns_cpu(out, x, rows, cols, begin, end);
   });
 }
+
+template <typename T>
+double squared_norm_chunk_cpu(const T* x, int64_t n) {
+  return reduce_chunk<reduce_detail::SquaresOf>(x, n);
+}
+template double squared_norm_chunk_cpu<float>(const float*, int64_t);
+template double squared_norm_chunk_cpu<double>(const double*, int64_t);
 
 template void reduce_cpu<float>(float*, const float*, int64_t, ReduceKind);
 template void reduce_cpu<double>(double*, const double*, int64_t, ReduceKind);

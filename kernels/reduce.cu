@@ -1,5 +1,5 @@
 // Reductions on the GPU: each thread folds a grid-stride slice in double (16-byte packs when the
-// input is aligned, kernels/vectorized.cuh), the block folds those with shuffles and shared
+// input is aligned, kernels/reduce_partials.cuh), the block folds those with shuffles and shared
 // memory (kernels/block_reduce.cuh); pass 1 leaves one partial per block, pass 2 (one block)
 // folds those. Memory-bound; the grid depends only on n and the pack path only on the pointer's
 // alignment, so results for a given tensor are bit-identical run to run (no atomics).
@@ -12,6 +12,7 @@
 #include "kernels/block_reduce.cuh"
 #include "kernels/column_reduce.cuh"
 #include "kernels/reduce.h"
+#include "kernels/reduce_partials.cuh"
 #include "kernels/vectorized.cuh"
 
 namespace minitrain {
@@ -28,22 +29,7 @@ constexpr int64_t kMaxPartials = 1024;
 
 template <typename T, typename Op>
 __global__ void reduce_partials_kernel(double* partials, const T* x, int64_t n, bool vec) {
-  constexpr int W = Pack<T>::kSize;
-  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  double acc = Op::identity();
-  int64_t scalar_begin = 0;
-  if (vec) {  // uniform over the grid
-    for (int64_t p = tid; p < n / W; p += stride) {
-      const Pack<T> v = load_pack(x + p * W);
-#pragma unroll
-      for (int j = 0; j < W; ++j) acc = Op::combine(acc, Op::map(static_cast<double>(v.v[j])));
-    }
-    scalar_begin = n / W * W;
-  }
-  for (int64_t i = scalar_begin + tid; i < n; i += stride)
-    acc = Op::combine(acc, Op::map(static_cast<double>(x[i])));
-  acc = block_reduce<Op>(acc);
+  const double acc = block_partial<T, Op>(x, n, vec, blockIdx.x, gridDim.x);
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
 

@@ -80,8 +80,18 @@ template <typename T>
 void sum_rows_columns_cpu(T* out, const T* x, int64_t rows, int64_t cols, int64_t begin,
                           int64_t end);
 
+/// The CPU reductions cut the input into chunks of this many elements whose results (in double)
+/// are combined in chunk order: reduce_cpu(SquaredNorm) is squared_norm_chunk_cpu of the only
+/// chunk when there is one, else 0.0 + the chunks' results in order (multi_tensor_norm.h reuses
+/// the chunks to reproduce its bits).
+inline constexpr int64_t kReducePartialChunk = 8192;
+/// The sum of squares of x[0, n) in double, as reduce_cpu folds one chunk (four accumulators).
+template <typename T>
+double squared_norm_chunk_cpu(const T* x, int64_t n);
+
 /// Per-block partials the CUDA reduction needs (doubles) for n elements; the caller allocates
-/// them on the device, on the stream `s` (see Note [streams and the caching allocator]).
+/// them on the device, on the stream `s` (see Note [streams and the caching allocator]). It is
+/// also pass 1's grid for n > 0 (n == 0 launches no pass 1).
 int64_t reduce_cuda_partials(int64_t n);
 template <typename T>
 void clip_scale_cpu(T* x, int64_t n, const double* sum_sq, double max_norm);

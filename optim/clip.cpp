@@ -1,6 +1,7 @@
 // Global-norm gradient clipping (torch.nn.utils.clip_grad_norm_ with norm_type 2). The squared
 // norms are summed on each gradient's device in float64, so a GPU run waits for the device once
-// (one .item() per device), not once per parameter.
+// (one .item() per device), not once per parameter; with `foreach` (the default) a device's
+// gradients are reduced and scaled as one list (kernels/multi_tensor_norm.h).
 
 #include "optim/clip.h"
 
@@ -12,41 +13,79 @@
 #include "core/strings.h"
 #include "kernels/cast.h"
 #include "kernels/elementwise.h"
+#include "kernels/multi_tensor_norm.h"
 #include "kernels/reduce.h"
 
 namespace minitrain {
 
-PendingGradNorm clip_grad_norm_deferred_(const NamedParameters& params, double max_norm) {
+namespace {
+
+// A device's gradients, in parameter order; devices in order of their first gradient.
+using DeviceGrads = std::vector<std::pair<Device, std::vector<Tensor>>>;
+
+DeviceGrads gradients_by_device(const NamedParameters& params) {
+  DeviceGrads groups;
+  for (const auto& [name, p] : params) {
+    MT_CHECK_AS(ValueError, p != nullptr, "clip_grad_norm_: parameter '", name, "' is null");
+    if (!p->grad.defined()) continue;  // torch skips grad=None
+    const Tensor& g = p->grad;
+    auto it = groups.begin();
+    while (it != groups.end() && it->first != g.device()) ++it;
+    if (it == groups.end()) {
+      groups.emplace_back(g.device(), std::vector<Tensor>{g});
+    } else {
+      it->second.push_back(g);
+    }
+  }
+  return groups;
+}
+
+// The per-tensor path (foreach = false): per gradient a 0-d squared_norm in its own type, widened
+// to float64 and added to the device's running sum. The reference the list kernels reproduce.
+Tensor sum_of_squares_per_tensor(const std::vector<Tensor>& grads) {
+  Tensor total;
+  for (const Tensor& g : grads) {
+    Tensor sq = squared_norm(g);
+    if (sq.dtype() != DType::Float64) sq = cast(sq, DType::Float64);
+    if (!total.defined()) {
+      total = sq;
+    } else {
+      add(total, total, sq);
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+PendingGradNorm clip_grad_norm_deferred_(const NamedParameters& params, double max_norm,
+                                         bool foreach) {
   // The one check of max_norm (--clip-grad-norm names it: train/settings.h).
   if (!(std::isfinite(max_norm) && max_norm >= 0.0))
     throw OptionError("clip_grad_norm_", "max_norm",
                       "must be finite and >= 0 (0: no clipping), got " + number_text(max_norm));
 
-  // Per device: a 0-d float64 running sum of squares, on that device.
-  std::vector<std::pair<Device, Tensor>> totals;
-  std::vector<Tensor*> grads;
-  for (const auto& [name, p] : params) {
-    MT_CHECK_AS(ValueError, p != nullptr, "clip_grad_norm_: parameter '", name, "' is null");
-    if (!p->grad.defined()) continue;  // torch skips grad=None
-    Tensor& g = p->grad;
-    grads.push_back(&g);
-    Tensor sq = squared_norm(g);
-    if (sq.dtype() != DType::Float64) sq = cast(sq, DType::Float64);
-    auto it = totals.begin();
-    while (it != totals.end() && it->first != g.device()) ++it;
-    if (it == totals.end()) {
-      totals.emplace_back(g.device(), sq);
+  DeviceGrads groups = gradients_by_device(params);
+  PendingGradNorm pending;
+  for (const auto& [device, grads] : groups) {
+    if (foreach) {
+      Tensor total = Tensor::empty(Shape{}, DType::Float64, device);
+      squared_norm_multi(total, grads);
+      pending.sum_sq.push_back(total);
     } else {
-      add(it->second, it->second, sq);
+      pending.sum_sq.push_back(sum_of_squares_per_tensor(grads));
     }
   }
-  PendingGradNorm pending;
-  for (const auto& [device, total] : totals) pending.sum_sq.push_back(total);
-  if (grads.empty() || max_norm == 0.0) return pending;  // 0: the norm, no clipping
+  if (groups.empty() || max_norm == 0.0) return pending;  // 0: the norm, no clipping
 
-  if (totals.size() == 1) {
+  if (groups.size() == 1) {
     // One device: the kernel reads the sum and decides (below 1 or NaN: scale; else leave).
-    for (Tensor* g : grads) clip_scale_(*g, totals.front().second, max_norm);
+    std::vector<Tensor>& grads = groups.front().second;
+    if (foreach) {
+      clip_scale_multi_(grads, pending.sum_sq.front(), max_norm);
+    } else {
+      for (Tensor& g : grads) clip_scale_(g, pending.sum_sq.front(), max_norm);
+    }
     return pending;
   }
   // torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to 1; multiplying by 1 changes
@@ -55,7 +94,8 @@ PendingGradNorm clip_grad_norm_deferred_(const NamedParameters& params, double m
   const double total_norm = pending.read();
   const double clip_coef = max_norm / (total_norm + 1e-6);
   if (!(clip_coef >= 1.0))
-    for (Tensor* g : grads) scale(*g, *g, clip_coef);
+    for (auto& [device, grads] : groups)
+      for (Tensor& g : grads) scale(g, g, clip_coef);
   return pending;
 }
 
@@ -65,8 +105,8 @@ double PendingGradNorm::read() const {
   return std::sqrt(total);
 }
 
-double clip_grad_norm_(const NamedParameters& params, double max_norm) {
-  return clip_grad_norm_deferred_(params, max_norm).read();
+double clip_grad_norm_(const NamedParameters& params, double max_norm, bool foreach) {
+  return clip_grad_norm_deferred_(params, max_norm, foreach).read();
 }
 
 }  // namespace minitrain

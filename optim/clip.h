@@ -16,7 +16,7 @@ namespace minitrain {
 /// then become NaN, as in torch with error_if_nonfinite=False). max_norm 0 leaves the gradients
 /// alone (the command line's "0: off"; torch would zero them). OptionError (a ValueError) about
 /// "max_norm" for max_norm < 0 or non-finite.
-double clip_grad_norm_(const NamedParameters& params, double max_norm);
+double clip_grad_norm_(const NamedParameters& params, double max_norm, bool foreach = true);
 
 /// The total norm of clip_grad_norm_deferred_, not read yet: one 0-d float64 sum of squares per
 /// device holding gradients. read() waits for them (one copy per device) and returns the norm;
@@ -31,6 +31,12 @@ struct PendingGradNorm {
 /// squares in device memory (kernels/reduce.h clip_scale_), as torch's foreach path does, so the
 /// host queues the clipping and goes on. Gradients on several devices need their global sum: then
 /// the sums are read here and the gradients scaled by the host's factor (the same bits).
-PendingGradNorm clip_grad_norm_deferred_(const NamedParameters& params, double max_norm);
+///
+/// `foreach` (torch's flag): each device's sum of squares in two launches and the scale in one
+/// (kernels/multi_tensor_norm.h), one allocation besides the result; without it, per gradient a
+/// squared_norm, a widening cast, an add and a scale (4-5 launches and 3 allocations each). Both
+/// give the same bits (Note [the per-tensor norm's bits]); both can be captured in a CUDA graph.
+PendingGradNorm clip_grad_norm_deferred_(const NamedParameters& params, double max_norm,
+                                         bool foreach = true);
 
 }  // namespace minitrain

@@ -1,4 +1,4 @@
-// Loss-scale unscaling on the GPU: multi-tensor apply of depth 1, one block per 64K-element chunk.
+// Loss-scale unscaling on the GPU: multi-tensor apply of depth 1, one block per chunk.
 // A thread that saw a non-finite gradient raises the flag with one atomic store; the others never
 // touch it, so the flag costs nothing when the step is finite (the common case).
 

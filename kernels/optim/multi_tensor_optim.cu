@@ -1,5 +1,5 @@
 // Multi-tensor optimizer steps on the GPU: one launch per up to 30-64 tensors
-// (kernels/multi_tensor_apply.cuh); block b updates one 64K-element chunk of one tensor with the
+// (kernels/multi_tensor_apply.cuh); block b updates one 16K-element chunk of one tensor with the
 // same device loop as the one-tensor kernels (kernels/optim/optimizer_kernels.cuh: 16-byte packs
 // when aligned). Memory-bound for large tensors; for a model's many small ones the launch count is
 // what it saves (one launch is ~2-4 us of latency, a 1024-float bias takes nanoseconds to update).

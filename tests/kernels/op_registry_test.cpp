@@ -41,10 +41,10 @@ const int64_t kOddSizes[] = {1, 7, 1027, 4095};
 
 TEST(OpRegistry, HoldsEveryOpTheMemoryBenchTimed) {
   const std::vector<std::string> names = opbench::op_names();
-  for (const char* op :
-       {"copy", "add", "scale", "axpy", "relu_forward", "relu_backward", "gelu_forward",
-        "gelu_backward", "tanh_forward", "sum", "squared_norm", "sum_rows", "mse_forward_backward",
-        "bias_gelu", "bias_relu_backward", "adam_step", "mse_none_forward_backward"})
+  for (const char* op : {"copy", "add", "scale", "axpy", "relu_forward", "relu_backward",
+                         "gelu_forward", "gelu_backward", "tanh_forward", "sum", "squared_norm",
+                         "sum_rows", "mse_forward_backward", "bias_gelu", "bias_relu_backward",
+                         "adam_step", "mse_none_forward_backward", "clip_grad_norm_sum_sq"})
     EXPECT_THAT(names, ::testing::Contains(std::string(op)));
   EXPECT_NO_THROW(opbench::op_variant("mse_forward_backward", "unfused"));
   EXPECT_NO_THROW(opbench::op_variant("bias_gelu", "unfused"));

@@ -291,6 +291,15 @@ TEST(CudaStepCounts, NoHostReadInsideAStepWhenTheLogIsEveryFewSteps) {
     }
     EXPECT_EQ(reading_steps, i == 1 ? 1 : 0) << "the classifier's evaluation reads, once";
   }
+  // Clipping as multi-tensor launches (issue 35, kernels/multi_tensor_norm.h): the norm's two
+  // launches (every tensor's partials, one fold), the scale's one and the norm's add into the
+  // step's totals, whatever the number of parameter tensors; one allocation for the partials
+  // and one for the total. Per tensor it was 4-5 launches and 3 allocations each (49 and 30 for
+  // these 6 tensors).
+  for (std::size_t k = 0; k < steps[2].size(); ++k) {
+    EXPECT_EQ(steps[2][k].launches, steps[0][k].launches + 4) << "step " << k + 4;
+    EXPECT_EQ(steps[2][k].allocations, steps[0][k].allocations + 2) << "step " << k + 4;
+  }
 #endif
 }
 

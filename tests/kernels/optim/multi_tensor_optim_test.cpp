@@ -22,7 +22,7 @@ using testing::host_max_abs;
 using testing::host_values;
 using testing::random_tensor;
 
-// 5 chunks + 3 (kMultiTensorChunk = 65536), then 1, 3, 17, 1023, 4099 over and over (slightly
+// 5 chunks + 3 (kMultiTensorChunk = 16384), then 1, 3, 17, 1023, 4099 over and over (slightly
 // varied); with the offset-1 views below, half of them start misaligned.
 std::vector<int64_t> list_sizes(int count) {
   const int64_t base[] = {1, 3, 17, 1023, 4099};
@@ -58,6 +58,24 @@ void expect_bitwise(const std::vector<Tensor>& got, const std::vector<Tensor>& w
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t k = 0; k < got.size(); ++k)
     EXPECT_EQ(host_values(got[k]), host_values(want[k])) << what << " of tensor " << k;
+}
+
+// Issue 35: the optimizer's one launch for a 1024-wide model has a block for every SM of an H100
+// (132: cuda_emu's "h100" profile, the SXM5 datasheet), and a small model still takes one launch.
+TEST(MultiTensorPlan, A1024WideModelFillsTheSmsOfAnH100) {
+  constexpr int kH100Sms = 132;
+  const std::vector<int64_t> wide = {1024 * 1024, 1024, 1024 * 1024, 1024, 1024, 1};
+  for (int depth : {2, 3, 4, 5}) {  // SGD (with and without momentum), Adam, amsgrad
+    SCOPED_TRACE(depth);
+    const auto launches = plan_multi_tensor_launches(wide, multi_tensor_max_tensors(depth),
+                                                     kMultiTensorMaxBlocks, kMultiTensorChunk);
+    ASSERT_EQ(launches.size(), 1u);
+    EXPECT_GE(launches[0].block_tensor.size(), static_cast<std::size_t>(kH100Sms));
+    const auto small =
+        plan_multi_tensor_launches({64, 16, 256, 16, 16, 1}, multi_tensor_max_tensors(depth),
+                                   kMultiTensorMaxBlocks, kMultiTensorChunk);
+    EXPECT_EQ(small.size(), 1u);
+  }
 }
 
 TEST(MultiTensorPlan, CoversEveryElementOnceAcrossSeveralLaunches) {
