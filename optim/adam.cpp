@@ -12,6 +12,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/optim/multi_tensor_optim.h"
 #include "optim/detail.h"
+#include "optim/make_optimizer.h"
 #include "optim/optimizer.h"
 
 namespace minitrain {
@@ -37,6 +38,18 @@ OptimizerOptions validated_adam_options(OptimizerOptions o, bool decoupled) {
 }
 
 }  // namespace
+
+std::vector<OptimizerInfo> Adam::rows() {
+  using S = OptimizerSetting;
+  auto adam = [](const OptimizerConfig& c, NamedParameters params) -> std::unique_ptr<Optimizer> {
+    return std::make_unique<Adam>(std::move(params), c, /*decoupled_weight_decay=*/false);
+  };
+  auto adamw = [](const OptimizerConfig& c, NamedParameters params) -> std::unique_ptr<Optimizer> {
+    return std::make_unique<Adam>(std::move(params), c, /*decoupled_weight_decay=*/true);
+  };
+  return {{"adam", adam, {S::Betas, S::Eps, S::Amsgrad}},
+          {"adamw", adamw, {S::Betas, S::Eps, S::Amsgrad}}};
+}
 
 Adam::Adam(NamedParameters params, OptimizerOptions options, bool decoupled_weight_decay)
     : Optimizer(std::move(params)),

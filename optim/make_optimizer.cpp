@@ -11,19 +11,6 @@ namespace minitrain {
 
 namespace {
 
-// Each optimizer takes the settings whole and reads the ones its row lists.
-std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& c, NamedParameters params) {
-  return std::make_unique<SGD>(std::move(params), c);
-}
-
-std::unique_ptr<Optimizer> make_adam_or_adamw(const OptimizerConfig& c, NamedParameters params) {
-  return std::make_unique<Adam>(std::move(params), c, /*decoupled_weight_decay=*/c.name == "adamw");
-}
-
-std::unique_ptr<Optimizer> make_rmsprop(const OptimizerConfig& c, NamedParameters params) {
-  return std::make_unique<RMSprop>(std::move(params), c);
-}
-
 using S = OptimizerSetting;
 
 // Each setting's flag and whether a config gives it (away from the default).
@@ -58,12 +45,16 @@ bool takes(const OptimizerInfo& o, OptimizerSetting s) {
 }  // namespace
 
 const std::vector<OptimizerInfo>& optimizer_table() {
-  static const std::vector<OptimizerInfo> table = {
-      {"sgd", make_sgd, {S::Momentum, S::Dampening, S::Nesterov}},
-      {"adam", make_adam_or_adamw, {S::Betas, S::Eps, S::Amsgrad}},
-      {"adamw", make_adam_or_adamw, {S::Betas, S::Eps, S::Amsgrad}},
-      {"rmsprop", make_rmsprop, {S::Momentum, S::Eps, S::Alpha, S::Centered}},
-  };
+  // Each class's rows, from its own file (Note [one row per optimizer] in optim/optimizer.h), in
+  // MT_OPTIMIZERS's order.
+  static const std::vector<OptimizerInfo> table = [] {
+    std::vector<OptimizerInfo> t;
+#define MT_OPTIMIZER_ROWS(Class) \
+  for (OptimizerInfo & row : Class::rows()) t.push_back(std::move(row));
+    MT_OPTIMIZERS(MT_OPTIMIZER_ROWS)
+#undef MT_OPTIMIZER_ROWS
+    return t;
+  }();
   return table;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// Builds an optimizer by name ("sgd", "adam", "adamw", "rmsprop") from command-line style
-// settings.
+// Builds an optimizer by name (a row of optimizer_table(): "sgd", "adam", ...) from command-line
+// style settings.
 
 #include <memory>
 #include <string>
@@ -20,12 +20,13 @@ struct OptimizerConfig : OptimizerOptions {
 /// The settings of OptimizerConfig that only some optimizers take (lr and weight_decay every one
 /// takes). Note [settings as columns]: each optimizer's row lists the ones it takes; one given
 /// away from its default to an optimizer that does not take it is refused, with a message made
-/// from the column ("--momentum applies to --optimizer sgd, rmsprop, not to adam"). Adding an
-/// optimizer that takes --momentum is a new row, not a new branch.
+/// from the column ("--nesterov applies to --optimizer sgd, not to adam"). Adding an optimizer
+/// that takes --momentum is a new row, not a new branch.
 enum class OptimizerSetting { Momentum, Dampening, Nesterov, Betas, Eps, Amsgrad, Alpha, Centered };
 
 // Note [one table per list of choices]: optimizer_table() (make_optimizer.cpp) is the only list of
 // optimizer names; make_optimizer, --optimizer's help text and its "choose one of" message read it.
+// Its rows come from the optimizers' own files (Note [one row per optimizer] in optim/optimizer.h).
 struct OptimizerInfo {
   const char* name;  ///< "adamw", as --optimizer and Optimizer::name() spell it
   std::unique_ptr<Optimizer> (*make)(const OptimizerConfig& config, NamedParameters params);
@@ -37,7 +38,7 @@ std::vector<std::string> optimizer_names();
 
 /// The flag that sets `s` ("momentum", "betas"), as --help and messages spell it.
 const char* optimizer_setting_flag(OptimizerSetting s);
-/// The optimizers whose row takes `s`, in table order: "sgd, rmsprop".
+/// The optimizers whose row takes `s`, in table order: "adam, adamw".
 std::string optimizers_taking(OptimizerSetting s);
 /// The settings of `c` away from their defaults (OptimizerConfig{}).
 std::vector<OptimizerSetting> given_settings(const OptimizerConfig& c);

@@ -13,14 +13,22 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/optim/adam_step.h"
 #include "kernels/optim/multi_tensor_optim.h"
-#include "kernels/optim/rmsprop_step.h"
-#include "kernels/optim/sgd_step.h"
+#include "kernels/optim/optimizer_step.h"
 #include "nn/parameter.h"
 #include "optim/schedule.h"
 
 namespace minitrain {
+
+struct OptimizerInfo;  // a row of optimizer_table() (optim/make_optimizer.h)
+
+// Note [one row per optimizer]: MT_OPTIMIZERS is the one list of the optimizer classes. Each
+// declares `static std::vector<OptimizerInfo> rows()`, defined in its own file beside its step:
+// its rows of optimizer_table() (the name --optimizer takes, how to make it, the settings it
+// takes), so make_optimizer, --optimizer's help and its messages know it with no line elsewhere.
+// Its per-element math and its kernels' row are in kernels/optim/optimizer_math.h (the same Note
+// there); docs/optimizers_and_losses.md, "Adding an optimizer", is the recipe.
+#define MT_OPTIMIZERS(X) X(SGD) X(Adam) X(RMSprop)
 
 class Optimizer {
  public:
@@ -191,6 +199,7 @@ struct SGDOptions : OptimizerOptions {
 class SGD final : public Optimizer {
  public:
   SGD(NamedParameters params, OptimizerOptions options);
+  static std::vector<OptimizerInfo> rows();  ///< "sgd" (Note [one row per optimizer])
   void step() override;
   std::string name() const override { return "sgd"; }
   double base_lr() const noexcept override { return options_.lr; }
@@ -232,6 +241,7 @@ class Adam final : public Optimizer {
  public:
   /// weight_decay not set: 0, or torch AdamW's 0.01 when decoupled.
   Adam(NamedParameters params, OptimizerOptions options, bool decoupled_weight_decay = false);
+  static std::vector<OptimizerInfo> rows();  ///< "adam" and "adamw"
   void step() override;
   std::string name() const override { return decoupled_ ? "adamw" : "adam"; }
   double base_lr() const noexcept override { return options_.lr; }
@@ -286,6 +296,7 @@ struct RMSpropOptions : OptimizerOptions {
 class RMSprop final : public Optimizer {
  public:
   RMSprop(NamedParameters params, OptimizerOptions options);
+  static std::vector<OptimizerInfo> rows();  ///< "rmsprop"
   void step() override;
   std::string name() const override { return "rmsprop"; }
   double base_lr() const noexcept override { return options_.lr; }

@@ -1,11 +1,13 @@
-// torch.optim.RMSprop over the fused one-tensor kernel (kernels/optim/rmsprop_step.h): one pass per
-// parameter over its value, gradient and state.
+// torch.optim.RMSprop over the fused one-tensor step of its row (RmspropStep in
+// kernels/optim/optimizer_math.h, run by kernels/optim/optimizer_step.h): one pass per parameter
+// over its value, gradient and state. Its row of optimizer_table() is rows() below.
 
 #include <utility>
 
 #include "kernels/check.h"
-#include "kernels/optim/rmsprop_step.h"
+#include "kernels/optim/optimizer_step.h"
 #include "optim/detail.h"
+#include "optim/make_optimizer.h"
 #include "optim/optimizer.h"
 
 namespace minitrain {
@@ -41,6 +43,14 @@ RMSpropStepArgs step_args(const OptimizerOptions& o, double lr) {
 }
 
 }  // namespace
+
+std::vector<OptimizerInfo> RMSprop::rows() {
+  using S = OptimizerSetting;
+  auto make = [](const OptimizerConfig& c, NamedParameters params) -> std::unique_ptr<Optimizer> {
+    return std::make_unique<RMSprop>(std::move(params), c);
+  };
+  return {{"rmsprop", make, {S::Momentum, S::Eps, S::Alpha, S::Centered}}};
+}
 
 RMSprop::RMSprop(NamedParameters params, OptimizerOptions options)
     : Optimizer(std::move(params)), options_(validated_rmsprop_options(std::move(options))) {
@@ -87,8 +97,8 @@ void RMSprop::step() {
   const Tensor* found_inf = skipping() ? &found_inf_ : nullptr;
   for (std::size_t i : stepped_) {
     Parameter& p = *params_[i].second;
-    rmsprop_step(p.value, p.grad, square_avg_[i], grad_avg_[i], momentum_[i], args, nullptr,
-                 found_inf);
+    optimizer_step<RmspropStep>(p.value, p.grad, {&square_avg_[i], &grad_avg_[i], &momentum_[i]},
+                                args, nullptr, found_inf);
   }
 }
 
@@ -101,8 +111,8 @@ void RMSprop::prepare_step() {
   plan_step();
   const RMSpropStepArgs args = step_args(options_, lr_);
   std::vector<unsigned char> bytes;
-  const std::size_t f32 = optim_detail::append_scalars(bytes, rmsprop_coeffs<float>(args));
-  const std::size_t f64 = optim_detail::append_scalars(bytes, rmsprop_coeffs<double>(args));
+  const std::size_t f32 = optim_detail::append_scalars(bytes, RmspropStep::coeffs<float>(args));
+  const std::size_t f64 = optim_detail::append_scalars(bytes, RmspropStep::coeffs<double>(args));
   std::vector<int64_t> plan{static_cast<int64_t>(f32), static_cast<int64_t>(f64)};
   Device device = Device::cpu();
   for (std::size_t k = 0; k < stepped_.size(); ++k) {
@@ -130,8 +140,8 @@ void RMSprop::queue_step() {
     Parameter& p = *params_[i].second;
     const auto offset =
         static_cast<std::size_t>(p.value.dtype() == DType::Float64 ? plan_[1] : plan_[0]);
-    rmsprop_step(p.value, p.grad, square_avg_[i], grad_avg_[i], momentum_[i], args,
-                 scalars_at(offset));
+    optimizer_step<RmspropStep>(p.value, p.grad, {&square_avg_[i], &grad_avg_[i], &momentum_[i]},
+                                args, scalars_at(offset));
   }
 }
 

@@ -11,6 +11,7 @@
 #include "kernels/optim/multi_tensor_optim.h"
 #include "kernels/optim/sgd_step.h"
 #include "optim/detail.h"
+#include "optim/make_optimizer.h"
 #include "optim/optimizer.h"
 
 namespace minitrain {
@@ -37,6 +38,14 @@ OptimizerOptions validated_sgd_options(OptimizerOptions o) {
 }
 
 }  // namespace
+
+std::vector<OptimizerInfo> SGD::rows() {
+  using S = OptimizerSetting;
+  auto make = [](const OptimizerConfig& c, NamedParameters params) -> std::unique_ptr<Optimizer> {
+    return std::make_unique<SGD>(std::move(params), c);
+  };
+  return {{"sgd", make, {S::Momentum, S::Dampening, S::Nesterov}}};
+}
 
 SGD::SGD(NamedParameters params, OptimizerOptions options)
     : Optimizer(std::move(params)), options_(validated_sgd_options(std::move(options))) {

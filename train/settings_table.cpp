@@ -78,7 +78,7 @@ std::string choices_help(const Choice (&table)[N], const char* sep) {
   return join(items, sep);
 }
 
-// "sgd, rmsprop: momentum": which optimizers (or losses) take a setting, from their table's
+// "adam, adamw: AMSGrad": which optimizers (or losses) take a setting, from their table's
 // column, then what it is. The text lives as long as the table.
 const char* taking(const std::string& who, const std::string& what) {
   static std::deque<std::string> texts;
@@ -172,7 +172,7 @@ std::vector<KeyEntry> make_table() {
   t.push_back(member(flag(S::Alpha), K::Float, &TrainConfig::alpha,
                      taking(optimizers_taking(S::Alpha),
                             "smoothing constant of the squared gradients (default " +
-                                number_text(RMSpropOptions{}.alpha) + ")"))
+                                number_text(OptimizerOptions{}.alpha) + ")"))
                   .optimizer());
   t.push_back(
       member(flag(S::Centered), K::Bool, &TrainConfig::centered,

@@ -1,7 +1,7 @@
 // Multi-tensor optimizer steps: entry points and the CPU loop. The CPU version cuts the whole
 // list into chunks of kElementwiseGrain elements (tensor boundaries respected) and runs the
-// chunks in one parallel_for, each through the one-tensor loop (sgd_step_cpu / adam_step_cpu,
-// which runs a chunk inline), so the math and the bits are those of the per-tensor path.
+// chunks in one parallel_for, each through the one-tensor loop (optimizer_step_cpu, which runs a
+// chunk inline), so the math and the bits are those of the per-tensor path.
 
 #include "kernels/optim/multi_tensor_optim.h"
 
@@ -13,6 +13,7 @@
 #include "core/stream.h"
 #include "kernels/check.h"
 #include "kernels/dispatch.h"
+#include "kernels/optim/optimizer_step.h"
 
 namespace minitrain {
 
@@ -51,24 +52,6 @@ void check_list_size(const char* op, const char* what, std::size_t got, std::siz
               want, "; give one per parameter");
 }
 
-// Raw pointers of every operand; slots beyond `lists` stay null.
-template <typename T>
-TensorTable<T> table_of(std::initializer_list<const std::vector<Tensor>*> lists, std::size_t n) {
-  TensorTable<T> t;
-  t.ptrs.resize(n);
-  t.sizes.resize(n);
-  for (std::size_t k = 0; k < n; ++k) {
-    t.ptrs[k].fill(nullptr);
-    int s = 0;
-    for (const std::vector<Tensor>* list : lists) {
-      if (list != nullptr) t.ptrs[k][s] = (*list)[k].template data<T>();
-      ++s;
-    }
-    t.sizes[k] = (*lists.begin())->at(k).numel();
-  }
-  return t;
-}
-
 void check_skip(const char* op, std::size_t n, const void* coeffs_on_device,
                 const SkipOnDevice* skip) {
   if (skip == nullptr) return;
@@ -92,135 +75,99 @@ void check_coeffs_on_device(const char* op, const Device& device, const void* co
 // With `skip` (Note [skip on the device]): the chunk starting a tensor writes its next count;
 // every chunk reads the current one, so all of a tensor's chunks agree.
 
-template <typename T>
-void sgd_step_multi_cpu(const TensorTable<T>& t, const SGDStepArgs& args,
-                        const SkipOnDevice* skip) {
+template <typename Row, typename T>
+void optimizer_step_multi_cpu(const TensorTable<T>& t, const typename Row::Args& args,
+                              const SkipOnDevice* skip) {
   for_each_chunk(t, [&](const Chunk& c) {
     const auto& p = t.ptrs[c.tensor];
-    SGDStepArgs a = args;
+    typename Row::Args a = args;
     if (skip != nullptr) {
       const int64_t taken = take_counted_step(skip->args, skip->counts[c.tensor], c.begin == 0);
       if (taken < 0) return;
-      a.first_step = taken == 0;
+      // The double factors of step taken + 1, rounded by coeffs() in the one-tensor loop.
+      Row::counted(a, skip->args.lr, skip->args.bias_table, taken);
     }
-    sgd_step_cpu<T>(p[0] + c.begin, p[1] + c.begin, at(p[2], c.begin), c.len, a);
+    std::array<T*, Row::kStates> state{};
+    for (int k = 0; k < Row::kStates; ++k) state[std::size_t(k)] = at(p[2 + k], c.begin);
+    optimizer_step_cpu<Row, T>(p[0] + c.begin, p[1] + c.begin, state, c.len, a);
   });
 }
 
-template <typename T>
-void adam_step_multi_cpu(const TensorTable<T>& t, const AdamStepArgs& args,
-                         const SkipOnDevice* skip) {
-  for_each_chunk(t, [&](const Chunk& c) {
-    const auto& p = t.ptrs[c.tensor];
-    AdamStepArgs a = args;
-    if (skip != nullptr) {
-      const int64_t taken = take_counted_step(skip->args, skip->counts[c.tensor], c.begin == 0);
-      if (taken < 0) return;
-      // The double factors of step taken + 1 (adam_factors_at's arithmetic, rounded by
-      // adam_coeffs in the one-tensor loop).
-      a.step_size = skip->args.lr / skip->args.bias_table[2 * taken];
-      a.bias_correction2_sqrt = optmath::sqrt(skip->args.bias_table[2 * taken + 1]);
-    }
-    adam_step_cpu<T>(p[0] + c.begin, p[1] + c.begin, p[2] + c.begin, p[3] + c.begin,
-                     at(p[4], c.begin), c.len, a);
-  });
-}
+// ---- entry point ----
 
-template void sgd_step_multi_cpu<float>(const TensorTable<float>&, const SGDStepArgs&,
-                                        const SkipOnDevice*);
-template void sgd_step_multi_cpu<double>(const TensorTable<double>&, const SGDStepArgs&,
-                                         const SkipOnDevice*);
-template void adam_step_multi_cpu<float>(const TensorTable<float>&, const AdamStepArgs&,
-                                         const SkipOnDevice*);
-template void adam_step_multi_cpu<double>(const TensorTable<double>&, const AdamStepArgs&,
-                                          const SkipOnDevice*);
-
-// ---- entry points ----
-
-void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                    std::vector<Tensor>& momentum_bufs, const SGDStepArgs& args,
-                    const void* coeffs_on_device, const SkipOnDevice* skip) {
-  const char* op = "sgd_step_multi";
+template <typename Row>
+void optimizer_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                          const StepStateLists<Row>& state, const typename Row::Args& args,
+                          const void* coeffs_on_device, const SkipOnDevice* skip) {
+  const char* op = Row::kMultiName;
   const std::size_t n = params.size();
   if (n == 0) return;
-  const bool momentum = args.momentum != 0.0;
+  // Which state lists this step's variant uses: the others may be null or empty.
+  bool used[Row::kStates] = {};
+  Row::dispatch(args, [&](auto variant) {
+    using V = decltype(variant);
+    for (int k = 0; k < Row::kStates; ++k) used[k] = Row::template uses<V>(k);
+  });
   check_list_size(op, "grads", grads.size(), n);
-  if (momentum) check_list_size(op, "momentum_bufs", momentum_bufs.size(), n);
+  for (int k = 0; k < Row::kStates; ++k)
+    if (used[k]) {
+      const std::string list = std::string(Row::kStateNames[k]) + "s";
+      check_list_size(op, list.c_str(), state[std::size_t(k)] ? state[std::size_t(k)]->size() : 0,
+                      n);
+    }
   for (std::size_t k = 0; k < n; ++k) {
     const std::string who = std::string(op) + ": tensor " + std::to_string(k);
-    if (momentum) {
-      check_compatible(who.c_str(), {{"param", params[k]},
-                                     {"grad", grads[k]},
-                                     {"momentum_buf", momentum_bufs[k]},
-                                     {"params[0]", params[0]}});
-      check_same_shape(
-          who.c_str(),
-          {{"param", params[k]}, {"grad", grads[k]}, {"momentum_buf", momentum_bufs[k]}});
-    } else {
-      check_compatible(who.c_str(),
-                       {{"param", params[k]}, {"grad", grads[k]}, {"params[0]", params[0]}});
-      check_same_shape(who.c_str(), {{"param", params[k]}, {"grad", grads[k]}});
+    // Each operand against the tensor's param, and the param against the list's first.
+    std::vector<Operand> operands = {{"grad", grads[k]}};
+    for (int s = 0; s < Row::kStates; ++s)
+      if (used[s]) operands.push_back({Row::kStateNames[s], (*state[std::size_t(s)])[k]});
+    check_compatible(who.c_str(), {{"param", params[k]}, {"params[0]", params[0]}});
+    for (const Operand& o : operands) {
+      check_compatible(who.c_str(), {{"param", params[k]}, o});
+      check_same_shape(who.c_str(), {{"param", params[k]}, o});
     }
   }
   const Device device = params[0].device();
   check_coeffs_on_device(op, device, coeffs_on_device);
   check_skip(op, n, coeffs_on_device, skip);
+  MT_CHECK_AS(ValueError,
+              !Row::kFactorsOfCount || skip == nullptr || skip->args.bias_table != nullptr, op,
+              ": a skippable step of this optimizer needs the bias-correction table");
   dispatch_float(params[0].dtype(), [&](auto zero) {
     using T = decltype(zero);
-    const TensorTable<T> t = table_of<T>({&params, &grads, momentum ? &momentum_bufs : nullptr}, n);
+    // Raw pointers of every operand: param, grad, then the state in the row's order.
+    TensorTable<T> t;
+    t.ptrs.resize(n);
+    t.sizes.resize(n);
+    for (std::size_t k = 0; k < n; ++k) {
+      t.ptrs[k].fill(nullptr);
+      t.ptrs[k][0] = params[k].template data<T>();
+      t.ptrs[k][1] = const_cast<T*>(grads[k].template data<T>());
+      for (int s = 0; s < Row::kStates; ++s)
+        if (used[s]) t.ptrs[k][std::size_t(2 + s)] = (*state[std::size_t(s)])[k].template data<T>();
+      t.sizes[k] = params[k].numel();
+    }
     on_device(
-        op, device, [&] { sgd_step_multi_cpu<T>(t, args, skip); },
+        op, device, [&] { optimizer_step_multi_cpu<Row, T>(t, args, skip); },
         [&](auto stream) {
-          sgd_step_multi_cuda<T>(t, args, static_cast<const SgdCoeffs<T>*>(coeffs_on_device), skip,
-                                 stream);
+          optimizer_step_multi_cuda<Row, T>(
+              t, args, static_cast<const typename Row::template Coeffs<T>*>(coeffs_on_device), skip,
+              stream);
         });
   });
 }
 
-void adam_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                     std::vector<Tensor>& exp_avgs, std::vector<Tensor>& exp_avg_sqs,
-                     std::vector<Tensor>& max_exp_avg_sqs, const AdamStepArgs& args,
-                     const void* coeffs_on_device, const SkipOnDevice* skip) {
-  const char* op = "adam_step_multi";
-  const std::size_t n = params.size();
-  if (n == 0) return;
-  check_list_size(op, "grads", grads.size(), n);
-  check_list_size(op, "exp_avgs", exp_avgs.size(), n);
-  check_list_size(op, "exp_avg_sqs", exp_avg_sqs.size(), n);
-  if (args.amsgrad) check_list_size(op, "max_exp_avg_sqs", max_exp_avg_sqs.size(), n);
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::string who = std::string(op) + ": tensor " + std::to_string(k);
-    check_compatible(who.c_str(), {{"param", params[k]},
-                                   {"grad", grads[k]},
-                                   {"exp_avg", exp_avgs[k]},
-                                   {"exp_avg_sq", exp_avg_sqs[k]},
-                                   {"params[0]", params[0]}});
-    check_same_shape(who.c_str(), {{"param", params[k]},
-                                   {"grad", grads[k]},
-                                   {"exp_avg", exp_avgs[k]},
-                                   {"exp_avg_sq", exp_avg_sqs[k]}});
-    if (args.amsgrad) {
-      check_compatible(who.c_str(), {{"param", params[k]}, {"max_exp_avg_sq", max_exp_avg_sqs[k]}});
-      check_same_shape(who.c_str(), {{"param", params[k]}, {"max_exp_avg_sq", max_exp_avg_sqs[k]}});
-    }
-  }
-  const Device device = params[0].device();
-  check_coeffs_on_device(op, device, coeffs_on_device);
-  check_skip(op, n, coeffs_on_device, skip);
-  MT_CHECK_AS(ValueError, skip == nullptr || skip->args.bias_table != nullptr, op,
-              ": a skippable Adam step needs the bias-correction table");
-  dispatch_float(params[0].dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    const TensorTable<T> t = table_of<T>(
-        {&params, &grads, &exp_avgs, &exp_avg_sqs, args.amsgrad ? &max_exp_avg_sqs : nullptr}, n);
-    on_device(
-        op, device, [&] { adam_step_multi_cpu<T>(t, args, skip); },
-        [&](auto stream) {
-          adam_step_multi_cuda<T>(t, args, static_cast<const AdamCoeffs<T>*>(coeffs_on_device),
-                                  skip, stream);
-        });
-  });
-}
+// Every row of MT_OPTIMIZER_STEPS, for float and double.
+#define MT_OPTIMIZER_STEP_MULTI_CPU(Row)                                                          \
+  template void optimizer_step_multi<Row>(std::vector<Tensor>&, const std::vector<Tensor>&,       \
+                                          const StepStateLists<Row>&, const Row::Args&,           \
+                                          const void*, const SkipOnDevice*);                      \
+  template void optimizer_step_multi_cpu<Row, float>(const TensorTable<float>&, const Row::Args&, \
+                                                     const SkipOnDevice*);                        \
+  template void optimizer_step_multi_cpu<Row, double>(const TensorTable<double>&,                 \
+                                                      const Row::Args&, const SkipOnDevice*);
+MT_OPTIMIZER_STEPS(MT_OPTIMIZER_STEP_MULTI_CPU)
+#undef MT_OPTIMIZER_STEP_MULTI_CPU
 
 void store_step_scalars(Tensor& dst, const std::vector<unsigned char>& bytes) {
   MT_CHECK_AS(ValueError, dst.defined() && dst.nbytes() >= bytes.size(),

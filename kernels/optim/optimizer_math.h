@@ -1,8 +1,8 @@
 #pragma once
-// Per-element update math of torch.optim's SGD, Adam/AdamW and RMSprop, shared by the CPU loops
-// (sgd_step.cpp, adam_step.cpp, rmsprop_step.cpp) and the fused CUDA kernels (sgd_step.cu,
-// adam_step.cu, rmsprop_step.cu), so the formulas are written once and tested on machines without
-// a GPU.
+// Per-element update math of torch.optim's optimizers and their rows (Note [one row per
+// optimizer]), shared by the CPU loop (optimizer_step.cpp) and the fused CUDA kernels
+// (optimizer_step.cu, multi_tensor_optim.cu), so the formulas are written once and tested on
+// machines without a GPU.
 //
 // Note [optimizer arithmetic]: the update is computed in the parameter's type, as torch does;
 // the scalar factors (lr / (1 - beta1^t), sqrt(1 - beta2^t), 1 - lr * wd, ...) are computed once
@@ -11,12 +11,13 @@
 // in-place ops in the same order (buf.mul_(momentum).add_(g, alpha=1 - dampening), ...).
 //
 // The variant (weight decay or not, momentum or not, ...) is a compile-time parameter, so the
-// inner loops carry no branches and vectorise; dispatch_sgd_variant / dispatch_adam_variant turn
-// the run-time flags into those types once per tensor.
+// inner loops carry no branches and vectorise; each row's dispatch() turns the run-time flags into
+// those types once per tensor.
 
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "core/host_device.h"
 
@@ -32,6 +33,32 @@ MT_HOST_DEVICE T maximum(T a, T b) {
   return (a != a || a > b) ? a : b;  // b wins ties and a NaN b
 }
 }  // namespace optmath
+
+// Note [one row per optimizer]: MT_OPTIMIZER_STEPS is the one list of the fused optimizer steps;
+// adding an optimizer is its math and its row here, its class in optim/
+// (docs/optimizers_and_losses.md, "Adding an optimizer"). A row is a struct:
+//   kName, kMultiName   the one-tensor and multi-tensor steps' names in messages and profiles
+//                       ("rmsprop_step", "rmsprop_step_multi"; static: a profile keeps them)
+//   kStates, kStateNames  its state operands beside param and grad ({"square_avg", ...}), in the
+//                       order update() takes them (at most kMaxOptimizerStates)
+//   Args                the scalars of one step, in double, as the optimizer class fills them
+//   Coeffs<T>           those scalars rounded to the element type once per tensor: coeffs<T>(args)
+//   dispatch(args, f)   f(V{}) with the compile-time variant V of args' flags
+//   uses<V>(k), reads<V>(k)  whether variant V writes (and reads) state k: the others may be null
+//   update<V>(p, g, s, c)    one element: p and s[0..kStates) in place, from g and c
+//   and what depends on a parameter's count of steps taken, for a step the device may skip (Note
+//   [skip on the device], skip_on_device.h), where the count lives on the device:
+//   kFactorsOfCount     whether factors depend on it (then a table of bias corrections is needed)
+//   counted(args, lr, bias_table, taken)  args for that count (taken < 0: not known on the host)
+//   at_count(c, lr, bias_table, taken)    the same on the device, on the rounded factors
+//   AtFirstCount<V>     the variant of a parameter's first step taken (V where it makes none)
+// From the rows follow the CPU loop and the entry point (optimizer_step.{h,cpp}) and the CUDA
+// kernel (optimizer_step.cu, optimizer_kernels.cuh), instantiated once per row; the multi-tensor
+// launches share the same device loop.
+#define MT_OPTIMIZER_STEPS(X) X(SgdStep) X(AdamStep) X(RmspropStep)
+
+/// The most state operands a row may have (the CPU loop gives each its own restrict pointer).
+constexpr int kMaxOptimizerStates = 3;
 
 // ---- SGD ----
 
@@ -97,6 +124,58 @@ void dispatch_sgd_variant(bool weight_decay, bool momentum, bool first_step, boo
   if (weight_decay) return with_wd(std::integral_constant<bool, true>{});
   return with_wd(std::integral_constant<bool, false>{});
 }
+
+/// Scalars of one step, in double (rounded to the parameter's type once per tensor).
+struct SGDStepArgs {
+  double lr = 0.01;
+  double momentum = 0.0;  ///< 0: no momentum buffer
+  double dampening = 0.0;
+  double weight_decay = 0.0;  ///< L2 term added to the gradient; 0 skips it (torch skips it)
+  bool nesterov = false;
+  /// The buffer's first step: buf = g (torch clones the gradient; dampening is not applied).
+  /// The buffer's previous contents are not read then (uninitialised memory is fine).
+  bool first_step = false;
+};
+
+/// SGD's row: state {momentum_buf}, used with momentum, not read at its first step.
+struct SgdStep {
+  static constexpr const char* kName = "sgd_step";
+  static constexpr const char* kMultiName = "sgd_step_multi";
+  static constexpr int kStates = 1;
+  static constexpr const char* kStateNames[kStates] = {"momentum_buf"};
+  using Args = SGDStepArgs;
+  template <typename T>
+  using Coeffs = SgdCoeffs<T>;
+  template <typename T>
+  static Coeffs<T> coeffs(const Args& a) {
+    return Coeffs<T>{static_cast<T>(a.lr), static_cast<T>(a.weight_decay),
+                     static_cast<T>(a.momentum), static_cast<T>(1.0 - a.dampening)};
+  }
+  template <typename F>
+  static void dispatch(const Args& a, F&& f) {
+    dispatch_sgd_variant(a.weight_decay != 0.0, a.momentum != 0.0, a.first_step, a.nesterov,
+                         std::forward<F>(f));
+  }
+  template <typename V>
+  MT_HOST_DEVICE static constexpr bool uses(int) {
+    return V::kMomentum;
+  }
+  template <typename V>
+  MT_HOST_DEVICE static constexpr bool reads(int) {
+    return V::kMomentum && !V::kFirstStep;
+  }
+  template <typename V, typename T>
+  MT_HOST_DEVICE static void update(T& p, T g, T* s, const Coeffs<T>& c) {
+    sgd_update<V>(p, g, s[0], c);
+  }
+  // The buffer's first step is the count's: buf = g at the first step taken.
+  static constexpr bool kFactorsOfCount = false;
+  static void counted(Args& a, double, const double*, int64_t taken) { a.first_step = taken == 0; }
+  template <typename T>
+  MT_HOST_DEVICE static void at_count(Coeffs<T>&, double, const double*, int64_t) {}
+  template <typename V>
+  using AtFirstCount = SgdVariant<V::kWeightDecay, V::kMomentum, V::kMomentum, V::kNesterov>;
+};
 
 // ---- Adam / AdamW ----
 
@@ -165,6 +244,78 @@ void dispatch_adam_variant(AdamDecay decay, bool amsgrad, F&& f) {
   if (amsgrad) return with_decay(std::integral_constant<bool, true>{});
   return with_decay(std::integral_constant<bool, false>{});
 }
+
+/// Scalars of one step, in double (rounded to the parameter's type once per tensor). Make them
+/// with adam_step_args() (kernels/optim/adam_step.h), which precomputes the step-dependent
+/// factors on the host.
+struct AdamStepArgs {
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;  ///< Adam: L2 added to the gradient
+  double decay_factor = 1.0;  ///< AdamW: 1 - lr * weight_decay, applied to p first
+  AdamDecay decay = AdamDecay::None;
+  bool amsgrad = false;
+  double step_size = 1e-3;             ///< lr / (1 - beta1^t)
+  double bias_correction2_sqrt = 1.0;  ///< sqrt(1 - beta2^t)
+};
+
+/// Adam's (and AdamW's) row: state {exp_avg, exp_avg_sq, max_exp_avg_sq}, the last with amsgrad.
+struct AdamStep {
+  static constexpr const char* kName = "adam_step";
+  static constexpr const char* kMultiName = "adam_step_multi";
+  static constexpr int kStates = 3;
+  static constexpr const char* kStateNames[kStates] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  using Args = AdamStepArgs;
+  template <typename T>
+  using Coeffs = AdamCoeffs<T>;
+  template <typename T>
+  static Coeffs<T> coeffs(const Args& a) {
+    Coeffs<T> c;
+    c.beta1 = static_cast<T>(a.beta1);
+    c.one_minus_beta1 = static_cast<T>(1.0 - a.beta1);
+    c.beta2 = static_cast<T>(a.beta2);
+    c.one_minus_beta2 = static_cast<T>(1.0 - a.beta2);
+    c.eps = static_cast<T>(a.eps);
+    c.weight_decay = static_cast<T>(a.weight_decay);
+    c.decay_factor = static_cast<T>(a.decay_factor);
+    c.step_size = static_cast<T>(a.step_size);
+    c.bias_correction2_sqrt = static_cast<T>(a.bias_correction2_sqrt);
+    return c;
+  }
+  template <typename F>
+  static void dispatch(const Args& a, F&& f) {
+    dispatch_adam_variant(a.decay, a.amsgrad, std::forward<F>(f));
+  }
+  template <typename V>
+  MT_HOST_DEVICE static constexpr bool uses(int k) {
+    return k < 2 || V::kAmsgrad;
+  }
+  template <typename V>
+  MT_HOST_DEVICE static constexpr bool reads(int k) {
+    return uses<V>(k);
+  }
+  template <typename V, typename T>
+  MT_HOST_DEVICE static void update(T& p, T g, T* s, const Coeffs<T>& c) {
+    adam_update<V>(p, g, s[0], s[1], s[2], c);
+  }
+  // Step t = taken + 1's bias corrections, from bias_table = {1 - beta1^t, 1 - beta2^t} at
+  // 2 (t - 1) (the host's std::pow): step_size = lr / (1 - beta1^t) and sqrt(1 - beta2^t) in
+  // double, as adam_step_args computes them, then rounded as coeffs() rounds them.
+  static constexpr bool kFactorsOfCount = true;
+  static void counted(Args& a, double lr, const double* bias_table, int64_t taken) {
+    if (taken < 0) return;
+    a.step_size = lr / bias_table[2 * taken];
+    a.bias_correction2_sqrt = optmath::sqrt(bias_table[2 * taken + 1]);
+  }
+  template <typename T>
+  MT_HOST_DEVICE static void at_count(Coeffs<T>& c, double lr, const double* bias_table,
+                                      int64_t taken) {
+    c.step_size = static_cast<T>(lr / bias_table[2 * taken]);
+    c.bias_correction2_sqrt = static_cast<T>(optmath::sqrt(bias_table[2 * taken + 1]));
+  }
+  template <typename V>
+  using AtFirstCount = V;
+};
 
 // ---- RMSprop ----
 
@@ -242,5 +393,62 @@ void dispatch_rmsprop_variant(bool weight_decay, bool centered, bool momentum, F
   if (weight_decay) return with_wd(std::integral_constant<bool, true>{});
   return with_wd(std::integral_constant<bool, false>{});
 }
+
+/// Scalars of one step, in double (rounded to the parameter's type once per tensor).
+struct RMSpropStepArgs {
+  double lr = 0.01;
+  double alpha = 0.99;
+  double eps = 1e-8;
+  double weight_decay = 0.0;  ///< L2 term added to the gradient; 0 skips it (torch skips it)
+  double momentum = 0.0;      ///< 0: no momentum buffer (torch: momentum > 0)
+  bool centered = false;      ///< keep grad_avg and divide by sqrt(square_avg - grad_avg^2)
+};
+
+/// RMSprop's row: state {square_avg, grad_avg (centered), momentum_buf (momentum > 0)}. Its
+/// factors do not depend on a step count.
+struct RmspropStep {
+  static constexpr const char* kName = "rmsprop_step";
+  static constexpr const char* kMultiName = "rmsprop_step_multi";
+  static constexpr int kStates = 3;
+  static constexpr const char* kStateNames[kStates] = {"square_avg", "grad_avg", "momentum_buf"};
+  using Args = RMSpropStepArgs;
+  template <typename T>
+  using Coeffs = RmspropCoeffs<T>;
+  /// 1 - alpha in double first, as torch's Python float is.
+  template <typename T>
+  static Coeffs<T> coeffs(const Args& a) {
+    Coeffs<T> c;
+    c.lr = static_cast<T>(a.lr);
+    c.alpha = static_cast<T>(a.alpha);
+    c.one_minus_alpha = static_cast<T>(1.0 - a.alpha);
+    c.eps = static_cast<T>(a.eps);
+    c.weight_decay = static_cast<T>(a.weight_decay);
+    c.momentum = static_cast<T>(a.momentum);
+    return c;
+  }
+  template <typename F>
+  static void dispatch(const Args& a, F&& f) {
+    dispatch_rmsprop_variant(a.weight_decay != 0.0, a.centered, a.momentum > 0.0,
+                             std::forward<F>(f));
+  }
+  template <typename V>
+  MT_HOST_DEVICE static constexpr bool uses(int k) {
+    return k == 0 || (k == 1 && V::kCentered) || (k == 2 && V::kMomentum);
+  }
+  template <typename V>
+  MT_HOST_DEVICE static constexpr bool reads(int k) {
+    return uses<V>(k);
+  }
+  template <typename V, typename T>
+  MT_HOST_DEVICE static void update(T& p, T g, T* s, const Coeffs<T>& c) {
+    rmsprop_update<V>(p, g, s[0], s[1], s[2], c);
+  }
+  static constexpr bool kFactorsOfCount = false;
+  static void counted(Args&, double, const double*, int64_t) {}
+  template <typename T>
+  MT_HOST_DEVICE static void at_count(Coeffs<T>&, double, const double*, int64_t) {}
+  template <typename V>
+  using AtFirstCount = V;
+};
 
 }  // namespace minitrain

@@ -13,7 +13,8 @@
 // Adam's factors for a count t need 1 - beta^t: the host keeps them in a device table (its own
 // std::pow, as for a launch by value), and the kernel finishes step_size = lr / (1 - beta1^t) and
 // sqrt(1 - beta2^t) in double, one division and one square root, IEEE-rounded on both the GPU
-// and the CPU: the factors have the bits of adam_step_args' by-value launch.
+// and the CPU: the factors have the bits of adam_step_args' by-value launch. What a row does with
+// the count is its counted() / at_count() (Note [one row per optimizer] in optimizer_math.h).
 
 #include <cstdint>
 
@@ -42,15 +43,6 @@ MT_HOST_DEVICE int64_t take_counted_step(const SkipArgs& s, float* count, bool w
   const bool skip = *s.found_inf != 0.0f;
   if (writer) *other_count(count) = skip ? taken : taken + 1.0f;
   return skip ? -1 : static_cast<int64_t>(taken);
-}
-
-/// Adam's step-dependent factors for step t = taken + 1, as adam_step_args computes them.
-template <typename T>
-MT_HOST_DEVICE void adam_factors_at(AdamCoeffs<T>& c, const SkipArgs& s, int64_t taken) {
-  const double bias_correction1 = s.bias_table[2 * taken];
-  const double bias_correction2 = s.bias_table[2 * taken + 1];
-  c.step_size = static_cast<T>(s.lr / bias_correction1);
-  c.bias_correction2_sqrt = static_cast<T>(optmath::sqrt(bias_correction2));
 }
 
 }  // namespace minitrain

@@ -11,6 +11,9 @@
 #include <vector>
 
 #include "kernels/multi_tensor_apply.h"
+#include "kernels/optim/adam_step.h"
+#include "kernels/optim/optimizer_step.h"
+#include "kernels/optim/sgd_step.h"
 #include "tests/support/test_util.h"
 
 namespace minitrain {
@@ -195,6 +198,55 @@ TEST_P(MultiTensorOptim, AdamAndAdamWEqualPerTensorStepsBitwise) {
       }
 }
 
+// The generic multi-tensor step (Note [one row per optimizer]) for a row that had none before:
+// RMSprop, every variant, against one fused step per tensor. Centered off with momentum on leaves
+// a hole in the state (grad_avg unused, the buffer used), so the packed launch operands are
+// tested too.
+TEST_P(MultiTensorOptim, RmspropEqualsPerTensorStepsBitwise) {
+  struct Variant {
+    double weight_decay;
+    bool centered;
+    double momentum;
+  };
+  const Variant variants[] = {{0, false, 0}, {0.1, true, 0}, {0, false, 0.9}, {0.05, true, 0.5}};
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (const Variant& v : variants)
+      for (int count : {6, 100}) {
+        if (count > 6 && testing::over_size_cap(kMultiTensorChunk)) continue;
+        SCOPED_TRACE("wd " + std::to_string(v.weight_decay) + (v.centered ? " centered" : "") +
+                     " momentum " + std::to_string(v.momentum) + ", " + std::to_string(count) +
+                     " tensors");
+        const std::vector<int64_t> sizes = list_sizes(count);
+        std::vector<Tensor> p[2], sq[2], ga[2], buf[2];
+        p[0] = make_list(sizes, 300, device(), dtype);
+        p[1] = clones(p[0]);
+        for (int r = 0; r < 2; ++r)
+          for (int64_t n : sizes) {
+            sq[r].push_back(Tensor::zeros({n}, dtype, device()));
+            if (v.centered) ga[r].push_back(Tensor::zeros({n}, dtype, device()));
+            if (v.momentum > 0) buf[r].push_back(Tensor::zeros({n}, dtype, device()));
+          }
+        RMSpropStepArgs args;
+        args.lr = 0.01, args.alpha = 0.9, args.eps = 1e-6;
+        args.weight_decay = v.weight_decay, args.centered = v.centered, args.momentum = v.momentum;
+        for (int step = 1; step <= 3; ++step) {
+          const std::vector<Tensor> grads = make_list(sizes, 3000 + 7 * step, device(), dtype);
+          optimizer_step_multi<RmspropStep>(p[0], grads, {&sq[0], &ga[0], &buf[0]}, args);
+          Tensor none;
+          for (std::size_t k = 0; k < sizes.size(); ++k)
+            optimizer_step<RmspropStep>(
+                p[1][k], grads[k],
+                {&sq[1][k], v.centered ? &ga[1][k] : &none, v.momentum > 0 ? &buf[1][k] : &none},
+                args);
+        }
+        ASSERT_GT(host_max_abs(p[0].front()), 0.0);
+        expect_bitwise(p[0], p[1], "param");
+        expect_bitwise(sq[0], sq[1], "square_avg");
+        if (v.centered) expect_bitwise(ga[0], ga[1], "grad_avg");
+        if (v.momentum > 0) expect_bitwise(buf[0], buf[1], "momentum_buffer");
+      }
+}
+
 TEST_P(MultiTensorOptim, RejectsMismatchedListsBeforeWriting) {
   std::vector<Tensor> params = {Tensor::zeros({3}, DType::Float32, device()),
                                 Tensor::zeros({4}, DType::Float32, device())};
@@ -212,6 +264,13 @@ TEST_P(MultiTensorOptim, RejectsMismatchedListsBeforeWriting) {
                                 adam_step_args(0.1, 0.9, 0.999, 1e-8, 0, false, true, 1));
               }),
               HasSubstr("adam_step_multi: max_exp_avg_sqs has 0 tensors but params has 2"));
+  RMSpropStepArgs centered;
+  centered.centered = true;
+  std::vector<Tensor> sq = grads;
+  EXPECT_THAT(error_message([&] {
+                optimizer_step_multi<RmspropStep>(params, grads, {&sq, nullptr, nullptr}, centered);
+              }),
+              HasSubstr("rmsprop_step_multi: grad_avgs has 0 tensors but params has 2"));
 }
 
 MT_INSTANTIATE_DEVICE_TEST_SUITE(MultiTensorOptim);

@@ -2,11 +2,12 @@
 // variant (weight decay, centered, momentum), on odd sizes and over several steps, on each device;
 // the device against its CPU twin; and operand checks.
 
-#include "kernels/optim/rmsprop_step.h"
+#include "kernels/optim/optimizer_step.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,12 @@ using testing::host_values;
 using testing::vector_tensor;
 
 const int64_t kSizes[] = {1, 7, 1001, testing::kLargeSize / 8 + 3};
+
+// RMSprop is the row RmspropStep of the generic step (kernels/optim/optimizer_step.h).
+void rmsprop_step(Tensor& p, const Tensor& g, Tensor& square_avg, Tensor& grad_avg,
+                  Tensor& momentum_buf, const RMSpropStepArgs& a) {
+  optimizer_step<RmspropStep>(p, g, {&square_avg, &grad_avg, &momentum_buf}, a);
+}
 
 struct RefState {
   std::vector<double> p, sq, ga, buf;
@@ -155,6 +162,54 @@ TEST_P(RMSpropStepKernel, ChecksOperandsBeforeWriting) {
 }
 
 MT_INSTANTIATE_DEVICE_TEST_SUITE(RMSpropStepKernel);
+
+// ---- CPU only ----
+
+// Note [AVX2 clones] (kernels/optim/optimizer_step.cpp): the generic CPU loop, an AVX2 clone where
+// the CPU has it, must make the operations of rmsprop_update itself, element by element in this
+// file's own (baseline) code: every variant, odd sizes (vector tails), several steps, bit for bit.
+TEST(RMSpropStepCpu, ClonedLoopIsTheScalarFormulaBitForBit) {
+  for (double wd : {0.0, 0.05})
+    for (bool centered : {false, true})
+      for (double momentum : {0.0, 0.9})
+        for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1001}, int64_t{70001}}) {
+          std::vector<float> p = testing::random_floats(n, 11), sq(size_t(n), 0.f),
+                             ga(size_t(n), 0.f), buf(size_t(n), 0.f);
+          std::vector<float> rp = p, rsq = sq, rga = ga, rbuf = buf;
+          RMSpropStepArgs args;
+          args.lr = 0.01, args.alpha = 0.9, args.eps = 1e-6;
+          args.weight_decay = wd, args.centered = centered, args.momentum = momentum;
+          for (int t = 1; t <= 3; ++t) {
+            const std::vector<float> g = testing::random_floats(n, 20 + uint32_t(t), -3.f, 3.f);
+            optimizer_step_cpu<RmspropStep, float>(
+                p.data(), g.data(),
+                {sq.data(), centered ? ga.data() : nullptr, momentum > 0 ? buf.data() : nullptr}, n,
+                args);
+            const RmspropCoeffs<float> c = RmspropStep::coeffs<float>(args);
+            RmspropStep::dispatch(args, [&](auto variant) {
+              using V = decltype(variant);
+              for (int64_t i = 0; i < n; ++i) {
+                volatile float vol_p = rp[i];  // keep this loop scalar and apart from the kernel
+                float pi = vol_p;
+                rmsprop_update<V>(pi, g[i], rsq[i], rga[i], rbuf[i], c);
+                rp[i] = pi;
+              }
+            });
+          }
+          ASSERT_GT(testing::host_max_abs(Tensor::from_vector(p, Shape{n})), 0.0);
+          const std::string what = "n=" + std::to_string(n) + " wd=" + std::to_string(wd) +
+                                   " centered=" + std::to_string(centered) +
+                                   " momentum=" + std::to_string(momentum);
+          EXPECT_TRUE(std::memcmp(p.data(), rp.data(), size_t(n) * 4) == 0) << what;
+          EXPECT_TRUE(std::memcmp(sq.data(), rsq.data(), size_t(n) * 4) == 0) << what;
+          if (centered) {
+            EXPECT_TRUE(std::memcmp(ga.data(), rga.data(), size_t(n) * 4) == 0) << what;
+          }
+          if (momentum > 0) {
+            EXPECT_TRUE(std::memcmp(buf.data(), rbuf.data(), size_t(n) * 4) == 0) << what;
+          }
+        }
+}
 
 }  // namespace
 }  // namespace minitrain

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,49 @@ TEST_P(SgdStepKernel, ChecksOperandsBeforeWriting) {
 }
 
 MT_INSTANTIATE_DEVICE_TEST_SUITE(SgdStepKernel);
+
+// ---- CPU only ----
+
+// Note [AVX2 clones] (kernels/optim/optimizer_step.cpp): the generic CPU loop, an AVX2 clone where
+// the CPU has it, must make the operations of sgd_update itself, element by element in this
+// file's own (baseline) code: every variant, odd sizes (vector tails), several steps, bit for bit.
+TEST(SgdStepCpu, ClonedLoopIsTheScalarFormulaBitForBit) {
+  for (double wd : {0.0, 0.05})
+    for (double momentum : {0.0, 0.9})
+      for (bool nesterov : {false, true})
+        for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1001}, int64_t{70001}}) {
+          if (nesterov && momentum == 0.0) continue;
+          std::vector<float> p = testing::random_floats(n, 11), buf(size_t(n), 0.f);
+          std::vector<float> rp = p, rbuf = buf;
+          for (int t = 1; t <= 3; ++t) {
+            SGDStepArgs args;
+            args.lr = 0.05, args.weight_decay = wd, args.momentum = momentum;
+            args.dampening = nesterov ? 0.0 : 0.2, args.nesterov = nesterov;
+            args.first_step = t == 1;
+            const std::vector<float> g = testing::random_floats(n, 20 + uint32_t(t), -3.f, 3.f);
+            optimizer_step_cpu<SgdStep, float>(p.data(), g.data(),
+                                               {momentum > 0 ? buf.data() : nullptr}, n, args);
+            const SgdCoeffs<float> c = SgdStep::coeffs<float>(args);
+            SgdStep::dispatch(args, [&](auto variant) {
+              using V = decltype(variant);
+              for (int64_t i = 0; i < n; ++i) {
+                volatile float vol_p = rp[i];  // keep this loop scalar and apart from the kernel
+                float pi = vol_p;
+                sgd_update<V>(pi, g[i], rbuf[i], c);
+                rp[i] = pi;
+              }
+            });
+          }
+          ASSERT_GT(testing::host_max_abs(Tensor::from_vector(p, Shape{n})), 0.0);
+          const std::string what = "n=" + std::to_string(n) + " wd=" + std::to_string(wd) +
+                                   " momentum=" + std::to_string(momentum) +
+                                   " nesterov=" + std::to_string(nesterov);
+          EXPECT_TRUE(std::memcmp(p.data(), rp.data(), size_t(n) * 4) == 0) << what;
+          if (momentum > 0) {
+            EXPECT_TRUE(std::memcmp(buf.data(), rbuf.data(), size_t(n) * 4) == 0) << what;
+          }
+        }
+}
 
 }  // namespace
 }  // namespace minitrain
