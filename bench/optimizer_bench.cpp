@@ -22,7 +22,9 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "kernels/fill.h"
+#include "kernels/optim/adam_step.h"
 #include "kernels/optim/multi_tensor_optim.h"
+#include "kernels/optim/sgd_step.h"
 
 namespace {
 
