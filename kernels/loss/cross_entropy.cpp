@@ -67,26 +67,30 @@ void cross_entropy_rows_cpu(const T* logits, int64_t rows, int64_t cols,
 }
 
 template <typename T>
-void cross_entropy_count_correct_cpu(double* counts, const T* logits, const T* classes,
-                                     int64_t rows, int64_t cols, int64_t ignore_index) {
-  double correct = 0, counted = 0;
+void cross_entropy_count_correct_cpu(double* counts, double* topk, const T* logits,
+                                     const T* classes, int64_t rows, int64_t cols,
+                                     int64_t ignore_index, int64_t k) {
+  double correct = 0, counted = 0, in_topk = 0;
   for (int64_t i = 0; i < rows; ++i) {
     const T t = classes[i];
     if (cross_entropy_ignored(t, ignore_index)) continue;
     counted += 1;
     const double v = double(t);
-    if (v >= 0 && v < double(cols))
-      correct += cross_entropy_top1(logits + i * cols, cols, static_cast<int64_t>(v)) ? 1 : 0;
+    if (!(v >= 0 && v < double(cols))) continue;
+    const int64_t y = static_cast<int64_t>(v);
+    correct += cross_entropy_top1(logits + i * cols, cols, y) ? 1 : 0;
+    if (topk != nullptr) in_topk += cross_entropy_in_topk(logits + i * cols, cols, y, k) ? 1 : 0;
   }
   counts[0] += correct;
   counts[1] += counted;
+  if (topk != nullptr) topk[0] += in_topk;
 }
 
 #define MT_INSTANTIATE_CROSS_ENTROPY_CPU(T)                                                       \
   template void cross_entropy_rows_cpu<T>(const T*, int64_t, int64_t, const CrossEntropyArgs<T>&, \
                                           const CrossEntropyOutputs<T>&);                         \
-  template void cross_entropy_count_correct_cpu<T>(double*, const T*, const T*, int64_t, int64_t, \
-                                                   int64_t);
+  template void cross_entropy_count_correct_cpu<T>(double*, double*, const T*, const T*, int64_t, \
+                                                   int64_t, int64_t, int64_t);
 MT_INSTANTIATE_CROSS_ENTROPY_CPU(float)
 MT_INSTANTIATE_CROSS_ENTROPY_CPU(double)
 #undef MT_INSTANTIATE_CROSS_ENTROPY_CPU
@@ -292,7 +296,7 @@ void throw_bad_cross_entropy_target(const char* op, const double* check, int64_t
 }
 
 void cross_entropy_count_correct(Tensor& counts, const Tensor& logits, const Tensor& classes,
-                                 int64_t ignore_index) {
+                                 int64_t ignore_index, int64_t k, Tensor* topk_counts) {
   const char* op = "cross_entropy_count_correct";
   check_compatible(op, {{"logits", logits}, {"classes", classes}});
   MT_CHECK_AS(ShapeError, logits.ndim() == 2 && classes.numel() == logits.size(0), op, ": logits ",
@@ -302,19 +306,30 @@ void cross_entropy_count_correct(Tensor& counts, const Tensor& logits, const Ten
               ": counts must be float64 [2] but is ", counts.dtype(), " ", counts.shape());
   MT_CHECK_AS(DeviceError, counts.device() == logits.device(), op, ": counts are on ",
               counts.device(), ", the logits on ", logits.device());
+  MT_CHECK_AS(ValueError, k >= 1, op, ": k must be >= 1, got ", k);
+  if (topk_counts != nullptr) {
+    MT_CHECK_AS(ShapeError, topk_counts->dtype() == DType::Float64 && topk_counts->numel() == 1,
+                op, ": topk_counts must be float64 [1] but is ", topk_counts->dtype(), " ",
+                topk_counts->shape());
+    MT_CHECK_AS(DeviceError, topk_counts->device() == logits.device(), op,
+                ": topk_counts are on ", topk_counts->device(), ", the logits on ",
+                logits.device());
+  }
   const int64_t rows = logits.size(0), cols = logits.size(1);
   if (rows == 0) return;
+  double* topk = topk_counts != nullptr ? topk_counts->data<double>() : nullptr;
   dispatch_op(
       op, logits.device(), logits.dtype(),
       [&](auto zero) {
         using T = decltype(zero);
-        cross_entropy_count_correct_cpu<T>(counts.data<double>(), logits.data<T>(),
-                                           classes.data<T>(), rows, cols, ignore_index);
+        cross_entropy_count_correct_cpu<T>(counts.data<double>(), topk, logits.data<T>(),
+                                           classes.data<T>(), rows, cols, ignore_index, k);
       },
       [&](auto zero, auto stream) {
         using T = decltype(zero);
-        cross_entropy_count_correct_cuda<T>(counts.data<double>(), logits.data<T>(),
-                                            classes.data<T>(), rows, cols, ignore_index, stream);
+        cross_entropy_count_correct_cuda<T>(counts.data<double>(), topk, logits.data<T>(),
+                                            classes.data<T>(), rows, cols, ignore_index, k,
+                                            stream);
       });
 }
 

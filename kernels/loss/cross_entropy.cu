@@ -134,26 +134,33 @@ __global__ void cross_entropy_check_targets_kernel(double* divisor, double* chec
   }
 }
 
-// One block: each thread its rows' top-1 test, folded; thread 0 adds to the counts.
+// One block: each thread its rows' top-1 (and top-k) test, folded; thread 0 adds to the counts.
 template <typename T>
-__global__ void cross_entropy_count_correct_kernel(double* counts, const T* logits,
+__global__ void cross_entropy_count_correct_kernel(double* counts, double* topk, const T* logits,
                                                    const T* classes, int64_t rows, int64_t cols,
-                                                   int64_t ignore_index) {
-  double correct = 0, counted = 0;
+                                                   int64_t ignore_index, int64_t k) {
+  double correct = 0, counted = 0, in_topk = 0;
   for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
     const T t = classes[i];
     if (cross_entropy_ignored(t, ignore_index)) continue;
     counted += 1;
     const double v = double(t);
-    if (v >= 0 && v < double(cols))
-      correct += cross_entropy_top1(logits + i * cols, cols, static_cast<int64_t>(v)) ? 1 : 0;
+    if (!(v >= 0 && v < double(cols))) continue;
+    const int64_t y = static_cast<int64_t>(v);
+    correct += cross_entropy_top1(logits + i * cols, cols, y) ? 1 : 0;
+    if (topk != nullptr) in_topk += cross_entropy_in_topk(logits + i * cols, cols, y, k) ? 1 : 0;
   }
   correct = block_reduce<reduce_detail::SumOf>(correct);
-  __syncthreads();  // the second fold reuses the first's shared slots (block_reduce.cuh)
+  __syncthreads();  // each fold reuses the one before's shared slots (block_reduce.cuh)
   counted = block_reduce<reduce_detail::SumOf>(counted);
+  if (topk != nullptr) {  // the same for every thread of the block: no divergent barrier
+    __syncthreads();
+    in_topk = block_reduce<reduce_detail::SumOf>(in_topk);
+  }
   if (threadIdx.x == 0) {
     counts[0] += correct;
     counts[1] += counted;
+    if (topk != nullptr) topk[0] += in_topk;
   }
 }
 
@@ -194,11 +201,11 @@ void cross_entropy_check_targets_cuda(double* divisor, double* check, const T* c
 }
 
 template <typename T>
-void cross_entropy_count_correct_cuda(double* counts, const T* logits, const T* classes,
-                                      int64_t rows, int64_t cols, int64_t ignore_index,
-                                      CUstream_st* stream) {
-  cross_entropy_count_correct_kernel<T>
-      <<<1, kBlock, 0, as_cuda(stream)>>>(counts, logits, classes, rows, cols, ignore_index);
+void cross_entropy_count_correct_cuda(double* counts, double* topk, const T* logits,
+                                      const T* classes, int64_t rows, int64_t cols,
+                                      int64_t ignore_index, int64_t k, CUstream_st* stream) {
+  cross_entropy_count_correct_kernel<T><<<1, kBlock, 0, as_cuda(stream)>>>(
+      counts, topk, logits, classes, rows, cols, ignore_index, k);
   CHECK_CUDA_LAUNCH();
 }
 
@@ -210,8 +217,8 @@ void cross_entropy_count_correct_cuda(double* counts, const T* logits, const T* 
                                                 CUstream_st*);                                     \
   template void cross_entropy_check_targets_cuda<T>(double*, double*, const T*, int64_t, int64_t,  \
                                                     int64_t, CUstream_st*);                        \
-  template void cross_entropy_count_correct_cuda<T>(double*, const T*, const T*, int64_t, int64_t, \
-                                                    int64_t, CUstream_st*);
+  template void cross_entropy_count_correct_cuda<T>(double*, double*, const T*, const T*, int64_t, \
+                                                    int64_t, int64_t, int64_t, CUstream_st*);
 MT_INSTANTIATE_CROSS_ENTROPY_CUDA(float)
 MT_INSTANTIATE_CROSS_ENTROPY_CUDA(double)
 #undef MT_INSTANTIATE_CROSS_ENTROPY_CUDA

@@ -56,9 +56,13 @@ void throw_bad_cross_entropy_target(const char* op, const double* check, int64_t
 /// dtype and device) to counts (float64 [2] on that device): {rows whose class is the first
 /// maximum of its row (torch.argmax's), rows whose class is not ignore_index}. A target that is
 /// not in [0, C) is counted and never correct (train/class_metrics.h's count_correct with k = 1).
-/// Queued on the device: no host read. Integer counts in float64: exact in any order.
+/// Queued on the device: no host read. Integer counts in float64: exact in any order. With
+/// `topk_counts` (float64 [1] on that device) it also adds the rows whose class ranks below `k`
+/// (count_correct's top-k: the classes with a larger logit, and those with an equal one and a
+/// smaller index, number fewer than k).
 void cross_entropy_count_correct(Tensor& counts, const Tensor& logits, const Tensor& classes,
-                                 int64_t ignore_index);
+                                 int64_t ignore_index, int64_t k = 1,
+                                 Tensor* topk_counts = nullptr);
 
 /// Mean/Sum: out is 0-d; None: out is [N], 0 for ignored rows. Mean divides by the sum of the
 /// weights of the non-ignored rows' targets (their count without weights): NaN when every row is
@@ -129,6 +133,16 @@ MT_HOST_DEVICE bool cross_entropy_top1(const T* row, int64_t cols, int64_t targe
   return true;
 }
 
+/// Whether class `target` ranks below k in its row: fewer than k classes have a larger logit or
+/// an equal one and a smaller index (train/class_metrics.h's rule); target in [0, cols).
+template <typename T>
+MT_HOST_DEVICE bool cross_entropy_in_topk(const T* row, int64_t cols, int64_t target, int64_t k) {
+  int64_t rank = 0;
+  for (int64_t j = 0; j < cols && rank < k; ++j)
+    rank += row[j] > row[target] || (row[j] == row[target] && j < target);
+  return rank < k;
+}
+
 template <typename T>
 void cross_entropy_rows_cpu(const T* logits, int64_t rows, int64_t cols,
                             const CrossEntropyArgs<T>& args, const CrossEntropyOutputs<T>& outs);
@@ -150,13 +164,15 @@ template <typename T>
 void cross_entropy_check_targets_cuda(double* divisor, double* check, const T* classes,
                                       int64_t rows, int64_t cols, int64_t ignore_index,
                                       CUstream_st* stream);
-/// counts[0] += top-1 rows, counts[1] += non-ignored rows (cross_entropy_count_correct).
+/// counts[0] += top-1 rows, counts[1] += non-ignored rows, and with topk non-null topk[0] +=
+/// rows whose class ranks below k (cross_entropy_count_correct).
 template <typename T>
-void cross_entropy_count_correct_cpu(double* counts, const T* logits, const T* classes,
-                                     int64_t rows, int64_t cols, int64_t ignore_index);
+void cross_entropy_count_correct_cpu(double* counts, double* topk, const T* logits,
+                                     const T* classes, int64_t rows, int64_t cols,
+                                     int64_t ignore_index, int64_t k);
 template <typename T>
-void cross_entropy_count_correct_cuda(double* counts, const T* logits, const T* classes,
-                                      int64_t rows, int64_t cols, int64_t ignore_index,
-                                      CUstream_st* stream);
+void cross_entropy_count_correct_cuda(double* counts, double* topk, const T* logits,
+                                      const T* classes, int64_t rows, int64_t cols,
+                                      int64_t ignore_index, int64_t k, CUstream_st* stream);
 
 }  // namespace minitrain

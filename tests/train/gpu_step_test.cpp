@@ -44,6 +44,9 @@
 #include "optim/make_optimizer.h"
 #include "train/device_totals.h"
 #include "train/run_training.h"
+#include "train/class_metrics.h"
+#include "train/validation.h"
+#include "nn/mlp.h"
 
 #if MINITRAIN_CUDA_EMULATED
 #include "cuda_emu/api_counts.h"
@@ -282,6 +285,10 @@ TEST(CudaStepCounts, NoHostReadInsideAStepWhenTheLogIsEveryFewSteps) {
       // batches it prepares ahead at a time set by thread timing.)
       EXPECT_EQ(s.frees, 0);
       if (i == 1 && s.loop_d2h_copies > 0) {
+        // The evaluation's step reads twice: the steps' totals (an evaluation is a read point)
+        // and the evaluation's own sums, once (train/validation.h); each a copy and an event wait.
+        EXPECT_EQ(s.loop_d2h_copies, 2) << "step " << k + 4;
+        EXPECT_EQ(s.loop_host_syncs, 2) << "step " << k + 4;
         ++reading_steps;
         continue;
       }
@@ -299,6 +306,129 @@ std::vector<nlohmann::json> log_lines(const std::string& path) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
   return lines;
+}
+
+// ---- the held-out evaluation on the device (issue 35) ----
+
+// 37 held-out rows of 3 classes (the argmax of a synthetic regression), every 7th labelled
+// ignore_index; with `bad_row` >= 0 that row's label is 5, not a class.
+std::shared_ptr<TensorDataset> held_out_classes(int64_t bad_row = -1) {
+  const TensorDataset rows = make_synthetic_regression(37, 4, 3, 9);
+  const std::vector<float> y = rows.targets().to_vector<float>();
+  std::vector<float> labels;
+  for (std::size_t i = 0; i < y.size(); i += 3)
+    labels.push_back(
+        static_cast<float>(std::max_element(y.begin() + i, y.begin() + i + 3) - (y.begin() + i)));
+  for (std::size_t i = 6; i < labels.size(); i += 7) labels[i] = -100.0f;
+  if (bad_row >= 0) labels[static_cast<std::size_t>(bad_row)] = 5.0f;
+  return std::make_shared<TensorDataset>(rows.features(), Tensor::from_vector(labels, {37, 1}));
+}
+
+// The evaluation as it was before issue 35, batch by batch with a read each: the reference.
+ValMetrics evaluation_reading_each_batch(Module& model, const TensorDataset& data,
+                                         const ValidatorOptions& o) {
+  LossOptions sum = o.loss;
+  sum.reduction = Reduction::Sum;
+  const std::unique_ptr<Loss> loss = make_loss(sum);
+  double loss_sum = 0, divisor = 0, correct = 0, topk_correct = 0, counted = 0;
+  model.eval();
+  for (int64_t begin = 0; begin < data.size(); begin += o.batch_size) {
+    const int64_t k = std::min(o.batch_size, data.size() - begin);
+    std::vector<int64_t> idx(static_cast<std::size_t>(k));
+    for (int64_t i = 0; i < k; ++i) idx[static_cast<std::size_t>(i)] = begin + i;
+    Tensor x = Tensor::empty({k, data.feature_dim()}), y = Tensor::empty({k, 1});
+    data.gather(idx, x, y);
+    const Tensor pred = model.forward(x.to(o.device));
+    loss_sum += loss->forward(pred, y.to(o.device)).item();
+    divisor += mean_divisor(y, o.loss, TargetKind::ClassIndices);
+    const ClassCounts c = count_correct(pred, y, o.topk, o.loss.ignore_index);
+    correct += c.correct;
+    topk_correct += c.topk_correct;
+    counted += c.counted;
+  }
+  model.train();
+  ValMetrics m;
+  m.rows = data.size();
+  m.loss = loss_sum / divisor;
+  m.accuracy = correct / counted;
+  if (o.topk > 1) m.topk_accuracy = topk_correct / counted;
+  return m;
+}
+
+// The held-out evaluation on cuda:0 keeps its sums on the device and reads them once (one copy
+// and one event wait an evaluation; the rows were copied there by the first), with the bits of
+// the loop that read each batch: the float32 losses widened and added in batch order, the counts
+// whole numbers. Held-out sets too large to keep there are copied batch by batch, the same bits.
+TEST(CudaClassifierStep, TheHeldOutEvaluationReadsOnceWithTheBitsOfAReadPerBatch) {
+  SKIP_UNLESS_EMULATED_CUDA();
+#if MINITRAIN_CUDA_EMULATED
+  const Device gpu = Device::cuda(0);
+  const std::shared_ptr<TensorDataset> data = held_out_classes();
+  Generator gen(17);
+  const std::unique_ptr<Sequential> model = make_mlp({4, 16, 3}, Activation::ReLU, gen, gpu);
+  struct Case {
+    const char* name;
+    int64_t topk, resident_bytes;
+    std::vector<double> class_weights;
+  };
+  for (const Case& k : {Case{"top-1", 1, int64_t{1} << 20, {}},
+                        Case{"top-2", 2, int64_t{1} << 20, {}},
+                        Case{"top-2, copied batch by batch", 2, 0, {}}}) {
+    SCOPED_TRACE(k.name);
+    ValidatorOptions o;
+    o.loss.name = "cross_entropy";
+    o.loss.class_weights = k.class_weights;
+    o.batch_size = 8;  // 5 batches, the last of 5 rows
+    o.device = gpu;
+    o.topk = k.topk;
+    o.resident_bytes = k.resident_bytes;
+    Validator v(data, o);
+    const ValMetrics want = evaluation_reading_each_batch(*model, *data, o);
+    const ValMetrics first = v.evaluate(*model);
+    const mtemu::ApiCounts before = mtemu::api_counts_of_this_thread();
+    const ValMetrics got = v.evaluate(*model);
+    const mtemu::ApiCounts after = mtemu::api_counts_of_this_thread();
+    for (const ValMetrics* m : {&first, &got}) {
+      EXPECT_EQ(m->rows, 37);
+      EXPECT_GT(m->loss, 0.0);
+      EXPECT_EQ(m->loss, want.loss);  // bit for bit
+      EXPECT_EQ(m->accuracy, want.accuracy);
+      if (k.topk > 1) {
+        EXPECT_EQ(m->topk_accuracy, want.topk_accuracy);
+        EXPECT_GE(m->topk_accuracy, m->accuracy);
+      }
+    }
+    EXPECT_GT(after.launches, before.launches);
+    if (k.resident_bytes > 0) {  // the one read
+      EXPECT_EQ(after.device_to_host_copies - before.device_to_host_copies, 1u);
+      EXPECT_EQ(after.host_syncs - before.host_syncs, 1u);
+    } else {  // and the 5 batches' two copies to the device, each waited for
+      EXPECT_EQ(after.device_to_host_copies - before.device_to_host_copies, 1u);
+      EXPECT_EQ(after.host_syncs - before.host_syncs, 11u);
+    }
+  }
+#endif
+}
+
+// A label the held-out evaluation's device check refuses is named at its read, in the words of
+// the check that read each batch (its row in the batch, its value, C and ignore_index).
+TEST(CudaClassifierStep, AHeldOutLabelCheckedOnTheDeviceIsNamedAtTheRead) {
+  SKIP_UNLESS_EMULATED_CUDA();
+  const Device gpu = Device::cuda(0);
+  const std::shared_ptr<TensorDataset> data = held_out_classes(/*bad_row=*/11);  // batch 2, row 3
+  Generator gen(17);
+  const std::unique_ptr<Sequential> model = make_mlp({4, 16, 3}, Activation::ReLU, gen, gpu);
+  ValidatorOptions o;
+  o.loss.name = "cross_entropy";
+  o.batch_size = 8;
+  o.device = gpu;
+  Validator v(data, o);
+  const std::string want =
+      testing::error_message([&] { evaluation_reading_each_batch(*model, *data, o); });
+  EXPECT_THAT(want, ::testing::HasSubstr("row 3 has target 5"));
+  EXPECT_EQ(testing::error_message([&] { v.evaluate(*model); }), want);
+  // The next evaluation starts afresh: the same error, not a sum over two evaluations.
+  EXPECT_EQ(testing::error_message([&] { v.evaluate(*model); }), want);
 }
 
 // The classifier's counts on the device are the host's: a run whose class weights are all 1 takes

@@ -457,7 +457,8 @@ TEST_P(CrossEntropyTest, ABadTargetCheckedOnTheDeviceIsNamedWhenRead) {
                ShapeError);
 }
 
-// The top-1 counts against a plain host count (the first maximum wins ties, as torch.argmax).
+// The top-1 counts against a plain host count (the first maximum wins ties, as torch.argmax), and
+// the top-2 counts against the rank of each row's class (ties to the smaller index).
 TEST_P(CrossEntropyTest, CountCorrectIsTheFirstMaximumsCount) {
   for (DType dtype : {DType::Float32, DType::Float64})
     for (auto [n, c] : kShapes) {
@@ -468,7 +469,7 @@ TEST_P(CrossEntropyTest, CountCorrectIsTheFirstMaximumsCount) {
       for (double& v : x) v = double(rng() % 3);
       for (int64_t i = 0; i < n; ++i) y[size_t(i)] = i % 5 == 4 ? -100.0 : double(rng() % c);
       if (n > 2) y[1] = double(c);  // not a class: counted, never correct
-      double correct = 0, counted = 0;
+      double correct = 0, counted = 0, top2 = 0;
       for (int64_t i = 0; i < n; ++i) {
         if (y[size_t(i)] == -100) continue;
         counted += 1;
@@ -478,16 +479,35 @@ TEST_P(CrossEntropyTest, CountCorrectIsTheFirstMaximumsCount) {
         for (int64_t j = 1; j < c; ++j)
           if (x[size_t(i * c + j)] > x[size_t(i * c + first)]) first = j;
         correct += first == t;
+        int64_t rank = 0;
+        for (int64_t j = 0; j < c; ++j) {
+          const double xj = x[size_t(i * c + j)], xt = x[size_t(i * c + t)];
+          rank += xj > xt || (xj == xt && j < t);
+        }
+        top2 += rank < 2;
       }
       Tensor counts = tensor_of({10, 20}, {2}, device(), DType::Float64);  // added to
       cross_entropy_count_correct(counts, tensor_of(x, {n, c}, device(), dtype),
                                   tensor_of(y, {n}, device(), dtype), -100);
       EXPECT_EQ(host_values(counts), (std::vector<double>{10 + correct, 20 + counted}))
           << n << "x" << c;
+      Tensor topk = tensor_of({5}, {1}, device(), DType::Float64);
+      cross_entropy_count_correct(counts, tensor_of(x, {n, c}, device(), dtype),
+                                  tensor_of(y, {n}, device(), dtype), -100, 2, &topk);
+      EXPECT_EQ(host_values(counts),
+                (std::vector<double>{10 + 2 * correct, 20 + 2 * counted}))
+          << n << "x" << c;
+      EXPECT_EQ(host_values(topk), (std::vector<double>{5 + top2})) << n << "x" << c;
+      if (c <= 2 && n > 0) EXPECT_EQ(top2, counted - (n > 2 ? 1 : 0)) << "every class is top-2";
     }
   Tensor counts = Tensor::zeros({2}, DType::Float64, device());
   EXPECT_THROW(cross_entropy_count_correct(counts, Tensor::zeros({4, 3}, DType::Float32, device()),
                                            Tensor::zeros({3}, DType::Float32, device()), -100),
+               ShapeError);
+  Tensor wrong_topk = Tensor::zeros({2}, DType::Float64, device());
+  EXPECT_THROW(cross_entropy_count_correct(counts, Tensor::zeros({4, 3}, DType::Float32, device()),
+                                           Tensor::zeros({4}, DType::Float32, device()), -100, 2,
+                                           &wrong_topk),
                ShapeError);
   Tensor three = Tensor::zeros({3}, DType::Float64, device());
   EXPECT_THROW(cross_entropy_count_correct(three, Tensor::zeros({4, 3}, DType::Float32, device()),
