@@ -79,7 +79,7 @@ void Validator::add_on_device(const Tensor& pred, const Tensor& target) {
   if (!on_device_ || on_device_->device() != pred.device())
     on_device_ = std::make_unique<DeviceSums>(pred.device(), kSums);
   // cross-entropy checks the labels on the device, for the read at the end (Note
-  // [cross_entropy's targets on the device]); a weighted one checks them on the host.
+  // [cross_entropy's targets on the device]).
   auto* ce = dynamic_cast<CrossEntropyLoss*>(loss_.get());
   if (ce != nullptr) ce->set_target_check(on_device_->view(kCheck, 3));
   const Tensor loss = loss_->forward(pred, target);

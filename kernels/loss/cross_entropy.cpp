@@ -104,6 +104,7 @@ struct CrossEntropyPlan {
   int64_t rows = 0, cols = 0;
   CrossEntropyCoefficients k{};
   double target_weight_total = 0;  // sum over non-ignored rows of w[y_i]
+  bool weighted = false;
 };
 
 template <typename T>
@@ -119,6 +120,11 @@ std::vector<double> host_doubles(const Tensor& t) {
            ", which is not a class index: logits have C = ", cols,
            " classes, so a target must be a whole number in [0, ", cols, ") or ignore_index (",
            ignore_index, ")");
+}
+
+// A class weight the check refuses: the one message of both checks.
+[[noreturn]] void throw_bad_weight(const char* op, int64_t c, double w) {
+  MT_THROW(ValueError, op, ": class_weights[", c, "] must be >= 0 but is ", w);
 }
 
 // On the device, the targets are neither copied nor checked here (Note [cross_entropy's targets
@@ -142,6 +148,7 @@ CrossEntropyPlan plan_cross_entropy(const char* op, const Tensor& logits, const 
   MT_CHECK_AS(ValueError, spec.label_smoothing >= 0 && spec.label_smoothing <= 1, op,
               ": label_smoothing must be in [0, 1] but is ", spec.label_smoothing);
   std::vector<double> weights;
+  plan.weighted = spec.class_weights.defined();
   if (spec.class_weights.defined()) {
     check_compatible(op, {{"class_weights", spec.class_weights}, {"logits", logits}});
     MT_CHECK_AS(ShapeError,
@@ -150,12 +157,14 @@ CrossEntropyPlan plan_cross_entropy(const char* op, const Tensor& logits, const 
                 " must have one weight per class"
                 " of logits ",
                 logits.shape(), " (", plan.cols, ")");
-    weights = dispatch_float(logits.dtype(), [&](auto zero) {
-      return host_doubles<decltype(zero)>(spec.class_weights);
-    });
-    for (size_t c = 0; c < weights.size(); ++c)
-      MT_CHECK_AS(ValueError, weights[c] >= 0, op, ": class_weights[", c, "] must be >= 0 but is ",
-                  weights[c]);
+    // On the device the weights are checked and totalled there (no copy).
+    if (!targets_on_device) {
+      weights = dispatch_float(logits.dtype(), [&](auto zero) {
+        return host_doubles<decltype(zero)>(spec.class_weights);
+      });
+      for (size_t c = 0; c < weights.size(); ++c)
+        if (!(weights[c] >= 0)) throw_bad_weight(op, int64_t(c), weights[c]);
+    }
   }
   if (targets_on_device) {
     MT_CHECK_AS(ShapeError,
@@ -185,9 +194,9 @@ CrossEntropyPlan plan_cross_entropy(const char* op, const Tensor& logits, const 
 
 template <typename T>
 CrossEntropyArgs<T> loop_args(const Tensor& classes, const CrossEntropySpec& spec,
-                              const CrossEntropyPlan& plan) {
+                              const CrossEntropyPlan& plan, const double* weight_total = nullptr) {
   return {classes.data<T>(), spec.class_weights.defined() ? spec.class_weights.data<T>() : nullptr,
-          spec.ignore_index, plan.k};
+          spec.ignore_index, plan.k, weight_total};
 }
 
 void check_loss_out(const char* op, const char* name, const Tensor& out, const Tensor& logits,
@@ -257,19 +266,23 @@ void run_cross_entropy(const char* op, Tensor* out, Tensor* grad, const Tensor* 
         Tensor row_loss;
         if (out != nullptr && !per_row)
           row_loss = Tensor::empty({plan.rows}, DType::Float64, logits.device());
-        // With the targets checked on the device, the mean's divisor is counted there too.
+        // With the targets checked on the device, the mean's divisor is formed there too (and
+        // with weights their total, {divisor, weight total}).
         Tensor device_divisor;
+        const T* weights = plan.weighted ? spec.class_weights.data<T>() : nullptr;
         if (on_device) {
-          device_divisor = Tensor::empty({1}, DType::Float64, logits.device());
-          cross_entropy_check_targets_cuda<T>(device_divisor.data<double>(),
-                                              spec.target_check.data<double>(), classes.data<T>(),
-                                              plan.rows, plan.cols, spec.ignore_index, stream);
+          device_divisor = Tensor::empty({2}, DType::Float64, logits.device());
+          cross_entropy_check_targets_cuda<T>(
+              device_divisor.data<double>(), spec.target_check.data<double>(), classes.data<T>(),
+              weights, plan.rows, plan.cols, spec.ignore_index, stream);
         }
         const double* divisor_at = on_device && mean ? device_divisor.data<double>() : nullptr;
+        const double* weight_total_at =
+            on_device && plan.weighted ? device_divisor.data<double>() + 1 : nullptr;
         const auto o =
             outputs(zero, row_loss.defined() ? row_loss.data<double>() : nullptr, divisor_at);
         cross_entropy_rows_cuda<T>(logits.data<T>(), plan.rows, plan.cols,
-                                   loop_args<T>(classes, spec, plan), o, stream);
+                                   loop_args<T>(classes, spec, plan, weight_total_at), o, stream);
         if (row_loss.defined() && divisor_at != nullptr)
           cross_entropy_mean_rows_cuda<T>(out->data<T>(), row_loss.data<double>(), plan.rows,
                                           divisor_at, stream);
@@ -285,13 +298,13 @@ Shape loss_shape(const Tensor& logits, Reduction reduction) {
 }  // namespace
 
 bool cross_entropy_checks_on_device(const Tensor& logits, const CrossEntropySpec& spec) {
-  return spec.target_check.defined() && !spec.class_weights.defined() && logits.defined() &&
-         logits.device().is_cuda();
+  return spec.target_check.defined() && logits.defined() && logits.device().is_cuda();
 }
 
 void throw_bad_cross_entropy_target(const char* op, const double* check, int64_t classes,
                                     int64_t ignore_index) {
   if (check[0] == 0) return;
+  if (check[0] == 2) throw_bad_weight(op, static_cast<int64_t>(check[1]), check[2]);
   throw_bad_target(op, static_cast<int64_t>(check[1]), check[2], classes, ignore_index);
 }
 
@@ -308,12 +321,11 @@ void cross_entropy_count_correct(Tensor& counts, const Tensor& logits, const Ten
               counts.device(), ", the logits on ", logits.device());
   MT_CHECK_AS(ValueError, k >= 1, op, ": k must be >= 1, got ", k);
   if (topk_counts != nullptr) {
-    MT_CHECK_AS(ShapeError, topk_counts->dtype() == DType::Float64 && topk_counts->numel() == 1,
-                op, ": topk_counts must be float64 [1] but is ", topk_counts->dtype(), " ",
+    MT_CHECK_AS(ShapeError, topk_counts->dtype() == DType::Float64 && topk_counts->numel() == 1, op,
+                ": topk_counts must be float64 [1] but is ", topk_counts->dtype(), " ",
                 topk_counts->shape());
-    MT_CHECK_AS(DeviceError, topk_counts->device() == logits.device(), op,
-                ": topk_counts are on ", topk_counts->device(), ", the logits on ",
-                logits.device());
+    MT_CHECK_AS(DeviceError, topk_counts->device() == logits.device(), op, ": topk_counts are on ",
+                topk_counts->device(), ", the logits on ", logits.device());
   }
   const int64_t rows = logits.size(0), cols = logits.size(1);
   if (rows == 0) return;
@@ -328,8 +340,7 @@ void cross_entropy_count_correct(Tensor& counts, const Tensor& logits, const Ten
       [&](auto zero, auto stream) {
         using T = decltype(zero);
         cross_entropy_count_correct_cuda<T>(counts.data<double>(), topk, logits.data<T>(),
-                                            classes.data<T>(), rows, cols, ignore_index, k,
-                                            stream);
+                                            classes.data<T>(), rows, cols, ignore_index, k, stream);
       });
 }
 

@@ -80,7 +80,9 @@ __global__ void cross_entropy_rows_kernel(const T* logits, int64_t rows, int64_t
     if (a.k.smoothing) weighted_shifted = warp_sum(weighted_shifted);
     const double lse = ::log(sum_exp);
     const double w_y = a.weights ? double(a.weights[y]) : 1.0;
-    const double loss = cross_entropy_row_loss(a.k, lse, double(x[y] - m), w_y, weighted_shifted);
+    CrossEntropyCoefficients k = a.k;
+    if (a.weight_total != nullptr) k.weight_total = a.weight_total[0];
+    const double loss = cross_entropy_row_loss(k, lse, double(x[y] - m), w_y, weighted_shifted);
     __syncwarp();  // every lane has read x[y] before any lane overwrites it (grad == logits)
     if (lane == 0) {
       if (o.row_loss != nullptr) o.row_loss[i] = loss;
@@ -90,7 +92,7 @@ __global__ void cross_entropy_rows_kernel(const T* logits, int64_t rows, int64_t
       const double inv_total = o.divisor != nullptr ? 1.0 / o.divisor[0] : o.inv_total;
       const double scale = (o.grad_out ? double(o.grad_out[o.per_row ? i : 0]) : 1.0) * inv_total;
       for (int64_t j = lane; j < cols; j += kWarp)
-        grad[j] = cross_entropy_grad<T>(a.k, x[j] - m, lse, w_y,
+        grad[j] = cross_entropy_grad<T>(k, x[j] - m, lse, w_y,
                                         a.weights ? double(a.weights[j]) : 1.0, j == y, scale);
     }
   }
@@ -106,12 +108,54 @@ __global__ void cross_entropy_mean_rows_kernel(T* out, const double* row_loss, i
   if (threadIdx.x == 0) out[0] = static_cast<T>(acc / divisor[0]);
 }
 
-// One block: the non-ignored rows counted (whole numbers in double: exact in any order) with
-// the bad ones; when there is one and the check is empty, thread 0 finds the first in row order.
+// With weights, thread 0 alone: sums of doubles have the host's bits only in the host's order
+// (rows, then classes, each from 0.0), and it meets the first bad row (or weight) on the way.
+template <typename T>
+__device__ void check_weighted_targets(double* divisor, double* check, const T* classes,
+                                       const T* weights, int64_t rows, int64_t cols,
+                                       int64_t ignore_index) {
+  double target_weights = 0, bad_row = -1;
+  for (int64_t i = 0; i < rows; ++i) {
+    const T t = classes[i];
+    if (cross_entropy_ignored(t, ignore_index)) continue;
+    if (!cross_entropy_valid_target(t, cols)) {
+      if (bad_row < 0) bad_row = double(i);
+      continue;
+    }
+    target_weights += double(weights[static_cast<int64_t>(t)]);
+  }
+  double total = 0, bad_class = -1;
+  for (int64_t c = 0; c < cols; ++c) {
+    const double w = double(weights[c]);
+    if (!(w >= 0) && bad_class < 0) bad_class = double(c);
+    total += w;
+  }
+  divisor[0] = target_weights;
+  divisor[1] = total;
+  if (check[0] != 0) return;
+  if (bad_class >= 0) {  // the host check looks at the weights first
+    check[0] = 2;
+    check[1] = bad_class;
+    check[2] = double(weights[static_cast<int64_t>(bad_class)]);
+  } else if (bad_row >= 0) {
+    check[0] = 1;
+    check[1] = bad_row;
+    check[2] = double(classes[static_cast<int64_t>(bad_row)]);
+  }
+}
+
+// One block. Without weights: the non-ignored rows counted (whole numbers in double: exact in
+// any order) with the bad ones; when there is one and the check is empty, thread 0 finds the
+// first in row order. With weights: check_weighted_targets.
 template <typename T>
 __global__ void cross_entropy_check_targets_kernel(double* divisor, double* check, const T* classes,
-                                                   int64_t rows, int64_t cols,
+                                                   const T* weights, int64_t rows, int64_t cols,
                                                    int64_t ignore_index) {
+  if (weights != nullptr) {  // the same for the whole block: no barrier below is reached
+    if (threadIdx.x == 0)
+      check_weighted_targets(divisor, check, classes, weights, rows, cols, ignore_index);
+    return;
+  }
   double counted = 0, bad = 0;
   for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
     if (cross_entropy_ignored(classes[i], ignore_index)) continue;
@@ -193,10 +237,12 @@ void cross_entropy_mean_rows_cuda(T* out, const double* row_loss, int64_t rows,
 
 template <typename T>
 void cross_entropy_check_targets_cuda(double* divisor, double* check, const T* classes,
-                                      int64_t rows, int64_t cols, int64_t ignore_index,
-                                      CUstream_st* stream) {
+                                      const T* weights, int64_t rows, int64_t cols,
+                                      int64_t ignore_index, CUstream_st* stream) {
+  // With weights one thread does the work: a warp, not a block, is launched.
   cross_entropy_check_targets_kernel<T>
-      <<<1, kBlock, 0, as_cuda(stream)>>>(divisor, check, classes, rows, cols, ignore_index);
+      <<<1, weights != nullptr ? kWarp : kBlock, 0, as_cuda(stream)>>>(
+          divisor, check, classes, weights, rows, cols, ignore_index);
   CHECK_CUDA_LAUNCH();
 }
 
@@ -215,8 +261,8 @@ void cross_entropy_count_correct_cuda(double* counts, double* topk, const T* log
   template void cross_entropy_sum_rows_cuda<T>(T*, const double*, int64_t, double, CUstream_st*);  \
   template void cross_entropy_mean_rows_cuda<T>(T*, const double*, int64_t, const double*,         \
                                                 CUstream_st*);                                     \
-  template void cross_entropy_check_targets_cuda<T>(double*, double*, const T*, int64_t, int64_t,  \
-                                                    int64_t, CUstream_st*);                        \
+  template void cross_entropy_check_targets_cuda<T>(double*, double*, const T*, const T*, int64_t, \
+                                                    int64_t, int64_t, CUstream_st*);               \
   template void cross_entropy_count_correct_cuda<T>(double*, double*, const T*, const T*, int64_t, \
                                                     int64_t, int64_t, int64_t, CUstream_st*);
 MT_INSTANTIATE_CROSS_ENTROPY_CUDA(float)
