@@ -23,8 +23,8 @@ class CrossEntropyLoss final : public Loss {
                           Tensor& grad_logits) override;
 
   /// Note [cross_entropy's targets on the device]: a float64 [3] on the logits' CUDA device makes
-  /// the calls check their labels there (unweighted; a weighted loss checks on the host), for the
-  /// caller to read later; undefined (the default) checks each call's labels on the host.
+  /// the calls check their labels (and class weights) there, for the caller to read later;
+  /// undefined (the default) checks each call's labels on the host.
   void set_target_check(Tensor check) { target_check_ = std::move(check); }
 
  private:

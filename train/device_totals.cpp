@@ -12,6 +12,52 @@
 
 namespace minitrain {
 
+DeviceSums::DeviceSums(Device device, int64_t n) : device_(device) {
+  MT_CHECK_AS(ValueError, n >= 1, "DeviceSums: want >= 1 sums, got ", n);
+  sums_ = Tensor::zeros({n}, DType::Float64, device);
+  widened_ = Tensor::zeros({1}, DType::Float64, device);
+  host_ = device.is_cuda() ? Tensor::empty_pinned({n}, DType::Float64)
+                           : Tensor::zeros({n}, DType::Float64);
+  if (device.is_cuda()) copied_.emplace(Event::create(device));
+}
+
+Tensor DeviceSums::view(int64_t first, int64_t n) const {
+  MT_CHECK_AS(ValueError, first >= 0 && n >= 1 && first + n <= size(), "DeviceSums::view: sums [",
+              first, ", ", first + n, ") of ", size());
+  return sums_.narrow(first, n);
+}
+
+void DeviceSums::add(int64_t i, const Tensor& value) {
+  MT_CHECK_AS(ShapeError, value.numel() == 1, "DeviceSums::add: the value ", value.shape(),
+              " is not one value");
+  MT_CHECK_AS(DeviceError, value.device() == device_, "DeviceSums::add: the value is on ",
+              value.device(), ", the sums on ", device_);
+  Tensor sum = view(i, 1);
+  const Tensor one = value.reshape({1});
+  if (one.dtype() == DType::Float64) {
+    minitrain::add(sum, sum, one);
+  } else {
+    cast(widened_, one);  // exact: float32 -> float64, as item() widens it
+    minitrain::add(sum, sum, widened_);
+  }
+}
+
+std::vector<double> DeviceSums::read() {
+  const std::size_t bytes = static_cast<std::size_t>(size()) * sizeof(double);
+  if (copied_) {
+    const Stream& stream = current_stream(device_);
+    copy_bytes_async(host_.raw_data(), Device::cpu(), sums_.raw_data(), device_, bytes, stream);
+    copied_->record(stream);
+    copied_->synchronize();  // the one wait of a read
+  } else {
+    copy_bytes(host_.raw_data(), Device::cpu(), sums_.raw_data(), device_, bytes);
+  }
+  const double* v = host_.data<double>();
+  std::vector<double> out(v, v + size());
+  zero_(sums_);  // queued after the copy: the next additions start from zeros
+  return out;
+}
+
 DeviceTotals::DeviceTotals(Device device, int64_t capacity) : device_(device), capacity_(capacity) {
   MT_CHECK_AS(ValueError, capacity >= 1, "DeviceTotals: capacity must be >= 1, got ", capacity);
   slots_ = Tensor::zeros({capacity * kFields}, DType::Float64, device);

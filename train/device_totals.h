@@ -14,6 +14,31 @@
 
 namespace minitrain {
 
+/// A few float64 running sums in device memory, added to by queued work and read together: one
+/// copy into pinned memory, an event and one wait (a plain copy on the CPU). The held-out
+/// evaluation's loss and counts (train/validation.cpp) stay here until its end.
+class DeviceSums {
+ public:
+  /// `n` sums (>= 1) on `device`, all 0.
+  DeviceSums(Device device, int64_t n);
+  Device device() const noexcept { return device_; }
+  int64_t size() const noexcept { return sums_.numel(); }
+  /// Sums [first, first + n) as a float64 view on device(), for a kernel to add into.
+  Tensor view(int64_t first, int64_t n) const;
+  /// sums[i] += value, a 0-d (or one-element) float32/float64 tensor on device(), widened to
+  /// float64 first (exact, as Tensor::item): the bits of the host's `sum += value.item()`.
+  void add(int64_t i, const Tensor& value);
+  /// Every sum, in order; then all are 0 again (queued after the copy).
+  std::vector<double> read();
+
+ private:
+  Device device_;
+  Tensor sums_;                  // [n] float64 on device_
+  Tensor widened_;               // [1] float64 on device_: a float32 value, widened
+  Tensor host_;                  // [n] float64, pinned on a GPU
+  std::optional<Event> copied_;  // recorded after the copy into host_
+};
+
 /// One step's totals as read back.
 struct StepTotals {
   double loss = 0.0;        ///< the mean of its batches' losses (their float64 sum / batches)

@@ -545,10 +545,14 @@ bool Trainer::read_in_step() const {
 }
 
 bool Trainer::counts_on_device() const {
-  // Without class weights the mean's divisor is a count, and with every row counted no batch is
-  // one to leave out (issue 30), so nothing about the labels is needed on the host.
-  return !read_in_step() && options_.every_row_counts && loss_->options().class_weights.empty() &&
-         dynamic_cast<const CrossEntropyLoss*>(loss_.get()) != nullptr;
+  // The mean's divisor is formed on the device (a count, or with class weights their sum in the
+  // host's row order), and with every row counted and every class weight above 0 no batch is one
+  // to leave out (issue 30), so nothing about the labels is needed on the host.
+  if (read_in_step() || !options_.every_row_counts) return false;
+  if (dynamic_cast<const CrossEntropyLoss*>(loss_.get()) == nullptr) return false;
+  for (double w : loss_->options().class_weights)
+    if (!(static_cast<float>(w) > 0)) return false;  // a batch of its class would count nothing
+  return true;
 }
 
 void Trainer::read_loss_now(StepStats& s, std::vector<double>& counts) {

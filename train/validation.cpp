@@ -8,6 +8,8 @@
 
 #include "core/error.h"
 #include "kernels/cast.h"
+#include "kernels/loss/cross_entropy.h"
+#include "nn/cross_entropy_loss.h"
 #include "train/class_metrics.h"
 
 namespace minitrain {
@@ -44,11 +46,55 @@ Validator::Validator(std::shared_ptr<const Dataset> data, ValidatorOptions optio
   loss_ = make_loss(sum);
 }
 
-ValMetrics Validator::evaluate(Module& model) {
+namespace {
+// Validator::on_device_'s sums: the loss, {correct, counted}, top-k correct, the label check.
+constexpr int64_t kLossSum = 0, kCounts = 1, kTopk = 3, kCheck = 4, kSums = 7;
+}  // namespace
+
+Validator::Rows Validator::batch_rows(int64_t begin, int64_t k) {
+  const int64_t n = rows(), f = data_->feature_dim(), t = data_->target_dim();
+  // On a GPU, every row once: gathered, then copied to the device for this and later evaluations.
+  if (options_.device.is_cuda() && !x_resident_.defined() &&
+      double(n) * double(f + t) * sizeof(float) <= double(options_.resident_bytes)) {
+    Tensor x = Tensor::empty({n, f});
+    y_host_ = Tensor::empty({n, t});
+    data_->gather(rows_, x, y_host_);
+    x_resident_ = x.to(options_.device);
+  }
+  if (x_resident_.defined()) return {x_resident_.narrow(begin, k), y_host_.narrow(begin, k)};
+  const std::vector<int64_t> idx(rows_.begin() + begin, rows_.begin() + begin + k);
+  Tensor x = Tensor::empty({k, f});
+  Tensor y = Tensor::empty({k, t});
+  data_->gather(idx, x, y);
+  return {x.to(options_.device), y};
+}
+
+Tensor Validator::batch_targets(const Rows& rows, int64_t begin, Device device) {
+  if (!x_resident_.defined()) return rows.y_host.to(device);
+  if (!y_resident_.defined() || y_resident_.device() != device) y_resident_ = y_host_.to(device);
+  return y_resident_.narrow(begin, rows.y_host.size(0));
+}
+
+void Validator::add_on_device(const Tensor& pred, const Tensor& target) {
+  if (!on_device_ || on_device_->device() != pred.device())
+    on_device_ = std::make_unique<DeviceSums>(pred.device(), kSums);
+  // cross-entropy checks the labels on the device, for the read at the end (Note
+  // [cross_entropy's targets on the device]).
+  auto* ce = dynamic_cast<CrossEntropyLoss*>(loss_.get());
+  if (ce != nullptr) ce->set_target_check(on_device_->view(kCheck, 3));
+  const Tensor loss = loss_->forward(pred, target);
+  if (ce != nullptr) ce->set_target_check(Tensor());
+  on_device_->add(kLossSum, loss);
+  if (loss_->target_kind() == TargetKind::ClassIndices) {
+    Tensor counts = on_device_->view(kCounts, 2), topk = on_device_->view(kTopk, 1);
+    cross_entropy_count_correct(counts, pred, target, options_.loss.ignore_index, options_.topk,
+                                options_.topk > 1 ? &topk : nullptr);
+  }
+}
+
+void Validator::evaluate_batches(Module& model, std::vector<double>& sums, bool& added_on_device,
+                                 int64_t& classes) {
   const bool classifier = loss_->target_kind() == TargetKind::ClassIndices;
-  // loss sum, mean divisor, rows, correct, top-k correct, counted, ranks stopped by a signal
-  std::vector<double> sums(7, 0.0);
-  model.eval();
   const auto n = static_cast<int64_t>(rows_.size());
   for (int64_t begin = 0; begin < n; begin += options_.batch_size) {
     // A stop request ends the evaluation between batches, not after every held-out row (issue 30).
@@ -57,25 +103,53 @@ ValMetrics Validator::evaluate(Module& model) {
       break;
     }
     const int64_t k = std::min(options_.batch_size, n - begin);
-    const std::vector<int64_t> idx(rows_.begin() + begin, rows_.begin() + begin + k);
-    Tensor x = Tensor::empty({k, data_->feature_dim()});
-    Tensor y = Tensor::empty({k, data_->target_dim()});
-    data_->gather(idx, x, y);
-    const Tensor out = model.forward(x.to(options_.device));
+    const Rows r = batch_rows(begin, k);
+    const Tensor out = model.forward(r.x);
     // A 16-bit model's prediction (mixed precision) is scored in float32, as in training.
     const Tensor pred = is_half(out.dtype()) ? cast(out, DType::Float32) : out;
-    const Tensor target = y.to(pred.device());
-    sums[0] += loss_->forward(pred, target).item();
-    sums[1] += mean_divisor(y, options_.loss, loss_->target_kind());
-    sums[2] += static_cast<double>(k);
-    if (classifier) {
-      const ClassCounts c = count_correct(pred, y, options_.topk, options_.loss.ignore_index);
-      sums[3] += c.correct;
-      sums[4] += c.topk_correct;
-      sums[5] += c.counted;
+    const Tensor target = batch_targets(r, begin, pred.device());
+    if (pred.device().is_cuda()) {  // added on the device, read once below (issue 35)
+      add_on_device(pred, target);
+      added_on_device = true;
+      if (classifier && pred.ndim() == 2) classes = pred.size(1);
+    } else {
+      sums[0] += loss_->forward(pred, target).item();
+      if (classifier) {
+        const ClassCounts c =
+            count_correct(pred, r.y_host, options_.topk, options_.loss.ignore_index);
+        sums[3] += c.correct;
+        sums[4] += c.topk_correct;
+        sums[5] += c.counted;
+      }
     }
+    sums[1] += mean_divisor(r.y_host, options_.loss, loss_->target_kind());
+    sums[2] += static_cast<double>(k);
+  }
+}
+
+ValMetrics Validator::evaluate(Module& model) {
+  const bool classifier = loss_->target_kind() == TargetKind::ClassIndices;
+  // loss sum, mean divisor, rows, correct, top-k correct, counted, ranks stopped by a signal
+  std::vector<double> sums(7, 0.0);
+  bool added_on_device = false;
+  int64_t classes = 0;  // the logits' columns, to name a bad label
+  model.eval();
+  try {
+    evaluate_batches(model, sums, added_on_device, classes);
+  } catch (...) {
+    on_device_.reset();  // partial sums: the next evaluation starts from zeros
+    throw;
   }
   model.train();
+  if (added_on_device) {  // the one read of the evaluation: one copy, one wait
+    const std::vector<double> d = on_device_->read();
+    throw_bad_cross_entropy_target("cross_entropy_forward", d.data() + kCheck, classes,
+                                   options_.loss.ignore_index);
+    sums[0] = d[kLossSum];  // each batch's loss widened and added in batch order: the host's bits
+    sums[3] = d[kCounts];
+    sums[4] = d[kTopk];
+    sums[5] = d[kCounts + 1];
+  }
   if (options_.sum_over_ranks) options_.sum_over_ranks(sums);
   ValMetrics m;
   m.rows = static_cast<int64_t>(sums[2]);

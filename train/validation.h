@@ -14,6 +14,7 @@
 #include "data/dataset.h"
 #include "nn/loss.h"
 #include "nn/module.h"
+#include "train/device_totals.h"
 #include "train/step_stats.h"
 
 namespace minitrain {
@@ -30,8 +31,17 @@ struct ValidatorOptions {
   /// Nonzero (a signal number, train/stop_signals.h) stops an evaluation at the next held-out
   /// batch: it returns ValMetrics::interrupted (on every rank when any rank stopped). Null: never.
   const std::atomic<int>* stop_requested = nullptr;
+  /// On a GPU, held-out rows (features and targets as float32) up to this many bytes are copied
+  /// there once and kept for every evaluation; more are copied batch by batch.
+  int64_t resident_bytes = int64_t{256} << 20;
 };
 
+/// On a GPU (issue 35) an evaluation reads the device once: the held-out rows stay on the device
+/// between evaluations (up to ValidatorOptions::resident_bytes; larger sets are copied batch by
+/// batch, each copy a wait), each batch's loss and counts are added in device memory
+/// (train/device_totals.h's DeviceSums, in batch order, so the host's bits), cross-entropy checks
+/// the labels there, and one copy with one event wait brings the sums back at the end. On the CPU
+/// it adds on the host.
 class Validator {
  public:
   /// ValueError for a null or empty data set, batch_size < 1, topk < 1 or a row out of range.
@@ -43,10 +53,28 @@ class Validator {
   int64_t rows() const noexcept { return static_cast<int64_t>(rows_.size()); }
 
  private:
+  // One batch's rows: features on options_.device, targets on the host (for mean_divisor).
+  struct Rows {
+    Tensor x, y_host;
+  };
+  Rows batch_rows(int64_t begin, int64_t k);
+  // The batch's targets on `device` (the predictions'): a view of the resident ones, or a copy.
+  Tensor batch_targets(const Rows& rows, int64_t begin, Device device);
+  // The loop over the batches: adds into `sums` (the host's) or into on_device_.
+  void evaluate_batches(Module& model, std::vector<double>& sums, bool& added_on_device,
+                        int64_t& classes);
+  // The batch's loss and counts added on the device (the labels checked there too).
+  void add_on_device(const Tensor& pred, const Tensor& target);
+
   std::shared_ptr<const Dataset> data_;
   ValidatorOptions options_;
   std::vector<int64_t> rows_;
   std::unique_ptr<Loss> loss_;  // reduction sum
+  // ---- on a GPU (issue 35) ----
+  Tensor x_resident_, y_host_;  // every row, gathered once: features on the GPU, targets here
+  Tensor y_resident_;           // the targets on the predictions' device
+  // loss, correct, counted, top-k correct, the label check (3): kSums below
+  std::unique_ptr<DeviceSums> on_device_;
 };
 
 /// torch's divisor of a mean over one batch of targets (on the host): the element count for value

@@ -67,26 +67,30 @@ void cross_entropy_rows_cpu(const T* logits, int64_t rows, int64_t cols,
 }
 
 template <typename T>
-void cross_entropy_count_correct_cpu(double* counts, const T* logits, const T* classes,
-                                     int64_t rows, int64_t cols, int64_t ignore_index) {
-  double correct = 0, counted = 0;
+void cross_entropy_count_correct_cpu(double* counts, double* topk, const T* logits,
+                                     const T* classes, int64_t rows, int64_t cols,
+                                     int64_t ignore_index, int64_t k) {
+  double correct = 0, counted = 0, in_topk = 0;
   for (int64_t i = 0; i < rows; ++i) {
     const T t = classes[i];
     if (cross_entropy_ignored(t, ignore_index)) continue;
     counted += 1;
     const double v = double(t);
-    if (v >= 0 && v < double(cols))
-      correct += cross_entropy_top1(logits + i * cols, cols, static_cast<int64_t>(v)) ? 1 : 0;
+    if (!(v >= 0 && v < double(cols))) continue;
+    const int64_t y = static_cast<int64_t>(v);
+    correct += cross_entropy_top1(logits + i * cols, cols, y) ? 1 : 0;
+    if (topk != nullptr) in_topk += cross_entropy_in_topk(logits + i * cols, cols, y, k) ? 1 : 0;
   }
   counts[0] += correct;
   counts[1] += counted;
+  if (topk != nullptr) topk[0] += in_topk;
 }
 
 #define MT_INSTANTIATE_CROSS_ENTROPY_CPU(T)                                                       \
   template void cross_entropy_rows_cpu<T>(const T*, int64_t, int64_t, const CrossEntropyArgs<T>&, \
                                           const CrossEntropyOutputs<T>&);                         \
-  template void cross_entropy_count_correct_cpu<T>(double*, const T*, const T*, int64_t, int64_t, \
-                                                   int64_t);
+  template void cross_entropy_count_correct_cpu<T>(double*, double*, const T*, const T*, int64_t, \
+                                                   int64_t, int64_t, int64_t);
 MT_INSTANTIATE_CROSS_ENTROPY_CPU(float)
 MT_INSTANTIATE_CROSS_ENTROPY_CPU(double)
 #undef MT_INSTANTIATE_CROSS_ENTROPY_CPU
@@ -100,6 +104,7 @@ struct CrossEntropyPlan {
   int64_t rows = 0, cols = 0;
   CrossEntropyCoefficients k{};
   double target_weight_total = 0;  // sum over non-ignored rows of w[y_i]
+  bool weighted = false;
 };
 
 template <typename T>
@@ -115,6 +120,11 @@ std::vector<double> host_doubles(const Tensor& t) {
            ", which is not a class index: logits have C = ", cols,
            " classes, so a target must be a whole number in [0, ", cols, ") or ignore_index (",
            ignore_index, ")");
+}
+
+// A class weight the check refuses: the one message of both checks.
+[[noreturn]] void throw_bad_weight(const char* op, int64_t c, double w) {
+  MT_THROW(ValueError, op, ": class_weights[", c, "] must be >= 0 but is ", w);
 }
 
 // On the device, the targets are neither copied nor checked here (Note [cross_entropy's targets
@@ -138,6 +148,7 @@ CrossEntropyPlan plan_cross_entropy(const char* op, const Tensor& logits, const 
   MT_CHECK_AS(ValueError, spec.label_smoothing >= 0 && spec.label_smoothing <= 1, op,
               ": label_smoothing must be in [0, 1] but is ", spec.label_smoothing);
   std::vector<double> weights;
+  plan.weighted = spec.class_weights.defined();
   if (spec.class_weights.defined()) {
     check_compatible(op, {{"class_weights", spec.class_weights}, {"logits", logits}});
     MT_CHECK_AS(ShapeError,
@@ -146,12 +157,14 @@ CrossEntropyPlan plan_cross_entropy(const char* op, const Tensor& logits, const 
                 " must have one weight per class"
                 " of logits ",
                 logits.shape(), " (", plan.cols, ")");
-    weights = dispatch_float(logits.dtype(), [&](auto zero) {
-      return host_doubles<decltype(zero)>(spec.class_weights);
-    });
-    for (size_t c = 0; c < weights.size(); ++c)
-      MT_CHECK_AS(ValueError, weights[c] >= 0, op, ": class_weights[", c, "] must be >= 0 but is ",
-                  weights[c]);
+    // On the device the weights are checked and totalled there (no copy).
+    if (!targets_on_device) {
+      weights = dispatch_float(logits.dtype(), [&](auto zero) {
+        return host_doubles<decltype(zero)>(spec.class_weights);
+      });
+      for (size_t c = 0; c < weights.size(); ++c)
+        if (!(weights[c] >= 0)) throw_bad_weight(op, int64_t(c), weights[c]);
+    }
   }
   if (targets_on_device) {
     MT_CHECK_AS(ShapeError,
@@ -181,9 +194,9 @@ CrossEntropyPlan plan_cross_entropy(const char* op, const Tensor& logits, const 
 
 template <typename T>
 CrossEntropyArgs<T> loop_args(const Tensor& classes, const CrossEntropySpec& spec,
-                              const CrossEntropyPlan& plan) {
+                              const CrossEntropyPlan& plan, const double* weight_total = nullptr) {
   return {classes.data<T>(), spec.class_weights.defined() ? spec.class_weights.data<T>() : nullptr,
-          spec.ignore_index, plan.k};
+          spec.ignore_index, plan.k, weight_total};
 }
 
 void check_loss_out(const char* op, const char* name, const Tensor& out, const Tensor& logits,
@@ -253,19 +266,23 @@ void run_cross_entropy(const char* op, Tensor* out, Tensor* grad, const Tensor* 
         Tensor row_loss;
         if (out != nullptr && !per_row)
           row_loss = Tensor::empty({plan.rows}, DType::Float64, logits.device());
-        // With the targets checked on the device, the mean's divisor is counted there too.
+        // With the targets checked on the device, the mean's divisor is formed there too (and
+        // with weights their total, {divisor, weight total}).
         Tensor device_divisor;
+        const T* weights = plan.weighted ? spec.class_weights.data<T>() : nullptr;
         if (on_device) {
-          device_divisor = Tensor::empty({1}, DType::Float64, logits.device());
-          cross_entropy_check_targets_cuda<T>(device_divisor.data<double>(),
-                                              spec.target_check.data<double>(), classes.data<T>(),
-                                              plan.rows, plan.cols, spec.ignore_index, stream);
+          device_divisor = Tensor::empty({2}, DType::Float64, logits.device());
+          cross_entropy_check_targets_cuda<T>(
+              device_divisor.data<double>(), spec.target_check.data<double>(), classes.data<T>(),
+              weights, plan.rows, plan.cols, spec.ignore_index, stream);
         }
         const double* divisor_at = on_device && mean ? device_divisor.data<double>() : nullptr;
+        const double* weight_total_at =
+            on_device && plan.weighted ? device_divisor.data<double>() + 1 : nullptr;
         const auto o =
             outputs(zero, row_loss.defined() ? row_loss.data<double>() : nullptr, divisor_at);
         cross_entropy_rows_cuda<T>(logits.data<T>(), plan.rows, plan.cols,
-                                   loop_args<T>(classes, spec, plan), o, stream);
+                                   loop_args<T>(classes, spec, plan, weight_total_at), o, stream);
         if (row_loss.defined() && divisor_at != nullptr)
           cross_entropy_mean_rows_cuda<T>(out->data<T>(), row_loss.data<double>(), plan.rows,
                                           divisor_at, stream);
@@ -281,18 +298,18 @@ Shape loss_shape(const Tensor& logits, Reduction reduction) {
 }  // namespace
 
 bool cross_entropy_checks_on_device(const Tensor& logits, const CrossEntropySpec& spec) {
-  return spec.target_check.defined() && !spec.class_weights.defined() && logits.defined() &&
-         logits.device().is_cuda();
+  return spec.target_check.defined() && logits.defined() && logits.device().is_cuda();
 }
 
 void throw_bad_cross_entropy_target(const char* op, const double* check, int64_t classes,
                                     int64_t ignore_index) {
   if (check[0] == 0) return;
+  if (check[0] == 2) throw_bad_weight(op, static_cast<int64_t>(check[1]), check[2]);
   throw_bad_target(op, static_cast<int64_t>(check[1]), check[2], classes, ignore_index);
 }
 
 void cross_entropy_count_correct(Tensor& counts, const Tensor& logits, const Tensor& classes,
-                                 int64_t ignore_index) {
+                                 int64_t ignore_index, int64_t k, Tensor* topk_counts) {
   const char* op = "cross_entropy_count_correct";
   check_compatible(op, {{"logits", logits}, {"classes", classes}});
   MT_CHECK_AS(ShapeError, logits.ndim() == 2 && classes.numel() == logits.size(0), op, ": logits ",
@@ -302,19 +319,28 @@ void cross_entropy_count_correct(Tensor& counts, const Tensor& logits, const Ten
               ": counts must be float64 [2] but is ", counts.dtype(), " ", counts.shape());
   MT_CHECK_AS(DeviceError, counts.device() == logits.device(), op, ": counts are on ",
               counts.device(), ", the logits on ", logits.device());
+  MT_CHECK_AS(ValueError, k >= 1, op, ": k must be >= 1, got ", k);
+  if (topk_counts != nullptr) {
+    MT_CHECK_AS(ShapeError, topk_counts->dtype() == DType::Float64 && topk_counts->numel() == 1, op,
+                ": topk_counts must be float64 [1] but is ", topk_counts->dtype(), " ",
+                topk_counts->shape());
+    MT_CHECK_AS(DeviceError, topk_counts->device() == logits.device(), op, ": topk_counts are on ",
+                topk_counts->device(), ", the logits on ", logits.device());
+  }
   const int64_t rows = logits.size(0), cols = logits.size(1);
   if (rows == 0) return;
+  double* topk = topk_counts != nullptr ? topk_counts->data<double>() : nullptr;
   dispatch_op(
       op, logits.device(), logits.dtype(),
       [&](auto zero) {
         using T = decltype(zero);
-        cross_entropy_count_correct_cpu<T>(counts.data<double>(), logits.data<T>(),
-                                           classes.data<T>(), rows, cols, ignore_index);
+        cross_entropy_count_correct_cpu<T>(counts.data<double>(), topk, logits.data<T>(),
+                                           classes.data<T>(), rows, cols, ignore_index, k);
       },
       [&](auto zero, auto stream) {
         using T = decltype(zero);
-        cross_entropy_count_correct_cuda<T>(counts.data<double>(), logits.data<T>(),
-                                            classes.data<T>(), rows, cols, ignore_index, stream);
+        cross_entropy_count_correct_cuda<T>(counts.data<double>(), topk, logits.data<T>(),
+                                            classes.data<T>(), rows, cols, ignore_index, k, stream);
       });
 }
 

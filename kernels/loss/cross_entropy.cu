@@ -80,7 +80,9 @@ __global__ void cross_entropy_rows_kernel(const T* logits, int64_t rows, int64_t
     if (a.k.smoothing) weighted_shifted = warp_sum(weighted_shifted);
     const double lse = ::log(sum_exp);
     const double w_y = a.weights ? double(a.weights[y]) : 1.0;
-    const double loss = cross_entropy_row_loss(a.k, lse, double(x[y] - m), w_y, weighted_shifted);
+    CrossEntropyCoefficients k = a.k;
+    if (a.weight_total != nullptr) k.weight_total = a.weight_total[0];
+    const double loss = cross_entropy_row_loss(k, lse, double(x[y] - m), w_y, weighted_shifted);
     __syncwarp();  // every lane has read x[y] before any lane overwrites it (grad == logits)
     if (lane == 0) {
       if (o.row_loss != nullptr) o.row_loss[i] = loss;
@@ -90,7 +92,7 @@ __global__ void cross_entropy_rows_kernel(const T* logits, int64_t rows, int64_t
       const double inv_total = o.divisor != nullptr ? 1.0 / o.divisor[0] : o.inv_total;
       const double scale = (o.grad_out ? double(o.grad_out[o.per_row ? i : 0]) : 1.0) * inv_total;
       for (int64_t j = lane; j < cols; j += kWarp)
-        grad[j] = cross_entropy_grad<T>(a.k, x[j] - m, lse, w_y,
+        grad[j] = cross_entropy_grad<T>(k, x[j] - m, lse, w_y,
                                         a.weights ? double(a.weights[j]) : 1.0, j == y, scale);
     }
   }
@@ -106,12 +108,54 @@ __global__ void cross_entropy_mean_rows_kernel(T* out, const double* row_loss, i
   if (threadIdx.x == 0) out[0] = static_cast<T>(acc / divisor[0]);
 }
 
-// One block: the non-ignored rows counted (whole numbers in double: exact in any order) with
-// the bad ones; when there is one and the check is empty, thread 0 finds the first in row order.
+// With weights, thread 0 alone: sums of doubles have the host's bits only in the host's order
+// (rows, then classes, each from 0.0), and it meets the first bad row (or weight) on the way.
+template <typename T>
+__device__ void check_weighted_targets(double* divisor, double* check, const T* classes,
+                                       const T* weights, int64_t rows, int64_t cols,
+                                       int64_t ignore_index) {
+  double target_weights = 0, bad_row = -1;
+  for (int64_t i = 0; i < rows; ++i) {
+    const T t = classes[i];
+    if (cross_entropy_ignored(t, ignore_index)) continue;
+    if (!cross_entropy_valid_target(t, cols)) {
+      if (bad_row < 0) bad_row = double(i);
+      continue;
+    }
+    target_weights += double(weights[static_cast<int64_t>(t)]);
+  }
+  double total = 0, bad_class = -1;
+  for (int64_t c = 0; c < cols; ++c) {
+    const double w = double(weights[c]);
+    if (!(w >= 0) && bad_class < 0) bad_class = double(c);
+    total += w;
+  }
+  divisor[0] = target_weights;
+  divisor[1] = total;
+  if (check[0] != 0) return;
+  if (bad_class >= 0) {  // the host check looks at the weights first
+    check[0] = 2;
+    check[1] = bad_class;
+    check[2] = double(weights[static_cast<int64_t>(bad_class)]);
+  } else if (bad_row >= 0) {
+    check[0] = 1;
+    check[1] = bad_row;
+    check[2] = double(classes[static_cast<int64_t>(bad_row)]);
+  }
+}
+
+// One block. Without weights: the non-ignored rows counted (whole numbers in double: exact in
+// any order) with the bad ones; when there is one and the check is empty, thread 0 finds the
+// first in row order. With weights: check_weighted_targets.
 template <typename T>
 __global__ void cross_entropy_check_targets_kernel(double* divisor, double* check, const T* classes,
-                                                   int64_t rows, int64_t cols,
+                                                   const T* weights, int64_t rows, int64_t cols,
                                                    int64_t ignore_index) {
+  if (weights != nullptr) {  // the same for the whole block: no barrier below is reached
+    if (threadIdx.x == 0)
+      check_weighted_targets(divisor, check, classes, weights, rows, cols, ignore_index);
+    return;
+  }
   double counted = 0, bad = 0;
   for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
     if (cross_entropy_ignored(classes[i], ignore_index)) continue;
@@ -134,26 +178,33 @@ __global__ void cross_entropy_check_targets_kernel(double* divisor, double* chec
   }
 }
 
-// One block: each thread its rows' top-1 test, folded; thread 0 adds to the counts.
+// One block: each thread its rows' top-1 (and top-k) test, folded; thread 0 adds to the counts.
 template <typename T>
-__global__ void cross_entropy_count_correct_kernel(double* counts, const T* logits,
+__global__ void cross_entropy_count_correct_kernel(double* counts, double* topk, const T* logits,
                                                    const T* classes, int64_t rows, int64_t cols,
-                                                   int64_t ignore_index) {
-  double correct = 0, counted = 0;
+                                                   int64_t ignore_index, int64_t k) {
+  double correct = 0, counted = 0, in_topk = 0;
   for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
     const T t = classes[i];
     if (cross_entropy_ignored(t, ignore_index)) continue;
     counted += 1;
     const double v = double(t);
-    if (v >= 0 && v < double(cols))
-      correct += cross_entropy_top1(logits + i * cols, cols, static_cast<int64_t>(v)) ? 1 : 0;
+    if (!(v >= 0 && v < double(cols))) continue;
+    const int64_t y = static_cast<int64_t>(v);
+    correct += cross_entropy_top1(logits + i * cols, cols, y) ? 1 : 0;
+    if (topk != nullptr) in_topk += cross_entropy_in_topk(logits + i * cols, cols, y, k) ? 1 : 0;
   }
   correct = block_reduce<reduce_detail::SumOf>(correct);
-  __syncthreads();  // the second fold reuses the first's shared slots (block_reduce.cuh)
+  __syncthreads();  // each fold reuses the one before's shared slots (block_reduce.cuh)
   counted = block_reduce<reduce_detail::SumOf>(counted);
+  if (topk != nullptr) {  // the same for every thread of the block: no divergent barrier
+    __syncthreads();
+    in_topk = block_reduce<reduce_detail::SumOf>(in_topk);
+  }
   if (threadIdx.x == 0) {
     counts[0] += correct;
     counts[1] += counted;
+    if (topk != nullptr) topk[0] += in_topk;
   }
 }
 
@@ -186,19 +237,21 @@ void cross_entropy_mean_rows_cuda(T* out, const double* row_loss, int64_t rows,
 
 template <typename T>
 void cross_entropy_check_targets_cuda(double* divisor, double* check, const T* classes,
-                                      int64_t rows, int64_t cols, int64_t ignore_index,
-                                      CUstream_st* stream) {
+                                      const T* weights, int64_t rows, int64_t cols,
+                                      int64_t ignore_index, CUstream_st* stream) {
+  // With weights one thread does the work: a warp, not a block, is launched.
   cross_entropy_check_targets_kernel<T>
-      <<<1, kBlock, 0, as_cuda(stream)>>>(divisor, check, classes, rows, cols, ignore_index);
+      <<<1, weights != nullptr ? kWarp : kBlock, 0, as_cuda(stream)>>>(
+          divisor, check, classes, weights, rows, cols, ignore_index);
   CHECK_CUDA_LAUNCH();
 }
 
 template <typename T>
-void cross_entropy_count_correct_cuda(double* counts, const T* logits, const T* classes,
-                                      int64_t rows, int64_t cols, int64_t ignore_index,
-                                      CUstream_st* stream) {
-  cross_entropy_count_correct_kernel<T>
-      <<<1, kBlock, 0, as_cuda(stream)>>>(counts, logits, classes, rows, cols, ignore_index);
+void cross_entropy_count_correct_cuda(double* counts, double* topk, const T* logits,
+                                      const T* classes, int64_t rows, int64_t cols,
+                                      int64_t ignore_index, int64_t k, CUstream_st* stream) {
+  cross_entropy_count_correct_kernel<T><<<1, kBlock, 0, as_cuda(stream)>>>(
+      counts, topk, logits, classes, rows, cols, ignore_index, k);
   CHECK_CUDA_LAUNCH();
 }
 
@@ -208,10 +261,10 @@ void cross_entropy_count_correct_cuda(double* counts, const T* logits, const T* 
   template void cross_entropy_sum_rows_cuda<T>(T*, const double*, int64_t, double, CUstream_st*);  \
   template void cross_entropy_mean_rows_cuda<T>(T*, const double*, int64_t, const double*,         \
                                                 CUstream_st*);                                     \
-  template void cross_entropy_check_targets_cuda<T>(double*, double*, const T*, int64_t, int64_t,  \
-                                                    int64_t, CUstream_st*);                        \
-  template void cross_entropy_count_correct_cuda<T>(double*, const T*, const T*, int64_t, int64_t, \
-                                                    int64_t, CUstream_st*);
+  template void cross_entropy_check_targets_cuda<T>(double*, double*, const T*, const T*, int64_t, \
+                                                    int64_t, int64_t, CUstream_st*);               \
+  template void cross_entropy_count_correct_cuda<T>(double*, double*, const T*, const T*, int64_t, \
+                                                    int64_t, int64_t, int64_t, CUstream_st*);
 MT_INSTANTIATE_CROSS_ENTROPY_CUDA(float)
 MT_INSTANTIATE_CROSS_ENTROPY_CUDA(double)
 #undef MT_INSTANTIATE_CROSS_ENTROPY_CUDA

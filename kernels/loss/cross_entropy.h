@@ -15,13 +15,18 @@
 //
 // Note [cross_entropy's targets on the device]: a caller that checked its labels once (the
 // trainer checks them at load) may skip that copy by handing a `target_check` tensor (float64 [3]
-// on the logits' CUDA device) without class weights. Nothing is then read by the host: one
-// kernel counts the non-ignored rows into a device scratch (the mean's divisor: a count, exact in
-// any order, so the bits of the host's) and, if the check holds no bad target yet, writes the
-// first bad row into it: {1, row, target}; the rows kernel reads the divisor from device memory
-// and gives a bad row a NaN loss and gradient (it never indexes with it). The caller reads the
-// check later (with the loss) and throw_bad_cross_entropy_target names the row as the host check
-// would. With class weights, or on the CPU, the call checks on the host as above.
+// on the logits' CUDA device). Nothing is then read by the host: one kernel forms the mean's
+// divisor into a device scratch and, if the check holds no bad target yet, writes the first bad
+// row into it: {1, row, target}; the rows kernel reads the divisor from device memory and gives
+// a bad row a NaN loss and gradient (it never indexes with it). Without class weights the divisor
+// is a count of the non-ignored rows (whole numbers: exact in any order, so a block's fold has
+// the host's bits). With them it is a sum of doubles, whose bits depend on the order: one thread
+// adds w[y_i] in row order from 0.0, as the host loop does, so the same bits (N additions in one
+// thread: microseconds for a batch of thousands); the same thread adds the weights' total (label
+// smoothing's W) in class order and checks each weight, recording the first negative (or NaN)
+// one as {2, class, weight} (before any bad target, as the host checks the weights first). The
+// caller reads the check later (with the loss) and throw_bad_cross_entropy_target names the row (or
+// the weight) as the host check would. On the CPU the call checks on the host as above.
 
 #include <cstdint>
 
@@ -39,8 +44,8 @@ struct CrossEntropySpec {
   double label_smoothing = 0.0;  ///< in [0, 1]
   int64_t ignore_index = -100;   ///< rows with this target count for nothing
   /// Undefined: check the targets on the host. Else float64 [3] on the logits' CUDA device,
-  /// {0, 0, 0} until a bad target is met (Note [cross_entropy's targets on the device]); used
-  /// only without class_weights (a weighted call checks on the host).
+  /// {0, 0, 0} until a bad target (or class weight) is met (Note [cross_entropy's targets on the
+  /// device]).
   Tensor target_check;
 };
 
@@ -48,7 +53,8 @@ struct CrossEntropySpec {
 bool cross_entropy_checks_on_device(const Tensor& logits, const CrossEntropySpec& spec);
 
 /// ValueError naming the row and target of a `target_check` that recorded one ({1, row, value},
-/// read on the host), worded as the host check's; returns when check[0] == 0.
+/// read on the host), or the class and weight of a negative weight ({2, class, weight}), worded
+/// as the host check's; returns when check[0] == 0.
 void throw_bad_cross_entropy_target(const char* op, const double* check, int64_t classes,
                                     int64_t ignore_index);
 
@@ -56,9 +62,13 @@ void throw_bad_cross_entropy_target(const char* op, const double* check, int64_t
 /// dtype and device) to counts (float64 [2] on that device): {rows whose class is the first
 /// maximum of its row (torch.argmax's), rows whose class is not ignore_index}. A target that is
 /// not in [0, C) is counted and never correct (train/class_metrics.h's count_correct with k = 1).
-/// Queued on the device: no host read. Integer counts in float64: exact in any order.
+/// Queued on the device: no host read. Integer counts in float64: exact in any order. With
+/// `topk_counts` (float64 [1] on that device) it also adds the rows whose class ranks below `k`
+/// (count_correct's top-k: the classes with a larger logit, and those with an equal one and a
+/// smaller index, number fewer than k).
 void cross_entropy_count_correct(Tensor& counts, const Tensor& logits, const Tensor& classes,
-                                 int64_t ignore_index);
+                                 int64_t ignore_index, int64_t k = 1,
+                                 Tensor* topk_counts = nullptr);
 
 /// Mean/Sum: out is 0-d; None: out is [N], 0 for ignored rows. Mean divides by the sum of the
 /// weights of the non-ignored rows' targets (their count without weights): NaN when every row is
@@ -93,6 +103,8 @@ struct CrossEntropyArgs {
   const T* weights;  ///< [C] class weights, or nullptr for all 1
   int64_t ignore_index;
   CrossEntropyCoefficients k;
+  /// Non-null (CUDA, weights checked on the device): k.weight_total is read there.
+  const double* weight_total = nullptr;
 };
 
 /// What the loops produce; every pointer may be null (that output is skipped).
@@ -129,6 +141,16 @@ MT_HOST_DEVICE bool cross_entropy_top1(const T* row, int64_t cols, int64_t targe
   return true;
 }
 
+/// Whether class `target` ranks below k in its row: fewer than k classes have a larger logit or
+/// an equal one and a smaller index (train/class_metrics.h's rule); target in [0, cols).
+template <typename T>
+MT_HOST_DEVICE bool cross_entropy_in_topk(const T* row, int64_t cols, int64_t target, int64_t k) {
+  int64_t rank = 0;
+  for (int64_t j = 0; j < cols && rank < k; ++j)
+    rank += row[j] > row[target] || (row[j] == row[target] && j < target);
+  return rank < k;
+}
+
 template <typename T>
 void cross_entropy_rows_cpu(const T* logits, int64_t rows, int64_t cols,
                             const CrossEntropyArgs<T>& args, const CrossEntropyOutputs<T>& outs);
@@ -144,19 +166,24 @@ void cross_entropy_sum_rows_cuda(T* out, const double* row_loss, int64_t rows, d
 template <typename T>
 void cross_entropy_mean_rows_cuda(T* out, const double* row_loss, int64_t rows,
                                   const double* divisor, CUstream_st* stream);
-/// divisor[0] = the count of rows whose target is not ignore_index; if check[0] == 0 and a
-/// non-ignored target is not a class index, check = {1, first such row, its target}.
+/// Without weights: divisor[0] = the count of rows whose target is not ignore_index. With
+/// weights ([cols]): divisor[0] = sum of weights[y_i] over those rows in row order and
+/// divisor[1] = sum of the weights in class order, each from 0.0 in double, as the host's loops.
+/// If check[0] == 0: a weight that is not >= 0 sets check = {2, first such class, its weight},
+/// else a non-ignored target that is not a class index sets {1, first such row, its target}.
 template <typename T>
 void cross_entropy_check_targets_cuda(double* divisor, double* check, const T* classes,
-                                      int64_t rows, int64_t cols, int64_t ignore_index,
-                                      CUstream_st* stream);
-/// counts[0] += top-1 rows, counts[1] += non-ignored rows (cross_entropy_count_correct).
+                                      const T* weights, int64_t rows, int64_t cols,
+                                      int64_t ignore_index, CUstream_st* stream);
+/// counts[0] += top-1 rows, counts[1] += non-ignored rows, and with topk non-null topk[0] +=
+/// rows whose class ranks below k (cross_entropy_count_correct).
 template <typename T>
-void cross_entropy_count_correct_cpu(double* counts, const T* logits, const T* classes,
-                                     int64_t rows, int64_t cols, int64_t ignore_index);
+void cross_entropy_count_correct_cpu(double* counts, double* topk, const T* logits,
+                                     const T* classes, int64_t rows, int64_t cols,
+                                     int64_t ignore_index, int64_t k);
 template <typename T>
-void cross_entropy_count_correct_cuda(double* counts, const T* logits, const T* classes,
-                                      int64_t rows, int64_t cols, int64_t ignore_index,
-                                      CUstream_st* stream);
+void cross_entropy_count_correct_cuda(double* counts, double* topk, const T* logits,
+                                      const T* classes, int64_t rows, int64_t cols,
+                                      int64_t ignore_index, int64_t k, CUstream_st* stream);
 
 }  // namespace minitrain

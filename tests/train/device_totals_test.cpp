@@ -97,6 +97,26 @@ TEST_P(DeviceTotalsTest, AddsAClassifiersCountsAndCheckToTheOpenStep) {
       {"want float64 [5], got float32"});
 }
 
+// DeviceSums (the held-out evaluation's): float32 values widened and added in order, the bits of
+// the host's `sum += value.item()`; one read brings every sum back and starts them afresh.
+TEST_P(DeviceTotalsTest, DeviceSumsAddInOrderAndReadTogether) {
+  DeviceSums sums(device(), 3);
+  const float a = 0.1f, b = 0.2f;
+  sums.add(0, scalar(a, device()));
+  sums.add(0, scalar(b, device()));
+  sums.add(2, Tensor::from_vector(std::vector<double>{0.3}, {}).to(device()));
+  Tensor middle = sums.view(1, 1);
+  EXPECT_EQ(middle.device(), device());
+  const std::vector<double> got = sums.read();
+  EXPECT_EQ(got, (std::vector<double>{0.0 + double(a) + double(b), 0.0, 0.3}));  // bit for bit
+  EXPECT_EQ(sums.read(), (std::vector<double>{0, 0, 0}));
+  testing::expect_error<ShapeError>(
+      [&] { sums.add(1, Tensor::zeros({2}, DType::Float32, device())); }, {"is not one value"});
+  testing::expect_error<ValueError>([&] { sums.view(2, 2); }, {"sums [2, 4) of 3"});
+  testing::expect_error<ValueError>([] { DeviceSums(Device::cpu(), 0); },
+                                    {"want >= 1 sums, got 0"});
+}
+
 MT_INSTANTIATE_DEVICE_TEST_SUITE(DeviceTotalsTest);
 
 }  // namespace

@@ -44,6 +44,9 @@
 #include "optim/make_optimizer.h"
 #include "train/device_totals.h"
 #include "train/run_training.h"
+#include "train/class_metrics.h"
+#include "train/validation.h"
+#include "nn/mlp.h"
 
 #if MINITRAIN_CUDA_EMULATED
 #include "cuda_emu/api_counts.h"
@@ -255,9 +258,13 @@ TEST(CudaStepCounts, NoHostReadInsideAStepWhenTheLogIsEveryFewSteps) {
   std::vector<Column> columns{{"MSE + Adam (default)", regression(dir)},
                               {"cross_entropy + --val-split", classifier(dir)},
                               {"+ --clip-grad-norm", regression(dir)},
-                              {"+ --precision fp16", regression(dir)}};
+                              {"+ --precision fp16", regression(dir)},
+                              {"cross_entropy + --class-weights", classifier(dir)}};
   columns[2].config.clip_grad_norm = 1.0;
   columns[3].config.precision = "fp16";
+  write_npy(dir.path("weights.npy"),
+            Tensor::from_vector(std::vector<float>{0.3f, 1.7f, 0.9f}, {3}));
+  columns[4].config.class_weights = dir.path("weights.npy");
   std::vector<std::vector<StepCounts>> steps;
   for (Column& col : columns) {
     col.config.log = dir.path("log.jsonl");
@@ -281,7 +288,12 @@ TEST(CudaStepCounts, NoHostReadInsideAStepWhenTheLogIsEveryFewSteps) {
       // (cudaMalloc moves by a few between the two runs: the loader's worker allocates the
       // batches it prepares ahead at a time set by thread timing.)
       EXPECT_EQ(s.frees, 0);
-      if (i == 1 && s.loop_d2h_copies > 0) {
+      const bool classifier_column = i == 1 || i == 4;
+      if (classifier_column && s.loop_d2h_copies > 0) {
+        // The evaluation's step reads twice: the steps' totals (an evaluation is a read point)
+        // and the evaluation's own sums, once (train/validation.h); each a copy and an event wait.
+        EXPECT_EQ(s.loop_d2h_copies, 2) << "step " << k + 4;
+        EXPECT_EQ(s.loop_host_syncs, 2) << "step " << k + 4;
         ++reading_steps;
         continue;
       }
@@ -289,7 +301,7 @@ TEST(CudaStepCounts, NoHostReadInsideAStepWhenTheLogIsEveryFewSteps) {
       EXPECT_EQ(s.loop_host_syncs, 0) << "step " << k + 4;
       EXPECT_EQ(s.d2h_copies, 0) << "step " << k + 4;
     }
-    EXPECT_EQ(reading_steps, i == 1 ? 1 : 0) << "the classifier's evaluation reads, once";
+    EXPECT_EQ(reading_steps, i == 1 || i == 4 ? 1 : 0) << "the classifier's evaluation reads, once";
   }
   // Clipping as multi-tensor launches (issue 35, kernels/multi_tensor_norm.h): the norm's two
   // launches (every tensor's partials, one fold), the scale's one and the norm's add into the
@@ -310,43 +322,210 @@ std::vector<nlohmann::json> log_lines(const std::string& path) {
   return lines;
 }
 
-// The classifier's counts on the device are the host's: a run whose class weights are all 1 takes
-// the host path (a weighted loss checks its labels on the host and reads them) with the same
-// bits (times 1.0 is exact, the divisor the same count), so its log lines (loss, accuracy,
-// held-out values) and weights must equal the device path's.
-TEST(CudaClassifierStep, CountsAndLossOnTheDeviceEqualTheHostPathsBitForBit) {
+// ---- the held-out evaluation on the device (issue 35) ----
+
+// n rows of 3 classes (the argmax of a synthetic regression), every `ignore_every`-th labelled
+// ignore_index (0: none); with `bad_row` >= 0 that row's label is 5, not a class.
+std::shared_ptr<TensorDataset> classes_of(int64_t n, uint64_t seed, int64_t ignore_every,
+                                          int64_t bad_row = -1) {
+  const TensorDataset rows = make_synthetic_regression(n, 4, 3, seed);
+  const std::vector<float> y = rows.targets().to_vector<float>();
+  std::vector<float> labels;
+  for (std::size_t i = 0; i < y.size(); i += 3)
+    labels.push_back(
+        static_cast<float>(std::max_element(y.begin() + i, y.begin() + i + 3) - (y.begin() + i)));
+  for (int64_t i = ignore_every - 1; ignore_every > 0 && i < n; i += ignore_every)
+    labels[static_cast<std::size_t>(i)] = -100.0f;
+  if (bad_row >= 0) labels[static_cast<std::size_t>(bad_row)] = 5.0f;
+  return std::make_shared<TensorDataset>(rows.features(), Tensor::from_vector(labels, {n, 1}));
+}
+
+// 37 held-out rows, every 7th labelled ignore_index.
+std::shared_ptr<TensorDataset> held_out_classes(int64_t bad_row = -1) {
+  return classes_of(37, 9, 7, bad_row);
+}
+
+// The evaluation as it was before issue 35, batch by batch with a read each: the reference.
+ValMetrics evaluation_reading_each_batch(Module& model, const TensorDataset& data,
+                                         const ValidatorOptions& o) {
+  LossOptions sum = o.loss;
+  sum.reduction = Reduction::Sum;
+  const std::unique_ptr<Loss> loss = make_loss(sum);
+  double loss_sum = 0, divisor = 0, correct = 0, topk_correct = 0, counted = 0;
+  model.eval();
+  for (int64_t begin = 0; begin < data.size(); begin += o.batch_size) {
+    const int64_t k = std::min(o.batch_size, data.size() - begin);
+    std::vector<int64_t> idx(static_cast<std::size_t>(k));
+    for (int64_t i = 0; i < k; ++i) idx[static_cast<std::size_t>(i)] = begin + i;
+    Tensor x = Tensor::empty({k, data.feature_dim()}), y = Tensor::empty({k, 1});
+    data.gather(idx, x, y);
+    const Tensor pred = model.forward(x.to(o.device));
+    loss_sum += loss->forward(pred, y.to(o.device)).item();
+    divisor += mean_divisor(y, o.loss, TargetKind::ClassIndices);
+    const ClassCounts c = count_correct(pred, y, o.topk, o.loss.ignore_index);
+    correct += c.correct;
+    topk_correct += c.topk_correct;
+    counted += c.counted;
+  }
+  model.train();
+  ValMetrics m;
+  m.rows = data.size();
+  m.loss = loss_sum / divisor;
+  m.accuracy = correct / counted;
+  if (o.topk > 1) m.topk_accuracy = topk_correct / counted;
+  return m;
+}
+
+// The held-out evaluation on cuda:0 keeps its sums on the device and reads them once (one copy
+// and one event wait an evaluation; the rows were copied there by the first), with the bits of
+// the loop that read each batch: the float32 losses widened and added in batch order, the counts
+// whole numbers; with class weights the labels are checked there too (their weighted divisor in
+// row order, Note [cross_entropy's targets on the device]). Held-out sets too large to keep there
+// are copied batch by batch, the same bits.
+TEST(CudaClassifierStep, TheHeldOutEvaluationReadsOnceWithTheBitsOfAReadPerBatch) {
   SKIP_UNLESS_EMULATED_CUDA();
-  ScratchDir dir;
-  TrainConfig device = classifier(dir);
-  device.steps = 8;
-  device.epochs.reset();
-  device.log_every = 1;
-  device.log = dir.path("device.jsonl");
-  device.save = dir.path("device.safetensors");
-  TrainConfig host = device;
-  write_npy(dir.path("ones.npy"), Tensor::from_vector(std::vector<float>{1, 1, 1}, {3}));
-  host.class_weights = dir.path("ones.npy");
-  host.log = dir.path("host.jsonl");
-  host.save = dir.path("host.safetensors");
-  std::ostringstream info, progress;
-  run_training(device, info, progress);
-  run_training(host, info, progress);
-  const std::vector<nlohmann::json> d = log_lines(device.log), h = log_lines(host.log);
-  ASSERT_EQ(d.size(), h.size());
-  ASSERT_GE(d.size(), 8u);
-  for (std::size_t i = 0; i < d.size(); ++i) {
-    SCOPED_TRACE(i);
-    for (const char* key : {"loss", "accuracy", "val_loss", "val_accuracy"}) {
-      ASSERT_EQ(d[i].contains(key), h[i].contains(key)) << key;
-      if (d[i].contains(key)) {
-        EXPECT_EQ(d[i][key].dump(), h[i][key].dump()) << key;
+#if MINITRAIN_CUDA_EMULATED
+  const Device gpu = Device::cuda(0);
+  const std::shared_ptr<TensorDataset> data = held_out_classes();
+  Generator gen(17);
+  const std::unique_ptr<Sequential> model = make_mlp({4, 16, 3}, Activation::ReLU, gen, gpu);
+  struct Case {
+    const char* name;
+    int64_t topk, resident_bytes;
+    std::vector<double> class_weights;
+  };
+  for (const Case& k :
+       {Case{"top-1", 1, int64_t{1} << 20, {}}, Case{"top-2", 2, int64_t{1} << 20, {}},
+        Case{"top-2, copied batch by batch", 2, 0, {}},
+        Case{"class weights, top-2", 2, int64_t{1} << 20, {0.3, 1.7, 0.9}}}) {
+    SCOPED_TRACE(k.name);
+    ValidatorOptions o;
+    o.loss.name = "cross_entropy";
+    o.loss.class_weights = k.class_weights;
+    o.batch_size = 8;  // 5 batches, the last of 5 rows
+    o.device = gpu;
+    o.topk = k.topk;
+    o.resident_bytes = k.resident_bytes;
+    Validator v(data, o);
+    const ValMetrics want = evaluation_reading_each_batch(*model, *data, o);
+    const ValMetrics first = v.evaluate(*model);
+    const mtemu::ApiCounts before = mtemu::api_counts_of_this_thread();
+    const ValMetrics got = v.evaluate(*model);
+    const mtemu::ApiCounts after = mtemu::api_counts_of_this_thread();
+    for (const ValMetrics* m : {&first, &got}) {
+      EXPECT_EQ(m->rows, 37);
+      EXPECT_GT(m->loss, 0.0);
+      EXPECT_EQ(m->loss, want.loss);  // bit for bit
+      EXPECT_EQ(m->accuracy, want.accuracy);
+      if (k.topk > 1) {
+        EXPECT_EQ(m->topk_accuracy, want.topk_accuracy);
+        EXPECT_GE(m->topk_accuracy, m->accuracy);
       }
     }
-    EXPECT_TRUE(d[i].contains("accuracy"));
+    EXPECT_GT(after.launches, before.launches);
+    if (k.resident_bytes > 0) {  // the one read
+      EXPECT_EQ(after.device_to_host_copies - before.device_to_host_copies, 1u);
+      EXPECT_EQ(after.host_syncs - before.host_syncs, 1u);
+    } else {  // and the 5 batches' two copies to the device, each waited for
+      EXPECT_EQ(after.device_to_host_copies - before.device_to_host_copies, 1u);
+      EXPECT_EQ(after.host_syncs - before.host_syncs, 11u);
+    }
   }
-  const SafetensorsFile got = read_safetensors(device.save), want = read_safetensors(host.save);
-  for (const auto& [name, tensor] : want.tensors)
-    EXPECT_EQ(got.at(name).to_double_vector(), tensor.to_double_vector()) << name;
+#endif
+}
+
+// A label the held-out evaluation's device check refuses is named at its read, in the words of
+// the check that read each batch (its row in the batch, its value, C and ignore_index).
+TEST(CudaClassifierStep, AHeldOutLabelCheckedOnTheDeviceIsNamedAtTheRead) {
+  SKIP_UNLESS_EMULATED_CUDA();
+  const Device gpu = Device::cuda(0);
+  const std::shared_ptr<TensorDataset> data = held_out_classes(/*bad_row=*/11);  // batch 2, row 3
+  Generator gen(17);
+  const std::unique_ptr<Sequential> model = make_mlp({4, 16, 3}, Activation::ReLU, gen, gpu);
+  ValidatorOptions o;
+  o.loss.name = "cross_entropy";
+  o.batch_size = 8;
+  o.device = gpu;
+  Validator v(data, o);
+  const std::string want =
+      testing::error_message([&] { evaluation_reading_each_batch(*model, *data, o); });
+  EXPECT_THAT(want, ::testing::HasSubstr("row 3 has target 5"));
+  EXPECT_EQ(testing::error_message([&] { v.evaluate(*model); }), want);
+  // The next evaluation starts afresh: the same error, not a sum over two evaluations.
+  EXPECT_EQ(testing::error_message([&] { v.evaluate(*model); }), want);
+}
+
+// A classifier trained on cuda:0 through Trainer: TrainerOptions::every_row_counts picks the path
+// (true: the labels checked, the divisor formed and the rows counted on the device, read with the
+// loss; false: the host reads the labels and logits each step, as before issue 35). 48 training
+// rows in batches of 8 (6 steps an epoch), the 37 held-out ones evaluated every 3 steps.
+struct ClassifierRun {
+  std::vector<StepStats> steps;
+  std::vector<std::string> weights;  // each parameter's bytes
+};
+
+ClassifierRun train_classifier(const LossOptions& loss, bool every_row_counts, int64_t steps) {
+  const Device gpu = Device::cuda(0);
+  Generator gen(5);
+  const std::unique_ptr<Sequential> model = make_mlp({4, 16, 16, 3}, Activation::ReLU, gen, gpu);
+  OptimizerConfig oc;
+  oc.name = "adam";
+  oc.lr = 0.01;
+  const std::unique_ptr<Optimizer> opt = make_optimizer(oc, model->named_parameters());
+  DataLoaderOptions lo;
+  lo.batch_size = 8;
+  lo.shuffle = false;
+  lo.device = gpu;
+  DataLoader loader(classes_of(48, 21, /*ignore_every=*/0), lo);
+  ValidatorOptions vo;
+  vo.loss = loss;
+  vo.batch_size = 16;
+  vo.device = gpu;
+  Validator validator(classes_of(37, 9, /*ignore_every=*/7), vo);
+  TrainerOptions to;
+  to.total_steps = steps;
+  to.loss = std::shared_ptr<Loss>(make_loss(loss));
+  to.every_row_counts = every_row_counts;
+  to.validate = [&] { return validator.evaluate(*model); };
+  to.eval_every = 3;
+  ClassifierRun r;
+  to.on_step = [&](const StepStats& s) { r.steps.push_back(s); };
+  Trainer(*model, *opt, loader, to).run();
+  for (const auto& [name, p] : model->named_parameters())
+    r.weights.push_back(testing::tensor_bytes(p->value.to(Device::cpu())));
+  return r;
+}
+
+// The classifier's counts on the device are the host's, with and without class weights: every
+// step's loss and accuracy, every held-out loss and accuracy, and the weights, bit for bit.
+TEST(CudaClassifierStep, CountsAndLossOnTheDeviceEqualTheHostPathsBitForBit) {
+  SKIP_UNLESS_EMULATED_CUDA();
+  for (const std::vector<double>& weights : {std::vector<double>{}, {0.3, 1.7, 0.9}}) {
+    SCOPED_TRACE(weights.empty() ? "unweighted" : "class weights");
+    LossOptions loss;
+    loss.name = "cross_entropy";
+    loss.class_weights = weights;
+    const ClassifierRun host = train_classifier(loss, false, 8);
+    const ClassifierRun device = train_classifier(loss, true, 8);
+    ASSERT_EQ(host.steps.size(), 8u);
+    ASSERT_EQ(device.steps.size(), 8u);
+    int64_t evaluations = 0;
+    for (std::size_t i = 0; i < host.steps.size(); ++i) {
+      SCOPED_TRACE("step " + std::to_string(i + 1));
+      const StepStats &h = host.steps[i], &d = device.steps[i];
+      EXPECT_GT(d.loss, 0.0);
+      EXPECT_EQ(d.loss, h.loss);
+      EXPECT_EQ(d.accuracy, h.accuracy);
+      ASSERT_EQ(d.val.has_value(), h.val.has_value());
+      if (d.val) {
+        ++evaluations;
+        EXPECT_EQ(d.val->loss, h.val->loss);
+        EXPECT_EQ(d.val->accuracy, h.val->accuracy);
+      }
+    }
+    EXPECT_EQ(evaluations, 3);  // steps 3, 6 (also the epoch's end) and 8 (the last)
+    EXPECT_EQ(device.weights, host.weights);
+  }
 }
 
 // A label the device's check refuses is named when the step's totals are read, with the host

@@ -385,14 +385,21 @@ TEST_P(CrossEntropyTest, RejectsBadShapesAndSettings) {
 }
 
 // Note [cross_entropy's targets on the device]: with a target_check the CUDA call copies nothing
-// to the host, and its loss and gradient are the host-checked call's bit for bit (the divisor, a
-// count, is exact in any order). On the CPU the check is the host's, the same bits trivially.
+// to the host, and its loss and gradient are the host-checked call's bit for bit: without weights
+// the divisor is a count, exact in any order; with weights it is a sum of doubles (random weights
+// in [0.25, 2): every addition rounds), which one device thread adds in the host's row order,
+// and the weights' total (label smoothing's W) in class order: odd row counts, up to 301. On
+// the CPU the check is the host's, the same bits trivially.
 TEST_P(CrossEntropyTest, TargetsCheckedOnTheDeviceGiveTheHostCheckedBits) {
-  const Setting unweighted[] = {
-      {false, 0.0, -100, false}, {false, 0.2, -100, true}, {false, 0.0, 1, true}};
-  for (const Setting& s : unweighted)
+  const Setting settings[] = {{false, 0.0, -100, false}, {false, 0.2, -100, true},
+                              {false, 0.0, 1, true},     {true, 0.0, -100, true},
+                              {true, 0.1, 1, true},      {true, 1.0, -100, false}};
+  const std::vector<std::pair<int64_t, int64_t>> all(std::begin(kShapes), std::end(kShapes));
+  // Weighted: the row order is what matters, so odd row counts, the longest 301.
+  const std::vector<std::pair<int64_t, int64_t>> rows = {{1, 5}, {7, 3}, {37, 10}, {301, 7}};
+  for (const Setting& s : settings)
     for (DType dtype : {DType::Float32, DType::Float64})
-      for (auto [n, c] : kShapes) {
+      for (auto [n, c] : s.weights ? rows : all) {
         if (testing::over_size_cap(n * c)) continue;
         Problem p = make_problem(n, c, s, 811, device(), dtype);
         for (Reduction r : kAllReductions) {
@@ -449,6 +456,35 @@ TEST_P(CrossEntropyTest, ABadTargetCheckedOnTheDeviceIsNamedWhenRead) {
     EXPECT_THROW(throw_bad_cross_entropy_target("cross_entropy_forward", check.data(), 5, -100),
                  ValueError);
   }
+  // A weighted call: the weights are checked there too, before the targets (as on the host).
+  for (const std::vector<double>& w :
+       {std::vector<double>{1, 2, -0.5, 1, 1}, {1, 2, std::nan(""), 1, -1}}) {
+    CrossEntropySpec spec;
+    spec.class_weights = tensor_of(w, {5}, device(), DType::Float32);
+    spec.target_check = Tensor::zeros({3}, DType::Float64, device());
+    Tensor classes = tensor_of({0, 4, -100, 7}, {4}, device(), DType::Float32);
+    cross_entropy_forward(logits, classes, spec);  // no throw: nothing was read
+    const std::vector<double> check = host_values(spec.target_check);
+    EXPECT_EQ(check[0], 2.0);
+    EXPECT_EQ(check[1], 2.0);
+    CrossEntropySpec on_host = spec;
+    on_host.target_check = Tensor();
+    const std::string want =
+        error_message([&] { cross_entropy_forward(logits, classes, on_host); });
+    EXPECT_THAT(want, HasSubstr("class_weights[2] must be >= 0"));
+    EXPECT_EQ(error_message([&] {
+                throw_bad_cross_entropy_target("cross_entropy_forward", check.data(), 5, -100);
+              }),
+              want);
+  }
+  {  // good weights, a bad target: the target is named, as on the host
+    CrossEntropySpec spec;
+    spec.class_weights = tensor_of({1, 2, 0.5, 1, 1}, {5}, device(), DType::Float32);
+    spec.target_check = Tensor::zeros({3}, DType::Float64, device());
+    Tensor classes = tensor_of({0, 4, 6, -100}, {4}, device(), DType::Float32);
+    cross_entropy_forward(logits, classes, spec);
+    EXPECT_EQ(host_values(spec.target_check), (std::vector<double>{1, 2, 6}));
+  }
   const double none[3] = {0, 0, 0};
   EXPECT_NO_THROW(throw_bad_cross_entropy_target("cross_entropy_forward", none, 5, -100));
   CrossEntropySpec wrong;
@@ -457,7 +493,8 @@ TEST_P(CrossEntropyTest, ABadTargetCheckedOnTheDeviceIsNamedWhenRead) {
                ShapeError);
 }
 
-// The top-1 counts against a plain host count (the first maximum wins ties, as torch.argmax).
+// The top-1 counts against a plain host count (the first maximum wins ties, as torch.argmax), and
+// the top-2 counts against the rank of each row's class (ties to the smaller index).
 TEST_P(CrossEntropyTest, CountCorrectIsTheFirstMaximumsCount) {
   for (DType dtype : {DType::Float32, DType::Float64})
     for (auto [n, c] : kShapes) {
@@ -468,7 +505,7 @@ TEST_P(CrossEntropyTest, CountCorrectIsTheFirstMaximumsCount) {
       for (double& v : x) v = double(rng() % 3);
       for (int64_t i = 0; i < n; ++i) y[size_t(i)] = i % 5 == 4 ? -100.0 : double(rng() % c);
       if (n > 2) y[1] = double(c);  // not a class: counted, never correct
-      double correct = 0, counted = 0;
+      double correct = 0, counted = 0, top2 = 0;
       for (int64_t i = 0; i < n; ++i) {
         if (y[size_t(i)] == -100) continue;
         counted += 1;
@@ -478,16 +515,36 @@ TEST_P(CrossEntropyTest, CountCorrectIsTheFirstMaximumsCount) {
         for (int64_t j = 1; j < c; ++j)
           if (x[size_t(i * c + j)] > x[size_t(i * c + first)]) first = j;
         correct += first == t;
+        int64_t rank = 0;
+        for (int64_t j = 0; j < c; ++j) {
+          const double xj = x[size_t(i * c + j)], xt = x[size_t(i * c + t)];
+          rank += xj > xt || (xj == xt && j < t);
+        }
+        top2 += rank < 2;
       }
       Tensor counts = tensor_of({10, 20}, {2}, device(), DType::Float64);  // added to
       cross_entropy_count_correct(counts, tensor_of(x, {n, c}, device(), dtype),
                                   tensor_of(y, {n}, device(), dtype), -100);
       EXPECT_EQ(host_values(counts), (std::vector<double>{10 + correct, 20 + counted}))
           << n << "x" << c;
+      Tensor topk = tensor_of({5}, {1}, device(), DType::Float64);
+      cross_entropy_count_correct(counts, tensor_of(x, {n, c}, device(), dtype),
+                                  tensor_of(y, {n}, device(), dtype), -100, 2, &topk);
+      EXPECT_EQ(host_values(counts), (std::vector<double>{10 + 2 * correct, 20 + 2 * counted}))
+          << n << "x" << c;
+      EXPECT_EQ(host_values(topk), (std::vector<double>{5 + top2})) << n << "x" << c;
+      if (c <= 2 && n > 0) {
+        EXPECT_EQ(top2, counted - (n > 2 ? 1 : 0)) << "every class is top-2";
+      }
     }
   Tensor counts = Tensor::zeros({2}, DType::Float64, device());
   EXPECT_THROW(cross_entropy_count_correct(counts, Tensor::zeros({4, 3}, DType::Float32, device()),
                                            Tensor::zeros({3}, DType::Float32, device()), -100),
+               ShapeError);
+  Tensor wrong_topk = Tensor::zeros({2}, DType::Float64, device());
+  EXPECT_THROW(cross_entropy_count_correct(counts, Tensor::zeros({4, 3}, DType::Float32, device()),
+                                           Tensor::zeros({4}, DType::Float32, device()), -100, 2,
+                                           &wrong_topk),
                ShapeError);
   Tensor three = Tensor::zeros({3}, DType::Float64, device());
   EXPECT_THROW(cross_entropy_count_correct(three, Tensor::zeros({4, 3}, DType::Float32, device()),
