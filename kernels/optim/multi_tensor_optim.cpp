@@ -69,14 +69,11 @@ TensorTable<T> table_of(std::initializer_list<const std::vector<Tensor>*> lists,
   return t;
 }
 
-void check_skip(const char* op, std::size_t n, const void* coeffs_on_device,
-                const SkipOnDevice* skip) {
+void check_skip(const char* op, std::size_t n, const SkipOnDevice* skip) {
   if (skip == nullptr) return;
   MT_CHECK_AS(ValueError, skip->args.found_inf != nullptr && skip->counts.size() == n, op,
               ": a skippable step needs the inf flag and one count per tensor (", n, "), got ",
               skip->counts.size());
-  MT_CHECK_AS(ValueError, coeffs_on_device == nullptr, op,
-              ": a skippable step computes its factors itself; pass no coeffs_on_device");
 }
 
 void check_coeffs_on_device(const char* op, const Device& device, const void* coeffs_on_device) {
@@ -118,7 +115,7 @@ void adam_step_multi_cpu(const TensorTable<T>& t, const AdamStepArgs& args,
       if (taken < 0) return;
       // The double factors of step taken + 1 (adam_factors_at's arithmetic, rounded by
       // adam_coeffs in the one-tensor loop).
-      a.step_size = skip->args.lr / skip->args.bias_table[2 * taken];
+      a.step_size = skip_lr(skip->args) / skip->args.bias_table[2 * taken];
       a.bias_correction2_sqrt = optmath::sqrt(skip->args.bias_table[2 * taken + 1]);
     }
     adam_step_cpu<T>(p[0] + c.begin, p[1] + c.begin, p[2] + c.begin, p[3] + c.begin,
@@ -164,7 +161,7 @@ void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grad
   }
   const Device device = params[0].device();
   check_coeffs_on_device(op, device, coeffs_on_device);
-  check_skip(op, n, coeffs_on_device, skip);
+  check_skip(op, n, skip);
   dispatch_float(params[0].dtype(), [&](auto zero) {
     using T = decltype(zero);
     const TensorTable<T> t = table_of<T>({&params, &grads, momentum ? &momentum_bufs : nullptr}, n);
@@ -206,9 +203,15 @@ void adam_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& gra
   }
   const Device device = params[0].device();
   check_coeffs_on_device(op, device, coeffs_on_device);
-  check_skip(op, n, coeffs_on_device, skip);
+  check_skip(op, n, skip);
   MT_CHECK_AS(ValueError, skip == nullptr || skip->args.bias_table != nullptr, op,
               ": a skippable Adam step needs the bias-correction table");
+  // A captured step's rate must come from memory too: a replay would repeat skip->args.lr.
+  MT_CHECK_AS(ValueError,
+              skip == nullptr || coeffs_on_device == nullptr || skip->args.lr_on_device != nullptr,
+              op,
+              ": a skippable step with its factors on the device reads its rate there too "
+              "(SkipArgs::lr_on_device)");
   dispatch_float(params[0].dtype(), [&](auto zero) {
     using T = decltype(zero);
     const TensorTable<T> t = table_of<T>(

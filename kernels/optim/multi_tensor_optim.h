@@ -59,7 +59,8 @@ void sgd_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grad
 /// without. `coeffs_on_device`: an AdamCoeffs<T> in device memory, as for sgd_step_multi.
 /// With `skip` the pass does nothing when the flag is set, and tensor k's step_size and
 /// sqrt(1 - beta2^t) are those of t = its count + 1 (skip->args.lr and bias_table), not args'.
-/// `skip` excludes `coeffs_on_device`.
+/// Both (a captured skippable step): the other factors from `coeffs_on_device`, the rate from
+/// skip->args.lr_on_device (ValueError without it).
 void adam_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                      std::vector<Tensor>& exp_avgs, std::vector<Tensor>& exp_avg_sqs,
                      std::vector<Tensor>& max_exp_avg_sqs, const AdamStepArgs& args,
