@@ -27,8 +27,9 @@ struct GraphStepOptions {
   /// allocator's blocks of every size the step asks for (a capture may not cudaMalloc).
   int warmup_steps = 2;
   double clip_grad_norm = 0.0;  ///< > 0: clip_grad_norm_deferred_ inside the graph
-  /// float16's dynamic loss scaling inside the graph (docs/cuda_graph.md, "fp16"): a scaler kept
-  /// on the device whose inf flag the optimizer skips on; it outlives the GraphStep.
+  /// float16's dynamic loss scaling inside the graph (docs/cuda_graph.md, "float16 loss scaling
+  /// in the graph"): a scaler kept on the device whose inf flag the optimizer skips on; it
+  /// outlives the GraphStep.
   GradScaler* scaler = nullptr;
 };
 

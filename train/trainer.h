@@ -175,7 +175,7 @@ class Trainer {
   const TrainerOptions& options() const noexcept { return options_; }
 
   /// Why `options` cannot run each step as a CUDA graph with `optimizer` on `device` (one line),
-  /// or "": gradient accumulation, float16 loss scaling, several ranks, and
+  /// or "": gradient accumulation, several ranks, and
   /// graph_step_unsupported's reasons (a CPU device, a classifier's loss, an optimizer without a
   /// capturable step).
   static std::string graph_unsupported(const TrainerOptions& options, const Optimizer& optimizer,

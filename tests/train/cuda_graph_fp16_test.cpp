@@ -18,9 +18,13 @@
 
 #include "core/allocator.h"
 #include "core/safetensors.h"
+#include "nn/mse_loss.h"
+#include "optim/grad_scaler.h"
+#include "optim/optimizer.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
 #include "tests/train/train_test_util.h"
+#include "train/graph_step.h"
 #include "train/run_training.h"
 
 #if MINITRAIN_CUDA_EMULATED
@@ -179,9 +183,9 @@ TEST(CudaGraphFp16Run, AReplayedStepReadsNothingBackAndAllocatesNothing) {
     bool graph;
     std::vector<Counts> steps;
   };
-  std::vector<Column> columns{
-      {"eager fp16", "fp16", false, {}}, {"replayed fp32", "fp32", true, {}},
-      {"replayed fp16", "fp16", true, {}}};
+  std::vector<Column> columns{{"eager fp16", "fp16", false, {}},
+                              {"replayed fp32", "fp32", true, {}},
+                              {"replayed fp16", "fp16", true, {}}};
   for (Column& col : columns) {
     TrainConfig c = fp16_run("", dir.path("log.jsonl"));
     c.precision = col.precision;
@@ -214,6 +218,30 @@ TEST(CudaGraphFp16Run, AReplayedStepReadsNothingBackAndAllocatesNothing) {
     EXPECT_GT(columns[0].steps[k].allocations, columns[2].steps[k].allocations + 40);
   }
 #endif
+}
+
+// Where the scaler cannot stay on the device (several ranks, parameters on several devices: the
+// Trainer then keeps it on the host), or the optimizer does not skip on its flag, the step is not
+// captured, and graph_step_unsupported says why.
+TEST(CudaGraphFp16Run, AScalerThatDecidesOnTheHostIsNamed) {
+  SKIP_UNLESS_CUDA();
+  const Device gpu = Device::cuda(0);
+  Parameter p;
+  p.value = Tensor::zeros({2}, DType::Float32, gpu);
+  Adam adam({{"w", &p}}, AdamOptions{});
+  MSELoss loss;
+  GradScaler scaler;
+  GraphStepOptions o;
+  o.scaler = &scaler;
+  EXPECT_NE(graph_step_unsupported(loss, adam, gpu, o)
+                .find("float16 loss scaling decides on the host whether to step"),
+            std::string::npos);
+  scaler.keep_on_device(gpu);
+  EXPECT_NE(graph_step_unsupported(loss, adam, gpu, o)
+                .find("the optimizer does not skip on the loss scaler's inf flag"),
+            std::string::npos);
+  adam.set_found_inf(scaler.found_inf());
+  EXPECT_EQ(graph_step_unsupported(loss, adam, gpu, o), "");
 }
 
 }  // namespace
