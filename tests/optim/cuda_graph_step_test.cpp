@@ -490,6 +490,29 @@ TEST(CudaCapturableOptimizer, SkipsOnTheScalersFlagInAReplayedStepAsTheEagerStep
   }
 }
 
+// A checkpoint loaded into a scaler kept on the device writes its state in place: a graph that
+// captured the loss gradient's scaling reads the loaded scale at its next replay.
+TEST(CudaCapturableOptimizer, AScalerLoadedAfterTheCaptureIsTheOneReplayed) {
+  MT_SKIP_UNLESS_CUDA_DEVICES(1);
+  const Stream s = Stream::create(Device::cuda(0));
+  StreamGuard current(s);
+  GradScalerOptions so;
+  so.init_scale = 4.0;
+  GradScaler scaler(so);
+  scaler.keep_on_device(s.device());
+  Tensor grad = Tensor::from_vector(std::vector<float>{1.0f, 0.5f}, {2}, s.device());
+  const Tensor ones = grad.clone();
+  scaler.scale_loss_gradient(grad, 1.0);  // warm-up
+  CudaGraph graph = CudaGraph::capture(s, [&] { scaler.scale_loss_gradient(grad, 1.0); });
+  copy_on(s, grad, ones);
+  graph.replay(s);
+  EXPECT_EQ(grad.to(Device::cpu()).to_vector<float>(), (std::vector<float>{4.0f, 2.0f}));
+  scaler.load_state({{"scale", "32"}, {"growth_tracker", "0"}});
+  copy_on(s, grad, ones);
+  graph.replay(s);
+  EXPECT_EQ(grad.to(Device::cpu()).to_vector<float>(), (std::vector<float>{32.0f, 16.0f}));
+}
+
 // An optimizer with step() only: the base class's capturable halves refuse.
 class ByValueOnly final : public Optimizer {
  public:
