@@ -62,8 +62,15 @@ void* CachingAllocator::allocate(std::size_t bytes) {
     if (!pool.capturing || pool.stream != stream || pool.thread != std::this_thread::get_id())
       continue;
     pool_id = id;
+    // The best fit among the pool's free blocks and the cache's, as an eager step's request finds
+    // it among all the blocks its step freed: taking a looser pool block while the cache holds a
+    // closer one would leave a later, larger request of the capture with no block (a cudaMalloc).
     auto it = pool.free.lower_bound(size);
-    if (it != pool.free.end() && it->first <= 2 * size) {
+    const auto cached = free_.lower_bound({stream, size});
+    const bool cache_fits =
+        cached != free_.end() && cached->first.first == stream && cached->first.second <= 2 * size;
+    if (it != pool.free.end() && it->first <= 2 * size &&
+        (!cache_fits || it->first <= cached->first.second)) {
       void* p = it->second;
       const std::size_t block_size = it->first;
       pool.free.erase(it);

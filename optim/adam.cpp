@@ -131,6 +131,19 @@ void Adam::step_skippable() {
   check_skip_device();
   if (!counts_seeded()) seed_counts(param_steps_);
   plan_step();
+  ensure_bias_table();
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    SkipOnDevice skip;
+    skip.args.found_inf = found_inf_.data<float>();
+    skip.args.lr = lr_;
+    skip.args.bias_table = bias_table_.data<double>();
+    for (std::size_t i : groups_[g]) skip.counts.push_back(count_of(i));
+    step_group(g, nullptr, &skip);
+    for (std::size_t i : groups_[g]) flip_count(i);
+  }
+}
+
+void Adam::ensure_bias_table() {
   int64_t most = 0;
   for (int64_t t : param_steps_) most = std::max(most, t);
   const int64_t have = bias_table_.defined() ? bias_table_.numel() / 2 : 0;
@@ -143,15 +156,6 @@ void Adam::step_skippable() {
       table.push_back(1.0 - std::pow(options_.beta2, static_cast<double>(t)));
     }
     bias_table_ = Tensor::from_vector(table, Shape{2 * size}, found_inf_.device());
-  }
-  for (std::size_t g = 0; g < groups_.size(); ++g) {
-    SkipOnDevice skip;
-    skip.args.found_inf = found_inf_.data<float>();
-    skip.args.lr = lr_;
-    skip.args.bias_table = bias_table_.data<double>();
-    for (std::size_t i : groups_[g]) skip.counts.push_back(count_of(i));
-    step_group(g, nullptr, &skip);
-    for (std::size_t i : groups_[g]) flip_count(i);
   }
 }
 
@@ -176,23 +180,35 @@ std::vector<int64_t> Adam::steps_taken() const {
 // Note [capturable step] (optim/optimizer.h): the factors of each group, rounded to its element
 // type by adam_coeffs as a by-value launch rounds them, go to the device in one store; the plan
 // names every address the launches will touch.
+// Skipping on the device too (Note [a captured skippable step] in optimizer.cpp): each group's
+// rate follows its factors, the bias table is grown here, and the plan lists the flag, the counts
+// and the table.
 void Adam::prepare_step() {
   if (!capturable_) Optimizer::prepare_step();
   plan_.clear();
+  if (skipping()) {
+    check_skip_device();
+    if (!counts_seeded()) seed_counts(param_steps_);
+  }
   plan_step();
+  if (skipping()) ensure_bias_table();
+  lr_offsets_.assign(groups_.size(), 0);
   plan_grouped_step(
       groups_,
       [&](std::size_t g, DType dtype, std::vector<unsigned char>& bytes) {
-        return dispatch_float(dtype, [&](auto zero) {
+        const std::size_t at = dispatch_float(dtype, [&](auto zero) {
           using T = decltype(zero);
           return optim_detail::append_scalars(bytes, adam_coeffs<T>(group_args_[g]));
         });
+        if (skipping()) lr_offsets_[g] = optim_detail::append_scalars(bytes, lr_);
+        return at;
       },
       [&](std::size_t g) -> int64_t { return static_cast<int64_t>(group_args_[g].decay); },
       [&](std::size_t i) {
         return std::vector<const Tensor*>{&params_[i].second->value, &params_[i].second->grad,
                                           &exp_avg_[i], &exp_avg_sq_[i], &max_exp_avg_sq_[i]};
       });
+  if (skipping()) plan_skip(bias_table_);
 }
 
 void Adam::queue_step() {
@@ -203,7 +219,18 @@ void Adam::queue_step() {
     const auto offset = static_cast<std::size_t>(plan_[at]);
     at += 3 + groups_[g].size() * 6;
     // One parameter too takes the multi-tensor kernel: the bits are the one-tensor kernel's.
-    step_group(g, scalars_at(offset), nullptr);
+    if (!skipping()) {
+      step_group(g, scalars_at(offset), nullptr);
+      continue;
+    }
+    SkipOnDevice skip;
+    skip.args.found_inf = found_inf_.data<float>();
+    skip.args.lr = lr_;
+    skip.args.lr_on_device = static_cast<const double*>(scalars_at(lr_offsets_[g]));
+    skip.args.bias_table = bias_table_.data<double>();
+    for (std::size_t i : groups_[g]) skip.counts.push_back(count_of(i));
+    step_group(g, scalars_at(offset), &skip);
+    for (std::size_t i : groups_[g]) settle_count(i);
   }
 }
 

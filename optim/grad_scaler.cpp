@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "kernels/elementwise.h"
+#include "kernels/fill.h"
 #include "kernels/optim/amp_math.h"
 #include "kernels/optim/amp_unscale.h"
 #include "optim/detail.h"
@@ -68,9 +69,14 @@ void GradScaler::write_state(Device device) {
   MT_CHECK_AS(ValueError, static_cast<double>(static_cast<float>(scale_)) == scale_,
               "GradScaler: the scale ", scale_,
               " is not a float32 value; the device keeps it in float32");
-  state_ = Tensor::from_vector(
+  Tensor values = Tensor::from_vector(
       std::vector<float>{static_cast<float>(scale_), static_cast<float>(growth_tracker_)},
       Shape{kAmpStateSize}, device);
+  // Written in place once it exists: a captured step (docs/cuda_graph.md) reads it at its address.
+  if (state_.defined() && state_.device() == device)
+    copy(state_, values);
+  else
+    state_ = values;
   // The flag stays the same tensor: an optimizer holds it (Optimizer::set_found_inf).
   if (!found_inf_.defined() || found_inf_.device() != device)
     found_inf_ = Tensor::zeros(Shape{1}, DType::Float32, device);

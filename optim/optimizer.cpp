@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/option_error.h"
+#include "core/stream.h"
 #include "core/strings.h"
 #include "kernels/fill.h"
 #include "kernels/optim/multi_tensor_optim.h"
@@ -211,8 +212,6 @@ void Optimizer::set_lr(double lr) {
 }
 
 void Optimizer::set_capturable(bool on) {
-  MT_CHECK_AS(ValueError, !on || !skipping(), name(),
-              ": a capturable step cannot also skip on the device's inf flag; turn one off");
   MT_CHECK_AS(ValueError, !on || supports_capturable(), name(),
               ": this optimizer has no capturable step (a CUDA graph would replay its first "
               "step's learning rate); use sgd, adam or adamw, or run without the graph");
@@ -227,8 +226,6 @@ void Optimizer::set_found_inf(const Tensor& flag) {
     counts_ = Tensor();
     return;
   }
-  MT_CHECK_AS(ValueError, !capturable_, name(),
-              ": a capturable step cannot also skip on the device's inf flag; turn one off");
   MT_CHECK_AS(ValueError, flag.dtype() == DType::Float32 && flag.numel() == 1, name(),
               ": the inf flag must be one float32 value, got ", flag.dtype(), " ", flag.shape());
   if (skipping() && found_inf_.device() != flag.device() && counts_seeded()) counts_to_host();
@@ -248,6 +245,28 @@ void Optimizer::seed_counts(const std::vector<int64_t>& host) {
 }
 
 float* Optimizer::count_of(std::size_t i) { return counts_.data<float>() + 2 * i + count_at_[i]; }
+
+// Note [a captured skippable step]: flipping which element of a count pair is current changes the
+// addresses the next launch reads and writes, and a CUDA graph replays the captured ones. So a
+// capturable step that skips on the flag keeps the current element where it is: the kernel reads
+// it and writes the other (no block reads what another writes, as before), and a 4-byte
+// device-to-device copy queued after the launch brings the new count back. The counts, the flag
+// and Adam's bias table then sit at fixed addresses, which the plan lists; the rate (Adam's only
+// step-dependent input besides the count) is read from the factor buffer (SkipArgs::lr_on_device).
+void Optimizer::settle_count(std::size_t i) {
+  float* current = count_of(i);
+  const Device device = found_inf_.device();
+  copy_bytes_async(current, device, other_count(current), device, sizeof(float),
+                   current_stream(device));
+}
+
+void Optimizer::plan_skip(const Tensor& extra) {
+  using optim_detail::plan_address;
+  plan_.push_back(plan_address(found_inf_));
+  for (std::size_t i = 0; i < count_at_.size(); ++i)
+    plan_.push_back(static_cast<int64_t>(reinterpret_cast<intptr_t>(count_of(i))));
+  plan_.push_back(plan_address(extra));
+}
 
 std::vector<int64_t> Optimizer::read_counts() const {
   const Tensor host = counts_.to(Device::cpu());

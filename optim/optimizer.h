@@ -108,8 +108,10 @@ class Optimizer {
   /// optimizers do, so the host never reads it. A skipped step does not count: the per-parameter
   /// counts that Adam's bias corrections and SGD's first momentum step depend on then live on the
   /// device, and state_scalars()/state_tensors() read them back (a blocking copy; checkpoints).
-  /// An undefined tensor turns it off (the counts come back to the host). ValueError with
-  /// capturable on, or for parameters on several devices (checked at the step).
+  /// An undefined tensor turns it off (the counts come back to the host). ValueError for
+  /// parameters on several devices (checked at the step). With capturable on too (a float16 step
+  /// as one CUDA graph), queue_step reads the flag and the counts at fixed addresses, which the
+  /// plan lists: Note [a captured skippable step] in optimizer.cpp.
   void set_found_inf(const Tensor& flag);
   const Tensor& found_inf() const noexcept { return found_inf_; }
 
@@ -145,6 +147,12 @@ class Optimizer {
   /// Parameter i's current count (device memory), and, after the launch, the other element.
   float* count_of(std::size_t i);
   void flip_count(std::size_t i) { count_at_[i] ^= 1; }
+  /// A captured step's alternative to flip_count: copies the element the launch wrote back into
+  /// the current one (a device-to-device copy queued after it), so the addresses stay fixed.
+  void settle_count(std::size_t i);
+  /// Appends the skipping step's addresses to plan_ (the flag, each parameter's current count,
+  /// and `extra`, Adam's bias table): equal plans then read the same memory.
+  void plan_skip(const Tensor& extra = Tensor());
   /// Every parameter's count, read back (blocks until the queued steps have run).
   std::vector<int64_t> read_counts() const;
   /// Checks that every parameter with a gradient is on the flag's device (ValueError naming
@@ -215,6 +223,7 @@ class SGD final : public Optimizer {
  private:
   void plan_step();  // checks, counts, state; fills groups_ and group_args_
   void counts_to_host() override;
+  void seed_counts_once();        // skipping: the device's counts from the buffers that exist
   OptimizerOptions options_;      // weight_decay set (the constructor resolves it)
   std::vector<Tensor> momentum_;  // one per parameter, undefined until the first step
   std::vector<std::vector<std::size_t>> groups_;
@@ -263,7 +272,9 @@ class Adam final : public Optimizer {
   std::vector<int64_t> steps_taken() const;  // param_steps_, or the device's counts
   OptimizerOptions options_;                 // weight_decay set (the constructor resolves it)
   bool decoupled_;
+  void ensure_bias_table();  // skipping: bias_table_ covers every parameter's count
   Tensor bias_table_;  // skipping: {1 - beta1^t, 1 - beta2^t} for t = 1.. on the flag's device
+  std::vector<std::size_t> lr_offsets_;  // capturable and skipping: each group's rate (double)
   std::vector<Tensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_;
   std::vector<int64_t> param_steps_;  // torch's per-parameter state['step'] (bias corrections)
   std::vector<std::vector<std::size_t>> groups_;

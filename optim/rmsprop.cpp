@@ -108,6 +108,7 @@ void RMSprop::prepare_step() {
   using optim_detail::plan_address;
   if (!capturable_) Optimizer::prepare_step();
   plan_.clear();
+  if (skipping()) check_skip_device();
   plan_step();
   const RMSpropStepArgs args = step_args(options_, lr_);
   std::vector<unsigned char> bytes;
@@ -129,6 +130,7 @@ void RMSprop::prepare_step() {
   }
   if (!stepped_.empty()) store_scalars(bytes, device);
   plan.push_back(plan_address(scalars_));
+  plan.push_back(plan_address(found_inf_));  // skipping on the device: the flag's address
   plan_ = std::move(plan);
 }
 
@@ -140,8 +142,9 @@ void RMSprop::queue_step() {
     Parameter& p = *params_[i].second;
     const auto offset =
         static_cast<std::size_t>(p.value.dtype() == DType::Float64 ? plan_[1] : plan_[0]);
+    // Note [skip on the device]: RMSprop counts no steps; the flag sits at a fixed address.
     optimizer_step<RmspropStep>(p.value, p.grad, {&square_avg_[i], &grad_avg_[i], &momentum_[i]},
-                                args, scalars_at(offset));
+                                args, scalars_at(offset), skipping() ? &found_inf_ : nullptr);
   }
 }
 

@@ -104,11 +104,7 @@ void SGD::step() {
     return;
   }
   if (skipping()) check_skip_device();
-  if (skipping() && !counts_seeded()) {  // a buffer that exists has taken its first step
-    std::vector<int64_t> taken;
-    for (const Tensor& b : momentum_) taken.push_back(b.defined() ? 1 : 0);
-    seed_counts(taken);
-  }
+  if (skipping()) seed_counts_once();
   plan_step();
   const bool momentum = options_.momentum != 0.0;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
@@ -142,6 +138,13 @@ void SGD::step() {
   }
 }
 
+void SGD::seed_counts_once() {
+  if (counts_seeded()) return;
+  std::vector<int64_t> taken;  // a buffer that exists has taken its first step
+  for (const Tensor& b : momentum_) taken.push_back(b.defined() ? 1 : 0);
+  seed_counts(taken);
+}
+
 // A buffer whose every step was skipped was never created, as in torch.
 void SGD::counts_to_host() {
   const std::vector<int64_t> taken = read_counts();
@@ -150,9 +153,14 @@ void SGD::counts_to_host() {
 }
 
 // Note [capturable step] (optim/optimizer.h), as Adam::prepare_step.
+// Skipping on the device too: Note [a captured skippable step] in optimizer.cpp.
 void SGD::prepare_step() {
   if (!capturable_) Optimizer::prepare_step();
   plan_.clear();
+  if (skipping()) {
+    check_skip_device();
+    seed_counts_once();
+  }
   plan_step();
   plan_grouped_step(
       groups_,
@@ -167,6 +175,7 @@ void SGD::prepare_step() {
         return std::vector<const Tensor*>{&params_[i].second->value, &params_[i].second->grad,
                                           &momentum_[i]};
       });
+  if (skipping()) plan_skip();
 }
 
 void SGD::queue_step() {
@@ -184,7 +193,15 @@ void SGD::queue_step() {
       if (momentum) buffers.push_back(momentum_[i]);
     }
     // One parameter too takes the multi-tensor kernel: the bits are the one-tensor kernel's.
-    sgd_step_multi(values, grads, buffers, group_args_[g], scalars_at(offset));
+    if (!skipping()) {
+      sgd_step_multi(values, grads, buffers, group_args_[g], scalars_at(offset));
+      continue;
+    }
+    SkipOnDevice skip;
+    skip.args.found_inf = found_inf_.data<float>();
+    for (std::size_t i : groups_[g]) skip.counts.push_back(count_of(i));
+    sgd_step_multi(values, grads, buffers, group_args_[g], scalars_at(offset), &skip);
+    for (std::size_t i : groups_[g]) settle_count(i);
   }
 }
 

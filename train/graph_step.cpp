@@ -9,6 +9,8 @@
 #include "core/stream.h"
 #include "kernels/fill.h"
 #include "kernels/loss/cross_entropy.h"
+#include "kernels/cast.h"
+#include "kernels/optim/amp_math.h"
 
 namespace minitrain {
 
@@ -27,6 +29,13 @@ std::string graph_step_unsupported(const Loss& loss, const Optimizer& optimizer,
            "at every step";
   if (loss.options().reduction == Reduction::None)
     return "the loss reduction 'none' keeps a gradient of the batch's shape between steps";
+  if (options.scaler != nullptr && !options.scaler->kept_on_device())
+    return "float16 loss scaling decides on the host whether to step (its scaler is kept on the "
+           "device only for one process with every parameter on one GPU)";
+  if (options.scaler != nullptr &&
+      (!optimizer.found_inf().defined() ||
+       optimizer.found_inf().raw_data() != options.scaler->found_inf().raw_data()))
+    return "the optimizer does not skip on the loss scaler's inf flag (Optimizer::set_found_inf)";
   if (options.warmup_steps < 1)
     return "warmup_steps is " + std::to_string(options.warmup_steps) +
            "; at least one eager step must fill the allocator's cache before the capture";
@@ -44,6 +53,8 @@ GraphStep::GraphStep(Module& model, Loss& loss, Optimizer& optimizer, Device dev
   const std::string why = graph_step_unsupported(loss, optimizer, device, options);
   MT_CHECK_AS(ValueError, why.empty(), "GraphStep: the step cannot be captured: ", why);
   optimizer_.set_capturable(true);
+  if (options_.scaler != nullptr)
+    record_ = Tensor::zeros(Shape{kAmpRecordSize}, DType::Float64, device_);
 }
 
 GraphStep::~GraphStep() {
@@ -56,9 +67,11 @@ GraphStep::Result GraphStep::forward_backward(const Tensor& x, const Tensor& y) 
   model_.train();
   model_.zero_grad();
   const Tensor out = model_.forward(x);
+  // A 16-bit prediction (mixed precision) is widened: the loss is float32 (torch.autocast).
+  const Tensor pred = is_half(out.dtype()) ? cast(out, DType::Float32) : out;
   Tensor grad;
   if (classifier_ == nullptr) {
-    r.loss = loss_.forward_backward(out, y, grad);
+    r.loss = loss_.forward_backward(pred, y, grad);
   } else {
     // Note [a classifier's step in the graph]: cross_entropy checks the labels on the device
     // (Note [cross_entropy's targets on the device]) and the top-1 rows are counted there, into
@@ -68,7 +81,7 @@ GraphStep::Result GraphStep::forward_backward(const Tensor& x, const Tensor& y) 
     zero_(class_totals_);
     classifier_->set_target_check(class_totals_.narrow(2, 3));
     try {
-      r.loss = loss_.forward_backward(out, y, grad);
+      r.loss = loss_.forward_backward(pred, y, grad);
     } catch (...) {
       classifier_->set_target_check(Tensor());
       throw;
@@ -76,11 +89,19 @@ GraphStep::Result GraphStep::forward_backward(const Tensor& x, const Tensor& y) 
     classifier_->set_target_check(Tensor());
     // before backward: a module may reuse its output's memory (the same stream reads it first)
     Tensor counts = class_totals_.narrow(0, 2);
-    cross_entropy_count_correct(counts, out, y, loss_.options().ignore_index);
+    cross_entropy_count_correct(counts, pred, y, loss_.options().ignore_index);
     r.class_totals = class_totals_;
-    r.classes = out.size(1);
+    r.classes = pred.size(1);
   }
-  model_.backward(grad);
+  GradScaler* scaler = options_.scaler;
+  if (scaler != nullptr) scaler->scale_loss_gradient(grad, 1.0);  // times the scale on the device
+  model_.backward(out.dtype() == grad.dtype() ? grad : cast(grad, out.dtype()));
+  if (scaler != nullptr) {
+    // The flag and the scale's update stay on the device; the optimizer skips on the flag.
+    scaler->unscale_queued(model_.named_parameters());
+    scaler->update_queued(&record_);
+    r.scaler_record = record_;
+  }
   if (options_.clip_grad_norm > 0.0)
     r.grad_norm = clip_grad_norm_deferred_(model_.named_parameters(), options_.clip_grad_norm);
   return r;

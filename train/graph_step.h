@@ -20,6 +20,7 @@
 #include "nn/loss.h"
 #include "nn/module.h"
 #include "optim/clip.h"
+#include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 
 namespace minitrain {
@@ -29,6 +30,10 @@ struct GraphStepOptions {
   /// allocator's blocks of every size the step asks for (a capture may not cudaMalloc).
   int warmup_steps = 2;
   double clip_grad_norm = 0.0;  ///< > 0: clip_grad_norm_deferred_ inside the graph
+  /// float16's dynamic loss scaling inside the graph (docs/cuda_graph.md, "float16 loss scaling
+  /// in the graph"): a scaler kept on the device whose inf flag the optimizer skips on; it
+  /// outlives the GraphStep.
+  GradScaler* scaler = nullptr;
 };
 
 /// Why a step of these parts on `device` cannot be captured, as one line for the user, or "" when
@@ -36,7 +41,7 @@ struct GraphStepOptions {
 /// mean or sum reduction (reduction none keeps a gradient of the batch's shape between steps,
 /// which an eager step of another shape would replace under the graph), a classification loss
 /// with class weights (cross_entropy then checks its labels and forms its divisor on the host),
-/// warmup_steps < 1.
+/// warmup_steps < 1, a scaler not kept on the device or whose flag the optimizer does not skip on.
 std::string graph_step_unsupported(const Loss& loss, const Optimizer& optimizer, Device device,
                                    const GraphStepOptions& options);
 
@@ -66,6 +71,9 @@ class GraphStep {
     /// which the next step rewrites, as for the loss. Undefined for other losses.
     Tensor class_totals;
     int64_t classes = 0;  ///< a classifier's logit columns (C), to name a bad label
+    /// With a scaler: its record of the step (kernels/optim/amp_math.h, float64 [4]), a fixed
+    /// buffer that the next step overwrites, as for the loss.
+    Tensor scaler_record;
     bool replayed = false;
   };
   /// One step on the batch (x, y on the device) at the optimizer's current learning rate (set it
@@ -89,6 +97,7 @@ class GraphStep {
   GraphStepOptions options_;
   Tensor x_in_, y_in_;                    // the fixed input buffers the graph reads
   Tensor class_totals_;                   // a classifier's counts and label check, every step's
+  Tensor record_;                         // with a scaler: the record's fixed buffer
   std::optional<Stream> own_;             // where the steps run and the graph is captured
   std::optional<Event> forked_, joined_;  // caller's stream -> own_, own_ -> caller's stream
   Result held_;  // the last step's result, freed only once the caller's stream has moved on

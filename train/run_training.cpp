@@ -391,8 +391,6 @@ void use_cuda_graph(TrainerOptions& to, const TrainConfig& c, const RunPlan& pla
   std::string why;
   if (c.parallel != "none")
     why = "--parallel " + c.parallel + " spreads the step over several devices or ranks";
-  else if (plan.precision != DType::Float32)
-    why = "--precision " + c.precision + " is not captured (float32 steps only)";
   else
     why = Trainer::graph_unsupported(to, optimizer, plan.device);
   if (why.empty())

@@ -132,6 +132,7 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, DataLoader& loader, Traine
     MT_CHECK_AS(ValueError, why.empty(), "Trainer: cuda_graph: the step cannot be captured: ", why);
     GraphStepOptions go;
     go.clip_grad_norm = options_.clip_grad_norm;
+    if (scaler_) go.scaler = &*scaler_;  // kept on the device, or GraphStep names why not
     graph_ = std::make_unique<GraphStep>(model_, *loss_, optimizer_, device_, go);
   }
   if (options_.total_batches == 0)
@@ -146,7 +147,6 @@ std::string Trainer::graph_unsupported(const TrainerOptions& options, const Opti
   if (options.grad_accum != 1)
     return "gradient accumulation runs " + std::to_string(options.grad_accum) +
            " batches per step, a graph one";
-  if (options.loss_scaling) return "float16 loss scaling decides on the host whether to step";
   if (options.replica_sync != nullptr && options.replica_sync->world_size() > 1)
     return "a step of several ranks meets the others' collectives";
   const std::shared_ptr<Loss> loss =
@@ -384,9 +384,9 @@ StepStats Trainer::train_step() {
   return s;
 }
 
-// The same step through GraphStep (TrainerOptions::cuda_graph): one batch, one process, no loss
-// scaling (graph_unsupported), so only the loss (and norm) and a classifier's counts and label
-// check are left to record.
+// The same step through GraphStep (TrainerOptions::cuda_graph): one batch, one process
+// (graph_unsupported), so only the loss (and norm), a classifier's counts and label check, and the
+// loss scaler's record are left to record.
 StepStats Trainer::graph_train_step() {
   const auto start = Clock::now();
   const double cpu_start = process_cpu_seconds();
@@ -403,6 +403,11 @@ StepStats Trainer::graph_train_step() {
   if (r.class_totals.defined()) {  // a classifier: its counts and check, read with the loss
     totals_->add_class_totals(r.class_totals);
     logit_columns_ = r.classes;
+  }
+  if (r.scaler_record.defined()) {  // the scaler's record, from the graph's buffer into the slot
+    Tensor slot = totals_->scaler_record();
+    copy_bytes_async(slot.raw_data(), device_, r.scaler_record.raw_data(), device_,
+                     r.scaler_record.nbytes(), current_stream(device_));
   }
   count_batch(batch, s);
   end_batches(s, batches_before);

@@ -175,9 +175,10 @@ class Trainer {
   const TrainerOptions& options() const noexcept { return options_; }
 
   /// Why `options` cannot run each step as a CUDA graph with `optimizer` on `device` (one line),
-  /// or "": gradient accumulation, float16 loss scaling, several ranks, and
-  /// graph_step_unsupported's reasons (a CPU device, a classifier with class weights, an optimizer
-  /// without a capturable step), and a classifier whose training rows are not every_row_counts.
+  /// or "": gradient accumulation, several ranks, and graph_step_unsupported's reasons (a CPU
+  /// device, a classifier with class weights, an optimizer without a capturable step, a loss
+  /// scaler not kept on the device), and a classifier whose training rows are not
+  /// every_row_counts.
   static std::string graph_unsupported(const TrainerOptions& options, const Optimizer& optimizer,
                                        Device device);
   /// The steps replayed as a CUDA graph so far (0 without cuda_graph).

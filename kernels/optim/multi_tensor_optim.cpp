@@ -52,14 +52,11 @@ void check_list_size(const char* op, const char* what, std::size_t got, std::siz
               want, "; give one per parameter");
 }
 
-void check_skip(const char* op, std::size_t n, const void* coeffs_on_device,
-                const SkipOnDevice* skip) {
+void check_skip(const char* op, std::size_t n, const SkipOnDevice* skip) {
   if (skip == nullptr) return;
   MT_CHECK_AS(ValueError, skip->args.found_inf != nullptr && skip->counts.size() == n, op,
               ": a skippable step needs the inf flag and one count per tensor (", n, "), got ",
               skip->counts.size());
-  MT_CHECK_AS(ValueError, coeffs_on_device == nullptr, op,
-              ": a skippable step computes its factors itself; pass no coeffs_on_device");
 }
 
 void check_coeffs_on_device(const char* op, const Device& device, const void* coeffs_on_device) {
@@ -85,7 +82,7 @@ void optimizer_step_multi_cpu(const TensorTable<T>& t, const typename Row::Args&
       const int64_t taken = take_counted_step(skip->args, skip->counts[c.tensor], c.begin == 0);
       if (taken < 0) return;
       // The double factors of step taken + 1, rounded by coeffs() in the one-tensor loop.
-      Row::counted(a, skip->args.lr, skip->args.bias_table, taken);
+      Row::counted(a, skip_lr(skip->args), skip->args.bias_table, taken);
     }
     std::array<T*, Row::kStates> state{};
     for (int k = 0; k < Row::kStates; ++k) state[std::size_t(k)] = at(p[2 + k], c.begin);
@@ -129,10 +126,17 @@ void optimizer_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>
   }
   const Device device = params[0].device();
   check_coeffs_on_device(op, device, coeffs_on_device);
-  check_skip(op, n, coeffs_on_device, skip);
+  check_skip(op, n, skip);
   MT_CHECK_AS(ValueError,
               !Row::kFactorsOfCount || skip == nullptr || skip->args.bias_table != nullptr, op,
               ": a skippable step of this optimizer needs the bias-correction table");
+  // A captured step's rate must come from memory too: a replay would repeat skip->args.lr.
+  MT_CHECK_AS(ValueError,
+              !Row::kFactorsOfCount || skip == nullptr || coeffs_on_device == nullptr ||
+                  skip->args.lr_on_device != nullptr,
+              op,
+              ": a skippable step with its factors on the device reads its rate there too "
+              "(SkipArgs::lr_on_device)");
   dispatch_float(params[0].dtype(), [&](auto zero) {
     using T = decltype(zero);
     // Raw pointers of every operand: param, grad, then the state in the row's order.

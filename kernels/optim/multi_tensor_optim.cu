@@ -47,7 +47,7 @@ __global__ void optimizer_multi_tensor_kernel(TensorListArgs<kDepth> args,
     const int64_t taken = take_counted_step(skip, static_cast<float*>(chunk.base[kDepth - 1]),
                                             chunk.begin == 0 && threadIdx.x == 0);
     if (taken < 0) return;
-    Row::at_count(c, skip.lr, skip.bias_table, taken);
+    Row::at_count(c, skip_lr(skip), skip.bias_table, taken);
     using First = typename Row::template AtFirstCount<V>;
     if constexpr (!std::is_same<First, V>::value) {
       if (taken == 0) {  // the first step taken (SGD: buf = g)

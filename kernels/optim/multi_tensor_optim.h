@@ -55,7 +55,9 @@ using StepStateLists = std::array<std::vector<Tensor>*, Row::kStates>;
 /// With `skip` the pass does nothing when *skip->args.found_inf is set, and what depends on a
 /// tensor's count of steps taken is that count's (the row's counted(): SGD's first step takes
 /// buf = g whatever args.first_step says; Adam's step_size and sqrt(1 - beta2^t) are those of
-/// t = count + 1, from skip->args.lr and bias_table). `skip` excludes `coeffs_on_device`.
+/// t = count + 1, from skip->args.lr and bias_table). Both (a captured skippable step): the
+/// other factors from `coeffs_on_device`, Adam's rate from skip->args.lr_on_device (ValueError
+/// without it).
 template <typename Row>
 void optimizer_step_multi(std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                           const StepStateLists<Row>& state, const typename Row::Args& args,

@@ -28,7 +28,15 @@ struct SkipArgs {
   const float* found_inf = nullptr;    ///< a float 0/1 (non-zero: skip)
   double lr = 0.0;                     ///< Adam: this step's learning rate
   const double* bias_table = nullptr;  ///< Adam: {1 - beta1^t, 1 - beta2^t} at 2 (t - 1)
+  /// Adam in a captured step (Note [capturable step]): the rate read here, in the step's factor
+  /// buffer, instead of `lr`, which a replayed graph would repeat.
+  const double* lr_on_device = nullptr;
 };
+
+/// Adam's rate for this step: from device memory when the step is captured.
+MT_HOST_DEVICE double skip_lr(const SkipArgs& s) {
+  return s.lr_on_device != nullptr ? *s.lr_on_device : s.lr;
+}
 
 /// The other element of a count pair (float[2], 8-byte aligned): its address's bit 2 says which
 /// element `current` is.

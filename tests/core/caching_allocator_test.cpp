@@ -260,6 +260,36 @@ TEST_F(CachingAllocatorTest, AGraphPoolKeepsItsBlocksFromEveryoneElseUntilReleas
   EXPECT_TRUE(state.live.empty());
 }
 
+// A capture's request takes the closest fit among its pool's free blocks and the cache's, as the
+// eager step's request takes the closest among all the blocks its step freed: a looser pool block
+// taken for a small request would leave a later, larger request of the capture without a block,
+// a cudaMalloc that the capture refuses (the float16 step with clipping captured by GraphStep hit
+// it: docs/cuda_graph.md).
+TEST_F(CachingAllocatorTest, ACaptureTakesTheClosestFitOfItsPoolAndTheCache) {
+  int s = 0;
+  state.stream = &s;
+  void* small = alloc->allocate(1024);  // a warm-up step's two temporaries, cached
+  void* large = alloc->allocate(2048);
+  alloc->deallocate(small);
+  alloc->deallocate(large);
+  const uint64_t pool = alloc->begin_pool(&s);
+  void* big = alloc->allocate(2048);  // from the cache into the pool, then free in the pool
+  EXPECT_EQ(big, large);
+  alloc->deallocate(big);
+  void* one = alloc->allocate(1024);  // the cache's 1 KiB block is closer than the pool's 2 KiB
+  EXPECT_EQ(one, small);
+  void* two = alloc->allocate(2048);  // so the 2 KiB request still finds its block
+  EXPECT_EQ(two, large);
+  EXPECT_EQ(state.raw_allocs, 2);
+  alloc->deallocate(one);
+  alloc->deallocate(two);
+  alloc->end_pool_capture(pool);
+  EXPECT_EQ(alloc->pool_bytes(pool), 3072u);
+  alloc->release_pool(pool);
+  alloc->empty_cache();
+  EXPECT_TRUE(state.live.empty());
+}
+
 TEST_F(CachingAllocatorTest, ABlockLiveWhenItsPoolIsReleasedReturnsToTheCache) {
   int s = 0;
   state.stream = &s;

@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -22,10 +23,12 @@
 #include "core/generator.h"
 #include "core/stream.h"
 #include "core/tensor.h"
+#include "kernels/optim/amp_math.h"
 #include "nn/mlp.h"
 #include "nn/mse_loss.h"
 #include "nn/sequential.h"
 #include "optim/clip.h"
+#include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "tests/support/test_util.h"
@@ -364,6 +367,150 @@ TEST(CudaCapturableOptimizer, GivesTheBitsOfTheByValueStep) {
             << opt[0]->name() << " " << dtype << " parameter " << i;
     }
   }
+}
+
+// float16's dynamic loss scaling inside a captured step (Note [a captured skippable step] in
+// optim/optimizer.cpp): the loss gradient times the device's scale, the unscale that writes the
+// inf flag, the optimizer that skips on it, and the scale's update, captured once and replayed.
+// The true gradients of each step (copied into the fixed gradient buffer before it) overflow at
+// steps 1, 4 and 7 (inf, NaN, inf); step 1 is the eager warm-up, so SGD's momentum buffer takes
+// its first step in a replay, and the learning rate changes every step. The replayed steps give
+// the eager skipping steps' records (scale used, flag, scale and tracker after), weights, state
+// and counts bit for bit (the eager path is held against torch by
+// CudaStepCounts.AnInfGradientSkipsTheStepAndBacksTheScaleOffAsTorch).
+struct ScaledRun {
+  std::vector<double> records;
+  std::vector<float> weights;
+  std::vector<std::pair<std::string, Tensor>> state;
+  std::map<std::string, std::string> scalars;
+  int64_t replays = 0;
+};
+
+const float kInfGrad = std::numeric_limits<float>::infinity();
+const float kNaNGrad = std::numeric_limits<float>::quiet_NaN();
+const std::vector<std::vector<float>> kScaledGrads = {
+    {kInfGrad, 2.0f}, {0.5f, 0.25f},  {0.25f, 0.5f},        {kNaNGrad, 0.0f},
+    {0.125f, 0.5f},   {0.25f, 0.25f}, {kInfGrad, kInfGrad}, {0.5f, 0.125f}};
+
+std::unique_ptr<Optimizer> scaled_optimizer(const std::string& name, Parameter& p) {
+  NamedParameters params{{"w", &p}};
+  OptimizerOptions o;
+  o.lr = 0.5;
+  o.weight_decay = 0.0;
+  if (name == "sgd") {
+    o.momentum = 0.5, o.dampening = 0.5;
+    return std::make_unique<SGD>(params, o);
+  }
+  if (name == "rmsprop") {
+    o.momentum = 0.5;
+    return std::make_unique<RMSprop>(params, o);
+  }
+  return std::make_unique<Adam>(params, AdamOptions{}, /*decoupled_weight_decay=*/name == "adamw");
+}
+
+ScaledRun scaled_run(const std::string& name, bool graph, const Stream& s) {
+  const Device gpu = s.device();
+  StreamGuard current(s);
+  Parameter p;
+  p.value = Tensor::from_vector(std::vector<float>{1.0f, 1.0f}, {2}, gpu);
+  p.grad = Tensor::zeros({2}, DType::Float32, gpu);
+  std::unique_ptr<Optimizer> opt = scaled_optimizer(name, p);
+  GradScalerOptions so;
+  so.init_scale = 4.0;
+  so.growth_interval = 2;
+  GradScaler scaler(so);
+  scaler.keep_on_device(gpu);
+  opt->set_found_inf(scaler.found_inf());
+  if (graph) opt->set_capturable(true);
+  Tensor record = Tensor::zeros({kAmpRecordSize}, DType::Float64, gpu);
+  const NamedParameters params{{"w", &p}};
+  auto queued = [&] {  // the step after backward, as the trainer queues it
+    scaler.scale_loss_gradient(p.grad, 1.0);
+    scaler.unscale_queued(params);
+    if (graph)
+      opt->queue_step();
+    else
+      opt->step();
+    scaler.update_queued(&record);
+  };
+  ScaledRun r;
+  std::unique_ptr<CudaGraph> captured;
+  std::vector<int64_t> plan;
+  for (std::size_t step = 0; step < kScaledGrads.size(); ++step) {
+    copy_on(s, p.grad, Tensor::from_vector(kScaledGrads[step], {2}, gpu));
+    opt->set_lr(0.5 / static_cast<double>(step + 1));
+    if (!graph) {
+      queued();
+    } else if (step == 0) {
+      opt->prepare_step();
+      queued();  // eager warm-up: creates the state and seeds the counts
+    } else {
+      opt->prepare_step();
+      if (!captured) {
+        plan = opt->step_plan();
+        captured = std::make_unique<CudaGraph>(CudaGraph::capture(s, queued));
+      }
+      EXPECT_EQ(opt->step_plan(), plan) << "step " << step + 1 << " would launch other kernels";
+      captured->replay(s);
+      ++r.replays;
+    }
+    for (double v : record.to(Device::cpu()).to_vector<double>()) r.records.push_back(v);
+  }
+  r.weights = p.value.to(Device::cpu()).to_vector<float>();
+  r.state = opt->state_tensors();
+  r.scalars = opt->state_scalars();
+  return r;
+}
+
+TEST(CudaCapturableOptimizer, SkipsOnTheScalersFlagInAReplayedStepAsTheEagerStep) {
+  MT_SKIP_UNLESS_CUDA_DEVICES(1);
+  const Stream s = Stream::create(Device::cuda(0));
+  for (const char* name : {"sgd", "adam", "adamw", "rmsprop"}) {
+    SCOPED_TRACE(name);
+    const ScaledRun eager = scaled_run(name, false, s);
+    const ScaledRun replayed = scaled_run(name, true, s);
+    EXPECT_EQ(replayed.replays, static_cast<int64_t>(kScaledGrads.size()) - 1);
+    // torch's flags: steps 1, 4 and 7 overflowed; the scale backs off and grows back.
+    std::vector<double> flags;
+    for (std::size_t k = 0; k < kScaledGrads.size(); ++k)
+      flags.push_back(eager.records[k * kAmpRecordSize + 1]);
+    EXPECT_EQ(flags, (std::vector<double>{1, 0, 0, 1, 0, 0, 1, 0}));
+    EXPECT_EQ(replayed.records, eager.records);
+    EXPECT_EQ(bits(replayed.weights), bits(eager.weights));
+    EXPECT_NE(eager.weights, (std::vector<float>{1.0f, 1.0f}));  // the finite steps were taken
+    ASSERT_EQ(replayed.state.size(), eager.state.size());
+    for (std::size_t i = 0; i < eager.state.size(); ++i) {
+      EXPECT_EQ(replayed.state[i].first, eager.state[i].first);
+      EXPECT_EQ(testing::host_values(replayed.state[i].second),
+                testing::host_values(eager.state[i].second))
+          << eager.state[i].first;
+    }
+    if (std::string(name) == "adam" || std::string(name) == "adamw")
+      EXPECT_EQ(replayed.scalars.at("w.step"), "5");  // the steps taken, skipped ones not counted
+  }
+}
+
+// A checkpoint loaded into a scaler kept on the device writes its state in place: a graph that
+// captured the loss gradient's scaling reads the loaded scale at its next replay.
+TEST(CudaCapturableOptimizer, AScalerLoadedAfterTheCaptureIsTheOneReplayed) {
+  MT_SKIP_UNLESS_CUDA_DEVICES(1);
+  const Stream s = Stream::create(Device::cuda(0));
+  StreamGuard current(s);
+  GradScalerOptions so;
+  so.init_scale = 4.0;
+  GradScaler scaler(so);
+  scaler.keep_on_device(s.device());
+  Tensor grad = Tensor::from_vector(std::vector<float>{1.0f, 0.5f}, {2}, s.device());
+  const Tensor ones = grad.clone();
+  scaler.scale_loss_gradient(grad, 1.0);  // warm-up
+  CudaGraph graph = CudaGraph::capture(s, [&] { scaler.scale_loss_gradient(grad, 1.0); });
+  copy_on(s, grad, ones);
+  graph.replay(s);
+  EXPECT_EQ(grad.to(Device::cpu()).to_vector<float>(), (std::vector<float>{4.0f, 2.0f}));
+  scaler.load_state({{"scale", "32"}, {"growth_tracker", "0"}});
+  copy_on(s, grad, ones);
+  graph.replay(s);
+  EXPECT_EQ(grad.to(Device::cpu()).to_vector<float>(), (std::vector<float>{32.0f, 16.0f}));
 }
 
 // An optimizer with step() only: the base class's capturable halves refuse.
