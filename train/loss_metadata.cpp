@@ -33,10 +33,10 @@ void read_loss_settings_metadata(const std::string& text, const std::string& pat
   for (const auto& [key, value] : j.items()) {
     bool known = false;
     try {
-#define MT_READ_LOSS_SETTING(Setting, member, flag)            \
-  if (key == flag) {                                           \
-    known = true;                                              \
-    o.member = value.get<decltype(LossOptions::member)>();     \
+#define MT_READ_LOSS_SETTING(Setting, member, flag)        \
+  if (key == flag) {                                       \
+    known = true;                                          \
+    o.member = value.get<decltype(LossOptions::member)>(); \
   }
       MT_LOSS_SETTINGS(MT_READ_LOSS_SETTING)
 #undef MT_READ_LOSS_SETTING
