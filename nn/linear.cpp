@@ -59,7 +59,7 @@ Tensor Linear::forward(const Tensor& x) {
               " but the layer's weight is ", w.dtype(), "; cast the input or build the layer with ",
               x.dtype());
 
-  Tensor y = Tensor::empty(Shape{x.size(0), out_}, w.dtype(), w.device());
+  Tensor y = buffers_.out.get(Shape{x.size(0), out_}, w.dtype(), w.device());
   linear_forward_with(gemm_backend_, y, x, w, bias_.value);  // x W^T, then + b (fused for cublaslt)
   input_ = training_ ? x : Tensor();  // eval mode keeps nothing (and forgets an older input)
   return y;
@@ -89,11 +89,11 @@ Tensor Linear::forward_activation(const Tensor& x, Activation act, Tensor& pre) 
               "layer that computes in its input's dtype on the CPU's OpenBLAS path or on a GPU ",
               "(fuses_activation_forward); input ", x.dtype(), " on ", x.device(), ", backend ",
               gemm_backend_);
-  Tensor y = Tensor::empty(Shape{x.size(0), out_}, w.dtype(), w.device());
+  Tensor y = buffers_.out.get(Shape{x.size(0), out_}, w.dtype(), w.device());
   // Note [ReLU in place]: ReLU's backward reads its input only through x <= 0, and relu(x) <= 0
   // exactly where x <= 0 (NaN and -0 included), so the output can stand in for the input: one
   // buffer instead of two, and no cold output buffer to fill on every tile.
-  Tensor out = act == Activation::ReLU ? y : Tensor::empty(y.shape(), y.dtype(), y.device());
+  Tensor out = act == Activation::ReLU ? y : buffers_.act_out.get(y.shape(), y.dtype(), y.device());
   linear_activation_forward_with(gemm_backend_, out, y, x, w, bias_.value, act);
   input_ = training_ ? x : Tensor();
   pre = y;
@@ -146,7 +146,7 @@ Tensor Linear::backward(const Tensor& grad_output) {
   accumulate_parameter_grads(dy);
   if (!needs_input_grad_) return Tensor();
   // dx = dy W: [batch, out] x [out, in].
-  Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor dx = buffers_.grad_in.get(x.shape(), x.dtype(), x.device());
   gemm_with(gemm_backend_, dx, dy, /*trans_a=*/false, weight_.value, /*trans_b=*/false);
   return dx;
 }
@@ -158,7 +158,7 @@ Tensor Linear::backward_activation(const Tensor& grad_output, Activation act, co
   accumulate_parameter_grads(grad_output);
   if (!needs_input_grad_) return Tensor();
   // dL/d(pre) = (dy W) * act'(pre), the activation's backward on each tile of dy W.
-  Tensor grad_pre = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor grad_pre = buffers_.grad_in.get(x.shape(), x.dtype(), x.device());
   linear_input_grad_activation_with(gemm_backend_, grad_pre, grad_output, weight_.value, pre, act);
   return grad_pre;
 }
@@ -174,7 +174,7 @@ Tensor Linear::backward_through_activation(const Tensor& grad_activation_output,
               " but its input was ", pre.shape());
   // dL/d(pre), the gradient of this layer's output: the activation's backward, stored while
   // its column sums (the bias gradient) are taken in the same pass.
-  Tensor dy = Tensor::empty(pre.shape(), pre.dtype(), pre.device());
+  Tensor dy = buffers_.grad_pre.get(pre.shape(), pre.dtype(), pre.device());
   const Tensor& x = checked_grad(dy);
   bool overwrite_w = false;
   Tensor& dw = grad_to_write(weight_, overwrite_w);
@@ -193,39 +193,53 @@ Tensor Linear::backward_through_activation(const Tensor& grad_activation_output,
     axpy(db, 1.0, bias_scratch_);
   }
   if (!needs_input_grad_) return Tensor();
-  Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor dx = buffers_.grad_in.get(x.shape(), x.dtype(), x.device());
   gemm_with(gemm_backend_, dx, dy, /*trans_a=*/false, weight_.value, /*trans_b=*/false);
   return dx;
 }
 
-Tensor Linear::rounded(const Tensor& t) const {
-  Tensor r = Tensor::empty(t.shape(), DType::Float32, t.device());
+Tensor Linear::cast_into(BufferSlot& slot, const Tensor& in, DType to) {
+  Tensor out = slot.get(in.shape(), to, in.device());
+  cast(out, in);
+  return out;
+}
+
+void Linear::Buffers::clear() noexcept {
+  for (BufferSlot* slot : {&out, &act_out, &grad_pre, &grad_in, &x16, &x32, &acc, &y16, &dy16,
+                           &dy32, &dw, &dx16, &w16, &b16})
+    slot->clear();
+}
+
+Tensor Linear::rounded(const Tensor& t, BufferSlot& slot) const {
+  Tensor r = slot.get(t.shape(), DType::Float32, t.device());
   round_to_precision(r, t, precision_);
   return r;
 }
 
 Tensor Linear::forward_mixed(const Tensor& x) {
-  const Tensor x16 = x.dtype() == precision_ ? x : cast(x, precision_);
-  Tensor acc = Tensor::empty(Shape{x.size(0), out_}, DType::Float32, x.device());
+  const Tensor x16 = x.dtype() == precision_ ? x : cast_into(buffers_.x16, x, precision_);
+  Tensor acc = buffers_.acc.get(Shape{x.size(0), out_}, DType::Float32, x.device());
   // One rounding of the float32 sum x W^T + b, as torch's 16-bit addmm (bias folded in by beta).
-  const Tensor w16 = rounded(weight_.value);
-  linear_forward_with(gemm_backend_, acc, cast(x16, DType::Float32), w16,
-                      bias_.value.defined() ? rounded(bias_.value) : Tensor());
+  const Tensor w16 = rounded(weight_.value, buffers_.w16);
+  linear_forward_with(gemm_backend_, acc, cast_into(buffers_.x32, x16, DType::Float32), w16,
+                      bias_.value.defined() ? rounded(bias_.value, buffers_.b16) : Tensor());
   input_ = training_ ? x16 : Tensor();
   weight16_ = training_ && needs_input_grad_ ? w16 : Tensor();
-  return cast(acc, precision_);
+  return cast_into(buffers_.y16, acc, precision_);
 }
 
 Tensor Linear::backward_mixed(const Tensor& grad_output) {
   const DType p = input_.dtype();
   // A float32 gradient (a caller outside the trainer) is first rounded, as torch's cast would.
-  const Tensor dy =
-      cast(grad_output.dtype() == p ? grad_output : cast(grad_output, p), DType::Float32);
+  const Tensor dy = cast_into(
+      buffers_.dy32,
+      grad_output.dtype() == p ? grad_output : cast_into(buffers_.dy16, grad_output, p),
+      DType::Float32);
   {
     // dW: the 16-bit product (rounded), added into the float32 gradient. The widened input and
     // the product are freed before dx's buffers exist: the peak holds one layer's temporaries.
-    const Tensor x = cast(input_, DType::Float32);
-    Tensor dw = Tensor::empty(weight_.value.shape(), DType::Float32, x.device());
+    const Tensor x = cast_into(buffers_.x32, input_, DType::Float32);
+    Tensor dw = buffers_.dw.get(weight_.value.shape(), DType::Float32, x.device());
     gemm_with(gemm_backend_, dw, dy, /*trans_a=*/true, x, /*trans_b=*/false);
     round_to_precision(dw, dw, p);
     axpy(ensure_grad(weight_), 1.0, dw);
@@ -240,11 +254,11 @@ Tensor Linear::backward_mixed(const Tensor& grad_output) {
     axpy(db, 1.0, bias_scratch_);
   }
   if (!needs_input_grad_) return Tensor();
-  Tensor dx = Tensor::empty(input_.shape(), DType::Float32, input_.device());
+  Tensor dx = buffers_.grad_in.get(input_.shape(), DType::Float32, input_.device());
   // The forward's W16; rounded anew only if the input gradient was switched on after the forward.
-  const Tensor w16 = weight16_.defined() ? weight16_ : rounded(weight_.value);
+  const Tensor w16 = weight16_.defined() ? weight16_ : rounded(weight_.value, buffers_.w16);
   gemm_with(gemm_backend_, dx, dy, /*trans_a=*/false, w16, /*trans_b=*/false);
-  return cast(dx, p);
+  return cast_into(buffers_.dx16, dx, p);
 }
 
 void Linear::set_gemm_backend(std::string name) {
@@ -276,6 +290,7 @@ void Linear::to(Device device) {
   input_ = Tensor();
   bias_scratch_ = Tensor();
   weight16_ = Tensor();
+  buffers_.clear();
 }
 
 std::string Linear::repr() const {

@@ -16,6 +16,7 @@
 
 #include <string>
 
+#include "core/buffer_slot.h"
 #include "core/generator.h"
 #include "kernels/activation.h"
 #include "nn/module.h"
@@ -87,14 +88,27 @@ class Linear final : public Module {
   // (torch's autocast saves the cast weight for backward too), so it is rounded once a step.
   Tensor weight16_;
   std::string gemm_backend_ = "auto";
+  // Note [buffers that live across steps] (core/buffer_slot.h): what each step writes anew, kept
+  // and rewritten when no one else holds it; dropped by to().
+  struct Buffers {
+    BufferSlot out;       // forward's x W^T + b (the activation's kept input; ReLU's output too)
+    BufferSlot act_out;   // forward_activation's activation output (not ReLU's: in place)
+    BufferSlot grad_pre;  // dL/d(x W^T + b) of backward_through_activation / backward_activation
+    BufferSlot grad_in;   // dL/dx
+    // mixed precision: the casts around the float32 GEMMs, and dW before it is rounded
+    BufferSlot x16, x32, acc, y16, dy16, dy32, dw, dx16, w16, b16;
+    void clear() noexcept;
+  } buffers_;
 
   void check_input(const Tensor& x) const;             // forward's checks on its input
   const Tensor& checked_grad(const Tensor& dy) const;  // backward's checks; returns the input
   void accumulate_parameter_grads(const Tensor& dy);   // dW += dy^T x, db += sum_rows(dy)
   Tensor forward_mixed(const Tensor& x);
   Tensor backward_mixed(const Tensor& grad_output);
+  // cast(in, to) into a buffer of `slot` (Note [buffers that live across steps]).
+  static Tensor cast_into(BufferSlot& slot, const Tensor& in, DType to);
   // W (or b) rounded to the precision, in float32: what the 16-bit GEMM multiplies by.
-  Tensor rounded(const Tensor& t) const;
+  Tensor rounded(const Tensor& t, BufferSlot& slot) const;
 };
 
 }  // namespace minitrain

@@ -33,6 +33,8 @@ struct CUstream_st;
 
 namespace minitrain {
 
+class BufferSlot;
+
 struct CrossEntropySpec {
   /// Undefined (all 1) or [C] of the logits' device and dtype, each >= 0 (torch's weight=).
   Tensor class_weights;
@@ -42,6 +44,9 @@ struct CrossEntropySpec {
   /// {0, 0, 0} until a bad target is met (Note [cross_entropy's targets on the device]); used
   /// only without class_weights (a weighted call checks on the host).
   Tensor target_check;
+  /// Null: the GPU path's scratch (the rows' losses, the counted divisor) is new on every call;
+  /// else it comes from this slot, kept by the caller across calls (core/buffer_slot.h).
+  BufferSlot* workspace = nullptr;
 };
 
 /// Whether a call with `spec` on `logits` checks its targets on the device (no host copy).
