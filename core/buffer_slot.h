@@ -52,7 +52,7 @@ class BufferSlot {
   struct Entry {
     Tensor buffer;
     const void* stream = nullptr;  // the current stream of its device when it was made
-    uint64_t last_use = 0;  // when it was last handed out: the smallest makes room first
+    uint64_t last_use = 0;         // when it was last handed out: the smallest makes room first
   };
   std::size_t kept_;
   std::vector<Entry> entries_;

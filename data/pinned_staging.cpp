@@ -16,8 +16,8 @@ PinnedStaging::PinnedStaging(Device device, const Stream& stream, int64_t rows, 
   StreamGuard stream_guard(stream_);  // Note [data loader streams]: blocks tied to the stream
   for (std::size_t i = 0; i < count; ++i) {
     buffers_.push_back(Buffer{Tensor::empty_pinned({rows_, in_dim_}),
-                              Tensor::empty_pinned({rows_, out_dim_}), BufferSlot(1),
-                              BufferSlot(1), Event::create(device), false, false});
+                              Tensor::empty_pinned({rows_, out_dim_}), BufferSlot(1), BufferSlot(1),
+                              Event::create(device), false, false});
     Buffer& b = buffers_.back();
     (void)b.device_x.get(Shape{rows_, in_dim_}, DType::Float32, device_);
     (void)b.device_y.get(Shape{rows_, out_dim_}, DType::Float32, device_);

@@ -45,7 +45,7 @@ class PinnedStaging {
 
  private:
   struct Buffer {
-    Tensor x, y;              // pinned
+    Tensor x, y;                    // pinned
     BufferSlot device_x, device_y;  // [rows, in_dim] and [rows, out_dim] on the device
     Event copied;
     bool pending = false;  // `copied` was recorded and may not have completed

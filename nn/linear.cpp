@@ -231,10 +231,10 @@ Tensor Linear::forward_mixed(const Tensor& x) {
 Tensor Linear::backward_mixed(const Tensor& grad_output) {
   const DType p = input_.dtype();
   // A float32 gradient (a caller outside the trainer) is first rounded, as torch's cast would.
-  const Tensor dy = cast_into(
-      buffers_.dy32,
-      grad_output.dtype() == p ? grad_output : cast_into(buffers_.dy16, grad_output, p),
-      DType::Float32);
+  const Tensor dy =
+      cast_into(buffers_.dy32,
+                grad_output.dtype() == p ? grad_output : cast_into(buffers_.dy16, grad_output, p),
+                DType::Float32);
   {
     // dW: the 16-bit product (rounded), added into the float32 gradient. The widened input and
     // the product are freed before dx's buffers exist: the peak holds one layer's temporaries.

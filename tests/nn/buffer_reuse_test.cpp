@@ -74,9 +74,7 @@ TEST_P(BufferSlotOnDevice, AnotherKindGetsItsOwnBufferAndTheOldestMakesRoom) {
   EXPECT_EQ(slot.size(), 0u);
 }
 
-TEST(BufferSlot, KeepsAtLeastOneBuffer) {
-  EXPECT_THROW((void)BufferSlot(0), ValueError);
-}
+TEST(BufferSlot, KeepsAtLeastOneBuffer) { EXPECT_THROW((void)BufferSlot(0), ValueError); }
 
 // mlp:3,8,8,2 with the given activation: Linear + activation pairs (fused on a GPU and on the
 // CPU's OpenBLAS path), a last Linear, and MSE.
