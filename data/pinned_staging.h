@@ -26,8 +26,8 @@ class PinnedStaging {
  public:
   /// `count` buffer pairs ([rows, in_dim] and [rows, out_dim] float32), pinned, and as many on
   /// `device` (allocated here, on `stream`), for copies queued on `stream` (which must outlive
-  /// this). `count` must exceed the
-  /// number of threads that call stage() at once, so that each finds a free buffer.
+  /// this). `count` must exceed the number of threads that call stage() at once, so that each
+  /// finds a free buffer.
   PinnedStaging(Device device, const Stream& stream, int64_t rows, int64_t in_dim, int64_t out_dim,
                 std::size_t count);
   /// Waits for the copies still in flight: pinned blocks go back to a cache that hands them out
