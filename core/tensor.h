@@ -72,6 +72,9 @@ class Tensor {
   /// The single element of a one-element tensor, converted to double.
   double item() const;
 
+  /// How many handles share this tensor's storage, views included (0 when undefined): 1 means
+  /// this handle is the only one (core/buffer_slot.h reuses such a buffer).
+  long storage_use_count() const noexcept { return storage_.use_count(); }
   bool shares_storage_with(const Tensor& other) const noexcept {
     return storage_ != nullptr && storage_ == other.storage_;
   }

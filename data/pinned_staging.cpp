@@ -12,8 +12,16 @@ PinnedStaging::PinnedStaging(Device device, const Stream& stream, int64_t rows, 
     : device_(device), stream_(stream), rows_(rows), in_dim_(in_dim), out_dim_(out_dim) {
   MT_CHECK(count >= 1, "PinnedStaging: needs at least one buffer, got ", count);
   buffers_.reserve(count);
-  for (std::size_t i = 0; i < count; ++i)
-    buffers_.push_back(Buffer{Tensor(), Tensor(), Event::create(device), false, false});
+  DeviceGuard device_guard(device_);
+  StreamGuard stream_guard(stream_);  // Note [data loader streams]: blocks tied to the stream
+  for (std::size_t i = 0; i < count; ++i) {
+    buffers_.push_back(Buffer{Tensor::empty_pinned({rows_, in_dim_}),
+                              Tensor::empty_pinned({rows_, out_dim_}), BufferSlot(1), BufferSlot(1),
+                              Event::create(device), false, false});
+    Buffer& b = buffers_.back();
+    (void)b.device_x.get(Shape{rows_, in_dim_}, DType::Float32, device_);
+    (void)b.device_y.get(Shape{rows_, out_dim_}, DType::Float32, device_);
+  }
 }
 
 PinnedStaging::~PinnedStaging() {
@@ -53,16 +61,12 @@ void PinnedStaging::stage(int64_t k, const std::function<void(Tensor&, Tensor&)>
       b.copied.synchronize();  // the consumer's stream has not reached this buffer's copy yet
       b.pending = false;
     }
-    if (!b.x.defined()) {
-      b.x = Tensor::empty_pinned({rows_, in_dim_});
-      b.y = Tensor::empty_pinned({rows_, out_dim_});
-    }
     Tensor xh = b.x.narrow(0, k), yh = b.y.narrow(0, k);
     fill(xh, yh);
     DeviceGuard device_guard(device_);
     StreamGuard stream_guard(stream_);
-    x = Tensor::empty({k, in_dim_}, DType::Float32, device_);
-    y = Tensor::empty({k, out_dim_}, DType::Float32, device_);
+    x = b.device_x.get(Shape{rows_, in_dim_}, DType::Float32, device_).narrow(0, k);
+    y = b.device_y.get(Shape{rows_, out_dim_}, DType::Float32, device_).narrow(0, k);
     copy_bytes_async(x.raw_data(), device_, xh.raw_data(), Device::cpu(), xh.nbytes(), stream_);
     copy_bytes_async(y.raw_data(), device_, yh.raw_data(), Device::cpu(), yh.nbytes(), stream_);
     b.copied.record(stream_);

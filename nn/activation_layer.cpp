@@ -12,7 +12,8 @@ namespace minitrain {
 
 Tensor ActivationLayer::forward(const Tensor& x) {
   MT_CHECK(x.defined(), activation_name(kind_), ": input is an undefined tensor");
-  Tensor y = activation_forward(x, kind_);
+  Tensor y = out_.get(x.shape(), x.dtype(), x.device());
+  activation_forward(y, x, kind_);
   input_ = training_ ? x : Tensor();
   return y;
 }
@@ -27,14 +28,19 @@ Tensor ActivationLayer::backward(const Tensor& grad_output) {
   if (!needs_input_grad_) return Tensor();
   // A float32 gradient for a 16-bit input (a caller outside the trainer) is rounded first, as
   // torch's cast would.
+  Tensor grad_x = grad_in_.get(input_.shape(), input_.dtype(), input_.device());
   if (is_half(input_.dtype()) && grad_output.dtype() != input_.dtype())
-    return activation_backward(cast(grad_output, input_.dtype()), input_, kind_);
-  return activation_backward(grad_output, input_, kind_);
+    activation_backward(grad_x, cast(grad_output, input_.dtype()), input_, kind_);
+  else
+    activation_backward(grad_x, grad_output, input_, kind_);
+  return grad_x;
 }
 
 void ActivationLayer::to(Device device) {
   Module::to(device);
   input_ = Tensor();
+  out_.clear();
+  grad_in_.clear();
 }
 
 std::string ActivationLayer::repr() const { return activation_torch_repr(kind_); }

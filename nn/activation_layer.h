@@ -2,6 +2,7 @@
 // Parameter-free activation layers (torch.nn.ReLU, GELU(), GELU(approximate='tanh'), Tanh,
 // Sigmoid) over kernels/activation.h. Backward needs the forward input, which forward caches.
 
+#include "core/buffer_slot.h"
 #include "kernels/activation.h"
 #include "nn/module.h"
 
@@ -25,6 +26,9 @@ class ActivationLayer final : public Module {
  private:
   Activation kind_;
   Tensor input_;
+  // Note [buffers that live across steps] (core/buffer_slot.h): the output and the input
+  // gradient, rewritten each step when no one else holds them; dropped by to().
+  BufferSlot out_, grad_in_;
 };
 
 }  // namespace minitrain

@@ -17,7 +17,7 @@ CrossEntropyLoss::CrossEntropyLoss(LossOptions options) : Loss(std::move(options
 CrossEntropySpec CrossEntropyLoss::spec_for(const Tensor& logits) {
   MT_CHECK(logits.defined(), name(), ": logits are an undefined tensor");
   return {cached_weights(class_weights_, options_.class_weights, logits), options_.label_smoothing,
-          options_.ignore_index, target_check_};
+          options_.ignore_index, target_check_, &workspace_};
 }
 
 Tensor CrossEntropyLoss::forward(const Tensor& logits, const Tensor& classes) {
@@ -41,9 +41,9 @@ Tensor CrossEntropyLoss::forward_backward(const Tensor& logits, const Tensor& cl
   MT_CHECK_AS(ShapeError, logits.ndim() == 2, name(), ": logits must be [N, C] but have shape ",
               logits.shape());
   Tensor loss =
-      Tensor::empty(options_.reduction == Reduction::None ? Shape{logits.size(0)} : Shape{},
-                    logits.dtype(), logits.device());
-  grad_logits = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+      value_buffer_.get(options_.reduction == Reduction::None ? Shape{logits.size(0)} : Shape{},
+                        logits.dtype(), logits.device());
+  grad_logits = grad_buffer_.get(logits.shape(), logits.dtype(), logits.device());
   cross_entropy_forward_backward(loss, grad_logits, logits, classes, spec, options_.reduction);
   logits_ = logits;
   classes_ = classes;

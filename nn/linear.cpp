@@ -60,7 +60,7 @@ Tensor Linear::forward(const Tensor& x) {
               " but the layer's weight is ", w.dtype(), "; cast the input or build the layer with ",
               x.dtype());
 
-  Tensor y = Tensor::empty(Shape{x.size(0), out_}, w.dtype(), w.device());
+  Tensor y = buffers_.out.get(Shape{x.size(0), out_}, w.dtype(), w.device());
   linear_forward_with(gemm_backend_, y, x, w, bias_.value);  // x W^T, then + b (fused for cublaslt)
   input_ = training_ ? x : Tensor();  // eval mode keeps nothing (and forgets an older input)
   return y;
@@ -90,11 +90,11 @@ Tensor Linear::forward_activation(const Tensor& x, Activation act, Tensor& pre) 
               "layer that computes in its input's dtype on the CPU's OpenBLAS path or on a GPU ",
               "(fuses_activation_forward); input ", x.dtype(), " on ", x.device(), ", backend ",
               gemm_backend_);
-  Tensor y = Tensor::empty(Shape{x.size(0), out_}, w.dtype(), w.device());
+  Tensor y = buffers_.out.get(Shape{x.size(0), out_}, w.dtype(), w.device());
   // Note [ReLU in place]: ReLU's backward reads its input only through x <= 0, and relu(x) <= 0
   // exactly where x <= 0 (NaN and -0 included), so the output can stand in for the input: one
   // buffer instead of two, and no cold output buffer to fill on every tile.
-  Tensor out = act == Activation::ReLU ? y : Tensor::empty(y.shape(), y.dtype(), y.device());
+  Tensor out = act == Activation::ReLU ? y : buffers_.act_out.get(y.shape(), y.dtype(), y.device());
   linear_activation_forward_with(gemm_backend_, out, y, x, w, bias_.value, act);
   input_ = training_ ? x : Tensor();
   pre = y;
@@ -147,7 +147,7 @@ Tensor Linear::backward(const Tensor& grad_output) {
   accumulate_parameter_grads(dy);
   if (!needs_input_grad_) return Tensor();
   // dx = dy W: [batch, out] x [out, in].
-  Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor dx = buffers_.grad_in.get(x.shape(), x.dtype(), x.device());
   gemm_with(gemm_backend_, dx, dy, /*trans_a=*/false, weight_.value, /*trans_b=*/false);
   return dx;
 }
@@ -159,7 +159,7 @@ Tensor Linear::backward_activation(const Tensor& grad_output, Activation act, co
   accumulate_parameter_grads(grad_output);
   if (!needs_input_grad_) return Tensor();
   // dL/d(pre) = (dy W) * act'(pre), the activation's backward on each tile of dy W.
-  Tensor grad_pre = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor grad_pre = buffers_.grad_in.get(x.shape(), x.dtype(), x.device());
   linear_input_grad_activation_with(gemm_backend_, grad_pre, grad_output, weight_.value, pre, act);
   return grad_pre;
 }
@@ -175,7 +175,7 @@ Tensor Linear::backward_through_activation(const Tensor& grad_activation_output,
               " but its input was ", pre.shape());
   // dL/d(pre), the gradient of this layer's output: the activation's backward, stored while
   // its column sums (the bias gradient) are taken in the same pass.
-  Tensor dy = Tensor::empty(pre.shape(), pre.dtype(), pre.device());
+  Tensor dy = buffers_.grad_pre.get(pre.shape(), pre.dtype(), pre.device());
   const Tensor& x = checked_grad(dy);
   bool overwrite_w = false;
   Tensor& dw = grad_to_write(weight_, overwrite_w);
@@ -194,7 +194,7 @@ Tensor Linear::backward_through_activation(const Tensor& grad_activation_output,
     axpy(db, 1.0, bias_scratch_);
   }
   if (!needs_input_grad_) return Tensor();
-  Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor dx = buffers_.grad_in.get(x.shape(), x.dtype(), x.device());
   gemm_with(gemm_backend_, dx, dy, /*trans_a=*/false, weight_.value, /*trans_b=*/false);
   return dx;
 }
@@ -263,16 +263,28 @@ Linear::RoundedWeights::~RoundedWeights() {
   for (Linear* layer : layers_) layer->weights16_current_ = false;
 }
 
+Tensor Linear::cast_into(BufferSlot& slot, const Tensor& in, DType to) {
+  Tensor out = slot.get(in.shape(), to, in.device());
+  cast(out, in);
+  return out;
+}
+
+void Linear::Buffers::clear() noexcept {
+  for (BufferSlot* slot :
+       {&out, &act_out, &grad_pre, &grad_in, &x16, &x32, &acc, &y16, &dy16, &dy32, &dx16})
+    slot->clear();
+}
+
 Tensor Linear::forward_mixed(const Tensor& x) {
-  const Tensor x16 = x.dtype() == precision_ ? x : cast(x, precision_);
+  const Tensor x16 = x.dtype() == precision_ ? x : cast_into(buffers_.x16, x, precision_);
   if (!weights16_current_) round_weights({this});  // Note [the weight casts]
   weights16_current_ = false;
-  Tensor acc = Tensor::empty(Shape{x.size(0), out_}, DType::Float32, x.device());
+  Tensor acc = buffers_.acc.get(Shape{x.size(0), out_}, DType::Float32, x.device());
   // One rounding of the float32 sum x W^T + b, as torch's 16-bit addmm (bias folded in by beta).
-  linear_forward_with(gemm_backend_, acc, cast(x16, DType::Float32), weight16_,
+  linear_forward_with(gemm_backend_, acc, cast_into(buffers_.x32, x16, DType::Float32), weight16_,
                       bias_.value.defined() ? bias16_ : Tensor());
   input_ = training_ ? x16 : Tensor();
-  return cast(acc, precision_);
+  return cast_into(buffers_.y16, acc, precision_);
 }
 
 // Note [the gradient casts]: a mixed-precision layer's dW = dy^T x and db = sum_rows(dy) are
@@ -334,11 +346,13 @@ Tensor Linear::backward_mixed(const Tensor& grad_output) {
     gradients_to_->flush();
   // A float32 gradient (a caller outside the trainer) is first rounded, as torch's cast would.
   const Tensor dy =
-      cast(grad_output.dtype() == p ? grad_output : cast(grad_output, p), DType::Float32);
+      cast_into(buffers_.dy32,
+                grad_output.dtype() == p ? grad_output : cast_into(buffers_.dy16, grad_output, p),
+                DType::Float32);
   {
     // dW: the 16-bit product (rounded at the cast). The widened input is freed before dx's
     // buffers exist.
-    const Tensor x = cast(input_, DType::Float32);
+    const Tensor x = cast_into(buffers_.x32, input_, DType::Float32);
     const Tensor& w = weight_.value;
     if (!weight_grad_.defined() || weight_grad_.device() != w.device() ||
         weight_grad_.shape() != w.shape())
@@ -362,9 +376,9 @@ Tensor Linear::backward_mixed(const Tensor& grad_output) {
   else
     add_rounded_gradients(grads);
   if (!needs_input_grad_) return Tensor();
-  Tensor dx = Tensor::empty(input_.shape(), DType::Float32, input_.device());
+  Tensor dx = buffers_.grad_in.get(input_.shape(), DType::Float32, input_.device());
   gemm_with(gemm_backend_, dx, dy, /*trans_a=*/false, weight16_, /*trans_b=*/false);
-  return cast(dx, p);
+  return cast_into(buffers_.dx16, dx, p);
 }
 
 void Linear::set_gemm_backend(std::string name) {
@@ -400,6 +414,7 @@ void Linear::to(Device device) {
   weight16_ = Tensor();
   bias16_ = Tensor();
   weights16_current_ = false;
+  buffers_.clear();
 }
 
 std::string Linear::repr() const {

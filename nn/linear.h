@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/buffer_slot.h"
 #include "core/generator.h"
 #include "kernels/activation.h"
 #include "nn/module.h"
@@ -138,6 +139,18 @@ class Linear final : public Module {
   Tensor weight_grad_;
   RoundedGradients* gradients_to_ = nullptr;  // the backward's RoundedGradients, if any
   std::string gemm_backend_ = "auto";
+  // Note [buffers that live across steps] (core/buffer_slot.h): what each step writes anew, kept
+  // and rewritten when no one else holds it; dropped by to().
+  struct Buffers {
+    BufferSlot out;       // forward's x W^T + b (the activation's kept input; ReLU's output too)
+    BufferSlot act_out;   // forward_activation's activation output (not ReLU's: in place)
+    BufferSlot grad_pre;  // dL/d(x W^T + b) of backward_through_activation / backward_activation
+    BufferSlot grad_in;   // dL/dx
+    // mixed precision: the casts around the float32 GEMMs (the rounded weights and dW are
+    // weight16_, bias16_ and weight_grad_, kept by the multi-tensor casts)
+    BufferSlot x16, x32, acc, y16, dy16, dy32, dx16;
+    void clear() noexcept;
+  } buffers_;
 
   void check_input(const Tensor& x) const;             // forward's checks on its input
   const Tensor& checked_grad(const Tensor& dy) const;  // backward's checks; returns the input
@@ -151,6 +164,8 @@ class Linear final : public Module {
   // launch per device and precision.
   static void add_rounded_gradients(const std::vector<RoundedGradients::Pending>& pending);
   bool computes_mixed() const noexcept;
+  // cast(in, to) into a buffer of `slot` (Note [buffers that live across steps]).
+  static Tensor cast_into(BufferSlot& slot, const Tensor& in, DType to);
 };
 
 }  // namespace minitrain

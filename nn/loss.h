@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/buffer_slot.h"
 #include "core/tensor.h"
 #include "kernels/loss/reduction.h"
 
@@ -65,6 +66,9 @@ class Loss {
  protected:
   explicit Loss(LossOptions options) : options_(std::move(options)) {}
   LossOptions options_;
+  // Note [buffers that live across steps] (core/buffer_slot.h): forward_backward's loss value and
+  // gradient, rewritten each step when no one else holds them.
+  BufferSlot value_buffer_, grad_buffer_, workspace_;  // workspace_: a reduction's scratch
 };
 
 /// The settings of LossOptions that only some losses take (reduction every one takes). Note

@@ -38,10 +38,10 @@ Tensor MSELoss::backward() {
 
 Tensor MSELoss::forward_backward(const Tensor& pred, const Tensor& target, Tensor& grad_pred) {
   check_shapes(pred, target);
-  Tensor loss = Tensor::empty(options_.reduction == Reduction::None ? pred.shape() : Shape{},
-                              pred.dtype(), pred.device());
-  grad_pred = Tensor::empty(pred.shape(), pred.dtype(), pred.device());
-  mse_loss_forward_backward(loss, grad_pred, pred, target, options_.reduction);
+  Tensor loss = value_buffer_.get(options_.reduction == Reduction::None ? pred.shape() : Shape{},
+                                  pred.dtype(), pred.device());
+  grad_pred = grad_buffer_.get(pred.shape(), pred.dtype(), pred.device());
+  mse_loss_forward_backward(loss, grad_pred, pred, target, options_.reduction, workspace_);
   pred_ = pred;
   target_ = target;
   return loss;

@@ -57,9 +57,9 @@ Tensor PointwiseLoss::backward() {
 Tensor PointwiseLoss::forward_backward(const Tensor& pred, const Tensor& target,
                                        Tensor& grad_pred) {
   check_shapes(pred, target);
-  Tensor loss = Tensor::empty(options_.reduction == Reduction::None ? pred.shape() : Shape{},
-                              pred.dtype(), pred.device());
-  grad_pred = Tensor::empty(pred.shape(), pred.dtype(), pred.device());
+  Tensor loss = value_buffer_.get(options_.reduction == Reduction::None ? pred.shape() : Shape{},
+                                  pred.dtype(), pred.device());
+  grad_pred = grad_buffer_.get(pred.shape(), pred.dtype(), pred.device());
   pointwise_loss_forward_backward(loss, grad_pred, pred, target, spec_for(pred),
                                   options_.reduction);
   pred_ = pred;

@@ -444,7 +444,11 @@ void Trainer::forward_loss_backward(const Batch& batch, int64_t b, int64_t batch
   // forward
   const Tensor out = model_.forward(batch.x);
   // A 16-bit prediction (mixed precision) is widened: the loss is float32 (torch.autocast).
-  const Tensor pred = is_half(out.dtype()) ? cast(out, DType::Float32) : out;
+  Tensor pred = out;
+  if (is_half(out.dtype())) {
+    pred = widened_pred_.get(out.shape(), DType::Float32, out.device());
+    cast(pred, out);
+  }
   // Under model parallelism the batch arrives on the first stage's device and the prediction
   // leaves the last stage's: the targets follow the prediction (a no-op on one device).
   const Tensor target = batch.y.to(pred.device());
@@ -496,7 +500,12 @@ void Trainer::forward_loss_backward(const Batch& batch, int64_t b, int64_t batch
     scale(grad, grad, 1.0 / static_cast<double>(batches));
   }
   sync_->before_backward(b == batches - 1);
-  model_.backward(out.dtype() == grad.dtype() ? grad : cast(grad, out.dtype()));
+  if (out.dtype() != grad.dtype()) {
+    Tensor rounded = rounded_grad_.get(grad.shape(), out.dtype(), grad.device());
+    cast(rounded, grad);
+    grad = rounded;
+  }
+  model_.backward(grad);
 
   count_batch(batch, s);
 }

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "core/buffer_slot.h"
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/gpu_monitor.h"
@@ -261,6 +262,9 @@ class Trainer {
   Device device_;
   int64_t step_ = 0;
   int64_t batches_seen_ = 0;
+  // Mixed precision: the 16-bit prediction widened for the loss and the loss gradient rounded
+  // back, rewritten each step (Note [buffers that live across steps], core/buffer_slot.h).
+  BufferSlot widened_pred_, rounded_grad_;
   int64_t logit_columns_ = 0;  // a classifier's C, for a label check read from the device
   int64_t samples_seen_ = 0;   // rows consumed by all ranks together
   std::string last_checkpoint_;

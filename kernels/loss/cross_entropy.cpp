@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/buffer_slot.h"
 #include "core/parallel_for.h"
 #include "core/stream.h"
 #include "kernels/check.h"
@@ -265,13 +266,17 @@ void run_cross_entropy(const char* op, Tensor* out, Tensor* grad, const Tensor* 
         // allocator]).
         Tensor row_loss;
         if (out != nullptr && !per_row)
-          row_loss = Tensor::empty({plan.rows}, DType::Float64, logits.device());
+          row_loss = spec.workspace != nullptr
+                         ? spec.workspace->get({plan.rows}, DType::Float64, logits.device())
+                         : Tensor::empty({plan.rows}, DType::Float64, logits.device());
         // With the targets checked on the device, the mean's divisor is formed there too (and
         // with weights their total, {divisor, weight total}).
         Tensor device_divisor;
         const T* weights = plan.weighted ? spec.class_weights.data<T>() : nullptr;
         if (on_device) {
-          device_divisor = Tensor::empty({2}, DType::Float64, logits.device());
+          device_divisor = spec.workspace != nullptr
+                               ? spec.workspace->get({2}, DType::Float64, logits.device())
+                               : Tensor::empty({2}, DType::Float64, logits.device());
           cross_entropy_check_targets_cuda<T>(
               device_divisor.data<double>(), spec.target_check.data<double>(), classes.data<T>(),
               weights, plan.rows, plan.cols, spec.ignore_index, stream);

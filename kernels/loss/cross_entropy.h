@@ -38,6 +38,8 @@ struct CUstream_st;
 
 namespace minitrain {
 
+class BufferSlot;
+
 struct CrossEntropySpec {
   /// Undefined (all 1) or [C] of the logits' device and dtype, each >= 0 (torch's weight=).
   Tensor class_weights;
@@ -47,6 +49,9 @@ struct CrossEntropySpec {
   /// {0, 0, 0} until a bad target (or class weight) is met (Note [cross_entropy's targets on the
   /// device]).
   Tensor target_check;
+  /// Null: the GPU path's scratch (the rows' losses, the counted divisor) is new on every call;
+  /// else it comes from this slot, kept by the caller across calls (core/buffer_slot.h).
+  BufferSlot* workspace = nullptr;
 };
 
 /// Whether a call with `spec` on `logits` checks its targets on the device (no host copy).

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/buffer_slot.h"
 #include "core/parallel_for.h"
 #include "core/stream.h"
 #include "kernels/check.h"
@@ -188,8 +189,11 @@ void mse_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& 
       });
 }
 
-void mse_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
-                               const Tensor& target, Reduction reduction) {
+namespace {
+
+// `workspace` null: a new scratch per call.
+void forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred, const Tensor& target,
+                      Reduction reduction, BufferSlot* workspace_slot) {
   const char* op = "mse_loss_forward_backward";
   check_compatible(op,
                    {{"out", out}, {"grad_pred", grad_pred}, {"pred", pred}, {"target", target}});
@@ -214,15 +218,30 @@ void mse_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pre
       },
       [&](auto zero, auto stream) {
         using T = decltype(zero);
-        // Freed on return while the kernel may still run: see mse_loss_forward.
+        // Freed on return while the kernel may still run, or kept in the caller's slot: see
+        // mse_loss_forward; a slot hands it out again only on this stream.
         Tensor workspace;
         if (!per_element)
-          workspace = Tensor::empty({kMseReduceBlocks}, DType::Float64, pred.device());
+          workspace = workspace_slot != nullptr
+                          ? workspace_slot->get({kMseReduceBlocks}, DType::Float64, pred.device())
+                          : Tensor::empty({kMseReduceBlocks}, DType::Float64, pred.device());
         mse_loss_forward_backward_cuda<T>(out.data<T>(), grad_pred.data<T>(), pred.data<T>(),
                                           target.data<T>(), n, divisor, static_cast<T>(norm),
                                           per_element,
                                           per_element ? nullptr : workspace.data<double>(), stream);
       });
+}
+
+}  // namespace
+
+void mse_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
+                               const Tensor& target, Reduction reduction) {
+  forward_backward(out, grad_pred, pred, target, reduction, nullptr);
+}
+
+void mse_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
+                               const Tensor& target, Reduction reduction, BufferSlot& workspace) {
+  forward_backward(out, grad_pred, pred, target, reduction, &workspace);
 }
 
 Tensor mse_loss_forward(const Tensor& pred, const Tensor& target, Reduction reduction) {

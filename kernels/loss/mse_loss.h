@@ -14,6 +14,8 @@ struct CUstream_st;
 
 namespace minitrain {
 
+class BufferSlot;
+
 /// pred and target of one shape. Mean/Sum/BatchMean: out is 0-d (shape []); None: out has pred's
 /// shape; the sum is divided by reduction_divisor (kernels/loss/reduction.h).
 /// Sums accumulate in double and combine in a fixed order: results are bit-identical run to run.
@@ -30,6 +32,11 @@ void mse_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& 
 /// grad_pred has pred's shape and may be pred.
 void mse_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
                                const Tensor& target, Reduction reduction = Reduction::Mean);
+/// The same with the reduction's scratch on a GPU (kMseReduceBlocks doubles) from `workspace`,
+/// a slot its caller keeps across calls, instead of a new buffer per call (Note [buffers that
+/// live across steps] in core/buffer_slot.h).
+void mse_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
+                               const Tensor& target, Reduction reduction, BufferSlot& workspace);
 /// The same into new tensors.
 Tensor mse_loss_forward(const Tensor& pred, const Tensor& target,
                         Reduction reduction = Reduction::Mean);

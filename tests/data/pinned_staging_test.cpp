@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "tests/support/test_util.h"
 
@@ -89,6 +90,45 @@ TEST(PinnedStagingCuda, AFailedFillFreesItsBuffer) {
       x, y);  // the one buffer is free again
   EXPECT_EQ(host_values(x), std::vector<double>(2, 5.0));
   EXPECT_EQ(host_values(y), std::vector<double>(2, 6.0));
+}
+
+// The device batches are the buffers' own, allocated with them (Note [buffers that live across
+// steps] in core/buffer_slot.h): a batch nobody holds any more is rewritten by a later one with no
+// allocation, a partial batch is a view of the same memory, and a batch still held keeps its
+// values (the buffer then allocates anew).
+TEST(PinnedStagingCuda, DeviceBatchesAreRewrittenOnlyWhenNoOneHoldsThem) {
+  if (cuda_device_count() < 1) GTEST_SKIP() << "needs a CUDA device: " << cuda_unavailable_reason();
+  const Device gpu = Device::cuda(0);
+  PinnedStaging staging(gpu, current_stream(gpu), /*rows=*/4, /*in_dim=*/3, /*out_dim=*/1,
+                        /*count=*/1);
+  auto stage = [&](int64_t k, float v, Tensor& x, Tensor& y) {
+    staging.stage(
+        k,
+        [&](Tensor& xh, Tensor& yh) {
+          fill_with(xh, v);
+          fill_with(yh, v);
+        },
+        x, y);
+  };
+  const int64_t before = memory_stats(gpu).allocations;
+  Tensor x1, y1;
+  stage(4, 1.f, x1, y1);
+  const void* first = x1.raw_data();
+  x1 = Tensor();
+  y1 = Tensor();
+  Tensor x2, y2;
+  stage(3, 2.f, x2, y2);  // a partial batch: the first rows of the same buffer
+  EXPECT_EQ(x2.raw_data(), first);
+  EXPECT_EQ(x2.shape(), (Shape{3, 3}));
+  EXPECT_EQ(memory_stats(gpu).allocations, before);  // nothing new since construction
+
+  Tensor x3, y3;
+  stage(4, 3.f, x3, y3);  // x2 is still held: new memory, x2 keeps its rows
+  EXPECT_NE(x3.raw_data(), first);
+  EXPECT_EQ(memory_stats(gpu).allocations, before + 2);
+  EXPECT_EQ(host_values(x2), std::vector<double>(9, 2.0));
+  EXPECT_EQ(host_values(y2), std::vector<double>(3, 2.0));
+  EXPECT_EQ(host_values(x3), std::vector<double>(12, 3.0));
 }
 
 }  // namespace
