@@ -33,6 +33,14 @@ class Allocator {
   virtual void set_cap(uint64_t bytes) = 0;  ///< 0 removes the cap
   virtual void empty_cache() = 0;            ///< returns cached blocks to the device
   virtual void reset_peak() = 0;
+  /// The graph memory pool (Note [graph memory pool]) that a request of the calling thread would
+  /// come from now: the id of the capture in progress on its current stream, 0 when none.
+  virtual uint64_t capture_pool_here() { return 0; }
+  /// Whether pool `id` still belongs to a live graph (not yet released).
+  virtual bool pool_alive(uint64_t id) const {
+    (void)id;
+    return false;
+  }
 };
 
 /// The process-wide allocator of a device. Throws DeviceError for a device that does not exist.

@@ -25,6 +25,9 @@
 //   allocator reuses a block (Note [streams and the caching allocator] in
 //   core/caching_allocator.h); on another stream the slot allocates.
 //
+// - not while a CUDA graph captured with it lives: a buffer handed out under a capture is that
+//   graph's until the graph is destroyed (Note [a slot under capture] in buffer_slot.cpp).
+//
 // A slot serves one thread at a time.
 
 #include <cstddef>
@@ -53,6 +56,7 @@ class BufferSlot {
     Tensor buffer;
     const void* stream = nullptr;  // the current stream of its device when it was made
     uint64_t last_use = 0;         // when it was last handed out: the smallest makes room first
+    uint64_t graph_pool = 0;  // handed out under that graph's capture: its until it is destroyed
   };
   std::size_t kept_;
   std::vector<Entry> entries_;

@@ -119,6 +119,20 @@ void CachingAllocator::deallocate(void* p) noexcept {
   raw_->on_handout(p, 0, block.size, block.stream);
 }
 
+uint64_t CachingAllocator::capture_pool_here() {
+  const void* stream = raw_->current_stream();
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [id, pool] : pools_)
+    if (pool.capturing && pool.stream == stream && pool.thread == std::this_thread::get_id())
+      return id;
+  return 0;
+}
+
+bool CachingAllocator::pool_alive(uint64_t id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pools_.count(id) != 0;
+}
+
 uint64_t CachingAllocator::begin_pool(const void* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t id = next_pool_++;

@@ -64,6 +64,8 @@ class CachingAllocator final : public Allocator {
   // block back: the free ones to the cache, the live ones to the cache when their tensors free
   // them.
   uint64_t begin_pool(const void* stream);
+  uint64_t capture_pool_here() override;
+  bool pool_alive(uint64_t id) const override;
   void end_pool_capture(uint64_t pool) noexcept;
   void release_pool(uint64_t pool) noexcept;
   /// Bytes owned by a pool (live and free); 0 for a released or unknown one.

@@ -10,6 +10,8 @@
 
 #include "core/allocator.h"
 #include "core/buffer_slot.h"
+#include "core/stream.h"
+#include "core/cuda_graph.h"
 #include "kernels/cast.h"
 #include "kernels/fill.h"
 #include "nn/activation_layer.h"
@@ -182,6 +184,34 @@ TEST_P(BufferReuseOnDevice, AStepThatKeepsNothingAllocatesNothingAfterWarmUp) {
       }
     }
   }
+}
+
+// Note [a slot under capture]: a buffer handed out under a capture is the graph's while it lives,
+// so eager work meanwhile (a partial last batch) never gets a buffer the replays write; once the
+// graph is destroyed the slot hands it out again.
+TEST(CudaBufferSlot, ABufferTakenByACaptureIsTheGraphsWhileTheGraphLives) {
+  MT_SKIP_UNLESS_CUDA_DEVICES(1);
+  const Device gpu = Device::cuda(0);
+  Stream s = Stream::create(gpu);
+  StreamGuard on(s);
+  BufferSlot slot;
+  const void* kept = slot.get({8}, DType::Float32, gpu).raw_data();  // released: free to reuse
+  {
+    Tensor captured;
+    CudaGraph graph = CudaGraph::capture(s, [&] {
+      captured = slot.get({8}, DType::Float32, gpu);
+      fill(captured, 2.0);
+    });
+    EXPECT_EQ(captured.raw_data(), kept) << "a capture takes a kept buffer: no device allocation";
+    captured = Tensor();  // the layer lets go; the graph still writes it at every replay
+    const void* eager = slot.get({8}, DType::Float32, gpu).raw_data();
+    EXPECT_NE(eager, kept) << "eager work got the buffer a live graph writes";
+    EXPECT_EQ(slot.size(), 2u);
+    graph.replay(s);
+  }
+  s.synchronize();
+  EXPECT_EQ(slot.get({8}, DType::Float32, gpu).raw_data(), kept)
+      << "the graph is gone: its buffer is the slot's again";
 }
 
 MT_INSTANTIATE_DEVICE_TEST_SUITE(BufferSlotOnDevice);

@@ -212,10 +212,11 @@ TEST(CudaGraphFp16Run, AReplayedStepReadsNothingBackAndAllocatesNothing) {
   for (std::size_t k = 0; k < 3; ++k) {
     EXPECT_GE(columns[0].steps[k].launches, 40);
     EXPECT_LE(columns[2].steps[k].launches, 4) << "fp16 step " << k + 7 << " was not replayed";
-    // the loader's batch only, as for a replayed float32 step
-    EXPECT_EQ(columns[2].steps[k].allocations, columns[1].steps[k].allocations);
+    // The replayed step allocates nothing; what is counted is the data loader's worker
+    // preparing a batch ahead on its own thread (0 to 2, by thread timing, as in a replayed
+    // float32 step). The eager step's own are the clipping norm's scratch (2).
     EXPECT_LE(columns[2].steps[k].allocations, 2);
-    EXPECT_GT(columns[0].steps[k].allocations, columns[2].steps[k].allocations + 40);
+    EXPECT_LE(columns[1].steps[k].allocations, 2);
   }
 #endif
 }

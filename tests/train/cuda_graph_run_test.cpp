@@ -290,11 +290,11 @@ TEST(CudaGraphRun, AReplayedClassifierStepReadsNothingAndAllocatesNothingInTheLo
         EXPECT_EQ(now.d2h_copies - prev.d2h_copies, 0);
         EXPECT_EQ(now.loop_d2h_copies - prev.loop_d2h_copies, 0);
         EXPECT_EQ(now.loop_host_syncs - prev.loop_host_syncs, 0);
-        // The data loader's worker's two: the batch's x and y, new device tensors per batch (the
-        // step copies them into its input buffers). The step itself allocates nothing
-        // (CudaGraphStepLoop.ABadLabelInAReplayedStepIsRecordedWithItsRow counts it without a
-        // loader).
-        EXPECT_EQ(now.allocations - prev.allocations, 2);
+        // At most the data loader's worker's two (the batch's x and y, when its kept staging
+        // buffers are still held: thread timing), on its own thread. The step itself allocates
+        // nothing (CudaGraphStepLoop.ABadLabelInAReplayedStepIsRecordedWithItsRow counts it
+        // without a loader).
+        EXPECT_LE(now.allocations - prev.allocations, 2);
       }
       prev = now;
     }
