@@ -23,7 +23,7 @@ namespace {
 // A device's gradients, in parameter order; devices in order of their first gradient.
 using DeviceGrads = std::vector<std::pair<Device, std::vector<Tensor>>>;
 
-DeviceGrads gradients_by_device(const NamedParameters& params) {
+DeviceGrads gradient_lists_by_device(const NamedParameters& params) {
   DeviceGrads groups;
   for (const auto& [name, p] : params) {
     MT_CHECK_AS(ValueError, p != nullptr, "clip_grad_norm_: parameter '", name, "' is null");
@@ -65,7 +65,7 @@ PendingGradNorm clip_grad_norm_deferred_(const NamedParameters& params, double m
     throw OptionError("clip_grad_norm_", "max_norm",
                       "must be finite and >= 0 (0: no clipping), got " + number_text(max_norm));
 
-  DeviceGrads groups = gradients_by_device(params);
+  DeviceGrads groups = gradient_lists_by_device(params);
   PendingGradNorm pending;
   for (const auto& [device, grads] : groups) {
     if (foreach) {
