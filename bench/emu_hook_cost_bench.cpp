@@ -1,19 +1,22 @@
-// What the emulated GPU's memory hook costs a kernel (docs/emulator_counters.md, "What the hook
-// costs"). In emulated ASan builds every kernel is compiled with
-// --param asan-instrumentation-with-call-threshold=0, so each load and store calls
-// __asan_load/storeN, which cuda_emu/src/counters.cpp defines: with MINITRAIN_EMU_COUNTERS unset it
-// tests a flag and does ASan's shadow check itself. Here the same kernel sources are compiled
-// three times (bench/CMakeLists.txt) and run on the same emulated GPU, alternating in every
-// iteration so that each variant sees the same machine:
+// What the emulated GPU's memory checkers cost a kernel (docs/emulator_counters.md, "What the
+// checkers cost"). Emulated kernels keep AddressSanitizer's inline shadow check and recover into
+// the emulator only where a checker routed the memory (Note [accesses routed to the checkers],
+// cuda_emu/src/routed_memory.h). Here the same kernel sources are compiled four times
+// (bench/CMakeLists.txt) and run on the same emulated GPU, alternating in every iteration so that
+// each variant sees the same machine:
 //   unchecked     no sanitizer: the emulator's own cost (fibers, barriers, launch)
-//   inline_check  AddressSanitizer's inline shadow check: the build before the counters
-//   hooked        as every emulated kernel is built; counters off (MINITRAIN_EMU_COUNTERS unset)
-//   hooked, on    the same code with the counters collecting (mtemu::counters_collect(true))
+//   inline_check  AddressSanitizer's inline shadow check, without recovery: the build before the
+//                 counters
+//   call_hook     a call per access (--param asan-instrumentation-with-call-threshold=0): how the
+//                 counters saw accesses before the routing (the call went to the emulator's hook)
+//   routed        as every emulated kernel is built now; with the checkers off (MINITRAIN_EMU_*
+//                 unset) and on (mtemu::counters_collect(true))
 // Kernels: a coalesced float copy (bench/emu_hook_cost_copy.cu) and the GEMM ladder's rungs 02
 // (coalesced: global loads only) and 03 (smem_tiled: shared memory and barriers), their own files.
-// The reported (manual) time is the hooked kernel's with the counters off. Counters, per launch:
-//   unchecked_ms, inline_ms, off_ms, on_ms
-//   off_pct_of_inline   100 x off / inline: the hook's cost when counting is off (100 = none)
+// The reported (manual) time is the routed kernel's with the checkers off. Counters, per launch:
+//   unchecked_ms, inline_ms, call_ms, off_ms, on_ms
+//   off_pct_of_inline   100 x off / inline: what the routing costs with checkers off (100 = none)
+//   call_pct_of_inline  100 x call / inline: what a call per access cost
 //   on_x_off            on / off: the cost of counting
 //   inline_pct_of_unchecked  100 x inline / unchecked: what ASan's checks cost the emulator
 //
@@ -21,6 +24,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -43,7 +47,8 @@ namespace mtbench_emu {
   namespace variant {                                                       \
   void copy_cuda(float* y, const float* x, int64_t n, CUstream_st* stream); \
   }
-MT_EMU_BENCH_DECLARE(hooked)
+MT_EMU_BENCH_DECLARE(routed)
+MT_EMU_BENCH_DECLARE(call_hook)
 MT_EMU_BENCH_DECLARE(inline_check)
 MT_EMU_BENCH_DECLARE(unchecked)
 #undef MT_EMU_BENCH_DECLARE
@@ -53,7 +58,8 @@ namespace minitrain::gemm_ladder {
 #define MT_EMU_BENCH_DECLARE(variant)                                         \
   void gemm_coalesced_cuda_##variant(const GemmArgs& g, CUstream_st* stream); \
   void gemm_smem_tiled_cuda_##variant(const GemmArgs& g, CUstream_st* stream);
-MT_EMU_BENCH_DECLARE(hooked)
+MT_EMU_BENCH_DECLARE(routed)
+MT_EMU_BENCH_DECLARE(call_hook)
 MT_EMU_BENCH_DECLARE(inline_check)
 MT_EMU_BENCH_DECLARE(unchecked)
 #undef MT_EMU_BENCH_DECLARE
@@ -68,12 +74,14 @@ using minitrain::Tensor;
 using Clock = std::chrono::steady_clock;
 namespace ladder = minitrain::gemm_ladder;
 
-enum Variant { kUnchecked, kInline, kHookedOff, kHookedOn, kVariants };
+enum Variant { kUnchecked, kInline, kCall, kRoutedOff, kRoutedOn, kVariants };
+// The builds, in Variant's order (the routed build runs as kRoutedOff and kRoutedOn).
+constexpr std::size_t kBuilds = 4;
 
-// One kernel's three builds, launched on `stream`; `size` picks the problem.
+// One kernel's four builds, launched on `stream`; `size` picks the problem.
 struct Kernel {
   virtual ~Kernel() = default;
-  virtual void run(int build, CUstream_st* stream) = 0;  // build: 0 unchecked, 1 inline, 2 hooked
+  virtual void run(std::size_t build, CUstream_st* stream) = 0;
 };
 
 struct Copy : Kernel {
@@ -83,12 +91,12 @@ struct Copy : Kernel {
       : x(Tensor::zeros(Shape{n_}, DType::Float32, d)),
         y(Tensor::zeros(Shape{n_}, DType::Float32, d)),
         n(n_) {}
-  void run(int build, CUstream_st* s) override {
+  void run(std::size_t build, CUstream_st* s) override {
     using Fn = void (*)(float*, const float*, int64_t, CUstream_st*);
-    static constexpr std::array<Fn, 3> fns = {&mtbench_emu::unchecked::copy_cuda,
-                                              &mtbench_emu::inline_check::copy_cuda,
-                                              &mtbench_emu::hooked::copy_cuda};
-    fns[std::size_t(build)](y.data<float>(), x.data<float>(), n, s);
+    static constexpr std::array<Fn, kBuilds> fns = {
+        &mtbench_emu::unchecked::copy_cuda, &mtbench_emu::inline_check::copy_cuda,
+        &mtbench_emu::call_hook::copy_cuda, &mtbench_emu::routed::copy_cuda};
+    fns[build](y.data<float>(), x.data<float>(), n, s);
   }
 };
 
@@ -96,8 +104,8 @@ struct Rung : Kernel {
   using Fn = void (*)(const ladder::GemmArgs&, CUstream_st*);
   Tensor a, b, c;
   ladder::GemmArgs g{};
-  std::array<Fn, 3> fns;
-  Rung(int64_t size, Device d, std::array<Fn, 3> f)
+  std::array<Fn, kBuilds> fns;
+  Rung(int64_t size, Device d, std::array<Fn, kBuilds> f)
       : a(Tensor::zeros(Shape{size, size}, DType::Float32, d)),
         b(Tensor::zeros(Shape{size, size}, DType::Float32, d)),
         c(Tensor::zeros(Shape{size, size}, DType::Float32, d)),
@@ -108,18 +116,15 @@ struct Rung : Kernel {
     g.m = g.n = g.k = size;
     g.alpha = 1.f, g.beta = 0.f;
   }
-  void run(int build, CUstream_st* s) override { fns[std::size_t(build)](g, s); }
+  void run(std::size_t build, CUstream_st* s) override { fns[build](g, s); }
 };
 
 // Seconds for one launch of `variant`, the device drained.
 double time_one(Kernel& k, int variant, Device d) {
-  const bool counting = variant == kHookedOn;
+  const bool counting = variant == kRoutedOn;
   if (counting) mtemu::counters_collect(true);
   const auto start = Clock::now();
-  k.run(variant == kUnchecked ? 0
-        : variant == kInline  ? 1
-                              : 2,
-        minitrain::current_stream(d).native_handle());
+  k.run(std::min(std::size_t(variant), kBuilds - 1), minitrain::current_stream(d).native_handle());
   minitrain::synchronize(d);
   const double s = std::chrono::duration<double>(Clock::now() - start).count();
   if (counting) {
@@ -141,7 +146,7 @@ void hook_cost(benchmark::State& state, Kernel* kernel, Device d) {
       const int v = int((rotation + i) % kVariants);
       const double s = time_one(*kernel, v, d);
       total[std::size_t(v)] += s;
-      if (v == kHookedOff) off = s;
+      if (v == kRoutedOff) off = s;
     }
     ++rotation;
     state.SetIterationTime(off);
@@ -149,10 +154,12 @@ void hook_cost(benchmark::State& state, Kernel* kernel, Device d) {
   const double n = double(state.iterations());
   state.counters["unchecked_ms"] = total[kUnchecked] / n * 1e3;
   state.counters["inline_ms"] = total[kInline] / n * 1e3;
-  state.counters["off_ms"] = total[kHookedOff] / n * 1e3;
-  state.counters["on_ms"] = total[kHookedOn] / n * 1e3;
-  state.counters["off_pct_of_inline"] = 100.0 * total[kHookedOff] / total[kInline];
-  state.counters["on_x_off"] = total[kHookedOn] / total[kHookedOff];
+  state.counters["call_ms"] = total[kCall] / n * 1e3;
+  state.counters["off_ms"] = total[kRoutedOff] / n * 1e3;
+  state.counters["on_ms"] = total[kRoutedOn] / n * 1e3;
+  state.counters["off_pct_of_inline"] = 100.0 * total[kRoutedOff] / total[kInline];
+  state.counters["call_pct_of_inline"] = 100.0 * total[kCall] / total[kInline];
+  state.counters["on_x_off"] = total[kRoutedOn] / total[kRoutedOff];
   state.counters["inline_pct_of_unchecked"] = 100.0 * total[kInline] / total[kUnchecked];
 }
 
@@ -174,12 +181,12 @@ int main(int argc, char** argv) {
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
   }
-  const std::array<Rung::Fn, 3> coalesced = {&ladder::gemm_coalesced_cuda_unchecked,
-                                             &ladder::gemm_coalesced_cuda_inline_check,
-                                             &ladder::gemm_coalesced_cuda_hooked};
-  const std::array<Rung::Fn, 3> smem_tiled = {&ladder::gemm_smem_tiled_cuda_unchecked,
-                                              &ladder::gemm_smem_tiled_cuda_inline_check,
-                                              &ladder::gemm_smem_tiled_cuda_hooked};
+  const std::array<Rung::Fn, kBuilds> coalesced = {
+      &ladder::gemm_coalesced_cuda_unchecked, &ladder::gemm_coalesced_cuda_inline_check,
+      &ladder::gemm_coalesced_cuda_call_hook, &ladder::gemm_coalesced_cuda_routed};
+  const std::array<Rung::Fn, kBuilds> smem_tiled = {
+      &ladder::gemm_smem_tiled_cuda_unchecked, &ladder::gemm_smem_tiled_cuda_inline_check,
+      &ladder::gemm_smem_tiled_cuda_call_hook, &ladder::gemm_smem_tiled_cuda_routed};
   for (const int64_t size : {32, 64, 128}) {
     for (const auto& [name, fns] :
          {std::make_pair("coalesced", coalesced), std::make_pair("smem_tiled", smem_tiled)}) {

@@ -1,8 +1,8 @@
-// A coalesced float copy, the smallest kernel the emulator's memory hook can cost anything in: one
-// global load and one global store per thread, nothing else. bench/emu_hook_cost_bench.cpp
-// compiles this file three times (bench/CMakeLists.txt), each copy in its own namespace named by
-// MT_EMU_BENCH_VARIANT: with the counting hook, with AddressSanitizer's inline check, and with no
-// sanitizer at all.
+// A coalesced float copy, the smallest kernel the emulator's memory checks can cost anything in:
+// one global load and one global store per thread, nothing else. bench/emu_hook_cost_bench.cpp
+// compiles this file four times (bench/CMakeLists.txt), each copy in its own namespace named by
+// MT_EMU_BENCH_VARIANT: as emulated kernels are built (routed), with a call per access, with
+// AddressSanitizer's inline check alone, and with no sanitizer at all.
 
 #include <cuda_runtime.h>
 

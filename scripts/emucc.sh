@@ -6,8 +6,9 @@
 #
 # Each .cu file is rewritten into host C++ (cuda_emu/rewrite_cuda.py) and compiled with
 # <cuda_runtime.h> force-included. Default: AddressSanitizer + UBSan against build/emu's emulator
-# library, with every kernel access instrumented by a call, so MINITRAIN_EMU_COUNTERS=PATH writes
-# the memory counters of each launch (docs/emulator_counters.md). --tsan: ThreadSanitizer against
+# library, with ASan's checks recovering into the emulator (Note [accesses routed to the checkers],
+# cuda_emu/src/routed_memory.h), so MINITRAIN_EMU_COUNTERS=PATH writes the memory counters of each
+# launch (docs/emulator_counters.md). --tsan: ThreadSanitizer against
 # build/emu-tsan's library (races; no counters); EMUCC_BUILD_DIR names another build folder.
 # Configure and build the library first:
 #   cmake --preset emu && cmake --build build/emu --target minitrain_cuda_emu
@@ -37,7 +38,7 @@ if [[ $tsan -eq 1 ]]; then
 else
   build="${EMUCC_BUILD_DIR:-$root/build/emu}"
   flags=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-         --param asan-instrumentation-with-call-threshold=0)
+         -fsanitize-recover=address)
 fi
 lib="$build/cuda_emu/libminitrain_cuda_emu.a"
 if [[ ! -f "$lib" ]]; then

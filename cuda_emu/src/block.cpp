@@ -7,6 +7,7 @@
 #include "block.h"
 #include "counters.h"
 #include "race.h"
+#include "routed_memory.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -474,6 +475,7 @@ void* block_shared(const void* tag, std::size_t bytes, std::size_t align, const 
     std::abort();
   }
   std::memset(p, kUninitialisedByte, bytes);
+  route_block_memory(p, bytes);  // Note [accesses routed to the checkers]
   b.shared.push_back(SharedVar{tag, p, bytes, name});
   b.static_shared_bytes += bytes;
   return p;
@@ -521,6 +523,7 @@ void run_block(const Grid& g, uint64_t linear, WorkerSlots& slots, cudaError_t* 
   std::memset(b.dynamic_shared, kUninitialisedByte, g.config.dynamic_smem);
   // With no dynamic shared memory, any access through extern __shared__ is out of bounds.
   if (g.config.dynamic_smem == 0) san::poison(b.dynamic_shared, 1);
+  route_block_memory(b.dynamic_shared, g.config.dynamic_smem);
   for (int t = 0; t < n; ++t) {
     EmuThread& th = b.threads[t];
     th.ctx.thread_idx =
@@ -570,7 +573,11 @@ void run_block(const Grid& g, uint64_t linear, WorkerSlots& slots, cudaError_t* 
   for (int t = 0; t < n; ++t)
     if (!fibers[t]->finished()) fibers[t]->release_as_if_finished(const_cast<char*>(&g.done_token));
   san::IgnoreAll ignore;
-  for (const SharedVar& v : b.shared) std::free(v.storage);
+  for (const SharedVar& v : b.shared) {
+    unroute_block_memory(v.storage, v.bytes);
+    std::free(v.storage);
+  }
+  unroute_block_memory(b.dynamic_shared, g.config.dynamic_smem);
   if (g.config.dynamic_smem == 0) san::unpoison(b.dynamic_shared, 1);
   std::free(b.dynamic_shared);
   *fault_code = b.fault_code;

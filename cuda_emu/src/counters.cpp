@@ -1,12 +1,12 @@
 // Exact per-launch memory counters (docs/emulator_counters.md).
 //
-// Mechanism: in emulated ASan builds the kernels (.cu files) are compiled with
-// --param asan-instrumentation-with-call-threshold=0, so every load and store of a kernel calls
-// __asan_load<N>/__asan_store<N>(addr) instead of checking inline. This file defines those
-// functions (a definition in the executable preempts libasan.so's): while a GPU thread runs and
-// counters are on, it records the access (address, size, and the return address as the access
-// site), then it forwards to libasan's function (dlsym RTLD_NEXT), so the memory checks still run.
-// Off, the cost is one predictable branch and the forward.
+// Mechanism: Note [accesses routed to the checkers] (routed_memory.h). Emulated kernels keep
+// AddressSanitizer's inline check; while a checker is on, device allocations and shared memory
+// carry a shadow mark that fails it, so every access to them calls
+// __asan_report_{load,store}N_noabort, which this file defines (a definition in the executable
+// preempts libasan.so's): it records the access (address, size, and the return address as the
+// access site) and returns. With every checker off there is no mark, and no call: a kernel costs
+// what ASan's inline check costs.
 //
 // A block's threads run one after another, so warp-level requests are rebuilt: the n-th execution
 // of an access site by each lane of a warp is one request. Each access goes straight into its
@@ -36,6 +36,7 @@
 #include "grid.h"
 #include "initcheck.h"
 #include "race.h"
+#include "routed_memory.h"
 #include "runtime.h"
 
 namespace mtemu {
@@ -49,6 +50,7 @@ void set_memory_hook(unsigned char bit, bool on) {
     __atomic_fetch_or(&memory_hooks, bit, __ATOMIC_RELAXED);
   else
     __atomic_fetch_and(&memory_hooks, static_cast<unsigned char>(~bit), __ATOMIC_RELAXED);
+  update_routing();  // Note [accesses routed to the checkers]: routed while any checker is on
 }
 
 namespace {
@@ -710,15 +712,15 @@ std::vector<LaunchCounters> counters_take() {
 
 // ---- the AddressSanitizer entry points (see the top of this file) ----
 namespace {
-using Check = void (*)(uintptr_t);
-using CheckN = void (*)(uintptr_t, uintptr_t);
+using Report = void (*)(uintptr_t);
+using ReportN = void (*)(uintptr_t, uintptr_t);
 template <class F>
-F resolve(F* cache, const char* name) {
+F libasan_function(F* cache, const char* name) {
   F f = __atomic_load_n(cache, __ATOMIC_RELAXED);
   if (__builtin_expect(f == nullptr, 0)) {
     f = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
     if (f == nullptr) {
-      std::fprintf(stderr, "cuda-emu counters: %s not found in libasan\n", name);
+      std::fprintf(stderr, "cuda-emu: %s not found in libasan\n", name);
       std::abort();
     }
     __atomic_store_n(cache, f, __ATOMIC_RELAXED);
@@ -727,26 +729,12 @@ F resolve(F* cache, const char* name) {
 }
 }  // namespace
 
-// ASan's own inline check, as the compiler emits it without the call threshold (x86-64 Linux
-// shadow: one byte per 8 bytes at (addr >> 3) + 0x7fff8000; 0: all 8 addressable, k > 0: the first
-// k). Where it passes, libasan's function would return at once; where not, it runs, to report.
-__attribute__((no_sanitize_address, always_inline)) inline bool shadow_clean(uintptr_t a,
-                                                                             unsigned bytes) {
-  constexpr uintptr_t kShadowOffset = 0x7fff8000;
-  const auto* shadow = reinterpret_cast<const int8_t*>((a >> 3) + kShadowOffset);
-  if (bytes == 16) return shadow[0] == 0 && shadow[1] == 0;
-  const int8_t s = shadow[0];
-  if (__builtin_expect(s == 0, 1)) return true;
-  return bytes < 8 && int8_t((a & 7) + bytes - 1) < s;
-}
-
-// Note [one hook flag] (counters.h): with every checker off and a clean shadow, a hook tests one
-// byte and ASan's shadow, and returns: no frame, no register saved (it is built without the frame
-// pointer the sanitizers otherwise keep). Anything else is a tail call to the hook's slow half,
-// which has a frame: its return address is then the kernel's access, so the checkers see the
-// access site and ASan's reports (made from the slow half) start at the kernel's line as before.
-// The hooks are left out of UBSan too, whose check that each bool flag holds 0 or 1 had cost a
-// compare and a branch per flag per access. bench/emu_hook_cost_bench.cpp measures the result.
+// Note [accesses routed to the checkers] (routed_memory.h): an access whose inline check failed.
+// Routed memory that is addressable once decoded goes to the checkers that are on (its site: the
+// return address, the kernel's access); a genuine error goes to libasan's own report, with the
+// routing lifted so that the report reads ASan's shadow. Host code reaches here too (every file
+// of an emulated build recovers, so that an inline function one of them shares with a kernel
+// file is built alike): the checkers ignore an access made outside a GPU thread.
 namespace mtemu::detail {
 __attribute__((noinline)) void memory_hooks_slow(uintptr_t a, uint32_t bytes, bool store,
                                                  uintptr_t site) {
@@ -756,41 +744,47 @@ __attribute__((noinline)) void memory_hooks_slow(uintptr_t a, uint32_t bytes, bo
 }
 }  // namespace mtemu::detail
 
-#define MTEMU_HOOK_FAST                                       \
-  visibility("default"), no_sanitize("address", "undefined"), \
-      optimize("omit-frame-pointer", "optimize-sibling-calls")
-#define MTEMU_ASAN_HOOK(name, bytes, store)                                                        \
-  extern "C" __attribute__((noinline, no_sanitize("address", "undefined"))) void name##_slow(      \
-      uintptr_t a, uintptr_t site) {                                                               \
-    if (mtemu::detail::memory_hooks != 0) mtemu::detail::memory_hooks_slow(a, bytes, store, site); \
-    if (shadow_clean(a, bytes)) return;                                                            \
-    static Check real = nullptr;                                                                   \
-    resolve(&real, #name)(a);                                                                      \
-  }                                                                                                \
-  extern "C" __attribute__((MTEMU_HOOK_FAST)) void name(uintptr_t a) {                             \
-    if (__builtin_expect(mtemu::detail::memory_hooks == 0 && shadow_clean(a, bytes), 1)) return;   \
-    name##_slow(a, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));                      \
+#define MTEMU_ASAN_REPORT(name, bytes, store)                                                    \
+  extern "C"                                                                                     \
+      __attribute__((visibility("default"), noinline, no_sanitize("address", "undefined"))) void \
+      name(uintptr_t a) {                                                                        \
+    const auto site = reinterpret_cast<uintptr_t>(__builtin_return_address(0));                  \
+    if (mtemu::detail::routed_access_is_valid(a, bytes)) {                                       \
+      if (mtemu::detail::memory_hooks != 0)                                                      \
+        mtemu::detail::memory_hooks_slow(a, bytes, store, site);                                 \
+      return;                                                                                    \
+    }                                                                                            \
+    static Report real = nullptr;                                                                \
+    mtemu::detail::lift_routing_for_report();                                                    \
+    libasan_function(&real, #name)(a);                                                           \
+    mtemu::detail::restore_routing_after_report(); /* ASAN_OPTIONS=halt_on_error=0 */            \
   }
-#define MTEMU_ASAN_HOOK_N(name, store)                                                            \
-  extern "C" __attribute__((visibility("default"), no_sanitize("undefined"))) void name(          \
-      uintptr_t a, uintptr_t n) {                                                                 \
-    if (__builtin_expect(mtemu::detail::memory_hooks != 0, 0))                                    \
-      mtemu::detail::memory_hooks_slow(a, uint32_t(n), store,                                     \
-                                       reinterpret_cast<uintptr_t>(__builtin_return_address(0))); \
-    static CheckN real = nullptr;                                                                 \
-    resolve(&real, #name)(a, n);                                                                  \
+#define MTEMU_ASAN_REPORT_N(name, store)                                                         \
+  extern "C"                                                                                     \
+      __attribute__((visibility("default"), noinline, no_sanitize("address", "undefined"))) void \
+      name(uintptr_t a, uintptr_t n) {                                                           \
+    const auto site = reinterpret_cast<uintptr_t>(__builtin_return_address(0));                  \
+    if (mtemu::detail::routed_access_is_valid(a, n)) {                                           \
+      if (mtemu::detail::memory_hooks != 0)                                                      \
+        mtemu::detail::memory_hooks_slow(a, uint32_t(n), store, site);                           \
+      return;                                                                                    \
+    }                                                                                            \
+    static ReportN real = nullptr;                                                               \
+    mtemu::detail::lift_routing_for_report();                                                    \
+    libasan_function(&real, #name)(a, n);                                                        \
+    mtemu::detail::restore_routing_after_report();                                               \
   }
 #if defined(__SANITIZE_ADDRESS__)
-MTEMU_ASAN_HOOK(__asan_load1, 1, false)
-MTEMU_ASAN_HOOK(__asan_load2, 2, false)
-MTEMU_ASAN_HOOK(__asan_load4, 4, false)
-MTEMU_ASAN_HOOK(__asan_load8, 8, false)
-MTEMU_ASAN_HOOK(__asan_load16, 16, false)
-MTEMU_ASAN_HOOK(__asan_store1, 1, true)
-MTEMU_ASAN_HOOK(__asan_store2, 2, true)
-MTEMU_ASAN_HOOK(__asan_store4, 4, true)
-MTEMU_ASAN_HOOK(__asan_store8, 8, true)
-MTEMU_ASAN_HOOK(__asan_store16, 16, true)
-MTEMU_ASAN_HOOK_N(__asan_loadN, false)
-MTEMU_ASAN_HOOK_N(__asan_storeN, true)
+MTEMU_ASAN_REPORT(__asan_report_load1_noabort, 1, false)
+MTEMU_ASAN_REPORT(__asan_report_load2_noabort, 2, false)
+MTEMU_ASAN_REPORT(__asan_report_load4_noabort, 4, false)
+MTEMU_ASAN_REPORT(__asan_report_load8_noabort, 8, false)
+MTEMU_ASAN_REPORT(__asan_report_load16_noabort, 16, false)
+MTEMU_ASAN_REPORT(__asan_report_store1_noabort, 1, true)
+MTEMU_ASAN_REPORT(__asan_report_store2_noabort, 2, true)
+MTEMU_ASAN_REPORT(__asan_report_store4_noabort, 4, true)
+MTEMU_ASAN_REPORT(__asan_report_store8_noabort, 8, true)
+MTEMU_ASAN_REPORT(__asan_report_store16_noabort, 16, true)
+MTEMU_ASAN_REPORT_N(__asan_report_load_n_noabort, false)
+MTEMU_ASAN_REPORT_N(__asan_report_store_n_noabort, true)
 #endif

@@ -12,11 +12,11 @@ void counters_launch_end(const Grid& g);
 void counters_block_begin(const BlockRun& b);
 void counters_block_end(const BlockRun& b);
 
-// Note [one hook flag]: every load and store of an emulated kernel calls one of the ASan hooks
-// at the end of counters.cpp. Three checkers want those accesses (the counters, initcheck,
-// racecheck); each owns a bit here, set where it is turned on or off, so that a hook with all of
-// them off tests one byte, not three flags (bench/emu_hook_cost_bench.cpp measures what that
-// path costs against ASan's own inline check).
+// Note [one hook flag]: three checkers want every load and store of an emulated kernel (the
+// counters, initcheck, racecheck); each owns a bit here, set where it is turned on or off. While
+// any bit is set, device and shared memory are routed to the report functions at the end of
+// counters.cpp (Note [accesses routed to the checkers], routed_memory.h); with none, kernels run
+// on ASan's inline check alone (bench/emu_hook_cost_bench.cpp measures both).
 enum : unsigned char { kHookCounters = 1, kHookInitcheck = 2, kHookRacecheck = 4 };
 extern unsigned char memory_hooks;
 void set_memory_hook(unsigned char bit, bool on);

@@ -15,6 +15,7 @@
 #include "cuda_emu/api_counts.h"
 #include "initcheck.h"
 #include "race.h"
+#include "routed_memory.h"
 #include "runtime.h"
 #include "sanitizer.h"
 
@@ -65,6 +66,7 @@ cudaError_t allocate(void** ptr, std::size_t bytes, Space space, int dev) {
                 "the host is out of memory for " + std::to_string(bytes) + " bytes");
   }
   std::memset(p, kUninitialisedByte, bytes);
+  if (space == Space::Device) routed_allocation_added(p, bytes);
   std::lock_guard<std::mutex> lock(table_mutex);
   table()[reinterpret_cast<uintptr_t>(p)] = Allocation{space, dev, bytes};
   if (space == Space::Device) initcheck_allocated(p, bytes, dev, "cudaMalloc");
@@ -91,7 +93,11 @@ cudaError_t release(void* p, Space space, const char* call) {
     device(a.device).used -= a.bytes;
     initcheck_freed(p);
   }
-  san::unpoison(p, a.bytes);  // limit_access may have poisoned parts of it
+  // limit_access may have poisoned parts of it, a checker routed it (routed_memory.h)
+  if (space == Space::Device)
+    routed_allocation_removed(p, a.bytes);
+  else
+    san::unpoison(p, a.bytes);
   std::free(p);
   return ok();
 }
@@ -129,7 +135,7 @@ cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaStream_t str
         static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
     const cudaError_t e = enqueue(*s,
                                   [dst, staged] {
-                                    std::memcpy(dst, staged->data(), staged->size());
+                                    raw_copy(dst, staged->data(), staged->size());
                                     initcheck_written(dst, staged->size());
                                   },
                                   {"memcpy"});
@@ -152,7 +158,7 @@ cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaStream_t str
                                   else
                                     initcheck_written(dst, bytes);
                                 }
-                                std::memmove(dst, src, bytes);
+                                raw_copy(dst, src, bytes);  // not libasan's: routed memory
                               },
                               {"memcpy"});
       e != cudaSuccess)
@@ -200,8 +206,7 @@ cudaError_t mtemu::limit_access(void* block, std::size_t usable, cudaStream_t st
                 "limit_access(" + where(block) + ", " + std::to_string(usable) +
                     "): not the start of a live device allocation that large");
   auto mark = [base = r.base, bytes = r.bytes, usable] {
-    san::unpoison(base, bytes);
-    san::poison(base + usable, bytes - usable);
+    routed_allocation_limit(base, bytes, usable);
     // initcheck: a block handed out again holds the last tensor's data, which the new tensor's
     // kernels must not read as theirs.
     if (usable > 0) initcheck_reissued(base, bytes);
@@ -297,7 +302,7 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, std::size_t bytes, cudaStream_
   if (cudaError_t e = sticky_error(s->device); e != cudaSuccess) return e;
   const cudaError_t e = enqueue(*s,
                                 [ptr, value, bytes] {
-                                  std::memset(ptr, value, bytes);
+                                  raw_set(ptr, value, bytes);
                                   initcheck_written(ptr, bytes);
                                 },
                                 {"memset"});

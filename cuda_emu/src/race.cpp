@@ -30,6 +30,7 @@
 #include "check_report.h"
 #include "counters.h"
 #include "grid.h"
+#include "routed_memory.h"
 #include "sanitizer.h"
 
 namespace mtemu::detail {
@@ -186,14 +187,23 @@ void check(BlockRun& b, ThreadCtx& t, uintptr_t addr, uint32_t size, bool store,
 
 thread_local int pending_next = 0;  // the oldest, replaced next when all are in use
 
+// Device and shared memory may be routed (routed_memory.h): read without libasan's interceptors.
+__attribute__((no_sanitize_address)) bool same_bytes(uintptr_t addr, const unsigned char* seen,
+                                                     uint32_t size) {
+  const auto* now = reinterpret_cast<const volatile unsigned char*>(addr);
+  for (uint32_t i = 0; i < size; ++i)
+    if (now[i] != seen[i]) return false;
+  return true;
+}
+
 // Checks the remembered loads of `t` for bytes it changed since; `forget`: at a yield.
 __attribute__((no_sanitize_address)) void flush_pending(ThreadCtx* t, bool forget) {
   for (int i = 0; i < pending_count; ++i) {
     Pending& p = pending[i];
     if (p.thread != t) continue;
-    if (std::memcmp(reinterpret_cast<const void*>(p.addr), p.seen, p.size) != 0) {
+    if (!same_bytes(p.addr, p.seen, p.size)) {
       check(*t->block, *t, p.addr, p.size, true, p.shared, p.pc);
-      std::memcpy(p.seen, reinterpret_cast<const void*>(p.addr), p.size);
+      raw_copy(p.seen, reinterpret_cast<const void*>(p.addr), p.size);
     }
   }
   if (forget) pending_count = pending_next = 0;
@@ -234,7 +244,7 @@ __attribute__((no_sanitize_address)) void racecheck_access(uintptr_t addr, uint3
     p.pc = pc;
     p.size = size;
     p.shared = shared;
-    std::memcpy(p.seen, reinterpret_cast<const void*>(addr), size);
+    raw_copy(p.seen, reinterpret_cast<const void*>(addr), size);
   }
 }
 

@@ -6,8 +6,13 @@
 #include <cuda_runtime.h>
 
 #include <cstdlib>
+#include <vector>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 #include "core/stream.h"
+#include "cuda_emu/counters.h"
 #include "core/tensor.h"
 #include "emu_test_util.h"
 
@@ -126,6 +131,63 @@ TEST_F(CudaEmuChecks, AReadOfATensorWhoseBlockWentBackToTheCacheIsReported) {
   EXPECT_DEATH(read_a_tensor_after_it_went_back_to_the_cache(),
                "use-after-poison.*read_one_past_the_end_kernel");
 }
+
+// ---- the same reports while a checker routes memory (Note [accesses routed to the checkers]) ----
+// With the counters (or initcheck, or racecheck) on, device and shared memory carry the routing's
+// shadow marks and every access takes ASan's report path into the emulator; a genuine error must
+// still be ASan's own report, naming the same bug and kernel.
+
+template <class F>
+void with_counters_on(F bug) {
+  mtemu::counters_collect(true);
+  bug();
+}
+
+TEST_F(CudaEmuChecks, WithTheCountersOnAReadOnePastTheEndIsStillReported) {
+  SKIP_UNLESS(kAddressChecks, "emu");
+  EXPECT_DEATH(with_counters_on(read_one_past_the_end),
+               "heap-buffer-overflow.*in [^\n]*read_one_past_the_end_kernel[^\n]* "
+               "[^\n]*emu_checks_test\\.cu:[0-9]+");
+}
+
+TEST_F(CudaEmuChecks, WithTheCountersOnAWritePastASharedArrayIsStillReported) {
+  SKIP_UNLESS(kAddressChecks, "emu");
+  EXPECT_DEATH(with_counters_on(shared_overrun),
+               "(heap-buffer-overflow|out of bounds).*shared_overrun_kernel");
+}
+
+TEST_F(CudaEmuChecks, WithTheCountersOnAReadIntoTheCachingAllocatorsSlackIsStillReported) {
+  SKIP_UNLESS(kAddressChecks, "emu");
+  EXPECT_DEATH(with_counters_on(read_past_a_tensor_in_its_blocks_slack),
+               "use-after-poison.*read_one_past_the_end_kernel");
+  EXPECT_DEATH(with_counters_on(read_a_tensor_after_it_went_back_to_the_cache),
+               "use-after-poison.*read_one_past_the_end_kernel");
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+// The routing's marks exist only while a checker is on: with all of them off a kernel runs on
+// ASan's inline check alone, and its memory reads as addressable to ASan.
+TEST_F(CudaEmuChecks, DeviceMemoryIsRoutedOnlyWhileACheckerIsOn) {
+  DeviceBuffer<float> before(std::vector<float>(37, 1.f));
+  const auto poisoned = [](const float* p, int n) {
+    return __asan_region_is_poisoned(const_cast<float*>(p), sizeof(float) * std::size_t(n)) !=
+           nullptr;
+  };
+  EXPECT_FALSE(poisoned(before.get(), 37));
+  mtemu::counters_collect(true);
+  DeviceBuffer<float> during(std::vector<float>(37, 2.f));  // allocated and copied into while on
+  EXPECT_TRUE(poisoned(before.get(), 37));
+  EXPECT_TRUE(poisoned(during.get(), 37));
+  EXPECT_EQ(during.to_host(), std::vector<float>(37, 2.f));  // the emulator's copies still work
+  mtemu::counters_collect(false);
+  (void)mtemu::counters_take();
+  EXPECT_FALSE(poisoned(before.get(), 37));
+  EXPECT_FALSE(poisoned(during.get(), 37));
+  // ASan's own marks survive the round trip: the byte after each allocation is still a redzone.
+  EXPECT_TRUE(poisoned(before.get() + 37, 1));
+  EXPECT_TRUE(poisoned(during.get() + 37, 1));
+}
+#endif
 
 // ---- deadlocks ----
 
