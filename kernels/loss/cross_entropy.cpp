@@ -71,20 +71,12 @@ template <typename T>
 void cross_entropy_count_correct_cpu(double* counts, double* topk, const T* logits,
                                      const T* classes, int64_t rows, int64_t cols,
                                      int64_t ignore_index, int64_t k) {
-  double correct = 0, counted = 0, in_topk = 0;
-  for (int64_t i = 0; i < rows; ++i) {
-    const T t = classes[i];
-    if (cross_entropy_ignored(t, ignore_index)) continue;
-    counted += 1;
-    const double v = double(t);
-    if (!(v >= 0 && v < double(cols))) continue;
-    const int64_t y = static_cast<int64_t>(v);
-    correct += cross_entropy_top1(logits + i * cols, cols, y) ? 1 : 0;
-    if (topk != nullptr) in_topk += cross_entropy_in_topk(logits + i * cols, cols, y, k) ? 1 : 0;
-  }
-  counts[0] += correct;
-  counts[1] += counted;
-  if (topk != nullptr) topk[0] += in_topk;
+  CrossEntropyRowCounts c;
+  for (int64_t i = 0; i < rows; ++i)
+    cross_entropy_count_row(c, logits, classes, i, cols, ignore_index, k, topk != nullptr);
+  counts[0] += c.correct;
+  counts[1] += c.counted;
+  if (topk != nullptr) topk[0] += c.in_topk;
 }
 
 #define MT_INSTANTIATE_CROSS_ENTROPY_CPU(T)                                                       \

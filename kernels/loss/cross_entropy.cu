@@ -183,23 +183,16 @@ template <typename T>
 __global__ void cross_entropy_count_correct_kernel(double* counts, double* topk, const T* logits,
                                                    const T* classes, int64_t rows, int64_t cols,
                                                    int64_t ignore_index, int64_t k) {
-  double correct = 0, counted = 0, in_topk = 0;
-  for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
-    const T t = classes[i];
-    if (cross_entropy_ignored(t, ignore_index)) continue;
-    counted += 1;
-    const double v = double(t);
-    if (!(v >= 0 && v < double(cols))) continue;
-    const int64_t y = static_cast<int64_t>(v);
-    correct += cross_entropy_top1(logits + i * cols, cols, y) ? 1 : 0;
-    if (topk != nullptr) in_topk += cross_entropy_in_topk(logits + i * cols, cols, y, k) ? 1 : 0;
-  }
-  correct = block_reduce<reduce_detail::SumOf>(correct);
+  CrossEntropyRowCounts c;
+  for (int64_t i = threadIdx.x; i < rows; i += blockDim.x)
+    cross_entropy_count_row(c, logits, classes, i, cols, ignore_index, k, topk != nullptr);
+  const double correct = block_reduce<reduce_detail::SumOf>(c.correct);
   __syncthreads();  // each fold reuses the one before's shared slots (block_reduce.cuh)
-  counted = block_reduce<reduce_detail::SumOf>(counted);
+  const double counted = block_reduce<reduce_detail::SumOf>(c.counted);
+  double in_topk = 0;
   if (topk != nullptr) {  // the same for every thread of the block: no divergent barrier
     __syncthreads();
-    in_topk = block_reduce<reduce_detail::SumOf>(in_topk);
+    in_topk = block_reduce<reduce_detail::SumOf>(c.in_topk);
   }
   if (threadIdx.x == 0) {
     counts[0] += correct;

@@ -156,6 +156,29 @@ MT_HOST_DEVICE bool cross_entropy_in_topk(const T* row, int64_t cols, int64_t ta
   return rank < k;
 }
 
+/// The accuracy counts of some rows: {top-1 rows, non-ignored rows, rows ranked below k}. Whole
+/// numbers in double: exact in any order of addition.
+struct CrossEntropyRowCounts {
+  double correct = 0, counted = 0, in_topk = 0;
+};
+
+/// Adds row i's share to `c`, the one body of cross_entropy_count_correct's CPU loop and CUDA
+/// kernel: nothing for an ignored row; else it is counted, and correct (and with `topk` in the
+/// top k) only when its target is in [0, cols).
+template <typename T>
+MT_HOST_DEVICE void cross_entropy_count_row(CrossEntropyRowCounts& c, const T* logits,
+                                            const T* classes, int64_t i, int64_t cols,
+                                            int64_t ignore_index, int64_t k, bool topk) {
+  const T t = classes[i];
+  if (cross_entropy_ignored(t, ignore_index)) return;
+  c.counted += 1;
+  const double v = double(t);
+  if (!(v >= 0 && v < double(cols))) return;
+  const int64_t y = static_cast<int64_t>(v);
+  c.correct += cross_entropy_top1(logits + i * cols, cols, y) ? 1 : 0;
+  if (topk) c.in_topk += cross_entropy_in_topk(logits + i * cols, cols, y, k) ? 1 : 0;
+}
+
 template <typename T>
 void cross_entropy_rows_cpu(const T* logits, int64_t rows, int64_t cols,
                             const CrossEntropyArgs<T>& args, const CrossEntropyOutputs<T>& outs);
