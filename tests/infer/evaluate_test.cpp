@@ -191,6 +191,21 @@ TEST(Evaluate, APoissonModelIsScoredOnItsRateNotItsLog) {
   EXPECT_EQ(run_evaluate(rate.config("y.npy")).mse, 0.0);
 }
 
+// kl_div (without log_target) outputs log-probabilities and its targets are probabilities: its
+// errors are exp(output)'s, the mapping predict writes. With log_target, the outputs as they are.
+TEST(Evaluate, AKlDivModelIsScoredOnItsProbabilitiesNotTheirLog) {
+  Fixture f("kl_div");
+  write_targets_of_outputs(f, [](double z) { return std::exp(z); });
+  const Evaluation e = run_evaluate(f.config("y.npy"));
+  EXPECT_EQ(e.mse, 0.0);
+  EXPECT_EQ(e.r2, 1.0);
+  EXPECT_EQ(e.loss_name, "kl_div");
+
+  Fixture log_target("kl_div", R"({"kl-log-target":true})");
+  write_targets_of_outputs(log_target, [](double z) { return z; });
+  EXPECT_EQ(run_evaluate(log_target.config("y.npy")).mse, 0.0);
+}
+
 // The loss is the one trained: huber's delta from the metadata, not its default. Every error is
 // 0.5 (as in AConstantOffset...): huber with delta 0.2 gives 0.2 (0.5 - 0.1) = 0.08 where the
 // default delta 1 gave 0.5 * 0.25 = 0.125.
