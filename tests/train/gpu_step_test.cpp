@@ -42,6 +42,7 @@
 #include "optim/optimizer.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
+#include "tests/train/train_test_util.h"
 #include "optim/make_optimizer.h"
 #include "train/device_totals.h"
 #include "train/run_training.h"
@@ -56,6 +57,7 @@
 namespace minitrain {
 namespace {
 
+using testing::log_lines;
 using testing::ScratchDir;
 
 struct StepCounts {
@@ -144,35 +146,12 @@ std::string range(const std::vector<StepCounts>& steps, int64_t StepCounts::*fie
 // forward, 3 weight gradients, 2 input gradients). The counts do not depend on the width.
 TrainConfig regression(const ScratchDir& dir) {
   (void)dir;
-  TrainConfig c;
-  c.model = "mlp:4,16,16,1";
-  c.data = "synthetic:64";
-  c.batch_size = 8;
-  c.optimizer = "adam";
-  c.lr = 0.01;
-  c.seed = 5;
-  c.device = "cuda";
-  c.progress = "none";
-  return c;
+  return testing::step_run("mlp:4,16,16,1");
 }
 
 // Three classes (the argmax of a 3-output synthetic regression), a quarter held out.
 TrainConfig classifier(const ScratchDir& dir) {
-  const TensorDataset rows = make_synthetic_regression(64, 4, 3, 21);
-  const std::vector<float> y = rows.targets().to_vector<float>();
-  std::vector<double> labels;
-  for (std::size_t i = 0; i < y.size(); i += 3)
-    labels.push_back(
-        static_cast<double>(std::max_element(y.begin() + i, y.begin() + i + 3) - (y.begin() + i)));
-  write_npy(dir.path("x.npy"), rows.features());
-  write_npy(dir.path("y.npy"), Tensor::from_vector(labels, {64}));
-  TrainConfig c = regression(dir);
-  c.model = "mlp:4,16,16,3";
-  c.data = dir.path("x.npy");
-  c.targets = dir.path("y.npy");
-  c.loss = "cross_entropy";
-  c.val_split = 0.25;
-  return c;
+  return testing::three_class_run(regression(dir), dir);
 }
 
 struct Column {
@@ -181,6 +160,17 @@ struct Column {
 };
 
 #if MINITRAIN_CUDA_EMULATED
+// The issue's four configurations: the default, a classifier, clipping, fp16.
+std::vector<Column> four_configurations(const ScratchDir& dir) {
+  std::vector<Column> columns{{"MSE + Adam (default)", regression(dir)},
+                              {"cross_entropy + --val-split", classifier(dir)},
+                              {"+ --clip-grad-norm", regression(dir)},
+                              {"+ --precision fp16", regression(dir)}};
+  columns[2].config.clip_grad_norm = 1.0;
+  columns[3].config.precision = "fp16";
+  return columns;
+}
+
 // The docs/gpu_step.md table: one row per count, one column per configuration.
 std::string markdown_table(const std::vector<Column>& columns,
                            const std::vector<std::vector<StepCounts>>& steps) {
@@ -220,12 +210,7 @@ TEST(CudaStepCounts, ReportsThePerStepRuntimeCallsOfTheFourConfigurations) {
   SKIP_UNLESS_EMULATED_CUDA();
 #if MINITRAIN_CUDA_EMULATED
   ScratchDir dir;
-  std::vector<Column> columns{{"MSE + Adam (default)", regression(dir)},
-                              {"cross_entropy + --val-split", classifier(dir)},
-                              {"+ --clip-grad-norm", regression(dir)},
-                              {"+ --precision fp16", regression(dir)}};
-  columns[2].config.clip_grad_norm = 1.0;
-  columns[3].config.precision = "fp16";
+  std::vector<Column> columns = four_configurations(dir);
   std::vector<std::vector<StepCounts>> steps;
   for (const Column& col : columns) steps.push_back(per_step_counts(col.config, 3, 6));
 
@@ -260,13 +245,8 @@ TEST(CudaStepCounts, NoHostReadInsideAStepWhenTheLogIsEveryFewSteps) {
   SKIP_UNLESS_EMULATED_CUDA();
 #if MINITRAIN_CUDA_EMULATED
   ScratchDir dir;
-  std::vector<Column> columns{{"MSE + Adam (default)", regression(dir)},
-                              {"cross_entropy + --val-split", classifier(dir)},
-                              {"+ --clip-grad-norm", regression(dir)},
-                              {"+ --precision fp16", regression(dir)},
-                              {"cross_entropy + --class-weights", classifier(dir)}};
-  columns[2].config.clip_grad_norm = 1.0;
-  columns[3].config.precision = "fp16";
+  std::vector<Column> columns = four_configurations(dir);
+  columns.push_back({"cross_entropy + --class-weights", classifier(dir)});
   write_npy(dir.path("weights.npy"),
             Tensor::from_vector(std::vector<float>{0.3f, 1.7f, 0.9f}, {3}));
   columns[4].config.class_weights = dir.path("weights.npy");
@@ -349,12 +329,7 @@ TEST(CudaStepCounts, NoAllocationAfterWarmUp) {
   SKIP_UNLESS_EMULATED_CUDA();
 #if MINITRAIN_CUDA_EMULATED
   ScratchDir dir;
-  std::vector<Column> columns{{"MSE + Adam (default)", regression(dir)},
-                              {"cross_entropy + --val-split", classifier(dir)},
-                              {"+ --clip-grad-norm", regression(dir)},
-                              {"+ --precision fp16", regression(dir)}};
-  columns[2].config.clip_grad_norm = 1.0;
-  columns[3].config.precision = "fp16";
+  std::vector<Column> columns = four_configurations(dir);
   const int64_t clipping = clipping_allocations();
   EXPECT_GT(clipping, 0);  // the count sees them
   for (std::size_t i = 0; i < columns.size(); ++i) {
@@ -388,29 +363,18 @@ TEST(CudaStepCounts, NoAllocationAfterWarmUp) {
 #endif
 }
 
-std::vector<nlohmann::json> log_lines(const std::string& path) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
-
 // ---- the held-out evaluation on the device (issue 35) ----
 
 // n rows of 3 classes (the argmax of a synthetic regression), every `ignore_every`-th labelled
 // ignore_index (0: none); with `bad_row` >= 0 that row's label is 5, not a class.
 std::shared_ptr<TensorDataset> classes_of(int64_t n, uint64_t seed, int64_t ignore_every,
                                           int64_t bad_row = -1) {
-  const TensorDataset rows = make_synthetic_regression(n, 4, 3, seed);
-  const std::vector<float> y = rows.targets().to_vector<float>();
-  std::vector<float> labels;
-  for (std::size_t i = 0; i < y.size(); i += 3)
-    labels.push_back(
-        static_cast<float>(std::max_element(y.begin() + i, y.begin() + i + 3) - (y.begin() + i)));
+  const testing::ClassRows rows = testing::three_class_rows(n, seed);
+  std::vector<float> labels(rows.labels.begin(), rows.labels.end());
   for (int64_t i = ignore_every - 1; ignore_every > 0 && i < n; i += ignore_every)
     labels[static_cast<std::size_t>(i)] = -100.0f;
   if (bad_row >= 0) labels[static_cast<std::size_t>(bad_row)] = 5.0f;
-  return std::make_shared<TensorDataset>(rows.features(), Tensor::from_vector(labels, {n, 1}));
+  return std::make_shared<TensorDataset>(rows.features, Tensor::from_vector(labels, {n, 1}));
 }
 
 // 37 held-out rows, every 7th labelled ignore_index.
@@ -919,15 +883,7 @@ TEST(CudaStepCounts, EveryConfigurationSavesItsReferenceWeightsBitForBit) {
                                  std::filesystem::copy_options::overwrite_existing);
       continue;
     }
-    const SafetensorsFile got = read_safetensors(c.save), want = read_safetensors(reference);
-    ASSERT_EQ(got.tensors.size(), want.tensors.size());
-    for (std::size_t i = 0; i < got.tensors.size(); ++i) {
-      EXPECT_EQ(got.tensors[i].first, want.tensors[i].first);
-      ASSERT_GT(testing::host_max_abs(got.tensors[i].second), 0.0);  // not silently zero
-      EXPECT_EQ(testing::tensor_bytes(got.tensors[i].second),
-                testing::tensor_bytes(want.tensors[i].second))
-          << got.tensors[i].first << " differs from " << reference;
-    }
+    testing::expect_same_weights(c.save, reference);
   }
   if (rewrite) GTEST_SKIP() << "wrote the reference weights into " << testing::test_data_dir();
 }
