@@ -23,6 +23,7 @@
 #include "nn/cross_entropy_loss.h"
 #include "optim/clip.h"
 #include "train/class_metrics.h"
+#include "train/data_parallel_sync.h"
 #include "train/device_totals.h"
 #include "train/validation.h"
 
@@ -128,9 +129,11 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, DataLoader& loader, Traine
   // A classifier whose batches may count nothing (issue 30) decides that on the device too: the
   // loss counts the batches with a row to count, and a step with none is skipped on the
   // optimizer's flag (Note [a batch that counts nothing, on the device]), ours or the scaler's.
-  nothing_counted_skips_ = one_gpu && !options_.labels_on_host &&
-                           dynamic_cast<const CrossEntropyLoss*>(loss_.get()) != nullptr &&
-                           !every_batch_counts();
+  // (Not under dp: its replicated optimizer steps each replica's own optimizer, which would not
+  // see the flag.)
+  nothing_counted_skips_ =
+      one_gpu && dynamic_cast<DataParallelSync*>(sync_) == nullptr && !options_.labels_on_host &&
+      dynamic_cast<const CrossEntropyLoss*>(loss_.get()) != nullptr && !every_batch_counts();
   if (nothing_counted_skips_ && !scaler_) {
     skip_flag_ = Tensor::zeros(Shape{1}, DType::Float32, device_);
     optimizer_.set_found_inf(skip_flag_);
