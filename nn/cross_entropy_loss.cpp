@@ -16,8 +16,15 @@ CrossEntropyLoss::CrossEntropyLoss(LossOptions options) : Loss(std::move(options
 
 CrossEntropySpec CrossEntropyLoss::spec_for(const Tensor& logits) {
   MT_CHECK(logits.defined(), name(), ": logits are an undefined tensor");
-  return {cached_weights(class_weights_, options_.class_weights, logits), options_.label_smoothing,
-          options_.ignore_index, target_check_, &workspace_};
+  CrossEntropySpec spec;
+  spec.class_weights = cached_weights(class_weights_, options_.class_weights, logits);
+  spec.label_smoothing = options_.label_smoothing;
+  spec.ignore_index = options_.ignore_index;
+  spec.target_check = target_check_;
+  spec.batch_count = batch_count_;
+  spec.skip_flag = skip_flag_;
+  spec.workspace = &workspace_;
+  return spec;
 }
 
 Tensor CrossEntropyLoss::forward(const Tensor& logits, const Tensor& classes) {

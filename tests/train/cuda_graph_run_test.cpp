@@ -280,31 +280,29 @@ TEST(CudaGraphRun, ABadLabelInAReplayedStepIsNamedWithItsRowWhenRead) {
   EXPECT_EQ(trainer.graph_replays(), 2);  // steps 3 (captured) and 4
 }
 
-// Where a classifier still needs the host, the note says why and the steps run eagerly.
-TEST(CudaGraphRun, AClassifierThatNeedsTheHostGetsANoteThatSaysWhy) {
+// Issue 35: class weights (a 0 among them) and training rows labelled ignore_index no longer keep
+// a classifier off the graph (Note [a batch that counts nothing, on the device]): no note, and
+// the eager run's weights bit for bit.
+TEST(CudaGraphRun, AClassifierWithClassWeightsOrIgnoredRowsIsCaptured) {
   SKIP_UNLESS_CUDA();
   ScratchDir dir;
-  TrainConfig weighted = classifier_run(dir);
-  weighted.epochs.reset();
-  weighted.steps = 2;
-  weighted.cuda_graph = true;
-  write_npy(dir.path("w.npy"), Tensor::from_vector(std::vector<float>{1, 2, 1}, {3}));
-  weighted.class_weights = dir.path("w.npy");
-  const DeviceRun w = run_on_device(weighted);
-  EXPECT_NE(w.info.find("note: --cuda-graph is off for this run: the loss cross_entropy has class "
-                        "weights: it checks its labels and forms its mean's divisor on the host"),
-            std::string::npos)
-      << w.info;
-  TrainConfig ignored = classifier_run(dir);
-  ignored.epochs.reset();
-  ignored.steps = 2;
-  ignored.cuda_graph = true;
-  ignored.ignore_index = 2;  // a class that training rows have
-  const DeviceRun i = run_on_device(ignored);
-  EXPECT_NE(i.info.find("note: --cuda-graph is off for this run: training rows labelled "
-                        "ignore_index (2) make the host decide whether a batch counts"),
-            std::string::npos)
-      << i.info;
+  write_npy(dir.path("w.npy"), Tensor::from_vector(std::vector<float>{1, 0, 1}, {3}));
+  for (const bool weighted : {true, false}) {
+    SCOPED_TRACE(weighted ? "class weights 1, 0, 1" : "ignore_index 2");
+    TrainConfig eager = classifier_run(dir);
+    eager.epochs.reset();
+    eager.steps = 5;
+    if (weighted) eager.class_weights = dir.path("w.npy");
+    if (!weighted) eager.ignore_index = 2;  // a class that training rows have
+    eager.save = dir.path("eager.safetensors");
+    TrainConfig graph = eager;
+    graph.cuda_graph = true;
+    graph.save = dir.path("graph.safetensors");
+    run_on_device(eager);
+    const DeviceRun g = run_on_device(graph);
+    EXPECT_EQ(g.info.find("--cuda-graph is off"), std::string::npos) << g.info;
+    expect_same_weights(graph.save, eager.save);
+  }
 }
 
 TEST(GraphRunOption, OnTheCpuIsANoteAndTheEagerBits) {

@@ -492,19 +492,43 @@ TEST(CudaClassifierStep, AHeldOutLabelCheckedOnTheDeviceIsNamedAtTheRead) {
   EXPECT_EQ(testing::error_message([&] { v.evaluate(*model); }), want);
 }
 
-// A classifier trained on cuda:0 through Trainer: TrainerOptions::every_row_counts picks the path
-// (true: the labels checked, the divisor formed and the rows counted on the device, read with the
-// loss; false: the host reads the labels and logits each step, as before issue 35). 48 training
-// rows in batches of 8 (6 steps an epoch), the 37 held-out ones evaluated every 3 steps.
-struct ClassifierRun {
-  std::vector<StepStats> steps;
-  std::vector<std::string> weights;  // each parameter's bytes
+// A classifier trained on cuda:0 through Trainer. TrainerOptions::labels_on_host picks the path
+// (false: the labels checked, the divisor formed, the rows and the batches that count counted on
+// the device, read with the loss; true: the host reads the labels and logits each step, as before
+// issue 35). 48 training rows in batches of 8 (6 steps an epoch), the 37 held-out ones evaluated
+// every 3 steps (with `evaluate`).
+struct ClassifierSetup {
+  LossOptions loss;
+  bool labels_on_host = false;
+  bool every_row_counts = true;
+  std::vector<float> labels;  // the 48 training labels; empty: classes_of(48, 21, 0)'s
+  bool fp16 = false;          // float16 mixed precision with dynamic loss scaling
+  double clip_grad_norm = 0.0;
+  int64_t grad_accum = 1;
+  bool cuda_graph = false;
+  bool evaluate = true;
+  bool record_steps = true;  // on_step (which reads every step's values)
+  int64_t steps = 8;
 };
 
-ClassifierRun train_classifier(const LossOptions& loss, bool every_row_counts, int64_t steps) {
+struct ClassifierRun {
+  std::vector<StepStats> steps;
+  std::vector<std::string> weights;            // each parameter's bytes
+  std::vector<std::string> state;              // the optimizer's state tensors' names and bytes
+  std::map<std::string, std::string> scalars;  // its state scalars (per-parameter steps taken)
+  int64_t replays = 0;
+};
+
+// The labels of classes_of(48, 21, 0).
+std::vector<float> training_labels() {
+  return classes_of(48, 21, /*ignore_every=*/0)->targets().to_vector<float>();
+}
+
+ClassifierRun train_classifier(const ClassifierSetup& c) {
   const Device gpu = Device::cuda(0);
   Generator gen(5);
   const std::unique_ptr<Sequential> model = make_mlp({4, 16, 16, 3}, Activation::ReLU, gen, gpu);
+  if (c.fp16) model->set_precision(DType::Float16);
   OptimizerConfig oc;
   oc.name = "adam";
   oc.lr = 0.01;
@@ -513,24 +537,77 @@ ClassifierRun train_classifier(const LossOptions& loss, bool every_row_counts, i
   lo.batch_size = 8;
   lo.shuffle = false;
   lo.device = gpu;
-  DataLoader loader(classes_of(48, 21, /*ignore_every=*/0), lo);
+  std::shared_ptr<TensorDataset> rows = classes_of(48, 21, /*ignore_every=*/0);
+  if (!c.labels.empty())
+    rows =
+        std::make_shared<TensorDataset>(rows->features(), Tensor::from_vector(c.labels, {48, 1}));
+  DataLoader loader(rows, lo);
   ValidatorOptions vo;
-  vo.loss = loss;
+  vo.loss = c.loss;
   vo.batch_size = 16;
   vo.device = gpu;
   Validator validator(classes_of(37, 9, /*ignore_every=*/7), vo);
   TrainerOptions to;
-  to.total_steps = steps;
-  to.loss = std::shared_ptr<Loss>(make_loss(loss));
-  to.every_row_counts = every_row_counts;
-  to.validate = [&] { return validator.evaluate(*model); };
-  to.eval_every = 3;
+  to.total_steps = c.steps;
+  to.loss = std::shared_ptr<Loss>(make_loss(c.loss));
+  to.every_row_counts = c.every_row_counts;
+  to.labels_on_host = c.labels_on_host;
+  to.clip_grad_norm = c.clip_grad_norm;
+  to.grad_accum = c.grad_accum;
+  to.cuda_graph = c.cuda_graph;
+  if (c.fp16) {
+    GradScalerOptions so;
+    so.init_scale = 1024;
+    so.growth_interval = 2;  // the tracker's steps show: a step that counted nothing holds it
+    to.loss_scaling = so;
+  }
+  if (c.evaluate) {
+    to.validate = [&] { return validator.evaluate(*model); };
+    to.eval_every = 3;
+  }
   ClassifierRun r;
-  to.on_step = [&](const StepStats& s) { r.steps.push_back(s); };
-  Trainer(*model, *opt, loader, to).run();
+  if (c.record_steps) to.on_step = [&](const StepStats& s) { r.steps.push_back(s); };
+  Trainer trainer(*model, *opt, loader, to);
+  trainer.run();
+  r.replays = trainer.graph_replays();
   for (const auto& [name, p] : model->named_parameters())
     r.weights.push_back(testing::tensor_bytes(p->value.to(Device::cpu())));
+  for (const auto& [name, t] : opt->state_tensors())
+    r.state.push_back(name + ": " + testing::tensor_bytes(t.to(Device::cpu())));
+  r.scalars = opt->state_scalars();
   return r;
+}
+
+// Every step's loss, accuracy, nothing_counted, loss scale, skip and grad norm, every held-out
+// loss and accuracy, the weights and the optimizer's state: bit for bit (NaN as NaN).
+void expect_same_run(const ClassifierRun& got, const ClassifierRun& want) {
+  auto same = [](double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; };
+  ASSERT_EQ(got.steps.size(), want.steps.size());
+  for (std::size_t i = 0; i < want.steps.size(); ++i) {
+    SCOPED_TRACE("step " + std::to_string(i + 1));
+    const StepStats &d = got.steps[i], &h = want.steps[i];
+    EXPECT_PRED2(same, d.loss, h.loss);
+    EXPECT_PRED2(same, d.accuracy, h.accuracy);
+    EXPECT_EQ(d.nothing_counted, h.nothing_counted);
+    EXPECT_PRED2(same, d.loss_scale, h.loss_scale);
+    EXPECT_EQ(d.skipped, h.skipped);
+    EXPECT_EQ(d.skipped_steps, h.skipped_steps);
+    EXPECT_PRED2(same, d.grad_norm, h.grad_norm);
+    ASSERT_EQ(d.val.has_value(), h.val.has_value());
+    if (d.val) {
+      EXPECT_EQ(d.val->loss, h.val->loss);
+      EXPECT_EQ(d.val->accuracy, h.val->accuracy);
+    }
+  }
+  EXPECT_EQ(got.weights, want.weights);
+  EXPECT_EQ(got.state, want.state);
+  // "steps" counts the steps queued on the device path (a skipped one included) and those
+  // taken on the host path (docs/gpu_step.md); each parameter's count of steps taken (Adam's
+  // bias corrections) is the same.
+  std::map<std::string, std::string> g = got.scalars, w = want.scalars;
+  g.erase("steps");
+  w.erase("steps");
+  EXPECT_EQ(g, w);
 }
 
 // The classifier's counts on the device are the host's, with and without class weights: every
@@ -539,30 +616,166 @@ TEST(CudaClassifierStep, CountsAndLossOnTheDeviceEqualTheHostPathsBitForBit) {
   SKIP_UNLESS_EMULATED_CUDA();
   for (const std::vector<double>& weights : {std::vector<double>{}, {0.3, 1.7, 0.9}}) {
     SCOPED_TRACE(weights.empty() ? "unweighted" : "class weights");
-    LossOptions loss;
-    loss.name = "cross_entropy";
-    loss.class_weights = weights;
-    const ClassifierRun host = train_classifier(loss, false, 8);
-    const ClassifierRun device = train_classifier(loss, true, 8);
+    ClassifierSetup c;
+    c.loss.name = "cross_entropy";
+    c.loss.class_weights = weights;
+    c.labels_on_host = true;
+    const ClassifierRun host = train_classifier(c);
+    c.labels_on_host = false;
+    const ClassifierRun device = train_classifier(c);
     ASSERT_EQ(host.steps.size(), 8u);
-    ASSERT_EQ(device.steps.size(), 8u);
     int64_t evaluations = 0;
-    for (std::size_t i = 0; i < host.steps.size(); ++i) {
-      SCOPED_TRACE("step " + std::to_string(i + 1));
-      const StepStats &h = host.steps[i], &d = device.steps[i];
+    for (const StepStats& d : device.steps) {
       EXPECT_GT(d.loss, 0.0);
-      EXPECT_EQ(d.loss, h.loss);
-      EXPECT_EQ(d.accuracy, h.accuracy);
-      ASSERT_EQ(d.val.has_value(), h.val.has_value());
-      if (d.val) {
-        ++evaluations;
-        EXPECT_EQ(d.val->loss, h.val->loss);
-        EXPECT_EQ(d.val->accuracy, h.val->accuracy);
-      }
+      evaluations += d.val.has_value() ? 1 : 0;
     }
     EXPECT_EQ(evaluations, 3);  // steps 3, 6 (also the epoch's end) and 8 (the last)
-    EXPECT_EQ(device.weights, host.weights);
+    expect_same_run(device, host);
   }
+}
+
+// Training labels with batches that count nothing (Note [a batch that counts nothing, on the
+// device]): batch 3 (rows 16-23, step 3) all ignore_index, and rows 1, 10 and 42 too; with
+// `zero_weight_class` >= 0 batch 5 (rows 32-39, step 5) all of that class. The first step counts,
+// so that both paths create the optimizer's state at step 1.
+std::vector<float> labels_with_empty_batches(int zero_weight_class) {
+  std::vector<float> y = training_labels();
+  for (std::size_t i = 16; i < 24; ++i) y[i] = -100.0f;
+  for (std::size_t i : {1, 10, 42}) y[i] = -100.0f;
+  if (zero_weight_class >= 0)
+    for (std::size_t i = 32; i < 40; ++i) y[i] = static_cast<float>(zero_weight_class);
+  return y;
+}
+
+// Issue 35: rows labelled ignore_index and class weights with a 0 among them no longer take the
+// host path. Each configuration trains 10 steps (with one batch a step, two epochs: steps 3 and 9,
+// and with a 0 weight step 5, count nothing; with two, steps 2 and 3 each have a batch that counts
+// nothing beside one that counts, whose zero gradient keeps the update the host's) with the
+// labels on the host and on the device: the same bits.
+TEST(CudaClassifierStep, ABatchThatCountsNothingIsDecidedOnTheDeviceWithTheHostPathsBits) {
+  SKIP_UNLESS_EMULATED_CUDA();
+  struct Config {
+    const char* name;
+    std::vector<double> weights;
+    int zero_weight_class;
+    bool fp16;
+    double clip;
+    int64_t grad_accum;
+    int64_t nothing_counted;  // steps of the 10
+  };
+  const Config configs[] = {
+      {"ignore_index rows", {}, -1, false, 0.0, 1, 2},
+      {"ignore_index rows, class weights", {0.3, 1.7, 0.9}, -1, false, 0.0, 1, 2},
+      {"a class weighted 0", {0.3, 0.0, 0.9}, 1, false, 0.5, 1, 3},
+      {"a class weighted 0, fp16", {0.3, 0.0, 0.9}, 1, true, 0.0, 1, 3},
+      {"ignore_index rows, fp16, clipping", {}, -1, true, 0.5, 1, 2},
+      {"a class weighted 0, 2 batches a step", {0.3, 0.0, 0.9}, 1, false, 0.0, 2, 0},
+      {"a class weighted 0, 2 batches a step, fp16", {0.3, 0.0, 0.9}, 1, true, 0.5, 2, 0},
+  };
+  for (const Config& k : configs) {
+    SCOPED_TRACE(k.name);
+    ClassifierSetup c;
+    c.loss.name = "cross_entropy";
+    c.loss.class_weights = k.weights;
+    c.labels = labels_with_empty_batches(k.zero_weight_class);
+    c.every_row_counts = false;
+    c.fp16 = k.fp16;
+    c.clip_grad_norm = k.clip;
+    c.grad_accum = k.grad_accum;
+    c.steps = 10;
+    c.labels_on_host = true;
+    const ClassifierRun host = train_classifier(c);
+    c.labels_on_host = false;
+    const ClassifierRun device = train_classifier(c);
+    int64_t nothing = 0;
+    for (const StepStats& h : host.steps) nothing += h.nothing_counted ? 1 : 0;
+    EXPECT_EQ(nothing, k.nothing_counted);
+    expect_same_run(device, host);
+    if (k.grad_accum != 1) continue;  // a graph runs one batch a step
+    // And replayed as a CUDA graph (after 2 eager steps): the same bits again.
+    c.cuda_graph = true;
+    const ClassifierRun replayed = train_classifier(c);
+    EXPECT_EQ(replayed.replays, 8);
+    expect_same_run(replayed, host);
+  }
+}
+
+#if MINITRAIN_CUDA_EMULATED
+// The counts of steps first+1 .. first+n of a classifier run (no evaluation, no per-step callback:
+// the values are read at the last step only), each as a run of k+1 steps minus one of k.
+std::vector<StepCounts> classifier_step_counts(ClassifierSetup c, int64_t first, int64_t n) {
+  c.evaluate = false;
+  c.record_steps = false;
+  auto run = [&](int64_t steps) {
+    c.steps = steps;
+    empty_cache(Device::cuda(0));
+    const StepCounts before = counts_now();
+    train_classifier(c);
+    return counts_now() - before;
+  };
+  std::vector<StepCounts> steps;
+  StepCounts prev = run(first);
+  for (int64_t k = first + 1; k <= first + n; ++k) {
+    const StepCounts now = run(k);
+    steps.push_back(now - prev);
+    prev = now;
+  }
+  return steps;
+}
+#endif
+
+// Issue 35: a classifier whose batches may count nothing (rows labelled ignore_index, a class
+// weighted 0, under fp16 too) reads nothing on the host inside a step: steps 4 to 9 (step 5 of a
+// class weighted 0 counts nothing) make no device-to-host copy and no blocking call. The host
+// path's columns (labels_on_host, the path before) are printed beside them.
+TEST(CudaStepCounts, AClassifierThatMayCountNothingReadsNothingInsideAStep) {
+  SKIP_UNLESS_EMULATED_CUDA();
+#if MINITRAIN_CUDA_EMULATED
+  struct Config {
+    const char* name;
+    std::vector<double> weights;
+    int zero_weight_class;
+    bool fp16;
+  };
+  const Config configs[] = {{"ignore_index rows", {}, -1, false},
+                            {"a class weighted 0", {0.3, 0.0, 0.9}, 1, false},
+                            {"ignore_index rows, fp16", {}, -1, true}};
+  std::vector<Column> columns;  // names only: the runs are Trainer's, not run_training's
+  std::vector<std::vector<StepCounts>> steps;
+  std::vector<std::string> names;
+  for (const Config& k : configs) {
+    for (bool on_host : {true, false}) {
+      ClassifierSetup c;
+      c.loss.name = "cross_entropy";
+      c.loss.class_weights = k.weights;
+      c.labels = labels_with_empty_batches(k.zero_weight_class);
+      c.every_row_counts = false;
+      c.fp16 = k.fp16;
+      c.labels_on_host = on_host;
+      names.push_back(std::string(k.name) + (on_host ? " (host path)" : " (device)"));
+      steps.push_back(classifier_step_counts(c, 3, 6));
+    }
+  }
+  for (const std::string& n : names) columns.push_back({n.c_str(), TrainConfig{}});
+  const std::string table = markdown_table(columns, steps);
+  std::cout << table;
+  RecordProperty("table", table);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    SCOPED_TRACE(names[i]);
+    for (std::size_t k = 0; k < steps[i].size(); ++k) {
+      const StepCounts& s = steps[i][k];
+      EXPECT_GT(s.launches, 8) << "step " << k + 4;  // the counting sees the step
+      if (i % 2 == 0) {  // the host path reads the labels (and logits) every step
+        EXPECT_GT(s.loop_d2h_copies, 0) << "step " << k + 4;
+        continue;
+      }
+      EXPECT_EQ(s.d2h_copies, 0) << "step " << k + 4;
+      EXPECT_EQ(s.loop_d2h_copies, 0) << "step " << k + 4;
+      EXPECT_EQ(s.loop_host_syncs, 0) << "step " << k + 4;
+      EXPECT_EQ(s.frees, 0) << "step " << k + 4;
+    }
+  }
+#endif
 }
 
 // A label the device's check refuses is named when the step's totals are read, with the host
