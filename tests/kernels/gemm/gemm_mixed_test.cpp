@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -57,13 +58,19 @@ std::vector<std::vector<DType>> combinations(DType p) {
   return out;
 }
 
-void expect_cast_path_bits(const std::string& backend, Device device) {
-  int checked = 0;
+// every_transpose: all four (trans_a, trans_b) for each case; otherwise one each, in turn (the
+// emulated GPU runs a block on CPU threads: a quarter of the time, every pair still covered).
+void expect_cast_path_bits(const std::string& backend, Device device, bool every_transpose) {
+  int checked = 0, turn = 0;
   for (DType p : {DType::BFloat16, DType::Float16})
     for (const std::vector<DType>& t : combinations(p))
       for (const Problem& s : kShapes)
         for (bool ta : {false, true})
           for (bool tb : {false, true}) {
+            const int pair = int(ta) * 2 + int(tb), case_index = turn++ / 4;
+            if (!every_transpose && pair != (case_index + case_index / 4) % 4) continue;
+            // The racecheck stage caps sizes: a larger one runs the same code on more blocks.
+            if (testing::over_size_cap(std::max({s.m * s.k, s.k * s.n, s.m * s.n}))) continue;
             const bool with_bias = (s.m + ta + tb) % 2 == 1;
             const double alpha = tb ? 0.5 : 1.0, beta = ta ? 0.25 : 0.0;
             const uint32_t seed = uint32_t(s.m * 7 + s.k * 3 + s.n + 2 * ta + tb);
@@ -82,16 +89,16 @@ void expect_cast_path_bits(const std::string& backend, Device device) {
                 << with_bias << ", alpha " << alpha << " beta " << beta;
             ++checked;
           }
-  EXPECT_EQ(checked, 2 * 7 * 4 * 4);
+  EXPECT_GT(checked, 0);
 }
 
 TEST(GemmMixed, ReferenceGivesTheCastPathsBitsOnOddShapes) {
-  expect_cast_path_bits("reference", Device::cpu());
+  expect_cast_path_bits("reference", Device::cpu(), /*every_transpose=*/true);
 }
 
 TEST(GemmMixedCuda, WarptileGivesTheCastPathsBitsOnOddShapes) {
   MT_SKIP_UNLESS_AVAILABLE(Device::cuda(0));
-  expect_cast_path_bits("warptile", Device::cuda(0));
+  expect_cast_path_bits("warptile", Device::cuda(0), /*every_transpose=*/false);
 }
 
 // cuBLAS and cuBLASLt sum in their own order: on small integers every partial sum is exact, so
