@@ -184,7 +184,7 @@ TEST(CudaGraphFp16Run, AReplayedStepReadsNothingBackAndAllocatesNothing) {
     }
   }
   for (std::size_t k = 0; k < 3; ++k) {
-    EXPECT_GE(columns[0].steps[k].launches, 40);
+    EXPECT_GE(columns[0].steps[k].launches, 30);  // 33 since the GEMMs take 16-bit operands
     EXPECT_LE(columns[2].steps[k].launches, 4) << "fp16 step " << k + 7 << " was not replayed";
     // The replayed step allocates nothing; what is counted is the data loader's worker
     // preparing a batch ahead on its own thread (0 to 2, by thread timing, as in a replayed
