@@ -28,7 +28,13 @@ CrossEntropySpec CrossEntropyLoss::spec_for(const Tensor& logits) {
 }
 
 Tensor CrossEntropyLoss::forward(const Tensor& logits, const Tensor& classes) {
-  Tensor loss = cross_entropy_forward(logits, classes, spec_for(logits), options_.reduction);
+  const CrossEntropySpec spec = spec_for(logits);
+  // Kept across calls as forward_backward's (an evaluation's batches: issue 35).
+  Tensor loss = value_buffer_.get(options_.reduction == Reduction::None
+                                      ? Shape{logits.ndim() > 0 ? logits.size(0) : 0}
+                                      : Shape{},
+                                  logits.dtype(), logits.device());
+  cross_entropy_forward(loss, logits, classes, spec, options_.reduction);
   logits_ = logits;
   classes_ = classes;
   return loss;

@@ -21,6 +21,10 @@ class CrossEntropyLoss final : public Loss {
   Tensor backward() override;
   Tensor forward_backward(const Tensor& logits, const Tensor& classes,
                           Tensor& grad_logits) override;
+  void release_inputs() noexcept override {
+    logits_ = Tensor();
+    classes_ = Tensor();
+  }
 
   /// Note [cross_entropy's targets on the device]: a float64 [3] on the logits' CUDA device makes
   /// the calls check their labels (and class weights) there, for the caller to read later;

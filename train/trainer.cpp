@@ -616,7 +616,8 @@ std::optional<PendingGradNorm> Trainer::clip_gradients() {
   // clips its own gradients by their own norm, as it steps on its own.) Clipping decides on the
   // device (issue 35).
   if (options_.clip_grad_norm <= 0) return std::nullopt;
-  return clip_grad_norm_deferred_(model_.named_parameters(), options_.clip_grad_norm);
+  return clip_grad_norm_deferred_(model_.named_parameters(), options_.clip_grad_norm,
+                                  /*foreach=*/true, &clip_workspace_);
 }
 
 void Trainer::record_grad_norm(const PendingGradNorm& norm, StepStats& s) {

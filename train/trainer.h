@@ -276,8 +276,9 @@ class Trainer {
   // Mixed precision: the 16-bit prediction widened for the loss and the loss gradient rounded
   // back, rewritten each step (Note [buffers that live across steps], core/buffer_slot.h).
   BufferSlot widened_pred_, rounded_grad_;
-  int64_t logit_columns_ = 0;  // a classifier's C, for a label check read from the device
-  int64_t samples_seen_ = 0;   // rows consumed by all ranks together
+  ClipWorkspace clip_workspace_;  // --clip-grad-norm's sum of squares and partials, the same way
+  int64_t logit_columns_ = 0;     // a classifier's C, for a label check read from the device
+  int64_t samples_seen_ = 0;      // rows consumed by all ranks together
   std::string last_checkpoint_;
 };
 

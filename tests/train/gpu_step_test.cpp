@@ -290,12 +290,12 @@ TEST(CudaStepCounts, NoHostReadInsideAStepWhenTheLogIsEveryFewSteps) {
   }
   // Clipping as multi-tensor launches (issue 35, kernels/multi_tensor_norm.h): the norm's two
   // launches (every tensor's partials, one fold), the scale's one and the norm's add into the
-  // step's totals, whatever the number of parameter tensors; one allocation for the partials
-  // and one for the total. Per tensor it was 4-5 launches and 3 allocations each (49 and 30 for
-  // these 6 tensors).
+  // step's totals, whatever the number of parameter tensors; its partials and total are the
+  // Trainer's ClipWorkspace's, so no allocation. Per tensor it was 4-5 launches and 3
+  // allocations each (49 and 30 for these 6 tensors); as one list without the workspace, 2.
   for (std::size_t k = 0; k < steps[2].size(); ++k) {
     EXPECT_EQ(steps[2][k].launches, steps[0][k].launches + 4) << "step " << k + 4;
-    EXPECT_EQ(steps[2][k].allocations, steps[0][k].allocations + 2) << "step " << k + 4;
+    EXPECT_EQ(steps[2][k].allocations, steps[0][k].allocations) << "step " << k + 4;
   }
   // fp16's GEMMs take 16-bit operands (issue 35, Note [16-bit GEMM operands] in nn/linear.cpp):
   // per Linear the forward's widening cast, bias add and narrowing cast, and the backward's
@@ -305,66 +305,96 @@ TEST(CudaStepCounts, NoHostReadInsideAStepWhenTheLogIsEveryFewSteps) {
 #endif
 }
 
-#if MINITRAIN_CUDA_EMULATED
-// The caching allocator's handouts of one clip_grad_norm_deferred_ on cuda:0 over gradients of
-// mlp:4,16,16,1's shapes: clipping's own temporaries (optim/clip.cpp keeps no buffer across
-// calls), which the clipping column's step makes on top of the default column's.
-int64_t clipping_allocations() {
-  const Shape shapes[] = {{16, 4}, {16}, {16, 16}, {16}, {1, 16}, {1}};
-  std::vector<Parameter> params(std::size(shapes));
-  NamedParameters named;
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    params[i].grad = Tensor::zeros(shapes[i], DType::Float32, Device::cuda(0));
-    named.emplace_back(std::to_string(i), &params[i]);
-  }
-  const int64_t before = memory_stats(Device::cuda(0)).allocations;
-  const PendingGradNorm pending = clip_grad_norm_deferred_(named, 1.0);
-  return memory_stats(Device::cuda(0)).allocations - before;
-}
-#endif
-
 // No allocation after warm-up (issue 35, Note [buffers that live across steps] in
 // core/buffer_slot.h): the layers' outputs, kept pre-activations and input gradients, the loss's
-// value, gradient and reduction scratch, the fp16 casts and the loader's device batches are
-// rewritten step after step, so steps 4 to 9 ask the caching allocator for nothing and the
-// device for no memory (the loader's worker too: its device buffers exist before the first
-// step). Left: the classifier's held-out evaluation (a read point: its batches are copied to the
-// device anew), and clipping's own temporaries (optim/clip.cpp).
+// value, gradient and reduction scratch, the fp16 casts, the loader's device batches and
+// clipping's sum of squares and partials (the Trainer's ClipWorkspace, optim/clip.h) are
+// rewritten step after step, so steps 4 to 9 ask the caching allocator for nothing and the device
+// for no memory (the loader's worker too: its device buffers exist before the first step). The
+// held-out evaluation at the classifier's epoch end too: its rows stay on the device, its loss
+// and sums are kept by the Validator (train/validation.h), so the evaluation the 7-step run adds
+// (the first of both runs is the same) allocates nothing either.
 TEST(CudaStepCounts, NoAllocationAfterWarmUp) {
   SKIP_UNLESS_EMULATED_CUDA();
 #if MINITRAIN_CUDA_EMULATED
   ScratchDir dir;
   std::vector<Column> columns = four_configurations(dir);
-  const int64_t clipping = clipping_allocations();
-  EXPECT_GT(clipping, 0);  // the count sees them
+  columns.push_back({"MSE + --val-split", regression(dir)});
+  columns.push_back({"fp16 + --clip-grad-norm + --val-split", regression(dir)});
+  columns[4].config.val_split = 0.25;
+  columns[5].config.precision = "fp16";
+  columns[5].config.clip_grad_norm = 1.0;
+  columns[5].config.val_split = 0.25;
+  std::vector<std::vector<StepCounts>> steps;
   for (std::size_t i = 0; i < columns.size(); ++i) {
     SCOPED_TRACE(columns[i].name);
     TrainConfig c = columns[i].config;
     c.log = dir.path("log.jsonl");
     c.log_every = 100;
-    const std::vector<StepCounts> steps = per_step_counts(c, 3, 6);
+    steps.push_back(per_step_counts(c, 3, 6));
     int64_t evaluations = 0;
-    for (std::size_t k = 0; k < steps.size(); ++k) {
-      const StepCounts& s = steps[k];
+    for (std::size_t k = 0; k < steps.back().size(); ++k) {
+      const StepCounts& s = steps.back()[k];
       EXPECT_GT(s.launches, 8) << "step " << k + 4;  // the counting sees the step
       EXPECT_EQ(s.frees, 0) << "step " << k + 4;
-      if (i == 1 && s.loop_d2h_copies > 0) {  // the held-out evaluation reads (and allocates)
-        ++evaluations;
-        continue;
-      }
-      EXPECT_EQ(s.allocations, i == 2 ? clipping : 0) << "step " << k + 4;
-      // The classifier's runs end with a held-out evaluation (train/validation.cpp), which
-      // allocates its batches and losses anew; one of its blocks comes from the device in the
-      // 8-step run and from the cache in the 7-step one (as on main before this work: 0-1), so
-      // its column holds the step's own handouts (0, above) and the loop's cudaMalloc to 1.
-      if (i == 1) {
-        EXPECT_LE(s.mallocs, 1) << "step " << k + 4;
-      } else {
-        EXPECT_EQ(s.mallocs, 0) << "step " << k + 4;
-      }
+      EXPECT_EQ(s.allocations, 0) << "step " << k + 4;
+      EXPECT_EQ(s.mallocs, 0) << "step " << k + 4;
+      if (s.loop_d2h_copies > 0) ++evaluations;  // the held-out evaluation reads
     }
-    EXPECT_EQ(evaluations, i == 1 ? 1 : 0);
+    const bool validates = columns[i].config.val_split > 0;
+    EXPECT_EQ(evaluations, validates ? 1 : 0);
   }
+  const std::string table = markdown_table(columns, steps);
+  std::cout << "--log-every 100:\n" << table;
+  RecordProperty("table", table);
+#endif
+}
+
+// Targets in (0, 1) for the pointwise losses (kl_div's probabilities, bce's labels): the sigmoid
+// of mlp's synthetic regression targets, 64 rows of 4 features and 1 target.
+TrainConfig pointwise(const ScratchDir& dir, const char* loss) {
+  const TensorDataset rows = make_synthetic_regression(64, 4, 1, 21);
+  std::vector<float> y = rows.targets().to_vector<float>();
+  for (float& v : y) v = 1.0f / (1.0f + std::exp(-v));
+  write_npy(dir.path("px.npy"), rows.features());
+  write_npy(dir.path("py.npy"), Tensor::from_vector(y, {64, 1}));
+  TrainConfig c = regression(dir);
+  c.data = dir.path("px.npy");
+  c.targets = dir.path("py.npy");
+  c.loss = loss;
+  return c;
+}
+
+// The pointwise losses (kernels/loss/pointwise_loss.h) take their reduction scratch from the
+// loss's slot as MSE does: no allocation after warm-up with any of them, nor in the held-out
+// evaluation after the first (its loss is the Validator's own, forward with reduction sum).
+TEST(CudaStepCounts, PointwiseLossesAllocateNothingAfterWarmUp) {
+  SKIP_UNLESS_EMULATED_CUDA();
+#if MINITRAIN_CUDA_EMULATED
+  ScratchDir dir;
+  std::vector<Column> columns;
+  for (const char* loss : {"l1", "smooth_l1", "huber", "bce_with_logits", "kl_div", "poisson_nll"})
+    columns.push_back({loss, pointwise(dir, loss)});
+  columns.push_back({"huber + --val-split", pointwise(dir, "huber")});
+  columns.back().config.val_split = 0.25;
+  std::vector<std::vector<StepCounts>> steps;
+  for (const Column& col : columns) {
+    SCOPED_TRACE(col.name);
+    TrainConfig c = col.config;
+    c.log = dir.path("log.jsonl");
+    c.log_every = 100;
+    steps.push_back(per_step_counts(c, 3, 6));
+    for (std::size_t k = 0; k < steps.back().size(); ++k) {
+      const StepCounts& s = steps.back()[k];
+      EXPECT_GT(s.launches, 8) << "step " << k + 4;
+      EXPECT_EQ(s.allocations, 0) << "step " << k + 4;
+      EXPECT_EQ(s.mallocs, 0) << "step " << k + 4;
+      EXPECT_EQ(s.frees, 0) << "step " << k + 4;
+    }
+  }
+  const std::string table = markdown_table(columns, steps);
+  std::cout << "--log-every 100:\n" << table;
+  RecordProperty("table", table);
 #endif
 }
 
@@ -471,6 +501,57 @@ TEST(CudaClassifierStep, TheHeldOutEvaluationReadsOnceWithTheBitsOfAReadPerBatch
     } else {  // and the 5 batches' two copies to the device, each waited for
       EXPECT_EQ(after.device_to_host_copies - before.device_to_host_copies, 1u);
       EXPECT_EQ(after.host_syncs - before.host_syncs, 11u);
+    }
+  }
+#endif
+}
+
+// An evaluation after the first asks the allocator for nothing (issue 35): the rows stay on the
+// device (or, past resident_bytes, are copied into the Validator's kept batch buffers), the
+// model's outputs are its layers' slots, the loss's value and scratch the loss's, a 16-bit
+// prediction is widened into a kept buffer, and the sums are the Validator's. Regression and
+// classification losses, float32 and float16 models, the last batch partial (37 rows by 8) or
+// one batch (by 64: the loss kept the last evaluation's prediction, a buffer of the last layer,
+// until Loss::release_inputs let go of it at the end of the evaluation).
+TEST(CudaHeldOutEvaluation, AnEvaluationAfterTheFirstAllocatesNothing) {
+  SKIP_UNLESS_EMULATED_CUDA();
+#if MINITRAIN_CUDA_EMULATED
+  const Device gpu = Device::cuda(0);
+  const TensorDataset values = make_synthetic_regression(37, 4, 2, 13);
+  const auto regression_rows = std::make_shared<TensorDataset>(values.features(), values.targets());
+  const std::shared_ptr<TensorDataset> class_rows = held_out_classes();
+  for (const char* loss : {"mse", "huber", "cross_entropy"}) {
+    for (DType precision : {DType::Float32, DType::Float16}) {
+      for (int64_t resident_bytes : {int64_t{1} << 20, int64_t{0}}) {
+        for (int64_t batch_size : {8, 64}) {
+          SCOPED_TRACE(loss);
+          SCOPED_TRACE("batch size " + std::to_string(batch_size));
+          SCOPED_TRACE(dtype_name(precision));
+          SCOPED_TRACE(resident_bytes > 0 ? "resident" : "copied batch by batch");
+          const bool classes = std::string(loss) == "cross_entropy";
+          Generator gen(17);
+          const std::unique_ptr<Sequential> model =
+              make_mlp({4, 16, classes ? 3 : 2}, Activation::ReLU, gen, gpu);
+          model->set_precision(precision);
+          ValidatorOptions o;
+          o.loss.name = loss;
+          o.batch_size = batch_size;  // 5 batches, the last of 5 rows; or one
+          o.device = gpu;
+          o.resident_bytes = resident_bytes;
+          Validator v(classes ? class_rows : regression_rows, o);
+          const ValMetrics first = v.evaluate(*model);
+          const int64_t allocations = int64_t(memory_stats(gpu).allocations);
+          const uint64_t mallocs = mtemu::api_counts().mallocs;
+          const ValMetrics second = v.evaluate(*model);
+          EXPECT_EQ(int64_t(memory_stats(gpu).allocations) - allocations, 0);
+          EXPECT_EQ(mtemu::api_counts().mallocs - mallocs, 0u);
+          EXPECT_GT(first.loss, 0.0);
+          EXPECT_EQ(second.loss, first.loss);  // the same model: the same bits
+          if (classes) {
+            EXPECT_EQ(second.accuracy, first.accuracy);
+          }
+        }
+      }
     }
   }
 #endif
