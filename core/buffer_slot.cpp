@@ -24,10 +24,10 @@ Tensor BufferSlot::get(const Shape& shape, DType dtype, Device device) {
   // handed out under a capture belongs to that graph (its pool id) until the graph is destroyed
   // (the allocator's pool released): it is neither handed out nor dropped meanwhile. A new one a
   // capture needs comes from the graph's own pool, which keeps it; the slot does not.
-  const uint64_t capture = device.is_cpu() ? 0 : allocator_for(device).capture_pool_here();
+  // No lock while nothing captures (Note [capture_pool_here without the lock]).
+  const uint64_t capture = device.is_cpu() ? 0 : allocator_of(device).capture_pool_here();
   for (Entry& e : entries_)
-    if (e.graph_pool != 0 && !allocator_for(e.buffer.device()).pool_alive(e.graph_pool))
-      e.graph_pool = 0;
+    if (e.graph_pool != 0 && !e.allocator->pool_alive(e.graph_pool)) e.graph_pool = 0;
   const void* stream = device.is_cpu() ? nullptr : current_stream(device).native_handle();
   for (Entry& e : entries_) {
     const Tensor& b = e.buffer;
@@ -55,11 +55,20 @@ Tensor BufferSlot::get(const Shape& shape, DType dtype, Device device) {
     ++free_entries;
     if (oldest == nullptr || e.last_use < oldest->last_use) oldest = &e;
   }
+  Allocator* allocator = device.is_cpu() ? nullptr : &allocator_of(device);
   if (free_entries < kept_)
-    entries_.push_back(Entry{fresh, stream, uses_, 0});
+    entries_.push_back(Entry{fresh, allocator, stream, uses_, 0});
   else
-    *oldest = Entry{fresh, stream, uses_, 0};  // a holder of the old buffer keeps it
+    *oldest = Entry{fresh, allocator, stream, uses_, 0};  // a holder of the old buffer keeps it
   return fresh;
+}
+
+Allocator& BufferSlot::allocator_of(Device device) {
+  if (last_allocator_ == nullptr || last_device_ != device) {
+    last_allocator_ = &allocator_for(device);  // lives for the process
+    last_device_ = device;
+  }
+  return *last_allocator_;
 }
 
 void BufferSlot::clear() noexcept { entries_.clear(); }

@@ -28,13 +28,19 @@
 // - not while a CUDA graph captured with it lives: a buffer handed out under a capture is that
 //   graph's until the graph is destroyed (Note [a slot under capture] in buffer_slot.cpp).
 //
-// A slot serves one thread at a time.
+// A slot serves one thread at a time. A get that hands a kept buffer out takes no lock while no
+// graph is being captured (Note [capture_pool_here without the lock] in
+// core/caching_allocator.h): it reads the slot's own list and an atomic count.
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "core/tensor.h"
+
+namespace minitrain {
+class Allocator;
+}
 
 namespace minitrain {
 
@@ -54,12 +60,18 @@ class BufferSlot {
  private:
   struct Entry {
     Tensor buffer;
-    const void* stream = nullptr;  // the current stream of its device when it was made
-    uint64_t last_use = 0;         // when it was last handed out: the smallest makes room first
+    Allocator* allocator = nullptr;  // its device's (the one that knows its graph pools)
+    const void* stream = nullptr;    // the current stream of its device when it was made
+    uint64_t last_use = 0;           // when it was last handed out: the smallest makes room first
     uint64_t graph_pool = 0;  // handed out under that graph's capture: its until it is destroyed
   };
+  // The allocator of `device` (allocator_for locks a process-wide mutex: asked once per device).
+  Allocator& allocator_of(Device device);
+
   std::size_t kept_;
   std::vector<Entry> entries_;
+  Device last_device_ = Device::cpu();
+  Allocator* last_allocator_ = nullptr;  // allocator_for(last_device_), once asked
   uint64_t uses_ = 0;
 };
 

@@ -120,6 +120,8 @@ void CachingAllocator::deallocate(void* p) noexcept {
 }
 
 uint64_t CachingAllocator::capture_pool_here() {
+  // Note [capture_pool_here without the lock]: no capture anywhere, none here.
+  if (capturing_pools_.load(std::memory_order_relaxed) == 0) return 0;
   const void* stream = raw_->current_stream();
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& [id, pool] : pools_)
@@ -129,6 +131,7 @@ uint64_t CachingAllocator::capture_pool_here() {
 }
 
 bool CachingAllocator::pool_alive(uint64_t id) const {
+  if (live_pools_.load(std::memory_order_relaxed) == 0) return false;  // as capture_pool_here
   std::lock_guard<std::mutex> lock(mutex_);
   return pools_.count(id) != 0;
 }
@@ -138,12 +141,17 @@ uint64_t CachingAllocator::begin_pool(const void* stream) {
   const uint64_t id = next_pool_++;
   pools_[id].stream = stream;
   pools_[id].thread = std::this_thread::get_id();
+  capturing_pools_.fetch_add(1, std::memory_order_relaxed);
+  live_pools_.fetch_add(1, std::memory_order_relaxed);
   return id;
 }
 
 void CachingAllocator::end_pool_capture(uint64_t pool) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = pools_.find(pool); it != pools_.end()) it->second.capturing = false;
+  auto it = pools_.find(pool);
+  if (it == pools_.end() || !it->second.capturing) return;
+  it->second.capturing = false;
+  capturing_pools_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void CachingAllocator::release_pool(uint64_t pool) noexcept {
@@ -152,6 +160,8 @@ void CachingAllocator::release_pool(uint64_t pool) noexcept {
   if (it == pools_.end()) return;
   for (auto& [ptr, block] : live_)
     if (block.pool == pool) block.pool = 0;
+  if (it->second.capturing) capturing_pools_.fetch_sub(1, std::memory_order_relaxed);
+  live_pools_.fetch_sub(1, std::memory_order_relaxed);
   const void* stream = it->second.stream;
   for (const auto& [size, ptr] : it->second.free) {
     cached_.emplace(ptr, Block{size, stream, 0});

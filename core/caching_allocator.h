@@ -11,6 +11,7 @@
 //
 // The device side is behind RawMemory so that this logic is tested on the host as well.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -63,6 +64,17 @@ class CachingAllocator final : public Allocator {
   // runs in order, so the replay reuses it as the eager step did). release_pool hands every pool
   // block back: the free ones to the cache, the live ones to the cache when their tensors free
   // them.
+  //
+  // Note [capture_pool_here without the lock]: every BufferSlot::get asks capture_pool_here (and,
+  // for a buffer a graph holds, pool_alive), a training step some tens of times. While no pool is
+  // capturing (every eager step) the answer is 0 for every thread, so an atomic count of capturing
+  // pools answers it without the mutex or the stream lookup. The count is changed under the mutex
+  // by begin_pool (+1), and by end_pool_capture or release_pool of a pool still capturing (-1).
+  // Only the capturing thread's own requests are a capture's, and that thread called begin_pool
+  // before them, so it always sees its own increment (program order); another thread that reads a
+  // stale count is answered 0 either way (a stale 0 is the right answer for it; a stale nonzero
+  // takes the lock and finds no pool of its own). The same holds for pool_alive with the count of
+  // pools not yet released: a slot asks only about pools it saw, created before.
   uint64_t begin_pool(const void* stream);
   uint64_t capture_pool_here() override;
   bool pool_alive(uint64_t id) const override;
@@ -101,6 +113,9 @@ class CachingAllocator final : public Allocator {
   std::unordered_map<void*, Block> cached_;
   std::map<uint64_t, Pool> pools_;
   uint64_t next_pool_ = 1;
+  // Note [capture_pool_here without the lock]: pools capturing now, and pools not yet released.
+  std::atomic<int> capturing_pools_{0};
+  std::atomic<int> live_pools_{0};
   MemoryStats stats_;
 };
 

@@ -82,24 +82,17 @@ void write_csv_table(const std::string& path, const KeptColumns& kept, const Ten
   file.commit();
 }
 
-// A classifier's outputs, row by row on the host: softmax probabilities (cross_entropy) or
-// sigmoids (bce_with_logits); with !probabilities the class instead, argmax of the row (first of
-// ties, as torch.argmax) or, per column for bce, 1 where the logit is > 0.
-Tensor classify(const Tensor& logits, bool bce, bool probabilities) {
+// A cross_entropy classifier's outputs, row by row on the host: softmax probabilities, or with
+// !probabilities the class, argmax of the row (first of ties, as torch.argmax).
+Tensor classify(const Tensor& logits, bool probabilities) {
   const int64_t n = logits.size(0), c = logits.size(1);
   const float* z = logits.data<float>();
-  const int64_t out_cols = probabilities || bce ? c : 1;
+  const int64_t out_cols = probabilities ? c : 1;
   Tensor out = Tensor::empty({n, out_cols});
   float* o = out.data<float>();
   for (int64_t i = 0; i < n; ++i) {
     const float* row = z + i * c;
     float* dst = o + i * out_cols;
-    if (bce) {
-      for (int64_t j = 0; j < c; ++j)
-        dst[j] = probabilities ? static_cast<float>(1.0 / (1.0 + std::exp(-double(row[j]))))
-                               : (row[j] > 0 ? 1.0f : 0.0f);
-      continue;
-    }
     int64_t best = 0;
     for (int64_t j = 1; j < c; ++j)
       if (row[j] > row[best]) best = j;
@@ -112,6 +105,16 @@ Tensor classify(const Tensor& logits, bool bce, bool probabilities) {
     for (int64_t j = 0; j < c; ++j)
       dst[j] = static_cast<float>(std::exp(double(row[j]) - double(row[best])) / sum);
   }
+  return out;
+}
+
+// A bce_with_logits model's class per output: 1 where the logit is > 0 (its probability, the
+// model's target_values, above 1/2), else 0.
+Tensor binary_classes(const Tensor& logits) {
+  Tensor out = Tensor::empty(logits.shape());
+  const float* z = logits.data<float>();
+  float* o = out.data<float>();
+  for (int64_t i = 0; i < logits.numel(); ++i) o[i] = z[i] > 0 ? 1.0f : 0.0f;
   return out;
 }
 
@@ -233,13 +236,16 @@ int64_t run_predict(const PredictConfig& c, std::ostream& warnings) {
   }
   const std::string class_header = targets.empty() ? "class" : targets.front();
   if (c.class_and_probabilities) {
-    const Tensor classes = classify(y, false, false);
-    const Tensor probabilities = classify(y, false, true);
+    const Tensor classes = classify(y, false);
+    const Tensor probabilities = classify(y, true);
     write_csv_table(c.output, kept, &classes, class_header, trained.classes, &probabilities,
                     trained.classes);
     return x.size(0);
   }
-  const Tensor out = classify(y, bce, c.probabilities);
+  // bce's probabilities are what its loss compares with the targets: the model's one mapping.
+  const Tensor out = !bce              ? classify(y, c.probabilities)
+                     : c.probabilities ? trained.target_values(y)
+                                       : binary_classes(y);
   if (!csv_out && !c.probabilities) {
     // Classes as int64, as torch.argmax gives them (and bce's 0/1 per output alike); float32
     // would hold a class index exactly only up to 2^24.

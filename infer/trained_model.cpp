@@ -229,7 +229,7 @@ Tensor TrainedModel::target_values(const Tensor& outputs) const {
               "TrainedModel::target_values: the outputs are ", outputs.dtype(), ", not float32");
   Tensor v = outputs.to(Device::cpu()).clone();
   float* x = v.data<float>();
-  // In double, rounded once to float: predict's sigmoid does the same.
+  // In double, rounded once to float; predict and evaluate both read these values.
   for (int64_t i = 0; i < v.numel(); ++i)
     x[i] = static_cast<float>(map == OutputMap::Exp ? std::exp(double(x[i]))
                                                     : 1.0 / (1.0 + std::exp(-double(x[i]))));

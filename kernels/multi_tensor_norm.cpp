@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "core/buffer_slot.h"
 #include "core/parallel_for.h"
 #include "kernels/check.h"
 #include "kernels/dispatch.h"
@@ -100,7 +101,12 @@ template void clip_scale_multi_cpu<double>(const std::vector<double*>&, const st
 
 // ---- entry points ----
 
-void squared_norm_multi(Tensor& total, const std::vector<Tensor>& xs) {
+namespace {
+
+// `partials_slot` null: new partials per call (freed on return while the kernels may still run:
+// the caching allocator hands the block only to later work on this stream).
+void squared_norm_multi_into(Tensor& total, const std::vector<Tensor>& xs,
+                             BufferSlot* partials_slot) {
   constexpr const char* kOp = "squared_norm_multi";
   check_compatible(kOp, {{"total", total}});
   check_ndim(kOp, {"total", total}, 0);
@@ -117,10 +123,22 @@ void squared_norm_multi(Tensor& total, const std::vector<Tensor>& xs) {
   on_device(
       kOp, total.device(), [&] { squared_norm_multi_cpu(out, list); },
       [&](auto stream) {
-        Tensor partials = Tensor::empty(Shape{squared_norm_multi_cuda_partials(list)},
-                                        DType::Float64, total.device());
+        const Shape shape{squared_norm_multi_cuda_partials(list)};
+        Tensor partials = partials_slot != nullptr
+                              ? partials_slot->get(shape, DType::Float64, total.device())
+                              : Tensor::empty(shape, DType::Float64, total.device());
         squared_norm_multi_cuda(out, list, partials.data<double>(), stream);
       });
+}
+
+}  // namespace
+
+void squared_norm_multi(Tensor& total, const std::vector<Tensor>& xs) {
+  squared_norm_multi_into(total, xs, nullptr);
+}
+
+void squared_norm_multi(Tensor& total, const std::vector<Tensor>& xs, BufferSlot& partials) {
+  squared_norm_multi_into(total, xs, &partials);
 }
 
 void clip_scale_multi_(std::vector<Tensor>& xs, const Tensor& sum_sq, double max_norm) {

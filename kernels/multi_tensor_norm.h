@@ -25,6 +25,8 @@ struct CUstream_st;
 
 namespace minitrain {
 
+class BufferSlot;
+
 // ---- entry points ----
 
 /// total (a 0-d float64 tensor on the tensors' device) = the sum of squares of every tensor of
@@ -34,6 +36,9 @@ namespace minitrain {
 /// allocation (the partials), no host read, so it can be captured in a CUDA graph.
 /// DeviceError / DTypeError name the offending index.
 void squared_norm_multi(Tensor& total, const std::vector<Tensor>& xs);
+/// The same with the partials on a GPU from `partials`, a slot its caller keeps across calls
+/// (Note [buffers that live across steps] in core/buffer_slot.h): no allocation once warm.
+void squared_norm_multi(Tensor& total, const std::vector<Tensor>& xs, BufferSlot& partials);
 
 /// clip_scale_(x, sum_sq, max_norm) (kernels/reduce.h) for every x of `xs`: multiplied by
 /// T(max_norm / (sqrt(*sum_sq) + 1e-6)) when that is below 1 or NaN, else left untouched. One

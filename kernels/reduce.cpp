@@ -11,6 +11,7 @@
 #include "core/parallel_for.h"
 #include "core/stream.h"
 #include "kernels/check.h"
+#include "kernels/convert.h"
 #include "kernels/dispatch.h"
 
 namespace minitrain {
@@ -118,19 +119,19 @@ void reduce_cpu(T* out, const T* x, int64_t n, ReduceKind op) {
   *out = static_cast<T>(r / divisor_for(op, n));
 }
 
-template <typename T>
-void sum_rows_columns_cpu(T* out, const T* x, int64_t rows, int64_t cols, int64_t begin,
+template <typename T, typename X>
+void sum_rows_columns_cpu(T* out, const X* x, int64_t rows, int64_t cols, int64_t begin,
                           int64_t end) {
   std::vector<double> acc(static_cast<std::size_t>(end - begin), 0.0);
   for (int64_t i = 0; i < rows; ++i) {
-    const T* row = x + i * cols + begin;
-    for (int64_t j = 0; j < end - begin; ++j) acc[j] += static_cast<double>(row[j]);
+    const X* row = x + i * cols + begin;
+    for (int64_t j = 0; j < end - begin; ++j) acc[j] += convert<double>(row[j]);
   }
   for (int64_t j = 0; j < end - begin; ++j) out[begin + j] = static_cast<T>(acc[j]);
 }
 
-template <typename T>
-void sum_rows_cpu(T* out, const T* x, int64_t rows, int64_t cols) {
+template <typename T, typename X>
+void sum_rows_cpu(T* out, const X* x, int64_t rows, int64_t cols) {
   // Threads take column ranges; each walks the rows in order, so every column is summed in the
   // same order whatever the thread count, and reads stay sequential within a row.
   const int64_t grain = std::max<int64_t>(64, kElementwiseGrain / std::max<int64_t>(rows, 1));
@@ -153,6 +154,8 @@ template void sum_rows_cpu<double>(double*, const double*, int64_t, int64_t);
 template void sum_rows_columns_cpu<float>(float*, const float*, int64_t, int64_t, int64_t, int64_t);
 template void sum_rows_columns_cpu<double>(double*, const double*, int64_t, int64_t, int64_t,
                                            int64_t);
+template void sum_rows_cpu<float, BFloat16>(float*, const BFloat16*, int64_t, int64_t);
+template void sum_rows_cpu<float, Half>(float*, const Half*, int64_t, int64_t);
 
 // ---- entry points ----
 
@@ -200,6 +203,36 @@ Tensor max_abs(const Tensor& x) { return reduce_new(x, ReduceKind::MaxAbs); }
 Tensor squared_norm(const Tensor& x) { return reduce_new(x, ReduceKind::SquaredNorm); }
 
 void sum_rows(Tensor& out, const Tensor& x) {
+  if (x.defined() && is_half(x.dtype()) && out.defined() && out.dtype() == DType::Float32) {
+    // Mixed precision's bias gradient (Note [16-bit GEMM operands] in nn/linear.cpp): a 16-bit
+    // matrix's column sums into float32, each element read widened (exact), so the bits of
+    // summing its float32 copy.
+    check_compatible("sum_rows", {{"x", x}});
+    MT_CHECK_AS(DeviceError, out.device() == x.device(), "sum_rows: out is on ", out.device(),
+                " but x on ", x.device());
+    check_ndim("sum_rows", {"x", x}, 2);
+    check_ndim("sum_rows", {"out", out}, 1);
+    const int64_t rows = x.size(0), cols = x.size(1);
+    MT_CHECK_AS(ShapeError, out.size(0) == cols, "sum_rows: out has ", out.size(0),
+                " entries but x has ", cols, " columns (out ", out.shape(), ", x ", x.shape(),
+                "); out must be [cols]");
+    const bool bf16 = x.dtype() == DType::BFloat16;
+    dispatch_op(
+        "sum_rows", x.device(), DType::Float32,
+        [&](auto) {
+          if (bf16)
+            sum_rows_cpu(out.data<float>(), x.data<BFloat16>(), rows, cols);
+          else
+            sum_rows_cpu(out.data<float>(), x.data<Half>(), rows, cols);
+        },
+        [&](auto, auto stream) {
+          if (bf16)
+            sum_rows_cuda(out.data<float>(), x.data<BFloat16>(), rows, cols, stream);
+          else
+            sum_rows_cuda(out.data<float>(), x.data<Half>(), rows, cols, stream);
+        });
+    return;
+  }
   check_compatible("sum_rows", {{"out", out}, {"x", x}});
   check_ndim("sum_rows", {"x", x}, 2);
   check_ndim("sum_rows", {"out", out}, 1);

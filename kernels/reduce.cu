@@ -8,9 +8,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/block_reduce.cuh"
 #include "kernels/column_reduce.cuh"
+#include "kernels/convert.h"
 #include "kernels/reduce.h"
 #include "kernels/reduce_partials.cuh"
 #include "kernels/vectorized.cuh"
@@ -109,9 +111,19 @@ void reduce_cuda(T* out, const T* x, int64_t n, ReduceKind op, double* partials,
   }
 }
 
-template <typename T>
-void sum_rows_cuda(T* out, const T* x, int64_t rows, int64_t cols, CUstream_st* s) {
-  column_sum_cuda(out, rows, cols, ReadAt<T>{x}, as_cuda(s));
+// A 16-bit element widened (exact) as the column sum reads it.
+template <typename X>
+struct ReadWidened {
+  const X* x;
+  __device__ float operator()(int64_t i) const { return widen(x[i]); }
+};
+
+template <typename T, typename X>
+void sum_rows_cuda(T* out, const X* x, int64_t rows, int64_t cols, CUstream_st* s) {
+  if constexpr (std::is_same_v<T, X>)
+    column_sum_cuda(out, rows, cols, ReadAt<T>{x}, as_cuda(s));
+  else
+    column_sum_cuda(out, rows, cols, ReadWidened<X>{x}, as_cuda(s));
 }
 
 template void reduce_cuda<float>(float*, const float*, int64_t, ReduceKind, double*, CUstream_st*);
@@ -121,5 +133,8 @@ template void clip_scale_cuda<float>(float*, int64_t, const double*, double, CUs
 template void clip_scale_cuda<double>(double*, int64_t, const double*, double, CUstream_st*);
 template void sum_rows_cuda<float>(float*, const float*, int64_t, int64_t, CUstream_st*);
 template void sum_rows_cuda<double>(double*, const double*, int64_t, int64_t, CUstream_st*);
+template void sum_rows_cuda<float, BFloat16>(float*, const BFloat16*, int64_t, int64_t,
+                                             CUstream_st*);
+template void sum_rows_cuda<float, Half>(float*, const Half*, int64_t, int64_t, CUstream_st*);
 
 }  // namespace minitrain

@@ -72,12 +72,13 @@ struct MaxAbsOf {
 
 template <typename T>
 void reduce_cpu(T* out, const T* x, int64_t n, ReduceKind op);
-template <typename T>
-void sum_rows_cpu(T* out, const T* x, int64_t rows, int64_t cols);
+/// X = T, or X = BFloat16/Half with T = float (a 16-bit matrix read widened, exact).
+template <typename T, typename X = T>
+void sum_rows_cpu(T* out, const X* x, int64_t rows, int64_t cols);
 /// Columns [begin, end) of sum_rows_cpu on the calling thread, with its per-column math (each
 /// column summed over the rows in order, in double): any split of the columns gives its bits.
-template <typename T>
-void sum_rows_columns_cpu(T* out, const T* x, int64_t rows, int64_t cols, int64_t begin,
+template <typename T, typename X = T>
+void sum_rows_columns_cpu(T* out, const X* x, int64_t rows, int64_t cols, int64_t begin,
                           int64_t end);
 
 /// The CPU reductions cut the input into chunks of this many elements whose results (in double)
@@ -99,7 +100,7 @@ template <typename T>
 void clip_scale_cuda(T* x, int64_t n, const double* sum_sq, double max_norm, CUstream_st* s);
 template <typename T>
 void reduce_cuda(T* out, const T* x, int64_t n, ReduceKind op, double* partials, CUstream_st* s);
-template <typename T>
-void sum_rows_cuda(T* out, const T* x, int64_t rows, int64_t cols, CUstream_st* s);
+template <typename T, typename X = T>
+void sum_rows_cuda(T* out, const X* x, int64_t rows, int64_t cols, CUstream_st* s);
 
 }  // namespace minitrain

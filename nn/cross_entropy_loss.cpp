@@ -16,12 +16,25 @@ CrossEntropyLoss::CrossEntropyLoss(LossOptions options) : Loss(std::move(options
 
 CrossEntropySpec CrossEntropyLoss::spec_for(const Tensor& logits) {
   MT_CHECK(logits.defined(), name(), ": logits are an undefined tensor");
-  return {cached_weights(class_weights_, options_.class_weights, logits), options_.label_smoothing,
-          options_.ignore_index, target_check_, &workspace_};
+  CrossEntropySpec spec;
+  spec.class_weights = cached_weights(class_weights_, options_.class_weights, logits);
+  spec.label_smoothing = options_.label_smoothing;
+  spec.ignore_index = options_.ignore_index;
+  spec.target_check = target_check_;
+  spec.batch_count = batch_count_;
+  spec.skip_flag = skip_flag_;
+  spec.workspace = &workspace_;
+  return spec;
 }
 
 Tensor CrossEntropyLoss::forward(const Tensor& logits, const Tensor& classes) {
-  Tensor loss = cross_entropy_forward(logits, classes, spec_for(logits), options_.reduction);
+  const CrossEntropySpec spec = spec_for(logits);
+  // Kept across calls as forward_backward's (an evaluation's batches: issue 35).
+  Tensor loss = value_buffer_.get(options_.reduction == Reduction::None
+                                      ? Shape{logits.ndim() > 0 ? logits.size(0) : 0}
+                                      : Shape{},
+                                  logits.dtype(), logits.device());
+  cross_entropy_forward(loss, logits, classes, spec, options_.reduction);
   logits_ = logits;
   classes_ = classes;
   return loss;

@@ -21,19 +21,32 @@ class CrossEntropyLoss final : public Loss {
   Tensor backward() override;
   Tensor forward_backward(const Tensor& logits, const Tensor& classes,
                           Tensor& grad_logits) override;
+  void release_inputs() noexcept override {
+    logits_ = Tensor();
+    classes_ = Tensor();
+  }
 
   /// Note [cross_entropy's targets on the device]: a float64 [3] on the logits' CUDA device makes
   /// the calls check their labels (and class weights) there, for the caller to read later;
   /// undefined (the default) checks each call's labels on the host.
   void set_target_check(Tensor check) { target_check_ = std::move(check); }
+  /// Note [a batch that counts nothing, on the device] (kernels/loss/cross_entropy.h), with a
+  /// target check: a call with a mean divisor above 0 adds 1 to `count` (float64 [1]); one with
+  /// divisor 0 gives a loss of 0 and a zero gradient; `skip` (float32 [1], optional) is then 1
+  /// while the count is 0. Undefined tensors (the default): torch's NaN for such a call.
+  void set_batch_count(Tensor count, Tensor skip = Tensor()) {
+    batch_count_ = std::move(count);
+    skip_flag_ = std::move(skip);
+  }
 
  private:
   CrossEntropySpec spec_for(const Tensor& logits);
 
   Tensor logits_, classes_;
-  Tensor grad_out_;       // dL/dloss = 1, kept between steps
-  Tensor class_weights_;  // options().class_weights in the logits' dtype, on their device
-  Tensor target_check_;   // set_target_check's
+  Tensor grad_out_;                 // dL/dloss = 1, kept between steps
+  Tensor class_weights_;            // options().class_weights in the logits' dtype, on their device
+  Tensor target_check_;             // set_target_check's
+  Tensor batch_count_, skip_flag_;  // set_batch_count's
 };
 
 }  // namespace minitrain

@@ -275,15 +275,36 @@ void Linear::Buffers::clear() noexcept {
     slot->clear();
 }
 
+// Note [16-bit GEMM operands] (issue 35): the forward multiplies its 16-bit input by the rounded
+// weights (float32 tensors holding 16-bit values) and adds the rounded bias in the GEMM itself,
+// where the backend has a mixed GEMM (gemm_mixed_with, kernels/gemm/gemm_registry.h): the input
+// is read as it is, the bias added in the GEMM's epilogue and y rounded once at the store. That
+// was a widening cast of the input, the float32 GEMM, a bias add and a narrowing cast: four
+// launches, now one. The backward's dW = dy^T x reads both 16-bit operands, dx = dy W16 rounds
+// at its store, and db sums the 16-bit dy (sum_rows widens as it reads): six launches, now three.
+// The built-in mixed GEMMs (warptile on a GPU, reference on the CPU) run the float32 kernel's
+// own sums on widened operands, exact for 16-bit values, so the bits are the cast path's; cuBLAS
+// and cuBLASLt take A and B of one 16-bit type only (their type tables), so the forward and dx
+// (whose B is the float32 copy of the weights) keep the cast path there. A backend without a
+// mixed GEMM (openblas, the other ladder rungs) keeps the cast path for all three.
+
 Tensor Linear::forward_mixed(const Tensor& x) {
   const Tensor x16 = x.dtype() == precision_ ? x : cast_into(buffers_.x16, x, precision_);
   if (!weights16_current_) round_weights({this});  // Note [the weight casts]
   weights16_current_ = false;
+  input_ = training_ ? x16 : Tensor();
+  const Tensor bias16 = bias_.value.defined() ? bias16_ : Tensor();
+  if (gemm_takes_mixed(gemm_backend_, x.device(), precision_, precision_, DType::Float32,
+                       bias16.defined())) {  // Note [16-bit GEMM operands]
+    Tensor y16 = buffers_.y16.get(Shape{x.size(0), out_}, precision_, x.device());
+    gemm_mixed_with(gemm_backend_, y16, x16, /*trans_a=*/false, weight16_, /*trans_b=*/true, 1.0,
+                    0.0, bias16);
+    return y16;
+  }
   Tensor acc = buffers_.acc.get(Shape{x.size(0), out_}, DType::Float32, x.device());
   // One rounding of the float32 sum x W^T + b, as torch's 16-bit addmm (bias folded in by beta).
   linear_forward_with(gemm_backend_, acc, cast_into(buffers_.x32, x16, DType::Float32), weight16_,
-                      bias_.value.defined() ? bias16_ : Tensor());
-  input_ = training_ ? x16 : Tensor();
+                      bias16);
   return cast_into(buffers_.y16, acc, precision_);
 }
 
@@ -345,19 +366,28 @@ Tensor Linear::backward_mixed(const Tensor& grad_output) {
                   [&](const RoundedGradients::Pending& g) { return g.param == &weight_; }))
     gradients_to_->flush();
   // A float32 gradient (a caller outside the trainer) is first rounded, as torch's cast would.
-  const Tensor dy =
-      cast_into(buffers_.dy32,
-                grad_output.dtype() == p ? grad_output : cast_into(buffers_.dy16, grad_output, p),
-                DType::Float32);
+  const Tensor dy16 =
+      grad_output.dtype() == p ? grad_output : cast_into(buffers_.dy16, grad_output, p);
+  const Device device = input_.device();
+  Tensor dy32;  // dy widened, made once if a cast path needs it (Note [16-bit GEMM operands])
+  auto widened_dy = [&]() -> const Tensor& {
+    if (!dy32.defined()) dy32 = cast_into(buffers_.dy32, dy16, DType::Float32);
+    return dy32;
+  };
   {
-    // dW: the 16-bit product (rounded at the cast). The widened input is freed before dx's
-    // buffers exist.
-    const Tensor x = cast_into(buffers_.x32, input_, DType::Float32);
+    // dW: the 16-bit product (rounded at the cast).
     const Tensor& w = weight_.value;
     if (!weight_grad_.defined() || weight_grad_.device() != w.device() ||
         weight_grad_.shape() != w.shape())
       weight_grad_ = Tensor::empty(w.shape(), DType::Float32, w.device());
-    gemm_with(gemm_backend_, weight_grad_, dy, /*trans_a=*/true, x, /*trans_b=*/false);
+    if (gemm_takes_mixed(gemm_backend_, device, DType::Float32, p, p, false)) {
+      gemm_mixed_with(gemm_backend_, weight_grad_, dy16, /*trans_a=*/true, input_,
+                      /*trans_b=*/false);
+    } else {
+      const Tensor x = cast_into(buffers_.x32, input_, DType::Float32);
+      gemm_with(gemm_backend_, weight_grad_, widened_dy(), /*trans_a=*/true, x,
+                /*trans_b=*/false);
+    }
   }
   std::vector<RoundedGradients::Pending> grads;
   bool overwrite = false;
@@ -368,7 +398,7 @@ Tensor Linear::backward_mixed(const Tensor& grad_output) {
     if (!bias_scratch_.defined() || bias_scratch_.device() != db.device() ||
         bias_scratch_.dtype() != db.dtype())
       bias_scratch_ = Tensor::empty(Shape{out_}, db.dtype(), db.device());
-    sum_rows(bias_scratch_, dy);
+    sum_rows(bias_scratch_, dy16);  // a 16-bit dy is read widened: the bits of summing dy32
     grads.push_back({&bias_, &bias_scratch_, overwrite, p});
   }
   if (gradients_to_ != nullptr)  // Note [the gradient casts]: at the backward's end
@@ -376,8 +406,13 @@ Tensor Linear::backward_mixed(const Tensor& grad_output) {
   else
     add_rounded_gradients(grads);
   if (!needs_input_grad_) return Tensor();
-  Tensor dx = buffers_.grad_in.get(input_.shape(), DType::Float32, input_.device());
-  gemm_with(gemm_backend_, dx, dy, /*trans_a=*/false, weight16_, /*trans_b=*/false);
+  if (gemm_takes_mixed(gemm_backend_, device, p, p, DType::Float32, false)) {
+    Tensor dx16 = buffers_.dx16.get(input_.shape(), p, device);
+    gemm_mixed_with(gemm_backend_, dx16, dy16, /*trans_a=*/false, weight16_, /*trans_b=*/false);
+    return dx16;
+  }
+  Tensor dx = buffers_.grad_in.get(input_.shape(), DType::Float32, device);
+  gemm_with(gemm_backend_, dx, widened_dy(), /*trans_a=*/false, weight16_, /*trans_b=*/false);
   return cast_into(buffers_.dx16, dx, p);
 }
 

@@ -8,13 +8,15 @@
 // the layer takes a float32 or 16-bit input and returns 16-bit: y = round16(x16 round16(W)^T +
 // round16(b)), every product exact and summed in float32, rounded once. Backward gives torch's
 // 16-bit gradients: dx = round16(dy W16), and dW, db rounded to 16 bits before they are added
-// into the float32 gradients of the master weights. The 16-bit operands reach the GEMM backend
-// widened to float32 (exact), so every backend that multiplies float32 exactly serves every
-// precision; the input is cached for backward in 16 bits, half the memory of float32. Backward
-// multiplies by the forward's round16(W), as torch's autocast saves it, not by a new rounding of
-// the weight: the same bits unless W changed in between, and one launch fewer. The casts of the
-// weights and of the gradients are multi-tensor launches (Notes [the weight casts] and [the
-// gradient casts] in nn/linear.cpp): a Sequential rounds all its layers' weights in one launch
+// into the float32 gradients of the master weights. A backend with a mixed GEMM (warptile,
+// reference; cuBLAS/cuBLASLt for dW) takes the 16-bit operands as they are and rounds at its
+// store, the bias added in its epilogue (Note [16-bit GEMM operands] in nn/linear.cpp); any other
+// gets them widened to float32 (exact), so every backend that multiplies float32 exactly serves
+// every precision; the input is cached for backward in 16 bits, half the memory of float32.
+// Backward multiplies by the forward's round16(W), as torch's autocast saves it, not by a new
+// rounding of the weight: the same bits unless W changed in between, and one launch fewer. The
+// casts of the weights and of the gradients are multi-tensor launches (Notes [the weight casts] and
+// [the gradient casts] in nn/linear.cpp): a Sequential rounds all its layers' weights in one launch
 // (RoundedWeights) and adds all their rounded gradients in one (RoundedGradients).
 
 #include <string>
@@ -146,8 +148,9 @@ class Linear final : public Module {
     BufferSlot act_out;   // forward_activation's activation output (not ReLU's: in place)
     BufferSlot grad_pre;  // dL/d(x W^T + b) of backward_through_activation / backward_activation
     BufferSlot grad_in;   // dL/dx
-    // mixed precision: the casts around the float32 GEMMs (the rounded weights and dW are
-    // weight16_, bias16_ and weight_grad_, kept by the multi-tensor casts)
+    // mixed precision: the 16-bit output and input gradient, and the casts around the float32
+    // GEMMs of a backend without a mixed GEMM (the rounded weights and dW are weight16_, bias16_
+    // and weight_grad_, kept by the multi-tensor casts)
     BufferSlot x16, x32, acc, y16, dy16, dy32, dx16;
     void clear() noexcept;
   } buffers_;

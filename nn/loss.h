@@ -62,6 +62,9 @@ class Loss {
   /// forward then backward, as one pass where the loss has a fused kernel; the training step's
   /// call. The loss and the gradient equal forward's and backward's.
   virtual Tensor forward_backward(const Tensor& pred, const Tensor& target, Tensor& grad_pred);
+  /// Lets go of the inputs the last forward kept for backward(), for a caller that will not call
+  /// it (an evaluation): the model may then rewrite their buffers (core/buffer_slot.h).
+  virtual void release_inputs() noexcept = 0;
 
  protected:
   explicit Loss(LossOptions options) : options_(std::move(options)) {}

@@ -23,7 +23,10 @@ void MSELoss::check_shapes(const Tensor& pred, const Tensor& target) const {
 
 Tensor MSELoss::forward(const Tensor& pred, const Tensor& target) {
   check_shapes(pred, target);
-  Tensor loss = mse_loss_forward(pred, target, options_.reduction);
+  // Kept across calls as forward_backward's (an evaluation's batches: issue 35).
+  Tensor loss = value_buffer_.get(options_.reduction == Reduction::None ? pred.shape() : Shape{},
+                                  pred.dtype(), pred.device());
+  mse_loss_forward(loss, pred, target, options_.reduction, workspace_);
   pred_ = pred;
   target_ = target;
   return loss;

@@ -19,6 +19,10 @@ class MSELoss final : public Loss {
   /// dL/dpred for the last forward, with dL/dloss = 1 (ones for reduction none).
   Tensor backward() override;
   Tensor forward_backward(const Tensor& pred, const Tensor& target, Tensor& grad_pred) override;
+  void release_inputs() noexcept override {
+    pred_ = Tensor();
+    target_ = Tensor();
+  }
   Reduction reduction() const noexcept { return options_.reduction; }
 
  private:

@@ -41,7 +41,10 @@ PointwiseLossSpec PointwiseLoss::spec_for(const Tensor& pred) {
 
 Tensor PointwiseLoss::forward(const Tensor& pred, const Tensor& target) {
   check_shapes(pred, target);
-  Tensor loss = pointwise_loss_forward(pred, target, spec_for(pred), options_.reduction);
+  // Kept across calls as forward_backward's (an evaluation's batches: issue 35).
+  Tensor loss = value_buffer_.get(options_.reduction == Reduction::None ? pred.shape() : Shape{},
+                                  pred.dtype(), pred.device());
+  pointwise_loss_forward(loss, pred, target, spec_for(pred), options_.reduction, workspace_);
   pred_ = pred;
   target_ = target;
   return loss;
@@ -60,8 +63,8 @@ Tensor PointwiseLoss::forward_backward(const Tensor& pred, const Tensor& target,
   Tensor loss = value_buffer_.get(options_.reduction == Reduction::None ? pred.shape() : Shape{},
                                   pred.dtype(), pred.device());
   grad_pred = grad_buffer_.get(pred.shape(), pred.dtype(), pred.device());
-  pointwise_loss_forward_backward(loss, grad_pred, pred, target, spec_for(pred),
-                                  options_.reduction);
+  pointwise_loss_forward_backward(loss, grad_pred, pred, target, spec_for(pred), options_.reduction,
+                                  workspace_);
   pred_ = pred;
   target_ = target;
   return loss;

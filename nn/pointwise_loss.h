@@ -22,6 +22,10 @@ class PointwiseLoss : public Loss {
   Tensor backward() override;
   /// One pass over pred and target (the fused kernel); equal to forward then backward, bit for bit.
   Tensor forward_backward(const Tensor& pred, const Tensor& target, Tensor& grad_pred) override;
+  void release_inputs() noexcept override {
+    pred_ = Tensor();
+    target_ = Tensor();
+  }
   PointwiseLossKind kind() const noexcept { return kind_; }
 
  protected:

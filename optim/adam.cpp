@@ -283,15 +283,8 @@ void Adam::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors
   o = validated_adam_options(o, decoupled_);
 
   const std::size_t n = params_.size();
-  std::vector<Tensor> slots[3] = {std::vector<Tensor>(n), std::vector<Tensor>(n),
-                                  std::vector<Tensor>(n)};
-  const std::vector<std::string> slot_names = {kExpAvg, kExpAvgSq, kMaxExpAvgSq};
-  for (const auto& [key, t] : tensors) {
-    const auto [i, s] = match_state_name(who, key, params_, slot_names);
-    MT_CHECK_AS(ValueError, !slots[s][i].defined(), who, ": optimizer state '", key,
-                "' appears twice");
-    slots[s][i] = load_state_tensor(who, key, t, params_[i].second->value);
-  }
+  std::vector<std::vector<Tensor>> slots =
+      read_state_slots(who, tensors, params_, {kExpAvg, kExpAvgSq, kMaxExpAvgSq});
   std::vector<int64_t> param_steps(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
     const std::string& pname = params_[i].first;

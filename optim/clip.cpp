@@ -58,8 +58,15 @@ Tensor sum_of_squares_per_tensor(const std::vector<Tensor>& grads) {
 
 }  // namespace
 
+ClipWorkspace::OnDevice& ClipWorkspace::on(Device device) {
+  for (const auto& d : devices_)
+    if (d->device == device) return *d;
+  devices_.push_back(std::make_unique<OnDevice>(device));
+  return *devices_.back();
+}
+
 PendingGradNorm clip_grad_norm_deferred_(const NamedParameters& params, double max_norm,
-                                         bool foreach) {
+                                         bool foreach, ClipWorkspace* workspace) {
   // The one check of max_norm (--clip-grad-norm names it: train/settings.h).
   if (!(std::isfinite(max_norm) && max_norm >= 0.0))
     throw OptionError("clip_grad_norm_", "max_norm",
@@ -68,7 +75,12 @@ PendingGradNorm clip_grad_norm_deferred_(const NamedParameters& params, double m
   DeviceGrads groups = gradient_lists_by_device(params);
   PendingGradNorm pending;
   for (const auto& [device, grads] : groups) {
-    if (foreach) {
+    if (foreach && workspace != nullptr) {
+      // Kept across calls: the caller's last PendingGradNorm, dropped, frees this step's total.
+      Tensor total = workspace->sum_sq(device).get(Shape{}, DType::Float64, device);
+      squared_norm_multi(total, grads, workspace->partials(device));
+      pending.sum_sq.push_back(total);
+    } else if (foreach) {
       Tensor total = Tensor::empty(Shape{}, DType::Float64, device);
       squared_norm_multi(total, grads);
       pending.sum_sq.push_back(total);

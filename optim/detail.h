@@ -56,6 +56,13 @@ std::pair<std::size_t, std::size_t> match_state_name(const std::string& who, con
 Tensor load_state_tensor(const std::string& who, const std::string& key, const Tensor& src,
                          const Tensor& param);
 
+/// The state tensors of load_state by slot: result[s][i] is parameter i's tensor of `slots[s]`
+/// (undefined where `tensors` has none), each name matched (match_state_name), checked against
+/// its parameter and copied (load_state_tensor); a name given twice is a ValueError.
+std::vector<std::vector<Tensor>> read_state_slots(
+    const std::string& who, const std::vector<std::pair<std::string, Tensor>>& tensors,
+    const NamedParameters& params, const std::vector<std::string>& slots);
+
 /// A host copy that shares nothing with `t` (t.to(cpu) shares a CPU tensor).
 Tensor host_copy(const Tensor& t);
 

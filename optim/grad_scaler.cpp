@@ -102,11 +102,11 @@ void GradScaler::unscale_queued(const NamedParameters& params) {
   unscale_on_device(by_device.empty() ? none : by_device.front(), state_, found_inf_);
 }
 
-void GradScaler::update_queued(Tensor* record) {
+void GradScaler::update_queued(Tensor* record, const Tensor* batch_count) {
   MT_CHECK_AS(ValueError, kept_on_device(),
               "GradScaler::update_queued: keep the scaler on the device first (keep_on_device)");
   amp_update_scale(state_, found_inf_, options_.growth_factor, options_.backoff_factor,
-                   options_.growth_interval, record);
+                   options_.growth_interval, record, batch_count);
 }
 
 bool GradScaler::unscale(const NamedParameters& params) const {

@@ -70,7 +70,10 @@ class GradScaler {
   /// update()'s rule on the device, reading the flag there. With `record` (float64 [4] on the
   /// device) it stores the scale used, the flag, the scale and tracker after, for the host to
   /// read with the step's loss (kernels/optim/amp_math.h, kAmpRecordSize).
-  void update_queued(Tensor* record = nullptr);
+  /// With `batch_count` (float64 [1]) holding 0 at that point of the queue (a classifier's step
+  /// that counted nothing, issue 35) the state stays and the flag is set, so that the optimizer
+  /// skips the step (kernels/optim/amp_unscale.h).
+  void update_queued(Tensor* record = nullptr, const Tensor* batch_count = nullptr);
 
   /// For checkpoints: {"scale", "growth_tracker"} as exact strings, and back.
   /// load_state: ValueError naming a missing or malformed entry, nothing changed.

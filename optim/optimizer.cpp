@@ -153,6 +153,19 @@ Tensor load_state_tensor(const std::string& who, const std::string& key, const T
   return dst;
 }
 
+std::vector<std::vector<Tensor>> read_state_slots(
+    const std::string& who, const std::vector<std::pair<std::string, Tensor>>& tensors,
+    const NamedParameters& params, const std::vector<std::string>& slots) {
+  std::vector<std::vector<Tensor>> out(slots.size(), std::vector<Tensor>(params.size()));
+  for (const auto& [key, t] : tensors) {
+    const auto [i, s] = match_state_name(who, key, params, slots);
+    MT_CHECK_AS(ValueError, !out[s][i].defined(), who, ": optimizer state '", key,
+                "' appears twice");
+    out[s][i] = load_state_tensor(who, key, t, params[i].second->value);
+  }
+  return out;
+}
+
 Tensor host_copy(const Tensor& t) { return t.device().is_cpu() ? t.clone() : t.to(Device::cpu()); }
 
 std::vector<std::vector<std::size_t>> group_for_multi_tensor(

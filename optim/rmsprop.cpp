@@ -191,15 +191,8 @@ void RMSprop::load_state(const std::vector<std::pair<std::string, Tensor>>& tens
   o = validated_rmsprop_options(o);
 
   const std::size_t n = params_.size();
-  std::vector<Tensor> slots[3] = {std::vector<Tensor>(n), std::vector<Tensor>(n),
-                                  std::vector<Tensor>(n)};
-  const std::vector<std::string> slot_names = {kSquareAvg, kGradAvg, kMomentumBuffer};
-  for (const auto& [key, t] : tensors) {
-    const auto [i, s] = match_state_name(who, key, params_, slot_names);
-    MT_CHECK_AS(ValueError, !slots[s][i].defined(), who, ": optimizer state '", key,
-                "' appears twice");
-    slots[s][i] = load_state_tensor(who, key, t, params_[i].second->value);
-  }
+  std::vector<std::vector<Tensor>> slots =
+      read_state_slots(who, tensors, params_, {kSquareAvg, kGradAvg, kMomentumBuffer});
   // A stepped parameter has square_avg, and grad_avg / momentum_buffer exactly when the settings
   // make them: a state saved with other settings is refused, not silently continued.
   for (std::size_t i = 0; i < n; ++i) {

@@ -242,14 +242,8 @@ void SGD::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
   read_bool(name(), scalars, "nesterov", &o.nesterov);
   o = validated_sgd_options(o);
 
-  std::vector<Tensor> buffers(params_.size());
-  for (const auto& [key, t] : tensors) {
-    const auto [i, slot] = match_state_name(name(), key, params_, {kMomentumSlot});
-    (void)slot;
-    MT_CHECK_AS(ValueError, !buffers[i].defined(), name(), ": optimizer state '", key,
-                "' appears twice");
-    buffers[i] = load_state_tensor(name(), key, t, params_[i].second->value);
-  }
+  std::vector<Tensor> buffers =
+      std::move(read_state_slots(name(), tensors, params_, {kMomentumSlot}).front());
 
   options_ = o;
   lr_ = lr;

@@ -75,6 +75,7 @@ void DeviceTotals::begin_step(int64_t batches) {
   has_norm_.push_back(false);
   has_record_.push_back(false);
   has_counts_.push_back(false);
+  has_batches_.push_back(false);
   ++used_;
 }
 
@@ -130,21 +131,29 @@ Tensor DeviceTotals::target_check() {
   return slots_.narrow((used_ - 1) * kFields + kCheck, 3);
 }
 
+Tensor DeviceTotals::batch_count() {
+  MT_CHECK(used_ > 0, "DeviceTotals::batch_count: no step is open (begin_step first)");
+  has_batches_[static_cast<std::size_t>(used_ - 1)] = true;
+  return slots_.narrow((used_ - 1) * kFields + kBatches, 1);
+}
+
 void DeviceTotals::add_class_totals(const Tensor& counts_and_check) {
   MT_CHECK(used_ > 0, "DeviceTotals::add_class_totals: no step is open (begin_step first)");
-  MT_CHECK_AS(DTypeError,
-              counts_and_check.dtype() == DType::Float64 && counts_and_check.numel() == 5,
-              "DeviceTotals::add_class_totals: want float64 [5], got ", counts_and_check.dtype(),
-              " ", counts_and_check.shape());
+  const int64_t n = counts_and_check.numel();
+  MT_CHECK_AS(DTypeError, counts_and_check.dtype() == DType::Float64 && (n == 5 || n == 6),
+              "DeviceTotals::add_class_totals: want float64 [5] or [6], got ",
+              counts_and_check.dtype(), " ", counts_and_check.shape());
   MT_CHECK_AS(DeviceError, counts_and_check.device() == device_,
               "DeviceTotals::add_class_totals: it is on ", counts_and_check.device(),
               ", the totals on ", device_);
   // kCounts (2) and kCheck (3) are adjacent: one add. The slot's fields are 0 until then, and a
   // check's {1, row, label} added to zeros is itself.
-  static_assert(kCheck == kCounts + 2, "the counts and the check must be adjacent");
-  Tensor fields = slots_.narrow((used_ - 1) * kFields + kCounts, 5);
-  add(fields, fields, counts_and_check.reshape({5}));
+  static_assert(kCheck == kCounts + 2 && kBatches == kCheck + 3,
+                "the counts, the check and the batch count must be adjacent");
+  Tensor fields = slots_.narrow((used_ - 1) * kFields + kCounts, n);
+  add(fields, fields, counts_and_check.reshape({n}));
   has_counts_[static_cast<std::size_t>(used_ - 1)] = true;
+  if (n == 6) has_batches_[static_cast<std::size_t>(used_ - 1)] = true;
 }
 
 std::vector<StepTotals> DeviceTotals::read() {
@@ -180,6 +189,12 @@ std::vector<StepTotals> DeviceTotals::read() {
       t.counted = v[i * kFields + kCounts + 1];
     }
     for (int64_t f = 0; f < 3; ++f) t.target_check[f] = v[i * kFields + kCheck + f];
+    if (has_batches_[static_cast<std::size_t>(i)]) {
+      // The host's `sum / batches` with the device's count: 0/0 (NaN) when nothing counted.
+      t.batches_on_device = true;
+      t.counted_batches = v[i * kFields + kBatches];
+      t.loss = t.loss_sum / t.counted_batches;
+    }
     out.push_back(t);
   }
   Tensor used = slots_.narrow(0, n);
@@ -189,6 +204,7 @@ std::vector<StepTotals> DeviceTotals::read() {
   has_norm_.clear();
   has_record_.clear();
   has_counts_.clear();
+  has_batches_.clear();
   return out;
 }
 

@@ -56,6 +56,11 @@ struct StepTotals {
   /// cross_entropy's check of the labels on the device (target_check()): {0 or 1, first bad
   /// row, its label} (Note [cross_entropy's targets on the device]).
   double target_check[3] = {0.0, 0.0, 0.0};
+  /// The step's batches with a row to count, counted on the device (batch_count() handed out;
+  /// Note [a batch that counts nothing, on the device]): `loss` is then loss_sum over this count,
+  /// and 0 means the step counted nothing (no update was made).
+  bool batches_on_device = false;
+  double counted_batches = 0.0;
 };
 
 /// Device-side running totals, one slot per step not read yet. Each slot is float64 in device
@@ -88,9 +93,14 @@ class DeviceTotals {
   /// The open slot's label check, float64 [3] on device(), for cross_entropy's target_check; read()
   /// reports it.
   Tensor target_check();
+  /// The open slot's count of batches with a row to count, float64 [1] on device(), for
+  /// cross_entropy's batch_count (Note [a batch that counts nothing, on the device]) to add to;
+  /// read() then divides the loss by it instead of the host's `batches`.
+  Tensor batch_count();
   /// Adds float64 [5] on device() ({correct, counted, the label check's 3}: a classifier's step
   /// written elsewhere, GraphStep's scratch) to the open slot's counts and check, one launch
-  /// (queued); read() reports them as class_counts()' and target_check()'s.
+  /// (queued); read() reports them as class_counts()' and target_check()'s. float64 [6] adds the
+  /// step's batch count too, as batch_count()'s.
   void add_class_totals(const Tensor& counts_and_check);
   int64_t pending() const noexcept { return used_; }
   bool full() const noexcept { return used_ == capacity_; }
@@ -99,24 +109,27 @@ class DeviceTotals {
   std::vector<StepTotals> read();
 
  private:
-  // loss sum, gradient sum of squares, the scaler's record (4), top-1 counts (2), label check (3)
-  static constexpr int64_t kFields = 11;
-  static constexpr int64_t kRecord = 2;  // the record's first field
-  static constexpr int64_t kCounts = 6;  // the counts' first field
-  static constexpr int64_t kCheck = 8;   // the check's first field
+  // loss sum, gradient sum of squares, the scaler's record (4), top-1 counts (2), label check (3),
+  // batches counted on the device
+  static constexpr int64_t kFields = 12;
+  static constexpr int64_t kRecord = 2;    // the record's first field
+  static constexpr int64_t kCounts = 6;    // the counts' first field
+  static constexpr int64_t kCheck = 8;     // the check's first field
+  static constexpr int64_t kBatches = 11;  // the batch count
   Tensor field(int64_t slot, int64_t f) const { return slots_.narrow(slot * kFields + f, 1); }
 
   Device device_;
   int64_t capacity_;
   int64_t used_ = 0;
-  std::vector<int64_t> batches_;  // per open slot: the loss's divisor
-  std::vector<bool> has_norm_;    // per open slot: a sum of squares was added
-  std::vector<bool> has_record_;  // per open slot: the scaler's record was handed out
-  std::vector<bool> has_counts_;  // per open slot: the top-1 counts were handed out
-  Tensor slots_;                  // [capacity * kFields] float64 on device_, zero when unused
-  Tensor widened_;                // [1] float64 on device_: a float32 loss, widened
-  Tensor host_;                   // [capacity * kFields] float64, pinned on a GPU
-  std::optional<Event> copied_;   // recorded after the copy into host_
+  std::vector<int64_t> batches_;   // per open slot: the loss's divisor
+  std::vector<bool> has_norm_;     // per open slot: a sum of squares was added
+  std::vector<bool> has_record_;   // per open slot: the scaler's record was handed out
+  std::vector<bool> has_counts_;   // per open slot: the top-1 counts were handed out
+  std::vector<bool> has_batches_;  // per open slot: the batch count was handed out
+  Tensor slots_;                   // [capacity * kFields] float64 on device_, zero when unused
+  Tensor widened_;                 // [1] float64 on device_: a float32 loss, widened
+  Tensor host_;                    // [capacity * kFields] float64, pinned on a GPU
+  std::optional<Event> copied_;    // recorded after the copy into host_
 };
 
 }  // namespace minitrain

@@ -23,10 +23,12 @@ std::string graph_step_unsupported(const Loss& loss, const Optimizer& optimizer,
   if (loss.target_kind() == TargetKind::ClassIndices &&
       dynamic_cast<const CrossEntropyLoss*>(&loss) == nullptr)
     return "the loss " + loss.name() + " checks its class labels on the host at every step";
-  if (loss.target_kind() == TargetKind::ClassIndices && !loss.options().class_weights.empty())
+  if (options.nothing_counted_skips && dynamic_cast<const CrossEntropyLoss*>(&loss) == nullptr)
     return "the loss " + loss.name() +
-           " has class weights: it checks its labels and forms its mean's divisor on the host "
-           "at every step";
+           " cannot count its batches on the device (cross_entropy can)";
+  if (options.nothing_counted_skips && !optimizer.found_inf().defined())
+    return "a step that counts nothing is skipped on the optimizer's flag, and the optimizer has "
+           "none (Optimizer::set_found_inf)";
   if (loss.options().reduction == Reduction::None)
     return "the loss reduction 'none' keeps a gradient of the batch's shape between steps";
   if (options.scaler != nullptr && !options.scaler->kept_on_device())
@@ -78,15 +80,24 @@ GraphStep::Result GraphStep::forward_backward(const Tensor& x, const Tensor& y) 
     // class_totals_, a scratch of fixed address that every step zeroes and writes: a replay
     // writes where the capture did, and the caller adds it to its totals behind the step. The
     // loss reads nothing on the host, so the capture holds.
+    // With nothing_counted_skips the scratch's last field counts the batch when it has a row to
+    // count (Note [a batch that counts nothing, on the device]): the loss is then 0 and the
+    // gradient zero, and the optimizer skips on its flag (set here without a scaler; with one,
+    // its update sets it below).
     zero_(class_totals_);
     classifier_->set_target_check(class_totals_.narrow(2, 3));
+    if (options_.nothing_counted_skips)
+      classifier_->set_batch_count(class_totals_.narrow(5, 1),
+                                   options_.scaler != nullptr ? Tensor() : optimizer_.found_inf());
     try {
       r.loss = loss_.forward_backward(pred, y, grad);
     } catch (...) {
       classifier_->set_target_check(Tensor());
+      classifier_->set_batch_count(Tensor());
       throw;
     }
     classifier_->set_target_check(Tensor());
+    classifier_->set_batch_count(Tensor());
     // before backward: a module may reuse its output's memory (the same stream reads it first)
     Tensor counts = class_totals_.narrow(0, 2);
     cross_entropy_count_correct(counts, pred, y, loss_.options().ignore_index);
@@ -99,7 +110,8 @@ GraphStep::Result GraphStep::forward_backward(const Tensor& x, const Tensor& y) 
   if (scaler != nullptr) {
     // The flag and the scale's update stay on the device; the optimizer skips on the flag.
     scaler->unscale_queued(model_.named_parameters());
-    scaler->update_queued(&record_);
+    const Tensor batches = options_.nothing_counted_skips ? class_totals_.narrow(5, 1) : Tensor();
+    scaler->update_queued(&record_, batches.defined() ? &batches : nullptr);
     r.scaler_record = record_;
   }
   if (options_.clip_grad_norm > 0.0)
@@ -137,7 +149,9 @@ GraphStep::Result GraphStep::step(const Tensor& x, const Tensor& y) {
   if (!x_in_.defined()) {
     x_in_ = Tensor::empty(x.shape(), x.dtype(), device_);
     y_in_ = Tensor::empty(y.shape(), y.dtype(), device_);
-    if (classifier_ != nullptr) class_totals_ = Tensor::zeros({5}, DType::Float64, device_);
+    if (classifier_ != nullptr)
+      class_totals_ =
+          Tensor::zeros({options_.nothing_counted_skips ? 6 : 5}, DType::Float64, device_);
   }
   const bool fits = x.shape() == x_in_.shape() && y.shape() == y_in_.shape() &&
                     x.dtype() == x_in_.dtype() && y.dtype() == y_in_.dtype();

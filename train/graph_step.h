@@ -4,8 +4,8 @@
 // one graph launch and one small kernel launch (the step's optimizer factors: Note [capturable
 // step] in optim/optimizer.h). The batch is copied into fixed input buffers on the step's stream
 // before each replay; a batch of another shape (a partial last batch) takes an eager step. A
-// classifier (cross_entropy without class weights) checks its labels and counts its top-1 rows on
-// the device, inside the graph, into a fixed scratch that each step rewrites.
+// classifier (cross_entropy, class weights and ignore_index included) checks its labels and counts
+// its top-1 rows on the device, inside the graph, into a fixed scratch that each step rewrites.
 
 #include <cstdint>
 #include <memory>
@@ -34,14 +34,20 @@ struct GraphStepOptions {
   /// in the graph"): a scaler kept on the device whose inf flag the optimizer skips on; it
   /// outlives the GraphStep.
   GradScaler* scaler = nullptr;
+  /// A classifier whose batches may count nothing (rows labelled ignore_index, a class weighted
+  /// 0): such a step adds a loss of 0 and a zero gradient and the optimizer skips it on its flag
+  /// (Optimizer::set_found_inf: the scaler's, or one the caller set), all decided on the device
+  /// (Note [a batch that counts nothing, on the device] in kernels/loss/cross_entropy.h). Without
+  /// it such a batch gives torch's 0/0: a NaN loss and gradient.
+  bool nothing_counted_skips = false;
 };
 
 /// Why a step of these parts on `device` cannot be captured, as one line for the user, or "" when
 /// it can: a CPU device, an optimizer without a capturable step, a loss without a
 /// mean or sum reduction (reduction none keeps a gradient of the batch's shape between steps,
-/// which an eager step of another shape would replace under the graph), a classification loss
-/// with class weights (cross_entropy then checks its labels and forms its divisor on the host),
-/// warmup_steps < 1, a scaler not kept on the device or whose flag the optimizer does not skip on.
+/// which an eager step of another shape would replace under the graph), warmup_steps < 1, a
+/// scaler not kept on the device or whose flag the optimizer does not skip on,
+/// nothing_counted_skips without cross_entropy or without a flag the optimizer skips on.
 std::string graph_step_unsupported(const Loss& loss, const Optimizer& optimizer, Device device,
                                    const GraphStepOptions& options);
 
@@ -67,8 +73,9 @@ class GraphStep {
     PendingGradNorm grad_norm;  ///< with clipping: the sums of squares, as for the loss
     /// A classifier's step (cross_entropy): float64 [5] on the device, {top-1 rows, counted rows,
     /// the label check {0 or 1, first bad row, its label}} (DeviceTotals' counts and check, in
-    /// their order; Note [cross_entropy's targets on the device]). The GraphStep's own scratch,
-    /// which the next step rewrites, as for the loss. Undefined for other losses.
+    /// their order; Note [cross_entropy's targets on the device]), and with nothing_counted_skips
+    /// [6], the step's batches that counted (0 or 1) last. The GraphStep's own scratch, which
+    /// the next step rewrites, as for the loss. Undefined for other losses.
     Tensor class_totals;
     int64_t classes = 0;  ///< a classifier's logit columns (C), to name a bad label
     /// With a scaler: its record of the step (kernels/optim/amp_math.h, float64 [4]), a fixed

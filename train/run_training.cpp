@@ -369,7 +369,7 @@ TrainerOptions trainer_options(const TrainConfig& c, const RunPlan& plan, const 
   to.generator = &gen;
   to.loss = make_loss(data.loss);
   // Issue 35: with no training row labelled --ignore-index every batch has a row to count, and a
-  // classifier's step on a GPU need not read its labels.
+  // classifier's step on a GPU need not count its batches (otherwise the device counts them).
   const auto* rows = dynamic_cast<const TensorDataset*>(data.train.get());
   if (rows != nullptr && to.loss->target_kind() == TargetKind::ClassIndices) {
     const std::vector<double> y = rows->targets().to_double_vector();

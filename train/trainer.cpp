@@ -23,6 +23,7 @@
 #include "nn/cross_entropy_loss.h"
 #include "optim/clip.h"
 #include "train/class_metrics.h"
+#include "train/data_parallel_sync.h"
 #include "train/device_totals.h"
 #include "train/validation.h"
 
@@ -117,15 +118,25 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, DataLoader& loader, Traine
   // One process with every parameter on one GPU: the scaler stays on the device, the optimizer
   // skips on its flag there, and nothing is read inside the step (issue 35). With ranks the skip
   // must be agreed (any_rank_overflowed), and on the CPU a read is free: the host decides.
-  if (scaler_ && device_.is_cuda() && sync_->world_size() == 1) {
-    bool one_device = true;
-    for (const auto& [name, p] : model_.named_parameters())
-      one_device = one_device && p->value.device() == device_;
-    if (one_device) {
-      scaler_->keep_on_device(device_);
-      optimizer_.set_found_inf(scaler_->found_inf());
-      scale_read_ = scaler_->scale();
-    }
+  bool one_gpu = device_.is_cuda() && sync_->world_size() == 1;
+  for (const auto& [name, p] : model_.named_parameters())
+    one_gpu = one_gpu && p->value.device() == device_;
+  if (scaler_ && one_gpu) {
+    scaler_->keep_on_device(device_);
+    optimizer_.set_found_inf(scaler_->found_inf());
+    scale_read_ = scaler_->scale();
+  }
+  // A classifier whose batches may count nothing (issue 30) decides that on the device too: the
+  // loss counts the batches with a row to count, and a step with none is skipped on the
+  // optimizer's flag (Note [a batch that counts nothing, on the device]), ours or the scaler's.
+  // (Not under dp: its replicated optimizer steps each replica's own optimizer, which would not
+  // see the flag.)
+  nothing_counted_skips_ =
+      one_gpu && dynamic_cast<DataParallelSync*>(sync_) == nullptr && !options_.labels_on_host &&
+      dynamic_cast<const CrossEntropyLoss*>(loss_.get()) != nullptr && !every_batch_counts();
+  if (nothing_counted_skips_ && !scaler_) {
+    skip_flag_ = Tensor::zeros(Shape{1}, DType::Float32, device_);
+    optimizer_.set_found_inf(skip_flag_);
   }
   if (options_.cuda_graph) {
     const std::string why = graph_unsupported(options_, optimizer_, device_);
@@ -133,6 +144,7 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, DataLoader& loader, Traine
     GraphStepOptions go;
     go.clip_grad_norm = options_.clip_grad_norm;
     if (scaler_) go.scaler = &*scaler_;  // kept on the device, or GraphStep names why not
+    go.nothing_counted_skips = nothing_counted_skips_;
     graph_ = std::make_unique<GraphStep>(model_, *loss_, optimizer_, device_, go);
   }
   if (options_.total_batches == 0)
@@ -152,10 +164,8 @@ std::string Trainer::graph_unsupported(const TrainerOptions& options, const Opti
   const std::shared_ptr<Loss> loss =
       options.loss ? options.loss : std::shared_ptr<Loss>(make_loss(LossOptions{}));
   const std::string why = graph_step_unsupported(*loss, optimizer, device, GraphStepOptions{});
-  // A batch whose every row is ignore_index contributes nothing (issue 30): the host must see it.
-  if (why.empty() && loss->target_kind() == TargetKind::ClassIndices && !options.every_row_counts)
-    return "training rows labelled ignore_index (" + std::to_string(loss->options().ignore_index) +
-           ") make the host decide whether a batch counts";
+  if (why.empty() && loss->target_kind() == TargetKind::ClassIndices && options.labels_on_host)
+    return "labels_on_host reads a classifier's labels on the host at every step";
   return why;
 }
 
@@ -333,7 +343,9 @@ bool Trainer::unscale_gradients(StepStats& s) {
     // and the scale, the flag and the skip are read later with the loss (read_unreported).
     scaler_->unscale_queued(model_.named_parameters());
     Tensor record = totals_->scaler_record();
-    scaler_->update_queued(&record);
+    // A step that counted nothing leaves the scale as it is and raises the flag (issue 35).
+    const Tensor batches = nothing_counted_skips_ ? totals_->batch_count() : Tensor();
+    scaler_->update_queued(&record, batches.defined() ? &batches : nullptr);
     return true;
   }
   s.loss_scale = scaler_->scale();
@@ -461,9 +473,21 @@ void Trainer::forward_loss_backward(const Batch& batch, int64_t b, int64_t batch
   auto* on_device =
       classifier && counts_on_device() ? dynamic_cast<CrossEntropyLoss*>(loss_.get()) : nullptr;
   if (on_device != nullptr) on_device->set_target_check(totals_->target_check());
+  // A batch that may count nothing is counted there too (its loss then 0, its gradient zero)
+  // and sets the optimizer's skip flag (the scaler's update does under float16).
+  if (on_device != nullptr && nothing_counted_skips_)
+    on_device->set_batch_count(totals_->batch_count(), scaler_ ? Tensor() : skip_flag_);
   Tensor grad;
-  const Tensor loss = loss_->forward_backward(pred, target, grad);
+  Tensor loss;
+  try {
+    loss = loss_->forward_backward(pred, target, grad);
+  } catch (...) {
+    if (on_device != nullptr) on_device->set_target_check(Tensor());
+    if (on_device != nullptr) on_device->set_batch_count(Tensor());
+    throw;
+  }
   if (on_device != nullptr) on_device->set_target_check(Tensor());
+  if (on_device != nullptr) on_device->set_batch_count(Tensor());
   ClassCounts c;
   if (on_device != nullptr) {
     Tensor counts = totals_->class_counts();
@@ -478,8 +502,10 @@ void Trainer::forward_loss_backward(const Batch& batch, int64_t b, int64_t batch
   }
   // A batch whose every row is ignore_index or of a class weighted 0 has torch's 0/0: a NaN loss
   // and gradient. It contributes nothing (issue 30): a zero gradient (backward still runs, so
-  // every ddp rank joins the all-reduce) and no loss. Without class weights the rows counted
-  // above decide; with them the loss's own divisor (one more copy of the labels).
+  // every ddp rank joins the all-reduce) and no loss. On the device path the loss did that
+  // already (a loss of 0, counted there: Note [a batch that counts nothing, on the device]);
+  // on the host path, without class weights the rows counted above decide, with them the loss's
+  // own divisor (one more copy of the labels).
   const bool counted = !classifier || on_device != nullptr ||
                        (loss_->options().class_weights.empty()
                             ? c.counted > 0
@@ -560,10 +586,17 @@ bool Trainer::read_in_step() const {
 
 bool Trainer::counts_on_device() const {
   // The mean's divisor is formed on the device (a count, or with class weights their sum in the
-  // host's row order), and with every row counted and every class weight above 0 no batch is one
-  // to leave out (issue 30), so nothing about the labels is needed on the host.
-  if (read_in_step() || !options_.every_row_counts) return false;
+  // host's row order); with every row counted and every class weight above 0 no batch is one to
+  // leave out (issue 30), and otherwise the device counts the batches that count and the
+  // optimizer skips a step with none (nothing_counted_skips_): nothing about the labels is needed
+  // on the host.
+  if (read_in_step() || options_.labels_on_host) return false;
   if (dynamic_cast<const CrossEntropyLoss*>(loss_.get()) == nullptr) return false;
+  return every_batch_counts() || nothing_counted_skips_;
+}
+
+bool Trainer::every_batch_counts() const {
+  if (!options_.every_row_counts) return false;
   for (double w : loss_->options().class_weights)
     if (!(static_cast<float>(w) > 0)) return false;  // a batch of its class would count nothing
   return true;
@@ -583,7 +616,8 @@ std::optional<PendingGradNorm> Trainer::clip_gradients() {
   // clips its own gradients by their own norm, as it steps on its own.) Clipping decides on the
   // device (issue 35).
   if (options_.clip_grad_norm <= 0) return std::nullopt;
-  return clip_grad_norm_deferred_(model_.named_parameters(), options_.clip_grad_norm);
+  return clip_grad_norm_deferred_(model_.named_parameters(), options_.clip_grad_norm,
+                                  /*foreach=*/true, &clip_workspace_);
 }
 
 void Trainer::record_grad_norm(const PendingGradNorm& norm, StepStats& s) {
@@ -630,7 +664,10 @@ void Trainer::read_unreported() {
                                    logit_columns_, loss_->options().ignore_index);
     if (t[i].counted_rows && t[i].counted > 0) s.accuracy = t[i].correct / t[i].counted;
     s.loss = t[i].loss;
-    if (t[i].scaled) {  // the scaler kept on the device: its record of the step
+    // Counted on the device: a step none of whose batches counted made no update, and, as on the
+    // host path, neither unscaled nor clipped: no scale, skip or norm of it is reported.
+    if (t[i].batches_on_device) s.nothing_counted = t[i].counted_batches == 0;
+    if (t[i].scaled && !s.nothing_counted) {  // the scaler kept on the device: its record
       s.loss_scale = t[i].loss_scale;
       s.skipped = t[i].skipped;
       if (s.skipped) ++skipped_steps_;
@@ -638,7 +675,7 @@ void Trainer::read_unreported() {
     }
     if (scaler_ && scaler_->kept_on_device()) s.skipped_steps = skipped_steps_;
     // A skipped step is not clipped on the host path either: its norm (inf or NaN) is not shown.
-    if (t[i].grad_norm >= 0 && !s.skipped) s.grad_norm = t[i].grad_norm;
+    if (t[i].grad_norm >= 0 && !s.skipped && !s.nothing_counted) s.grad_norm = t[i].grad_norm;
   }
 }
 

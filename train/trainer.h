@@ -84,8 +84,14 @@ struct TrainerOptions {
   /// a classifier: steps then report the accuracy of their batches.
   std::shared_ptr<Loss> loss;
   /// No training row is labelled ignore_index (run_training knows the labels): every batch then
-  /// has a row to count, so a classifier's step on a GPU need not read its labels (issue 35).
+  /// has a row to count (with no class weighted 0), so a classifier's step on a GPU need not
+  /// count its batches nor skip on a flag (issue 35; otherwise the device does both).
   bool every_row_counts = false;
+  /// A classifier's step on one GPU checks its labels, forms its mean's divisor and counts its
+  /// rows on the host, reading the labels (and logits) every step: the path before issue 35,
+  /// kept to compare the device path against. false (the default): all of it on the device, a
+  /// batch with nothing to count included (Note [a batch that counts nothing, on the device]).
+  bool labels_on_host = false;
   /// Dynamic loss scaling (float16 training); none: no scaling. Its state is kept in checkpoints.
   std::optional<GradScalerOptions> loss_scaling;
   /// Each step as one CUDA graph after two eager ones (train/graph_step.h, docs/cuda_graph.md):
@@ -177,9 +183,8 @@ class Trainer {
 
   /// Why `options` cannot run each step as a CUDA graph with `optimizer` on `device` (one line),
   /// or "": gradient accumulation, several ranks, and graph_step_unsupported's reasons (a CPU
-  /// device, a classifier with class weights, an optimizer without a capturable step, a loss
-  /// scaler not kept on the device), and a classifier whose training rows are not
-  /// every_row_counts.
+  /// device, an optimizer without a capturable step, a loss scaler not kept on the device), and a
+  /// classifier asked to read its labels on the host (labels_on_host).
   static std::string graph_unsupported(const TrainerOptions& options, const Optimizer& optimizer,
                                        Device device);
   /// The steps replayed as a CUDA graph so far (0 without cuda_graph).
@@ -198,8 +203,9 @@ class Trainer {
   void open_totals(const Tensor& on, int64_t b, int64_t batches);
   void count_batch(const Batch& batch, StepStats& s);
   void end_update(const StepStats& s);
-  bool read_in_step() const;      // whether the step reads its loss before its update
-  bool counts_on_device() const;  // a classifier's counts and label check stay on the device
+  bool read_in_step() const;        // whether the step reads its loss before its update
+  bool counts_on_device() const;    // a classifier's counts and label check stay on the device
+  bool every_batch_counts() const;  // no batch can be one with nothing to count (issue 30)
   void read_loss_now(StepStats& s, std::vector<double>& counts);
   // classifiers: accuracy, and the loss over the batches with a row to count (issue 30)
   void count_rows(std::vector<double>& counts, int64_t batches, bool read, StepStats& s);
@@ -242,6 +248,11 @@ class Trainer {
   int64_t skipped_steps_ = 0;  // steps skipped for inf/NaN gradients, over the whole run
   double scale_read_ = 0.0;    // the scaler kept on the device: its scale as last read
   std::shared_ptr<Loss> loss_;
+  // A classifier on one GPU whose batches may count nothing (issue 35): each batch's divisor is
+  // counted on the device and a step that counted nothing is skipped on the optimizer's flag,
+  // skip_flag_ (or, under float16 scaling, the scaler's, which its update raises).
+  bool nothing_counted_skips_ = false;
+  Tensor skip_flag_;
   // The steps' losses (and clipping norms) on the device, and the steps not reported yet.
   std::optional<DeviceTotals> totals_;
   std::vector<StepStats> unreported_;
@@ -265,8 +276,9 @@ class Trainer {
   // Mixed precision: the 16-bit prediction widened for the loss and the loss gradient rounded
   // back, rewritten each step (Note [buffers that live across steps], core/buffer_slot.h).
   BufferSlot widened_pred_, rounded_grad_;
-  int64_t logit_columns_ = 0;  // a classifier's C, for a label check read from the device
-  int64_t samples_seen_ = 0;   // rows consumed by all ranks together
+  ClipWorkspace clip_workspace_;  // --clip-grad-norm's sum of squares and partials, the same way
+  int64_t logit_columns_ = 0;     // a classifier's C, for a label check read from the device
+  int64_t samples_seen_ = 0;      // rows consumed by all ranks together
   std::string last_checkpoint_;
 };
 

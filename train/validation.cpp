@@ -66,11 +66,20 @@ Validator::Rows Validator::batch_rows(int64_t begin, int64_t k) {
   Tensor x = Tensor::empty({k, f});
   Tensor y = Tensor::empty({k, t});
   data_->gather(idx, x, y);
-  return {x.to(options_.device), y};
+  return {on_device(x_batch_, x, options_.device), y};
+}
+
+Tensor Validator::on_device(BufferSlot& slot, const Tensor& host, Device device) {
+  if (!device.is_cuda()) return host.to(device);
+  // Into a buffer kept across batches and evaluations (Note [buffers that live across steps]):
+  // the copy waits, as Tensor::to's, and is queued on the stream the slot reuses buffers on.
+  Tensor d = slot.get(host.shape(), host.dtype(), device);
+  d.copy_(host);
+  return d;
 }
 
 Tensor Validator::batch_targets(const Rows& rows, int64_t begin, Device device) {
-  if (!x_resident_.defined()) return rows.y_host.to(device);
+  if (!x_resident_.defined()) return on_device(y_batch_, rows.y_host, device);
   if (!y_resident_.defined() || y_resident_.device() != device) y_resident_ = y_host_.to(device);
   return y_resident_.narrow(begin, rows.y_host.size(0));
 }
@@ -106,7 +115,11 @@ void Validator::evaluate_batches(Module& model, std::vector<double>& sums, bool&
     const Rows r = batch_rows(begin, k);
     const Tensor out = model.forward(r.x);
     // A 16-bit model's prediction (mixed precision) is scored in float32, as in training.
-    const Tensor pred = is_half(out.dtype()) ? cast(out, DType::Float32) : out;
+    Tensor pred = out;
+    if (is_half(out.dtype())) {
+      pred = widened_pred_.get(out.shape(), DType::Float32, out.device());
+      cast(pred, out);
+    }
     const Tensor target = batch_targets(r, begin, pred.device());
     if (pred.device().is_cuda()) {  // added on the device, read once below (issue 35)
       add_on_device(pred, target);
@@ -138,9 +151,13 @@ ValMetrics Validator::evaluate(Module& model) {
     evaluate_batches(model, sums, added_on_device, classes);
   } catch (...) {
     on_device_.reset();  // partial sums: the next evaluation starts from zeros
+    loss_->release_inputs();
     throw;
   }
   model.train();
+  // The loss kept the last batch's prediction, a buffer of the model's last layer: let go, so
+  // that the next evaluation (or step) rewrites it instead of allocating another.
+  loss_->release_inputs();
   if (added_on_device) {  // the one read of the evaluation: one copy, one wait
     const std::vector<double> d = on_device_->read();
     throw_bad_cross_entropy_target("cross_entropy_forward", d.data() + kCheck, classes,

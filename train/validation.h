@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/buffer_slot.h"
 #include "data/dataset.h"
 #include "nn/loss.h"
 #include "nn/module.h"
@@ -60,6 +61,8 @@ class Validator {
   Rows batch_rows(int64_t begin, int64_t k);
   // The batch's targets on `device` (the predictions'): a view of the resident ones, or a copy.
   Tensor batch_targets(const Rows& rows, int64_t begin, Device device);
+  // `host` on `device`: on a GPU copied into a buffer of `slot`, else Tensor::to.
+  static Tensor on_device(BufferSlot& slot, const Tensor& host, Device device);
   // The loop over the batches: adds into `sums` (the host's) or into on_device_.
   void evaluate_batches(Module& model, std::vector<double>& sums, bool& added_on_device,
                         int64_t& classes);
@@ -73,6 +76,10 @@ class Validator {
   // ---- on a GPU (issue 35) ----
   Tensor x_resident_, y_host_;  // every row, gathered once: features on the GPU, targets here
   Tensor y_resident_;           // the targets on the predictions' device
+  // Note [buffers that live across steps] (core/buffer_slot.h): a batch's rows copied to the
+  // device when the set is not resident, and a 16-bit prediction widened, rewritten batch after
+  // batch; with the loss's own slots an evaluation after the first allocates nothing.
+  BufferSlot x_batch_, y_batch_, widened_pred_;
   // loss, correct, counted, top-k correct, the label check (3): kSums below
   std::unique_ptr<DeviceSums> on_device_;
 };

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "kernels/check.h"
@@ -37,9 +38,10 @@ bool overlaps(const Tensor& x, const Tensor& y) {
 
 }  // namespace
 
-GemmDims check_gemm_inputs(const char* op, const Tensor& a, bool trans_a, const Tensor& b,
-                           bool trans_b) {
-  check_compatible(op, {{"a", a}, {"b", b}});
+namespace {
+
+// check_gemm_inputs after check_compatible.
+GemmDims input_dims(const char* op, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b) {
   check_ndim(op, {"a", a}, 2);
   check_ndim(op, {"b", b}, 2);
   const Dims op_a = op_dims(a, trans_a), op_b = op_dims(b, trans_b);
@@ -49,16 +51,56 @@ GemmDims check_gemm_inputs(const char* op, const Tensor& a, bool trans_a, const 
   return {op_a.rows, op_b.cols, op_a.cols};
 }
 
-GemmDims check_gemm_operands(const char* op, const Tensor& c, const Tensor& a, bool trans_a,
-                             const Tensor& b, bool trans_b) {
-  check_compatible(op, {{"c", c}, {"a", a}, {"b", b}});
+// check_gemm_operands after check_compatible.
+GemmDims operand_dims(const char* op, const Tensor& c, const Tensor& a, bool trans_a,
+                      const Tensor& b, bool trans_b) {
   check_ndim(op, {"c", c}, 2);
-  const GemmDims d = check_gemm_inputs(op, a, trans_a, b, trans_b);
+  const GemmDims d = input_dims(op, a, trans_a, b, trans_b);
   MT_CHECK_AS(ShapeError, c.size(0) == d.m && c.size(1) == d.n, op, ": c is ", c.shape(),
               " but op(a) op(b) is [", d.m, ", ", d.n, "]: ", describe("a", a, trans_a), ", ",
               describe("b", b, trans_b));
   MT_CHECK_AS(ValueError, !overlaps(c, a) && !overlaps(c, b), op, ": c shares memory with ",
               overlaps(c, a) ? "a" : "b", "; write the product into a separate tensor");
+  return d;
+}
+
+}  // namespace
+
+GemmDims check_gemm_inputs(const char* op, const Tensor& a, bool trans_a, const Tensor& b,
+                           bool trans_b) {
+  check_compatible(op, {{"a", a}, {"b", b}});
+  return input_dims(op, a, trans_a, b, trans_b);
+}
+
+GemmDims check_gemm_operands(const char* op, const Tensor& c, const Tensor& a, bool trans_a,
+                             const Tensor& b, bool trans_b) {
+  check_compatible(op, {{"c", c}, {"a", a}, {"b", b}});
+  return operand_dims(op, c, a, trans_a, b, trans_b);
+}
+
+GemmDims check_gemm_mixed_operands(const char* op, const Tensor& c, const Tensor& a, bool trans_a,
+                                   const Tensor& b, bool trans_b, const Tensor& bias) {
+  const std::pair<const char*, const Tensor*> operands[] = {{"c", &c}, {"a", &a}, {"b", &b}};
+  for (const auto& [name, t] : operands) {
+    check_compatible(op, {{name, *t}});  // defined, on an available device
+    MT_CHECK_AS(DTypeError,
+                t->dtype() == DType::Float32 || t->dtype() == DType::BFloat16 ||
+                    t->dtype() == DType::Float16,
+                op, ": ", name, " is ", t->dtype(),
+                "; a mixed-precision GEMM takes float32, bfloat16 or float16 operands");
+    MT_CHECK_AS(DeviceError, t->device() == c.device(), op, ": ", name, " is on ", t->device(),
+                " but c is on ", c.device(), "; move the operands to one device");
+  }
+  const GemmDims d = operand_dims(op, c, a, trans_a, b, trans_b);
+  if (bias.defined()) {
+    check_compatible(op, {{"bias", bias}});
+    MT_CHECK_AS(DTypeError, bias.dtype() == DType::Float32, op, ": bias is ", bias.dtype(),
+                "; the mixed GEMM's bias is float32 (a 16-bit bias: widen it first)");
+    MT_CHECK_AS(DeviceError, bias.device() == c.device(), op, ": bias is on ", bias.device(),
+                " but c is on ", c.device());
+    MT_CHECK_AS(ShapeError, bias.ndim() == 1 && bias.size(0) == d.n, op, ": bias is ", bias.shape(),
+                " but c has ", d.n, " columns (c ", c.shape(), ")");
+  }
   return d;
 }
 

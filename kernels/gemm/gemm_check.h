@@ -24,5 +24,10 @@ GemmDims check_gemm_inputs(const char* op, const Tensor& a, bool trans_a, const 
 /// DeviceError, DTypeError, ShapeError or ValueError (overlap), each message starting with `op`.
 GemmDims check_gemm_operands(const char* op, const Tensor& c, const Tensor& a, bool trans_a,
                              const Tensor& b, bool trans_b);
+/// check_gemm_operands for a mixed-precision GEMM (gemm_mixed_with): c, a, b may differ in dtype,
+/// each float32, bfloat16 or float16 (DTypeError otherwise); `bias`, when defined, float32 [n]
+/// on c's device.
+GemmDims check_gemm_mixed_operands(const char* op, const Tensor& c, const Tensor& a, bool trans_a,
+                                   const Tensor& b, bool trans_b, const Tensor& bias);
 
 }  // namespace minitrain

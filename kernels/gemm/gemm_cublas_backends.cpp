@@ -14,6 +14,7 @@
 #include "core/stream.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/gemm/gemm_builtin.h"
+#include "kernels/gemm/gemm_cublaslt.h"
 
 namespace minitrain {
 
@@ -47,7 +48,39 @@ void gemm_cublas_fast(cublasComputeType_t compute, Device device, float* c, cons
                             backend_blas_int(n, "ldc"), compute, CUBLAS_GEMM_DEFAULT));
 }
 
+// Mixed precision's GEMM (issue 35) as one cublasGemmEx: A and B of one 16-bit type, C of that
+// type or float32, CUBLAS_COMPUTE_32F (float32 accumulate, C rounded once by cuBLAS). The
+// registry admits only those combinations (GemmBackend::mixed_equal_inputs) and no bias.
+void gemm_cublas_mixed(Device device, const GemmMixedCall& g) {
+  if (g.m == 0 || g.n == 0) return;
+  MT_CHECK_AS(ValueError, g.bias == nullptr,
+              "gemm backend 'cublas': cublasGemmEx has no bias epilogue; use 'cublaslt'");
+  DeviceGuard guard(device);
+  cublasHandle_t handle = cublas_handle(device);  // bound to this thread's current stream
+  const int lda = backend_blas_int(g.trans_a ? g.m : g.k, "lda"),
+            ldb = backend_blas_int(g.trans_b ? g.k : g.n, "ldb");
+  CHECK_CUBLAS(cublasGemmEx(handle, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, backend_blas_int(g.n, "n"),
+                            backend_blas_int(g.m, "m"), backend_blas_int(g.k, "k"), &g.alpha, g.b,
+                            cuda_data_type(g.b_dtype), ldb, g.a, cuda_data_type(g.a_dtype), lda,
+                            &g.beta, g.c, cuda_data_type(g.c_dtype), backend_blas_int(g.n, "ldc"),
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace
+
+cudaDataType_t cuda_data_type(DType t) {
+  switch (t) {
+    case DType::BFloat16:
+      return CUDA_R_16BF;
+    case DType::Float16:
+      return CUDA_R_16F;
+    case DType::Float64:
+      return CUDA_R_64F;
+    default:
+      return CUDA_R_32F;
+  }
+}
 
 GemmBackend cublas_gemm_backend() {
   GemmBackend g;
@@ -60,6 +93,8 @@ GemmBackend cublas_gemm_backend() {
   g.float64 = [](Device d, double* c, const double* a, bool ta, const double* b, bool tb, int64_t m,
                  int64_t n, int64_t k, double alpha,
                  double beta) { gemm_cublas<double>(d, c, a, ta, b, tb, m, n, k, alpha, beta); };
+  g.mixed = gemm_cublas_mixed;
+  g.mixed_equal_inputs = true;
   return g;
 }
 

@@ -21,6 +21,7 @@
 #include "kernels/gemm/gemm.h"
 #include "kernels/gemm/gemm_builtin.h"
 #include "kernels/gemm/gemm_check.h"
+#include "kernels/gemm/gemm_registry.h"
 
 namespace minitrain {
 
@@ -41,11 +42,13 @@ struct PlanKey {
   bool trans_a, trans_b;
   cublasLtEpilogue_t epilogue;
   uint32_t align_a, align_b, align_c, align_bias;
+  // Element types (mixed precision: 16-bit A and B, C 16-bit or float32; float32 otherwise).
+  cudaDataType_t a_type = CUDA_R_32F, b_type = CUDA_R_32F, c_type = CUDA_R_32F;
   bool operator<(const PlanKey& o) const {
     return std::tie(device, m, n, k, trans_a, trans_b, epilogue, align_a, align_b, align_c,
-                    align_bias) < std::tie(o.device, o.m, o.n, o.k, o.trans_a, o.trans_b,
-                                           o.epilogue, o.align_a, o.align_b, o.align_c,
-                                           o.align_bias);
+                    align_bias, a_type, b_type, c_type) <
+           std::tie(o.device, o.m, o.n, o.k, o.trans_a, o.trans_b, o.epilogue, o.align_a, o.align_b,
+                    o.align_c, o.align_bias, o.a_type, o.b_type, o.c_type);
   }
 };
 
@@ -88,13 +91,18 @@ void build_plan(Plan& plan, const PlanKey& key, Device device) {
                                               sizeof(op_second)));
   CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                               &key.epilogue, sizeof(key.epilogue)));
+  if (key.align_bias != 0 && key.c_type != CUDA_R_32F) {  // a 16-bit D: the bias stays float32
+    const cudaDataType_t bias_type = CUDA_R_32F;
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                &bias_type, sizeof(bias_type)));
+  }
   // Layouts describe the stored, column-major matrices (before op): row-major B is column-major
   // [n, k] (or [k, n] when transposed), row-major A is [k, m] (or [m, k]), C is [n, m].
-  CHECK_CUBLAS(key.trans_b ? cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F, k, n, k)
-                           : cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F, n, k, n));
-  CHECK_CUBLAS(key.trans_a ? cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_32F, m, k, m)
-                           : cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_32F, k, m, k));
-  CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, n, m, n));
+  CHECK_CUBLAS(key.trans_b ? cublasLtMatrixLayoutCreate(&plan.a, key.b_type, k, n, k)
+                           : cublasLtMatrixLayoutCreate(&plan.a, key.b_type, n, k, n));
+  CHECK_CUBLAS(key.trans_a ? cublasLtMatrixLayoutCreate(&plan.b, key.a_type, m, k, m)
+                           : cublasLtMatrixLayoutCreate(&plan.b, key.a_type, k, m, k));
+  CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan.c, key.c_type, n, m, n));
 
   cublasLtMatmulPreference_t pref = nullptr;
   CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
@@ -125,9 +133,11 @@ void build_plan(Plan& plan, const PlanKey& key, Device device) {
 }
 
 // D = epilogue(alpha * op(A) op(B) + beta * C [+ bias]) with D = C, on the current stream.
-void lt_matmul(Device device, float* c, const float* a, bool trans_a, const float* b, bool trans_b,
+// Element types a, b, c (float32 unless given).
+void lt_matmul(Device device, void* c, const void* a, bool trans_a, const void* b, bool trans_b,
                int64_t m, int64_t n, int64_t k, float alpha, float beta,
-               cublasLtEpilogue_t epilogue, const float* bias) {
+               cublasLtEpilogue_t epilogue, const float* bias, cudaDataType_t a_type = CUDA_R_32F,
+               cudaDataType_t b_type = CUDA_R_32F, cudaDataType_t c_type = CUDA_R_32F) {
   DeviceGuard guard(device);
   const PlanKey key{device.index(),
                     m,
@@ -139,7 +149,10 @@ void lt_matmul(Device device, float* c, const float* a, bool trans_a, const floa
                     alignment_of(a),
                     alignment_of(b),
                     alignment_of(c),
-                    bias ? alignment_of(bias) : 0};
+                    bias ? alignment_of(bias) : 0,
+                    a_type,
+                    b_type,
+                    c_type};
   std::map<PlanKey, Plan>& plans = thread_plans();
   auto it = plans.find(key);
   if (it == plans.end()) {
@@ -217,12 +230,27 @@ void linear_forward_cublaslt(Tensor& y, const Tensor& x, const Tensor& w, const 
             d.k, 1.f, 0.f, epilogue, b.data<float>());
 }
 
+void gemm_cublaslt_mixed(Device device, const GemmMixedCall& call) {
+  if (call.m == 0 || call.n == 0) return;
+  MT_CHECK_AS(ValueError, call.k > 0 || call.bias == nullptr,
+              "gemm backend 'cublaslt': an empty product (k = 0) with a bias has no matmul to ",
+              "fuse into; use the 'warptile' backend");
+  lt_matmul(device, call.c, call.a, call.trans_a, call.b, call.trans_b, call.m, call.n, call.k,
+            call.alpha, call.beta,
+            call.bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, call.bias,
+            cuda_data_type(call.a_dtype), cuda_data_type(call.b_dtype),
+            cuda_data_type(call.c_dtype));
+}
+
 GemmBackend cublaslt_gemm_backend() {
   GemmBackend g;
   g.name = "cublaslt";
   g.device = DeviceType::CUDA;
   g.technique = "cuBLASLt cublasLtMatmul, full FP32, cached plans; fuses a Linear's bias epilogue";
   g.float32 = gemm_cublaslt;
+  g.mixed = gemm_cublaslt_mixed;
+  g.mixed_equal_inputs = true;
+  g.mixed_bias = true;
   return g;
 }
 

@@ -9,6 +9,8 @@
 // alignment), like core/blas_handle.h's handles: the heuristic costs tens of microseconds, more
 // than a small GEMM. The workspace is core/blas_handle.h's per-stream cublaslt_workspace.
 
+#include <library_types.h>
+
 #include <cstdint>
 #include <optional>
 
@@ -30,5 +32,15 @@ void gemm_cublaslt(Device device, float* c, const float* a, bool trans_a, const 
 /// Shape, device and dtype errors as gemm().
 void linear_forward_cublaslt(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
                              std::optional<Activation> act = std::nullopt);
+
+/// Mixed precision's GEMM (gemm_registry.h's GemmMixedCall) as one cublasLtMatmul: A and B of
+/// one 16-bit type, C of that type or float32, CUBLAS_COMPUTE_32F, and a float32 bias through
+/// the BIAS epilogue (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = CUDA_R_32F) when set.
+struct GemmMixedCall;
+void gemm_cublaslt_mixed(Device device, const GemmMixedCall& call);
+
+/// cuBLAS's data type of a dtype (CUDA_R_32F, _64F, _16BF, _16F); defined in
+/// gemm_cublas_backends.cpp.
+cudaDataType_t cuda_data_type(DType t);
 
 }  // namespace minitrain

@@ -8,7 +8,7 @@
 
 #include "core/parallel_for.h"
 #include "kernels/gemm/gemm_builtin.h"
-#include "kernels/gemm/gemm_ladder/gemm_tiling.h"
+#include "kernels/gemm/gemm_ladder/gemm_mixed.h"
 
 namespace minitrain {
 
@@ -29,6 +29,34 @@ void gemm_reference_cpu(T* c, const T* a, bool ta, const T* b, bool tb, int64_t 
   });
 }
 
+// The same loop on mixed precision's operands (issue 35): each element read widened and C stored
+// rounded by gemm_mixed.h, as the CUDA warptile kernel's mixed variant does; the sums are the
+// float32 loop's, so the bits are those of widened copies, the float32 loop and a cast.
+void gemm_reference_mixed_cpu(const GemmMixedCall& call) {
+  using namespace gemm_ladder;
+  auto elem = [](DType t) {
+    return t == DType::BFloat16  ? Elem::BFloat16
+           : t == DType::Float16 ? Elem::Float16
+                                 : Elem::Float32;
+  };
+  GemmMixedArgs g{};
+  g.c = call.c;
+  g.c_elem = elem(call.c_dtype);
+  g.a = mixed_operand_a(call.a, elem(call.a_dtype), call.trans_a, call.m, call.k);
+  g.b = mixed_operand_b(call.b, elem(call.b_dtype), call.trans_b, call.k, call.n);
+  g.bias = call.bias;
+  g.m = call.m, g.n = call.n, g.k = call.k;
+  g.alpha = call.alpha, g.beta = call.beta;
+  parallel_for(g.m, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      for (int64_t j = 0; j < g.n; ++j) {
+        float acc = 0;
+        for (int64_t q = 0; q < g.k; ++q) acc += g.a.at(i, q) * g.b.at(q, j);
+        store_c_mixed(g, i, j, acc);
+      }
+  });
+}
+
 }  // namespace
 
 GemmBackend reference_gemm_backend() {
@@ -45,6 +73,8 @@ GemmBackend reference_gemm_backend() {
                  int64_t n, int64_t k, double alpha, double beta) {
     gemm_reference_cpu<double>(c, a, ta, b, tb, m, n, k, alpha, beta);
   };
+  g.mixed = [](Device, const GemmMixedCall& call) { gemm_reference_mixed_cpu(call); };
+  g.mixed_bias = true;
   return g;
 }
 

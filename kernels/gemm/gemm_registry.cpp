@@ -193,4 +193,57 @@ void gemm_with(const std::string& backend, Tensor& c, const Tensor& a, bool tran
             d.k, float(alpha), float(beta));
 }
 
+namespace {
+
+bool mixed_dtype(DType t) {
+  return t == DType::Float32 || t == DType::BFloat16 || t == DType::Float16;
+}
+
+bool takes_mixed(const GemmBackend& g, DType c, DType a, DType b, bool bias) {
+  if (!g.mixed || (bias && !g.mixed_bias)) return false;
+  if (!mixed_dtype(c) || !mixed_dtype(a) || !mixed_dtype(b)) return false;
+  if (c == DType::Float32 && a == DType::Float32 && b == DType::Float32) return false;
+  if (g.mixed_equal_inputs) return a == b && is_half(a) && (c == a || c == DType::Float32);
+  return true;
+}
+
+}  // namespace
+
+bool gemm_takes_mixed(const std::string& backend, Device device, DType c, DType a, DType b,
+                      bool bias) {
+  const GemmBackend& g = gemm_backend(backend == "auto" ? default_gemm_backend(device) : backend);
+  return g.device == device.type() && takes_mixed(g, c, a, b, bias);
+}
+
+void gemm_mixed_with(const std::string& backend, Tensor& c, const Tensor& a, bool trans_a,
+                     const Tensor& b, bool trans_b, double alpha, double beta, const Tensor& bias) {
+  const GemmDims d = check_gemm_mixed_operands("gemm_mixed_with", c, a, trans_a, b, trans_b, bias);
+  const Device device = c.device();
+  const GemmBackend& g = gemm_backend(backend == "auto" ? default_gemm_backend(device) : backend);
+  MT_CHECK_AS(ValueError, g.device == device.type(), "gemm_mixed_with: backend '", g.name,
+              "' runs on ", g.device == DeviceType::CUDA ? "cuda" : "cpu",
+              " devices but the tensors are on ", device, "; use 'auto' or one of the ",
+              device.is_cuda() ? "cuda" : "cpu", " backends");
+  if (!takes_mixed(g, c.dtype(), a.dtype(), b.dtype(), bias.defined())) {
+    std::string can;
+    for (const std::string& name : gemm_backend_names(device.type()))
+      if (takes_mixed(gemm_backend(name), c.dtype(), a.dtype(), b.dtype(), bias.defined()))
+        can += (can.empty() ? "" : ", ") + name;
+    MT_THROW(ValueError, "gemm_mixed_with: backend '", g.name, "' has no mixed GEMM for c ",
+             c.dtype(), ", a ", a.dtype(), ", b ", b.dtype(), bias.defined() ? " with a bias" : "",
+             "; backends that have: ", can.empty() ? std::string("none") : can,
+             " (or widen the operands and use gemm_with)");
+  }
+  if (d.m == 0 || d.n == 0) return;
+  const OpTimer timer("gemm", device);  // --profile-kernels (core/op_profiler.h)
+  GemmMixedCall call{c.raw_data(), c.dtype(),
+                     a.raw_data(), a.dtype(),
+                     trans_a,      b.raw_data(),
+                     b.dtype(),    trans_b,
+                     d.m,          d.n,
+                     d.k,          float(alpha),
+                     float(beta),  bias.defined() ? bias.data<float>() : nullptr};
+  g.mixed(device, call);
+}
+
 }  // namespace minitrain

@@ -71,20 +71,12 @@ template <typename T>
 void cross_entropy_count_correct_cpu(double* counts, double* topk, const T* logits,
                                      const T* classes, int64_t rows, int64_t cols,
                                      int64_t ignore_index, int64_t k) {
-  double correct = 0, counted = 0, in_topk = 0;
-  for (int64_t i = 0; i < rows; ++i) {
-    const T t = classes[i];
-    if (cross_entropy_ignored(t, ignore_index)) continue;
-    counted += 1;
-    const double v = double(t);
-    if (!(v >= 0 && v < double(cols))) continue;
-    const int64_t y = static_cast<int64_t>(v);
-    correct += cross_entropy_top1(logits + i * cols, cols, y) ? 1 : 0;
-    if (topk != nullptr) in_topk += cross_entropy_in_topk(logits + i * cols, cols, y, k) ? 1 : 0;
-  }
-  counts[0] += correct;
-  counts[1] += counted;
-  if (topk != nullptr) topk[0] += in_topk;
+  CrossEntropyRowCounts c;
+  for (int64_t i = 0; i < rows; ++i)
+    cross_entropy_count_row(c, logits, classes, i, cols, ignore_index, k, topk != nullptr);
+  counts[0] += c.correct;
+  counts[1] += c.counted;
+  if (topk != nullptr) topk[0] += c.in_topk;
 }
 
 #define MT_INSTANTIATE_CROSS_ENTROPY_CPU(T)                                                       \
@@ -221,6 +213,28 @@ void run_cross_entropy(const char* op, Tensor* out, Tensor* grad, const Tensor* 
     MT_CHECK_AS(DeviceError, spec.target_check.device() == logits.device(), op,
                 ": target_check is on ", spec.target_check.device(), ", the logits on ",
                 logits.device());
+  // Note [a batch that counts nothing, on the device]: only where the targets are checked there.
+  const bool count_batch = on_device && spec.batch_count.defined();
+  MT_CHECK_AS(ValueError, !spec.batch_count.defined() || on_device, op,
+              ": batch_count needs target_check and logits on a CUDA device (the logits are on ",
+              logits.device(), ")");
+  MT_CHECK_AS(ValueError, !spec.skip_flag.defined() || count_batch, op,
+              ": skip_flag needs batch_count");
+  if (count_batch) {
+    MT_CHECK_AS(ShapeError,
+                spec.batch_count.dtype() == DType::Float64 && spec.batch_count.numel() == 1 &&
+                    spec.batch_count.device() == logits.device(),
+                op, ": batch_count must be float64 [1] on ", logits.device(), " but is ",
+                spec.batch_count.dtype(), " ", spec.batch_count.shape(), " on ",
+                spec.batch_count.device());
+    if (spec.skip_flag.defined())
+      MT_CHECK_AS(ShapeError,
+                  spec.skip_flag.dtype() == DType::Float32 && spec.skip_flag.numel() == 1 &&
+                      spec.skip_flag.device() == logits.device(),
+                  op, ": skip_flag must be float32 [1] on ", logits.device(), " but is ",
+                  spec.skip_flag.dtype(), " ", spec.skip_flag.shape(), " on ",
+                  spec.skip_flag.device());
+  }
   const CrossEntropyPlan plan = plan_cross_entropy(op, logits, classes, spec, on_device);
   if (out != nullptr) check_loss_out(op, "out", *out, logits, reduction, plan.rows);
   if (grad_out != nullptr) check_loss_out(op, "grad_out", *grad_out, logits, reduction, plan.rows);
@@ -234,7 +248,8 @@ void run_cross_entropy(const char* op, Tensor* out, Tensor* grad, const Tensor* 
   const double divisor = mean ? plan.target_weight_total : 1.0;
   const double inv_total = 1.0 / divisor;
   // The loops' outputs, the mean/sum's per-row doubles at row_loss (on the loops' device).
-  auto outputs = [&](auto zero, double* row_loss, const double* device_divisor) {
+  auto outputs = [&](auto zero, double* row_loss, const double* device_divisor,
+                     const double* counted_divisor = nullptr) {
     using T = decltype(zero);
     return CrossEntropyOutputs<T>{row_loss,
                                   out != nullptr && per_row ? out->data<T>() : nullptr,
@@ -242,7 +257,8 @@ void run_cross_entropy(const char* op, Tensor* out, Tensor* grad, const Tensor* 
                                   grad_out != nullptr ? grad_out->data<T>() : nullptr,
                                   per_row,
                                   inv_total,
-                                  device_divisor};
+                                  device_divisor,
+                                  counted_divisor};
   };
   dispatch_op(
       op, logits.device(), logits.dtype(),
@@ -279,18 +295,20 @@ void run_cross_entropy(const char* op, Tensor* out, Tensor* grad, const Tensor* 
                                : Tensor::empty({2}, DType::Float64, logits.device());
           cross_entropy_check_targets_cuda<T>(
               device_divisor.data<double>(), spec.target_check.data<double>(), classes.data<T>(),
-              weights, plan.rows, plan.cols, spec.ignore_index, stream);
+              weights, plan.rows, plan.cols, spec.ignore_index, stream,
+              count_batch ? spec.batch_count.data<double>() : nullptr,
+              spec.skip_flag.defined() ? spec.skip_flag.data<float>() : nullptr);
         }
         const double* divisor_at = on_device && mean ? device_divisor.data<double>() : nullptr;
         const double* weight_total_at =
             on_device && plan.weighted ? device_divisor.data<double>() + 1 : nullptr;
-        const auto o =
-            outputs(zero, row_loss.defined() ? row_loss.data<double>() : nullptr, divisor_at);
+        const auto o = outputs(zero, row_loss.defined() ? row_loss.data<double>() : nullptr,
+                               divisor_at, count_batch ? device_divisor.data<double>() : nullptr);
         cross_entropy_rows_cuda<T>(logits.data<T>(), plan.rows, plan.cols,
                                    loop_args<T>(classes, spec, plan, weight_total_at), o, stream);
         if (row_loss.defined() && divisor_at != nullptr)
           cross_entropy_mean_rows_cuda<T>(out->data<T>(), row_loss.data<double>(), plan.rows,
-                                          divisor_at, stream);
+                                          divisor_at, stream, count_batch);
         else if (row_loss.defined())
           cross_entropy_sum_rows_cuda<T>(out->data<T>(), row_loss.data<double>(), plan.rows,
                                          divisor, stream);

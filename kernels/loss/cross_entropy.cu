@@ -46,7 +46,9 @@ __global__ void cross_entropy_rows_kernel(const T* logits, int64_t rows, int64_t
     const T* x = logits + i * cols;
     T* grad = o.grad != nullptr ? o.grad + i * cols : nullptr;
     const T target = a.classes[i];
-    if (cross_entropy_ignored(target, a.ignore_index)) {
+    // A batch that counts nothing (Note [a batch that counts nothing, on the device]): as ignored.
+    const bool none = o.counted_divisor != nullptr && o.counted_divisor[0] == 0;
+    if (none || cross_entropy_ignored(target, a.ignore_index)) {
       if (lane == 0) {
         if (o.row_loss != nullptr) o.row_loss[i] = 0.0;
         if (o.row_out != nullptr) o.row_out[i] = T(0);
@@ -99,13 +101,22 @@ __global__ void cross_entropy_rows_kernel(const T* logits, int64_t rows, int64_t
 }
 
 // The mean with its divisor in device memory: loss_sum_partials_kernel's fold, so its bits.
+// With zero_when_none a divisor of 0 gives 0, not 0/0 (a batch that counts nothing).
 template <typename T>
 __global__ void cross_entropy_mean_rows_kernel(T* out, const double* row_loss, int64_t rows,
-                                               const double* divisor) {
+                                               const double* divisor, bool zero_when_none) {
   double acc = 0;
   for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) acc += row_loss[i];
   acc = block_reduce<reduce_detail::SumOf>(acc);
-  if (threadIdx.x == 0) out[0] = static_cast<T>(acc / divisor[0]);
+  if (threadIdx.x != 0) return;
+  out[0] = zero_when_none && divisor[0] == 0 ? T(0) : static_cast<T>(acc / divisor[0]);
+}
+
+// After the divisor: the step's count of batches that count, and the optimizer's skip flag.
+__device__ void count_batch(const double* divisor, double* batches, float* skip) {
+  if (batches == nullptr) return;
+  batches[0] += divisor[0] > 0 ? 1.0 : 0.0;
+  if (skip != nullptr) skip[0] = batches[0] == 0 ? 1.0f : 0.0f;
 }
 
 // With weights, thread 0 alone: sums of doubles have the host's bits only in the host's order
@@ -150,10 +161,13 @@ __device__ void check_weighted_targets(double* divisor, double* check, const T* 
 template <typename T>
 __global__ void cross_entropy_check_targets_kernel(double* divisor, double* check, const T* classes,
                                                    const T* weights, int64_t rows, int64_t cols,
-                                                   int64_t ignore_index) {
+                                                   int64_t ignore_index, double* batches,
+                                                   float* skip) {
   if (weights != nullptr) {  // the same for the whole block: no barrier below is reached
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
       check_weighted_targets(divisor, check, classes, weights, rows, cols, ignore_index);
+      count_batch(divisor, batches, skip);
+    }
     return;
   }
   double counted = 0, bad = 0;
@@ -167,6 +181,7 @@ __global__ void cross_entropy_check_targets_kernel(double* divisor, double* chec
   bad = block_reduce<reduce_detail::SumOf>(bad);
   if (threadIdx.x != 0) return;
   divisor[0] = counted;
+  count_batch(divisor, batches, skip);
   if (bad == 0 || check[0] != 0) return;
   for (int64_t i = 0; i < rows; ++i) {
     const T t = classes[i];
@@ -183,23 +198,16 @@ template <typename T>
 __global__ void cross_entropy_count_correct_kernel(double* counts, double* topk, const T* logits,
                                                    const T* classes, int64_t rows, int64_t cols,
                                                    int64_t ignore_index, int64_t k) {
-  double correct = 0, counted = 0, in_topk = 0;
-  for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
-    const T t = classes[i];
-    if (cross_entropy_ignored(t, ignore_index)) continue;
-    counted += 1;
-    const double v = double(t);
-    if (!(v >= 0 && v < double(cols))) continue;
-    const int64_t y = static_cast<int64_t>(v);
-    correct += cross_entropy_top1(logits + i * cols, cols, y) ? 1 : 0;
-    if (topk != nullptr) in_topk += cross_entropy_in_topk(logits + i * cols, cols, y, k) ? 1 : 0;
-  }
-  correct = block_reduce<reduce_detail::SumOf>(correct);
+  CrossEntropyRowCounts c;
+  for (int64_t i = threadIdx.x; i < rows; i += blockDim.x)
+    cross_entropy_count_row(c, logits, classes, i, cols, ignore_index, k, topk != nullptr);
+  const double correct = block_reduce<reduce_detail::SumOf>(c.correct);
   __syncthreads();  // each fold reuses the one before's shared slots (block_reduce.cuh)
-  counted = block_reduce<reduce_detail::SumOf>(counted);
+  const double counted = block_reduce<reduce_detail::SumOf>(c.counted);
+  double in_topk = 0;
   if (topk != nullptr) {  // the same for every thread of the block: no divergent barrier
     __syncthreads();
-    in_topk = block_reduce<reduce_detail::SumOf>(in_topk);
+    in_topk = block_reduce<reduce_detail::SumOf>(c.in_topk);
   }
   if (threadIdx.x == 0) {
     counts[0] += correct;
@@ -229,20 +237,21 @@ void cross_entropy_sum_rows_cuda(T* out, const double* row_loss, int64_t rows, d
 
 template <typename T>
 void cross_entropy_mean_rows_cuda(T* out, const double* row_loss, int64_t rows,
-                                  const double* divisor, CUstream_st* stream) {
+                                  const double* divisor, CUstream_st* stream, bool zero_when_none) {
   cross_entropy_mean_rows_kernel<T>
-      <<<1, kBlock, 0, as_cuda(stream)>>>(out, row_loss, rows, divisor);
+      <<<1, kBlock, 0, as_cuda(stream)>>>(out, row_loss, rows, divisor, zero_when_none);
   CHECK_CUDA_LAUNCH();
 }
 
 template <typename T>
 void cross_entropy_check_targets_cuda(double* divisor, double* check, const T* classes,
                                       const T* weights, int64_t rows, int64_t cols,
-                                      int64_t ignore_index, CUstream_st* stream) {
+                                      int64_t ignore_index, CUstream_st* stream, double* batches,
+                                      float* skip) {
   // With weights one thread does the work: a warp, not a block, is launched.
   cross_entropy_check_targets_kernel<T>
       <<<1, weights != nullptr ? kWarp : kBlock, 0, as_cuda(stream)>>>(
-          divisor, check, classes, weights, rows, cols, ignore_index);
+          divisor, check, classes, weights, rows, cols, ignore_index, batches, skip);
   CHECK_CUDA_LAUNCH();
 }
 
@@ -260,9 +269,10 @@ void cross_entropy_count_correct_cuda(double* counts, double* topk, const T* log
                                            const CrossEntropyOutputs<T>&, CUstream_st*);           \
   template void cross_entropy_sum_rows_cuda<T>(T*, const double*, int64_t, double, CUstream_st*);  \
   template void cross_entropy_mean_rows_cuda<T>(T*, const double*, int64_t, const double*,         \
-                                                CUstream_st*);                                     \
+                                                CUstream_st*, bool);                               \
   template void cross_entropy_check_targets_cuda<T>(double*, double*, const T*, const T*, int64_t, \
-                                                    int64_t, int64_t, CUstream_st*);               \
+                                                    int64_t, int64_t, CUstream_st*, double*,       \
+                                                    float*);                                       \
   template void cross_entropy_count_correct_cuda<T>(double*, double*, const T*, const T*, int64_t, \
                                                     int64_t, int64_t, int64_t, CUstream_st*);
 MT_INSTANTIATE_CROSS_ENTROPY_CUDA(float)

@@ -27,6 +27,17 @@
 // one as {2, class, weight} (before any bad target, as the host checks the weights first). The
 // caller reads the check later (with the loss) and throw_bad_cross_entropy_target names the row (or
 // the weight) as the host check would. On the CPU the call checks on the host as above.
+//
+// Note [a batch that counts nothing, on the device]: a batch whose every row is ignore_index or
+// of a class weighted 0 has torch's 0/0 mean (a NaN loss and gradient); the trainer lets it
+// contribute nothing (issue 30): no loss, a zero gradient, and no update from a step that counted
+// nothing. Deciding that on the host needs the labels. With `batch_count` the device decides: the
+// check kernel adds 1 to the count when the divisor is above 0 (and sets `skip_flag` from the
+// count, for the optimizer to skip on: Note [skip on the device] in
+// kernels/optim/skip_on_device.h), the rows kernel treats every row of a batch with divisor 0 as
+// ignored (loss 0, gradient 0) and the mean is 0. A loss of 0 added to the step's float64 sum
+// leaves its bits as the host's skipped addition does, and the step's mean divides by the
+// device's count when read (train/device_totals.h).
 
 #include <cstdint>
 
@@ -49,6 +60,15 @@ struct CrossEntropySpec {
   /// {0, 0, 0} until a bad target (or class weight) is met (Note [cross_entropy's targets on the
   /// device]).
   Tensor target_check;
+  /// Only with target_check: undefined, or float64 [1] on the logits' device (Note [a batch that
+  /// counts nothing, on the device]): the call adds 1 to it when its mean's divisor is above 0;
+  /// when the divisor is 0 (every row ignore_index or of a class weighted 0) the loss is 0 and the
+  /// gradient zero instead of torch's 0/0 NaN, the trainer's rule for such a batch (issue 30).
+  Tensor batch_count;
+  /// Only with batch_count: undefined, or float32 [1] on that device, set to 1 while batch_count
+  /// holds 0 and to 0 otherwise, after the addition: an optimizer's skip flag
+  /// (Optimizer::set_found_inf) for a step none of whose batches counted.
+  Tensor skip_flag;
   /// Null: the GPU path's scratch (the rows' losses, the counted divisor) is new on every call;
   /// else it comes from this slot, kept by the caller across calls (core/buffer_slot.h).
   BufferSlot* workspace = nullptr;
@@ -123,6 +143,8 @@ struct CrossEntropyOutputs {
   double inv_total;  ///< 1 / (sum of the non-ignored rows' weights) for mean, else 1
   /// Non-null (CUDA, targets checked on the device): inv_total is 1 / *divisor, read there.
   const double* divisor;
+  /// Non-null (CUDA, a batch_count given): the batch's divisor; 0 makes every row ignored.
+  const double* counted_divisor = nullptr;
 };
 
 /// Whether a row's target is ignore_index (the same test on the host and the device).
@@ -156,6 +178,29 @@ MT_HOST_DEVICE bool cross_entropy_in_topk(const T* row, int64_t cols, int64_t ta
   return rank < k;
 }
 
+/// The accuracy counts of some rows: {top-1 rows, non-ignored rows, rows ranked below k}. Whole
+/// numbers in double: exact in any order of addition.
+struct CrossEntropyRowCounts {
+  double correct = 0, counted = 0, in_topk = 0;
+};
+
+/// Adds row i's share to `c`, the one body of cross_entropy_count_correct's CPU loop and CUDA
+/// kernel: nothing for an ignored row; else it is counted, and correct (and with `topk` in the
+/// top k) only when its target is in [0, cols).
+template <typename T>
+MT_HOST_DEVICE void cross_entropy_count_row(CrossEntropyRowCounts& c, const T* logits,
+                                            const T* classes, int64_t i, int64_t cols,
+                                            int64_t ignore_index, int64_t k, bool topk) {
+  const T t = classes[i];
+  if (cross_entropy_ignored(t, ignore_index)) return;
+  c.counted += 1;
+  const double v = double(t);
+  if (!(v >= 0 && v < double(cols))) return;
+  const int64_t y = static_cast<int64_t>(v);
+  c.correct += cross_entropy_top1(logits + i * cols, cols, y) ? 1 : 0;
+  if (topk) c.in_topk += cross_entropy_in_topk(logits + i * cols, cols, y, k) ? 1 : 0;
+}
+
 template <typename T>
 void cross_entropy_rows_cpu(const T* logits, int64_t rows, int64_t cols,
                             const CrossEntropyArgs<T>& args, const CrossEntropyOutputs<T>& outs);
@@ -168,18 +213,23 @@ template <typename T>
 void cross_entropy_sum_rows_cuda(T* out, const double* row_loss, int64_t rows, double divisor,
                                  CUstream_st* stream);
 /// The same with the divisor read from device memory (*divisor), the same fold.
+/// With zero_when_none, a divisor of 0 gives 0 (a batch that counts nothing).
 template <typename T>
 void cross_entropy_mean_rows_cuda(T* out, const double* row_loss, int64_t rows,
-                                  const double* divisor, CUstream_st* stream);
+                                  const double* divisor, CUstream_st* stream,
+                                  bool zero_when_none = false);
 /// Without weights: divisor[0] = the count of rows whose target is not ignore_index. With
 /// weights ([cols]): divisor[0] = sum of weights[y_i] over those rows in row order and
 /// divisor[1] = sum of the weights in class order, each from 0.0 in double, as the host's loops.
 /// If check[0] == 0: a weight that is not >= 0 sets check = {2, first such class, its weight},
 /// else a non-ignored target that is not a class index sets {1, first such row, its target}.
+/// With batches (non-null): batches[0] += 1 when divisor[0] > 0; then with skip (non-null)
+/// skip[0] = batches[0] == 0 (Note [a batch that counts nothing, on the device]).
 template <typename T>
 void cross_entropy_check_targets_cuda(double* divisor, double* check, const T* classes,
                                       const T* weights, int64_t rows, int64_t cols,
-                                      int64_t ignore_index, CUstream_st* stream);
+                                      int64_t ignore_index, CUstream_st* stream,
+                                      double* batches = nullptr, float* skip = nullptr);
 /// counts[0] += top-1 rows, counts[1] += non-ignored rows, and with topk non-null topk[0] +=
 /// rows whose class ranks below k (cross_entropy_count_correct).
 template <typename T>

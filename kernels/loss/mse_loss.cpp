@@ -124,7 +124,20 @@ MT_INSTANTIATE_MSE_CPU(double)
 
 // ---- entry points ----
 
-void mse_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target, Reduction reduction) {
+namespace {
+
+// The reduction's scratch on a GPU (kMseReduceBlocks doubles): from the caller's slot, or (null)
+// new per call, freed on return while the kernel may still run: safe, as the caching allocator
+// hands the block only to later work on this same stream (Note [streams and the caching
+// allocator]); a slot hands it out again only on this stream too.
+Tensor reduce_scratch(BufferSlot* workspace, Device device) {
+  const Shape shape{kMseReduceBlocks};
+  return workspace != nullptr ? workspace->get(shape, DType::Float64, device)
+                              : Tensor::empty(shape, DType::Float64, device);
+}
+
+void forward_into(Tensor& out, const Tensor& pred, const Tensor& target, Reduction reduction,
+                  BufferSlot* workspace_slot) {
   check_compatible("mse_loss_forward", {{"out", out}, {"pred", pred}, {"target", target}});
   check_same_shape("mse_loss_forward", {{"pred", pred}, {"target", target}});
   if (reduction == Reduction::None)
@@ -150,13 +163,21 @@ void mse_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target, Red
           mse_loss_elementwise_cuda<T>(out.data<T>(), pred.data<T>(), target.data<T>(), n, stream);
           return;
         }
-        // Freed on return while the kernel may still run: safe, as the caching allocator hands
-        // the block only to later work on this same stream (Note [streams and the caching
-        // allocator]).
-        Tensor workspace = Tensor::empty({kMseReduceBlocks}, DType::Float64, pred.device());
+        Tensor workspace = reduce_scratch(workspace_slot, pred.device());
         mse_loss_reduce_cuda<T>(out.data<T>(), pred.data<T>(), target.data<T>(), n, divisor,
                                 workspace.data<double>(), stream);
       });
+}
+
+}  // namespace
+
+void mse_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target, Reduction reduction) {
+  forward_into(out, pred, target, reduction, nullptr);
+}
+
+void mse_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target, Reduction reduction,
+                      BufferSlot& workspace) {
+  forward_into(out, pred, target, reduction, &workspace);
 }
 
 void mse_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& pred,
@@ -218,13 +239,8 @@ void forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred, const 
       },
       [&](auto zero, auto stream) {
         using T = decltype(zero);
-        // Freed on return while the kernel may still run, or kept in the caller's slot: see
-        // mse_loss_forward; a slot hands it out again only on this stream.
         Tensor workspace;
-        if (!per_element)
-          workspace = workspace_slot != nullptr
-                          ? workspace_slot->get({kMseReduceBlocks}, DType::Float64, pred.device())
-                          : Tensor::empty({kMseReduceBlocks}, DType::Float64, pred.device());
+        if (!per_element) workspace = reduce_scratch(workspace_slot, pred.device());
         mse_loss_forward_backward_cuda<T>(out.data<T>(), grad_pred.data<T>(), pred.data<T>(),
                                           target.data<T>(), n, divisor, static_cast<T>(norm),
                                           per_element,

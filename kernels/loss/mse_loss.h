@@ -37,6 +37,9 @@ void mse_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pre
 /// live across steps] in core/buffer_slot.h).
 void mse_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
                                const Tensor& target, Reduction reduction, BufferSlot& workspace);
+/// mse_loss_forward with the reduction's scratch on a GPU from `workspace`, as above.
+void mse_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target, Reduction reduction,
+                      BufferSlot& workspace);
 /// The same into new tensors.
 Tensor mse_loss_forward(const Tensor& pred, const Tensor& target,
                         Reduction reduction = Reduction::Mean);

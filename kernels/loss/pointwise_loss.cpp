@@ -9,6 +9,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/buffer_slot.h"
 #include "core/option_error.h"
 #include "core/parallel_for.h"
 #include "core/stream.h"
@@ -207,10 +208,18 @@ void check_operands(const char* op, const Tensor& out, const char* out_name, con
   check_spec(op, spec, pred);
 }
 
-}  // namespace
+// The reduction's scratch on a GPU: from the caller's slot, or (null) new per call, freed on
+// return while the kernel may still run: safe, as the caching allocator hands the block only to
+// later work on this same stream (Note [streams and the caching allocator]); a slot hands it out
+// again only on this stream too.
+Tensor reduce_scratch(BufferSlot* workspace, Device device) {
+  const Shape shape{kPointwiseLossReduceBlocks};
+  return workspace != nullptr ? workspace->get(shape, DType::Float64, device)
+                              : Tensor::empty(shape, DType::Float64, device);
+}
 
-void pointwise_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target,
-                            const PointwiseLossSpec& spec, Reduction reduction) {
+void forward_into(Tensor& out, const Tensor& pred, const Tensor& target,
+                  const PointwiseLossSpec& spec, Reduction reduction, BufferSlot* workspace_slot) {
   const char* op = "pointwise_loss_forward";
   check_operands(op, out, "out", pred, target, reduction, spec);
   const int64_t n = pred.numel();
@@ -225,16 +234,66 @@ void pointwise_loss_forward(Tensor& out, const Tensor& pred, const Tensor& targe
       },
       [&](auto zero, auto stream) {
         using T = decltype(zero);
-        // Freed on return while the kernel may still run: safe, as the caching allocator hands
-        // the block only to later work on this same stream (Note [streams and the caching
-        // allocator]).
         Tensor workspace;
-        if (!per_element)
-          workspace = Tensor::empty({kPointwiseLossReduceBlocks}, DType::Float64, pred.device());
+        if (!per_element) workspace = reduce_scratch(workspace_slot, pred.device());
         pointwise_loss_forward_cuda<T>(out.data<T>(), pred.data<T>(), target.data<T>(), n,
                                        loop_args<T>(spec), divisor, per_element,
                                        per_element ? nullptr : workspace.data<double>(), stream);
       });
+}
+
+void forward_backward_into(Tensor& out, Tensor& grad_pred, const Tensor& pred, const Tensor& target,
+                           const PointwiseLossSpec& spec, Reduction reduction,
+                           BufferSlot* workspace_slot) {
+  const char* op = "pointwise_loss_forward_backward";
+  check_operands(op, out, "out", pred, target, reduction, spec, &grad_pred);
+  const int64_t n = pred.numel();
+  const bool per_element = reduction == Reduction::None;
+  // forward's divisor and backward's norm, computed the same way
+  const double divisor = reduction_divisor(reduction, pred.shape());
+  const double norm = 1.0 / divisor;
+  dispatch_op(
+      op, pred.device(), pred.dtype(),
+      [&](auto zero) {
+        using T = decltype(zero);
+        pointwise_loss_forward_backward_cpu<T>(out.data<T>(), grad_pred.data<T>(), pred.data<T>(),
+                                               target.data<T>(), n, loop_args<T>(spec), divisor,
+                                               static_cast<T>(norm), per_element);
+      },
+      [&](auto zero, auto stream) {
+        using T = decltype(zero);
+        Tensor workspace;
+        if (!per_element) workspace = reduce_scratch(workspace_slot, pred.device());
+        pointwise_loss_forward_backward_cuda<T>(
+            out.data<T>(), grad_pred.data<T>(), pred.data<T>(), target.data<T>(), n,
+            loop_args<T>(spec), divisor, static_cast<T>(norm), per_element,
+            per_element ? nullptr : workspace.data<double>(), stream);
+      });
+}
+
+}  // namespace
+
+void pointwise_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target,
+                            const PointwiseLossSpec& spec, Reduction reduction) {
+  forward_into(out, pred, target, spec, reduction, nullptr);
+}
+
+void pointwise_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target,
+                            const PointwiseLossSpec& spec, Reduction reduction,
+                            BufferSlot& workspace) {
+  forward_into(out, pred, target, spec, reduction, &workspace);
+}
+
+void pointwise_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
+                                     const Tensor& target, const PointwiseLossSpec& spec,
+                                     Reduction reduction) {
+  forward_backward_into(out, grad_pred, pred, target, spec, reduction, nullptr);
+}
+
+void pointwise_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
+                                     const Tensor& target, const PointwiseLossSpec& spec,
+                                     Reduction reduction, BufferSlot& workspace) {
+  forward_backward_into(out, grad_pred, pred, target, spec, reduction, &workspace);
 }
 
 void pointwise_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Tensor& pred,
@@ -258,37 +317,6 @@ void pointwise_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Te
         pointwise_loss_backward_cuda<T>(grad_pred.data<T>(), grad_out.data<T>(), pred.data<T>(),
                                         target.data<T>(), n, loop_args<T>(spec),
                                         static_cast<T>(norm), per_element, stream);
-      });
-}
-
-void pointwise_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
-                                     const Tensor& target, const PointwiseLossSpec& spec,
-                                     Reduction reduction) {
-  const char* op = "pointwise_loss_forward_backward";
-  check_operands(op, out, "out", pred, target, reduction, spec, &grad_pred);
-  const int64_t n = pred.numel();
-  const bool per_element = reduction == Reduction::None;
-  // forward's divisor and backward's norm, computed the same way
-  const double divisor = reduction_divisor(reduction, pred.shape());
-  const double norm = 1.0 / divisor;
-  dispatch_op(
-      op, pred.device(), pred.dtype(),
-      [&](auto zero) {
-        using T = decltype(zero);
-        pointwise_loss_forward_backward_cpu<T>(out.data<T>(), grad_pred.data<T>(), pred.data<T>(),
-                                               target.data<T>(), n, loop_args<T>(spec), divisor,
-                                               static_cast<T>(norm), per_element);
-      },
-      [&](auto zero, auto stream) {
-        using T = decltype(zero);
-        // Freed on return while the kernel may still run: see pointwise_loss_forward.
-        Tensor workspace;
-        if (!per_element)
-          workspace = Tensor::empty({kPointwiseLossReduceBlocks}, DType::Float64, pred.device());
-        pointwise_loss_forward_backward_cuda<T>(
-            out.data<T>(), grad_pred.data<T>(), pred.data<T>(), target.data<T>(), n,
-            loop_args<T>(spec), divisor, static_cast<T>(norm), per_element,
-            per_element ? nullptr : workspace.data<double>(), stream);
       });
 }
 

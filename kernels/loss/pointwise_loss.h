@@ -16,6 +16,8 @@ struct CUstream_st;
 
 namespace minitrain {
 
+class BufferSlot;
+
 #define MT_POINTWISE_LOSS_KIND(Kind, name, TorchClass, Math, setting) Kind,
 /// One per row of MT_POINTWISE_LOSSES, in its order.
 enum class PointwiseLossKind { MT_POINTWISE_LOSSES(MT_POINTWISE_LOSS_KIND) };
@@ -68,6 +70,16 @@ void pointwise_loss_backward(Tensor& grad_pred, const Tensor& grad_out, const Te
 void pointwise_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
                                      const Tensor& target, const PointwiseLossSpec& spec,
                                      Reduction reduction = Reduction::Mean);
+/// forward and forward_backward with the reduction's scratch on a GPU
+/// (kPointwiseLossReduceBlocks doubles) from `workspace`, a slot its caller keeps across calls,
+/// instead of a new buffer per call (Note [buffers that live across steps] in
+/// core/buffer_slot.h). The same bits.
+void pointwise_loss_forward(Tensor& out, const Tensor& pred, const Tensor& target,
+                            const PointwiseLossSpec& spec, Reduction reduction,
+                            BufferSlot& workspace);
+void pointwise_loss_forward_backward(Tensor& out, Tensor& grad_pred, const Tensor& pred,
+                                     const Tensor& target, const PointwiseLossSpec& spec,
+                                     Reduction reduction, BufferSlot& workspace);
 /// The same into new tensors.
 Tensor pointwise_loss_forward(const Tensor& pred, const Tensor& target,
                               const PointwiseLossSpec& spec, Reduction reduction = Reduction::Mean);

@@ -28,11 +28,20 @@ constexpr int kAmpRecordSize = 4;
 /// torch's _amp_update_scale_ on one state: an overflow backs off (scale * backoff, the tracker
 /// restarts); otherwise the tracker grows, and at growth_interval the scale grows unless that
 /// overflows float32. The products are in double, then rounded (torch's float * double).
+/// With `batches` (non-null) holding 0, a step that counted nothing (Note [a batch that counts
+/// nothing, on the device] in kernels/loss/cross_entropy.h): the state stays as it is, as on the
+/// host, which neither unscales nor updates such a step, and `raise` (non-null: the optimizer's
+/// flag) is set to 1 so that the optimizer skips it; the record says flag 0 and the state
+/// unchanged.
 MT_HOST_DEVICE void amp_update_scale_one(float* state, const float* found_inf, double growth,
-                                         double backoff, int64_t growth_interval, double* record) {
+                                         double backoff, int64_t growth_interval, double* record,
+                                         const double* batches = nullptr, float* raise = nullptr) {
   const float used = state[0];
-  const bool found = *found_inf != 0.0f;
-  if (found) {
+  const bool none = batches != nullptr && batches[0] == 0;
+  const bool found = !none && *found_inf != 0.0f;
+  if (none) {
+    if (raise != nullptr) *raise = 1.0f;
+  } else if (found) {
     state[0] = static_cast<float>(static_cast<double>(used) * backoff);
     state[1] = 0.0f;
   } else {

@@ -78,7 +78,8 @@ void unscale_on_device(std::vector<Tensor>& grads, const Tensor& state, Tensor& 
 }
 
 void amp_update_scale(Tensor& state, const Tensor& found_inf, double growth_factor,
-                      double backoff_factor, int64_t growth_interval, Tensor* record) {
+                      double backoff_factor, int64_t growth_interval, Tensor* record,
+                      const Tensor* batch_count) {
   const char* op = "amp_update_scale";
   const Device device = state.device();
   check_scaler_tensors(op, device, state, found_inf);
@@ -87,14 +88,26 @@ void amp_update_scale(Tensor& state, const Tensor& found_inf, double growth_fact
                 record->dtype() == DType::Float64 && record->numel() >= kAmpRecordSize &&
                     record->device() == device,
                 op, ": the record must be float64 [", kAmpRecordSize, "] on ", device);
+  if (batch_count != nullptr)
+    MT_CHECK_AS(ValueError,
+                batch_count->dtype() == DType::Float64 && batch_count->numel() == 1 &&
+                    batch_count->device() == device,
+                op, ": the batch count must be float64 [1] on ", device, ", got ",
+                batch_count->dtype(), " ", batch_count->shape(), " on ", batch_count->device());
   float* s = state.data<float>();
-  const float* found = found_inf.data<float>();
+  float* found = found_inf.data<float>();  // raised when the step counted nothing
   double* r = record != nullptr ? record->data<double>() : nullptr;
+  const double* batches = batch_count != nullptr ? batch_count->data<double>() : nullptr;
+  float* raise = batches != nullptr ? found : nullptr;
   on_device(
       op, device,
-      [&] { amp_update_scale_one(s, found, growth_factor, backoff_factor, growth_interval, r); },
+      [&] {
+        amp_update_scale_one(s, found, growth_factor, backoff_factor, growth_interval, r, batches,
+                             raise);
+      },
       [&](auto stream) {
-        amp_update_scale_cuda(s, found, growth_factor, backoff_factor, growth_interval, r, stream);
+        amp_update_scale_cuda(s, found, growth_factor, backoff_factor, growth_interval, r, stream,
+                              batches, raise);
       });
 }
 

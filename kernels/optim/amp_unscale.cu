@@ -34,15 +34,16 @@ void unscale_multi_cuda(const std::vector<float*>& ptrs, const std::vector<int64
 // One thread: torch's _amp_update_scale_ is a single-thread kernel too.
 __global__ void amp_update_scale_kernel(float* state, const float* found_inf, double growth_factor,
                                         double backoff_factor, int64_t growth_interval,
-                                        double* record) {
-  amp_update_scale_one(state, found_inf, growth_factor, backoff_factor, growth_interval, record);
+                                        double* record, const double* batches, float* raise) {
+  amp_update_scale_one(state, found_inf, growth_factor, backoff_factor, growth_interval, record,
+                       batches, raise);
 }
 
 void amp_update_scale_cuda(float* state, const float* found_inf, double growth_factor,
                            double backoff_factor, int64_t growth_interval, double* record,
-                           CUstream_st* stream) {
-  amp_update_scale_kernel<<<1, 1, 0, as_cuda(stream)>>>(state, found_inf, growth_factor,
-                                                        backoff_factor, growth_interval, record);
+                           CUstream_st* stream, const double* batches, float* raise) {
+  amp_update_scale_kernel<<<1, 1, 0, as_cuda(stream)>>>(
+      state, found_inf, growth_factor, backoff_factor, growth_interval, record, batches, raise);
   CHECK_CUDA_LAUNCH();
 }
 

@@ -27,9 +27,12 @@ bool unscale_and_check_finite(std::vector<Tensor>& grads, double inv_scale);
 void unscale_on_device(std::vector<Tensor>& grads, const Tensor& state, Tensor& found_inf);
 /// torch's _amp_update_scale_ (amp_update_scale_one) on `state`, after the optimizer step. With
 /// `record` (float64, >= kAmpRecordSize elements on the device) it also stores the scale used,
-/// the flag and the state after, for the host to read with the step's loss.
+/// the flag and the state after, for the host to read with the step's loss. With
+/// `batch_count` (float64 [1] on the device) holding 0, a step that counted nothing: the state
+/// is left as it is and found_inf is set to 1, for the optimizer to skip (amp_update_scale_one).
 void amp_update_scale(Tensor& state, const Tensor& found_inf, double growth_factor,
-                      double backoff_factor, int64_t growth_interval, Tensor* record = nullptr);
+                      double backoff_factor, int64_t growth_interval, Tensor* record = nullptr,
+                      const Tensor* batch_count = nullptr);
 /// grad *= float(scale / divisor), the scale read from `state`: the loss gradient's scaling,
 /// as scale(grad, grad, scale / divisor) with the host's scale.
 void scale_by_loss_scale(Tensor& grad, const Tensor& state, double divisor);
@@ -44,7 +47,8 @@ void unscale_multi_cuda(const std::vector<float*>& ptrs, const std::vector<int64
                         const float* scale_on_device = nullptr);
 void amp_update_scale_cuda(float* state, const float* found_inf, double growth_factor,
                            double backoff_factor, int64_t growth_interval, double* record,
-                           CUstream_st* stream);
+                           CUstream_st* stream, const double* batches = nullptr,
+                           float* raise = nullptr);
 void scale_by_loss_scale_cuda(float* grad, int64_t n, const float* state, double divisor,
                               CUstream_st* stream);
 

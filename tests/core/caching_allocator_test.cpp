@@ -3,8 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <functional>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -21,12 +26,26 @@ struct FakeDeviceState {
   bool fail_next_free = false;
   const void* stream = nullptr;
   std::set<void*> live;
+  // hold: raw_alloc waits (inside the allocator's lock) until hold is false again; waiting tells
+  // that it is there.
+  std::mutex gate_mutex;
+  std::condition_variable gate;
+  bool hold = false, waiting = false;
 };
 
 class FakeDevice final : public RawMemory {
  public:
   explicit FakeDevice(FakeDeviceState* s) : s_(s) {}
   void* raw_alloc(std::size_t bytes) override {
+    {
+      std::unique_lock<std::mutex> lock(s_->gate_mutex);
+      if (s_->hold) {
+        s_->waiting = true;
+        s_->gate.notify_all();
+        s_->gate.wait(lock, [&] { return !s_->hold; });
+        s_->waiting = false;
+      }
+    }
     if (s_->used + bytes > s_->capacity) return nullptr;
     void* p = std::malloc(bytes);
     s_->used += bytes;
@@ -302,6 +321,90 @@ TEST_F(CachingAllocatorTest, ABlockLiveWhenItsPoolIsReleasedReturnsToTheCache) {
   EXPECT_EQ(q, p);
   alloc->deallocate(q);
   EXPECT_EQ(alloc->stats().cached, 4096u);
+}
+
+}  // namespace
+}  // namespace minitrain
+
+namespace minitrain {
+namespace {
+
+// Runs `query` on another thread while a third thread is inside allocate() (holding the
+// allocator's lock, waiting in raw_alloc); true when the query returned while the lock was held.
+// A query that takes the lock would wait for the allocation, which waits for this function: the
+// wait is bounded, and the allocation then let go, so a failure fails instead of hanging.
+bool answers_while_the_lock_is_held(FakeDeviceState& state, CachingAllocator& alloc,
+                                    const std::function<void()>& query) {
+  {
+    std::lock_guard<std::mutex> lock(state.gate_mutex);
+    state.hold = true;
+  }
+  void* block = nullptr;
+  std::thread holder([&] { block = alloc.allocate(1 << 20); });  // a new block: raw_alloc
+  {
+    std::unique_lock<std::mutex> lock(state.gate_mutex);
+    state.gate.wait(lock, [&] { return state.waiting; });
+  }
+  std::future<void> answered = std::async(std::launch::async, query);
+  const bool in_time = answered.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  {
+    std::lock_guard<std::mutex> lock(state.gate_mutex);
+    state.hold = false;
+  }
+  state.gate.notify_all();
+  holder.join();
+  answered.get();
+  alloc.deallocate(block);
+  alloc.empty_cache();  // the next call's request reaches raw_alloc again
+  return in_time;
+}
+
+// Note [capture_pool_here without the lock]: while no pool captures, capture_pool_here (every
+// BufferSlot::get asks it) and pool_alive answer without the allocator's mutex; during a capture
+// they answer as before: the pool for the capturing thread on its stream, 0 for anyone else, and
+// 0 again once the capture ends or its pool is released mid-capture (an aborted capture).
+TEST_F(CachingAllocatorTest, CapturePoolHereTakesNoLockWhileNothingCaptures) {
+  int s = 0, other = 0;
+  state.stream = &s;
+  uint64_t here = 99;
+  bool alive = true;
+  EXPECT_TRUE(answers_while_the_lock_is_held(state, *alloc, [&] {
+    here = alloc->capture_pool_here();
+    alive = alloc->pool_alive(1);
+  }));
+  EXPECT_EQ(here, 0u);
+  EXPECT_FALSE(alive);
+
+  const uint64_t pool = alloc->begin_pool(&s);
+  EXPECT_EQ(alloc->capture_pool_here(), pool);  // the capturing thread on its stream
+  EXPECT_TRUE(alloc->pool_alive(pool));
+  state.stream = &other;
+  EXPECT_EQ(alloc->capture_pool_here(), 0u);  // another stream of that thread
+  state.stream = &s;
+  uint64_t on_another_thread = 99;
+  std::thread([&] { on_another_thread = alloc->capture_pool_here(); }).join();
+  EXPECT_EQ(on_another_thread, 0u);
+  alloc->end_pool_capture(pool);
+  alloc->end_pool_capture(pool);  // twice: counted once
+  EXPECT_EQ(alloc->capture_pool_here(), 0u);
+  EXPECT_TRUE(alloc->pool_alive(pool));  // the graph lives: a slot keeps its buffers for it
+  EXPECT_TRUE(
+      answers_while_the_lock_is_held(state, *alloc, [&] { here = alloc->capture_pool_here(); }));
+  EXPECT_EQ(here, 0u);
+  alloc->release_pool(pool);
+  EXPECT_FALSE(alloc->pool_alive(pool));
+
+  // A capture that fails is released while still capturing: nothing captures afterwards.
+  const uint64_t aborted = alloc->begin_pool(&s);
+  EXPECT_EQ(alloc->capture_pool_here(), aborted);
+  alloc->release_pool(aborted);
+  EXPECT_EQ(alloc->capture_pool_here(), 0u);
+  EXPECT_TRUE(answers_while_the_lock_is_held(state, *alloc, [&] {
+    here = alloc->capture_pool_here();
+    alive = alloc->pool_alive(aborted);
+  }));
+  EXPECT_EQ(here, 0u);
+  EXPECT_FALSE(alive);
 }
 
 }  // namespace

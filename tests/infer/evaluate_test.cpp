@@ -177,18 +177,25 @@ void write_targets_of_outputs(const Fixture& f, F map) {
 
 // A poisson_nll model (log_input, torch's default) outputs the log of the rate: its errors are
 // the rate's. Before, evaluate compared the log with the counts (r2 -0.6 on a count table).
-TEST(Evaluate, APoissonModelIsScoredOnItsRateNotItsLog) {
-  Fixture f("poisson_nll");
-  write_targets_of_outputs(f, [](double z) { return std::exp(z); });
-  const Evaluation e = run_evaluate(f.config("y.npy"));
-  EXPECT_EQ(e.mse, 0.0);
-  EXPECT_EQ(e.r2, 1.0);
-  EXPECT_EQ(e.loss_name, "poisson_nll");
+// Likewise kl_div (without log_target) outputs log-probabilities and its targets are
+// probabilities: the errors are exp(output)'s, the mapping predict writes. With log_input false,
+// or log_target, the outputs as they are.
+TEST(Evaluate, APoissonOrKlDivModelIsScoredOnItsValuesNotTheirLogs) {
+  for (const auto& [loss, as_is] :
+       {std::pair<std::string, std::string>{"poisson_nll", R"({"poisson-log-input":false})"},
+        {"kl_div", R"({"kl-log-target":true})"}}) {
+    SCOPED_TRACE(loss);
+    Fixture f(loss);
+    write_targets_of_outputs(f, [](double z) { return std::exp(z); });
+    const Evaluation e = run_evaluate(f.config("y.npy"));
+    EXPECT_EQ(e.mse, 0.0);
+    EXPECT_EQ(e.r2, 1.0);
+    EXPECT_EQ(e.loss_name, loss);
 
-  // With log_input false the outputs are the rate itself.
-  Fixture rate("poisson_nll", R"({"poisson-log-input":false})");
-  write_targets_of_outputs(rate, [](double z) { return z; });
-  EXPECT_EQ(run_evaluate(rate.config("y.npy")).mse, 0.0);
+    Fixture plain(loss, as_is);
+    write_targets_of_outputs(plain, [](double z) { return z; });
+    EXPECT_EQ(run_evaluate(plain.config("y.npy")).mse, 0.0);
+  }
 }
 
 // The loss is the one trained: huber's delta from the metadata, not its default. Every error is

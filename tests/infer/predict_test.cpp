@@ -51,16 +51,37 @@ TEST(Predict, RoundTripsThroughWeightsAndNpyFiles) {
   EXPECT_EQ(testing::tensor_bytes(got), testing::tensor_bytes(want));
 }
 
-// A poisson_nll model (log_input) outputs the log of the rate; predict writes the rate, what its
-// targets are (before, the log). With log_input false, the outputs as they are.
-TEST(Predict, APoissonModelPredictsItsRate) {
-  for (const bool log_input : {true, false}) {
+// What predict writes is what the loss compares with the targets (TrainedModel::target_values,
+// the one mapping evaluate uses too): a poisson_nll model (log_input) outputs the log of the rate
+// and predict writes the rate (before, the log); kl_div without log_target likewise the
+// probabilities; bce_with_logits' --probabilities the sigmoid of its logits, and its classes 1
+// where the logit is > 0. With log_input false, or log_target, the outputs as they are.
+TEST(Predict, EachLossWritesWhatItsTargetsAre) {
+  const auto as_is = [](double z) { return z; };
+  const auto exp_of = [](double z) { return std::exp(z); };
+  const auto sigmoid = [](double z) { return 1.0 / (1.0 + std::exp(-z)); };
+  const auto step = [](double z) { return z > 0 ? 1.0 : 0.0; };
+  struct Case {
+    const char* loss;
+    const char* settings;  // metadata 'loss_settings', "" for none
+    bool probabilities;
+    double (*want)(double);
+  };
+  const Case cases[] = {{"poisson_nll", "", false, exp_of},
+                        {"poisson_nll", R"({"poisson-log-input":false})", false, as_is},
+                        {"kl_div", "", false, exp_of},
+                        {"kl_div", R"({"kl-log-target":true})", false, as_is},
+                        {"bce_with_logits", "", true, sigmoid},
+                        {"bce_with_logits", "", false, step}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(std::string(k.loss) + " " + k.settings +
+                 (k.probabilities ? " --probabilities" : ""));
     ScratchDir dir;
     Generator gen(4);
     auto model = make_mlp({3, 8, 2}, Activation::Tanh, gen);
     std::map<std::string, std::string> meta{
-        {"model", "mlp:3,8,2"}, {"activation", "tanh"}, {"loss", "poisson_nll"}};
-    if (!log_input) meta["loss_settings"] = R"({"poisson-log-input":false})";
+        {"model", "mlp:3,8,2"}, {"activation", "tanh"}, {"loss", k.loss}};
+    if (*k.settings != '\0') meta["loss_settings"] = k.settings;
     save_weights(dir.path("w.safetensors"), *model, meta);
     const Tensor x = testing::random_tensor({11, 3}, 9);
     write_npy(dir.path("x.npy"), x);
@@ -69,15 +90,24 @@ TEST(Predict, APoissonModelPredictsItsRate) {
     c.input = dir.path("x.npy");
     c.output = dir.path("y.npy");
     c.device = "cpu";
+    c.probabilities = k.probabilities;
     EXPECT_EQ(run_predict(c), 11);
     model->eval();
     const Tensor z = model->forward(x);
-    const Tensor got = read_npy(c.output);
+    // bce's classes are int64, as torch.argmax's: read exactly as float64.
+    const Tensor got = read_npy(c.output, Device::cpu(), NpyIntegers::AsFloat64);
     ASSERT_EQ(got.shape(), z.shape());
+    int64_t changed = 0;  // outputs the mapping moved: a dropped mapping would fail here
     for (int64_t i = 0; i < z.numel(); ++i) {
       const float zi = z.data<float>()[i];
-      EXPECT_EQ(got.data<float>()[i], log_input ? static_cast<float>(std::exp(double(zi))) : zi)
-          << "element " << i << ", log_input " << log_input;
+      const float want = static_cast<float>(k.want(double(zi)));
+      const double g =
+          got.dtype() == DType::Float64 ? got.data<double>()[i] : double(got.data<float>()[i]);
+      EXPECT_EQ(g, double(want)) << "element " << i;
+      changed += want != zi;
+    }
+    if (*k.settings == '\0') {  // the cases that map
+      EXPECT_EQ(changed, z.numel());
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/allocator.h"
@@ -182,6 +183,67 @@ TEST_P(BufferReuseOnDevice, AStepThatKeepsNothingAllocatesNothingAfterWarmUp) {
         // the test's own widening of the output: one allocation a step
         EXPECT_EQ(memory_stats(device()).allocations, before + 3);
       }
+    }
+  }
+}
+
+// Every loss's forward (an evaluation's call) and forward_backward (a step's) take their value and
+// reduction scratch from the loss's slots (issue 35): a value or gradient a caller keeps is never
+// rewritten by a later call, and calls that keep nothing ask the allocator for nothing after the
+// first two.
+TEST_P(BufferReuseOnDevice, LossesKeepWhatACallerHoldsAndAllocateNothingOnceWarm) {
+  const int64_t n = 6, c = 3;
+  // Targets in (0, 1), as kl_div's probabilities and bce's labels want; class indices 0..2.
+  auto values = [&](int shift) {
+    std::vector<float> v(static_cast<std::size_t>(n * c));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.05f + 0.1f * float((i + shift) % 9);
+    return Tensor::from_vector(v, Shape{n, c}).to(device());
+  };
+  auto classes = [&](int shift) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = float((i + shift) % c);
+    return Tensor::from_vector(v, Shape{n}).to(device());
+  };
+  for (const std::string& name : loss_names()) {
+    for (Reduction reduction : {Reduction::Mean, Reduction::None}) {
+      SCOPED_TRACE(name);
+      SCOPED_TRACE(reduction_name(reduction));
+      LossOptions options;
+      options.name = name;
+      options.reduction = reduction;
+      const std::unique_ptr<Loss> loss = make_loss(options);
+      const bool indices = loss->target_kind() == TargetKind::ClassIndices;
+      const Tensor p1 = random_tensor(Shape{n, c}, 1, device());
+      const Tensor p2 = random_tensor(Shape{n, c}, 2, device());
+      const Tensor t1 = indices ? classes(0) : values(0);
+      const Tensor t2 = indices ? classes(1) : values(4);
+
+      const Tensor v1 = loss->forward(p1, t1);
+      const std::vector<double> want_v1 = host_values(v1);
+      Tensor g1;
+      const Tensor f1 = loss->forward_backward(p1, t1, g1);
+      const std::vector<double> want_f1 = host_values(f1), want_g1 = host_values(g1);
+      Tensor g2;
+      const Tensor v2 = loss->forward(p2, t2);
+      const Tensor f2 = loss->forward_backward(p2, t2, g2);
+      EXPECT_NE(v2.raw_data(), v1.raw_data());
+      EXPECT_NE(f2.raw_data(), f1.raw_data());
+      EXPECT_NE(v2.raw_data(), f1.raw_data());
+      EXPECT_NE(g2.raw_data(), g1.raw_data());
+      EXPECT_NE(host_values(v2), want_v1);  // the inputs differ, so a rewrite would show
+      EXPECT_EQ(host_values(v1), want_v1);
+      EXPECT_EQ(host_values(f1), want_f1);
+      EXPECT_EQ(host_values(g1), want_g1);
+      EXPECT_EQ(host_values(f1), want_v1);  // forward_backward's value is forward's
+
+      int64_t before = 0;
+      for (int call = 0; call < 4; ++call) {
+        if (call == 2) before = static_cast<int64_t>(memory_stats(device()).allocations);
+        Tensor g;
+        const Tensor f = loss->forward_backward(p1, t1, g);
+        const Tensor v = loss->forward(p2, t2);
+      }
+      EXPECT_EQ(static_cast<int64_t>(memory_stats(device()).allocations), before);
     }
   }
 }

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cast.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/gemm/gemm_registry.h"
 #include "nn/activation_layer.h"
@@ -255,6 +257,65 @@ TEST(LinearGemmBackendCuda, CublasLtFusedBiasMatchesCublasExactly) {
     EXPECT_EQ(dxs[0], dxs[1]);
     EXPECT_EQ(dws[0], dws[1]);
   }
+}
+
+// ---- mixed precision: 16-bit GEMM operands (issue 35, Note [16-bit GEMM operands]) ----
+
+// Backend `of`'s float32 GEMM without its mixed one, as `name`: a Linear on it takes the cast
+// path (widen, float32 GEMM, bias add, cast), which the mixed GEMM replaces.
+void register_cast_only(const std::string& name, const std::string& of) {
+  if (has_gemm_backend(name)) return;
+  GemmBackend g = gemm_backend(of);
+  g.name = name;
+  g.mixed = nullptr;
+  g.mixed_bias = false;
+  register_gemm_backend(std::move(g));
+}
+
+// One forward and backward of mlp:37,19,23,5 (ReLU) under `precision` through `backend`: the
+// output, the input gradient and every parameter gradient.
+std::vector<std::vector<double>> run_mixed_mlp(const std::string& backend, DType precision,
+                                               Device device) {
+  Generator gen(11);
+  std::unique_ptr<Sequential> model = make_mlp({37, 19, 23, 5}, Activation::ReLU, gen, device);
+  set_gemm_backend(*model, backend);
+  model->set_precision(precision);
+  model->zero_grad();
+  const Tensor x = random_tensor(Shape{29, 37}, 3, device);
+  const Tensor y = model->forward(x);
+  EXPECT_EQ(y.dtype(), precision);
+  const Tensor dy = cast(random_tensor(y.shape(), 4, device), precision);
+  const Tensor dx = model->backward(dy);
+  std::vector<std::vector<double>> out{host_values(y), host_values(dx)};
+  for (const auto& [name, param] : model->named_parameters())
+    out.push_back(host_values(param->grad));
+  return out;
+}
+
+void expect_mixed_gemm_gives_the_cast_paths_bits(const std::string& backend, Device device) {
+  const std::string cast_only = backend + "_cast_only";
+  register_cast_only(cast_only, backend);
+  for (DType p : {DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(precision_name(p));
+    ASSERT_TRUE(gemm_takes_mixed(backend, device, p, p, DType::Float32, true));
+    ASSERT_FALSE(gemm_takes_mixed(cast_only, device, p, p, DType::Float32, true));
+    const auto mixed = run_mixed_mlp(backend, p, device);
+    const auto cast_path = run_mixed_mlp(cast_only, p, device);
+    ASSERT_EQ(mixed.size(), 2u + 6u);
+    for (std::size_t i = 0; i < mixed.size(); ++i) {
+      ASSERT_GT(*std::max_element(mixed[i].begin(), mixed[i].end()), 0.0) << "value " << i;
+      EXPECT_EQ(mixed[i], cast_path[i]) << "value " << i << " (y, dx, then the gradients)";
+    }
+  }
+}
+
+TEST(LinearMixedPrecision, SixteenBitGemmOperandsGiveTheCastPathsBits) {
+  expect_mixed_gemm_gives_the_cast_paths_bits("reference", Device::cpu());
+}
+
+TEST(LinearMixedPrecisionCuda, SixteenBitGemmOperandsGiveTheCastPathsBits) {
+  MT_SKIP_UNLESS_AVAILABLE(Device::cuda(0));
+  expect_mixed_gemm_gives_the_cast_paths_bits("warptile", Device::cuda(0));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/option_error.h"
 #include "kernels/cast.h"
 #include "tests/core/io_test_util.h"
@@ -211,6 +212,68 @@ TEST_P(ClipGradNormForeach, GivesTorchsAnswers) {
   g = run({0.5f, -1.f, nan, 2.f}, {3.f}, 1.0, norm);
   EXPECT_TRUE(std::isnan(norm));
   for (double v : g) EXPECT_TRUE(std::isnan(v));
+}
+
+// Note [buffers that live across steps] for clipping (issue 35): with a ClipWorkspace the sum of
+// squares and the norm's partials come from slots the caller keeps. A PendingGradNorm a caller
+// still holds is never rewritten by a later call, every call gives the bits of a call without a
+// workspace, and calls whose caller lets go of the last result ask the allocator for nothing
+// after the first.
+TEST_P(ClipGradNormForeach, AWorkspaceKeepsWhatACallerHoldsAndAllocatesNothingOnceWarm) {
+  const std::vector<Shape> shapes = {Shape{16, 4}, Shape{16}, Shape{3001}, Shape{1}};
+  // Two identical parameter lists from `seed`: one clipped with the workspace, one without.
+  struct Grads {
+    std::vector<Parameter> params;
+    NamedParameters named;
+  };
+  auto make = [&](uint32_t seed, Grads& g) {
+    g.params.assign(shapes.size(), Parameter());
+    g.named.clear();
+    for (std::size_t k = 0; k < shapes.size(); ++k) {
+      g.params[k].grad = testing::random_tensor(shapes[k], seed + uint32_t(k), device());
+      g.named.emplace_back("p" + std::to_string(k), &g.params[k]);
+    }
+  };
+  ClipWorkspace ws;
+  Grads a, a_ref, b, b_ref;
+  make(10, a);
+  make(10, a_ref);
+  make(20, b);
+  make(20, b_ref);
+  const PendingGradNorm kept_a = clip_grad_norm_deferred_(a.named, 1.0, true, &ws);
+  const PendingGradNorm kept_b = clip_grad_norm_deferred_(b.named, 1.0, true, &ws);
+  ASSERT_EQ(kept_a.sum_sq.size(), 1u);
+  ASSERT_EQ(kept_b.sum_sq.size(), 1u);
+  EXPECT_NE(kept_a.sum_sq[0].raw_data(), kept_b.sum_sq[0].raw_data())
+      << "a held sum of squares was handed out again";
+  const double want_a = clip_grad_norm_(a_ref.named, 1.0),
+               want_b = clip_grad_norm_(b_ref.named, 1.0);
+  EXPECT_GT(want_a, 1.0);  // scaled: the factor read from the kept sum matters
+  EXPECT_NE(want_a, want_b);
+  EXPECT_EQ(kept_a.read(), want_a);  // a's sum was not rewritten by b's call
+  EXPECT_EQ(kept_b.read(), want_b);
+  for (std::size_t k = 0; k < shapes.size(); ++k) {
+    EXPECT_EQ(testing::tensor_bytes(a.params[k].grad.to(Device::cpu())),
+              testing::tensor_bytes(a_ref.params[k].grad.to(Device::cpu())))
+        << "gradient " << k;
+    EXPECT_EQ(testing::tensor_bytes(b.params[k].grad.to(Device::cpu())),
+              testing::tensor_bytes(b_ref.params[k].grad.to(Device::cpu())))
+        << "gradient " << k;
+  }
+  EXPECT_EQ(ws.devices(), 1u);
+
+  // A caller that keeps nothing (the Trainer drops each step's norm): nothing after the first.
+  Grads c;
+  make(30, c);
+  int64_t before = 0;
+  double norm = 0;
+  for (int call = 0; call < 4; ++call) {
+    if (call == 1) before = static_cast<int64_t>(memory_stats(device()).allocations);
+    const PendingGradNorm p = clip_grad_norm_deferred_(c.named, 1e6, true, &ws);  // not hit
+    if (call == 0) norm = p.read();  // the host read allocates on the CPU: not counted below
+  }
+  EXPECT_EQ(static_cast<int64_t>(memory_stats(device()).allocations), before);
+  EXPECT_EQ(clip_grad_norm_deferred_(c.named, 1e6, true, &ws).read(), norm);
 }
 
 MT_INSTANTIATE_DEVICE_TEST_SUITE(ClipGradNormForeach);

@@ -263,6 +263,33 @@ TEST(OptimizerState, BadStateIsRejectedWithoutChangingAnything) {
   EXPECT_EQ(adam.state_tensors().size(), 9u);
 }
 
+// A state tensor named twice (a hand-edited file) is refused by every optimizer, naming it, and
+// nothing changes (the one reading of state tensors, optim/detail.h's read_state_slots).
+TEST(OptimizerState, AStateTensorNamedTwiceIsRefusedByEveryOptimizer) {
+  for (const OptimizerInfo& row : optimizer_table()) {
+    SCOPED_TRACE(row.name);
+    ParamSet ps(DType::Float32);
+    OptimizerConfig c;
+    c.name = row.name;
+    if (row.name == std::string("sgd") || row.name == std::string("rmsprop"))
+      c.momentum = 0.9;  // SGD keeps no state without it
+    std::unique_ptr<Optimizer> opt = make_optimizer(c, ps.named());
+    ps.set_grads(0);
+    opt->step();
+    StateTensors t = opt->state_tensors();
+    ASSERT_FALSE(t.empty());
+    const auto before = testing::host_values(t.back().second);
+    t.push_back(t.back());
+    const std::string msg = error_message([&] { opt->load_state(t, opt->state_scalars()); });
+    EXPECT_NE(msg.find("optimizer state '" + t.back().first + "' appears twice"), std::string::npos)
+        << msg;
+    EXPECT_EQ(testing::host_values(opt->state_tensors().back().second), before);
+    t.pop_back();
+    opt->load_state(t, opt->state_scalars());  // once is fine
+    EXPECT_EQ(opt->steps(), 1);
+  }
+}
+
 TEST(OptimizerState, EmptyStateRestartsLazilyAndRestoresSteps) {
   ParamSet ps(DType::Float32);
   std::unique_ptr<Optimizer> opt = make_optimizer(OptimizerConfig{}, ps.named());

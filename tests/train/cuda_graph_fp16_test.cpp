@@ -34,36 +34,10 @@
 namespace minitrain {
 namespace {
 
+using testing::expect_same_weights;
+using testing::log_lines;
+using testing::run_on_device;
 using testing::ScratchDir;
-
-#define SKIP_UNLESS_CUDA() \
-  if (cuda_device_count() < 1) GTEST_SKIP() << "needs a CUDA device: " << cuda_unavailable_reason()
-
-std::string run_info(const TrainConfig& c) {
-  std::ostringstream info, progress;
-  empty_cache(Device::cuda(0));
-  run_training(c, info, progress);
-  return info.str();
-}
-
-std::vector<nlohmann::json> log_lines(const std::string& path) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
-
-void expect_same_weights(const std::string& got_path, const std::string& want_path) {
-  const SafetensorsFile got = read_safetensors(got_path), want = read_safetensors(want_path);
-  ASSERT_EQ(got.tensors.size(), want.tensors.size());
-  for (std::size_t i = 0; i < got.tensors.size(); ++i) {
-    EXPECT_EQ(got.tensors[i].first, want.tensors[i].first);
-    ASSERT_GT(testing::host_max_abs(got.tensors[i].second), 0.0);  // not silently zero
-    EXPECT_EQ(testing::tensor_bytes(got.tensors[i].second),
-              testing::tensor_bytes(want.tensors[i].second))
-        << got.tensors[i].first << " of " << got_path << " differs from " << want_path;
-  }
-}
 
 // The 15-step small run (3 epochs of batches of 10 and a partial one of 5: steps 5, 10 and 15 are
 // eager), fp16 with a loss scale of 2^17 that grows every 2 finite steps: mlp:4,16,16,2's scaled
@@ -92,8 +66,8 @@ TEST(CudaGraphFp16Run, ReplaysTheEagerRunsLogLinesAndWeightsWithSkippedStepsBitF
     graph.save = dir.path("graph.safetensors");
     graph.log = dir.path("graph.jsonl");
     graph.cuda_graph = true;
-    run_info(eager);
-    const std::string info = run_info(graph);
+    run_on_device(eager);
+    const std::string info = run_on_device(graph).info;
     EXPECT_EQ(info.find("--cuda-graph is off"), std::string::npos) << info;
     expect_same_weights(graph.save, eager.save);
     const std::vector<nlohmann::json> want = log_lines(eager.log), got = log_lines(graph.log);
@@ -133,8 +107,8 @@ TEST(CudaGraphFp16Run, Bf16ReplaysTheEagerRunsWeightsBitForBit) {
   graph.save = dir.path("graph.safetensors");
   graph.log = dir.path("graph.jsonl");
   graph.cuda_graph = true;
-  run_info(eager);
-  const std::string info = run_info(graph);
+  run_on_device(eager);
+  const std::string info = run_on_device(graph).info;
   EXPECT_EQ(info.find("--cuda-graph is off"), std::string::npos) << info;
   expect_same_weights(graph.save, eager.save);
   const std::vector<nlohmann::json> want = log_lines(eager.log), got = log_lines(graph.log);
@@ -210,7 +184,7 @@ TEST(CudaGraphFp16Run, AReplayedStepReadsNothingBackAndAllocatesNothing) {
     }
   }
   for (std::size_t k = 0; k < 3; ++k) {
-    EXPECT_GE(columns[0].steps[k].launches, 40);
+    EXPECT_GE(columns[0].steps[k].launches, 30);  // 33 since the GEMMs take 16-bit operands
     EXPECT_LE(columns[2].steps[k].launches, 4) << "fp16 step " << k + 7 << " was not replayed";
     // The replayed step allocates nothing; what is counted is the data loader's worker
     // preparing a batch ahead on its own thread (0 to 2, by thread timing, as in a replayed

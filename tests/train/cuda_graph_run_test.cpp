@@ -41,44 +41,12 @@
 namespace minitrain {
 namespace {
 
+using testing::DeviceRun;
+using testing::expect_same_weights;
+using testing::log_lines;
+using testing::run_on_device;
 using testing::ScratchDir;
 using testing::small_run;  // 15 steps of Adam on batches of 10 and a last one of 5 per epoch
-
-struct TrainedRun {
-  std::string info;
-  int64_t launches = -1;  // kernel launches of the whole run (emulated GPUs only)
-};
-
-TrainedRun train_run(const TrainConfig& c) {
-  std::ostringstream info, progress;
-  if (c.device != "cpu") empty_cache(Device::cuda(0));
-  TrainedRun r;
-#if MINITRAIN_CUDA_EMULATED
-  const uint64_t before = mtemu::api_counts().launches;
-#endif
-  run_training(c, info, progress);
-#if MINITRAIN_CUDA_EMULATED
-  r.launches = static_cast<int64_t>(mtemu::api_counts().launches - before);
-#endif
-  r.info = info.str();
-  return r;
-}
-
-// The saved tensors, bit for bit (the files' metadata differ: it records the config).
-void expect_same_weights(const std::string& got_path, const std::string& want_path) {
-  const SafetensorsFile got = read_safetensors(got_path), want = read_safetensors(want_path);
-  ASSERT_EQ(got.tensors.size(), want.tensors.size());
-  for (std::size_t i = 0; i < got.tensors.size(); ++i) {
-    EXPECT_EQ(got.tensors[i].first, want.tensors[i].first);
-    ASSERT_GT(testing::host_max_abs(got.tensors[i].second), 0.0);  // not silently zero
-    EXPECT_EQ(testing::tensor_bytes(got.tensors[i].second),
-              testing::tensor_bytes(want.tensors[i].second))
-        << got.tensors[i].first << " of " << got_path << " differs from " << want_path;
-  }
-}
-
-#define SKIP_UNLESS_CUDA() \
-  if (cuda_device_count() < 1) GTEST_SKIP() << "needs a CUDA device: " << cuda_unavailable_reason()
 
 TEST(CudaGraphRun, ReplayedStepsSaveTheEagerRunsWeightsBitForBit) {
   SKIP_UNLESS_CUDA();
@@ -91,7 +59,7 @@ TEST(CudaGraphRun, ReplayedStepsSaveTheEagerRunsWeightsBitForBit) {
     TrainConfig graph = eager;
     graph.save = dir.path("graph.safetensors");
     graph.cuda_graph = true;
-    const TrainedRun e = train_run(eager), g = train_run(graph);
+    const DeviceRun e = run_on_device(eager), g = run_on_device(graph);
     EXPECT_EQ(g.info.find("--cuda-graph is off"), std::string::npos) << g.info;
     expect_same_weights(graph.save, eager.save);
     if (e.launches >= 0)
@@ -113,9 +81,9 @@ TEST(CudaGraphRun, AReplayedStepMakesAFewLaunchesWhereTheEagerStepMakesMany) {
     c.cuda_graph = graph;
     c.epochs.reset();
     c.steps = 8;
-    const int64_t eight = train_run(c).launches;
+    const int64_t eight = run_on_device(c).launches;
     c.steps = 9;
-    per_step[graph ? 1 : 0] = train_run(c).launches - eight;
+    per_step[graph ? 1 : 0] = run_on_device(c).launches - eight;
   }
   std::cout << "kernel launches of step 9: eager " << per_step[0] << ", replayed " << per_step[1]
             << " (and one graph launch)\n";
@@ -133,8 +101,8 @@ TEST(CudaGraphRun, AStepThatCannotBeCapturedGetsANoteAndTheEagerBits) {
   TrainConfig graph = eager;
   graph.save = dir.path("graph.safetensors");
   graph.cuda_graph = true;
-  train_run(eager);
-  const TrainedRun g = train_run(graph);
+  run_on_device(eager);
+  const DeviceRun g = run_on_device(graph);
   EXPECT_NE(g.info.find("note: --cuda-graph is off for this run: gradient accumulation runs 2 "
                         "batches per step"),
             std::string::npos)
@@ -147,30 +115,10 @@ TEST(CudaGraphRun, AStepThatCannotBeCapturedGetsANoteAndTheEagerBits) {
 // mlp:4,16,16,3 on 64 rows of three classes (the argmax of a 3-output synthetic regression), a
 // quarter held out: 48 training rows in batches of 10, so four full batches and one of 8 an epoch.
 TrainConfig classifier_run(const ScratchDir& dir) {
-  const TensorDataset rows = make_synthetic_regression(64, 4, 3, 21);
-  const std::vector<float> y = rows.targets().to_vector<float>();
-  std::vector<double> labels;
-  for (std::size_t i = 0; i < y.size(); i += 3)
-    labels.push_back(
-        static_cast<double>(std::max_element(y.begin() + i, y.begin() + i + 3) - (y.begin() + i)));
-  write_npy(dir.path("x.npy"), rows.features());
-  write_npy(dir.path("y.npy"), Tensor::from_vector(labels, {64}));
-  TrainConfig c = small_run("cuda", "");
-  c.model = "mlp:4,16,16,3";
-  c.data = dir.path("x.npy");
-  c.targets = dir.path("y.npy");
-  c.loss = "cross_entropy";
-  c.val_split = 0.25;
+  TrainConfig c = testing::three_class_run(small_run("cuda", ""), dir);
   c.schedule = "cosine";
   c.warmup_steps = 3;
   return c;
-}
-
-std::vector<nlohmann::json> log_lines(const std::string& path) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
 }
 
 // Eager and --cuda-graph: the same log lines (the loss, the accuracy counted on the device, the
@@ -192,7 +140,7 @@ TEST(CudaGraphRun, AClassifiersReplayedStepsLogAndSaveTheEagerRunsBitForBit) {
     graph.log = dir.path("graph.jsonl");
     graph.save = dir.path("graph.safetensors");
     graph.cuda_graph = true;
-    const TrainedRun e = train_run(eager), g = train_run(graph);
+    const DeviceRun e = run_on_device(eager), g = run_on_device(graph);
     EXPECT_EQ(g.info.find("--cuda-graph is off"), std::string::npos) << g.info;
     const std::vector<nlohmann::json> want = log_lines(eager.log), got = log_lines(graph.log);
     ASSERT_EQ(got.size(), want.size());
@@ -332,31 +280,29 @@ TEST(CudaGraphRun, ABadLabelInAReplayedStepIsNamedWithItsRowWhenRead) {
   EXPECT_EQ(trainer.graph_replays(), 2);  // steps 3 (captured) and 4
 }
 
-// Where a classifier still needs the host, the note says why and the steps run eagerly.
-TEST(CudaGraphRun, AClassifierThatNeedsTheHostGetsANoteThatSaysWhy) {
+// Issue 35: class weights (a 0 among them) and training rows labelled ignore_index no longer keep
+// a classifier off the graph (Note [a batch that counts nothing, on the device]): no note, and
+// the eager run's weights bit for bit.
+TEST(CudaGraphRun, AClassifierWithClassWeightsOrIgnoredRowsIsCaptured) {
   SKIP_UNLESS_CUDA();
   ScratchDir dir;
-  TrainConfig weighted = classifier_run(dir);
-  weighted.epochs.reset();
-  weighted.steps = 2;
-  weighted.cuda_graph = true;
-  write_npy(dir.path("w.npy"), Tensor::from_vector(std::vector<float>{1, 2, 1}, {3}));
-  weighted.class_weights = dir.path("w.npy");
-  const TrainedRun w = train_run(weighted);
-  EXPECT_NE(w.info.find("note: --cuda-graph is off for this run: the loss cross_entropy has class "
-                        "weights: it checks its labels and forms its mean's divisor on the host"),
-            std::string::npos)
-      << w.info;
-  TrainConfig ignored = classifier_run(dir);
-  ignored.epochs.reset();
-  ignored.steps = 2;
-  ignored.cuda_graph = true;
-  ignored.ignore_index = 2;  // a class that training rows have
-  const TrainedRun i = train_run(ignored);
-  EXPECT_NE(i.info.find("note: --cuda-graph is off for this run: training rows labelled "
-                        "ignore_index (2) make the host decide whether a batch counts"),
-            std::string::npos)
-      << i.info;
+  write_npy(dir.path("w.npy"), Tensor::from_vector(std::vector<float>{1, 0, 1}, {3}));
+  for (const bool weighted : {true, false}) {
+    SCOPED_TRACE(weighted ? "class weights 1, 0, 1" : "ignore_index 2");
+    TrainConfig eager = classifier_run(dir);
+    eager.epochs.reset();
+    eager.steps = 5;
+    if (weighted) eager.class_weights = dir.path("w.npy");
+    if (!weighted) eager.ignore_index = 2;  // a class that training rows have
+    eager.save = dir.path("eager.safetensors");
+    TrainConfig graph = eager;
+    graph.cuda_graph = true;
+    graph.save = dir.path("graph.safetensors");
+    run_on_device(eager);
+    const DeviceRun g = run_on_device(graph);
+    EXPECT_EQ(g.info.find("--cuda-graph is off"), std::string::npos) << g.info;
+    expect_same_weights(graph.save, eager.save);
+  }
 }
 
 TEST(GraphRunOption, OnTheCpuIsANoteAndTheEagerBits) {
@@ -365,8 +311,8 @@ TEST(GraphRunOption, OnTheCpuIsANoteAndTheEagerBits) {
   TrainConfig graph = eager;
   graph.save = dir.path("graph.safetensors");
   graph.cuda_graph = true;
-  train_run(eager);
-  const TrainedRun g = train_run(graph);
+  run_on_device(eager);
+  const DeviceRun g = run_on_device(graph);
   EXPECT_NE(g.info.find("note: --cuda-graph is off for this run: a CUDA graph needs a CUDA "
                         "device, not cpu"),
             std::string::npos)

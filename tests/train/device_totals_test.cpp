@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/fill.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
 
@@ -94,7 +95,37 @@ TEST_P(DeviceTotalsTest, AddsAClassifiersCountsAndCheckToTheOpenStep) {
   totals.begin_step(1);
   testing::expect_error<DTypeError>(
       [&] { totals.add_class_totals(Tensor::zeros({5}, DType::Float32, device())); },
-      {"want float64 [5], got float32"});
+      {"want float64 [5] or [6], got float32"});
+}
+
+// A classifier whose batches may count nothing (Note [a batch that counts nothing, on the
+// device]): the step's loss is its sum over the device's count of batches that counted, 0/0 when
+// none did; the count comes through batch_count() or as the sixth of add_class_totals' fields.
+TEST_P(DeviceTotalsTest, DividesTheLossByTheBatchesCountedOnTheDevice) {
+  DeviceTotals totals(device(), 3);
+  totals.begin_step(3);  // 3 batches, 2 of which counted
+  totals.add_loss(scalar(0.5f, device()));
+  totals.add_loss(scalar(0.0f, device()));
+  totals.add_loss(scalar(0.25f, device()));
+  Tensor batches = totals.batch_count();
+  fill(batches, 2.0);
+  totals.begin_step(1);  // counted nothing
+  totals.add_loss(scalar(0.0f, device()));
+  totals.add_class_totals(
+      Tensor::from_vector(std::vector<double>{0, 3, 0, 0, 0, 0}, {6}).to(device()));
+  totals.begin_step(1);  // the host's divisor: no count handed out
+  totals.add_loss(scalar(0.5f, device()));
+  const std::vector<StepTotals> got = totals.read();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_TRUE(got[0].batches_on_device);
+  EXPECT_EQ(got[0].counted_batches, 2.0);
+  EXPECT_EQ(got[0].loss, 0.75 / 2.0);
+  EXPECT_TRUE(got[1].batches_on_device);
+  EXPECT_EQ(got[1].counted_batches, 0.0);
+  EXPECT_TRUE(std::isnan(got[1].loss));
+  EXPECT_EQ(got[1].counted, 3.0);
+  EXPECT_FALSE(got[2].batches_on_device);
+  EXPECT_EQ(got[2].loss, 0.5);
 }
 
 // DeviceSums (the held-out evaluation's): float32 values widened and added in order, the bits of

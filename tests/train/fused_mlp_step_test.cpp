@@ -16,6 +16,7 @@
 #include "core/safetensors.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
+#include "tests/train/train_test_util.h"
 #include "train/run_training.h"
 
 #if MINITRAIN_CUDA_EMULATED
@@ -28,33 +29,22 @@ namespace {
 using testing::ScratchDir;
 
 TrainConfig step_config(const std::string& mlp_kernel) {
-  TrainConfig c;
-  c.model = "mlp:4,64,64,1";
-  c.data = "synthetic:64";
-  c.batch_size = 8;
-  c.optimizer = "adam";
-  c.lr = 0.01;
-  c.seed = 5;
-  c.device = "cuda";
-  c.progress = "none";
+  TrainConfig c = testing::step_run("mlp:4,64,64,1");
   c.mlp_kernel = mlp_kernel;
   return c;
 }
 
 #if MINITRAIN_CUDA_EMULATED
+// The kernel launches of a run of `steps` steps.
 int64_t launches_of_run(TrainConfig c, int64_t steps) {
   c.steps = steps;
   c.epochs.reset();
-  std::ostringstream info, progress;
-  empty_cache(Device::cuda(0));
-  const uint64_t before = mtemu::api_counts().launches;
-  run_training(c, info, progress);
-  return static_cast<int64_t>(mtemu::api_counts().launches - before);
+  return testing::run_on_device(c).launches;
 }
 #endif
 
 TEST(CudaFusedMlpStep, AtMostEightLaunchesPerStepForThreeLayers) {
-  if (cuda_device_count() < 1) GTEST_SKIP() << "needs a CUDA device: " << cuda_unavailable_reason();
+  SKIP_UNLESS_CUDA();
 #if !MINITRAIN_CUDA_EMULATED
   GTEST_SKIP() << "launches are counted on the emulated GPUs";
 #else
@@ -72,27 +62,17 @@ TEST(CudaFusedMlpStep, AtMostEightLaunchesPerStepForThreeLayers) {
 }
 
 TEST(CudaFusedMlpStep, NineStepsSaveTheWeightsOfTheLayersWithTheNaiveGemm) {
-  if (cuda_device_count() < 1) GTEST_SKIP() << "needs a CUDA device: " << cuda_unavailable_reason();
+  SKIP_UNLESS_CUDA();
   ScratchDir dir;
-  std::vector<SafetensorsFile> saved;
   for (const char* kernel : {"layers", "fused"}) {
     TrainConfig c = step_config(kernel);
     c.gemm = "naive";  // the fused kernels ignore it; the layers sum in their order with it
     c.steps = 9;
     c.epochs.reset();
     c.save = dir.path(std::string(kernel) + ".safetensors");
-    std::ostringstream info, progress;
-    run_training(c, info, progress);
-    saved.push_back(read_safetensors(c.save));
+    testing::run_on_device(c);
   }
-  ASSERT_EQ(saved[0].tensors.size(), saved[1].tensors.size());
-  for (std::size_t i = 0; i < saved[0].tensors.size(); ++i) {
-    EXPECT_EQ(saved[0].tensors[i].first, saved[1].tensors[i].first);
-    ASSERT_GT(testing::host_max_abs(saved[1].tensors[i].second), 0.0);  // not silently zero
-    EXPECT_EQ(testing::tensor_bytes(saved[0].tensors[i].second),
-              testing::tensor_bytes(saved[1].tensors[i].second))
-        << saved[0].tensors[i].first;
-  }
+  testing::expect_same_weights(dir.path("fused.safetensors"), dir.path("layers.safetensors"));
 }
 
 // On the CPU, `--mlp-kernel fused` runs the twin: outputs and weight gradients with the bits of

@@ -42,6 +42,7 @@
 #include "optim/optimizer.h"
 #include "tests/core/io_test_util.h"
 #include "tests/support/test_util.h"
+#include "tests/train/train_test_util.h"
 #include "optim/make_optimizer.h"
 #include "train/device_totals.h"
 #include "train/run_training.h"
@@ -56,6 +57,7 @@
 namespace minitrain {
 namespace {
 
+using testing::log_lines;
 using testing::ScratchDir;
 
 struct StepCounts {
@@ -144,35 +146,12 @@ std::string range(const std::vector<StepCounts>& steps, int64_t StepCounts::*fie
 // forward, 3 weight gradients, 2 input gradients). The counts do not depend on the width.
 TrainConfig regression(const ScratchDir& dir) {
   (void)dir;
-  TrainConfig c;
-  c.model = "mlp:4,16,16,1";
-  c.data = "synthetic:64";
-  c.batch_size = 8;
-  c.optimizer = "adam";
-  c.lr = 0.01;
-  c.seed = 5;
-  c.device = "cuda";
-  c.progress = "none";
-  return c;
+  return testing::step_run("mlp:4,16,16,1");
 }
 
 // Three classes (the argmax of a 3-output synthetic regression), a quarter held out.
 TrainConfig classifier(const ScratchDir& dir) {
-  const TensorDataset rows = make_synthetic_regression(64, 4, 3, 21);
-  const std::vector<float> y = rows.targets().to_vector<float>();
-  std::vector<double> labels;
-  for (std::size_t i = 0; i < y.size(); i += 3)
-    labels.push_back(
-        static_cast<double>(std::max_element(y.begin() + i, y.begin() + i + 3) - (y.begin() + i)));
-  write_npy(dir.path("x.npy"), rows.features());
-  write_npy(dir.path("y.npy"), Tensor::from_vector(labels, {64}));
-  TrainConfig c = regression(dir);
-  c.model = "mlp:4,16,16,3";
-  c.data = dir.path("x.npy");
-  c.targets = dir.path("y.npy");
-  c.loss = "cross_entropy";
-  c.val_split = 0.25;
-  return c;
+  return testing::three_class_run(regression(dir), dir);
 }
 
 struct Column {
@@ -181,6 +160,17 @@ struct Column {
 };
 
 #if MINITRAIN_CUDA_EMULATED
+// The issue's four configurations: the default, a classifier, clipping, fp16.
+std::vector<Column> four_configurations(const ScratchDir& dir) {
+  std::vector<Column> columns{{"MSE + Adam (default)", regression(dir)},
+                              {"cross_entropy + --val-split", classifier(dir)},
+                              {"+ --clip-grad-norm", regression(dir)},
+                              {"+ --precision fp16", regression(dir)}};
+  columns[2].config.clip_grad_norm = 1.0;
+  columns[3].config.precision = "fp16";
+  return columns;
+}
+
 // The docs/gpu_step.md table: one row per count, one column per configuration.
 std::string markdown_table(const std::vector<Column>& columns,
                            const std::vector<std::vector<StepCounts>>& steps) {
@@ -220,12 +210,7 @@ TEST(CudaStepCounts, ReportsThePerStepRuntimeCallsOfTheFourConfigurations) {
   SKIP_UNLESS_EMULATED_CUDA();
 #if MINITRAIN_CUDA_EMULATED
   ScratchDir dir;
-  std::vector<Column> columns{{"MSE + Adam (default)", regression(dir)},
-                              {"cross_entropy + --val-split", classifier(dir)},
-                              {"+ --clip-grad-norm", regression(dir)},
-                              {"+ --precision fp16", regression(dir)}};
-  columns[2].config.clip_grad_norm = 1.0;
-  columns[3].config.precision = "fp16";
+  std::vector<Column> columns = four_configurations(dir);
   std::vector<std::vector<StepCounts>> steps;
   for (const Column& col : columns) steps.push_back(per_step_counts(col.config, 3, 6));
 
@@ -260,13 +245,8 @@ TEST(CudaStepCounts, NoHostReadInsideAStepWhenTheLogIsEveryFewSteps) {
   SKIP_UNLESS_EMULATED_CUDA();
 #if MINITRAIN_CUDA_EMULATED
   ScratchDir dir;
-  std::vector<Column> columns{{"MSE + Adam (default)", regression(dir)},
-                              {"cross_entropy + --val-split", classifier(dir)},
-                              {"+ --clip-grad-norm", regression(dir)},
-                              {"+ --precision fp16", regression(dir)},
-                              {"cross_entropy + --class-weights", classifier(dir)}};
-  columns[2].config.clip_grad_norm = 1.0;
-  columns[3].config.precision = "fp16";
+  std::vector<Column> columns = four_configurations(dir);
+  columns.push_back({"cross_entropy + --class-weights", classifier(dir)});
   write_npy(dir.path("weights.npy"),
             Tensor::from_vector(std::vector<float>{0.3f, 1.7f, 0.9f}, {3}));
   columns[4].config.class_weights = dir.path("weights.npy");
@@ -310,89 +290,112 @@ TEST(CudaStepCounts, NoHostReadInsideAStepWhenTheLogIsEveryFewSteps) {
   }
   // Clipping as multi-tensor launches (issue 35, kernels/multi_tensor_norm.h): the norm's two
   // launches (every tensor's partials, one fold), the scale's one and the norm's add into the
-  // step's totals, whatever the number of parameter tensors; one allocation for the partials
-  // and one for the total. Per tensor it was 4-5 launches and 3 allocations each (49 and 30 for
-  // these 6 tensors).
+  // step's totals, whatever the number of parameter tensors; its partials and total are the
+  // Trainer's ClipWorkspace's, so no allocation. Per tensor it was 4-5 launches and 3
+  // allocations each (49 and 30 for these 6 tensors); as one list without the workspace, 2.
   for (std::size_t k = 0; k < steps[2].size(); ++k) {
     EXPECT_EQ(steps[2][k].launches, steps[0][k].launches + 4) << "step " << k + 4;
-    EXPECT_EQ(steps[2][k].allocations, steps[0][k].allocations + 2) << "step " << k + 4;
+    EXPECT_EQ(steps[2][k].allocations, steps[0][k].allocations) << "step " << k + 4;
   }
+  // fp16's GEMMs take 16-bit operands (issue 35, Note [16-bit GEMM operands] in nn/linear.cpp):
+  // per Linear the forward's widening cast, bias add and narrowing cast, and the backward's
+  // widening casts of dy and x and narrowing cast of dx, are gone (46 launches a step before).
+  for (std::size_t k = 0; k < steps[3].size(); ++k)
+    EXPECT_EQ(steps[3][k].launches, 29) << "step " << k + 4;
 #endif
 }
-
-#if MINITRAIN_CUDA_EMULATED
-// The caching allocator's handouts of one clip_grad_norm_deferred_ on cuda:0 over gradients of
-// mlp:4,16,16,1's shapes: clipping's own temporaries (optim/clip.cpp keeps no buffer across
-// calls), which the clipping column's step makes on top of the default column's.
-int64_t clipping_allocations() {
-  const Shape shapes[] = {{16, 4}, {16}, {16, 16}, {16}, {1, 16}, {1}};
-  std::vector<Parameter> params(std::size(shapes));
-  NamedParameters named;
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    params[i].grad = Tensor::zeros(shapes[i], DType::Float32, Device::cuda(0));
-    named.emplace_back(std::to_string(i), &params[i]);
-  }
-  const int64_t before = memory_stats(Device::cuda(0)).allocations;
-  const PendingGradNorm pending = clip_grad_norm_deferred_(named, 1.0);
-  return memory_stats(Device::cuda(0)).allocations - before;
-}
-#endif
 
 // No allocation after warm-up (issue 35, Note [buffers that live across steps] in
 // core/buffer_slot.h): the layers' outputs, kept pre-activations and input gradients, the loss's
-// value, gradient and reduction scratch, the fp16 casts and the loader's device batches are
-// rewritten step after step, so steps 4 to 9 ask the caching allocator for nothing and the
-// device for no memory (the loader's worker too: its device buffers exist before the first
-// step). Left: the classifier's held-out evaluation (a read point: its batches are copied to the
-// device anew), and clipping's own temporaries (optim/clip.cpp).
+// value, gradient and reduction scratch, the fp16 casts, the loader's device batches and
+// clipping's sum of squares and partials (the Trainer's ClipWorkspace, optim/clip.h) are
+// rewritten step after step, so steps 4 to 9 ask the caching allocator for nothing and the device
+// for no memory (the loader's worker too: its device buffers exist before the first step). The
+// held-out evaluation at the classifier's epoch end too: its rows stay on the device, its loss
+// and sums are kept by the Validator (train/validation.h), so the evaluation the 7-step run adds
+// (the first of both runs is the same) allocates nothing either.
 TEST(CudaStepCounts, NoAllocationAfterWarmUp) {
   SKIP_UNLESS_EMULATED_CUDA();
 #if MINITRAIN_CUDA_EMULATED
   ScratchDir dir;
-  std::vector<Column> columns{{"MSE + Adam (default)", regression(dir)},
-                              {"cross_entropy + --val-split", classifier(dir)},
-                              {"+ --clip-grad-norm", regression(dir)},
-                              {"+ --precision fp16", regression(dir)}};
-  columns[2].config.clip_grad_norm = 1.0;
-  columns[3].config.precision = "fp16";
-  const int64_t clipping = clipping_allocations();
-  EXPECT_GT(clipping, 0);  // the count sees them
+  std::vector<Column> columns = four_configurations(dir);
+  columns.push_back({"MSE + --val-split", regression(dir)});
+  columns.push_back({"fp16 + --clip-grad-norm + --val-split", regression(dir)});
+  columns[4].config.val_split = 0.25;
+  columns[5].config.precision = "fp16";
+  columns[5].config.clip_grad_norm = 1.0;
+  columns[5].config.val_split = 0.25;
+  std::vector<std::vector<StepCounts>> steps;
   for (std::size_t i = 0; i < columns.size(); ++i) {
     SCOPED_TRACE(columns[i].name);
     TrainConfig c = columns[i].config;
     c.log = dir.path("log.jsonl");
     c.log_every = 100;
-    const std::vector<StepCounts> steps = per_step_counts(c, 3, 6);
+    steps.push_back(per_step_counts(c, 3, 6));
     int64_t evaluations = 0;
-    for (std::size_t k = 0; k < steps.size(); ++k) {
-      const StepCounts& s = steps[k];
+    for (std::size_t k = 0; k < steps.back().size(); ++k) {
+      const StepCounts& s = steps.back()[k];
       EXPECT_GT(s.launches, 8) << "step " << k + 4;  // the counting sees the step
       EXPECT_EQ(s.frees, 0) << "step " << k + 4;
-      if (i == 1 && s.loop_d2h_copies > 0) {  // the held-out evaluation reads (and allocates)
-        ++evaluations;
-        continue;
-      }
-      EXPECT_EQ(s.allocations, i == 2 ? clipping : 0) << "step " << k + 4;
-      // The classifier's runs end with a held-out evaluation (train/validation.cpp), which
-      // allocates its batches and losses anew; one of its blocks comes from the device in the
-      // 8-step run and from the cache in the 7-step one (as on main before this work: 0-1), so
-      // its column holds the step's own handouts (0, above) and the loop's cudaMalloc to 1.
-      if (i == 1) {
-        EXPECT_LE(s.mallocs, 1) << "step " << k + 4;
-      } else {
-        EXPECT_EQ(s.mallocs, 0) << "step " << k + 4;
-      }
+      EXPECT_EQ(s.allocations, 0) << "step " << k + 4;
+      EXPECT_EQ(s.mallocs, 0) << "step " << k + 4;
+      if (s.loop_d2h_copies > 0) ++evaluations;  // the held-out evaluation reads
     }
-    EXPECT_EQ(evaluations, i == 1 ? 1 : 0);
+    const bool validates = columns[i].config.val_split > 0;
+    EXPECT_EQ(evaluations, validates ? 1 : 0);
   }
+  const std::string table = markdown_table(columns, steps);
+  std::cout << "--log-every 100:\n" << table;
+  RecordProperty("table", table);
 #endif
 }
 
-std::vector<nlohmann::json> log_lines(const std::string& path) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
+// Targets in (0, 1) for the pointwise losses (kl_div's probabilities, bce's labels): the sigmoid
+// of mlp's synthetic regression targets, 64 rows of 4 features and 1 target.
+TrainConfig pointwise(const ScratchDir& dir, const char* loss) {
+  const TensorDataset rows = make_synthetic_regression(64, 4, 1, 21);
+  std::vector<float> y = rows.targets().to_vector<float>();
+  for (float& v : y) v = 1.0f / (1.0f + std::exp(-v));
+  write_npy(dir.path("px.npy"), rows.features());
+  write_npy(dir.path("py.npy"), Tensor::from_vector(y, {64, 1}));
+  TrainConfig c = regression(dir);
+  c.data = dir.path("px.npy");
+  c.targets = dir.path("py.npy");
+  c.loss = loss;
+  return c;
+}
+
+// The pointwise losses (kernels/loss/pointwise_loss.h) take their reduction scratch from the
+// loss's slot as MSE does: no allocation after warm-up with any of them, nor in the held-out
+// evaluation after the first (its loss is the Validator's own, forward with reduction sum).
+TEST(CudaStepCounts, PointwiseLossesAllocateNothingAfterWarmUp) {
+  SKIP_UNLESS_EMULATED_CUDA();
+#if MINITRAIN_CUDA_EMULATED
+  ScratchDir dir;
+  std::vector<Column> columns;
+  for (const char* loss : {"l1", "smooth_l1", "huber", "bce_with_logits", "kl_div", "poisson_nll"})
+    columns.push_back({loss, pointwise(dir, loss)});
+  columns.push_back({"huber + --val-split", pointwise(dir, "huber")});
+  columns.back().config.val_split = 0.25;
+  std::vector<std::vector<StepCounts>> steps;
+  for (const Column& col : columns) {
+    SCOPED_TRACE(col.name);
+    TrainConfig c = col.config;
+    c.log = dir.path("log.jsonl");
+    c.log_every = 100;
+    steps.push_back(per_step_counts(c, 3, 6));
+    for (std::size_t k = 0; k < steps.back().size(); ++k) {
+      const StepCounts& s = steps.back()[k];
+      EXPECT_GT(s.launches, 8) << "step " << k + 4;
+      EXPECT_EQ(s.allocations, 0) << "step " << k + 4;
+      EXPECT_EQ(s.mallocs, 0) << "step " << k + 4;
+      EXPECT_EQ(s.frees, 0) << "step " << k + 4;
+    }
+  }
+  const std::string table = markdown_table(columns, steps);
+  std::cout << "--log-every 100:\n" << table;
+  RecordProperty("table", table);
+#endif
 }
 
 // ---- the held-out evaluation on the device (issue 35) ----
@@ -401,16 +404,12 @@ std::vector<nlohmann::json> log_lines(const std::string& path) {
 // ignore_index (0: none); with `bad_row` >= 0 that row's label is 5, not a class.
 std::shared_ptr<TensorDataset> classes_of(int64_t n, uint64_t seed, int64_t ignore_every,
                                           int64_t bad_row = -1) {
-  const TensorDataset rows = make_synthetic_regression(n, 4, 3, seed);
-  const std::vector<float> y = rows.targets().to_vector<float>();
-  std::vector<float> labels;
-  for (std::size_t i = 0; i < y.size(); i += 3)
-    labels.push_back(
-        static_cast<float>(std::max_element(y.begin() + i, y.begin() + i + 3) - (y.begin() + i)));
+  const testing::ClassRows rows = testing::three_class_rows(n, seed);
+  std::vector<float> labels(rows.labels.begin(), rows.labels.end());
   for (int64_t i = ignore_every - 1; ignore_every > 0 && i < n; i += ignore_every)
     labels[static_cast<std::size_t>(i)] = -100.0f;
   if (bad_row >= 0) labels[static_cast<std::size_t>(bad_row)] = 5.0f;
-  return std::make_shared<TensorDataset>(rows.features(), Tensor::from_vector(labels, {n, 1}));
+  return std::make_shared<TensorDataset>(rows.features, Tensor::from_vector(labels, {n, 1}));
 }
 
 // 37 held-out rows, every 7th labelled ignore_index.
@@ -507,6 +506,57 @@ TEST(CudaClassifierStep, TheHeldOutEvaluationReadsOnceWithTheBitsOfAReadPerBatch
 #endif
 }
 
+// An evaluation after the first asks the allocator for nothing (issue 35): the rows stay on the
+// device (or, past resident_bytes, are copied into the Validator's kept batch buffers), the
+// model's outputs are its layers' slots, the loss's value and scratch the loss's, a 16-bit
+// prediction is widened into a kept buffer, and the sums are the Validator's. Regression and
+// classification losses, float32 and float16 models, the last batch partial (37 rows by 8) or
+// one batch (by 64: the loss kept the last evaluation's prediction, a buffer of the last layer,
+// until Loss::release_inputs let go of it at the end of the evaluation).
+TEST(CudaHeldOutEvaluation, AnEvaluationAfterTheFirstAllocatesNothing) {
+  SKIP_UNLESS_EMULATED_CUDA();
+#if MINITRAIN_CUDA_EMULATED
+  const Device gpu = Device::cuda(0);
+  const TensorDataset values = make_synthetic_regression(37, 4, 2, 13);
+  const auto regression_rows = std::make_shared<TensorDataset>(values.features(), values.targets());
+  const std::shared_ptr<TensorDataset> class_rows = held_out_classes();
+  for (const char* loss : {"mse", "huber", "cross_entropy"}) {
+    for (DType precision : {DType::Float32, DType::Float16}) {
+      for (int64_t resident_bytes : {int64_t{1} << 20, int64_t{0}}) {
+        for (int64_t batch_size : {8, 64}) {
+          SCOPED_TRACE(loss);
+          SCOPED_TRACE("batch size " + std::to_string(batch_size));
+          SCOPED_TRACE(dtype_name(precision));
+          SCOPED_TRACE(resident_bytes > 0 ? "resident" : "copied batch by batch");
+          const bool classes = std::string(loss) == "cross_entropy";
+          Generator gen(17);
+          const std::unique_ptr<Sequential> model =
+              make_mlp({4, 16, classes ? 3 : 2}, Activation::ReLU, gen, gpu);
+          model->set_precision(precision);
+          ValidatorOptions o;
+          o.loss.name = loss;
+          o.batch_size = batch_size;  // 5 batches, the last of 5 rows; or one
+          o.device = gpu;
+          o.resident_bytes = resident_bytes;
+          Validator v(classes ? class_rows : regression_rows, o);
+          const ValMetrics first = v.evaluate(*model);
+          const int64_t allocations = int64_t(memory_stats(gpu).allocations);
+          const uint64_t mallocs = mtemu::api_counts().mallocs;
+          const ValMetrics second = v.evaluate(*model);
+          EXPECT_EQ(int64_t(memory_stats(gpu).allocations) - allocations, 0);
+          EXPECT_EQ(mtemu::api_counts().mallocs - mallocs, 0u);
+          EXPECT_GT(first.loss, 0.0);
+          EXPECT_EQ(second.loss, first.loss);  // the same model: the same bits
+          if (classes) {
+            EXPECT_EQ(second.accuracy, first.accuracy);
+          }
+        }
+      }
+    }
+  }
+#endif
+}
+
 // A label the held-out evaluation's device check refuses is named at its read, in the words of
 // the check that read each batch (its row in the batch, its value, C and ignore_index).
 TEST(CudaClassifierStep, AHeldOutLabelCheckedOnTheDeviceIsNamedAtTheRead) {
@@ -528,19 +578,43 @@ TEST(CudaClassifierStep, AHeldOutLabelCheckedOnTheDeviceIsNamedAtTheRead) {
   EXPECT_EQ(testing::error_message([&] { v.evaluate(*model); }), want);
 }
 
-// A classifier trained on cuda:0 through Trainer: TrainerOptions::every_row_counts picks the path
-// (true: the labels checked, the divisor formed and the rows counted on the device, read with the
-// loss; false: the host reads the labels and logits each step, as before issue 35). 48 training
-// rows in batches of 8 (6 steps an epoch), the 37 held-out ones evaluated every 3 steps.
-struct ClassifierRun {
-  std::vector<StepStats> steps;
-  std::vector<std::string> weights;  // each parameter's bytes
+// A classifier trained on cuda:0 through Trainer. TrainerOptions::labels_on_host picks the path
+// (false: the labels checked, the divisor formed, the rows and the batches that count counted on
+// the device, read with the loss; true: the host reads the labels and logits each step, as before
+// issue 35). 48 training rows in batches of 8 (6 steps an epoch), the 37 held-out ones evaluated
+// every 3 steps (with `evaluate`).
+struct ClassifierSetup {
+  LossOptions loss;
+  bool labels_on_host = false;
+  bool every_row_counts = true;
+  std::vector<float> labels;  // the 48 training labels; empty: classes_of(48, 21, 0)'s
+  bool fp16 = false;          // float16 mixed precision with dynamic loss scaling
+  double clip_grad_norm = 0.0;
+  int64_t grad_accum = 1;
+  bool cuda_graph = false;
+  bool evaluate = true;
+  bool record_steps = true;  // on_step (which reads every step's values)
+  int64_t steps = 8;
 };
 
-ClassifierRun train_classifier(const LossOptions& loss, bool every_row_counts, int64_t steps) {
+struct ClassifierRun {
+  std::vector<StepStats> steps;
+  std::vector<std::string> weights;            // each parameter's bytes
+  std::vector<std::string> state;              // the optimizer's state tensors' names and bytes
+  std::map<std::string, std::string> scalars;  // its state scalars (per-parameter steps taken)
+  int64_t replays = 0;
+};
+
+// The labels of classes_of(48, 21, 0).
+std::vector<float> training_labels() {
+  return classes_of(48, 21, /*ignore_every=*/0)->targets().to_vector<float>();
+}
+
+ClassifierRun train_classifier(const ClassifierSetup& c) {
   const Device gpu = Device::cuda(0);
   Generator gen(5);
   const std::unique_ptr<Sequential> model = make_mlp({4, 16, 16, 3}, Activation::ReLU, gen, gpu);
+  if (c.fp16) model->set_precision(DType::Float16);
   OptimizerConfig oc;
   oc.name = "adam";
   oc.lr = 0.01;
@@ -549,24 +623,77 @@ ClassifierRun train_classifier(const LossOptions& loss, bool every_row_counts, i
   lo.batch_size = 8;
   lo.shuffle = false;
   lo.device = gpu;
-  DataLoader loader(classes_of(48, 21, /*ignore_every=*/0), lo);
+  std::shared_ptr<TensorDataset> rows = classes_of(48, 21, /*ignore_every=*/0);
+  if (!c.labels.empty())
+    rows =
+        std::make_shared<TensorDataset>(rows->features(), Tensor::from_vector(c.labels, {48, 1}));
+  DataLoader loader(rows, lo);
   ValidatorOptions vo;
-  vo.loss = loss;
+  vo.loss = c.loss;
   vo.batch_size = 16;
   vo.device = gpu;
   Validator validator(classes_of(37, 9, /*ignore_every=*/7), vo);
   TrainerOptions to;
-  to.total_steps = steps;
-  to.loss = std::shared_ptr<Loss>(make_loss(loss));
-  to.every_row_counts = every_row_counts;
-  to.validate = [&] { return validator.evaluate(*model); };
-  to.eval_every = 3;
+  to.total_steps = c.steps;
+  to.loss = std::shared_ptr<Loss>(make_loss(c.loss));
+  to.every_row_counts = c.every_row_counts;
+  to.labels_on_host = c.labels_on_host;
+  to.clip_grad_norm = c.clip_grad_norm;
+  to.grad_accum = c.grad_accum;
+  to.cuda_graph = c.cuda_graph;
+  if (c.fp16) {
+    GradScalerOptions so;
+    so.init_scale = 1024;
+    so.growth_interval = 2;  // the tracker's steps show: a step that counted nothing holds it
+    to.loss_scaling = so;
+  }
+  if (c.evaluate) {
+    to.validate = [&] { return validator.evaluate(*model); };
+    to.eval_every = 3;
+  }
   ClassifierRun r;
-  to.on_step = [&](const StepStats& s) { r.steps.push_back(s); };
-  Trainer(*model, *opt, loader, to).run();
+  if (c.record_steps) to.on_step = [&](const StepStats& s) { r.steps.push_back(s); };
+  Trainer trainer(*model, *opt, loader, to);
+  trainer.run();
+  r.replays = trainer.graph_replays();
   for (const auto& [name, p] : model->named_parameters())
     r.weights.push_back(testing::tensor_bytes(p->value.to(Device::cpu())));
+  for (const auto& [name, t] : opt->state_tensors())
+    r.state.push_back(name + ": " + testing::tensor_bytes(t.to(Device::cpu())));
+  r.scalars = opt->state_scalars();
   return r;
+}
+
+// Every step's loss, accuracy, nothing_counted, loss scale, skip and grad norm, every held-out
+// loss and accuracy, the weights and the optimizer's state: bit for bit (NaN as NaN).
+void expect_same_run(const ClassifierRun& got, const ClassifierRun& want) {
+  auto same = [](double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; };
+  ASSERT_EQ(got.steps.size(), want.steps.size());
+  for (std::size_t i = 0; i < want.steps.size(); ++i) {
+    SCOPED_TRACE("step " + std::to_string(i + 1));
+    const StepStats &d = got.steps[i], &h = want.steps[i];
+    EXPECT_PRED2(same, d.loss, h.loss);
+    EXPECT_PRED2(same, d.accuracy, h.accuracy);
+    EXPECT_EQ(d.nothing_counted, h.nothing_counted);
+    EXPECT_PRED2(same, d.loss_scale, h.loss_scale);
+    EXPECT_EQ(d.skipped, h.skipped);
+    EXPECT_EQ(d.skipped_steps, h.skipped_steps);
+    EXPECT_PRED2(same, d.grad_norm, h.grad_norm);
+    ASSERT_EQ(d.val.has_value(), h.val.has_value());
+    if (d.val) {
+      EXPECT_EQ(d.val->loss, h.val->loss);
+      EXPECT_EQ(d.val->accuracy, h.val->accuracy);
+    }
+  }
+  EXPECT_EQ(got.weights, want.weights);
+  EXPECT_EQ(got.state, want.state);
+  // "steps" counts the steps queued on the device path (a skipped one included) and those
+  // taken on the host path (docs/gpu_step.md); each parameter's count of steps taken (Adam's
+  // bias corrections) is the same.
+  std::map<std::string, std::string> g = got.scalars, w = want.scalars;
+  g.erase("steps");
+  w.erase("steps");
+  EXPECT_EQ(g, w);
 }
 
 // The classifier's counts on the device are the host's, with and without class weights: every
@@ -575,30 +702,166 @@ TEST(CudaClassifierStep, CountsAndLossOnTheDeviceEqualTheHostPathsBitForBit) {
   SKIP_UNLESS_EMULATED_CUDA();
   for (const std::vector<double>& weights : {std::vector<double>{}, {0.3, 1.7, 0.9}}) {
     SCOPED_TRACE(weights.empty() ? "unweighted" : "class weights");
-    LossOptions loss;
-    loss.name = "cross_entropy";
-    loss.class_weights = weights;
-    const ClassifierRun host = train_classifier(loss, false, 8);
-    const ClassifierRun device = train_classifier(loss, true, 8);
+    ClassifierSetup c;
+    c.loss.name = "cross_entropy";
+    c.loss.class_weights = weights;
+    c.labels_on_host = true;
+    const ClassifierRun host = train_classifier(c);
+    c.labels_on_host = false;
+    const ClassifierRun device = train_classifier(c);
     ASSERT_EQ(host.steps.size(), 8u);
-    ASSERT_EQ(device.steps.size(), 8u);
     int64_t evaluations = 0;
-    for (std::size_t i = 0; i < host.steps.size(); ++i) {
-      SCOPED_TRACE("step " + std::to_string(i + 1));
-      const StepStats &h = host.steps[i], &d = device.steps[i];
+    for (const StepStats& d : device.steps) {
       EXPECT_GT(d.loss, 0.0);
-      EXPECT_EQ(d.loss, h.loss);
-      EXPECT_EQ(d.accuracy, h.accuracy);
-      ASSERT_EQ(d.val.has_value(), h.val.has_value());
-      if (d.val) {
-        ++evaluations;
-        EXPECT_EQ(d.val->loss, h.val->loss);
-        EXPECT_EQ(d.val->accuracy, h.val->accuracy);
-      }
+      evaluations += d.val.has_value() ? 1 : 0;
     }
     EXPECT_EQ(evaluations, 3);  // steps 3, 6 (also the epoch's end) and 8 (the last)
-    EXPECT_EQ(device.weights, host.weights);
+    expect_same_run(device, host);
   }
+}
+
+// Training labels with batches that count nothing (Note [a batch that counts nothing, on the
+// device]): batch 3 (rows 16-23, step 3) all ignore_index, and rows 1, 10 and 42 too; with
+// `zero_weight_class` >= 0 batch 5 (rows 32-39, step 5) all of that class. The first step counts,
+// so that both paths create the optimizer's state at step 1.
+std::vector<float> labels_with_empty_batches(int zero_weight_class) {
+  std::vector<float> y = training_labels();
+  for (std::size_t i = 16; i < 24; ++i) y[i] = -100.0f;
+  for (std::size_t i : {1, 10, 42}) y[i] = -100.0f;
+  if (zero_weight_class >= 0)
+    for (std::size_t i = 32; i < 40; ++i) y[i] = static_cast<float>(zero_weight_class);
+  return y;
+}
+
+// Issue 35: rows labelled ignore_index and class weights with a 0 among them no longer take the
+// host path. Each configuration trains 10 steps (with one batch a step, two epochs: steps 3 and 9,
+// and with a 0 weight step 5, count nothing; with two, steps 2 and 3 each have a batch that counts
+// nothing beside one that counts, whose zero gradient keeps the update the host's) with the
+// labels on the host and on the device: the same bits.
+TEST(CudaClassifierStep, ABatchThatCountsNothingIsDecidedOnTheDeviceWithTheHostPathsBits) {
+  SKIP_UNLESS_EMULATED_CUDA();
+  struct Config {
+    const char* name;
+    std::vector<double> weights;
+    int zero_weight_class;
+    bool fp16;
+    double clip;
+    int64_t grad_accum;
+    int64_t nothing_counted;  // steps of the 10
+  };
+  const Config configs[] = {
+      {"ignore_index rows", {}, -1, false, 0.0, 1, 2},
+      {"ignore_index rows, class weights", {0.3, 1.7, 0.9}, -1, false, 0.0, 1, 2},
+      {"a class weighted 0", {0.3, 0.0, 0.9}, 1, false, 0.5, 1, 3},
+      {"a class weighted 0, fp16", {0.3, 0.0, 0.9}, 1, true, 0.0, 1, 3},
+      {"ignore_index rows, fp16, clipping", {}, -1, true, 0.5, 1, 2},
+      {"a class weighted 0, 2 batches a step", {0.3, 0.0, 0.9}, 1, false, 0.0, 2, 0},
+      {"a class weighted 0, 2 batches a step, fp16", {0.3, 0.0, 0.9}, 1, true, 0.5, 2, 0},
+  };
+  for (const Config& k : configs) {
+    SCOPED_TRACE(k.name);
+    ClassifierSetup c;
+    c.loss.name = "cross_entropy";
+    c.loss.class_weights = k.weights;
+    c.labels = labels_with_empty_batches(k.zero_weight_class);
+    c.every_row_counts = false;
+    c.fp16 = k.fp16;
+    c.clip_grad_norm = k.clip;
+    c.grad_accum = k.grad_accum;
+    c.steps = 10;
+    c.labels_on_host = true;
+    const ClassifierRun host = train_classifier(c);
+    c.labels_on_host = false;
+    const ClassifierRun device = train_classifier(c);
+    int64_t nothing = 0;
+    for (const StepStats& h : host.steps) nothing += h.nothing_counted ? 1 : 0;
+    EXPECT_EQ(nothing, k.nothing_counted);
+    expect_same_run(device, host);
+    if (k.grad_accum != 1) continue;  // a graph runs one batch a step
+    // And replayed as a CUDA graph (after 2 eager steps): the same bits again.
+    c.cuda_graph = true;
+    const ClassifierRun replayed = train_classifier(c);
+    EXPECT_EQ(replayed.replays, 8);
+    expect_same_run(replayed, host);
+  }
+}
+
+#if MINITRAIN_CUDA_EMULATED
+// The counts of steps first+1 .. first+n of a classifier run (no evaluation, no per-step callback:
+// the values are read at the last step only), each as a run of k+1 steps minus one of k.
+std::vector<StepCounts> classifier_step_counts(ClassifierSetup c, int64_t first, int64_t n) {
+  c.evaluate = false;
+  c.record_steps = false;
+  auto run = [&](int64_t steps) {
+    c.steps = steps;
+    empty_cache(Device::cuda(0));
+    const StepCounts before = counts_now();
+    train_classifier(c);
+    return counts_now() - before;
+  };
+  std::vector<StepCounts> steps;
+  StepCounts prev = run(first);
+  for (int64_t k = first + 1; k <= first + n; ++k) {
+    const StepCounts now = run(k);
+    steps.push_back(now - prev);
+    prev = now;
+  }
+  return steps;
+}
+#endif
+
+// Issue 35: a classifier whose batches may count nothing (rows labelled ignore_index, a class
+// weighted 0, under fp16 too) reads nothing on the host inside a step: steps 4 to 9 (step 5 of a
+// class weighted 0 counts nothing) make no device-to-host copy and no blocking call. The host
+// path's columns (labels_on_host, the path before) are printed beside them.
+TEST(CudaStepCounts, AClassifierThatMayCountNothingReadsNothingInsideAStep) {
+  SKIP_UNLESS_EMULATED_CUDA();
+#if MINITRAIN_CUDA_EMULATED
+  struct Config {
+    const char* name;
+    std::vector<double> weights;
+    int zero_weight_class;
+    bool fp16;
+  };
+  const Config configs[] = {{"ignore_index rows", {}, -1, false},
+                            {"a class weighted 0", {0.3, 0.0, 0.9}, 1, false},
+                            {"ignore_index rows, fp16", {}, -1, true}};
+  std::vector<Column> columns;  // names only: the runs are Trainer's, not run_training's
+  std::vector<std::vector<StepCounts>> steps;
+  std::vector<std::string> names;
+  for (const Config& k : configs) {
+    for (bool on_host : {true, false}) {
+      ClassifierSetup c;
+      c.loss.name = "cross_entropy";
+      c.loss.class_weights = k.weights;
+      c.labels = labels_with_empty_batches(k.zero_weight_class);
+      c.every_row_counts = false;
+      c.fp16 = k.fp16;
+      c.labels_on_host = on_host;
+      names.push_back(std::string(k.name) + (on_host ? " (host path)" : " (device)"));
+      steps.push_back(classifier_step_counts(c, 3, 6));
+    }
+  }
+  for (const std::string& n : names) columns.push_back({n.c_str(), TrainConfig{}});
+  const std::string table = markdown_table(columns, steps);
+  std::cout << table;
+  RecordProperty("table", table);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    SCOPED_TRACE(names[i]);
+    for (std::size_t k = 0; k < steps[i].size(); ++k) {
+      const StepCounts& s = steps[i][k];
+      EXPECT_GT(s.launches, 8) << "step " << k + 4;  // the counting sees the step
+      if (i % 2 == 0) {  // the host path reads the labels (and logits) every step
+        EXPECT_GT(s.loop_d2h_copies, 0) << "step " << k + 4;
+        continue;
+      }
+      EXPECT_EQ(s.d2h_copies, 0) << "step " << k + 4;
+      EXPECT_EQ(s.loop_d2h_copies, 0) << "step " << k + 4;
+      EXPECT_EQ(s.loop_host_syncs, 0) << "step " << k + 4;
+      EXPECT_EQ(s.frees, 0) << "step " << k + 4;
+    }
+  }
+#endif
 }
 
 // A label the device's check refuses is named when the step's totals are read, with the host
@@ -919,15 +1182,7 @@ TEST(CudaStepCounts, EveryConfigurationSavesItsReferenceWeightsBitForBit) {
                                  std::filesystem::copy_options::overwrite_existing);
       continue;
     }
-    const SafetensorsFile got = read_safetensors(c.save), want = read_safetensors(reference);
-    ASSERT_EQ(got.tensors.size(), want.tensors.size());
-    for (std::size_t i = 0; i < got.tensors.size(); ++i) {
-      EXPECT_EQ(got.tensors[i].first, want.tensors[i].first);
-      ASSERT_GT(testing::host_max_abs(got.tensors[i].second), 0.0);  // not silently zero
-      EXPECT_EQ(testing::tensor_bytes(got.tensors[i].second),
-                testing::tensor_bytes(want.tensors[i].second))
-          << got.tensors[i].first << " differs from " << reference;
-    }
+    testing::expect_same_weights(c.save, reference);
   }
   if (rewrite) GTEST_SKIP() << "wrote the reference weights into " << testing::test_data_dir();
 }

@@ -235,9 +235,17 @@ TEST(GraphStepUnsupported, NamesWhatCannotBeCaptured) {
   LossOptions weighted;
   weighted.class_weights = {1.0, 2.0};
   CrossEntropyLoss ce_weighted(weighted);
-  EXPECT_NE(graph_step_unsupported(ce_weighted, adam, gpu, {})
-                .find("cross_entropy has class weights: it checks its labels and forms its "
-                      "mean's divisor on the host"),
+  // Class weights are checked and summed on the device too (issue 35).
+  EXPECT_EQ(graph_step_unsupported(ce_weighted, adam, gpu, {}), "");
+  // A step that may count nothing is skipped on the optimizer's flag: it must have one.
+  GraphStepOptions skips;
+  skips.nothing_counted_skips = true;
+  EXPECT_NE(graph_step_unsupported(ce_weighted, adam, gpu, skips)
+                .find("a step that counts nothing is skipped on the optimizer's flag, and the "
+                      "optimizer has none"),
+            std::string::npos);
+  EXPECT_NE(graph_step_unsupported(mse, adam, gpu, skips)
+                .find("the loss mse cannot count its batches on the device"),
             std::string::npos);
   GraphStepOptions none;
   none.warmup_steps = 0;

@@ -33,6 +33,7 @@
 namespace minitrain {
 namespace {
 
+using testing::log_lines;
 using testing::ScratchDir;
 
 // 8 rows of 2 features; class labels as given (one per row).
@@ -45,13 +46,6 @@ std::shared_ptr<TensorDataset> labelled_rows(const std::vector<float>& labels) {
   }
   return std::make_shared<TensorDataset>(Tensor::from_vector(x, {n, 2}),
                                          Tensor::from_vector(labels, {n, 1}));
-}
-
-std::vector<nlohmann::json> log_lines(const std::string& path) {
-  std::istringstream in(read_file_bytes(path));
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
 }
 
 struct EmptyBatchCase {

@@ -29,10 +29,8 @@
 namespace minitrain {
 namespace {
 
+using testing::log_lines;
 using testing::ScratchDir;
-
-#define SKIP_UNLESS_CUDA() \
-  if (cuda_device_count() < 1) GTEST_SKIP() << "needs a CUDA device: " << cuda_unavailable_reason()
 
 // testing::small_run on 48 rows in file order, batches of 8, 6 epochs: 36 steps, logged.
 TrainConfig precision_run(const ScratchDir& dir, const std::string& precision,
@@ -51,14 +49,6 @@ std::string train(const TrainConfig& c) {
   std::ostringstream info, progress;
   run_training(c, info, progress);
   return info.str();
-}
-
-std::vector<nlohmann::json> log_lines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<nlohmann::json> out;
-  std::string line;
-  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
-  return out;
 }
 
 // The mean loss of the first and of the last `per_epoch` lines: whether the run learned.

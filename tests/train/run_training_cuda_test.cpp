@@ -27,9 +27,6 @@ namespace {
 using testing::ScratchDir;
 using testing::small_run;  // 15 steps of Adam, shuffled
 
-#define SKIP_UNLESS_CUDA() \
-  if (cuda_device_count() < 1) GTEST_SKIP() << "needs a CUDA device: " << cuda_unavailable_reason()
-
 std::string train(const TrainConfig& c) {
   std::ostringstream info, progress;
   run_training(c, info, progress);

@@ -29,17 +29,10 @@
 namespace minitrain {
 namespace {
 
+using testing::log_lines;
 using testing::ScratchDir;
 
 using testing::train;
-
-std::vector<nlohmann::json> log_lines(const std::string& path) {
-  std::istringstream in(read_file_bytes(path));
-  std::vector<nlohmann::json> lines;
-  std::string line;
-  while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
 
 std::vector<std::string> weight_bytes(const std::string& path) {
   std::vector<std::string> out;
@@ -296,14 +289,10 @@ namespace {
 // Class labels from an integer .npy: the argmax of a 3-output synthetic regression, so there is
 // something to learn. Returns the config of a classifier over them.
 TrainConfig classifier_config(const ScratchDir& dir, const std::vector<int64_t>& bad_rows = {}) {
-  const TensorDataset rows = make_synthetic_regression(300, 4, 3, 21);
-  const std::vector<float> y = rows.targets().to_vector<float>();
-  std::vector<double> labels;
-  for (std::size_t i = 0; i < y.size(); i += 3)
-    labels.push_back(
-        static_cast<double>(std::max_element(y.begin() + i, y.begin() + i + 3) - (y.begin() + i)));
+  testing::ClassRows rows = testing::three_class_rows(300, 21);
+  std::vector<double>& labels = rows.labels;
   for (int64_t r : bad_rows) labels[static_cast<std::size_t>(r)] = 3;  // not a class of 3
-  write_npy(dir.path("x.npy"), rows.features());
+  write_npy(dir.path("x.npy"), rows.features);
   // Written as float64 holding integers (an int64 .npy reads the same; see ClassLabels tests).
   write_npy(dir.path("y.npy"), Tensor::from_vector(labels, {300}));
   TrainConfig c;

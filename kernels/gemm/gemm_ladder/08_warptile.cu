@@ -10,6 +10,7 @@
 #include "core/cuda_check.h"
 #include "kernels/gemm/gemm_ladder/gemm_ladder_kernels.h"
 #include "kernels/gemm/gemm_ladder/gemm_launch.cuh"
+#include "kernels/gemm/gemm_ladder/gemm_mixed.h"
 #include "kernels/gemm/gemm_ladder/gemm_tile_load.cuh"
 
 namespace minitrain::gemm_ladder {
@@ -17,7 +18,11 @@ namespace minitrain::gemm_ladder {
 constexpr int kWarpLdA = WarptileTiling::kBlockM + 4;  // see gemm_vectorized.cu on the padding
 constexpr int kWarpLdB = WarptileTiling::kBlockN + 4;
 
-__global__ void __launch_bounds__(WarptileTiling::kThreads) gemm_warptile_kernel(GemmArgs g) {
+// The block's tile of C: the float32 kernel and the mixed one (16-bit operands read widened, a
+// 16-bit C rounded at the store) run this one body, so each C element is the same sum in the same
+// order; only the loads and the store differ (`load_a`, `load_b`, `store`).
+template <typename LoadA, typename LoadB, typename Store>
+__device__ __forceinline__ void warptile_block(int64_t k, LoadA load_a, LoadB load_b, Store store) {
   using T = WarptileTiling;
   static_assert(T::kTM % 4 == 0 && T::kTN % 4 == 0, "thread tiles are read as float4");
   __shared__ __align__(16) float as_t[T::kBlockK * kWarpLdA];  // op(A) tile transposed: [BK][BM]
@@ -27,15 +32,9 @@ __global__ void __launch_bounds__(WarptileTiling::kThreads) gemm_warptile_kernel
                 col0 = block_col0<T>(blockIdx.x, blockIdx.y);
   float acc[T::kRowsPerThread][T::kColsPerThread] = {};
   float a_frag[T::kRowsPerThread], b_frag[T::kColsPerThread];
-  for (int64_t k0 = 0; k0 < g.k; k0 += T::kBlockK) {
-    if (g.vec_a)
-      load_tile_vec4<T::kBlockM, T::kBlockK, T::kThreads, true>(as_t, kWarpLdA, g.a, row0, k0, tid);
-    else
-      load_tile<T::kBlockM, T::kBlockK, T::kThreads, true>(as_t, kWarpLdA, g.a, row0, k0, tid);
-    if (g.vec_b)
-      load_tile_vec4<T::kBlockK, T::kBlockN, T::kThreads, false>(bs, kWarpLdB, g.b, k0, col0, tid);
-    else
-      load_tile<T::kBlockK, T::kBlockN, T::kThreads, false>(bs, kWarpLdB, g.b, k0, col0, tid);
+  for (int64_t k0 = 0; k0 < k; k0 += T::kBlockK) {
+    load_a(as_t, row0, k0, tid);
+    load_b(bs, k0, col0, tid);
     __syncthreads();
 #pragma unroll
     for (int q = 0; q < T::kBlockK; ++q) {
@@ -61,15 +60,75 @@ __global__ void __launch_bounds__(WarptileTiling::kThreads) gemm_warptile_kernel
 #pragma unroll
   for (int i = 0; i < T::kRowsPerThread; ++i)
 #pragma unroll
-    for (int j = 0; j < T::kColsPerThread; ++j) {
-      const int64_t row = row0 + T::local_row(tid, i), col = col0 + T::local_col(tid, j);
-      if (in_c(row, col, g.m, g.n)) store_c(g.c, g.n, row, col, acc[i][j], g.alpha, g.beta);
-    }
+    for (int j = 0; j < T::kColsPerThread; ++j)
+      store(row0 + T::local_row(tid, i), col0 + T::local_col(tid, j), acc[i][j]);
+}
+
+// op(A)'s tile into as_t (transposed) and op(B)'s into bs: float4 loads where the rows allow.
+template <typename X>
+__device__ __forceinline__ void warptile_load_a(float* as_t, const X& a, bool vec, int64_t row0,
+                                                int64_t k0, int tid) {
+  using T = WarptileTiling;
+  if (vec)
+    load_tile_vec4<T::kBlockM, T::kBlockK, T::kThreads, true>(as_t, kWarpLdA, float_view(a), row0,
+                                                              k0, tid);
+  else
+    load_tile<T::kBlockM, T::kBlockK, T::kThreads, true>(as_t, kWarpLdA, a, row0, k0, tid);
+}
+template <typename X>
+__device__ __forceinline__ void warptile_load_b(float* bs, const X& b, bool vec, int64_t k0,
+                                                int64_t col0, int tid) {
+  using T = WarptileTiling;
+  if (vec)
+    load_tile_vec4<T::kBlockK, T::kBlockN, T::kThreads, false>(bs, kWarpLdB, float_view(b), k0,
+                                                               col0, tid);
+  else
+    load_tile<T::kBlockK, T::kBlockN, T::kThreads, false>(bs, kWarpLdB, b, k0, col0, tid);
+}
+
+__global__ void __launch_bounds__(WarptileTiling::kThreads) gemm_warptile_kernel(GemmArgs g) {
+  warptile_block(
+      g.k,
+      [&](float* s, int64_t r0, int64_t c0, int tid) {
+        warptile_load_a(s, g.a, g.vec_a, r0, c0, tid);
+      },
+      [&](float* s, int64_t r0, int64_t c0, int tid) {
+        warptile_load_b(s, g.b, g.vec_b, r0, c0, tid);
+      },
+      [&](int64_t row, int64_t col, float acc) {
+        if (in_c(row, col, g.m, g.n)) store_c(g.c, g.n, row, col, acc, g.alpha, g.beta);
+      });
+}
+
+// Mixed precision (issue 35): 16-bit operands widened as they are copied into shared memory,
+// where the float32 kernel copies float32 ones; then the same block; a 16-bit C rounded at the
+// store, after the optional bias (gemm_mixed.h's store_c_mixed).
+__global__ void __launch_bounds__(WarptileTiling::kThreads)
+    gemm_warptile_mixed_kernel(GemmMixedArgs g) {
+  warptile_block(
+      g.k,
+      [&](float* s, int64_t r0, int64_t c0, int tid) {
+        warptile_load_a(s, g.a, g.vec_a, r0, c0, tid);
+      },
+      [&](float* s, int64_t r0, int64_t c0, int tid) {
+        warptile_load_b(s, g.b, g.vec_b, r0, c0, tid);
+      },
+      [&](int64_t row, int64_t col, float acc) {
+        if (in_c(row, col, g.m, g.n)) store_c_mixed(g, row, col, acc);
+      });
 }
 
 void gemm_warptile_cuda(const GemmArgs& g, CUstream_st* stream) {
   const dim3 grid = launch_grid<WarptileTiling>(g, "warptile");
   gemm_warptile_kernel<<<grid, WarptileTiling::kThreads, 0, stream>>>(g);
+  CHECK_CUDA_LAUNCH();
+}
+
+void gemm_warptile_mixed_cuda(const GemmMixedArgs& g, CUstream_st* stream) {
+  GemmArgs shape{};
+  shape.m = g.m, shape.n = g.n;
+  const dim3 grid = launch_grid<WarptileTiling>(shape, "warptile");
+  gemm_warptile_mixed_kernel<<<grid, WarptileTiling::kThreads, 0, stream>>>(g);
   CHECK_CUDA_LAUNCH();
 }
 

@@ -20,6 +20,34 @@ bool rows_16b_aligned(const float* p, int64_t ld) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && ld % 4 == 0;
 }
 
+gemm_ladder::Elem elem_of(DType t) {
+  return t == DType::BFloat16  ? gemm_ladder::Elem::BFloat16
+         : t == DType::Float16 ? gemm_ladder::Elem::Float16
+                               : gemm_ladder::Elem::Float32;
+}
+
+// warptile on mixed precision's operands (gemm_registry.h's GemmMixedCall; the registry checked
+// the tensors). float4 loads only for a float32 operand whose rows are 16-byte aligned.
+void warptile_mixed(Device device, const GemmMixedCall& call) {
+  MT_CHECK_AS(DeviceError, device.is_cuda(), "gemm backend 'warptile' runs on CUDA devices, got ",
+              device.str(), "; move the tensors to a GPU or pick a CPU backend (reference)");
+  if (call.m == 0 || call.n == 0) return;
+  gemm_ladder::GemmMixedArgs g{};
+  g.c = call.c;
+  g.c_elem = elem_of(call.c_dtype);
+  g.a = gemm_ladder::mixed_operand_a(call.a, elem_of(call.a_dtype), call.trans_a, call.m, call.k);
+  g.b = gemm_ladder::mixed_operand_b(call.b, elem_of(call.b_dtype), call.trans_b, call.k, call.n);
+  g.bias = call.bias;
+  g.m = call.m, g.n = call.n, g.k = call.k;
+  g.alpha = call.alpha, g.beta = call.beta;
+  g.vec_a =
+      call.a_dtype == DType::Float32 && rows_16b_aligned(static_cast<const float*>(call.a), g.a.ld);
+  g.vec_b =
+      call.b_dtype == DType::Float32 && rows_16b_aligned(static_cast<const float*>(call.b), g.b.ld);
+  DeviceGuard guard(device);
+  gemm_ladder::gemm_warptile_mixed_cuda(g, current_stream(device).native_handle());
+}
+
 GemmBackend ladder_entry(const char* name, const char* technique, bool reduced_precision,
                          Launcher launch) {
   const std::string backend = name;
@@ -49,6 +77,10 @@ GemmBackend ladder_entry(const char* name, const char* technique, bool reduced_p
   };
   GemmBackend entry{name,          DeviceType::CUDA, technique, reduced_precision,
                     std::move(fn), nullptr,          {}};
+  if (std::string(name) == "warptile") {  // the emulated GPUs' default: mixed precision's GEMM
+    entry.mixed = [](Device device, const GemmMixedCall& call) { warptile_mixed(device, call); };
+    entry.mixed_bias = true;
+  }
   // tc_bf16 rounds its operands to bfloat16: float16 values would lose 3 mantissa bits. (tc_tf32
   // keeps 10, which holds both 16-bit types exactly.)
   if (std::string(name) == "tc_bf16") entry.precisions = {DType::Float32, DType::BFloat16};

@@ -21,11 +21,12 @@ __device__ __forceinline__ int smem_index(int r, int c, int ld_s) {
   return SMEM_T ? c * ld_s + r : r * ld_s + c;
 }
 
-/// One element per thread per step, coalesced along the stored contiguous dimension.
+/// One element per thread per step, coalesced along the stored contiguous dimension. X is an
+/// Operand, or a MixedOperand (gemm_mixed.h) whose 16-bit elements are read widened.
 template <int ROWS, int COLS, int THREADS, bool SMEM_T, typename SmemT,
-          typename Convert = NoConvert>
-__device__ __forceinline__ void load_tile(SmemT* s, int ld_s, const Operand& x, int64_t r0,
-                                          int64_t c0, int tid, Convert convert = Convert()) {
+          typename Convert = NoConvert, typename X = Operand>
+__device__ __forceinline__ void load_tile(SmemT* s, int ld_s, const X& x, int64_t r0, int64_t c0,
+                                          int tid, Convert convert = Convert()) {
   static_assert((ROWS * COLS) % THREADS == 0, "every thread copies the same number of elements");
 #pragma unroll
   for (int step = 0; step < ROWS * COLS / THREADS; ++step) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/parallel_for.h"
+#include "tests/core/io_test_util.h"
 #include "tests/kernels/loss_test_util.h"
 #include "tests/support/test_util.h"
 
@@ -491,6 +492,67 @@ TEST_P(CrossEntropyTest, ABadTargetCheckedOnTheDeviceIsNamedWhenRead) {
   wrong.target_check = Tensor::zeros({2}, DType::Float64, device());
   EXPECT_THROW(cross_entropy_forward(logits, Tensor::zeros({4}, DType::Float32, device()), wrong),
                ShapeError);
+}
+
+// Note [a batch that counts nothing, on the device]: with a batch count, a call whose mean
+// divisor is 0 (every row ignore_index, or of a class weighted 0) gives a loss of 0 and a zero
+// gradient instead of torch's NaN, adds nothing to the count and sets the skip flag; a call with a
+// row to count gives the host-checked call's bits, adds 1 and clears the flag.
+TEST_P(CrossEntropyTest, ABatchCountOnTheDeviceCountsTheBatchesWithARowToCount) {
+  if (!device().is_cuda()) GTEST_SKIP() << "the CPU checks on the host";
+  const Tensor logits = random_tensor({4, 3}, 17, device());
+  struct Call {
+    std::vector<double> classes, weights;
+    bool counts;
+  };
+  const Call calls[] = {{{-100, -100, -100, -100}, {}, false},
+                        {{1, 1, -100, 1}, {0.3, 0.0, 0.9}, false},
+                        {{0, -100, 2, 1}, {}, true},
+                        {{1, 0, 1, 1}, {0.3, 0.0, 0.9}, true},
+                        {{-100, -100, -100, -100}, {0.3, 0.0, 0.9}, false}};
+  for (Reduction r : {Reduction::Mean, Reduction::Sum}) {
+    CrossEntropySpec spec;
+    spec.target_check = Tensor::zeros({3}, DType::Float64, device());
+    spec.batch_count = Tensor::zeros({1}, DType::Float64, device());
+    spec.skip_flag = Tensor::zeros({1}, DType::Float32, device());
+    double want_count = 0;
+    for (const Call& c : calls) {
+      SCOPED_TRACE(std::string(reduction_name(r)) + ", counts " + (c.counts ? "yes" : "no"));
+      CrossEntropySpec with = spec, on_host;
+      if (!c.weights.empty())
+        with.class_weights = on_host.class_weights =
+            tensor_of(c.weights, {3}, device(), DType::Float32);
+      const Tensor classes = tensor_of(c.classes, {4}, device(), DType::Float32);
+      Tensor loss = Tensor::empty({}, DType::Float32, device());
+      Tensor grad = Tensor::empty({4, 3}, DType::Float32, device());
+      cross_entropy_forward_backward(loss, grad, logits, classes, with, r);
+      want_count += c.counts ? 1 : 0;
+      EXPECT_EQ(host_values(spec.batch_count), std::vector<double>{want_count});
+      EXPECT_EQ(host_values(spec.skip_flag), std::vector<double>{want_count == 0 ? 1.0 : 0.0});
+      if (!c.counts) {
+        EXPECT_EQ(host_values(loss), std::vector<double>{0.0});
+        EXPECT_EQ(host_max_abs(grad), 0.0);
+        continue;
+      }
+      Tensor want_loss = Tensor::empty({}, DType::Float32, device());
+      Tensor want_grad = Tensor::empty({4, 3}, DType::Float32, device());
+      cross_entropy_forward_backward(want_loss, want_grad, logits, classes, on_host, r);
+      EXPECT_EQ(testing::tensor_bytes(loss.to(Device::cpu())),
+                testing::tensor_bytes(want_loss.to(Device::cpu())));
+      EXPECT_EQ(testing::tensor_bytes(grad.to(Device::cpu())),
+                testing::tensor_bytes(want_grad.to(Device::cpu())));
+    }
+    EXPECT_EQ(host_values(spec.target_check), (std::vector<double>{0, 0, 0}));
+  }
+  // Only where the targets are checked on the device, and with the right shapes.
+  CrossEntropySpec no_check;
+  no_check.batch_count = Tensor::zeros({1}, DType::Float64, device());
+  const Tensor classes = tensor_of({0, 1, 2, 0}, {4}, device(), DType::Float32);
+  EXPECT_THROW(cross_entropy_forward(logits, classes, no_check), ValueError);
+  CrossEntropySpec wrong;
+  wrong.target_check = Tensor::zeros({3}, DType::Float64, device());
+  wrong.batch_count = Tensor::zeros({2}, DType::Float64, device());
+  EXPECT_THROW(cross_entropy_forward(logits, classes, wrong), ShapeError);
 }
 
 // The top-1 counts against a plain host count (the first maximum wins ties, as torch.argmax), and
