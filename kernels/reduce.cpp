@@ -202,6 +202,17 @@ Tensor mean(const Tensor& x) { return reduce_new(x, ReduceKind::Mean); }
 Tensor max_abs(const Tensor& x) { return reduce_new(x, ReduceKind::MaxAbs); }
 Tensor squared_norm(const Tensor& x) { return reduce_new(x, ReduceKind::SquaredNorm); }
 
+namespace {
+// sum_rows' shapes, whatever the dtypes: x [rows, cols] into out [cols].
+void check_sum_rows_shapes(const Tensor& out, const Tensor& x) {
+  check_ndim("sum_rows", {"x", x}, 2);
+  check_ndim("sum_rows", {"out", out}, 1);
+  MT_CHECK_AS(ShapeError, out.size(0) == x.size(1), "sum_rows: out has ", out.size(0),
+              " entries but x has ", x.size(1), " columns (out ", out.shape(), ", x ", x.shape(),
+              "); out must be [cols]");
+}
+}  // namespace
+
 void sum_rows(Tensor& out, const Tensor& x) {
   if (x.defined() && is_half(x.dtype()) && out.defined() && out.dtype() == DType::Float32) {
     // Mixed precision's bias gradient (Note [16-bit GEMM operands] in nn/linear.cpp): a 16-bit
@@ -210,12 +221,8 @@ void sum_rows(Tensor& out, const Tensor& x) {
     check_compatible("sum_rows", {{"x", x}});
     MT_CHECK_AS(DeviceError, out.device() == x.device(), "sum_rows: out is on ", out.device(),
                 " but x on ", x.device());
-    check_ndim("sum_rows", {"x", x}, 2);
-    check_ndim("sum_rows", {"out", out}, 1);
+    check_sum_rows_shapes(out, x);
     const int64_t rows = x.size(0), cols = x.size(1);
-    MT_CHECK_AS(ShapeError, out.size(0) == cols, "sum_rows: out has ", out.size(0),
-                " entries but x has ", cols, " columns (out ", out.shape(), ", x ", x.shape(),
-                "); out must be [cols]");
     const bool bf16 = x.dtype() == DType::BFloat16;
     dispatch_op(
         "sum_rows", x.device(), DType::Float32,
@@ -234,12 +241,8 @@ void sum_rows(Tensor& out, const Tensor& x) {
     return;
   }
   check_compatible("sum_rows", {{"out", out}, {"x", x}});
-  check_ndim("sum_rows", {"x", x}, 2);
-  check_ndim("sum_rows", {"out", out}, 1);
+  check_sum_rows_shapes(out, x);
   const int64_t rows = x.size(0), cols = x.size(1);
-  MT_CHECK_AS(ShapeError, out.size(0) == cols, "sum_rows: out has ", out.size(0),
-              " entries but x has ", cols, " columns (out ", out.shape(), ", x ", x.shape(),
-              "); out must be [cols]");
   dispatch_op(
       "sum_rows", x.device(), x.dtype(),
       [&](auto zero) {

@@ -198,6 +198,23 @@ TEST(SumRowsMixed, SixteenBitRowsGiveTheWidenedRowsBits) {
   expect_sum_rows_of_widened_bits(Device::cpu());
 }
 
+// Both of sum_rows' branches (same dtype; 16-bit into float32) refuse a wrong out alike.
+TEST(SumRowsMixed, AnOutOfTheWrongSizeIsNamedInEitherBranch) {
+  const Device cpu = Device::cpu();
+  for (DType p : {DType::Float32, DType::Float16}) {
+    const Tensor x = Tensor::zeros(Shape{5, 3}, p, cpu);
+    Tensor out = Tensor::zeros(Shape{4}, DType::Float32, cpu);
+    EXPECT_THROW(sum_rows(out, x), ShapeError) << p;
+    EXPECT_NE(error_message([&] {
+                sum_rows(out, x);
+              }).find("sum_rows: out has 4 entries but x has 3 columns (out [4], x [5, 3])"),
+              std::string::npos)
+        << p;
+    Tensor flat = Tensor::zeros(Shape{1, 3}, DType::Float32, cpu);
+    EXPECT_THROW(sum_rows(flat, x), ShapeError) << p;
+  }
+}
+
 TEST(SumRowsMixedCuda, SixteenBitRowsGiveTheWidenedRowsBits) {
   MT_SKIP_UNLESS_AVAILABLE(Device::cuda(0));
   expect_sum_rows_of_widened_bits(Device::cuda(0));
