@@ -8,6 +8,7 @@
 #include "counters.h"
 #include "race.h"
 #include "routed_memory.h"
+#include "unchecked_stores.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -83,7 +84,7 @@ void thread_entry(void* arg) {
   bool faulted = false;
   try {
     b.grid->body();
-    if (racecheck_on) racecheck_yield();
+    if (memory_hooks != 0) routed_thread_yield();
   } catch (const ThreadFaulted&) {
     faulted = true;
   }
@@ -183,7 +184,7 @@ void warp_collective(LaneOp op) {
   const bool orders_memory = op.kind == CollectiveKind::SyncWarp || op.kind == CollectiveKind::Wmma;
   PhaseSync* phase = nullptr;  // under ThreadSanitizer, where the collective orders memory
   unsigned generation = 0;
-  if (racecheck_on) racecheck_yield();
+  if (memory_hooks != 0) routed_thread_yield();
   {
     san::IgnoreAll ignore;
     b = &this_block(collective_name(op));
@@ -296,7 +297,7 @@ void syncthreads(const BarrierSite* site) {
   BlockRun* b;
   EmuThread* me;
   unsigned generation;
-  if (racecheck_on) racecheck_yield();
+  if (memory_hooks != 0) routed_thread_yield();
   {
     san::IgnoreAll ignore;
     b = &this_block("__syncthreads");
@@ -347,7 +348,7 @@ unsigned activemask(const void* site) {
   // masks.
   BlockRun* b;
   EmuThread* me;
-  if (racecheck_on) racecheck_yield();
+  if (memory_hooks != 0) routed_thread_yield();
   {
     san::IgnoreAll ignore;
     b = &this_block("__activemask");

@@ -38,6 +38,7 @@
 #include "race.h"
 #include "routed_memory.h"
 #include "runtime.h"
+#include "unchecked_stores.h"
 
 namespace mtemu {
 namespace detail {
@@ -472,6 +473,10 @@ void shared_request(const Request& r, std::vector<uintptr_t>& scratch, uint64_t*
 
 }  // namespace
 
+MTEMU_HOT void count_access(uintptr_t addr, uint32_t size, bool store, uintptr_t site) {
+  record(addr, size, store, site);
+}
+
 void counters_launch_begin(const Grid& g) {
   if (!counters_on) return;
   std::lock_guard<std::mutex> lock(acc_mutex);
@@ -731,27 +736,18 @@ F libasan_function(F* cache, const char* name) {
 
 // Note [accesses routed to the checkers] (routed_memory.h): an access whose inline check failed.
 // Routed memory that is addressable once decoded goes to the checkers that are on (its site: the
-// return address, the kernel's access); a genuine error goes to libasan's own report, with the
-// routing lifted so that the report reads ASan's shadow. Host code reaches here too (every file
-// of an emulated build recovers, so that an inline function one of them shares with a kernel
-// file is built alike): the checkers ignore an access made outside a GPU thread.
-namespace mtemu::detail {
-__attribute__((noinline)) void memory_hooks_slow(uintptr_t a, uint32_t bytes, bool store,
-                                                 uintptr_t site) {
-  if (counters_on) record(a, bytes, store, site);
-  if (initcheck_on) initcheck_access(a, bytes, store, site);
-  if (racecheck_on) racecheck_access(a, bytes, store, site);
-}
-}  // namespace mtemu::detail
-
+// return address, the kernel's access), through routed_access (Note [stores GCC leaves
+// unchecked], unchecked_stores.h); a genuine error goes to libasan's own report, with the routing
+// lifted so that the report reads ASan's shadow. Host code reaches here too (every file of an
+// emulated build recovers, so that an inline function one of them shares with a kernel file is
+// built alike): the checkers ignore an access made outside a GPU thread.
 #define MTEMU_ASAN_REPORT(name, bytes, store)                                                    \
   extern "C"                                                                                     \
       __attribute__((visibility("default"), noinline, no_sanitize("address", "undefined"))) void \
       name(uintptr_t a) {                                                                        \
     const auto site = reinterpret_cast<uintptr_t>(__builtin_return_address(0));                  \
     if (mtemu::detail::routed_access_is_valid(a, bytes)) {                                       \
-      if (mtemu::detail::memory_hooks != 0)                                                      \
-        mtemu::detail::memory_hooks_slow(a, bytes, store, site);                                 \
+      if (mtemu::detail::memory_hooks != 0) mtemu::detail::routed_access(a, bytes, store, site); \
       return;                                                                                    \
     }                                                                                            \
     static Report real = nullptr;                                                                \
@@ -766,7 +762,7 @@ __attribute__((noinline)) void memory_hooks_slow(uintptr_t a, uint32_t bytes, bo
     const auto site = reinterpret_cast<uintptr_t>(__builtin_return_address(0));                  \
     if (mtemu::detail::routed_access_is_valid(a, n)) {                                           \
       if (mtemu::detail::memory_hooks != 0)                                                      \
-        mtemu::detail::memory_hooks_slow(a, uint32_t(n), store, site);                           \
+        mtemu::detail::routed_access(a, uint32_t(n), store, site);                               \
       return;                                                                                    \
     }                                                                                            \
     static ReportN real = nullptr;                                                               \

@@ -2,6 +2,8 @@
 // The emulator's side of the memory counters (cuda_emu/counters.h): hooks the block scheduler
 // and the worker pool call around a launch and a block.
 
+#include <cstdint>
+
 namespace mtemu::detail {
 
 struct Grid;
@@ -11,6 +13,9 @@ void counters_launch_begin(const Grid& g);
 void counters_launch_end(const Grid& g);
 void counters_block_begin(const BlockRun& b);
 void counters_block_end(const BlockRun& b);
+/// A kernel's load or store of `size` bytes at `addr` (a device or shared-memory access of the
+/// running GPU thread); `site` keys its warp-level request.
+void count_access(uintptr_t addr, uint32_t size, bool store, uintptr_t site);
 
 // Note [one hook flag]: three checkers want every load and store of an emulated kernel (the
 // counters, initcheck, racecheck); each owns a bit here, set where it is turned on or off. While

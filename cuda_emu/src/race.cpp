@@ -36,7 +36,6 @@
 namespace mtemu::detail {
 
 bool racecheck_on = false;
-thread_local int race_atomic = 0;
 
 namespace {
 
@@ -166,48 +165,8 @@ bool in_shared(const BlockRun& b, uintptr_t a) {
   return a >= lo && a < lo + b.grid->config.dynamic_smem;
 }
 
-// GCC's AddressSanitizer checks an address once per basic block: in `*p += x` the store to *p is
-// not instrumented after the load. So each load is remembered with the bytes it saw, until the
-// thread next accesses memory or yields: where they changed meanwhile, no other thread ran, so
-// this thread stored there, and that store is checked then. (A store of the value already there
-// is missed.)
-struct Pending {
-  ThreadCtx* thread;
-  uintptr_t addr, pc;
-  uint32_t size;
-  bool shared;
-  unsigned char seen[16];
-};
-constexpr int kPending = 8;
-thread_local Pending pending[kPending];
-thread_local int pending_count = 0;
-
 void check(BlockRun& b, ThreadCtx& t, uintptr_t addr, uint32_t size, bool store, bool shared,
            uintptr_t pc);
-
-thread_local int pending_next = 0;  // the oldest, replaced next when all are in use
-
-// Device and shared memory may be routed (routed_memory.h): read without libasan's interceptors.
-__attribute__((no_sanitize_address)) bool same_bytes(uintptr_t addr, const unsigned char* seen,
-                                                     uint32_t size) {
-  const auto* now = reinterpret_cast<const volatile unsigned char*>(addr);
-  for (uint32_t i = 0; i < size; ++i)
-    if (now[i] != seen[i]) return false;
-  return true;
-}
-
-// Checks the remembered loads of `t` for bytes it changed since; `forget`: at a yield.
-__attribute__((no_sanitize_address)) void flush_pending(ThreadCtx* t, bool forget) {
-  for (int i = 0; i < pending_count; ++i) {
-    Pending& p = pending[i];
-    if (p.thread != t) continue;
-    if (!same_bytes(p.addr, p.seen, p.size)) {
-      check(*t->block, *t, p.addr, p.size, true, p.shared, p.pc);
-      raw_copy(p.seen, reinterpret_cast<const void*>(p.addr), p.size);
-    }
-  }
-  if (forget) pending_count = pending_next = 0;
-}
 
 }  // namespace
 
@@ -219,33 +178,14 @@ struct Busy {
   ~Busy() { busy = false; }
 };
 
-void racecheck_yield() {
-  ThreadCtx* t = tls_thread.load(std::memory_order_relaxed);
-  if (t == nullptr || race_atomic > 0 || busy) return;
-  Busy guard;
-  flush_pending(t, true);
-}
-
 __attribute__((no_sanitize_address)) void racecheck_access(uintptr_t addr, uint32_t size,
                                                            bool store, uintptr_t pc) {
   ThreadCtx* t = tls_thread.load(std::memory_order_relaxed);
-  if (t == nullptr || race_atomic > 0 || size == 0 || busy) return;  // host code, an atomic
+  if (t == nullptr || in_atomic > 0 || size == 0 || busy) return;  // host code, an atomic
   Busy guard;
   BlockRun& b = *t->block;
   if (b.fibers[t->linear]->contains(addr)) return;  // the thread's own stack
-  if (pending_count > 0) flush_pending(t, false);
-  const bool shared = in_shared(b, addr);
-  check(b, *t, addr, size, store, shared, pc);
-  if (!store && size <= 16) {
-    Pending& p = pending_count < kPending ? pending[pending_count++] : pending[pending_next];
-    if (pending_count == kPending) pending_next = (pending_next + 1) % kPending;
-    p.thread = t;
-    p.addr = addr;
-    p.pc = pc;
-    p.size = size;
-    p.shared = shared;
-    raw_copy(p.seen, reinterpret_cast<const void*>(addr), size);
-  }
+  check(b, *t, addr, size, store, in_shared(b, addr), pc);
 }
 
 namespace {

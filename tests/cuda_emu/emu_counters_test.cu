@@ -114,6 +114,77 @@ TEST(CudaEmuCounters, StoresAndAtomicsCountedApart) {
   EXPECT_EQ(counter.to_host()[0], kN);
 }
 
+// ---- stores whose check GCC drops (Note [stores GCC leaves unchecked], unchecked_stores.h) ----
+
+__global__ void scale_in_place_kernel(float* x, int n) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) x[i] *= 2.f;  // the store's check is dominated by the load's
+}
+__global__ void store_twice_kernel(float* x, const float* z, int n) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) {
+    x[i] = -1.f;  // kept: z[i] below may be x[i]
+    const float y = z[i];
+    x[i] = y + 3.f;  // its check is dominated by the first store's
+  }
+}
+__global__ void add_one_kernel(const float* in, float* out, int n) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = in[i] + 1.f;  // two pointers: both accesses checked, even when in == out
+}
+__global__ void load_then_count_kernel(int* counter, int* seen, int n) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) {
+    const int before = *counter;
+    atomicAdd(counter, 1);  // changes what the load saw: an atomic, no hidden store
+    seen[i] = before;
+  }
+}
+
+TEST(CudaEmuCounters, AReadModifyWritesStoreIsCounted) {
+  std::vector<float> host(kN);
+  for (int i = 0; i < kN; ++i) host[i] = float(i) - 500.f;
+  DeviceBuffer<float> x(host);
+  const mtemu::LaunchCounters c =
+      counters_of_one_launch([&] { scale_in_place_kernel<<<kBlocks, kThreads>>>(x.get(), kN); });
+  // Loads and stores alike: 32 requests, 4 sectors per full warp and 2 for the last.
+  EXPECT_EQ(c.global_load_requests, 32u);
+  EXPECT_EQ(c.global_load_sectors, 31u * 4 + 2);
+  EXPECT_EQ(c.global_store_requests, 32u);
+  EXPECT_EQ(c.global_store_sectors, 31u * 4 + 2);
+  const std::vector<float> got = x.to_host();
+  for (int i : {0, 1, 500, kN - 1}) EXPECT_EQ(got[std::size_t(i)], 2.f * host[std::size_t(i)]);
+}
+
+TEST(CudaEmuCounters, ASecondStoreToTheSameAddressIsCounted) {
+  DeviceBuffer<float> x(kN), z(std::vector<float>(kN, 4.f));
+  const mtemu::LaunchCounters c = counters_of_one_launch(
+      [&] { store_twice_kernel<<<kBlocks, kThreads>>>(x.get(), z.get(), kN); });
+  EXPECT_EQ(c.global_load_requests, 32u);
+  EXPECT_EQ(c.global_store_requests, 64u);
+  EXPECT_EQ(c.global_store_sectors, 2u * (31 * 4 + 2));
+  EXPECT_EQ(x.to_host()[7], 7.f);
+}
+
+TEST(CudaEmuCounters, ACheckedStoreAfterALoadIsCountedOnce) {
+  DeviceBuffer<float> x(std::vector<float>(kN, 1.f));
+  const mtemu::LaunchCounters c =
+      counters_of_one_launch([&] { add_one_kernel<<<kBlocks, kThreads>>>(x.get(), x.get(), kN); });
+  EXPECT_EQ(c.global_load_requests, 32u);
+  EXPECT_EQ(c.global_store_requests, 32u);
+  EXPECT_EQ(x.to_host()[kN - 1], 2.f);
+}
+
+TEST(CudaEmuCounters, AnAtomicAfterALoadIsNoStore) {
+  DeviceBuffer<int> counter(std::vector<int>{0}), seen(kN);
+  const mtemu::LaunchCounters c = counters_of_one_launch(
+      [&] { load_then_count_kernel<<<kBlocks, kThreads>>>(counter.get(), seen.get(), kN); });
+  EXPECT_EQ(c.global_load_requests, 32u);
+  EXPECT_EQ(c.global_atomic_requests, 32u);
+  EXPECT_EQ(c.global_store_requests, 32u);  // seen[i] only
+  EXPECT_EQ(counter.to_host()[0], kN);
+}
+
 // ---- shared memory ----
 
 template <int Cols>

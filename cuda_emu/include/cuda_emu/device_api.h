@@ -8,6 +8,7 @@
 // mask names, and a lane that never comes is reported, not waited for.
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -188,11 +189,32 @@ T atomic_update_fp(T* address, T (*f)(T, T), T v) {
 }
 }  // namespace mtemu::detail
 
+namespace mtemu::detail {
+extern unsigned char memory_hooks;  // a bit per checker that is on (cuda_emu/src/counters.h)
+extern thread_local int in_atomic;  // > 0 inside an atomic while a checker is on
+// Its accesses are not checked as loads and stores: an atomic orders itself (racecheck), counts
+// as one atomic request (the counters), and what it changes is no hidden plain store (Note
+// [stores GCC leaves unchecked], cuda_emu/src/unchecked_stores.h).
+void atomic_scope_begin(const void* address, std::size_t bytes);
+struct AtomicScope {
+  __attribute__((always_inline)) AtomicScope(const void* a, std::size_t n) {
+    if (__builtin_expect(memory_hooks != 0, 0)) {
+      active = true;
+      atomic_scope_begin(a, n);
+    }
+  }
+  ~AtomicScope() {
+    if (active) --in_atomic;
+  }
+  bool active = false;
+};
+}  // namespace mtemu::detail
+
 // Each atomic counts as one atomic request (cuda_emu/counters.h), not as the loads and stores
 // it is made of.
 #define MTEMU_COUNT_ATOMIC(a)                                       \
   ::mtemu::detail::AtomicCount mtemu_count_atomic_(a, sizeof *(a)); \
-  ::mtemu::detail::RaceAtomic mtemu_race_atomic_
+  ::mtemu::detail::AtomicScope mtemu_atomic_scope_(a, sizeof *(a))
 // Under initcheck (cuda_emu/initcheck.h) a read-modify-write reads the old value: a read of
 // unwritten memory is reported; an exchange only writes. (AddressSanitizer's hooks do not see the
 // integer atomics as reads.)

@@ -15,19 +15,5 @@ bool racecheck_enable(bool on);
 }  // namespace mtemu
 
 namespace mtemu::detail {
-extern bool racecheck_on;             // the memory hooks' one branch
-extern thread_local int race_atomic;  // > 0 inside an atomic: its accesses are not checked
-/// Marks an atomic's accesses (device_api.h): they order themselves.
-struct RaceAtomic {
-  __attribute__((always_inline)) RaceAtomic() {
-    if (__builtin_expect(racecheck_on, 0)) {
-      active = true;
-      ++race_atomic;
-    }
-  }
-  ~RaceAtomic() {
-    if (active) --race_atomic;
-  }
-  bool active = false;
-};
+extern bool racecheck_on;  // the memory hooks' one branch
 }  // namespace mtemu::detail
