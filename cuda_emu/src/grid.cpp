@@ -18,6 +18,7 @@
 #include "counters.h"
 #include "race.h"
 #include "sanitizer.h"
+#include "unchecked_stores.h"
 
 namespace mtemu::detail {
 
@@ -155,11 +156,13 @@ void run_grid(Grid& g) {
   g.order_offset = h % g.blocks;
   g.order_step = 1 + (h >> 17) % g.blocks;
   while (std::gcd(g.order_step, g.blocks) != 1) ++g.order_step;
+  routed_grid_begin();
   counters_launch_begin(g);
   if (racecheck_on) racecheck_launch_begin(g);
   pool().run(g);
   if (racecheck_on) racecheck_launch_end(g);
   counters_launch_end(g);
+  routed_grid_end();
 }
 
 }  // namespace mtemu::detail

@@ -3,6 +3,9 @@
 
 #include "unchecked_stores.h"
 
+#include <atomic>
+#include <mutex>
+
 #include "counters.h"
 #include "cuda_emu/counters.h"
 #include "cuda_emu/device_api.h"
@@ -30,31 +33,92 @@ namespace {
 constexpr int kRemembered = 8;
 constexpr uint32_t kMaxBytes = 16;  // the widest single access (float4)
 
-struct Remembered {
-  uintptr_t addr, site;
-  uint32_t size;
-  bool unread;  // a store or an atomic: its bytes are read at the thread's next access
-  unsigned char bytes[kMaxBytes];
+struct Bits {
+  uint64_t lo = 0, hi = 0;
+  bool operator!=(const Bits& o) const { return lo != o.lo || hi != o.hi; }
 };
 
-// Per host thread, oldest first: its blocks' GPU threads take turns on it, and what one
-// remembered is forgotten when it yields.
-thread_local Remembered remembered[kRemembered];
-thread_local int remembered_count = 0;
-thread_local const ThreadCtx* owner = nullptr;  // the GPU thread they are of
-thread_local bool busy = false;                 // the checkers' own accesses are not the kernel's
+struct Remembered {
+  uintptr_t addr = 0, site = 0;
+  uint32_t size = 0;  // 0: a free slot
+  Bits bits;          // what it read or wrote (a write's: read at the thread's next access)
+};
+
+// Per host thread: its blocks' GPU threads take turns on it, and what one remembered is
+// forgotten when it yields. Slots are reused round robin, so the one replaced is the oldest
+// unless a later access freed another.
+struct State {
+  Remembered slot[kRemembered];
+  int next = 0;                      // the slot replaced when none is free
+  int unread = -1;                   // the slot of the last access, when it wrote
+  bool any = false;                  // some slot is in use
+  const ThreadCtx* owner = nullptr;  // the GPU thread they are of
+  bool busy = false;                 // the checkers' own accesses are not the kernel's
+};
+thread_local State state;
+
+// The words atomics of the running grids target: another block's atomic may change one at any
+// moment, so a change seen there is not taken for a hidden store of this thread (a plain load of
+// a counter that other blocks increment is common). A word is noted before its atomic runs, in a
+// slot of its own hash (a later word may take the slot: that word's changes are then no longer
+// excused); the table is cleared when a grid starts with no other running.
+constexpr std::size_t kAtomicSlots = 4096;
+std::atomic<uintptr_t> atomic_targets[kAtomicSlots];
+std::atomic<bool> any_atomic_target{false};  // the table holds a word (else the clear is skipped)
+std::mutex grids_mutex;
+int grids_running = 0;  // guarded by grids_mutex
+
+MTEMU_HOT std::size_t target_slot(uintptr_t word) {
+  return std::size_t((word * 0x9e3779b97f4a7c15ull) >> 40) % kAtomicSlots;
+}
+void note_atomic_target(uintptr_t addr, std::size_t bytes) {
+  any_atomic_target.store(true, std::memory_order_relaxed);
+  for (uintptr_t w = addr & ~uintptr_t(3); w < addr + bytes; w += 4)
+    atomic_targets[target_slot(w)].store(w, std::memory_order_release);
+}
+bool atomics_target(uintptr_t addr, uint32_t bytes) {
+  for (uintptr_t w = addr & ~uintptr_t(3); w < addr + bytes; w += 4)
+    if (atomic_targets[target_slot(w)].load(std::memory_order_acquire) == w) return true;
+  return false;
+}
 
 // Device and shared memory are routed: read without ASan's check (MTEMU_HOT) or libasan's
-// interceptors.
-MTEMU_HOT void read_bytes(unsigned char* to, uintptr_t from, uint32_t size) {
-  const auto* p = reinterpret_cast<const volatile unsigned char*>(from);
-  for (uint32_t i = 0; i < size; ++i) to[i] = p[i];
-}
-MTEMU_HOT bool same_bytes(const unsigned char* seen, uintptr_t at, uint32_t size) {
-  const auto* p = reinterpret_cast<const volatile unsigned char*>(at);
-  for (uint32_t i = 0; i < size; ++i)
-    if (p[i] != seen[i]) return false;
-  return true;
+// interceptors (the fixed-size copies compile to plain loads).
+MTEMU_HOT Bits read_bits(uintptr_t from, uint32_t size) {
+  const auto* p = reinterpret_cast<const unsigned char*>(from);
+  Bits b;
+  switch (size) {
+    case 1:
+      b.lo = *p;
+      break;
+    case 2: {
+      uint16_t v;
+      __builtin_memcpy(&v, p, 2);
+      b.lo = v;
+      break;
+    }
+    case 4: {
+      uint32_t v;
+      __builtin_memcpy(&v, p, 4);
+      b.lo = v;
+      break;
+    }
+    case 8:
+      __builtin_memcpy(&b.lo, p, 8);
+      break;
+    case 16:
+      __builtin_memcpy(&b.lo, p, 8);
+      __builtin_memcpy(&b.hi, p + 8, 8);
+      break;
+    default: {
+      unsigned char bytes[kMaxBytes] = {};
+      const auto* v = reinterpret_cast<const volatile unsigned char*>(p);
+      for (uint32_t i = 0; i < size; ++i) bytes[i] = v[i];
+      __builtin_memcpy(&b.lo, bytes, 8);
+      __builtin_memcpy(&b.hi, bytes + 8, 8);
+    }
+  }
+  return b;
 }
 
 MTEMU_HOT void to_checkers(uintptr_t addr, uint32_t size, bool store, uintptr_t site, bool hidden) {
@@ -63,55 +127,80 @@ MTEMU_HOT void to_checkers(uintptr_t addr, uint32_t size, bool store, uintptr_t 
   if (racecheck_on) racecheck_access(addr, size, store, site);
 }
 
-// The hidden stores since the thread's last access: each remembered range whose bytes changed.
-MTEMU_HOT void reveal_hidden_stores() {
-  for (int i = 0; i < remembered_count; ++i) {
-    Remembered& r = remembered[i];
-    if (r.unread) {
-      read_bytes(r.bytes, r.addr, r.size);
-      r.unread = false;
-    } else if (!same_bytes(r.bytes, r.addr, r.size)) {
-      to_checkers(r.addr, r.size, true, r.site, true);
-      read_bytes(r.bytes, r.addr, r.size);
+// The last access wrote (a store, an atomic): what it left is read now that it has run.
+MTEMU_HOT void read_what_was_written() {
+  if (state.unread < 0) return;
+  Remembered& r = state.slot[state.unread];
+  r.bits = read_bits(r.addr, r.size);
+  state.unread = -1;
+}
+
+// A slot's range checked for a hidden store: changed bytes are one, which goes to the checkers.
+MTEMU_HOT void reveal(Remembered& r) {
+  const Bits now = read_bits(r.addr, r.size);
+  if (now != r.bits) {
+    if (!atomics_target(r.addr, r.size)) to_checkers(r.addr, r.size, true, r.site, true);
+    r.bits = now;
+  }
+}
+
+// Before the access to [addr, addr + size): the remembered ranges it overlaps are checked for a
+// hidden store and forgotten (the access supersedes them). A hidden store is checked for when
+// its range is accessed again, when it is about to be forgotten, and at the thread's yield, so
+// that each comes before the next checked access there: the order in which it happened. Returns
+// a free slot (-1: none).
+MTEMU_HOT int before_access(uintptr_t addr, uint64_t size) {
+  read_what_was_written();
+  int free_slot = -1;
+  for (int i = 0; i < kRemembered; ++i) {
+    Remembered& r = state.slot[i];
+    if (r.size != 0 && r.addr < addr + size && addr < r.addr + r.size) {
+      reveal(r);
+      r.size = 0;
     }
+    if (r.size == 0) free_slot = i;
   }
+  return free_slot;
 }
 
-// What overlaps [addr, addr + size) is forgotten: a later access there supersedes it.
-MTEMU_HOT void forget_overlapping(uintptr_t addr, uint64_t size) {
-  int kept = 0;
-  for (int i = 0; i < remembered_count; ++i)
-    if (!(remembered[i].addr < addr + size && addr < remembered[i].addr + remembered[i].size))
-      remembered[kept++] = remembered[i];
-  remembered_count = kept;
-}
-
-MTEMU_HOT void remember(uintptr_t addr, uint32_t size, bool unread, uintptr_t site) {
-  forget_overlapping(addr, size);
-  if (remembered_count == kRemembered) {  // the oldest goes
-    for (int i = 1; i < kRemembered; ++i) remembered[i - 1] = remembered[i];
-    --remembered_count;
+MTEMU_HOT void remember(int free_slot, uintptr_t addr, uint32_t size, bool written,
+                        uintptr_t site) {
+  int i = free_slot;
+  if (i < 0) {  // the oldest is checked, then replaced
+    i = state.next;
+    state.next = (state.next + 1) % kRemembered;
+    reveal(state.slot[i]);
   }
-  Remembered& r = remembered[remembered_count++];
+  Remembered& r = state.slot[i];
   r.addr = addr;
   r.site = site;
   r.size = size;
-  r.unread = unread;
-  if (!unread) read_bytes(r.bytes, addr, size);
+  if (written)
+    state.unread = i;
+  else
+    r.bits = read_bits(addr, size);
+  state.any = true;
+}
+
+MTEMU_HOT void forget_all() {
+  if (!state.any) return;
+  for (Remembered& r : state.slot) r.size = 0;
+  state.unread = -1;
+  state.any = false;
 }
 
 struct Busy {
-  Busy() { busy = true; }
-  ~Busy() { busy = false; }
+  Busy() { state.busy = true; }
+  ~Busy() { state.busy = false; }
 };
 
 // The running GPU thread, or null in host code. What another thread remembered is dropped: it
 // yields before another runs, but not when it faults.
 MTEMU_HOT const ThreadCtx* gpu_thread() {
   const ThreadCtx* t = tls_thread.load(std::memory_order_relaxed);
-  if (t != owner) {
-    remembered_count = 0;
-    owner = t;
+  if (t != state.owner) {
+    forget_all();
+    state.owner = t;
   }
   return t;
 }
@@ -119,34 +208,47 @@ MTEMU_HOT const ThreadCtx* gpu_thread() {
 }  // namespace
 
 MTEMU_HOT void routed_access(uintptr_t addr, uint32_t size, bool store, uintptr_t site) {
-  if (busy || gpu_thread() == nullptr) {  // host code: the checkers ignore it
+  if (state.busy || gpu_thread() == nullptr) {  // host code: the checkers ignore it
     to_checkers(addr, size, store, site, false);
     return;
   }
   Busy guard;
-  reveal_hidden_stores();
+  const int free_slot = before_access(addr, size);
   to_checkers(addr, size, store, site, false);
-  if (size <= kMaxBytes)
-    remember(addr, size, store || in_atomic > 0, site);
-  else
-    forget_overlapping(addr, size);  // wider than any one hidden store
+  // Wider than any one hidden store: only forgotten what it overlaps (above).
+  if (size <= kMaxBytes) remember(free_slot, addr, size, store || in_atomic > 0, site);
 }
 
 MTEMU_HOT void routed_thread_yield() {
-  if (busy || gpu_thread() == nullptr) return;
+  if (state.busy || gpu_thread() == nullptr) return;
   Busy guard;
-  reveal_hidden_stores();
-  remembered_count = 0;
+  read_what_was_written();
+  for (Remembered& r : state.slot)
+    if (r.size != 0) reveal(r);
+  forget_all();
+}
+
+void routed_grid_begin() {
+  std::lock_guard<std::mutex> lock(grids_mutex);
+  if (grids_running++ == 0 && any_atomic_target.exchange(false, std::memory_order_relaxed))
+    for (auto& w : atomic_targets) w.store(0, std::memory_order_relaxed);
+}
+
+void routed_grid_end() {
+  std::lock_guard<std::mutex> lock(grids_mutex);
+  --grids_running;
 }
 
 void atomic_scope_begin(const void* address, std::size_t bytes) {
   ++in_atomic;
-  if (busy || gpu_thread() == nullptr) return;
+  note_atomic_target(reinterpret_cast<uintptr_t>(address), bytes);
+  if (state.busy || gpu_thread() == nullptr) return;
   Busy guard;
-  reveal_hidden_stores();  // before the atomic changes what they remember
-  // Its own change, read at the thread's next access, is no hidden store; the site is never used
-  // unless a plain store hides behind the atomic's check.
-  remember(reinterpret_cast<uintptr_t>(address), uint32_t(bytes), true, 0);
+  // Before the atomic changes what they remember; its own change, read at the thread's next
+  // access, is no hidden store (the site is never used unless a plain store hides behind the
+  // atomic's check).
+  const auto a = reinterpret_cast<uintptr_t>(address);
+  remember(before_access(a, bytes), a, uint32_t(bytes), true, 0);
 }
 
 }  // namespace mtemu::detail

@@ -141,6 +141,21 @@ __global__ void load_then_count_kernel(int* counter, int* seen, int n) {
   }
 }
 
+__global__ void accumulate_kernel(float* c, const float* a, int n, int k) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n)
+    for (int j = 0; j < k; ++j) c[i] += a[j * n + i];  // a may be c: c[i] is reloaded each time
+}
+__global__ void scale_then_sum_kernel(float* x, const float* z, float* sum, int n, int k) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) {
+    x[i] *= 2.f;
+    float s = 0.f;
+    for (int j = 0; j < k; ++j) s += z[j * n + i];  // more loads than the emulator remembers
+    sum[i] = s;
+  }
+}
+
 TEST(CudaEmuCounters, AReadModifyWritesStoreIsCounted) {
   std::vector<float> host(kN);
   for (int i = 0; i < kN; ++i) host[i] = float(i) - 500.f;
@@ -154,6 +169,30 @@ TEST(CudaEmuCounters, AReadModifyWritesStoreIsCounted) {
   EXPECT_EQ(c.global_store_sectors, 31u * 4 + 2);
   const std::vector<float> got = x.to_host();
   for (int i : {0, 1, 500, kN - 1}) EXPECT_EQ(got[std::size_t(i)], 2.f * host[std::size_t(i)]);
+}
+
+TEST(CudaEmuCounters, EachReadModifyWriteOfALoopIsCounted) {
+  constexpr int kSteps = 5;
+  DeviceBuffer<float> c(std::vector<float>(kN, 0.f)), a(std::vector<float>(kSteps * kN, 1.f));
+  const mtemu::LaunchCounters got = counters_of_one_launch(
+      [&] { accumulate_kernel<<<kBlocks, kThreads>>>(c.get(), a.get(), kN, kSteps); });
+  EXPECT_EQ(got.global_load_requests, 32u * 2 * kSteps);  // c[i] and a[j * n + i] per step
+  EXPECT_EQ(got.global_store_requests, 32u * kSteps);
+  EXPECT_EQ(got.global_store_sectors, uint64_t(31 * 4 + 2) * kSteps);
+  EXPECT_EQ(c.to_host()[kN - 1], float(kSteps));
+}
+
+TEST(CudaEmuCounters, AHiddenStoreIsCountedWhenItsLoadIsForgotten) {
+  constexpr int kSteps = 12;  // > the 8 accesses the emulator remembers (unchecked_stores.cpp)
+  DeviceBuffer<float> x(std::vector<float>(kN, 3.f)), z(std::vector<float>(kSteps * kN, 1.f)),
+      sum(kN);
+  const mtemu::LaunchCounters c = counters_of_one_launch([&] {
+    scale_then_sum_kernel<<<kBlocks, kThreads>>>(x.get(), z.get(), sum.get(), kN, kSteps);
+  });
+  EXPECT_EQ(c.global_load_requests, 32u * (1 + kSteps));
+  EXPECT_EQ(c.global_store_requests, 32u * 2);  // x[i] and sum[i]
+  EXPECT_EQ(x.to_host()[0], 6.f);
+  EXPECT_EQ(sum.to_host()[kN - 1], float(kSteps));
 }
 
 TEST(CudaEmuCounters, ASecondStoreToTheSameAddressIsCounted) {
