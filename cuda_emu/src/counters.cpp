@@ -63,8 +63,8 @@ enum Kind : uint8_t { GlobalLoad, GlobalStore, SharedLoad, SharedStore, GlobalAt
 
 // The per-access path (record) runs for every load and store of every GPU thread, so it and the
 // per-request counting are written on raw arrays and left out of the sanitizers' instrumentation
-// (MTEMU_HOT); what allocates or looks up a region is in out-of-line functions that keep it.
-#define MTEMU_HOT __attribute__((no_sanitize("address", "undefined")))
+// (MTEMU_HOT, counters.h); what allocates or looks up a region is in out-of-line functions that
+// keep it.
 
 // One lane's part in a request.
 struct LaneAccess {

@@ -4,6 +4,10 @@
 
 #include <cstdint>
 
+// The checkers' per-access path (every load and store of every GPU thread while one is on): kept
+// out of the sanitizers' instrumentation, on raw arrays (counters.cpp, unchecked_stores.cpp).
+#define MTEMU_HOT __attribute__((no_sanitize("address", "undefined")))
+
 namespace mtemu::detail {
 
 struct Grid;

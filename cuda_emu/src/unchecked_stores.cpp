@@ -22,9 +22,8 @@ thread_local int in_atomic = 0;
 // read-modify-write form requests of one kind. User-space addresses stay below bit 63.
 constexpr uintptr_t kHiddenStoreSite = uintptr_t(1) << 63;
 
-// Every routed access of a checked kernel passes here: kept out of the sanitizers'
-// instrumentation, as the counters' per-access path is.
-#define MTEMU_HOT __attribute__((no_sanitize("address", "undefined")))
+// Every routed access of a checked kernel passes here: MTEMU_HOT (counters.h), as the counters'
+// per-access path.
 
 namespace {
 
