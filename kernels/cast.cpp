@@ -36,13 +36,19 @@ template void round_to_precision_cpu<BFloat16>(float*, const float*, int64_t);
 template void round_to_precision_cpu<Half>(float*, const float*, int64_t);
 
 template <typename T>
-void round_into_cpu(float* out, const float* in, int64_t n, RoundedInto how) {
+void round_into_cpu(void* out, const float* in, int64_t n, RoundedInto how) {
   parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) out[i] = rounded_into<T>(out + i, in[i], how);
+    if (how == RoundedInto::Narrow) {
+      T* narrow_out = static_cast<T*>(out);
+      for (int64_t i = begin; i < end; ++i) narrow_out[i] = narrow<T>(in[i]);
+      return;
+    }
+    float* wide_out = static_cast<float*>(out);
+    for (int64_t i = begin; i < end; ++i) wide_out[i] = rounded_into<T>(wide_out + i, in[i], how);
   });
 }
-template void round_into_cpu<BFloat16>(float*, const float*, int64_t, RoundedInto);
-template void round_into_cpu<Half>(float*, const float*, int64_t, RoundedInto);
+template void round_into_cpu<BFloat16>(void*, const float*, int64_t, RoundedInto);
+template void round_into_cpu<Half>(void*, const float*, int64_t, RoundedInto);
 
 namespace {
 // The device, shape and definedness checks of both entry points (check_compatible insists on one
@@ -130,7 +136,7 @@ void round_to_precision_multi(const std::vector<RoundedCast>& items, DType preci
   MT_CHECK_AS(DTypeError, is_half(precision),
               "round_to_precision_multi: precision must be bfloat16 or float16, got ", precision);
   const Device device = items.front().in->device();
-  std::vector<float*> outs;
+  std::vector<void*> outs;
   std::vector<const float*> ins;
   std::vector<int64_t> sizes;
   std::vector<RoundedInto> how;
@@ -138,12 +144,15 @@ void round_to_precision_multi(const std::vector<RoundedCast>& items, DType preci
     const Tensor& out = *items[k].out;
     const Tensor& in = *items[k].in;
     check_pair("round_to_precision_multi", out, in);
-    MT_CHECK_AS(DTypeError, out.dtype() == DType::Float32 && in.dtype() == DType::Float32,
+    const bool narrow = items[k].how == RoundedInto::Narrow;
+    const DType out_dtype = narrow ? precision : DType::Float32;
+    MT_CHECK_AS(DTypeError, out.dtype() == out_dtype && in.dtype() == DType::Float32,
                 "round_to_precision_multi: item ", k, " is out ", out.dtype(), " and in ",
-                in.dtype(), "; it takes float32 tensors");
+                in.dtype(), "; it takes in float32 and out ", out_dtype,
+                narrow ? " (a Narrow item's out is of the precision)" : "");
     MT_CHECK_AS(DeviceError, in.device() == device, "round_to_precision_multi: item ", k, " is on ",
                 in.device(), " but item 0 on ", device, "; one call per device (one launch each)");
-    outs.push_back(items[k].out->data<float>());
+    outs.push_back(items[k].out->raw_data());
     ins.push_back(in.data<float>());
     sizes.push_back(in.numel());
     how.push_back(items[k].how);

@@ -59,14 +59,19 @@ template <typename T>
 __global__ void round_to_precision_multi_kernel(TensorListArgs<2> args, RoundedIntoTable table) {
   const ChunkOf<2> chunk(args);
   const RoundedInto how = table.how[args.block_tensor[blockIdx.x]];
-  float* out = chunk.template ptr<float>(0);
   const float* in = chunk.template ptr<float>(1);
+  if (how == RoundedInto::Narrow) {  // a tensor's blocks all take one branch
+    T* out = chunk.template ptr<T>(0);
+    for (int64_t i = threadIdx.x; i < chunk.len; i += blockDim.x) out[i] = narrow<T>(in[i]);
+    return;
+  }
+  float* out = chunk.template ptr<float>(0);
   for (int64_t i = threadIdx.x; i < chunk.len; i += blockDim.x)
     out[i] = rounded_into<T>(out + i, in[i], how);
 }
 
 template <typename T>
-void round_to_precision_multi_cuda(const std::vector<float*>& outs,
+void round_to_precision_multi_cuda(const std::vector<void*>& outs,
                                    const std::vector<const float*>& ins,
                                    const std::vector<int64_t>& sizes,
                                    const std::vector<RoundedInto>& how, CUstream_st* stream) {
@@ -91,12 +96,12 @@ void round_to_precision_multi_cuda(const std::vector<float*>& outs,
     CHECK_CUDA_LAUNCH();
   }
 }
-template void round_to_precision_multi_cuda<BFloat16>(const std::vector<float*>&,
+template void round_to_precision_multi_cuda<BFloat16>(const std::vector<void*>&,
                                                       const std::vector<const float*>&,
                                                       const std::vector<int64_t>&,
                                                       const std::vector<RoundedInto>&,
                                                       CUstream_st*);
-template void round_to_precision_multi_cuda<Half>(const std::vector<float*>&,
+template void round_to_precision_multi_cuda<Half>(const std::vector<void*>&,
                                                   const std::vector<const float*>&,
                                                   const std::vector<int64_t>&,
                                                   const std::vector<RoundedInto>&, CUstream_st*);

@@ -27,9 +27,12 @@ void round_to_precision(Tensor& out, const Tensor& in, DType precision);
 
 /// What round_to_precision_multi does with tensor k's rounded values r = round16(in):
 enum class RoundedInto : uint8_t {
-  Store,      ///< out = r: round_to_precision's bits (the weights' 16-bit copies)
+  Store,      ///< out = r: round_to_precision's bits (a float32 copy of the weights' 16-bit values)
   Add,        ///< out = out + r: axpy(out, 1, round_to_precision(in))'s bits (a gradient added)
   AddToZero,  ///< out = 0 + r: zero_(out) then Add's bits (-0 becomes +0); out is not read
+  Narrow,     ///< out = r stored in `precision` itself: cast's bits (the weights' 16-bit copies
+              ///< for a GEMM that multiplies 16-bit operands as they are, Note [16-bit GEMM
+              ///< operands] in nn/linear.cpp); out is a tensor of that dtype
 };
 struct RoundedCast {
   Tensor* out;
@@ -38,9 +41,10 @@ struct RoundedCast {
 };
 /// Every item's `out` from its `in` rounded to `precision` (bfloat16 or float16, nearest even) and
 /// widened back, as `how` says: float32 tensors on one device, each out of its in's shape (out may
-/// be in for Store). On a GPU one kernel launch for up to 64 tensors (multi-tensor apply,
-/// kernels/multi_tensor_apply.h) where round_to_precision and axpy take one or two each; the bits
-/// are theirs. An empty list does nothing; DTypeError, DeviceError, ShapeError name the item.
+/// be in for Store), but a Narrow item's out, which is of dtype `precision`. On a GPU one kernel
+/// launch for up to 64 tensors (multi-tensor apply, kernels/multi_tensor_apply.h) where
+/// round_to_precision and axpy take one or two each; the bits are theirs. An empty list does
+/// nothing; DTypeError, DeviceError, ShapeError name the item.
 void round_to_precision_multi(const std::vector<RoundedCast>& items, DType precision);
 
 // ---- implementations (instantiated for every pair of distinct dtypes) ----
@@ -54,10 +58,10 @@ void round_to_precision_cpu(float* out, const float* in, int64_t n);
 template <typename T>
 void round_to_precision_cuda(float* out, const float* in, int64_t n, CUstream_st* stream);
 template <typename T>
-void round_into_cpu(float* out, const float* in, int64_t n, RoundedInto how);
+void round_into_cpu(void* out, const float* in, int64_t n, RoundedInto how);
 /// outs[k], ins[k], sizes[k], how[k]: the items, in multi-tensor launches on `stream`.
 template <typename T>
-void round_to_precision_multi_cuda(const std::vector<float*>& outs,
+void round_to_precision_multi_cuda(const std::vector<void*>& outs,
                                    const std::vector<const float*>& ins,
                                    const std::vector<int64_t>& sizes,
                                    const std::vector<RoundedInto>& how, CUstream_st* stream);

@@ -158,10 +158,10 @@ TEST_P(CastTest, RoundToPrecisionIsNarrowThenWidenInPlace) {
 
 // ---- the multi-tensor cast of mixed precision ----
 
-// Each of Store, Add and AddToZero against the one-tensor ops it replaces (round_to_precision;
-// then axpy; zero_ then axpy), bit for bit, over odd sizes and one across two chunks of
-// multi-tensor apply, with a tensor rounded in place and -0 among the inputs (AddToZero makes
-// it +0, as zero_ then axpy does).
+// Each of Store, Add, AddToZero and Narrow against the one-tensor ops it replaces
+// (round_to_precision; then axpy; zero_ then axpy; cast to the 16-bit dtype), bit for bit, over odd
+// sizes and one across two chunks of multi-tensor apply, with a tensor rounded in place and -0
+// among the inputs (AddToZero makes it +0, as zero_ then axpy does).
 TEST_P(CastTest, RoundToPrecisionMultiGivesTheOneTensorOpsBits) {
   for (DType p : {DType::BFloat16, DType::Float16}) {
     SCOPED_TRACE(dtype_name(p));
@@ -172,7 +172,8 @@ TEST_P(CastTest, RoundToPrecisionMultiGivesTheOneTensorOpsBits) {
     std::vector<int64_t> sizes;
     for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, kMultiTensorChunk + 5, int64_t{3}})
       if (!testing::over_size_cap(n)) sizes.push_back(n);
-    const RoundedInto modes[] = {RoundedInto::Store, RoundedInto::Add, RoundedInto::AddToZero};
+    const RoundedInto modes[] = {RoundedInto::Store, RoundedInto::Add, RoundedInto::AddToZero,
+                                 RoundedInto::Narrow};
     for (std::size_t k = 0; k < sizes.size(); ++k) {
       std::vector<float> v = sixteen_bit_probes(sizes[k], 20 + uint32_t(k));
       v[0] = -0.0f;
@@ -182,9 +183,13 @@ TEST_P(CastTest, RoundToPrecisionMultiGivesTheOneTensorOpsBits) {
       Tensor r = Tensor::empty({sizes[k]}, DType::Float32, device());
       round_to_precision(r, ins.back(), p);
       Tensor w = Tensor::from_vector(old, {sizes[k]}, device());
-      switch (modes[k % 3]) {
+      switch (modes[k % 4]) {
         case RoundedInto::Store:
           w = r;
+          break;
+        case RoundedInto::Narrow:  // out is a 16-bit tensor of old contents
+          outs.back() = cast(outs.back(), p);
+          w = cast(ins.back(), p);
           break;
         case RoundedInto::AddToZero:
           zero_(w);
@@ -194,7 +199,7 @@ TEST_P(CastTest, RoundToPrecisionMultiGivesTheOneTensorOpsBits) {
       }
       want.push_back(w);
     }
-    for (std::size_t k = 0; k < ins.size(); ++k) items.push_back({&outs[k], &ins[k], modes[k % 3]});
+    for (std::size_t k = 0; k < ins.size(); ++k) items.push_back({&outs[k], &ins[k], modes[k % 4]});
     Tensor in_place = Tensor::from_vector(sixteen_bit_probes(9, 30), {9}, device());
     Tensor in_place_want = Tensor::empty({9}, DType::Float32, device());
     round_to_precision(in_place_want, in_place, p);
@@ -203,8 +208,9 @@ TEST_P(CastTest, RoundToPrecisionMultiGivesTheOneTensorOpsBits) {
     round_to_precision_multi(items, p);
     for (std::size_t k = 0; k < outs.size(); ++k) {
       if (sizes[k] > 1) ASSERT_GT(host_max_abs(outs[k]), 0.0);  // (tensor 0 holds only -0)
+      EXPECT_EQ(outs[k].dtype(), want[k].dtype()) << "tensor " << k;
       EXPECT_TRUE(same_values(host_values(outs[k]), host_values(want[k])))
-          << "tensor " << k << ", mode " << int(modes[k % 3]);
+          << "tensor " << k << ", mode " << int(modes[k % 4]);
     }
     EXPECT_TRUE(same_values(host_values(in_place), host_values(in_place_want))) << "in place";
     EXPECT_TRUE(std::signbit(host_values(outs[2])[0]) == false) << "AddToZero: 0 + -0 is +0";
@@ -244,6 +250,19 @@ TEST_P(CastTest, RoundToPrecisionMultiNamesTheBadItem) {
     EXPECT_THAT(e.what(), HasSubstr("float64"));
   }
   EXPECT_THROW(round_to_precision_multi({{&a, &b}, {&five, &b}}, DType::BFloat16), ShapeError);
+  // Narrow writes the precision itself: a float32 out, or one of the other 16-bit dtype, is named.
+  Tensor half = Tensor::zeros({4}, DType::Float16, device());
+  for (Tensor* out : {&a, &half}) {
+    try {
+      round_to_precision_multi({{&a, &b}, {out, &b, RoundedInto::Narrow}}, DType::BFloat16);
+      FAIL() << "expected DTypeError for a Narrow out of " << out->dtype();
+    } catch (const DTypeError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(std::string("item 1 is out ") + dtype_name(out->dtype())));
+      EXPECT_THAT(e.what(), HasSubstr("out bfloat16"));
+    }
+  }
+  // ...and Store, Add and AddToZero write float32 only.
+  EXPECT_THROW(round_to_precision_multi({{&half, &b}}, DType::Float16), DTypeError);
   try {
     round_to_precision_multi({{&a, &b}}, DType::Float32);
     FAIL() << "expected DTypeError";
