@@ -238,8 +238,9 @@ void Linear::round_weights(const std::vector<Linear*>& layers) {
     auto fits = [](const Tensor& copy, const Tensor& of) {
       return copy.defined() && copy.device() == of.device() && copy.shape() == of.shape();
     };
-    if (!fits(layer->weight16_, w))
-      layer->weight16_ = Tensor::empty(w.shape(), DType::Float32, w.device());
+    const DType copy_dtype = layer->weight_copy_dtype();
+    if (!fits(layer->weight16_, w) || layer->weight16_.dtype() != copy_dtype)
+      layer->weight16_ = Tensor::empty(w.shape(), copy_dtype, w.device());
     if (b.defined() && !fits(layer->bias16_, b))
       layer->bias16_ = Tensor::empty(b.shape(), DType::Float32, b.device());
     auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
@@ -247,7 +248,8 @@ void Linear::round_weights(const std::vector<Linear*>& layers) {
     });
     if (g == groups.end())
       g = groups.insert(groups.end(), Group{w.device(), layer->precision_, {}});
-    g->items.push_back({&layer->weight16_, &w, RoundedInto::Store});
+    g->items.push_back({&layer->weight16_, &w,
+                        copy_dtype == DType::Float32 ? RoundedInto::Store : RoundedInto::Narrow});
     if (b.defined()) g->items.push_back({&layer->bias16_, &b, RoundedInto::Store});
     rounded.push_back(layer);
   }
@@ -271,22 +273,40 @@ Tensor Linear::cast_into(BufferSlot& slot, const Tensor& in, DType to) {
 
 void Linear::Buffers::clear() noexcept {
   for (BufferSlot* slot :
-       {&out, &act_out, &grad_pre, &grad_in, &x16, &x32, &acc, &y16, &dy16, &dy32, &dx16})
+       {&out, &act_out, &grad_pre, &grad_in, &x16, &x32, &acc, &y16, &dy16, &dy32, &dx16, &w32})
     slot->clear();
 }
 
 // Note [16-bit GEMM operands] (issue 35): the forward multiplies its 16-bit input by the rounded
-// weights (float32 tensors holding 16-bit values) and adds the rounded bias in the GEMM itself,
-// where the backend has a mixed GEMM (gemm_mixed_with, kernels/gemm/gemm_registry.h): the input
-// is read as it is, the bias added in the GEMM's epilogue and y rounded once at the store. That
-// was a widening cast of the input, the float32 GEMM, a bias add and a narrowing cast: four
-// launches, now one. The backward's dW = dy^T x reads both 16-bit operands, dx = dy W16 rounds
-// at its store, and db sums the 16-bit dy (sum_rows widens as it reads): six launches, now three.
-// The built-in mixed GEMMs (warptile on a GPU, reference on the CPU) run the float32 kernel's
-// own sums on widened operands, exact for 16-bit values, so the bits are the cast path's; cuBLAS
-// and cuBLASLt take A and B of one 16-bit type only (their type tables), so the forward and dx
-// (whose B is the float32 copy of the weights) keep the cast path there. A backend without a
-// mixed GEMM (openblas, the other ladder rungs) keeps the cast path for all three.
+// weights and adds the rounded bias in the GEMM itself, where the backend has a mixed GEMM
+// (gemm_mixed_with, kernels/gemm/gemm_registry.h): the input is read as it is, the bias added in
+// the GEMM's epilogue and y rounded once at the store. That was a widening cast of the input, the
+// float32 GEMM, a bias add and a narrowing cast: four launches, now one. The backward's
+// dW = dy^T x reads both 16-bit operands, dx = dy W16 rounds at its store, and db sums the 16-bit
+// dy (sum_rows widens as it reads): six launches, now three.
+//
+// The rounded weights are a 16-bit tensor where the backend's mixed GEMM takes C, A and B all of
+// the precision (with the bias, for the forward: weight_copy_dtype), and float32 holding 16-bit
+// values where not. cuBLAS and cuBLASLt take A and B of one 16-bit type only (their type tables),
+// so they need the 16-bit copy to multiply the forward and dx in 16 bits; the built-in mixed GEMMs
+// (warptile on a GPU, reference on the CPU) take any combination and run the float32 kernel's own
+// sums on widened operands, exact for 16-bit values, so the bits are the cast path's with either
+// copy. A backend without a mixed GEMM (openblas, the other ladder rungs) keeps the float32 copy
+// and the cast path for all three.
+
+DType Linear::weight_copy_dtype() const {
+  const Device device = weight_.value.device();
+  return gemm_takes_mixed(gemm_backend_, device, precision_, precision_, precision_,
+                          bias_.value.defined())
+             ? precision_
+             : DType::Float32;
+}
+
+Tensor Linear::weight16_widened() {
+  if (weight16_.dtype() == DType::Float32) return weight16_;
+  // A copy made 16-bit for a backend set since (set_gemm_backend between forward and backward).
+  return cast_into(buffers_.w32, weight16_, DType::Float32);
+}
 
 Tensor Linear::forward_mixed(const Tensor& x) {
   const Tensor x16 = x.dtype() == precision_ ? x : cast_into(buffers_.x16, x, precision_);
@@ -294,7 +314,7 @@ Tensor Linear::forward_mixed(const Tensor& x) {
   weights16_current_ = false;
   input_ = training_ ? x16 : Tensor();
   const Tensor bias16 = bias_.value.defined() ? bias16_ : Tensor();
-  if (gemm_takes_mixed(gemm_backend_, x.device(), precision_, precision_, DType::Float32,
+  if (gemm_takes_mixed(gemm_backend_, x.device(), precision_, precision_, weight16_.dtype(),
                        bias16.defined())) {  // Note [16-bit GEMM operands]
     Tensor y16 = buffers_.y16.get(Shape{x.size(0), out_}, precision_, x.device());
     gemm_mixed_with(gemm_backend_, y16, x16, /*trans_a=*/false, weight16_, /*trans_b=*/true, 1.0,
@@ -303,8 +323,8 @@ Tensor Linear::forward_mixed(const Tensor& x) {
   }
   Tensor acc = buffers_.acc.get(Shape{x.size(0), out_}, DType::Float32, x.device());
   // One rounding of the float32 sum x W^T + b, as torch's 16-bit addmm (bias folded in by beta).
-  linear_forward_with(gemm_backend_, acc, cast_into(buffers_.x32, x16, DType::Float32), weight16_,
-                      bias16);
+  linear_forward_with(gemm_backend_, acc, cast_into(buffers_.x32, x16, DType::Float32),
+                      weight16_widened(), bias16);
   return cast_into(buffers_.y16, acc, precision_);
 }
 
@@ -406,13 +426,14 @@ Tensor Linear::backward_mixed(const Tensor& grad_output) {
   else
     add_rounded_gradients(grads);
   if (!needs_input_grad_) return Tensor();
-  if (gemm_takes_mixed(gemm_backend_, device, p, p, DType::Float32, false)) {
+  if (gemm_takes_mixed(gemm_backend_, device, p, p, weight16_.dtype(), false)) {
     Tensor dx16 = buffers_.dx16.get(input_.shape(), p, device);
     gemm_mixed_with(gemm_backend_, dx16, dy16, /*trans_a=*/false, weight16_, /*trans_b=*/false);
     return dx16;
   }
   Tensor dx = buffers_.grad_in.get(input_.shape(), DType::Float32, device);
-  gemm_with(gemm_backend_, dx, widened_dy(), /*trans_a=*/false, weight16_, /*trans_b=*/false);
+  gemm_with(gemm_backend_, dx, widened_dy(), /*trans_a=*/false, weight16_widened(),
+            /*trans_b=*/false);
   return cast_into(buffers_.dx16, dx, p);
 }
 
@@ -420,6 +441,7 @@ void Linear::set_gemm_backend(std::string name) {
   if (name != "auto") (void)minitrain::gemm_backend(name);  // ValueError listing the names
   check_gemm_precision(name, precision_);
   gemm_backend_ = std::move(name);
+  weights16_current_ = false;  // the next forward rounds into the copy this backend multiplies
 }
 
 void Linear::set_precision(DType precision) {

@@ -131,9 +131,10 @@ class Linear final : public Module {
   Parameter weight_, bias_;
   Tensor input_;         // cached by forward in training mode (a handle: no copy)
   Tensor bias_scratch_;  // [out]: sum_rows(dy) before it is added into the bias gradient
-  // Mixed precision: round16(W) and round16(b) in float32, what the forward multiplies by;
-  // backward's dx uses the forward's weight16_ (torch's autocast saves the cast weight for backward
-  // too). Kept across steps (rewritten in place: no allocation after the first step).
+  // Mixed precision: round16(W), what the forward multiplies by (16-bit, or float32 holding 16-bit
+  // values: Note [16-bit GEMM operands]), and round16(b) in float32; backward's dx uses the
+  // forward's weight16_ (torch's autocast saves the cast weight for backward too). Kept across
+  // steps (rewritten in place: no allocation after the first step).
   Tensor weight16_, bias16_;
   bool weights16_current_ = false;  // rounded for the next forward by RoundedWeights
   // Mixed precision: dy^T x in float32 before it is rounded and added into the weight's gradient
@@ -150,8 +151,9 @@ class Linear final : public Module {
     BufferSlot grad_in;   // dL/dx
     // mixed precision: the 16-bit output and input gradient, and the casts around the float32
     // GEMMs of a backend without a mixed GEMM (the rounded weights and dW are weight16_, bias16_
-    // and weight_grad_, kept by the multi-tensor casts)
-    BufferSlot x16, x32, acc, y16, dy16, dy32, dx16;
+    // and weight_grad_, kept by the multi-tensor casts; w32 widens a 16-bit weight16_ for such a
+    // backend set after it was rounded)
+    BufferSlot x16, x32, acc, y16, dy16, dy32, dx16, w32;
     void clear() noexcept;
   } buffers_;
 
@@ -167,6 +169,10 @@ class Linear final : public Module {
   // launch per device and precision.
   static void add_rounded_gradients(const std::vector<RoundedGradients::Pending>& pending);
   bool computes_mixed() const noexcept;
+  // weight16_'s dtype for this backend and precision (Note [16-bit GEMM operands]).
+  DType weight_copy_dtype() const;
+  // weight16_ as float32, for the cast path's float32 GEMMs.
+  Tensor weight16_widened();
   // cast(in, to) into a buffer of `slot` (Note [buffers that live across steps]).
   static Tensor cast_into(BufferSlot& slot, const Tensor& in, DType to);
 };

@@ -50,11 +50,18 @@ void gemm_cublas_fast(cublasComputeType_t compute, Device device, float* c, cons
 
 // Mixed precision's GEMM (issue 35) as one cublasGemmEx: A and B of one 16-bit type, C of that
 // type or float32, CUBLAS_COMPUTE_32F (float32 accumulate, C rounded once by cuBLAS). The
-// registry admits only those combinations (GemmBackend::mixed_equal_inputs) and no bias.
+// registry admits only those combinations (GemmBackend::mixed_equal_inputs). cublasGemmEx has no
+// epilogue, so a call with a bias (a mixed-precision Linear's forward) is cuBLASLt's matmul with
+// its bias epilogue: one launch, where a GEMM then a bias add would round y twice.
 void gemm_cublas_mixed(Device device, const GemmMixedCall& g) {
   if (g.m == 0 || g.n == 0) return;
-  MT_CHECK_AS(ValueError, g.bias == nullptr,
-              "gemm backend 'cublas': cublasGemmEx has no bias epilogue; use 'cublaslt'");
+  if (g.bias != nullptr) {
+    MT_CHECK_AS(ValueError, g.k > 0,
+                "gemm backend 'cublas': an empty product (k = 0) with a bias has no matmul to ",
+                "fuse into; use the 'warptile' backend");
+    gemm_cublaslt_mixed(device, g);
+    return;
+  }
   DeviceGuard guard(device);
   cublasHandle_t handle = cublas_handle(device);  // bound to this thread's current stream
   const int lda = backend_blas_int(g.trans_a ? g.m : g.k, "lda"),
@@ -95,6 +102,7 @@ GemmBackend cublas_gemm_backend() {
                  double beta) { gemm_cublas<double>(d, c, a, ta, b, tb, m, n, k, alpha, beta); };
   g.mixed = gemm_cublas_mixed;
   g.mixed_equal_inputs = true;
+  g.mixed_bias = true;  // through cuBLASLt's epilogue (gemm_cublas_mixed)
   return g;
 }
 

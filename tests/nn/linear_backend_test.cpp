@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -316,6 +317,85 @@ TEST(LinearMixedPrecision, SixteenBitGemmOperandsGiveTheCastPathsBits) {
 TEST(LinearMixedPrecisionCuda, SixteenBitGemmOperandsGiveTheCastPathsBits) {
   MT_SKIP_UNLESS_AVAILABLE(Device::cuda(0));
   expect_mixed_gemm_gives_the_cast_paths_bits("warptile", Device::cuda(0));
+}
+
+// What a backend was handed: its float32 GEMM's calls, and its mixed GEMM's (C, A, B) dtypes.
+struct GemmCalls {
+  int float32 = 0;
+  std::vector<std::tuple<DType, DType, DType>> mixed;
+};
+
+// Backend `of` restricted to cuBLAS's type table (mixed_equal_inputs: A and B of one 16-bit
+// dtype), as `name`, its calls recorded in the GemmCalls returned (registered once a process): a
+// Linear on it stands for one on cuBLAS, which the emulated GPUs do not have.
+std::shared_ptr<GemmCalls> equal_inputs_only(const std::string& name, const std::string& of) {
+  static std::map<std::string, std::shared_ptr<GemmCalls>> registered;
+  std::shared_ptr<GemmCalls>& calls = registered[name];
+  if (calls) return calls;
+  calls = std::make_shared<GemmCalls>();
+  GemmBackend g = gemm_backend(of);
+  g.name = name;
+  g.mixed_equal_inputs = true;
+  g.float32 = [calls, f = g.float32](Device d, float* c, const float* a, bool ta, const float* b,
+                                     bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                                     float beta) {
+    ++calls->float32;
+    f(d, c, a, ta, b, tb, m, n, k, alpha, beta);
+  };
+  g.mixed = [calls, f = g.mixed](Device d, const GemmMixedCall& call) {
+    calls->mixed.emplace_back(call.c_dtype, call.a_dtype, call.b_dtype);
+    f(d, call);
+  };
+  register_gemm_backend(std::move(g));
+  return calls;
+}
+
+// Note [16-bit GEMM operands]: on a backend that takes A and B of one 16-bit dtype only (cuBLAS,
+// cuBLASLt), the weights' copy is 16-bit, so the forward, dW and dx are all mixed GEMMs of
+// 16-bit operands (none widened around a float32 GEMM), with the cast path's bits. A backend set
+// between the forward and the backward multiplies dx by that copy widened, with the same bits.
+void expect_equal_input_backends_multiply_sixteen_bit_weights(const std::string& of,
+                                                              Device device) {
+  const std::string backend = of + "_equal_inputs_only";
+  const std::string cast_only = of + "_cast_only";
+  register_cast_only(cast_only, of);
+  const std::shared_ptr<GemmCalls> calls = equal_inputs_only(backend, of);
+  for (DType p : {DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(precision_name(p));
+    *calls = GemmCalls{};
+    ASSERT_FALSE(gemm_takes_mixed(backend, device, p, p, DType::Float32, true));
+    const auto got = run_mixed_mlp(backend, p, device);
+    EXPECT_EQ(calls->float32, 0) << "a GEMM widened its operands";
+    ASSERT_EQ(calls->mixed.size(), 9u);  // 3 layers' forward, dW and dx
+    for (const auto& [c, a, b] : calls->mixed) {
+      EXPECT_EQ(a, p);
+      EXPECT_EQ(b, p);
+    }
+    const auto want = run_mixed_mlp(cast_only, p, device);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      EXPECT_EQ(got[i], want[i]) << "value " << i << " (y, dx, then the gradients)";
+
+    // The backend changed between the forward and the backward.
+    Generator gen(11);
+    std::unique_ptr<Sequential> model = make_mlp({37, 19, 23, 5}, Activation::ReLU, gen, device);
+    set_gemm_backend(*model, backend);
+    model->set_precision(p);
+    model->zero_grad();
+    const Tensor y = model->forward(random_tensor(Shape{29, 37}, 3, device));
+    set_gemm_backend(*model, cast_only);
+    const Tensor dx = model->backward(cast(random_tensor(y.shape(), 4, device), p));
+    EXPECT_EQ(host_values(dx), want[1]);
+  }
+}
+
+TEST(LinearMixedPrecision, EqualInputBackendsMultiplySixteenBitWeights) {
+  expect_equal_input_backends_multiply_sixteen_bit_weights("reference", Device::cpu());
+}
+
+TEST(LinearMixedPrecisionCuda, EqualInputBackendsMultiplySixteenBitWeights) {
+  MT_SKIP_UNLESS_AVAILABLE(Device::cuda(0));
+  expect_equal_input_backends_multiply_sixteen_bit_weights("warptile", Device::cuda(0));
 }
 
 }  // namespace
