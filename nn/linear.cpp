@@ -288,7 +288,10 @@ void Linear::Buffers::clear() noexcept {
 // The rounded weights are a 16-bit tensor where the backend's mixed GEMM takes C, A and B all of
 // the precision (with the bias, for the forward: weight_copy_dtype), and float32 holding 16-bit
 // values where not. cuBLAS and cuBLASLt take A and B of one 16-bit type only (their type tables),
-// so they need the 16-bit copy to multiply the forward and dx in 16 bits; the built-in mixed GEMMs
+// so they need the 16-bit copy to multiply the forward and dx in 16 bits: cuBLASLt gets it, and
+// "cublas" (a real GPU's default) for a layer without a bias, since cublasGemmEx has no bias
+// epilogue (a layer with one keeps the float32 copy and the cast path there; its dW is a 16-bit
+// GEMM either way). The built-in mixed GEMMs
 // (warptile on a GPU, reference on the CPU) take any combination and run the float32 kernel's own
 // sums on widened operands, exact for 16-bit values, so the bits are the cast path's with either
 // copy. A backend without a mixed GEMM (openblas, the other ladder rungs) keeps the float32 copy
